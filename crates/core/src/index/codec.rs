@@ -1,0 +1,334 @@
+//! The binary container every index is stored in.
+//!
+//! Layout (little-endian):
+//! `b"DMIX"` · kind (4 bytes, e.g. `b"FLAT"`) · version (u16) · payload length (u64) ·
+//! payload · CRC-32 (IEEE) of everything before it (u32).
+//!
+//! The reader checks magic, kind, version, length and checksum before parsing anything, and
+//! every length inside a payload is checked against the bytes that remain before anything is
+//! allocated, so a hostile length cannot ask for gigabytes.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+const MAGIC: &[u8; 4] = b"DMIX";
+const HEADER: usize = 4 + 4 + 2 + 8;
+
+/// Why a serialized index could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The bytes end before the structure does.
+    Truncated,
+    /// Not a docmem index file.
+    BadMagic,
+    /// A docmem index of another kind (e.g. a BM25 file read as vectors).
+    WrongKind {
+        /// The kind expected.
+        expected: [u8; 4],
+        /// The kind found.
+        found: [u8; 4],
+    },
+    /// Written by a newer format version.
+    UnsupportedVersion {
+        /// The version found.
+        found: u16,
+    },
+    /// The checksum does not match: the bytes were corrupted.
+    ChecksumMismatch,
+    /// A field holds a value that cannot be right.
+    Invalid {
+        /// Which field.
+        what: &'static str,
+    },
+    /// Bytes were left over after the structure ended.
+    TrailingBytes,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated => write!(f, "the data is truncated"),
+            DecodeError::BadMagic => write!(f, "not a docmem index (bad magic bytes)"),
+            DecodeError::WrongKind { expected, found } => write!(
+                f,
+                "expected a {} index, found {}",
+                String::from_utf8_lossy(expected),
+                String::from_utf8_lossy(found)
+            ),
+            DecodeError::UnsupportedVersion { found } => write!(f, "index format version {found} is newer than this build reads"),
+            DecodeError::ChecksumMismatch => write!(f, "checksum mismatch: the data is corrupted"),
+            DecodeError::Invalid { what } => write!(f, "invalid {what}"),
+            DecodeError::TrailingBytes => write!(f, "unexpected bytes after the end of the index"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for DecodeError {}
+
+const fn crc_table() -> [u32; 256] {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            k += 1;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+}
+
+static CRC_TABLE: [u32; 256] = crc_table();
+
+/// CRC-32 (IEEE 802.3, as zlib computes it).
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c = CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+/// Appends little-endian fields to a buffer.
+#[derive(Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    /// An empty writer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// A byte.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    /// A u32.
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A u64.
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// An f32.
+    pub fn f32(&mut self, v: f32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// A length-prefixed byte string.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.buf.extend_from_slice(b);
+    }
+    /// A length-prefixed UTF-8 string.
+    pub fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    /// A length-prefixed run of u32.
+    pub fn u32s(&mut self, v: &[u32]) {
+        self.u64(v.len() as u64);
+        for &x in v {
+            self.u32(x);
+        }
+    }
+    /// A length-prefixed run of f32.
+    pub fn f32s(&mut self, v: &[f32]) {
+        self.u64(v.len() as u64);
+        for &x in v {
+            self.f32(x);
+        }
+    }
+    /// A length-prefixed run of i8.
+    pub fn i8s(&mut self, v: &[i8]) {
+        self.u64(v.len() as u64);
+        self.buf.extend(v.iter().map(|&x| x as u8));
+    }
+    /// Wrap the payload in the container.
+    pub fn finish(self, kind: [u8; 4], version: u16) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER + self.buf.len() + 4);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&kind);
+        out.extend_from_slice(&version.to_le_bytes());
+        out.extend_from_slice(&(self.buf.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.buf);
+        let crc = crc32(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+}
+
+/// Reads little-endian fields, checking every length against what remains.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// Open a container: check magic, kind, version (≤ `max_version`), length and checksum.
+    /// Returns the version found and a reader over the payload.
+    pub fn open(bytes: &'a [u8], kind: [u8; 4], max_version: u16) -> Result<(u16, Reader<'a>), DecodeError> {
+        if bytes.len() < 4 {
+            return Err(DecodeError::Truncated);
+        }
+        if &bytes[..4] != MAGIC {
+            return Err(DecodeError::BadMagic);
+        }
+        if bytes.len() < HEADER + 4 {
+            return Err(DecodeError::Truncated);
+        }
+        let mut found = [0u8; 4];
+        found.copy_from_slice(&bytes[4..8]);
+        if found != kind {
+            return Err(DecodeError::WrongKind { expected: kind, found });
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&bytes[10..18]);
+        let len = u64::from_le_bytes(len);
+        let available = (bytes.len() - HEADER - 4) as u64;
+        if len > available {
+            return Err(DecodeError::Truncated);
+        }
+        if len < available {
+            return Err(DecodeError::TrailingBytes);
+        }
+        let body_end = HEADER + len as usize;
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&bytes[body_end..body_end + 4]);
+        if crc32(&bytes[..body_end]) != u32::from_le_bytes(crc) {
+            return Err(DecodeError::ChecksumMismatch);
+        }
+        if version == 0 || version > max_version {
+            return Err(DecodeError::UnsupportedVersion { found: version });
+        }
+        Ok((version, Reader { buf: &bytes[HEADER..body_end], pos: 0 }))
+    }
+
+    /// A reader over raw bytes (no container).
+    pub fn raw(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    /// A byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    /// A u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// A u64.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// A u64 that must fit a usize.
+    pub fn usize(&mut self) -> Result<usize, DecodeError> {
+        usize::try_from(self.u64()?).map_err(|_| DecodeError::Invalid { what: "size" })
+    }
+    /// An f32.
+    pub fn f32(&mut self) -> Result<f32, DecodeError> {
+        Ok(f32::from_bits(self.u32()?))
+    }
+    /// A length prefix for `elem` bytes per element, checked against what remains.
+    fn len(&mut self, elem: usize) -> Result<usize, DecodeError> {
+        let n = self.usize()?;
+        let bytes = n.checked_mul(elem).ok_or(DecodeError::Truncated)?;
+        if bytes > self.buf.len() - self.pos {
+            return Err(DecodeError::Truncated);
+        }
+        Ok(n)
+    }
+    /// A length-prefixed byte string.
+    pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.len(1)?;
+        self.take(n)
+    }
+    /// A length-prefixed UTF-8 string.
+    pub fn str(&mut self) -> Result<&'a str, DecodeError> {
+        core::str::from_utf8(self.bytes()?).map_err(|_| DecodeError::Invalid { what: "UTF-8 string" })
+    }
+    /// A length-prefixed run of u32.
+    pub fn u32s(&mut self) -> Result<Vec<u32>, DecodeError> {
+        let n = self.len(4)?;
+        (0..n).map(|_| self.u32()).collect()
+    }
+    /// A length-prefixed run of f32.
+    pub fn f32s(&mut self) -> Result<Vec<f32>, DecodeError> {
+        let n = self.len(4)?;
+        (0..n).map(|_| self.f32()).collect()
+    }
+    /// A length-prefixed run of i8.
+    pub fn i8s(&mut self) -> Result<Vec<i8>, DecodeError> {
+        let n = self.len(1)?;
+        Ok(self.take(n)?.iter().map(|&b| b as i8).collect())
+    }
+    /// A count of items each at least `min_bytes` long, checked against what remains.
+    pub fn count(&mut self, min_bytes: usize) -> Result<usize, DecodeError> {
+        self.len(min_bytes.max(1))
+    }
+    /// Fail unless every byte was read.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(DecodeError::TrailingBytes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_matches_zlib() {
+        // zlib.crc32(b"123456789") == 0xCBF43926
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn container_checks() {
+        let mut w = Writer::new();
+        w.str("hi");
+        w.f32s(&[1.0, 2.0]);
+        let bytes = w.finish(*b"TEST", 1);
+        let (v, mut r) = Reader::open(&bytes, *b"TEST", 1).unwrap();
+        assert_eq!(v, 1);
+        assert_eq!(r.str().unwrap(), "hi");
+        assert_eq!(r.f32s().unwrap(), [1.0, 2.0]);
+        r.finish().unwrap();
+        assert_eq!(Reader::open(&bytes, *b"FLAT", 1).err(), Some(DecodeError::WrongKind { expected: *b"FLAT", found: *b"TEST" }));
+        assert_eq!(Reader::open(&bytes[..bytes.len() - 1], *b"TEST", 1).err(), Some(DecodeError::Truncated));
+        let mut bad = bytes.clone();
+        bad[20] ^= 1;
+        assert_eq!(Reader::open(&bad, *b"TEST", 1).err(), Some(DecodeError::ChecksumMismatch));
+        assert_eq!(Reader::open(b"nope", *b"TEST", 1).err(), Some(DecodeError::BadMagic));
+    }
+
+    #[test]
+    fn hostile_lengths_do_not_allocate() {
+        let mut w = Writer::new();
+        w.u64(u64::MAX / 2);
+        let bytes = w.finish(*b"TEST", 1);
+        let (_, mut r) = Reader::open(&bytes, *b"TEST", 1).unwrap();
+        assert_eq!(r.f32s().err(), Some(DecodeError::Truncated));
+    }
+}

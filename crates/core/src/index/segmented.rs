@@ -1,0 +1,383 @@
+//! The index a library uses: a fresh flat segment, sealed segments, tombstones.
+//!
+//! Writes must be cheap (a document adds tens of vectors) and search must stay fast as a
+//! library grows, so the shape is an LSM tree's: new vectors go to a flat *fresh* segment,
+//! which is exact and needs no build; when it reaches [`SegmentParams::seal_threshold`] it is
+//! sealed into an HNSW segment (an int8 scan segment without `std`). A delete removes a
+//! fresh vector at once and tombstones a sealed one; tombstones are skipped at query time
+//! and dropped by [`SegmentedIndex::compact`], which rebuilds everything live into one
+//! segment. Search fans out over the segments and merges their top-k.
+
+use alloc::vec::Vec;
+
+use hashbrown::{HashMap, HashSet};
+
+use super::codec::{DecodeError, Reader, Writer};
+#[cfg(feature = "std")]
+use super::{HnswParams, HnswSegment};
+use super::{prepare, FlatIndex, Hit, IndexError, Int8Index, Metric, TopK, VectorIndex};
+
+/// Segment settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentParams {
+    /// Seal the fresh segment when it holds this many vectors.
+    pub seal_threshold: usize,
+    /// Compact automatically when there are more sealed segments than this.
+    pub max_sealed: usize,
+    /// HNSW settings for sealed segments.
+    #[cfg(feature = "std")]
+    pub hnsw: HnswParams,
+}
+
+impl Default for SegmentParams {
+    fn default() -> Self {
+        SegmentParams {
+            seal_threshold: 4096,
+            max_sealed: 8,
+            #[cfg(feature = "std")]
+            hnsw: HnswParams::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Sealed {
+    Scan(Int8Index),
+    #[cfg(feature = "std")]
+    Hnsw(HnswSegment),
+}
+
+impl Sealed {
+    fn index(&self) -> &dyn VectorIndex {
+        match self {
+            Sealed::Scan(s) => s,
+            #[cfg(feature = "std")]
+            Sealed::Hnsw(h) => h,
+        }
+    }
+
+    fn for_each_vector(&self, mut f: impl FnMut(u32, &[f32])) {
+        match self {
+            Sealed::Scan(s) => {
+                let flat = s.as_flat();
+                for (row, &id) in flat.rows().chunks_exact(flat.dim()).zip(flat.ids()) {
+                    f(id, row);
+                }
+            }
+            #[cfg(feature = "std")]
+            Sealed::Hnsw(h) => h.vectors().for_each(|(id, row)| f(id, row)),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Segment {
+    index: Sealed,
+    dead: HashSet<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loc {
+    Fresh,
+    Sealed(usize),
+}
+
+/// Fresh + sealed segments with tombstones (see the module docs).
+#[derive(Debug)]
+pub struct SegmentedIndex {
+    dim: usize,
+    metric: Metric,
+    params: SegmentParams,
+    fresh: FlatIndex,
+    sealed: Vec<Segment>,
+    live: HashMap<u32, Loc>,
+}
+
+const KIND: [u8; 4] = *b"SEGX";
+
+impl SegmentedIndex {
+    /// An empty index.
+    pub fn new(dim: usize, metric: Metric, params: SegmentParams) -> Self {
+        SegmentedIndex { dim, metric, params, fresh: FlatIndex::new(dim, metric), sealed: Vec::new(), live: HashMap::new() }
+    }
+
+    /// True when `id` is live.
+    pub fn contains(&self, id: u32) -> bool {
+        self.live.contains_key(&id)
+    }
+
+    /// Number of sealed segments.
+    pub fn sealed_segments(&self) -> usize {
+        self.sealed.len()
+    }
+
+    /// Number of tombstones not yet compacted away.
+    pub fn tombstones(&self) -> usize {
+        self.sealed.iter().map(|s| s.dead.len()).sum()
+    }
+
+    /// Add a vector under a new id. Nothing changes on error.
+    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), IndexError> {
+        if self.live.contains_key(&id) {
+            return Err(IndexError::DuplicateId { id });
+        }
+        self.fresh.add(id, v)?;
+        self.live.insert(id, Loc::Fresh);
+        if self.fresh.len() >= self.params.seal_threshold {
+            self.seal();
+        }
+        Ok(())
+    }
+
+    /// Delete a vector; false when the id was not live.
+    pub fn remove(&mut self, id: u32) -> bool {
+        match self.live.remove(&id) {
+            None => false,
+            Some(Loc::Fresh) => self.fresh.remove(id),
+            Some(Loc::Sealed(s)) => {
+                self.sealed[s].dead.insert(id);
+                true
+            }
+        }
+    }
+
+    fn build_sealed(&self, ids: Vec<u32>, rows: Vec<f32>) -> Sealed {
+        #[cfg(feature = "std")]
+        {
+            Sealed::Hnsw(HnswSegment::build(self.dim, self.metric, ids, &rows, self.params.hnsw))
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            let mut flat = FlatIndex::new(self.dim, self.metric);
+            for (row, id) in rows.chunks_exact(self.dim).zip(ids) {
+                // Rows were validated when they entered the fresh segment.
+                let _ = flat.add(id, row);
+            }
+            Sealed::Scan(Int8Index::from_flat(flat))
+        }
+    }
+
+    /// Seal the fresh segment now (no-op when empty).
+    pub fn seal(&mut self) {
+        if self.fresh.is_empty() {
+            return;
+        }
+        let (ids, rows) = self.fresh.drain();
+        let slot = self.sealed.len();
+        for &id in &ids {
+            self.live.insert(id, Loc::Sealed(slot));
+        }
+        let index = self.build_sealed(ids, rows);
+        self.sealed.push(Segment { index, dead: HashSet::new() });
+        if self.sealed.len() > self.params.max_sealed {
+            self.compact();
+        }
+    }
+
+    /// Rebuild every live vector into one sealed segment, dropping tombstones.
+    pub fn compact(&mut self) {
+        let mut ids = Vec::with_capacity(self.live.len());
+        let mut rows = Vec::with_capacity(self.live.len() * self.dim);
+        for seg in &self.sealed {
+            seg.index.for_each_vector(|id, row| {
+                if !seg.dead.contains(&id) {
+                    ids.push(id);
+                    rows.extend_from_slice(row);
+                }
+            });
+        }
+        let (fids, frows) = self.fresh.drain();
+        ids.extend(fids);
+        rows.extend(frows);
+        self.sealed.clear();
+        self.live.clear();
+        if ids.is_empty() {
+            return;
+        }
+        for &id in &ids {
+            self.live.insert(id, Loc::Sealed(0));
+        }
+        let index = self.build_sealed(ids, rows);
+        self.sealed.push(Segment { index, dead: HashSet::new() });
+    }
+
+    /// Serialize all segments and tombstones.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u32(self.dim as u32);
+        w.u8(self.metric.code());
+        w.u64(self.params.seal_threshold as u64);
+        w.u64(self.params.max_sealed as u64);
+        w.bytes(&self.fresh.to_bytes());
+        w.u64(self.sealed.len() as u64);
+        for seg in &self.sealed {
+            match &seg.index {
+                Sealed::Scan(s) => {
+                    w.u8(0);
+                    w.bytes(&s.to_bytes());
+                }
+                #[cfg(feature = "std")]
+                Sealed::Hnsw(h) => {
+                    w.u8(1);
+                    w.bytes(&h.to_bytes());
+                }
+            }
+            let mut dead: Vec<u32> = seg.dead.iter().copied().collect();
+            dead.sort_unstable();
+            w.u32s(&dead);
+        }
+        w.finish(KIND, 1)
+    }
+
+    /// Deserialize, checking that segments agree with each other.
+    pub fn from_bytes(bytes: &[u8], params: SegmentParams) -> Result<Self, DecodeError> {
+        let (_, mut r) = Reader::open(bytes, KIND, 1)?;
+        let dim = r.u32()? as usize;
+        let metric = Metric::from_code(r.u8()?)?;
+        let seal_threshold = r.usize()?;
+        let max_sealed = r.usize()?;
+        let fresh = FlatIndex::from_bytes(r.bytes()?)?;
+        let n = r.count(9)?;
+        let mut params = params;
+        params.seal_threshold = seal_threshold;
+        params.max_sealed = max_sealed;
+        let mut idx = SegmentedIndex::new(dim, metric, params);
+        let invalid = DecodeError::Invalid { what: "segment" };
+        if fresh.dim() != dim || fresh.metric() != metric {
+            return Err(invalid);
+        }
+        for &id in fresh.ids() {
+            if idx.live.insert(id, Loc::Fresh).is_some() {
+                return Err(invalid);
+            }
+        }
+        idx.fresh = fresh;
+        for slot in 0..n {
+            let tag = r.u8()?;
+            let body = r.bytes()?;
+            let index = match tag {
+                0 => Sealed::Scan(Int8Index::from_bytes(body)?),
+                #[cfg(feature = "std")]
+                1 => Sealed::Hnsw(HnswSegment::from_bytes(body)?),
+                _ => return Err(DecodeError::Invalid { what: "segment kind" }),
+            };
+            if index.index().dim() != dim {
+                return Err(invalid);
+            }
+            let dead: HashSet<u32> = r.u32s()?.into_iter().collect();
+            let mut ok = true;
+            index.for_each_vector(|id, _| {
+                if !dead.contains(&id) && idx.live.insert(id, Loc::Sealed(slot)).is_some() {
+                    ok = false;
+                }
+            });
+            if !ok {
+                return Err(invalid);
+            }
+            idx.sealed.push(Segment { index, dead });
+        }
+        r.finish()?;
+        Ok(idx)
+    }
+}
+
+impl VectorIndex for SegmentedIndex {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
+        let q = prepare(self.dim, self.metric, u32::MAX, query)?;
+        let mut top = TopK::new(k);
+        self.fresh.search_prepared(&q, &mut top);
+        let mut hits = Vec::new();
+        for seg in &self.sealed {
+            // Ask for enough extra to survive the tombstones in this segment.
+            seg.index.index().search_into(&q, k + seg.dead.len(), &mut hits)?;
+            for h in hits.iter().filter(|h| !seg.dead.contains(&h.id)) {
+                top.push(*h);
+            }
+        }
+        top.into_sorted(out);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn random(rng: &mut impl Rng, dim: usize) -> Vec<f32> {
+        (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect()
+    }
+
+    #[test]
+    fn seal_delete_compact_and_round_trip() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(11);
+        let dim = 12;
+        let params = SegmentParams { seal_threshold: 100, max_sealed: 3, ..SegmentParams::default() };
+        let mut idx = SegmentedIndex::new(dim, Metric::Cosine, params.clone());
+        let mut exact = FlatIndex::new(dim, Metric::Cosine);
+        for id in 0..350u32 {
+            let v = random(&mut rng, dim);
+            idx.add(id, &v).unwrap();
+            exact.add(id, &v).unwrap();
+        }
+        assert_eq!(idx.sealed_segments(), 3);
+        assert_eq!(idx.add(5, &random(&mut rng, dim)), Err(IndexError::DuplicateId { id: 5 }));
+        // Delete a sealed and a fresh vector.
+        for id in [5, 340] {
+            assert!(idx.remove(id));
+            exact.remove(id);
+        }
+        assert!(!idx.remove(5));
+        assert_eq!(idx.tombstones(), 1);
+        fn check(idx: &SegmentedIndex, exact: &FlatIndex, rng: &mut rand::rngs::SmallRng, dim: usize, deleted: &[u32]) {
+            let mut agree = 0;
+            for _ in 0..40 {
+                let q = random(rng, dim);
+                let a = exact.search(&q, 5).unwrap();
+                let b = idx.search(&q, 5).unwrap();
+                assert!(b.iter().all(|h| !deleted.contains(&h.id)));
+                agree += b.iter().filter(|h| a.iter().any(|x| x.id == h.id)).count();
+            }
+            assert!(agree >= 190, "{agree}/200");
+        }
+        check(&idx, &exact, &mut rng, dim, &[5, 340]);
+        let back = SegmentedIndex::from_bytes(&idx.to_bytes(), params.clone()).unwrap();
+        assert_eq!(back.len(), idx.len());
+        check(&back, &exact, &mut rng, dim, &[5, 340]);
+        // A deleted id can come back with a new vector.
+        let v = random(&mut rng, dim);
+        idx.add(5, &v).unwrap();
+        exact.add(5, &v).unwrap();
+        assert_eq!(idx.search(&v, 1).unwrap()[0].id, 5);
+        idx.compact();
+        assert_eq!(idx.sealed_segments(), 1);
+        assert_eq!(idx.tombstones(), 0);
+        assert_eq!(idx.len(), 349);
+        check(&idx, &exact, &mut rng, dim, &[340]);
+    }
+
+    #[test]
+    fn corrupted_bytes_are_errors() {
+        let mut idx = SegmentedIndex::new(4, Metric::Dot, SegmentParams { seal_threshold: 3, ..SegmentParams::default() });
+        for id in 0..5 {
+            idx.add(id, &[id as f32, 1.0, 0.0, 0.5]).unwrap();
+        }
+        let bytes = idx.to_bytes();
+        for cut in 0..bytes.len() {
+            assert!(SegmentedIndex::from_bytes(&bytes[..cut], SegmentParams::default()).is_err());
+        }
+        for i in (0..bytes.len()).step_by(7) {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert!(SegmentedIndex::from_bytes(&b, SegmentParams::default()).is_err());
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! # docmem-runtime
+//!
+//! The model side of docmem: loading GGUF and safetensors files, tokenizers, the decoder
+//! LMs (reader, scorer, answerer) and the sentence embedder, on the CPU and on WebGPU. It
+//! implements the core's seams ([`docmem_core::Embedder`], [`docmem_core::Scorer`]), so
+//! the core never depends on a model.
+//!
+//! This crate is filled by the runtime issues (CPU LMs, the embedder, the WebGPU backend).
+//! Until then it offers what needs no model: the embedder choice the CLI and the demo use.
+
+pub use docmem_core;
+
+use docmem_core::{Embedder, HashingEmbedder};
+
+/// The embedder to use when no model is configured: feature hashing with 384 dimensions
+/// (the width of all-MiniLM-L6-v2, so indexes keep their shape when a model arrives).
+pub fn default_embedder() -> Box<dyn Embedder> {
+    Box::new(HashingEmbedder::new(384))
+}
