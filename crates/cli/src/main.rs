@@ -1,1 +1,48 @@
-fn main() {}
+//! `docmem`: the command-line face of docmem.
+//!
+//! Each subcommand lives in its own module and only translates between the terminal and
+//! the library crates: arguments in, JSON or a readable table out. Errors are [`CliError`],
+//! printed as one line that names what was wrong, with exit code 2 for bad input and 1 for
+//! failures.
+
+mod bench;
+mod chunk;
+mod error;
+mod input;
+mod retrieve;
+
+use clap::{Parser, Subcommand};
+
+pub use error::CliError;
+
+/// Private, on-device document question answering.
+#[derive(Parser)]
+#[command(name = "docmem", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Split a document with a baseline chunker and print the chunks with their spans.
+    Chunk(chunk::ChunkArgs),
+    /// Index documents in memory and print the chunks that best match a query.
+    Retrieve(retrieve::RetrieveArgs),
+    /// Benchmarks (JSON and a table; side by side with a reference in the same run).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Chunk(a) => chunk::run(&a),
+        Command::Retrieve(a) => retrieve::run(&a),
+        Command::Bench(b) => bench::run(&b),
+    };
+    if let Err(e) = result {
+        eprintln!("docmem: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

@@ -177,12 +177,12 @@ fn find_fuzzy(hay: &[char], pat: &[char], from: usize, to: usize) -> Option<(usi
     let mut dist: Vec<usize> = (0..=m).collect();
     let mut start: Vec<usize> = vec![from; m + 1];
     let mut best: Option<(usize, usize, usize)> = None;
-    for j in from..to {
+    for (j, &h) in hay.iter().enumerate().take(to).skip(from) {
         let (mut diag, mut diag_start) = (dist[0], start[0]);
         dist[0] = 0;
         start[0] = j + 1;
         for i in 1..=m {
-            let sub = diag + usize::from(pat[i - 1] != hay[j]);
+            let sub = diag + usize::from(pat[i - 1] != h);
             let skip_text = dist[i] + 1; // hay[j] is not in the pattern
             let skip_pat = dist[i - 1] + 1; // pat[i-1] is missing from the text
             let (d, s) = if sub <= skip_text && sub <= skip_pat {

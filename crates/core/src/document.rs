@@ -84,12 +84,7 @@ impl Document {
     /// A document with its id computed and its language detected.
     pub fn new(title: impl Into<String>, text: impl Into<String>) -> Self {
         let text = text.into();
-        Document {
-            id: DocId::of_text(&text),
-            title: title.into(),
-            language: String::from(crate::text::detect_language(&text)),
-            text,
-        }
+        Document { id: DocId::of_text(&text), title: title.into(), language: String::from(crate::text::detect_language(&text)), text }
     }
 }
 

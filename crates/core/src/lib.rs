@@ -31,6 +31,8 @@ pub mod align;
 pub mod chunk;
 pub mod document;
 pub mod embed;
+#[doc(hidden)]
+pub mod fuzz_harness;
 pub mod index;
 pub mod memory;
 pub mod parse;

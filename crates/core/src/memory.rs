@@ -106,6 +106,11 @@ pub enum MemoryError {
     WrongDocument,
     /// The scenario spans do not tile the text exactly on char boundaries.
     SpansDoNotTile,
+    /// A chunk span is out of range, reversed, or off a char boundary.
+    BadSpan {
+        /// The scenario's index.
+        scenario: usize,
+    },
     /// A scenario names an outline item that does not exist.
     OutlineItemOutOfRange {
         /// The scenario's index.
@@ -116,14 +121,14 @@ pub enum MemoryError {
 impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MemoryError::UnsupportedVersion { found } => write!(
-                f,
-                "memory format version {found} is not supported (this build reads {MEMORY_FORMAT_VERSION})"
-            ),
+            MemoryError::UnsupportedVersion { found } => {
+                write!(f, "memory format version {found} is not supported (this build reads {MEMORY_FORMAT_VERSION})")
+            }
             MemoryError::WrongDocument => write!(f, "the memory belongs to a different document"),
             MemoryError::SpansDoNotTile => {
                 write!(f, "the memory's chunk spans do not tile the document text")
             }
+            MemoryError::BadSpan { scenario } => write!(f, "scenario {scenario} has a span outside the document text"),
             MemoryError::OutlineItemOutOfRange { scenario } => {
                 write!(f, "scenario {scenario} names an outline item that does not exist")
             }
@@ -142,10 +147,7 @@ impl DocumentMemory {
             format_version: MEMORY_FORMAT_VERSION,
             doc_id: doc.id,
             outline: Vec::new(),
-            scenarios: spans
-                .iter()
-                .map(|&span| Scenario { span, core: String::new(), outline_item: None })
-                .collect(),
+            scenarios: spans.iter().map(|&span| Scenario { span, core: String::new(), outline_item: None }).collect(),
             provenance: Provenance { reader: String::from(reader), ..Provenance::default() },
         }
     }
@@ -153,15 +155,28 @@ impl DocumentMemory {
     /// Check that this memory can be used with `doc`: a readable version, the right
     /// document, spans that tile its text, outline references in range.
     pub fn check(&self, doc: &Document) -> Result<(), MemoryError> {
+        self.check_chunks(doc)?;
+        let spans: Vec<Span> = self.scenarios.iter().map(|s| s.span).collect();
+        if !spans_tile(&doc.text, &spans) {
+            return Err(MemoryError::SpansDoNotTile);
+        }
+        Ok(())
+    }
+
+    /// The weaker check for chunk sets that need not tile (baseline chunkers overlap
+    /// neighbours and drop white space): every span is a non-empty range of the text on
+    /// char boundaries, plus everything [`DocumentMemory::check`] asks but tiling.
+    pub fn check_chunks(&self, doc: &Document) -> Result<(), MemoryError> {
         if self.format_version != MEMORY_FORMAT_VERSION {
             return Err(MemoryError::UnsupportedVersion { found: self.format_version });
         }
         if self.doc_id != doc.id {
             return Err(MemoryError::WrongDocument);
         }
-        let spans: Vec<Span> = self.scenarios.iter().map(|s| s.span).collect();
-        if !spans_tile(&doc.text, &spans) {
-            return Err(MemoryError::SpansDoNotTile);
+        for (i, s) in self.scenarios.iter().enumerate() {
+            if s.span.is_empty() || s.span.slice(&doc.text).is_none() {
+                return Err(MemoryError::BadSpan { scenario: i });
+            }
         }
         for (i, s) in self.scenarios.iter().enumerate() {
             if let Some(o) = s.outline_item {

@@ -225,13 +225,21 @@ fn read_tag_body(rest: &str) -> Option<(TagName, bool, usize)> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
     Top,
-    Think { from: usize },
-    Outline { from: usize },
+    Think {
+        from: usize,
+    },
+    Outline {
+        from: usize,
+    },
     /// Inside `<scenario>`, before its `<chunk>`.
     Scenario,
-    Chunk { from: usize },
+    Chunk {
+        from: usize,
+    },
     /// After `</chunk>`: the core is being written.
-    Core { from: usize },
+    Core {
+        from: usize,
+    },
 }
 
 struct Walker<'a> {
@@ -338,9 +346,7 @@ pub fn parse_memreader_output(src: &str) -> ParsedMemory {
                 w.outline_text(&src[from..tag.start]);
                 State::Top
             }
-            (State::Outline { from }, TagName::Think, _) | (State::Outline { from }, TagName::Outline, false) => {
-                State::Outline { from }
-            }
+            (State::Outline { from }, TagName::Think, _) | (State::Outline { from }, TagName::Outline, false) => State::Outline { from },
             (State::Outline { from }, _, _) => {
                 w.outline_text(&src[from..tag.start]);
                 w.out.warnings.push(ParseWarning::UnclosedOutline);
@@ -445,10 +451,7 @@ pub fn parse_memreader_output(src: &str) -> ParsedMemory {
         out.warnings.push(ParseWarning::NoOutline);
     }
     if !out.outline.is_empty() && out.outline.len() != out.scenarios.len() {
-        out.warnings.push(ParseWarning::OutlineScenarioMismatch {
-            outline: out.outline.len(),
-            scenarios: out.scenarios.len(),
-        });
+        out.warnings.push(ParseWarning::OutlineScenarioMismatch { outline: out.outline.len(), scenarios: out.scenarios.len() });
     }
     out
 }
@@ -623,9 +626,7 @@ mod tests {
 
     #[test]
     fn counts_mismatch_and_stray_tags() {
-        let out = parse_memreader_output(
-            "<outline>A\nB\nC</outline></chunk><chunk>p[mask]s</chunk>core</scenario><scenario></scenario>",
-        );
+        let out = parse_memreader_output("<outline>A\nB\nC</outline></chunk><chunk>p[mask]s</chunk>core</scenario><scenario></scenario>");
         assert_eq!(out.scenarios.len(), 1);
         assert!(out.warnings.contains(&ParseWarning::StrayClosingTag { tag: "chunk".into() }));
         assert!(out.warnings.contains(&ParseWarning::ChunkOutsideScenario));
@@ -644,7 +645,19 @@ mod tests {
 
     #[test]
     fn garbage_never_panics() {
-        for s in ["", "<", "＜", "<chunk", "</", "<scenario><chunk>[", "[MASK]", "<chunk>[ mask ]</chunk>", "<think><think></outline>", "＜／chunk＞", "<chunk>é[MASKé</chunk>"] {
+        for s in [
+            "",
+            "<",
+            "＜",
+            "<chunk",
+            "</",
+            "<scenario><chunk>[",
+            "[MASK]",
+            "<chunk>[ mask ]</chunk>",
+            "<think><think></outline>",
+            "＜／chunk＞",
+            "<chunk>é[MASKé</chunk>",
+        ] {
             let _ = parse_memreader_output(s);
         }
     }

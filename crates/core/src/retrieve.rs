@@ -1,1 +1,713 @@
-//! placeholder
+//! Three-layer retrieval over document memories, fused with RRF.
+//!
+//! MoM searches the outline, the core contents and the chunks *independently*, because
+//! they answer different kinds of question: an outline item matches "what does the section
+//! on X say", a core matches the gist of a question, a chunk matches its exact words. Each
+//! layer yields two ranked lists (embedding similarity and BM25); outline and core hits are
+//! mapped to their scenario's chunk (an outline item to every chunk under it); the lists are
+//! fused with RRF and deduplicated, and the top-k chunks come back with the rank and score
+//! each list gave them, so a result can be explained.
+//!
+//! Two variants from the MoM paper and code are here for comparison ([`RetrievalMode`]):
+//! *single-vector fusion* (one entry per scenario, embedding outline item + core + chunk
+//! text together) and a *mixed index* (outline items, cores and chunks as items of one
+//! index). [`RetrievalMode::ChunkOnly`] is what plain chunk-and-embed RAG does, and what
+//! the baseline chunkers (which have no outline or cores) get.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use hashbrown::HashMap;
+
+use crate::document::{DocId, Document};
+use crate::embed::{EmbedError, EmbedRole, Embedder};
+use crate::index::codec::{DecodeError, Reader, Writer};
+use crate::index::{Bm25Index, Bm25Params, Hit, IndexError, Metric, SegmentParams, SegmentedIndex, VectorIndex};
+use crate::memory::{DocumentMemory, MemoryError};
+use crate::rrf::{RankedList, RrfFuser, RrfParams};
+use crate::span::Span;
+
+/// Which index layout a [`MemoryIndex`] builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+pub enum RetrievalMode {
+    /// Outline, core and chunk layers searched apart and fused (MoM's method).
+    ThreeLayer,
+    /// One entry per scenario: outline item + core + chunk text in one vector.
+    SingleVector,
+    /// Outline items, cores and chunks as items of one shared index.
+    MixedIndex,
+    /// Chunks only (plain RAG; the baselines).
+    ChunkOnly,
+}
+
+impl RetrievalMode {
+    /// Every mode, in a stable order.
+    pub const ALL: [RetrievalMode; 4] =
+        [RetrievalMode::ThreeLayer, RetrievalMode::SingleVector, RetrievalMode::MixedIndex, RetrievalMode::ChunkOnly];
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RetrievalMode::ThreeLayer => "three-layer",
+            RetrievalMode::SingleVector => "single-vector",
+            RetrievalMode::MixedIndex => "mixed-index",
+            RetrievalMode::ChunkOnly => "chunk-only",
+        }
+    }
+
+    fn layers(self) -> &'static [Layer] {
+        match self {
+            RetrievalMode::ThreeLayer => &[Layer::Outline, Layer::Core, Layer::Chunk],
+            RetrievalMode::SingleVector => &[Layer::Combined],
+            RetrievalMode::MixedIndex => &[Layer::Mixed],
+            RetrievalMode::ChunkOnly => &[Layer::Chunk],
+        }
+    }
+
+    fn code(self) -> u8 {
+        self as u8
+    }
+
+    fn from_code(c: u8) -> Option<Self> {
+        RetrievalMode::ALL.into_iter().find(|m| m.code() == c)
+    }
+}
+
+/// A searchable layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Layer {
+    /// Outline items.
+    Outline,
+    /// Core contents.
+    Core,
+    /// Chunk texts.
+    Chunk,
+    /// Outline + core + chunk of a scenario as one text.
+    Combined,
+    /// Every outline item, core and chunk in one index.
+    Mixed,
+}
+
+/// How a list ranked its items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum ListKind {
+    /// Embedding similarity.
+    Vector,
+    /// BM25.
+    Lexical,
+}
+
+/// Where one ranked list placed a chunk.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ListRank {
+    /// The layer searched.
+    pub layer: Layer,
+    /// Vector or lexical.
+    pub kind: ListKind,
+    /// Rank of the chunk in that list, from 1.
+    pub rank: u32,
+    /// The list's own score for the item that brought the chunk in.
+    pub score: f32,
+}
+
+/// A retrieved chunk, with the evidence for its place.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct RetrievedChunk {
+    /// The document.
+    pub doc_id: DocId,
+    /// The scenario's index in the document's memory.
+    pub scenario: u32,
+    /// The chunk's span in the document text.
+    pub span: Span,
+    /// The fused RRF score.
+    pub score: f64,
+    /// Each list that ranked it.
+    pub ranks: Vec<ListRank>,
+}
+
+/// Search settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchParams {
+    /// Chunks to return (default 8).
+    pub k: usize,
+    /// Items taken from each ranked list (default 50).
+    pub window: usize,
+    /// RRF constant (default 60).
+    pub rrf_k: f64,
+    /// Whether the BM25 lists take part (default true).
+    pub lexical: bool,
+    /// Weight of each layer's lists in the fusion (default 1 each).
+    pub layer_weights: [(Layer, f64); 3],
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        SearchParams {
+            k: 8,
+            window: 50,
+            rrf_k: 60.0,
+            lexical: true,
+            layer_weights: [(Layer::Outline, 1.0), (Layer::Core, 1.0), (Layer::Chunk, 1.0)],
+        }
+    }
+}
+
+impl SearchParams {
+    fn weight(&self, layer: Layer) -> f64 {
+        self.layer_weights.iter().find(|(l, _)| *l == layer).map_or(1.0, |(_, w)| *w)
+    }
+}
+
+/// Why adding to or searching a [`MemoryIndex`] failed. Nothing is changed on error.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RetrieveError {
+    /// The memory does not fit the document.
+    Memory(MemoryError),
+    /// The embedder failed.
+    Embed(EmbedError),
+    /// An index rejected a vector.
+    Index(IndexError),
+    /// The index holds more items than ids can number.
+    Full,
+}
+
+impl fmt::Display for RetrieveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RetrieveError::Memory(e) => write!(f, "{e}"),
+            RetrieveError::Embed(e) => write!(f, "{e}"),
+            RetrieveError::Index(e) => write!(f, "{e}"),
+            RetrieveError::Full => write!(f, "the index is full (2^32 items)"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for RetrieveError {}
+
+impl From<EmbedError> for RetrieveError {
+    fn from(e: EmbedError) -> Self {
+        RetrieveError::Embed(e)
+    }
+}
+impl From<IndexError> for RetrieveError {
+    fn from(e: IndexError) -> Self {
+        RetrieveError::Index(e)
+    }
+}
+impl From<MemoryError> for RetrieveError {
+    fn from(e: MemoryError) -> Self {
+        RetrieveError::Memory(e)
+    }
+}
+
+const KIND: [u8; 4] = *b"MIDX";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ChunkRef {
+    doc_id: DocId,
+    scenario: u32,
+    span: Span,
+}
+
+#[derive(Debug)]
+struct LayerIndex {
+    layer: Layer,
+    vectors: SegmentedIndex,
+    lexical: Bm25Index,
+    /// Item id → the chunks it stands for.
+    item_chunks: HashMap<u32, Vec<u32>>,
+}
+
+/// What one document put into the index.
+#[derive(Clone, Debug, Default)]
+struct DocEntry {
+    chunks: Vec<u32>,
+    /// (layer position, item id)
+    items: Vec<(u8, u32)>,
+}
+
+/// The searchable index of a library's memories (see the module docs).
+#[derive(Debug)]
+pub struct MemoryIndex {
+    mode: RetrievalMode,
+    dim: usize,
+    layers: Vec<LayerIndex>,
+    chunks: HashMap<u32, ChunkRef>,
+    docs: HashMap<DocId, DocEntry>,
+    next_id: u32,
+}
+
+/// One text to index: its layer position, the chunks it stands for, the text.
+struct Pending {
+    layer: u8,
+    chunks: Vec<u32>,
+    text: String,
+}
+
+impl MemoryIndex {
+    /// An empty index for `dim`-dimensional embeddings.
+    pub fn new(mode: RetrievalMode, dim: usize, segments: SegmentParams) -> Self {
+        let layers = mode
+            .layers()
+            .iter()
+            .map(|&layer| LayerIndex {
+                layer,
+                vectors: SegmentedIndex::new(dim, Metric::Cosine, segments.clone()),
+                lexical: Bm25Index::new(Bm25Params::default()),
+                item_chunks: HashMap::new(),
+            })
+            .collect();
+        MemoryIndex { mode, dim, layers, chunks: HashMap::new(), docs: HashMap::new(), next_id: 0 }
+    }
+
+    /// The layout.
+    pub fn mode(&self) -> RetrievalMode {
+        self.mode
+    }
+
+    /// Number of documents.
+    pub fn documents(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Number of chunks.
+    pub fn chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// True when the document is indexed.
+    pub fn contains(&self, doc: DocId) -> bool {
+        self.docs.contains_key(&doc)
+    }
+
+    fn alloc_id(&mut self) -> Result<u32, RetrieveError> {
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).ok_or(RetrieveError::Full)?;
+        Ok(id)
+    }
+
+    fn layer_pos(&self, layer: Layer) -> Option<u8> {
+        self.layers.iter().position(|l| l.layer == layer).map(|p| p as u8)
+    }
+
+    /// Index a document's memory, whose spans must tile the document. Returns false (and
+    /// changes nothing) when the document is already indexed: remove it first to replace its
+    /// memory. On error nothing changes.
+    pub fn add_document(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+        if self.docs.contains_key(&doc.id) {
+            return Ok(false);
+        }
+        memory.check(doc)?;
+        self.add_unchecked(doc, memory, embedder)
+    }
+
+    /// Index a baseline chunker's chunks, which may overlap and need not tile (see
+    /// [`DocumentMemory::check_chunks`]). Otherwise as [`MemoryIndex::add_document`].
+    pub fn add_chunks(&mut self, doc: &Document, chunks: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+        if self.docs.contains_key(&doc.id) {
+            return Ok(false);
+        }
+        chunks.check_chunks(doc)?;
+        self.add_unchecked(doc, chunks, embedder)
+    }
+
+    fn add_unchecked(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+        if embedder.dim() != self.dim {
+            return Err(EmbedError::WrongDimension { expected: self.dim, got: embedder.dim() }.into());
+        }
+        let first_id = self.next_id;
+        match self.add_checked(doc, memory, embedder) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                self.next_id = first_id;
+                Err(e)
+            }
+        }
+    }
+
+    fn add_checked(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<(), RetrieveError> {
+        // Plan every item and embed them all before touching the index.
+        let mut chunk_ids = Vec::with_capacity(memory.scenarios.len());
+        for _ in &memory.scenarios {
+            chunk_ids.push(self.alloc_id()?);
+        }
+        let chunk_text = |i: usize| memory.scenarios[i].span.slice(&doc.text).unwrap_or("");
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut outline_chunks: Vec<Vec<u32>> = alloc::vec![Vec::new(); memory.outline.len()];
+        for (i, s) in memory.scenarios.iter().enumerate() {
+            if let Some(o) = s.outline_item {
+                outline_chunks[o as usize].push(chunk_ids[i]);
+            }
+        }
+        for &layer in self.mode.layers() {
+            let pos = self.layer_pos(layer).unwrap_or(0);
+            let mut push = |chunks: Vec<u32>, text: String| {
+                if !text.trim().is_empty() && !chunks.is_empty() {
+                    pending.push(Pending { layer: pos, chunks, text });
+                }
+            };
+            let outline_items = |push: &mut dyn FnMut(Vec<u32>, String)| {
+                for (o, item) in memory.outline.iter().enumerate() {
+                    push(outline_chunks[o].clone(), item.clone());
+                }
+            };
+            let cores = |push: &mut dyn FnMut(Vec<u32>, String)| {
+                for (i, s) in memory.scenarios.iter().enumerate() {
+                    push(alloc::vec![chunk_ids[i]], s.core.clone());
+                }
+            };
+            let chunks = |push: &mut dyn FnMut(Vec<u32>, String)| {
+                for (i, id) in chunk_ids.iter().enumerate() {
+                    push(alloc::vec![*id], String::from(chunk_text(i)));
+                }
+            };
+            match layer {
+                Layer::Outline => outline_items(&mut push),
+                Layer::Core => cores(&mut push),
+                Layer::Chunk => chunks(&mut push),
+                Layer::Mixed => {
+                    outline_items(&mut push);
+                    cores(&mut push);
+                    chunks(&mut push);
+                }
+                Layer::Combined => {
+                    for (i, s) in memory.scenarios.iter().enumerate() {
+                        let outline = s.outline_item.and_then(|o| memory.outline.get(o as usize)).map_or("", String::as_str);
+                        let parts = [outline, s.core.as_str(), chunk_text(i)];
+                        let text = parts.iter().filter(|t| !t.is_empty()).copied().collect::<Vec<_>>().join("\n");
+                        push(alloc::vec![chunk_ids[i]], text);
+                    }
+                }
+            }
+        }
+        let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
+        let vectors = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts, EmbedRole::Passage)? };
+        if vectors.len() != texts.len() {
+            return Err(EmbedError::WrongCount { expected: texts.len(), got: vectors.len() }.into());
+        }
+        if let Some(v) = vectors.iter().find(|v| v.len() != self.dim || v.iter().any(|x| !x.is_finite())) {
+            return Err(if v.len() != self.dim {
+                RetrieveError::Embed(EmbedError::WrongDimension { expected: self.dim, got: v.len() })
+            } else {
+                RetrieveError::Index(IndexError::NonFinite { id: u32::MAX })
+            });
+        }
+        let mut item_ids = Vec::with_capacity(pending.len());
+        for _ in &pending {
+            item_ids.push(self.alloc_id()?);
+        }
+        // From here on nothing can fail: ids are fresh and vectors were checked.
+        let mut entry = DocEntry { chunks: chunk_ids.clone(), items: Vec::with_capacity(pending.len()) };
+        for ((p, v), id) in pending.into_iter().zip(&vectors).zip(item_ids) {
+            let layer = &mut self.layers[p.layer as usize];
+            layer.vectors.add(id, v)?;
+            layer.lexical.add(id, &p.text)?;
+            layer.item_chunks.insert(id, p.chunks);
+            entry.items.push((p.layer, id));
+        }
+        for (i, s) in memory.scenarios.iter().enumerate() {
+            self.chunks.insert(chunk_ids[i], ChunkRef { doc_id: doc.id, scenario: i as u32, span: s.span });
+        }
+        self.docs.insert(doc.id, entry);
+        Ok(())
+    }
+
+    /// Remove a document from every layer; false when it was not indexed.
+    pub fn remove_document(&mut self, doc: DocId) -> bool {
+        let Some(entry) = self.docs.remove(&doc) else { return false };
+        for (layer, id) in entry.items {
+            let l = &mut self.layers[layer as usize];
+            l.vectors.remove(id);
+            l.lexical.remove(id);
+            l.item_chunks.remove(&id);
+        }
+        for c in entry.chunks {
+            self.chunks.remove(&c);
+        }
+        true
+    }
+
+    /// Serialize the whole index (layers, maps, id counter).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.u8(self.mode.code());
+        w.u32(self.dim as u32);
+        w.u32(self.next_id);
+        w.u64(self.layers.len() as u64);
+        for l in &self.layers {
+            w.u8(l.layer as u8);
+            w.bytes(&l.vectors.to_bytes());
+            w.bytes(&l.lexical.to_bytes());
+            let mut items: Vec<(&u32, &Vec<u32>)> = l.item_chunks.iter().collect();
+            items.sort_unstable();
+            w.u64(items.len() as u64);
+            for (id, chunks) in items {
+                w.u32(*id);
+                w.u32s(chunks);
+            }
+        }
+        let mut chunks: Vec<(&u32, &ChunkRef)> = self.chunks.iter().collect();
+        chunks.sort_unstable_by_key(|(id, _)| **id);
+        w.u64(chunks.len() as u64);
+        for (id, c) in chunks {
+            w.u32(*id);
+            w.bytes(&c.doc_id.0);
+            w.u32(c.scenario);
+            w.u64(c.span.start as u64);
+            w.u64(c.span.end as u64);
+        }
+        let mut docs: Vec<(&DocId, &DocEntry)> = self.docs.iter().collect();
+        docs.sort_unstable_by_key(|(id, _)| **id);
+        w.u64(docs.len() as u64);
+        for (id, d) in docs {
+            w.bytes(&id.0);
+            w.u32s(&d.chunks);
+            w.u64(d.items.len() as u64);
+            for &(layer, item) in &d.items {
+                w.u8(layer);
+                w.u32(item);
+            }
+        }
+        w.finish(KIND, 1)
+    }
+
+    /// Deserialize, checking that every reference resolves.
+    pub fn from_bytes(bytes: &[u8], segments: SegmentParams) -> Result<Self, DecodeError> {
+        let (_, mut r) = Reader::open(bytes, KIND, 1)?;
+        let invalid = |what| DecodeError::Invalid { what };
+        let mode = RetrievalMode::from_code(r.u8()?).ok_or(invalid("retrieval mode"))?;
+        let dim = r.u32()? as usize;
+        let next_id = r.u32()?;
+        let mut idx = MemoryIndex::new(mode, dim, segments.clone());
+        let n_layers = r.count(1)?;
+        if n_layers != idx.layers.len() {
+            return Err(invalid("layer count"));
+        }
+        for l in idx.layers.iter_mut() {
+            if r.u8()? != l.layer as u8 {
+                return Err(invalid("layer kind"));
+            }
+            l.vectors = SegmentedIndex::from_bytes(r.bytes()?, segments.clone())?;
+            if l.vectors.dim() != dim {
+                return Err(invalid("layer dimension"));
+            }
+            l.lexical = Bm25Index::from_bytes(r.bytes()?)?;
+            let n = r.count(12)?;
+            for _ in 0..n {
+                let id = r.u32()?;
+                let chunks = r.u32s()?;
+                if id >= next_id || !l.vectors.contains(id) {
+                    return Err(invalid("layer item"));
+                }
+                l.item_chunks.insert(id, chunks);
+            }
+        }
+        let read_doc_id = |r: &mut Reader<'_>| -> Result<DocId, DecodeError> {
+            let b = r.bytes()?;
+            let mut id = [0u8; 16];
+            if b.len() != 16 {
+                return Err(DecodeError::Invalid { what: "document id" });
+            }
+            id.copy_from_slice(b);
+            Ok(DocId(id))
+        };
+        let n = r.count(44)?;
+        for _ in 0..n {
+            let id = r.u32()?;
+            let doc_id = read_doc_id(&mut r)?;
+            let scenario = r.u32()?;
+            let span = Span::new(r.usize()?, r.usize()?);
+            if span.start > span.end {
+                return Err(invalid("chunk span"));
+            }
+            idx.chunks.insert(id, ChunkRef { doc_id, scenario, span });
+        }
+        let n = r.count(40)?;
+        for _ in 0..n {
+            let doc_id = read_doc_id(&mut r)?;
+            let chunks = r.u32s()?;
+            let n_items = r.count(5)?;
+            let mut items = Vec::with_capacity(n_items);
+            for _ in 0..n_items {
+                let layer = r.u8()?;
+                let item = r.u32()?;
+                if layer as usize >= idx.layers.len() {
+                    return Err(invalid("item layer"));
+                }
+                items.push((layer, item));
+            }
+            if chunks.iter().any(|c| !idx.chunks.contains_key(c)) {
+                return Err(invalid("document chunk"));
+            }
+            idx.docs.insert(doc_id, DocEntry { chunks, items });
+        }
+        r.finish()?;
+        if idx.layers.iter().any(|l| l.item_chunks.values().flatten().any(|c| !idx.chunks.contains_key(c))) {
+            return Err(invalid("item chunk"));
+        }
+        idx.next_id = next_id;
+        Ok(idx)
+    }
+
+    /// Search with a query embedded by `embedder` (as a query).
+    pub fn search_text(
+        &self,
+        query: &str,
+        embedder: &mut dyn Embedder,
+        params: &SearchParams,
+    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+        let v = embedder.embed(&[query], EmbedRole::Query)?;
+        let v = v.into_iter().next().ok_or(EmbedError::WrongCount { expected: 1, got: 0 })?;
+        self.search(query, &v, params)
+    }
+
+    /// Search with a query text (for BM25) and its embedding.
+    pub fn search(&self, query: &str, query_vector: &[f32], params: &SearchParams) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+        struct List {
+            layer: Layer,
+            kind: ListKind,
+            weight: f64,
+            chunks: Vec<u32>,
+            scores: Vec<f32>,
+        }
+        let mut lists: Vec<List> = Vec::new();
+        let mut hits: Vec<Hit> = Vec::new();
+        for l in &self.layers {
+            let weight = params.weight(l.layer);
+            for kind in [ListKind::Vector, ListKind::Lexical] {
+                match kind {
+                    ListKind::Vector => l.vectors.search_into(query_vector, params.window, &mut hits)?,
+                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, params.window, &mut hits),
+                    ListKind::Lexical => continue,
+                }
+                // Map items to chunks, keeping each chunk's first (best) position.
+                let mut list = List { layer: l.layer, kind, weight, chunks: Vec::new(), scores: Vec::new() };
+                for h in &hits {
+                    for &c in l.item_chunks.get(&h.id).map_or(&[][..], Vec::as_slice) {
+                        if !list.chunks.contains(&c) {
+                            list.chunks.push(c);
+                            list.scores.push(h.score);
+                        }
+                    }
+                }
+                lists.push(list);
+            }
+        }
+        let ranked: Vec<RankedList<'_, u32>> = lists.iter().map(|l| RankedList { ids: &l.chunks, weight: l.weight }).collect();
+        let mut fuser = RrfFuser::new();
+        let fused = fuser.fuse(&ranked, &RrfParams { k: params.rrf_k, window: params.window });
+        let mut out = Vec::with_capacity(params.k.min(fused.len()));
+        for f in fused.iter().take(params.k) {
+            let Some(c) = self.chunks.get(&f.id) else { continue };
+            let ranks = lists
+                .iter()
+                .filter_map(|l| {
+                    let pos = l.chunks.iter().position(|&x| x == f.id)?;
+                    Some(ListRank { layer: l.layer, kind: l.kind, rank: pos as u32 + 1, score: l.scores[pos] })
+                })
+                .collect();
+            out.push(RetrievedChunk { doc_id: c.doc_id, scenario: c.scenario, span: c.span, score: f.score, ranks });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::HashingEmbedder;
+    use crate::memory::Scenario;
+
+    fn doc_with_memory() -> (Document, DocumentMemory) {
+        let text = "The harbor froze every winter. Ships waited in the bay for the ice to break.\n\n\
+                    Copper was mined in the hills. The ore went to the smelter by cart.\n\n\
+                    The town council met on Mondays to set the price of bread.";
+        let doc = Document::new("town.txt", text);
+        let a = text.find("Copper").unwrap();
+        let b = text.find("The town council").unwrap();
+        let memory = DocumentMemory {
+            format_version: crate::memory::MEMORY_FORMAT_VERSION,
+            doc_id: doc.id,
+            outline: alloc::vec!["Winter shipping".into(), "Mining industry".into(), "Local government".into()],
+            scenarios: alloc::vec![
+                Scenario { span: Span::new(0, a), core: "Ice closed the port in cold months.".into(), outline_item: Some(0) },
+                Scenario { span: Span::new(a, b), core: "Metal ore was extracted and processed.".into(), outline_item: Some(1) },
+                Scenario { span: Span::new(b, text.len()), core: "Officials fixed food prices weekly.".into(), outline_item: Some(2) },
+            ],
+            provenance: Default::default(),
+        };
+        (doc, memory)
+    }
+
+    #[test]
+    fn each_layer_can_find_its_scenario() {
+        let (doc, memory) = doc_with_memory();
+        let mut e = HashingEmbedder::new(256);
+        let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 256, SegmentParams::default());
+        assert!(idx.add_document(&doc, &memory, &mut e).unwrap());
+        assert!(!idx.add_document(&doc, &memory, &mut e).unwrap(), "re-adding is a no-op");
+        assert_eq!(idx.chunks(), 3);
+        let p = SearchParams { k: 3, ..SearchParams::default() };
+        // Outline words only.
+        let r = idx.search_text("mining industry", &mut e, &p).unwrap();
+        assert_eq!(r[0].scenario, 1);
+        assert!(r[0].ranks.iter().any(|x| x.layer == Layer::Outline && x.rank == 1));
+        // Core words only.
+        let r = idx.search_text("officials food prices", &mut e, &p).unwrap();
+        assert_eq!(r[0].scenario, 2);
+        assert!(r[0].ranks.iter().any(|x| x.layer == Layer::Core && x.rank == 1));
+        // Chunk words only.
+        let r = idx.search_text("ships waited in the bay", &mut e, &p).unwrap();
+        assert_eq!(r[0].scenario, 0);
+        assert_eq!(r[0].span, memory.scenarios[0].span);
+        // Chunk-only mode cannot see the outline.
+        let mut plain = MemoryIndex::new(RetrievalMode::ChunkOnly, 256, SegmentParams::default());
+        plain.add_document(&doc, &memory, &mut e).unwrap();
+        let r = plain.search_text("mining industry", &mut e, &p).unwrap();
+        assert!(r.iter().all(|x| x.ranks.iter().all(|l| l.layer == Layer::Chunk)));
+    }
+
+    #[test]
+    fn variants_index_and_remove() {
+        let (doc, memory) = doc_with_memory();
+        let mut e = HashingEmbedder::new(128);
+        for mode in RetrievalMode::ALL {
+            let mut idx = MemoryIndex::new(mode, 128, SegmentParams::default());
+            idx.add_document(&doc, &memory, &mut e).unwrap();
+            let r = idx.search_text("copper ore smelter", &mut e, &SearchParams::default()).unwrap();
+            assert_eq!(r[0].scenario, 1, "{mode:?}");
+            // Results are deduplicated.
+            let mut seen: Vec<u32> = r.iter().map(|x| x.scenario).collect();
+            seen.dedup();
+            assert_eq!(seen.len(), r.len());
+            let back = MemoryIndex::from_bytes(&idx.to_bytes(), SegmentParams::default()).unwrap();
+            assert_eq!(back.search_text("copper ore smelter", &mut e, &SearchParams::default()).unwrap(), r);
+            assert!(idx.remove_document(doc.id));
+            assert!(!idx.remove_document(doc.id));
+            assert!(idx.search_text("copper", &mut e, &SearchParams::default()).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_input_changes_nothing() {
+        let (doc, mut memory) = doc_with_memory();
+        let mut e = HashingEmbedder::new(64);
+        let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 128, SegmentParams::default());
+        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(RetrieveError::Embed(EmbedError::WrongDimension { .. }))));
+        let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 64, SegmentParams::default());
+        memory.scenarios[0].span.end -= 1;
+        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(RetrieveError::Memory(MemoryError::SpansDoNotTile))));
+        assert_eq!((idx.documents(), idx.chunks()), (0, 0));
+    }
+}

@@ -105,9 +105,8 @@ impl<Id: Copy + Eq + Hash> RrfFuser<Id> {
                 f.best_rank = f.best_rank.min(rank);
             }
         }
-        self.fused.sort_unstable_by(|a, b| {
-            b.score.total_cmp(&a.score).then(a.best_rank.cmp(&b.best_rank)).then(a.first_seen.cmp(&b.first_seen))
-        });
+        self.fused
+            .sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.best_rank.cmp(&b.best_rank)).then(a.first_seen.cmp(&b.first_seen)));
         &self.fused
     }
 }

@@ -45,10 +45,7 @@ pub fn select_candidates(scores: &[CandidateScores], k: f64) -> Vec<RankedCandid
     let by_clarity = ranking(scores, |s| s.clarity);
     let by_completeness = ranking(scores, |s| s.completeness);
     let mut fuser = RrfFuser::new();
-    let fused = fuser.fuse(
-        &[RankedList::new(&by_clarity), RankedList::new(&by_completeness)],
-        &RrfParams { k, window: usize::MAX },
-    );
+    let fused = fuser.fuse(&[RankedList::new(&by_clarity), RankedList::new(&by_completeness)], &RrfParams { k, window: usize::MAX });
     fused.iter().map(|f| RankedCandidate { index: f.id, scores: scores[f.id], rrf: f.score }).collect()
 }
 

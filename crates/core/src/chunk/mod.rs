@@ -72,13 +72,97 @@ impl fmt::Display for UnknownChunker {
     }
 }
 
+#[cfg(feature = "std")]
+impl std::error::Error for UnknownChunker {}
+
 impl FromStr for ChunkerKind {
     type Err = UnknownChunker;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ChunkerKind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| UnknownChunker(s.into()))
+        ChunkerKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s)).ok_or_else(|| UnknownChunker(s.into()))
+    }
+}
+
+/// One chunker's settings, for callers that pick the chunker at run time (CLI, wasm).
+/// `None` means the chunker's own default (fixed: 1000 characters; sentence: 1024 tokens,
+/// 200 overlap; recursive: 4000 characters, 200 overlap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkOptions {
+    /// Size: characters (fixed, recursive) or tokens (sentence). Ignored by semantic.
+    pub size: Option<usize>,
+    /// Overlap: tokens (sentence) or characters (recursive). Ignored by fixed and semantic.
+    pub overlap: Option<usize>,
+}
+
+/// Why a chunker could not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChunkError {
+    /// The size was zero.
+    ZeroSize,
+    /// The overlap was not smaller than the size.
+    OverlapTooLarge {
+        /// The overlap asked for.
+        overlap: usize,
+        /// The size asked for.
+        size: usize,
+    },
+    /// The semantic chunker needs an embedder and none was given.
+    NeedsEmbedder,
+    /// The semantic chunker's embedder failed.
+    Embed(crate::embed::EmbedError),
+}
+
+impl fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChunkError::ZeroSize => write!(f, "chunk size must be at least 1"),
+            ChunkError::OverlapTooLarge { overlap, size } => write!(f, "overlap ({overlap}) must be smaller than the chunk size ({size})"),
+            ChunkError::NeedsEmbedder => write!(f, "the semantic chunker needs an embedder"),
+            ChunkError::Embed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ChunkError {}
+
+/// Run the chunker `kind` over `text` with `options`; the semantic chunker uses `embedder`.
+pub fn chunk_with(
+    kind: ChunkerKind,
+    text: &str,
+    options: ChunkOptions,
+    embedder: Option<&mut dyn crate::embed::Embedder>,
+) -> Result<Vec<Span>, ChunkError> {
+    if options.size == Some(0) {
+        return Err(ChunkError::ZeroSize);
+    }
+    let check = |size: usize, overlap: usize| if overlap >= size { Err(ChunkError::OverlapTooLarge { overlap, size }) } else { Ok(()) };
+    match kind {
+        ChunkerKind::Fixed => Ok(fixed_chunks(text, options.size.unwrap_or(1000))),
+        ChunkerKind::Sentence => {
+            let d = SentenceParams::default();
+            let p = SentenceParams {
+                chunk_size: options.size.unwrap_or(d.chunk_size),
+                chunk_overlap: options.overlap.unwrap_or(d.chunk_overlap),
+                ..d
+            };
+            check(p.chunk_size, p.chunk_overlap)?;
+            Ok(sentence_chunks(text, &p, &ApproxTokenCounter))
+        }
+        ChunkerKind::Recursive => {
+            let d = RecursiveParams::default();
+            let p = RecursiveParams {
+                chunk_size: options.size.unwrap_or(d.chunk_size),
+                chunk_overlap: options.overlap.unwrap_or(d.chunk_overlap),
+                ..d
+            };
+            check(p.chunk_size, p.chunk_overlap)?;
+            Ok(recursive_chunks(text, &p))
+        }
+        ChunkerKind::Semantic => {
+            let e = embedder.ok_or(ChunkError::NeedsEmbedder)?;
+            semantic_chunks(text, e, &SemanticParams::default()).map_err(ChunkError::Embed)
+        }
     }
 }
 
@@ -168,6 +252,18 @@ mod tests {
             assert_eq!(k.name().parse::<ChunkerKind>(), Ok(k));
         }
         assert!("mom".parse::<ChunkerKind>().is_err());
+    }
+
+    #[test]
+    fn dispatch_checks_options() {
+        let t = "One. Two. Three.";
+        assert_eq!(chunk_with(ChunkerKind::Fixed, t, ChunkOptions { size: Some(0), overlap: None }, None), Err(ChunkError::ZeroSize));
+        assert_eq!(
+            chunk_with(ChunkerKind::Sentence, t, ChunkOptions { size: Some(5), overlap: Some(5) }, None),
+            Err(ChunkError::OverlapTooLarge { overlap: 5, size: 5 })
+        );
+        assert_eq!(chunk_with(ChunkerKind::Semantic, t, ChunkOptions::default(), None), Err(ChunkError::NeedsEmbedder));
+        assert_eq!(chunk_with(ChunkerKind::Recursive, t, ChunkOptions::default(), None).unwrap(), [Span::new(0, t.len())]);
     }
 
     #[test]

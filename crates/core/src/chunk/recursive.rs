@@ -124,8 +124,24 @@ mod tests {
         assert_eq!(
             chunk(t, 10, 1),
             [
-                "Hi.", "I'm", "Harrison.", "How? Are?", "You?", "Okay then", "f f f f.", "This is a", "weird", "text to", "write,",
-                "but gotta", "test the", "splitting", "gggg", "some how.", "Bye!", "-H."
+                "Hi.",
+                "I'm",
+                "Harrison.",
+                "How? Are?",
+                "You?",
+                "Okay then",
+                "f f f f.",
+                "This is a",
+                "weird",
+                "text to",
+                "write,",
+                "but gotta",
+                "test the",
+                "splitting",
+                "gggg",
+                "some how.",
+                "Bye!",
+                "-H."
             ]
         );
     }

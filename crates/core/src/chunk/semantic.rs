@@ -95,7 +95,13 @@ mod tests {
         let p = SemanticParams { buffer: 0, percentile: 80.0 };
         let chunks = semantic_chunks(text, &mut e, &p).unwrap();
         let texts: Vec<_> = chunks.iter().map(|s| s.slice(text).unwrap()).collect();
-        assert_eq!(texts, ["Cats purr and cats nap. Cats chase mice. Cats like warm naps.", "Rockets burn fuel. Rockets reach orbit. Rockets carry satellites."]);
+        assert_eq!(
+            texts,
+            [
+                "Cats purr and cats nap. Cats chase mice. Cats like warm naps.",
+                "Rockets burn fuel. Rockets reach orbit. Rockets carry satellites."
+            ]
+        );
     }
 
     #[test]

@@ -44,11 +44,10 @@ fn is_clause_end(c: char) -> bool {
 }
 
 fn pieces_of(text: &str, span: Span, params: &SentenceParams) -> (Vec<Span>, bool) {
-    let sentence_fns: [&dyn Fn(Span) -> Vec<Span>; 3] = [
-        &|s| split_keep_separator(text, s, params.paragraph_separator),
-        &|s| split_sentences_in(text, s),
-        &|s| split_after(text, s, is_clause_end),
-    ];
+    let sentence_fns: [&dyn Fn(Span) -> Vec<Span>; 3] =
+        [&|s| split_keep_separator(text, s, params.paragraph_separator), &|s| split_sentences_in(text, s), &|s| {
+            split_after(text, s, is_clause_end)
+        }];
     for f in sentence_fns {
         let parts = f(span);
         if parts.len() > 1 {

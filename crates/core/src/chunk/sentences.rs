@@ -13,9 +13,9 @@ use crate::span::Span;
 use crate::text::{is_cjk, is_cjk_sentence_end};
 
 const ABBREVIATIONS: &[&str] = &[
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "figs", "inc", "ltd", "co",
-    "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "approx", "dept", "est",
-    "vol", "pp", "ed", "eds", "gen", "gov", "sen", "rep", "rev", "mt", "ft", "u.s", "u.k", "a.m", "p.m", "cf", "al",
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "no", "fig", "figs", "inc", "ltd", "co", "corp", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "approx", "dept", "est", "vol", "pp", "ed", "eds", "gen",
+    "gov", "sen", "rep", "rev", "mt", "ft", "u.s", "u.k", "a.m", "p.m", "cf", "al",
 ];
 
 fn is_closer(c: char) -> bool {
@@ -29,12 +29,7 @@ fn starts_new_sentence(c: char) -> bool {
 /// The word just before byte `end` (letters, digits and inner dots), lower-cased.
 fn word_before(text: &str, end: usize) -> alloc::string::String {
     let before = &text[..end];
-    let start = before
-        .char_indices()
-        .rev()
-        .take_while(|&(_, c)| c.is_alphanumeric() || c == '.')
-        .last()
-        .map_or(end, |(i, _)| i);
+    let start = before.char_indices().rev().take_while(|&(_, c)| c.is_alphanumeric() || c == '.').last().map_or(end, |(i, _)| i);
     before[start..].trim_end_matches('.').to_lowercase()
 }
 

@@ -29,6 +29,9 @@ impl Default for Bm25Params {
     }
 }
 
+/// A document's statistics in portable form: id, length in terms, (term, frequency) pairs.
+type DocStats = (u32, u32, Vec<(String, u32)>);
+
 #[derive(Clone, Debug)]
 struct DocSlot {
     id: u32,
@@ -112,7 +115,7 @@ impl Bm25Index {
         true
     }
 
-    fn live_docs(&self) -> Vec<(u32, u32, Vec<(String, u32)>)> {
+    fn live_docs(&self) -> Vec<DocStats> {
         self.docs
             .iter()
             .filter(|d| d.live)
@@ -120,7 +123,7 @@ impl Bm25Index {
             .collect()
     }
 
-    fn rebuilt(params: Bm25Params, docs: Vec<(u32, u32, Vec<(String, u32)>)>) -> Self {
+    fn rebuilt(params: Bm25Params, docs: Vec<DocStats>) -> Self {
         let mut idx = Bm25Index::new(params);
         for (id, len, terms) in docs {
             let slot = idx.docs.len() as u32;

@@ -51,12 +51,9 @@ impl fmt::Display for DecodeError {
         match self {
             DecodeError::Truncated => write!(f, "the data is truncated"),
             DecodeError::BadMagic => write!(f, "not a docmem index (bad magic bytes)"),
-            DecodeError::WrongKind { expected, found } => write!(
-                f,
-                "expected a {} index, found {}",
-                String::from_utf8_lossy(expected),
-                String::from_utf8_lossy(found)
-            ),
+            DecodeError::WrongKind { expected, found } => {
+                write!(f, "expected a {} index, found {}", String::from_utf8_lossy(expected), String::from_utf8_lossy(found))
+            }
             DecodeError::UnsupportedVersion { found } => write!(f, "index format version {found} is newer than this build reads"),
             DecodeError::ChecksumMismatch => write!(f, "checksum mismatch: the data is corrupted"),
             DecodeError::Invalid { what } => write!(f, "invalid {what}"),

@@ -1,77 +1,384 @@
-//! HNSW segments on instant-distance.
+//! HNSW: hierarchical navigable small-world graphs (Malkov & Yashunin, 2018).
 //!
-//! instant-distance builds the graph in parallel (rayon) and fixes M = 32; `ef_search` is
-//! chosen at build time. Distances are 1 − dot, so for unit vectors (cosine) the order is the
-//! cosine order. The graph is serialized with postcard inside our checksummed container.
+//! Why our own and not instant-distance: measured on this project's 2-core machine with
+//! 20,000 random 384-d unit vectors, instant-distance took 204 s to build (it fixes M = 32
+//! and re-runs the neighbour heuristic on every list an insert touches), answered at
+//! 6.8 ms p50 (slower than the exact scan) with recall@10 0.87, and its `ef_search` is fixed
+//! at build time. This one keeps rows contiguous (one slice, the same vectorized `dot` as the
+//! flat scan), takes `ef_search` per query, needs no `std` (so sealed segments are graphs
+//! in the browser too), and serializes through our checksummed codec with every neighbour
+//! id checked on load.
+//!
+//! The algorithm is the paper's: an insert draws a level from an exponential distribution
+//! (m_L = 1/ln M), descends greedily from the entry point through the upper layers, then on
+//! each of its layers searches with `ef_construction` candidates and links to neighbours
+//! chosen by the diversity heuristic (keep a candidate only if it is closer to the new point
+//! than to every neighbour already kept; fill up with pruned ones). A neighbour whose list
+//! overflows is pruned with the same heuristic. Layer 0 has 2·M links per node, upper
+//! layers M. Similarity is the dot product (cosine for unit vectors); higher is closer.
 
+use alloc::collections::BinaryHeap;
+use alloc::vec;
 use alloc::vec::Vec;
-use std::sync::Mutex;
-
-use instant_distance::{Builder, HnswMap, Search};
-use serde::{Deserialize, Serialize};
+use core::cmp::{Ordering, Reverse};
 
 use super::codec::{DecodeError, Reader, Writer};
 use super::{prepare, Hit, IndexError, Metric, TopK, VectorIndex};
 use crate::vector::dot;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Point(Vec<f32>);
-
-impl instant_distance::Point for Point {
-    fn distance(&self, other: &Self) -> f32 {
-        1.0 - dot(&self.0, &other.0)
-    }
-}
-
-/// HNSW build settings.
+/// HNSW settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HnswParams {
+    /// Links per node on upper layers (layer 0 has twice as many).
+    pub m: usize,
     /// Candidate list size while building (higher: better graph, slower build).
     pub ef_construction: usize,
-    /// Candidate list size while searching (higher: better recall, slower queries).
+    /// Default candidate list size while searching (raised to k when smaller).
     pub ef_search: usize,
-    /// RNG seed for layer assignment (fixed, so builds are reproducible).
+    /// RNG seed for level assignment (fixed, so builds are reproducible).
     pub seed: u64,
 }
 
 impl Default for HnswParams {
     fn default() -> Self {
-        HnswParams { ef_construction: 200, ef_search: 200, seed: 0x5eed }
+        HnswParams { m: 16, ef_construction: 200, ef_search: 128, seed: 0x5eed }
     }
 }
 
-/// An immutable HNSW graph over a set of vectors.
+/// A candidate: node index and similarity to the query.
+#[derive(Clone, Copy, Debug)]
+struct Cand {
+    sim: f32,
+    node: u32,
+}
+
+impl PartialEq for Cand {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Cand {}
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand {
+    /// Greater is closer; ties by lower node.
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.sim.total_cmp(&o.sim).then(o.node.cmp(&self.node))
+    }
+}
+
+/// Per-search state, reused between searches to avoid allocating per query.
+#[derive(Default, Debug)]
+pub struct HnswScratch {
+    visited: Vec<u32>,
+    generation: u32,
+    candidates: BinaryHeap<Cand>,
+    results: BinaryHeap<Reverse<Cand>>,
+}
+
+impl HnswScratch {
+    fn reset(&mut self, n: usize) {
+        if self.visited.len() < n {
+            self.visited.resize(n, 0);
+        }
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.visited.iter_mut().for_each(|v| *v = 0);
+            self.generation = 1;
+        }
+        self.candidates.clear();
+        self.results.clear();
+    }
+
+    #[inline]
+    fn visit(&mut self, node: u32) -> bool {
+        let slot = &mut self.visited[node as usize];
+        if *slot == self.generation {
+            false
+        } else {
+            *slot = self.generation;
+            true
+        }
+    }
+}
+
+/// An HNSW graph over a set of vectors (see the module docs).
+#[derive(Debug)]
 pub struct HnswSegment {
     dim: usize,
     metric: Metric,
     params: HnswParams,
-    map: HnswMap<Point, u32>,
-    searches: Mutex<Vec<Search>>,
-}
-
-impl core::fmt::Debug for HnswSegment {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("HnswSegment").field("dim", &self.dim).field("len", &self.map.values.len()).field("params", &self.params).finish()
-    }
+    ids: Vec<u32>,
+    rows: Vec<f32>,
+    levels: Vec<u8>,
+    /// Layer-0 links: `2·m` slots per node; `len0[node]` are used.
+    links0: Vec<u32>,
+    len0: Vec<u8>,
+    /// Upper-layer links of each node: `upper[node][level - 1]`.
+    upper: Vec<Vec<Vec<u32>>>,
+    entry: Option<u32>,
+    max_level: u8,
+    #[cfg(feature = "std")]
+    scratch: std::sync::Mutex<Vec<HnswScratch>>,
 }
 
 const KIND: [u8; 4] = *b"HNSW";
+const MAX_LEVEL: u8 = 16;
+
+/// SplitMix64: a tiny, good-enough RNG for level draws.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+}
 
 impl HnswSegment {
-    /// Build from ids and contiguous rows (already normalized for cosine).
+    /// Build a graph from ids and contiguous rows (already normalized for cosine).
     pub fn build(dim: usize, metric: Metric, ids: Vec<u32>, rows: &[f32], params: HnswParams) -> Self {
-        let points: Vec<Point> = rows.chunks_exact(dim.max(1)).map(|r| Point(r.to_vec())).collect();
-        let map = Builder::default()
-            .ef_construction(params.ef_construction)
-            .ef_search(params.ef_search)
-            .seed(params.seed)
-            .build(points, ids);
-        HnswSegment { dim, metric, params, map, searches: Mutex::new(Vec::new()) }
+        let m = params.m.clamp(2, 127);
+        let params = HnswParams { m, ef_construction: params.ef_construction.max(m), ..params };
+        let n = ids.len().min(rows.len() / dim.max(1));
+        let mut ids = ids;
+        ids.truncate(n);
+        let mut g = Self::unlinked(dim, metric, params, ids, rows[..n * dim].to_vec());
+        let ml = 1.0 / libm::log(m as f64);
+        let mut rng = SplitMix(params.seed);
+        for _ in 0..n {
+            let level = libm::floor(-libm::log(rng.next_f64()) * ml).min(f64::from(MAX_LEVEL)) as u8;
+            g.levels.push(level);
+            g.upper.push(vec![Vec::new(); level as usize]);
+        }
+        let mut scratch = HnswScratch::default();
+        for node in 0..n as u32 {
+            g.insert(node, &mut scratch);
+        }
+        g
     }
 
-    /// Ids and rows of every vector, in graph order.
+    /// A graph with its vectors and no links yet (`levels` and `upper` still to fill).
+    fn unlinked(dim: usize, metric: Metric, params: HnswParams, ids: Vec<u32>, rows: Vec<f32>) -> Self {
+        let n = ids.len();
+        HnswSegment {
+            dim,
+            metric,
+            params,
+            ids,
+            rows,
+            levels: Vec::with_capacity(n),
+            links0: vec![0; n * 2 * params.m],
+            len0: vec![0; n],
+            upper: Vec::with_capacity(n),
+            entry: None,
+            max_level: 0,
+            #[cfg(feature = "std")]
+            scratch: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    #[inline]
+    fn row(&self, node: u32) -> &[f32] {
+        let i = node as usize * self.dim;
+        &self.rows[i..i + self.dim]
+    }
+
+    #[inline]
+    fn links(&self, node: u32, level: u8) -> &[u32] {
+        if level == 0 {
+            let cap = 2 * self.params.m;
+            let start = node as usize * cap;
+            &self.links0[start..start + self.len0[node as usize] as usize]
+        } else {
+            &self.upper[node as usize][level as usize - 1]
+        }
+    }
+
+    fn set_links(&mut self, node: u32, level: u8, new: &[u32]) {
+        if level == 0 {
+            let cap = 2 * self.params.m;
+            let start = node as usize * cap;
+            let n = new.len().min(cap);
+            self.links0[start..start + n].copy_from_slice(&new[..n]);
+            self.len0[node as usize] = n as u8;
+        } else {
+            let l = &mut self.upper[node as usize][level as usize - 1];
+            l.clear();
+            l.extend_from_slice(new);
+        }
+    }
+
+    /// Greedy walk on one layer towards `q` (ef = 1).
+    fn greedy(&self, q: &[f32], mut cur: Cand, level: u8) -> Cand {
+        loop {
+            let mut moved = false;
+            for &nb in self.links(cur.node, level) {
+                let sim = dot(q, self.row(nb));
+                if sim > cur.sim {
+                    cur = Cand { sim, node: nb };
+                    moved = true;
+                }
+            }
+            if !moved {
+                return cur;
+            }
+        }
+    }
+
+    /// Beam search on one layer; the `ef` best found are left in `s.results`.
+    fn search_layer(&self, q: &[f32], entry: Cand, ef: usize, level: u8, s: &mut HnswScratch) {
+        s.reset(self.ids.len());
+        s.visit(entry.node);
+        s.candidates.push(entry);
+        s.results.push(Reverse(entry));
+        while let Some(c) = s.candidates.pop() {
+            let worst = s.results.peek().map_or(f32::NEG_INFINITY, |r| r.0.sim);
+            if c.sim < worst && s.results.len() >= ef {
+                break;
+            }
+            for &nb in self.links(c.node, level) {
+                if !s.visit(nb) {
+                    continue;
+                }
+                let sim = dot(q, self.row(nb));
+                let worst = s.results.peek().map_or(f32::NEG_INFINITY, |r| r.0.sim);
+                if s.results.len() < ef || sim > worst {
+                    let cand = Cand { sim, node: nb };
+                    s.candidates.push(cand);
+                    s.results.push(Reverse(cand));
+                    if s.results.len() > ef {
+                        s.results.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The diversity heuristic: from `cands` (closest first), keep up to `m` that are closer
+    /// to the base than to any kept one; fill with the pruned ones if short.
+    fn select(&self, cands: &[Cand], m: usize) -> Vec<u32> {
+        let mut kept: Vec<Cand> = Vec::with_capacity(m);
+        let mut pruned: Vec<u32> = Vec::new();
+        for &c in cands {
+            if kept.len() >= m {
+                break;
+            }
+            let row = self.row(c.node);
+            if kept.iter().all(|k| dot(row, self.row(k.node)) < c.sim) {
+                kept.push(c);
+            } else {
+                pruned.push(c.node);
+            }
+        }
+        let mut out: Vec<u32> = kept.iter().map(|c| c.node).collect();
+        for p in pruned {
+            if out.len() >= m {
+                break;
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    fn insert(&mut self, node: u32, s: &mut HnswScratch) {
+        let level = self.levels[node as usize];
+        let Some(entry) = self.entry else {
+            self.entry = Some(node);
+            self.max_level = level;
+            return;
+        };
+        let q: Vec<f32> = self.row(node).to_vec();
+        let mut ep = Cand { sim: dot(&q, self.row(entry)), node: entry };
+        let mut l = self.max_level;
+        while l > level {
+            ep = self.greedy(&q, ep, l);
+            l -= 1;
+        }
+        let mut eps = vec![ep];
+        for lc in (0..=level.min(self.max_level)).rev() {
+            // Search from the best entry found so far.
+            let start = eps.iter().copied().max().unwrap_or(ep);
+            self.search_layer(&q, start, self.params.ef_construction, lc, s);
+            let mut found: Vec<Cand> = s.results.drain().map(|r| r.0).collect();
+            found.sort_unstable_by(|a, b| b.cmp(a));
+            let m = if lc == 0 { 2 * self.params.m } else { self.params.m };
+            let neighbours = self.select(&found, self.params.m.min(m));
+            self.set_links(node, lc, &neighbours);
+            for &nb in &neighbours {
+                let mut list: Vec<u32> = self.links(nb, lc).to_vec();
+                if list.len() < m {
+                    list.push(node);
+                    self.set_links(nb, lc, &list);
+                } else {
+                    let base = self.row(nb).to_vec();
+                    let mut cands: Vec<Cand> =
+                        list.iter().chain(core::iter::once(&node)).map(|&x| Cand { sim: dot(&base, self.row(x)), node: x }).collect();
+                    cands.sort_unstable_by(|a, b| b.cmp(a));
+                    let kept = self.select(&cands, m);
+                    self.set_links(nb, lc, &kept);
+                }
+            }
+            eps = found;
+        }
+        if level > self.max_level {
+            self.max_level = level;
+            self.entry = Some(node);
+        }
+    }
+
+    /// The `k` nearest to a prepared (normalized) query with candidate list `ef`.
+    pub fn search_with(&self, q: &[f32], k: usize, ef: usize, s: &mut HnswScratch, out: &mut Vec<Hit>) {
+        out.clear();
+        let Some(entry) = self.entry else { return };
+        let mut ep = Cand { sim: dot(q, self.row(entry)), node: entry };
+        let mut l = self.max_level;
+        while l > 0 {
+            ep = self.greedy(q, ep, l);
+            l -= 1;
+        }
+        self.search_layer(q, ep, ef.max(k), 0, s);
+        let mut top = TopK::new(k);
+        for r in s.results.drain() {
+            top.push(Hit { id: self.ids[r.0.node as usize], score: r.0.sim });
+        }
+        top.into_sorted(out);
+    }
+
+    /// Search with an explicit `ef` (recall/latency trade-off), allocating scratch as needed.
+    pub fn search_ef(&self, query: &[f32], k: usize, ef: usize) -> Result<Vec<Hit>, IndexError> {
+        let q = prepare(self.dim, self.metric, u32::MAX, query)?;
+        let mut out = Vec::new();
+        self.with_scratch(|s| self.search_with(&q, k, ef, s, &mut out));
+        Ok(out)
+    }
+
+    pub(crate) fn with_scratch<R>(&self, f: impl FnOnce(&mut HnswScratch) -> R) -> R {
+        #[cfg(feature = "std")]
+        {
+            let mut s = self.scratch.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
+            let r = f(&mut s);
+            if let Ok(mut p) = self.scratch.lock() {
+                p.push(s);
+            }
+            r
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            f(&mut HnswScratch::default())
+        }
+    }
+
+    /// Ids and rows of every vector.
     pub fn vectors(&self) -> impl Iterator<Item = (u32, &[f32])> {
-        self.map.iter().map(|(pid, p)| (self.map.values[pid.into_inner() as usize], p.0.as_slice()))
+        self.ids.iter().copied().zip(self.rows.chunks_exact(self.dim.max(1)))
     }
 
     /// The build parameters.
@@ -84,77 +391,82 @@ impl HnswSegment {
         let mut w = Writer::new();
         w.u32(self.dim as u32);
         w.u8(self.metric.code());
+        w.u64(self.params.m as u64);
         w.u64(self.params.ef_construction as u64);
         w.u64(self.params.ef_search as u64);
         w.u64(self.params.seed);
-        // Serializing plain vectors and integers into a Vec cannot fail.
-        let graph = postcard::to_allocvec(&self.map).unwrap_or_default();
-        w.bytes(&graph);
+        w.u32s(&self.ids);
+        w.f32s(&self.rows);
+        w.u32(self.entry.unwrap_or(u32::MAX));
+        for node in 0..self.ids.len() as u32 {
+            let level = self.levels[node as usize];
+            w.u8(level);
+            for l in 0..=level {
+                w.u32s(self.links(node, l));
+            }
+        }
         w.finish(KIND, 1)
     }
 
-    /// Deserialize, checking the graph's shape.
+    /// Deserialize, checking every link.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
+        let bad = |what| DecodeError::Invalid { what };
         let dim = r.u32()? as usize;
         let metric = Metric::from_code(r.u8()?)?;
+        let m = r.usize()?;
         let ef_construction = r.usize()?;
         let ef_search = r.usize()?;
         let seed = r.u64()?;
-        let graph = r.bytes()?;
-        r.finish()?;
-        check_graph(graph, dim)?;
-        let map: HnswMap<Point, u32> = postcard::from_bytes(graph).map_err(|_| DecodeError::Invalid { what: "HNSW graph" })?;
-        Ok(HnswSegment { dim, metric, params: HnswParams { ef_construction, ef_search, seed }, map, searches: Mutex::new(Vec::new()) })
-    }
-}
-
-/// The serde shape of instant-distance's `HnswMap` (field for field), read only to check
-/// the graph before the real type is trusted with it: instant-distance indexes its arrays
-/// by the neighbour ids it stores, so an out-of-range id in a file whose checksum was forged
-/// would otherwise panic at query time.
-#[derive(Deserialize)]
-struct MirrorMap {
-    hnsw: MirrorHnsw,
-    values: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct MirrorHnsw {
-    #[allow(dead_code)]
-    ef_search: usize,
-    points: Vec<Point>,
-    zero: Vec<MirrorZeroNode>,
-    layers: Vec<Vec<[u32; 32]>>,
-}
-
-#[derive(Deserialize)]
-struct MirrorZeroNode(#[serde(with = "serde_big_array::BigArray")] [u32; 64]);
-
-const INVALID: u32 = u32::MAX;
-
-fn check_graph(graph: &[u8], dim: usize) -> Result<(), DecodeError> {
-    let bad = DecodeError::Invalid { what: "HNSW graph" };
-    let m: MirrorMap = postcard::from_bytes(graph).map_err(|_| bad.clone())?;
-    let n = m.hnsw.points.len();
-    if dim == 0 || m.values.len() != n || m.hnsw.zero.len() != n || m.hnsw.points.iter().any(|p| p.0.len() != dim) {
-        return Err(bad);
-    }
-    let in_range = |ids: &[u32], len: usize| ids.iter().all(|&id| id == INVALID || (id as usize) < len);
-    if !m.hnsw.zero.iter().all(|z| in_range(&z.0, n)) {
-        return Err(bad);
-    }
-    // Search enters at point 0 on the top layer and descends: every layer must hold point 0
-    // and each layer must be no larger than the one below it.
-    let mut below = n;
-    for layer in m.hnsw.layers.iter() {
-        if layer.is_empty() || layer.len() > below || !layer.iter().all(|node| in_range(node, layer.len())) {
-            return Err(bad);
+        if dim == 0 || !(2..=127).contains(&m) {
+            return Err(bad("HNSW parameters"));
         }
-        below = layer.len();
+        let ids = r.u32s()?;
+        let rows = r.f32s()?;
+        let n = ids.len();
+        if rows.len() != n.saturating_mul(dim) {
+            return Err(bad("HNSW shape"));
+        }
+        let entry = r.u32()?;
+        let mut g = Self::unlinked(dim, metric, HnswParams { m, ef_construction, ef_search, seed }, ids, rows);
+        for node in 0..n as u32 {
+            let level = r.u8()?;
+            if level > MAX_LEVEL {
+                return Err(bad("HNSW level"));
+            }
+            g.levels.push(level);
+            g.upper.push(vec![Vec::new(); level as usize]);
+            for l in 0..=level {
+                let links = r.u32s()?;
+                let cap = if l == 0 { 2 * m } else { m };
+                if links.len() > cap || links.iter().any(|&x| x as usize >= n) {
+                    return Err(bad("HNSW links"));
+                }
+                g.set_links(node, l, &links);
+            }
+        }
+        r.finish()?;
+        // Links must point at nodes that exist on that layer.
+        for node in 0..n as u32 {
+            for l in 1..=g.levels[node as usize] {
+                if g.links(node, l).iter().any(|&x| g.levels[x as usize] < l) {
+                    return Err(bad("HNSW links"));
+                }
+            }
+        }
+        match (entry, n) {
+            (u32::MAX, 0) => {}
+            (e, _) if (e as usize) < n => {
+                g.entry = Some(e);
+                g.max_level = g.levels[e as usize];
+                if g.levels.iter().any(|&l| l > g.max_level) {
+                    return Err(bad("HNSW entry point"));
+                }
+            }
+            _ => return Err(bad("HNSW entry point")),
+        }
+        Ok(g)
     }
-    let _ = below;
-    Ok(())
 }
 
 impl VectorIndex for HnswSegment {
@@ -163,20 +475,12 @@ impl VectorIndex for HnswSegment {
     }
 
     fn len(&self) -> usize {
-        self.map.values.len()
+        self.ids.len()
     }
 
     fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
-        let q = Point(prepare(self.dim, self.metric, u32::MAX, query)?);
-        let mut search = self.searches.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
-        let mut top = TopK::new(k);
-        for item in self.map.search(&q, &mut search).take(k) {
-            top.push(Hit { id: *item.value, score: 1.0 - item.distance });
-        }
-        if let Ok(mut pool) = self.searches.lock() {
-            pool.push(search);
-        }
-        top.into_sorted(out);
+        let q = prepare(self.dim, self.metric, u32::MAX, query)?;
+        self.with_scratch(|s| self.search_with(&q, k, self.params.ef_search, s, out));
         Ok(())
     }
 }
@@ -187,27 +491,58 @@ mod tests {
     use crate::index::FlatIndex;
     use rand::{Rng, SeedableRng};
 
-    #[test]
-    fn recall_and_round_trip() {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
-        let dim = 16;
+    fn data(n: usize, dim: usize, seed: u64) -> FlatIndex {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         let mut flat = FlatIndex::new(dim, Metric::Cosine);
-        for id in 0..3000 {
+        for id in 0..n as u32 {
             let v: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
             flat.add(id * 2, &v).unwrap();
         }
+        flat
+    }
+
+    #[test]
+    fn recall_and_round_trip() {
+        let dim = 16;
+        let flat = data(3000, dim, 3);
         let seg = HnswSegment::build(dim, Metric::Cosine, flat.ids().to_vec(), flat.rows(), HnswParams::default());
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(4);
         let mut hit = 0;
         for _ in 0..100 {
             let q: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let a = flat.search(&q, 10).unwrap();
             let b = seg.search(&q, 10).unwrap();
             hit += b.iter().filter(|h| a.iter().any(|x| x.id == h.id)).count();
+            // Scores are exact similarities.
+            for h in &b {
+                if let Some(x) = a.iter().find(|x| x.id == h.id) {
+                    assert!((x.score - h.score).abs() < 1e-5);
+                }
+            }
         }
-        assert!(hit >= 950, "recall@10 {hit}/1000");
+        assert!(hit >= 980, "recall@10 {hit}/1000");
         let back = HnswSegment::from_bytes(&seg.to_bytes()).unwrap();
         let q = vec![0.5; dim];
         assert_eq!(back.search(&q, 5).unwrap(), seg.search(&q, 5).unwrap());
         assert_eq!(back.vectors().count(), 3000);
+    }
+
+    #[test]
+    fn tiny_graphs() {
+        let empty = HnswSegment::build(4, Metric::Dot, Vec::new(), &[], HnswParams::default());
+        assert!(empty.search(&[1.0, 0.0, 0.0, 0.0], 3).unwrap().is_empty());
+        assert!(HnswSegment::from_bytes(&empty.to_bytes()).is_ok());
+        let one = HnswSegment::build(2, Metric::Dot, vec![9], &[1.0, 2.0], HnswParams::default());
+        assert_eq!(one.search(&[1.0, 0.0], 3).unwrap(), [Hit { id: 9, score: 1.0 }]);
+    }
+
+    #[test]
+    fn corrupted_graphs_are_errors() {
+        let flat = data(60, 4, 5);
+        let seg = HnswSegment::build(4, Metric::Cosine, flat.ids().to_vec(), flat.rows(), HnswParams { m: 4, ..HnswParams::default() });
+        let bytes = seg.to_bytes();
+        for cut in 0..bytes.len() {
+            assert!(HnswSegment::from_bytes(&bytes[..cut]).is_err());
+        }
     }
 }

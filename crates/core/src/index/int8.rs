@@ -41,7 +41,8 @@ impl Int8Index {
     /// Build from a flat index's rows.
     pub fn from_flat(flat: FlatIndex) -> Self {
         let mut codes = Vec::with_capacity(flat.rows().len());
-        let scales = if flat.dim() == 0 { Vec::new() } else { flat.rows().chunks_exact(flat.dim()).map(|r| quantize(r, &mut codes)).collect() };
+        let scales =
+            if flat.dim() == 0 { Vec::new() } else { flat.rows().chunks_exact(flat.dim()).map(|r| quantize(r, &mut codes)).collect() };
         Int8Index { exact: flat, codes, scales, rescore: 4 }
     }
 

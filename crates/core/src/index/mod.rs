@@ -5,9 +5,9 @@
 //!   choice below a few thousand vectors (most personal libraries).
 //! - [`Int8Index`]: the same rows quantized to int8 for a 4× lighter scan, with the best
 //!   candidates rescored in f32 so the final order is exact among them.
-//! - [`HnswSegment`] (with `std`): an HNSW graph (instant-distance) for large collections.
+//! - [`HnswSegment`]: an HNSW graph for large collections (our own; the module says why).
 //! - [`SegmentedIndex`]: what a library uses. New vectors land in a flat "fresh" segment;
-//!   past a threshold it is sealed into an HNSW segment (an int8 one without `std`);
+//!   past a threshold it is sealed into an HNSW segment;
 //!   deletes are tombstones honoured at query time and dropped by [`SegmentedIndex::compact`].
 //! - [`Bm25Index`]: BM25 over the same texts, one more ranked list for RRF.
 //!
@@ -23,7 +23,6 @@ use core::fmt;
 pub mod bm25;
 pub mod codec;
 pub mod flat;
-#[cfg(feature = "std")]
 pub mod hnsw;
 pub mod int8;
 pub mod segmented;
@@ -31,8 +30,7 @@ pub mod segmented;
 pub use bm25::{Bm25Index, Bm25Params};
 pub use codec::DecodeError;
 pub use flat::FlatIndex;
-#[cfg(feature = "std")]
-pub use hnsw::{HnswParams, HnswSegment};
+pub use hnsw::{HnswParams, HnswScratch, HnswSegment};
 pub use int8::Int8Index;
 pub use segmented::{SegmentParams, SegmentedIndex};
 

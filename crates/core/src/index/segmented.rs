@@ -3,7 +3,7 @@
 //! Writes must be cheap (a document adds tens of vectors) and search must stay fast as a
 //! library grows, so the shape is an LSM tree's: new vectors go to a flat *fresh* segment,
 //! which is exact and needs no build; when it reaches [`SegmentParams::seal_threshold`] it is
-//! sealed into an HNSW segment (an int8 scan segment without `std`). A delete removes a
+//! sealed into an HNSW segment. A delete removes a
 //! fresh vector at once and tombstones a sealed one; tombstones are skipped at query time
 //! and dropped by [`SegmentedIndex::compact`], which rebuilds everything live into one
 //! segment. Search fans out over the segments and merges their top-k.
@@ -13,9 +13,7 @@ use alloc::vec::Vec;
 use hashbrown::{HashMap, HashSet};
 
 use super::codec::{DecodeError, Reader, Writer};
-#[cfg(feature = "std")]
-use super::{HnswParams, HnswSegment};
-use super::{prepare, FlatIndex, Hit, IndexError, Int8Index, Metric, TopK, VectorIndex};
+use super::{prepare, FlatIndex, Hit, HnswParams, HnswSegment, IndexError, Metric, TopK, VectorIndex};
 
 /// Segment settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,54 +23,18 @@ pub struct SegmentParams {
     /// Compact automatically when there are more sealed segments than this.
     pub max_sealed: usize,
     /// HNSW settings for sealed segments.
-    #[cfg(feature = "std")]
     pub hnsw: HnswParams,
 }
 
 impl Default for SegmentParams {
     fn default() -> Self {
-        SegmentParams {
-            seal_threshold: 4096,
-            max_sealed: 8,
-            #[cfg(feature = "std")]
-            hnsw: HnswParams::default(),
-        }
-    }
-}
-
-#[derive(Debug)]
-enum Sealed {
-    Scan(Int8Index),
-    #[cfg(feature = "std")]
-    Hnsw(HnswSegment),
-}
-
-impl Sealed {
-    fn index(&self) -> &dyn VectorIndex {
-        match self {
-            Sealed::Scan(s) => s,
-            #[cfg(feature = "std")]
-            Sealed::Hnsw(h) => h,
-        }
-    }
-
-    fn for_each_vector(&self, mut f: impl FnMut(u32, &[f32])) {
-        match self {
-            Sealed::Scan(s) => {
-                let flat = s.as_flat();
-                for (row, &id) in flat.rows().chunks_exact(flat.dim()).zip(flat.ids()) {
-                    f(id, row);
-                }
-            }
-            #[cfg(feature = "std")]
-            Sealed::Hnsw(h) => h.vectors().for_each(|(id, row)| f(id, row)),
-        }
+        SegmentParams { seal_threshold: 4096, max_sealed: 8, hnsw: HnswParams::default() }
     }
 }
 
 #[derive(Debug)]
 struct Segment {
-    index: Sealed,
+    index: HnswSegment,
     dead: HashSet<u32>,
 }
 
@@ -141,20 +103,8 @@ impl SegmentedIndex {
         }
     }
 
-    fn build_sealed(&self, ids: Vec<u32>, rows: Vec<f32>) -> Sealed {
-        #[cfg(feature = "std")]
-        {
-            Sealed::Hnsw(HnswSegment::build(self.dim, self.metric, ids, &rows, self.params.hnsw))
-        }
-        #[cfg(not(feature = "std"))]
-        {
-            let mut flat = FlatIndex::new(self.dim, self.metric);
-            for (row, id) in rows.chunks_exact(self.dim).zip(ids) {
-                // Rows were validated when they entered the fresh segment.
-                let _ = flat.add(id, row);
-            }
-            Sealed::Scan(Int8Index::from_flat(flat))
-        }
+    fn build_sealed(&self, ids: Vec<u32>, rows: Vec<f32>) -> HnswSegment {
+        HnswSegment::build(self.dim, self.metric, ids, &rows, self.params.hnsw)
     }
 
     /// Seal the fresh segment now (no-op when empty).
@@ -179,12 +129,12 @@ impl SegmentedIndex {
         let mut ids = Vec::with_capacity(self.live.len());
         let mut rows = Vec::with_capacity(self.live.len() * self.dim);
         for seg in &self.sealed {
-            seg.index.for_each_vector(|id, row| {
+            for (id, row) in seg.index.vectors() {
                 if !seg.dead.contains(&id) {
                     ids.push(id);
                     rows.extend_from_slice(row);
                 }
-            });
+            }
         }
         let (fids, frows) = self.fresh.drain();
         ids.extend(fids);
@@ -211,17 +161,7 @@ impl SegmentedIndex {
         w.bytes(&self.fresh.to_bytes());
         w.u64(self.sealed.len() as u64);
         for seg in &self.sealed {
-            match &seg.index {
-                Sealed::Scan(s) => {
-                    w.u8(0);
-                    w.bytes(&s.to_bytes());
-                }
-                #[cfg(feature = "std")]
-                Sealed::Hnsw(h) => {
-                    w.u8(1);
-                    w.bytes(&h.to_bytes());
-                }
-            }
+            w.bytes(&seg.index.to_bytes());
             let mut dead: Vec<u32> = seg.dead.iter().copied().collect();
             dead.sort_unstable();
             w.u32s(&dead);
@@ -237,7 +177,7 @@ impl SegmentedIndex {
         let seal_threshold = r.usize()?;
         let max_sealed = r.usize()?;
         let fresh = FlatIndex::from_bytes(r.bytes()?)?;
-        let n = r.count(9)?;
+        let n = r.count(16)?;
         let mut params = params;
         params.seal_threshold = seal_threshold;
         params.max_sealed = max_sealed;
@@ -253,26 +193,15 @@ impl SegmentedIndex {
         }
         idx.fresh = fresh;
         for slot in 0..n {
-            let tag = r.u8()?;
-            let body = r.bytes()?;
-            let index = match tag {
-                0 => Sealed::Scan(Int8Index::from_bytes(body)?),
-                #[cfg(feature = "std")]
-                1 => Sealed::Hnsw(HnswSegment::from_bytes(body)?),
-                _ => return Err(DecodeError::Invalid { what: "segment kind" }),
-            };
-            if index.index().dim() != dim {
+            let index = HnswSegment::from_bytes(r.bytes()?)?;
+            if index.dim() != dim {
                 return Err(invalid);
             }
             let dead: HashSet<u32> = r.u32s()?.into_iter().collect();
-            let mut ok = true;
-            index.for_each_vector(|id, _| {
+            for (id, _) in index.vectors() {
                 if !dead.contains(&id) && idx.live.insert(id, Loc::Sealed(slot)).is_some() {
-                    ok = false;
+                    return Err(invalid);
                 }
-            });
-            if !ok {
-                return Err(invalid);
             }
             idx.sealed.push(Segment { index, dead });
         }
@@ -297,7 +226,8 @@ impl VectorIndex for SegmentedIndex {
         let mut hits = Vec::new();
         for seg in &self.sealed {
             // Ask for enough extra to survive the tombstones in this segment.
-            seg.index.index().search_into(&q, k + seg.dead.len(), &mut hits)?;
+            let want = k + seg.dead.len();
+            seg.index.with_scratch(|s| seg.index.search_with(&q, want, seg.index.params().ef_search.max(want), s, &mut hits));
             for h in hits.iter().filter(|h| !seg.dead.contains(&h.id)) {
                 top.push(*h);
             }

@@ -1,0 +1,89 @@
+//! The CLI's error type.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What went wrong in a `docmem` command.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CliError {
+    /// A file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is not UTF-8 text.
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file type docmem does not read.
+    UnsupportedFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// An argument has a value that cannot work.
+    BadArgument {
+        /// Which argument and why.
+        message: String,
+    },
+    /// Indexing or search failed.
+    Retrieve(docmem_core::retrieve::RetrieveError),
+    /// A chunker could not run.
+    Chunk(docmem_core::chunk::ChunkError),
+    /// Writing output failed.
+    Output(std::io::Error),
+}
+
+impl CliError {
+    /// 2 for bad input, 1 for failures.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Read { .. } | CliError::NotUtf8 { .. } | CliError::UnsupportedFile { .. } | CliError::BadArgument { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
+            CliError::NotUtf8 { path } => write!(f, "{} is not UTF-8 text", path.display()),
+            CliError::UnsupportedFile { path } => {
+                write!(f, "{}: unsupported file type (docmem reads .txt and .md)", path.display())
+            }
+            CliError::BadArgument { message } => write!(f, "{message}"),
+            CliError::Retrieve(e) => write!(f, "{e}"),
+            CliError::Chunk(e) => write!(f, "{e}"),
+            CliError::Output(e) => write!(f, "cannot write output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<docmem_core::retrieve::RetrieveError> for CliError {
+    fn from(e: docmem_core::retrieve::RetrieveError) -> Self {
+        CliError::Retrieve(e)
+    }
+}
+
+impl From<docmem_core::chunk::ChunkError> for CliError {
+    fn from(e: docmem_core::chunk::ChunkError) -> Self {
+        match e {
+            docmem_core::chunk::ChunkError::ZeroSize | docmem_core::chunk::ChunkError::OverlapTooLarge { .. } => {
+                CliError::BadArgument { message: format!("--size/--overlap: {e}") }
+            }
+            e => CliError::Chunk(e),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::Output(e)
+    }
+}

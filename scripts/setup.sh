@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what the build needs on a fresh machine: the pinned Rust toolchain with its
+# targets and components (from rust-toolchain.toml). Idempotent; fast when done.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$DOCMEM_ROOT"
+
+if ! command -v rustup >/dev/null 2>&1; then
+  echo "docmem: rustup is required (https://rustup.rs); it was not found on PATH" >&2
+  exit 1
+fi
+channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+targets=$(sed -n 's/^targets *= *\[\(.*\)\]/\1/p' rust-toolchain.toml | tr -d '" ' )
+components=$(sed -n 's/^components *= *\[\(.*\)\]/\1/p' rust-toolchain.toml | tr -d '" ')
+installed_targets=$(rustup target list --installed --toolchain "$channel" 2>/dev/null || true)
+need=0
+for t in ${targets//,/ }; do
+  grep -qx "$t" <<<"$installed_targets" || need=1
+done
+if [ "$need" = 1 ] || ! rustup run "$channel" rustc --version >/dev/null 2>&1; then
+  step "installing Rust $channel with targets $targets"
+  rustup toolchain install "$channel" --profile minimal --component "$components" --target "$targets"
+fi
