@@ -140,10 +140,11 @@ mod tests {
     }
 
     #[test]
-    fn elasticsearch_example() {
-        // The worked example in Elasticsearch's RRF docs, k = 1 for easy numbers:
-        // query A ranks [1, 2, 3], query B ranks [3, 1, 4]... doc 1: 1/(1+1) + 1/(1+2) = 0.8333,
-        // doc 3: 1/(1+3) + 1/(1+1) = 0.75, doc 2: 1/(1+2) = 0.3333, doc 4: 1/(1+3) = 0.25.
+    fn elasticsearch_formula() {
+        // Elasticsearch's RRF reference: score(d) = Σ_q 1 / (rank_constant + rank(result(q), d)),
+        // ranks from 1, nothing added for a query whose results lack d; rank_constant ≥ 1 is
+        // allowed, and k = 1 keeps the numbers readable. Query A ranks [1, 2, 3], query B [3, 1, 4]:
+        // doc 1: 1/2 + 1/3 = 0.8333, doc 3: 1/4 + 1/2 = 0.75, doc 2: 1/3, doc 4: 1/4.
         let a = [1u32, 2, 3];
         let b = [3u32, 1, 4];
         let f = rrf(&[RankedList::new(&a), RankedList::new(&b)], &RrfParams { k: 1.0, window: usize::MAX });

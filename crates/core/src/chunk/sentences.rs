@@ -4,8 +4,10 @@
 //! space follows and the next word does not continue the sentence (it starts with an
 //! upper-case letter, a digit, an opening quote or bracket, or a CJK character), unless the
 //! word before the period is a known abbreviation or a single capital letter (an initial).
-//! In CJK text a sentence ends at `。！？` with no space needed. A blank line always ends a
-//! sentence. Sentences keep their trailing white space, so they tile the text.
+//! In CJK text a sentence ends at `。！？` with no space needed. Like punkt, a blank line
+//! alone does not end a sentence (a heading joins the sentence after it); checked against
+//! LlamaIndex's splitter in `tests/chunkers_golden.rs`. Sentences keep their trailing white
+//! space, so they tile the text.
 
 use alloc::vec::Vec;
 
@@ -72,15 +74,6 @@ pub fn split_sentences_in(text: &str, span: Span) -> Vec<Span> {
             if (spaced || k >= chars.len()) && next_ok && !abbreviation {
                 end_here = Some(j);
             }
-        } else if c == '\n' {
-            // A blank line ends a sentence.
-            let mut k = i + 1;
-            while k < chars.len() && chars[k].1 != '\n' && chars[k].1.is_whitespace() {
-                k += 1;
-            }
-            if k < chars.len() && chars[k].1 == '\n' {
-                end_here = Some(i);
-            }
         }
         if let Some(j) = end_here {
             // The sentence takes the white space after it.
@@ -130,7 +123,7 @@ mod tests {
         );
         assert_eq!(sentences("Prices rose 2.5 percent. \"Why?\" she asked."), ["Prices rose 2.5 percent. ", "\"Why?\" she asked."]);
         assert_eq!(sentences("no end here"), ["no end here"]);
-        assert_eq!(sentences("Heading\n\nBody text"), ["Heading\n\n", "Body text"]);
+        assert_eq!(sentences("Heading\n\nBody text. More."), ["Heading\n\nBody text. ", "More."]);
     }
 
     #[test]
