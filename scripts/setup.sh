@@ -16,7 +16,10 @@ need=0
 for t in ${targets//,/ }; do
   grep -qx "$t" <<<"$installed_targets" || need=1
 done
+for c in ${components//,/ }; do
+  rustup component list --installed --toolchain "$channel" 2>/dev/null | grep -q "^$c" || need=1
+done
 if [ "$need" = 1 ] || ! rustup run "$channel" rustc --version >/dev/null 2>&1; then
-  step "installing Rust $channel with targets $targets"
+  step "installing Rust $channel with targets $targets and components $components"
   rustup toolchain install "$channel" --profile minimal --component "$components" --target "$targets"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: every check, on a fresh machine or a warm one.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+set -o pipefail
 cd "$DOCMEM_ROOT"
 bash scripts/setup.sh
 
@@ -16,5 +17,10 @@ cargo build -p docmem-core --no-default-features --target thumbv7m-none-eabi --l
 step "wasm: the wasm-bindgen crate for wasm32-unknown-unknown"
 cargo build -p docmem-wasm --target wasm32-unknown-unknown --locked
 
-step "tests: unit, property, fuzz-corpus regression and CLI tests"
-cargo test --workspace --locked
+step "tests: unit, property, golden, fuzz-corpus regression and CLI tests"
+log="$DOCMEM_CACHE/test.log"
+cargo test --workspace --locked 2>&1 | tee "$log"
+
+# One closing line for the whole run (cargo ends with doc-test runs that hold no tests).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
