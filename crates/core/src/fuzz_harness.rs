@@ -14,6 +14,23 @@ use crate::parse::parse_memreader_output;
 use crate::retrieve::{MemoryIndex, SearchParams};
 use crate::span::spans_tile;
 
+/// Run every file of a corpus directory through `harness`; returns how many ran. Used by the
+/// corpus regression tests of every crate with a fuzz target.
+#[cfg(feature = "std")]
+pub fn run_corpus_dir(dir: &std::path::Path, harness: fn(&[u8])) -> Result<usize, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| alloc::format!("cannot read {}: {e}", dir.display()))?;
+    let mut count = 0;
+    for entry in entries {
+        let path = entry.map_err(|e| alloc::format!("{e}"))?.path();
+        if path.is_file() {
+            let data = std::fs::read(&path).map_err(|e| alloc::format!("cannot read {}: {e}", path.display()))?;
+            std::panic::catch_unwind(|| harness(&data)).map_err(|_| alloc::format!("harness failed on {}", path.display()))?;
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
 /// Split fuzz input at the first 0xFF byte into a document and a reader output, parse the
 /// output, align it to the document, and check that the result tiles the document.
 pub fn memreader(data: &[u8]) {

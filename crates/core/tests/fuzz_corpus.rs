@@ -4,22 +4,13 @@
 
 use std::path::Path;
 
+use docmem_core::fuzz_harness::run_corpus_dir;
+
 fn run_corpus(target: &str, harness: fn(&[u8])) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-    let mut count = 0;
-    for entry in entries {
-        let path = entry.expect("corpus entry").path();
-        if path.is_file() {
-            let data = std::fs::read(&path).expect("corpus file");
-            let result = std::panic::catch_unwind(|| harness(&data));
-            assert!(result.is_ok(), "{} failed on {}", target, path.display());
-            count += 1;
-        }
-    }
+    let count = run_corpus_dir(&dir, harness).unwrap_or_else(|e| panic!("{e}"));
     assert!(count >= 5, "the {target} corpus has only {count} files");
 }
-
 #[test]
 fn memreader_corpus() {
     run_corpus("memreader", docmem_core::fuzz_harness::memreader);

@@ -5,8 +5,12 @@
 //! implements the core's seams ([`docmem_core::Embedder`], [`docmem_core::Scorer`]), so
 //! the core never depends on a model.
 //!
-//! This crate is filled by the runtime issues (CPU LMs, the embedder, the WebGPU backend).
-//! Until then it offers what needs no model: the embedder choice the CLI and the demo use.
+//! Here so far: the byte sources models are read through ([`source`]) and the GGUF header
+//! parser ([`gguf`]); and the embedder the CLI uses while no model is configured. The LMs,
+//! tokenizers and the model embedder come with the runtime issues.
+
+pub mod gguf;
+pub mod source;
 
 pub use docmem_core;
 
