@@ -134,6 +134,13 @@ pub struct RetrievedChunk {
     pub ranks: Vec<ListRank>,
 }
 
+/// Buffers a search reuses: the RRF fuser's map and the per-list hit buffer.
+#[derive(Debug, Default)]
+pub struct SearchScratch {
+    fuser: RrfFuser<u32>,
+    hits: Vec<Hit>,
+}
+
 /// Search settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchParams {
@@ -574,6 +581,18 @@ impl MemoryIndex {
 
     /// Search with a query text (for BM25) and its embedding.
     pub fn search(&self, query: &str, query_vector: &[f32], params: &SearchParams) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+        self.search_with(query, query_vector, params, &mut SearchScratch::default())
+    }
+
+    /// [`MemoryIndex::search`] reusing `scratch` (no per-query allocation of the fusion map
+    /// or hit buffers), for callers that search in a loop.
+    pub fn search_with(
+        &self,
+        query: &str,
+        query_vector: &[f32],
+        params: &SearchParams,
+        scratch: &mut SearchScratch,
+    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
         struct List {
             layer: Layer,
             kind: ListKind,
@@ -582,18 +601,18 @@ impl MemoryIndex {
             scores: Vec<f32>,
         }
         let mut lists: Vec<List> = Vec::new();
-        let mut hits: Vec<Hit> = Vec::new();
+        let SearchScratch { fuser, hits } = scratch;
         for l in &self.layers {
             let weight = params.weight(l.layer);
             for kind in [ListKind::Vector, ListKind::Lexical] {
                 match kind {
-                    ListKind::Vector => l.vectors.search_into(query_vector, params.window, &mut hits)?,
-                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, params.window, &mut hits),
+                    ListKind::Vector => l.vectors.search_into(query_vector, params.window, hits)?,
+                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, params.window, hits),
                     ListKind::Lexical => continue,
                 }
                 // Map items to chunks, keeping each chunk's first (best) position.
                 let mut list = List { layer: l.layer, kind, weight, chunks: Vec::new(), scores: Vec::new() };
-                for h in &hits {
+                for h in hits.iter() {
                     for &c in l.item_chunks.get(&h.id).map_or(&[][..], Vec::as_slice) {
                         if !list.chunks.contains(&c) {
                             list.chunks.push(c);
@@ -605,7 +624,6 @@ impl MemoryIndex {
             }
         }
         let ranked: Vec<RankedList<'_, u32>> = lists.iter().map(|l| RankedList { ids: &l.chunks, weight: l.weight }).collect();
-        let mut fuser = RrfFuser::new();
         let fused = fuser.fuse(&ranked, &RrfParams { k: params.rrf_k, window: params.window });
         let mut out = Vec::with_capacity(params.k.min(fused.len()));
         for f in fused.iter().take(params.k) {
@@ -671,6 +689,12 @@ mod tests {
         let r = idx.search_text("ships waited in the bay", &mut e, &p).unwrap();
         assert_eq!(r[0].scenario, 0);
         assert_eq!(r[0].span, memory.scenarios[0].span);
+        // A reused scratch gives the same answers as fresh searches.
+        let mut scratch = SearchScratch::default();
+        for q in ["mining industry", "officials food prices", "ships waited in the bay"] {
+            let v = e.embed_one(q);
+            assert_eq!(idx.search_with(q, &v, &p, &mut scratch).unwrap(), idx.search(q, &v, &p).unwrap());
+        }
         // Chunk-only mode cannot see the outline.
         let mut plain = MemoryIndex::new(RetrievalMode::ChunkOnly, 256, SegmentParams::default());
         plain.add_document(&doc, &memory, &mut e).unwrap();
