@@ -1,0 +1,231 @@
+//! Dequantization: GGML blocks to f32, the plain reference path.
+//!
+//! One function per block layout, written to read like ggml's reference C (`dequantize_row_*`)
+//! so it can be checked line by line, and checked against llama.cpp's `gguf` Python package
+//! through golden files (`scripts/golden/dequant.py`). The fast kernels, which take dot
+//! products in the quantized format without dequantizing whole matrices, are tested against
+//! this path.
+
+use std::fmt;
+
+use crate::gguf::GgmlType;
+
+/// Why bytes could not be dequantized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuantError {
+    /// The byte count is not a whole number of blocks.
+    PartialBlock {
+        /// The type.
+        ggml_type: GgmlType,
+        /// Bytes given.
+        bytes: usize,
+    },
+}
+
+impl fmt::Display for QuantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QuantError::PartialBlock { ggml_type, bytes } => {
+                write!(f, "{bytes} bytes is not a whole number of {ggml_type} blocks ({} bytes each)", ggml_type.block_bytes())
+            }
+        }
+    }
+}
+
+impl std::error::Error for QuantError {}
+
+/// IEEE half to f32 (exact; subnormals, infinities and NaN included).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1F);
+    let man = u32::from(h & 0x3FF);
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, _) => {
+            // Subnormal: normalize.
+            let shift = man.leading_zeros() - 21;
+            let man = (man << shift) & 0x3FF;
+            sign | ((113 - shift) << 23) | (man << 13)
+        }
+        (0x1F, _) => sign | 0x7F80_0000 | (man << 13),
+        _ => sign | ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]))
+}
+
+/// The 6-bit scale and minimum of sub-block `j` of a Q4_K/Q5_K super-block.
+fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
+    let (d, m) =
+        if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
+    (f32::from(d), f32::from(m))
+}
+
+fn q4_0(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let qs = &b[2..18];
+    for j in 0..16 {
+        y[j] = f32::from((qs[j] & 0x0F) as i8 - 8) * d;
+        y[j + 16] = f32::from((qs[j] >> 4) as i8 - 8) * d;
+    }
+}
+
+fn q4_1(b: &[u8], y: &mut [f32]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    let qs = &b[4..20];
+    for j in 0..16 {
+        y[j] = f32::from(qs[j] & 0x0F) * d + m;
+        y[j + 16] = f32::from(qs[j] >> 4) * d + m;
+    }
+}
+
+fn q5_0(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    let qs = &b[6..22];
+    for j in 0..16 {
+        let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+        let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+        y[j] = f32::from(((qs[j] & 0x0F) | xh0) as i8 - 16) * d;
+        y[j + 16] = f32::from(((qs[j] >> 4) | xh1) as i8 - 16) * d;
+    }
+}
+
+fn q5_1(b: &[u8], y: &mut [f32]) {
+    let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    let qs = &b[8..24];
+    for j in 0..16 {
+        let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+        let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+        y[j] = f32::from((qs[j] & 0x0F) | xh0) * d + m;
+        y[j + 16] = f32::from((qs[j] >> 4) | xh1) * d + m;
+    }
+}
+
+fn q8_0(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    for (j, &q) in b[2..34].iter().enumerate() {
+        y[j] = f32::from(q as i8) * d;
+    }
+}
+
+fn q4_k(b: &[u8], y: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+    let scales = &b[4..16];
+    let qs = &b[16..144];
+    for (g, (q, out)) in qs.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
+        let (sc1, m1) = scale_min_k4(2 * g, scales);
+        let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
+        let (d1, min1, d2, min2) = (d * sc1, dmin * m1, d * sc2, dmin * m2);
+        for l in 0..32 {
+            out[l] = d1 * f32::from(q[l] & 0xF) - min1;
+            out[l + 32] = d2 * f32::from(q[l] >> 4) - min2;
+        }
+    }
+}
+
+fn q5_k(b: &[u8], y: &mut [f32]) {
+    let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+    let scales = &b[4..16];
+    let qh = &b[16..48];
+    let ql = &b[48..176];
+    for (g, (q, out)) in ql.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
+        let (sc1, m1) = scale_min_k4(2 * g, scales);
+        let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
+        let (d1, min1, d2, min2) = (d * sc1, dmin * m1, d * sc2, dmin * m2);
+        let (u1, u2) = (1u8 << (2 * g), 2u8 << (2 * g));
+        for l in 0..32 {
+            let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
+            let h2 = if qh[l] & u2 != 0 { 16 } else { 0 };
+            out[l] = d1 * f32::from((q[l] & 0xF) + h1) - min1;
+            out[l + 32] = d2 * f32::from((q[l] >> 4) + h2) - min2;
+        }
+    }
+}
+
+fn q6_k(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 208);
+    for half in 0..2 {
+        let ql = &b[64 * half..64 * half + 64];
+        let qh = &b[128 + 32 * half..128 + 32 * half + 32];
+        let sc = &b[192 + 8 * half..192 + 8 * half + 8];
+        let out = &mut y[128 * half..128 * half + 128];
+        for l in 0..32 {
+            let is = l / 16;
+            let q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) as i8 - 32;
+            let q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+            let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+            let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+            out[l] = d * f32::from(sc[is] as i8) * f32::from(q1);
+            out[l + 32] = d * f32::from(sc[is + 2] as i8) * f32::from(q2);
+            out[l + 64] = d * f32::from(sc[is + 4] as i8) * f32::from(q3);
+            out[l + 96] = d * f32::from(sc[is + 6] as i8) * f32::from(q4);
+        }
+    }
+}
+
+/// Dequantize whole blocks of `ggml_type` from `bytes`, appending the values to `out`.
+pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut Vec<f32>) -> Result<(), QuantError> {
+    let block = ggml_type.block_bytes() as usize;
+    if !bytes.len().is_multiple_of(block) {
+        return Err(QuantError::PartialBlock { ggml_type, bytes: bytes.len() });
+    }
+    let n = bytes.len() / block * ggml_type.block_elements() as usize;
+    let start = out.len();
+    out.resize(start + n, 0.0);
+    let y = &mut out[start..];
+    let per = ggml_type.block_elements() as usize;
+    let f: fn(&[u8], &mut [f32]) = match ggml_type {
+        GgmlType::F32 => |b, y| y[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        GgmlType::F16 => |b, y| y[0] = f16_at(b, 0),
+        GgmlType::BF16 => |b, y| y[0] = f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16),
+        GgmlType::Q4_0 => q4_0,
+        GgmlType::Q4_1 => q4_1,
+        GgmlType::Q5_0 => q5_0,
+        GgmlType::Q5_1 => q5_1,
+        GgmlType::Q8_0 => q8_0,
+        GgmlType::Q4K => q4_k,
+        GgmlType::Q5K => q5_k,
+        GgmlType::Q6K => q6_k,
+    };
+    for (b, y) in bytes.chunks_exact(block).zip(y.chunks_exact_mut(per)) {
+        f(b, y);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_floats() {
+        assert_eq!(f16_to_f32(0x3C00), 1.0);
+        assert_eq!(f16_to_f32(0xC000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 5.960_464_5e-8); // smallest subnormal
+        assert_eq!(f16_to_f32(0x7BFF), 65504.0);
+        assert!(f16_to_f32(0x7C00).is_infinite());
+        assert!(f16_to_f32(0x7E00).is_nan());
+        assert_eq!(f16_to_f32(0x8000).to_bits(), 0x8000_0000);
+        // Positive finite halves in bit order map to strictly increasing floats (a wrong
+        // exponent bias or subnormal shift breaks this), and subnormals step by 2^-24.
+        for h in 1..0x7C00u16 {
+            assert!(f16_to_f32(h) > f16_to_f32(h - 1), "{h:#06x}");
+            if h < 0x400 {
+                assert_eq!(f16_to_f32(h), f32::from(h) * 2f32.powi(-24));
+            }
+        }
+    }
+
+    #[test]
+    fn partial_blocks_are_errors() {
+        let mut out = Vec::new();
+        assert_eq!(dequantize(GgmlType::Q4_0, &[0; 19], &mut out), Err(QuantError::PartialBlock { ggml_type: GgmlType::Q4_0, bytes: 19 }));
+        assert!(out.is_empty());
+    }
+}
