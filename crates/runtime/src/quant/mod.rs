@@ -65,6 +65,14 @@ fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
     (f32::from(d), f32::from(m))
 }
 
+/// Scales and minimums of the two 32-element halves of 64-element group `g` of a Q4_K or
+/// Q5_K super-block.
+fn pair_scales(g: usize, d: f32, dmin: f32, scales: &[u8]) -> (f32, f32, f32, f32) {
+    let (sc1, m1) = scale_min_k4(2 * g, scales);
+    let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
+    (d * sc1, dmin * m1, d * sc2, dmin * m2)
+}
+
 fn q4_0(b: &[u8], y: &mut [f32]) {
     let d = f16_at(b, 0);
     let qs = &b[2..18];
@@ -119,9 +127,7 @@ fn q4_k(b: &[u8], y: &mut [f32]) {
     let scales = &b[4..16];
     let qs = &b[16..144];
     for (g, (q, out)) in qs.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
-        let (sc1, m1) = scale_min_k4(2 * g, scales);
-        let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-        let (d1, min1, d2, min2) = (d * sc1, dmin * m1, d * sc2, dmin * m2);
+        let (d1, min1, d2, min2) = pair_scales(g, d, dmin, scales);
         for l in 0..32 {
             out[l] = d1 * f32::from(q[l] & 0xF) - min1;
             out[l + 32] = d2 * f32::from(q[l] >> 4) - min2;
@@ -135,9 +141,7 @@ fn q5_k(b: &[u8], y: &mut [f32]) {
     let qh = &b[16..48];
     let ql = &b[48..176];
     for (g, (q, out)) in ql.chunks_exact(32).zip(y.chunks_exact_mut(64)).enumerate() {
-        let (sc1, m1) = scale_min_k4(2 * g, scales);
-        let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-        let (d1, min1, d2, min2) = (d * sc1, dmin * m1, d * sc2, dmin * m2);
+        let (d1, min1, d2, min2) = pair_scales(g, d, dmin, scales);
         let (u1, u2) = (1u8 << (2 * g), 2u8 << (2 * g));
         for l in 0..32 {
             let h1 = if qh[l] & u1 != 0 { 16 } else { 0 };
