@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
-use docmem_core::{Document, Span};
+use docmem_core::{Document, Embedder, Span};
 use serde::Serialize;
 
 use crate::input::read_document;
@@ -38,10 +38,16 @@ pub struct ChunkArgs {
     pub file: PathBuf,
 }
 
-/// Chunk a document with the named chunker and its settings.
-pub fn chunk_document(doc: &Document, kind: ChunkerKind, size: Option<usize>, overlap: Option<usize>) -> Result<Vec<Span>, CliError> {
-    let mut embedder = docmem_runtime::default_embedder();
-    Ok(chunk_with(kind, &doc.text, ChunkOptions { size, overlap }, Some(embedder.as_mut()))?)
+/// Chunk a document with the named chunker and its settings (`embedder` serves the
+/// semantic chunker).
+pub fn chunk_document(
+    doc: &Document,
+    kind: ChunkerKind,
+    size: Option<usize>,
+    overlap: Option<usize>,
+    embedder: &mut dyn Embedder,
+) -> Result<Vec<Span>, CliError> {
+    Ok(chunk_with(kind, &doc.text, ChunkOptions { size, overlap }, Some(embedder))?)
 }
 
 #[derive(Serialize)]
@@ -64,7 +70,8 @@ struct Output<'a> {
 pub fn run(args: &ChunkArgs) -> Result<(), CliError> {
     let doc = read_document(&args.file)?;
     let c = &args.chunking;
-    let spans = chunk_document(&doc, c.chunker, c.size, c.overlap)?;
+    let mut embedder = docmem_runtime::default_embedder();
+    let spans = chunk_document(&doc, c.chunker, c.size, c.overlap, embedder.as_mut())?;
     let chunks: Vec<ChunkOut<'_>> = spans
         .iter()
         .enumerate()

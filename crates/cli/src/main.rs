@@ -42,6 +42,10 @@ fn main() {
         Command::Bench(b) => bench::run(&b),
     };
     if let Err(e) = result {
+        // A closed pipe (`docmem chunk … | head`) is the reader's choice, not an error.
+        if matches!(&e, CliError::Output(io) if io.kind() == std::io::ErrorKind::BrokenPipe) {
+            std::process::exit(0);
+        }
         eprintln!("docmem: {e}");
         std::process::exit(e.exit_code());
     }

@@ -63,7 +63,7 @@ pub fn run(args: &RetrieveArgs) -> Result<(), CliError> {
         _ => (c.size, c.overlap),
     };
     for doc in &docs {
-        let spans = chunk_document(doc, c.chunker, size, overlap)?;
+        let spans = chunk_document(doc, c.chunker, size, overlap, embedder.as_mut())?;
         let memory = DocumentMemory::from_spans(doc, &spans, c.chunker.name());
         // Baseline chunks may overlap, so they do not tile: index them as chunks directly.
         index.add_chunks(doc, &memory, embedder.as_mut())?;

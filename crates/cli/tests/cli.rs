@@ -72,3 +72,22 @@ fn bench_index_reports_recall_against_exact_search() {
     }
     assert_eq!(v["hnsw_sweep"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_docmem"))
+        .args(["chunk", "--chunker", "fixed", "--size", "20", &example()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run docmem");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    // The reader is dropped here, as `| head -1` would close it.
+    let out = child.wait_with_output().unwrap();
+    assert!(first.contains("chunks (fixed chunker)"), "{first}");
+    assert!(out.status.success(), "exit {:?}", out.status);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}

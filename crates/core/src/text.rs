@@ -100,11 +100,6 @@ pub fn lexical_terms(text: &str) -> Vec<String> {
     out
 }
 
-/// Byte offset of the `n`-th character of `text` (or `text.len()` past the end).
-pub fn char_to_byte(text: &str, n: usize) -> usize {
-    text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

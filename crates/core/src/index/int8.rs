@@ -94,10 +94,11 @@ impl VectorIndex for Int8Index {
         let dim = self.dim();
         let q = prepare(dim, self.exact.metric(), u32::MAX, query)?;
         let mut qc = Vec::with_capacity(dim);
-        let qs = quantize(&q, &mut qc);
+        // The query's own scale is a positive common factor: it cannot change the order.
+        quantize(&q, &mut qc);
         let n = self.len();
         let candidates = k.saturating_mul(self.rescore).max(MIN_CANDIDATES).min(n);
-        // Rank by the integer product (a positive common factor qs does not change order).
+        // Rank by the integer product times each row's scale.
         let mut top = TopK::new(candidates);
         for (i, (code, &scale)) in self.codes.chunks_exact(dim).zip(&self.scales).enumerate() {
             let approx = dot_i8(&qc, code) as f32 * scale;
@@ -105,7 +106,6 @@ impl VectorIndex for Int8Index {
                 top.push(Hit { id: i as u32, score: approx });
             }
         }
-        let _ = qs;
         let mut cands = Vec::new();
         top.into_sorted(&mut cands);
         let mut exact = TopK::new(k.min(n));
