@@ -9,9 +9,11 @@
 //! parser ([`gguf`]); and the embedder the CLI uses while no model is configured. The LMs,
 //! tokenizers and the model embedder come with the runtime issues.
 
+pub mod chat;
 pub mod gguf;
 pub mod quant;
 pub mod source;
+pub mod tokenizer;
 
 pub use docmem_core;
 

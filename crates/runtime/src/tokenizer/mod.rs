@@ -1,0 +1,276 @@
+//! Tokenizers built from a GGUF file's own metadata, with HF's `tokenizers` crate.
+//!
+//! A GGUF file carries its whole tokenizer: `tokenizer.ggml.model` (`gpt2` for byte-level
+//! BPE, `llama` for SentencePiece), the tokens, the merges or scores, each token's type, the
+//! special ids, and `tokenizer.ggml.pre`, a name for the pre-tokenizer (the regex that cuts
+//! text into words before BPE). The name is all llama.cpp stores, so [`pretokenizer`] maps
+//! each name to the regexes llama.cpp uses for it; that is what makes our ids match
+//! llama.cpp's rather than merely HF's.
+//!
+//! Special tokens (`<|im_start|>`, …) in the text are always recognised as special, as
+//! llama.cpp does with `parse_special`, because the chat templates put them there.
+
+mod pretokenizer;
+mod spm;
+
+use std::fmt;
+
+use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+use tokenizers::models::bpe::{Vocab, BPE};
+use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
+
+use crate::gguf::{GgufFile, MetaValue};
+
+pub use pretokenizer::PreTokenizerKind;
+
+/// Why a tokenizer could not be built or used.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TokenizerError {
+    /// A metadata key the tokenizer needs is missing or has the wrong type.
+    Metadata {
+        /// The key.
+        key: &'static str,
+    },
+    /// `tokenizer.ggml.model` names a tokenizer family docmem does not build.
+    UnsupportedModel {
+        /// The name found.
+        model: String,
+    },
+    /// `tokenizer.ggml.pre` names a pre-tokenizer docmem does not know.
+    UnsupportedPreTokenizer {
+        /// The name found.
+        pre: String,
+    },
+    /// A merge line is not two tokens separated by one space.
+    BadMerge {
+        /// The line.
+        line: String,
+    },
+    /// The `tokenizers` crate refused the vocabulary or failed to encode.
+    Library {
+        /// What it said.
+        message: String,
+    },
+    /// A token id outside the vocabulary.
+    UnknownId {
+        /// The id.
+        id: u32,
+    },
+}
+
+impl fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenizerError::Metadata { key } => write!(f, "tokenizer metadata '{key}' is missing or has the wrong type"),
+            TokenizerError::UnsupportedModel { model } => {
+                write!(f, "tokenizer.ggml.model '{model}' is not supported (gpt2 and llama are)")
+            }
+            TokenizerError::UnsupportedPreTokenizer { pre } => {
+                write!(f, "tokenizer.ggml.pre '{pre}' is not supported (known: {})", PreTokenizerKind::NAMES.join(", "))
+            }
+            TokenizerError::BadMerge { line } => write!(f, "merge {line:?} is not two tokens separated by a space"),
+            TokenizerError::Library { message } => write!(f, "tokenizer: {message}"),
+            TokenizerError::UnknownId { id } => write!(f, "token id {id} is outside the vocabulary"),
+        }
+    }
+}
+
+impl std::error::Error for TokenizerError {}
+
+fn lib_err(e: impl fmt::Display) -> TokenizerError {
+    TokenizerError::Library { message: e.to_string() }
+}
+
+/// GGUF token types (`tokenizer.ggml.token_type`), as llama.cpp numbers them.
+mod token_type {
+    pub const CONTROL: i64 = 3;
+    pub const USER_DEFINED: i64 = 4;
+}
+
+/// A model's tokenizer.
+pub struct Tokenizer {
+    inner: HfTokenizer,
+    tokens: Vec<String>,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    add_bos: bool,
+    /// Ids that end a generation: EOS, and end-of-turn tokens such as `<|im_end|>`.
+    stop_ids: Vec<u32>,
+    special: Vec<bool>,
+    pre: Option<PreTokenizerKind>,
+}
+
+impl fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tokenizer").field("vocab", &self.tokens.len()).field("pre", &self.pre).finish()
+    }
+}
+
+fn strings(gguf: &GgufFile, key: &'static str) -> Result<Vec<String>, TokenizerError> {
+    let arr = gguf.get(key).and_then(MetaValue::as_array).ok_or(TokenizerError::Metadata { key })?;
+    arr.iter().map(|v| v.as_str().map(str::to_owned).ok_or(TokenizerError::Metadata { key })).collect()
+}
+
+fn ints(gguf: &GgufFile, key: &'static str) -> Result<Option<Vec<i64>>, TokenizerError> {
+    let Some(v) = gguf.get(key) else { return Ok(None) };
+    let arr = v.as_array().ok_or(TokenizerError::Metadata { key })?;
+    arr.iter()
+        .map(|v| match *v {
+            MetaValue::I32(x) => Ok(i64::from(x)),
+            ref other => other.as_u64().map(|x| x as i64).ok_or(TokenizerError::Metadata { key }),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn id(gguf: &GgufFile, key: &str, vocab: usize) -> Option<u32> {
+    gguf.get(key).and_then(MetaValue::as_u64).filter(|&v| (v as usize) < vocab).map(|v| v as u32)
+}
+
+impl Tokenizer {
+    /// Build the tokenizer a GGUF file describes.
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Self, TokenizerError> {
+        let model =
+            gguf.get("tokenizer.ggml.model").and_then(MetaValue::as_str).ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.model" })?;
+        let tokens = strings(gguf, "tokenizer.ggml.tokens")?;
+        let types = ints(gguf, "tokenizer.ggml.token_type")?.unwrap_or_default();
+        let n = tokens.len();
+        let bos = id(gguf, "tokenizer.ggml.bos_token_id", n);
+        let eos = id(gguf, "tokenizer.ggml.eos_token_id", n);
+        let (mut inner, pre, default_add_bos) = match model {
+            "gpt2" => {
+                let pre_name = gguf.get("tokenizer.ggml.pre").and_then(MetaValue::as_str).unwrap_or("default");
+                let pre = PreTokenizerKind::from_name(pre_name)
+                    .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer { pre: pre_name.to_owned() })?;
+                let merges = strings(gguf, "tokenizer.ggml.merges")?
+                    .into_iter()
+                    .map(|line| match line.split_once(' ') {
+                        Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_owned(), b.to_owned())),
+                        _ => Err(TokenizerError::BadMerge { line }),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+                let bpe = BPE::builder().vocab_and_merges(vocab, merges).ignore_merges(pre.ignores_merges()).build().map_err(lib_err)?;
+                let mut t = HfTokenizer::new(bpe);
+                t.with_pre_tokenizer(Some(pre.build()?));
+                t.with_decoder(Some(ByteLevelDecoder::default()));
+                (t, Some(pre), pre.adds_bos())
+            }
+            "llama" => {
+                let scores = gguf
+                    .get("tokenizer.ggml.scores")
+                    .and_then(MetaValue::as_array)
+                    .ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.scores" })?
+                    .iter()
+                    .map(|v| v.as_f64().map(|x| x as f32).ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.scores" }))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (spm::build(&tokens, &scores, &types)?, None, true)
+            }
+            other => return Err(TokenizerError::UnsupportedModel { model: other.to_owned() }),
+        };
+        let mut special = vec![false; n];
+        let added: Vec<AddedToken> = types
+            .iter()
+            .enumerate()
+            .filter(|&(_, &t)| t == token_type::CONTROL || t == token_type::USER_DEFINED)
+            .map(|(i, &t)| {
+                special[i] = t == token_type::CONTROL;
+                AddedToken::from(tokens[i].clone(), true).normalized(false)
+            })
+            .collect();
+        inner.add_special_tokens(&added);
+        let add_bos = gguf
+            .get("tokenizer.ggml.add_bos_token")
+            .and_then(|v| if let MetaValue::Bool(b) = v { Some(*b) } else { None })
+            .unwrap_or(default_add_bos);
+        let mut stop_ids: Vec<u32> = eos.into_iter().collect();
+        if let Some(eot) = id(gguf, "tokenizer.ggml.eot_token_id", n) {
+            stop_ids.push(eot);
+        }
+        // Chat models end a turn with a control token that is not always declared as EOT.
+        for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>"] {
+            if let Some(i) = tokens.iter().position(|t| t == name) {
+                if special[i] && !stop_ids.contains(&(i as u32)) {
+                    stop_ids.push(i as u32);
+                }
+            }
+        }
+        Ok(Tokenizer { inner, tokens, bos, eos, add_bos, stop_ids, special, pre })
+    }
+
+    /// Token ids of `text`, without BOS. Special-token text becomes the special token.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        let enc = self.inner.encode_fast(text, false).map_err(lib_err)?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// Token ids of a prompt: BOS first when the model wants one (as llama.cpp adds it).
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        let mut ids = Vec::with_capacity(text.len() / 3 + 2);
+        if self.add_bos {
+            ids.extend(self.bos);
+        }
+        ids.extend(self.encode(text)?);
+        Ok(ids)
+    }
+
+    /// The text of a sequence of ids (special tokens included as their text).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        if let Some(&id) = ids.iter().find(|&&i| i as usize >= self.tokens.len()) {
+            return Err(TokenizerError::UnknownId { id });
+        }
+        self.inner.decode(ids, false).map_err(lib_err)
+    }
+
+    /// The raw bytes one token stands for (byte-level BPE tokens may be part of a UTF-8
+    /// character, so streaming output works in bytes).
+    pub fn token_bytes(&self, id: u32) -> Result<Vec<u8>, TokenizerError> {
+        let tok = self.tokens.get(id as usize).ok_or(TokenizerError::UnknownId { id })?;
+        if self.special[id as usize] {
+            return Ok(tok.as_bytes().to_vec());
+        }
+        Ok(match self.pre {
+            Some(_) => pretokenizer::byte_level_to_bytes(tok),
+            None => spm::piece_bytes(tok),
+        })
+    }
+
+    /// The vocabulary's token strings, as stored.
+    pub fn token_str(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(String::as_str)
+    }
+
+    /// Vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Beginning-of-sequence id.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// End-of-sequence id.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// Whether prompts start with BOS.
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Ids that end generation.
+    pub fn stop_ids(&self) -> &[u32] {
+        &self.stop_ids
+    }
+
+    /// Whether an id is a control token.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.special.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests;

