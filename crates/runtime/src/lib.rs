@@ -10,6 +10,7 @@
 //! tokenizers and the model embedder come with the runtime issues.
 
 pub mod chat;
+pub mod cpu;
 pub mod gguf;
 pub mod quant;
 pub mod source;

@@ -54,12 +54,51 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
-fn f16_at(b: &[u8], i: usize) -> f32 {
+/// f32 to IEEE half, rounding to nearest even (as F16C's `vcvtps2ph` and ggml do).
+pub fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xFF) as i32;
+    let man = bits & 0x7F_FFFF;
+    if exp == 0xFF {
+        // Infinity stays infinity; NaN stays a (quiet) NaN.
+        return sign | 0x7C00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1F {
+        return sign | 0x7C00;
+    }
+    if e <= 0 {
+        // Subnormal half (or zero): shift the full mantissa down, rounding to even.
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let halfway = 1 << (shift - 1);
+        let round = rem > halfway || (rem == halfway && half & 1 == 1);
+        return sign | (half + u32::from(round)) as u16;
+    }
+    let half = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1FFF;
+    let round = rem > 0x1000 || (rem == 0x1000 && half & 1 == 1);
+    // A carry out of the mantissa correctly bumps the exponent (up to infinity).
+    sign | (half + u32::from(round)) as u16
+}
+
+/// `x` rounded to the nearest half-precision value (how ggml stores K/V and scales).
+pub fn f16_round(x: f32) -> f32 {
+    f16_to_f32(f32_to_f16(x))
+}
+
+pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]))
 }
 
 /// The 6-bit scale and minimum of sub-block `j` of a Q4_K/Q5_K super-block.
-fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
     let (d, m) =
         if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
     (f32::from(d), f32::from(m))
@@ -224,6 +263,23 @@ mod tests {
                 assert_eq!(f16_to_f32(h), f32::from(h) * 2f32.powi(-24));
             }
         }
+    }
+
+    #[test]
+    fn half_rounding_round_trips_and_rounds_to_even() {
+        for h in 0..=0xFFFFu16 {
+            let x = f16_to_f32(h);
+            if x.is_nan() {
+                assert!(f16_to_f32(f32_to_f16(x)).is_nan());
+            } else {
+                assert_eq!(f32_to_f16(x), h, "{h:#06x}");
+            }
+        }
+        // 1 + 2^-11 is halfway between 1 and the next half: ties go to even (1.0).
+        assert_eq!(f32_to_f16(1.0 + 2f32.powi(-11)), 0x3C00);
+        assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11)), 0x3C02);
+        assert_eq!(f32_to_f16(1e6), 0x7C00);
+        assert_eq!(f32_to_f16(1e-9), 0);
     }
 
     #[test]

@@ -1,0 +1,263 @@
+//! Dot products of one quantized weight row with one quantized activation row.
+//!
+//! [`dot_row`] picks the kernel for the weight type: AVX2 when the CPU has it (checked
+//! once, at run time), otherwise the portable scalar kernel here, which is also the
+//! reference the SIMD kernels are tested against. Integer sums run per block exactly as
+//! llama.cpp's kernels do; only the order of the final f32 additions differs.
+
+use super::act::{ActFormat, QuantizedRow};
+use crate::gguf::GgmlType;
+use crate::quant::{f16_at, scale_min_k4};
+
+/// The activation format a weight type's dot product needs.
+pub fn act_format(ty: GgmlType) -> ActFormat {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => ActFormat::F32,
+        GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => ActFormat::Q8K,
+        _ => ActFormat::Q8,
+    }
+}
+
+/// `row · x` for one weight row in `ty`'s block format; `q` holds `x` quantized in
+/// [`act_format`]`(ty)`.
+#[inline]
+pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::available() {
+        if let Some(v) = super::avx2::dot_row(ty, row, q) {
+            return v;
+        }
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if let Some(v) = super::simd128::dot_row(ty, row, q) {
+        return v;
+    }
+    dot_row_scalar(ty, row, x, q)
+}
+
+/// The portable reference kernels.
+pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
+    match ty {
+        GgmlType::F32 => row.chunks_exact(4).zip(x).map(|(b, &v)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) * v).sum(),
+        GgmlType::F16 => row.chunks_exact(2).enumerate().map(|(i, _)| f16_at(row, 2 * i) * x[i]).sum(),
+        GgmlType::BF16 => {
+            row.chunks_exact(2).zip(x).map(|(b, &v)| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16) * v).sum()
+        }
+        GgmlType::Q4_0 => blocks32(row, 18, q, |b, y| {
+            let qs = &b[2..18];
+            let s: i32 =
+                (0..16).map(|j| (i32::from(qs[j] & 0xF) - 8) * i32::from(y[j]) + (i32::from(qs[j] >> 4) - 8) * i32::from(y[j + 16])).sum();
+            (f16_at(b, 0), s, 0.0)
+        }),
+        GgmlType::Q4_1 => blocks32(row, 20, q, |b, y| {
+            let qs = &b[4..20];
+            let s: i32 = (0..16).map(|j| i32::from(qs[j] & 0xF) * i32::from(y[j]) + i32::from(qs[j] >> 4) * i32::from(y[j + 16])).sum();
+            (f16_at(b, 0), s, f16_at(b, 2))
+        }),
+        GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let (bytes, off, bias) = if ty == GgmlType::Q5_0 { (22, 2, 16) } else { (24, 4, 0) };
+            blocks32(row, bytes, q, move |b, y| {
+                let qh = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+                let qs = &b[off + 4..off + 20];
+                let s: i32 = (0..16)
+                    .map(|j| {
+                        let lo = i32::from(qs[j] & 0xF) | (((qh >> j) & 1) as i32) << 4;
+                        let hi = i32::from(qs[j] >> 4) | (((qh >> (j + 16)) & 1) as i32) << 4;
+                        (lo - bias) * i32::from(y[j]) + (hi - bias) * i32::from(y[j + 16])
+                    })
+                    .sum();
+                (f16_at(b, 0), s, if bias == 0 { f16_at(b, 2) } else { 0.0 })
+            })
+        }
+        GgmlType::Q8_0 => blocks32(row, 34, q, |b, y| {
+            let s: i32 = b[2..34].iter().zip(y).map(|(&w, &v)| i32::from(w as i8) * i32::from(v)).sum();
+            (f16_at(b, 0), s, 0.0)
+        }),
+        GgmlType::Q4K => q4k_scalar(row, q),
+        GgmlType::Q5K => q5k_scalar(row, q),
+        GgmlType::Q6K => q6k_scalar(row, q),
+    }
+}
+
+/// Sum over 32-element blocks of `d_w · d_a · Σ w·a + m_w · s_a` (the minimum term only
+/// for Q4_1/Q5_1, where `s_a = d_a · Σ a`).
+#[inline]
+fn blocks32(row: &[u8], block_bytes: usize, q: &QuantizedRow, f: impl Fn(&[u8], &[i8]) -> (f32, i32, f32)) -> f32 {
+    let mut sum = 0f32;
+    for (i, b) in row.chunks_exact(block_bytes).enumerate() {
+        let (d, s, m) = f(b, &q.q8[32 * i..32 * i + 32]);
+        sum += d * q.q8_d[i] * s as f32 + m * q.q8_s[i];
+    }
+    sum
+}
+
+fn q4k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut sum = 0f32;
+    for (i, b) in row.chunks_exact(144).enumerate() {
+        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let scales = &b[4..16];
+        let y = &q.q8k[256 * i..256 * i + 256];
+        let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
+        let (mut sumi, mut summ) = (0i32, 0i32);
+        for g in 0..4 {
+            let qs = &b[16 + 32 * g..48 + 32 * g];
+            for half in 0..2 {
+                let j = 2 * g + half;
+                let (sc, m) = scale_min_k4(j, scales);
+                let yy = &y[32 * j..32 * j + 32];
+                let s: i32 = (0..32).map(|l| i32::from(if half == 0 { qs[l] & 0xF } else { qs[l] >> 4 }) * i32::from(yy[l])).sum();
+                sumi += sc as i32 * s;
+                summ += m as i32 * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
+            }
+        }
+        sum += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
+    }
+    sum
+}
+
+fn q5k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut sum = 0f32;
+    for (i, b) in row.chunks_exact(176).enumerate() {
+        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let scales = &b[4..16];
+        let qh = &b[16..48];
+        let y = &q.q8k[256 * i..256 * i + 256];
+        let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
+        let (mut sumi, mut summ) = (0i32, 0i32);
+        for g in 0..4 {
+            let ql = &b[48 + 32 * g..80 + 32 * g];
+            for half in 0..2 {
+                let j = 2 * g + half;
+                let (sc, m) = scale_min_k4(j, scales);
+                let bit = 1u8 << j;
+                let yy = &y[32 * j..32 * j + 32];
+                let s: i32 = (0..32)
+                    .map(|l| {
+                        let lo = if half == 0 { ql[l] & 0xF } else { ql[l] >> 4 };
+                        let v = i32::from(lo) + if qh[l] & bit != 0 { 16 } else { 0 };
+                        v * i32::from(yy[l])
+                    })
+                    .sum();
+                sumi += sc as i32 * s;
+                summ += m as i32 * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
+            }
+        }
+        sum += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
+    }
+    sum
+}
+
+fn q6k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut sum = 0f32;
+    for (i, b) in row.chunks_exact(210).enumerate() {
+        let d = f16_at(b, 208);
+        let y = &q.q8k[256 * i..256 * i + 256];
+        let mut sumi = 0i32;
+        for half in 0..2 {
+            let ql = &b[64 * half..64 * half + 64];
+            let qh = &b[128 + 32 * half..160 + 32 * half];
+            let sc = &b[192 + 8 * half..200 + 8 * half];
+            let yy = &y[128 * half..128 * half + 128];
+            for l in 0..32 {
+                let is = l / 16;
+                let q1 = i32::from((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
+                let q2 = i32::from((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                let q3 = i32::from((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                let q4 = i32::from((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                sumi += i32::from(sc[is] as i8) * q1 * i32::from(yy[l])
+                    + i32::from(sc[is + 2] as i8) * q2 * i32::from(yy[l + 32])
+                    + i32::from(sc[is + 4] as i8) * q3 * i32::from(yy[l + 64])
+                    + i32::from(sc[is + 6] as i8) * q4 * i32::from(yy[l + 96]);
+            }
+        }
+        sum += q.q8k_d[i] * d * sumi as f32;
+    }
+    sum
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::quant::dequantize;
+
+    /// Deterministic pseudo-random bytes.
+    pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// A weight row of `n` elements with small, finite half-float scales.
+    pub(crate) fn weight_row(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
+        let bb = ty.block_bytes() as usize;
+        let mut row = bytes(n / ty.block_elements() as usize * bb, seed);
+        let half = |row: &mut [u8], at: usize| {
+            row[at..at + 2].copy_from_slice(&crate::quant::f32_to_f16(0.01 + (at % 7) as f32 * 0.003).to_le_bytes())
+        };
+        for b in row.chunks_exact_mut(bb) {
+            match ty {
+                GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => half(b, 0),
+                GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => {
+                    half(b, 0);
+                    half(b, 2);
+                }
+                GgmlType::Q6K => half(b, 208),
+                GgmlType::F16 => half(b, 0),
+                GgmlType::F32 => b.copy_from_slice(&0.25f32.to_le_bytes()),
+                GgmlType::BF16 => b.copy_from_slice(&[0x80, 0x3E]),
+            }
+        }
+        row
+    }
+
+    pub(crate) fn activations(n: usize, seed: u64) -> Vec<f32> {
+        bytes(n, seed).iter().map(|&b| (f32::from(b) - 127.5) / 40.0).collect()
+    }
+
+    pub(crate) const TYPES: [GgmlType; 11] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+    ];
+
+    pub(crate) fn quantized(x: &[f32], ty: GgmlType) -> QuantizedRow {
+        let mut q = QuantizedRow::default();
+        match act_format(ty) {
+            ActFormat::Q8 => q.quantize_q8(x),
+            ActFormat::Q8K => q.quantize_q8k(x),
+            ActFormat::F32 => {}
+        }
+        q
+    }
+
+    /// Each scalar kernel agrees with dequantize-then-f32-dot (up to activation rounding).
+    #[test]
+    fn scalar_kernels_match_dequantized_dot() {
+        let n = 512;
+        for ty in TYPES {
+            let row = weight_row(ty, n, 7);
+            let x = activations(n, 11);
+            let q = quantized(&x, ty);
+            let mut w = Vec::new();
+            dequantize(ty, &row, &mut w).unwrap();
+            let exact: f32 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
+            let norm: f32 = w.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
+            let got = dot_row_scalar(ty, &row, &x, &q);
+            assert!((got - exact).abs() <= 0.02 * norm + 1e-4, "{ty}: {got} vs {exact} (norm {norm})");
+        }
+    }
+}

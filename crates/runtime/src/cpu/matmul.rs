@@ -1,0 +1,206 @@
+//! Quantized matrices and the matrix × activations product, split over threads by rows.
+//!
+//! Weights stay in their GGUF block format (never dequantized to f32); each output is a
+//! [`dot_row`] of one weight row with one quantized activation row. A job's rows are cut
+//! into tasks of a few dozen rows; every task runs all tokens of a batch over its rows, so
+//! a weight row is read from memory once per batch, not once per token (prefill is then
+//! compute-bound, as it should be).
+
+use super::act::{ActFormat, QuantizedRow};
+use super::dot::{act_format, dot_row};
+use super::threads::Threads;
+use crate::gguf::GgmlType;
+
+/// A weight matrix in a GGUF block format: `rows` rows of `cols` elements.
+#[derive(Clone, Debug)]
+pub struct QMatrix {
+    /// Block format.
+    pub ty: GgmlType,
+    /// Output features.
+    pub rows: usize,
+    /// Input features.
+    pub cols: usize,
+    /// Raw blocks, row-major.
+    pub data: Vec<u8>,
+    row_bytes: usize,
+}
+
+impl QMatrix {
+    /// Wrap raw blocks; `None` when the sizes disagree.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
+        let per = ty.block_elements() as usize;
+        if !cols.is_multiple_of(per) {
+            return None;
+        }
+        let row_bytes = cols / per * ty.block_bytes() as usize;
+        (data.len() == row_bytes * rows).then_some(QMatrix { ty, rows, cols, data, row_bytes })
+    }
+
+    /// One row's blocks.
+    #[inline]
+    pub fn row(&self, r: usize) -> &[u8] {
+        &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// One row in f32 (embedding lookup).
+    pub fn row_f32(&self, r: usize, out: &mut Vec<f32>) {
+        out.clear();
+        // The row is whole blocks by construction, so this cannot fail.
+        let _ = crate::quant::dequantize(self.ty, self.row(r), out);
+    }
+}
+
+/// A batch of activation rows (`tokens × width`) with their quantized forms.
+#[derive(Debug, Default)]
+pub struct Activations {
+    /// The f32 values, token-major.
+    pub x: Vec<f32>,
+    /// Width of each row.
+    pub width: usize,
+    /// Quantized rows (one per token), filled for the formats asked.
+    pub q: Vec<QuantizedRow>,
+    have: Option<ActFormat>,
+}
+
+impl Activations {
+    /// Take `x` (tokens × width) as the next input.
+    pub fn set(&mut self, x: &[f32], width: usize) {
+        self.x.clear();
+        self.x.extend_from_slice(x);
+        self.width = width;
+        self.have = None;
+    }
+
+    /// Number of rows.
+    pub fn tokens(&self) -> usize {
+        if self.width == 0 {
+            0
+        } else {
+            self.x.len() / self.width
+        }
+    }
+
+    /// Make sure the rows are quantized in `fmt`.
+    pub fn prepare(&mut self, fmt: ActFormat) {
+        if self.have == Some(fmt) || fmt == ActFormat::F32 {
+            return;
+        }
+        let t = self.tokens();
+        self.q.resize_with(t, QuantizedRow::default);
+        for (row, q) in self.x.chunks_exact(self.width).zip(&mut self.q) {
+            match fmt {
+                ActFormat::Q8 => q.quantize_q8(row),
+                ActFormat::Q8K => q.quantize_q8k(row),
+                ActFormat::F32 => {}
+            }
+        }
+        self.have = Some(fmt);
+    }
+}
+
+/// Raw output pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: tasks write disjoint indices (a task owns a row range of one job) and the
+// pointer outlives them (the scope of `matmul_many`).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// For each `(w, out)`: `out[t · w.rows + r] = w.row(r) · x_t` for every token `t`. All
+/// matrices share the input `acts` and have its width as `cols`.
+pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])]) {
+    let tokens = acts.tokens();
+    for (w, out) in jobs.iter() {
+        assert_eq!(w.cols, acts.width, "matrix width");
+        assert_eq!(out.len(), tokens * w.rows, "output size");
+    }
+    // Every job takes the same activation format here (same model, same quant family); a
+    // mixed set is run format by format.
+    let formats: Vec<ActFormat> = jobs.iter().map(|(w, _)| act_format(w.ty)).collect();
+    let mut order: Vec<ActFormat> = formats.clone();
+    order.dedup();
+    for fmt in order {
+        acts.prepare(fmt);
+        let acts = &*acts;
+        let chunk = rows_per_task(jobs.iter().map(|(w, _)| w.rows).sum(), threads.count(), tokens);
+        let mut tasks: Vec<(usize, usize, usize)> = Vec::new();
+        for (j, (w, _)) in jobs.iter().enumerate() {
+            if formats[j] != fmt {
+                continue;
+            }
+            let mut r = 0;
+            while r < w.rows {
+                tasks.push((j, r, (r + chunk).min(w.rows)));
+                r += chunk;
+            }
+        }
+        let outs: Vec<(OutPtr, usize)> = jobs.iter_mut().map(|(w, out)| (OutPtr(out.as_mut_ptr()), w.rows)).collect();
+        let mats: Vec<&QMatrix> = jobs.iter().map(|(w, _)| *w).collect();
+        threads.for_each(tasks.len(), |k| {
+            let (j, r0, r1) = tasks[k];
+            let w = mats[j];
+            let (ptr, rows) = outs[j];
+            for r in r0..r1 {
+                let row = w.row(r);
+                for t in 0..tokens {
+                    let x = &acts.x[t * acts.width..(t + 1) * acts.width];
+                    let q = acts.q.get(t).unwrap_or(&EMPTY);
+                    let v = dot_row(w.ty, row, x, q);
+                    // SAFETY: (t, r) is in bounds (checked sizes above) and owned by this task.
+                    unsafe { *ptr.0.add(t * rows + r) = v };
+                }
+            }
+        });
+    }
+}
+
+static EMPTY: QuantizedRow =
+    QuantizedRow { len: 0, q8: Vec::new(), q8_d: Vec::new(), q8_s: Vec::new(), q8k: Vec::new(), q8k_d: Vec::new(), q8k_bsums: Vec::new() };
+
+/// Rows per task: enough tasks to balance the threads, few enough to keep overhead low.
+fn rows_per_task(total_rows: usize, threads: usize, tokens: usize) -> usize {
+    if threads <= 1 {
+        return total_rows.max(1);
+    }
+    let target_tasks = threads * if tokens > 1 { 8 } else { 4 };
+    (total_rows / target_tasks).clamp(8, 4096)
+}
+
+/// One matrix: `out = W · x` for each token.
+pub fn matmul(threads: &Threads, acts: &mut Activations, w: &QMatrix, out: &mut [f32]) {
+    matmul_many(threads, acts, &mut [(w, out)]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::dot::dot_row_scalar;
+    use super::super::dot::tests::{activations, weight_row};
+    use super::*;
+
+    #[test]
+    fn threaded_matmul_matches_row_by_row() {
+        let (rows, cols, tokens) = (70, 512, 3);
+        let ty = GgmlType::Q4K;
+        let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, r as u64)).collect();
+        let w = QMatrix::new(ty, rows, cols, data).unwrap();
+        let x = activations(cols * tokens, 5);
+        let mut acts = Activations::default();
+        acts.set(&x, cols);
+        let mut out = vec![0f32; rows * tokens];
+        matmul(&Threads::new(2), &mut acts, &w, &mut out);
+        for t in 0..tokens {
+            let q = &acts.q[t];
+            for r in 0..rows {
+                let want = dot_row_scalar(ty, w.row(r), &x[t * cols..(t + 1) * cols], q);
+                assert!((out[t * rows + r] - want).abs() <= 1e-4 * want.abs().max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        assert!(QMatrix::new(GgmlType::Q4_0, 2, 33, vec![0; 36]).is_none());
+        assert!(QMatrix::new(GgmlType::Q4_0, 2, 32, vec![0; 35]).is_none());
+        assert!(QMatrix::new(GgmlType::Q4_0, 2, 32, vec![0; 36]).is_some());
+    }
+}

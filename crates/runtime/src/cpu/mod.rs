@@ -1,0 +1,14 @@
+//! The CPU backend: quantized kernels and the threads they run on.
+//!
+//! - [`act`]: activations quantized to int8, as llama.cpp does before each matmul.
+//! - [`dot`]: one weight row · one activation row, per GGML type (scalar reference).
+//! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
+//! - [`matmul`]: matrices in their block format and the threaded product.
+//! - [`threads`]: the worker pool.
+
+pub mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+pub mod dot;
+pub mod matmul;
+pub mod threads;
