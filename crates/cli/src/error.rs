@@ -35,6 +35,8 @@ pub enum CliError {
     Chunk(docmem_core::chunk::ChunkError),
     /// Writing output failed.
     Output(std::io::Error),
+    /// A language model could not load or run.
+    Lm(docmem_runtime::lm::LmError),
 }
 
 impl CliError {
@@ -59,6 +61,7 @@ impl fmt::Display for CliError {
             CliError::Retrieve(e) => write!(f, "{e}"),
             CliError::Chunk(e) => write!(f, "{e}"),
             CliError::Output(e) => write!(f, "cannot write output: {e}"),
+            CliError::Lm(e) => write!(f, "{e}"),
         }
     }
 }
@@ -78,6 +81,19 @@ impl From<docmem_core::chunk::ChunkError> for CliError {
                 CliError::BadArgument { message: format!("--size/--overlap: {e}") }
             }
             e => CliError::Chunk(e),
+        }
+    }
+}
+
+impl From<docmem_runtime::lm::LmError> for CliError {
+    fn from(e: docmem_runtime::lm::LmError) -> Self {
+        use docmem_runtime::lm::LmError;
+        match e {
+            // A missing or malformed model file is the user's input.
+            LmError::Source(_) | LmError::Gguf(_) | LmError::Model(_) | LmError::ContextFull { .. } | LmError::EmptyPrompt => {
+                CliError::BadArgument { message: format!("--model: {e}") }
+            }
+            e => CliError::Lm(e),
         }
     }
 }

@@ -9,6 +9,7 @@ mod bench;
 mod chunk;
 mod error;
 mod input;
+mod lm;
 mod retrieve;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,12 @@ enum Command {
     Chunk(chunk::ChunkArgs),
     /// Index documents in memory and print the chunks that best match a query.
     Retrieve(retrieve::RetrieveArgs),
+    /// Generate text with a language model.
+    Generate(lm::GenerateArgs),
+    /// Print the most likely next tokens after a prompt, with log-probabilities.
+    Logits(lm::LogitsArgs),
+    /// Token ids of the text on stdin (no BOS).
+    Tokenize(lm::TokenizeArgs),
     /// Benchmarks (JSON and a table; side by side with a reference in the same run).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -39,6 +46,9 @@ fn main() {
     let result = match cli.command {
         Command::Chunk(a) => chunk::run(&a),
         Command::Retrieve(a) => retrieve::run(&a),
+        Command::Generate(a) => lm::generate(&a),
+        Command::Logits(a) => lm::logits(&a),
+        Command::Tokenize(a) => lm::tokenize(&a),
         Command::Bench(b) => bench::run(&b),
     };
     if let Err(e) = result {

@@ -12,6 +12,8 @@
 pub mod chat;
 pub mod cpu;
 pub mod gguf;
+pub mod lm;
+pub mod model;
 pub mod quant;
 pub mod source;
 pub mod tokenizer;

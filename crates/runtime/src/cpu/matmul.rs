@@ -73,11 +73,7 @@ impl Activations {
 
     /// Number of rows.
     pub fn tokens(&self) -> usize {
-        if self.width == 0 {
-            0
-        } else {
-            self.x.len() / self.width
-        }
+        self.x.len().checked_div(self.width).unwrap_or(0)
     }
 
     /// Make sure the rows are quantized in `fmt`.

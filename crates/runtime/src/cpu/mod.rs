@@ -12,3 +12,4 @@ mod avx2;
 pub mod dot;
 pub mod matmul;
 pub mod threads;
+pub mod transformer;

@@ -1,0 +1,238 @@
+//! The decoder forward pass on the CPU (llama and qwen2).
+//!
+//! Per block: RMSNorm → Q/K/V (one threaded pass over the three matrices; qwen2 adds
+//! biases) → RoPE → append K/V to the cache → causal attention with grouped KV heads →
+//! output projection, residual → RMSNorm → SwiGLU (gate and up in one pass) → down,
+//! residual. Then the final norm and the LM head for the positions asked for.
+//!
+//! Numerics follow llama.cpp's CPU path so that greedy outputs agree token for token: the
+//! K/V cache, the query in `Q·K`, and the attention weights in `P·V` are rounded to half
+//! precision (llama.cpp keeps K/V in f16 and converts the other operand to f16); RMSNorm
+//! sums in f64; RoPE angles advance by repeated multiplication in f32.
+
+use super::matmul::{matmul, matmul_many, Activations};
+use super::threads::Threads;
+use crate::model::{ModelConfig, Weights};
+use crate::quant::f16_round;
+
+/// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    /// Per layer: `len × kv_width` keys (half-rounded).
+    k: Vec<Vec<f32>>,
+    /// Per layer: `len × kv_width` values (half-rounded).
+    v: Vec<Vec<f32>>,
+    len: usize,
+    kv_width: usize,
+}
+
+impl KvCache {
+    /// An empty cache for `cfg`.
+    pub fn new(cfg: &ModelConfig) -> Self {
+        KvCache { k: vec![Vec::new(); cfg.n_layer], v: vec![Vec::new(); cfg.n_layer], len: 0, kv_width: cfg.kv_width() }
+    }
+
+    /// Tokens cached.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forget everything after the first `len` tokens.
+    pub fn truncate(&mut self, len: usize) {
+        let len = len.min(self.len);
+        for l in 0..self.k.len() {
+            self.k[l].truncate(len * self.kv_width);
+            self.v[l].truncate(len * self.kv_width);
+        }
+        self.len = len;
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.k.iter().chain(&self.v).map(|x| x.capacity() * 4).sum()
+    }
+}
+
+/// Which positions' logits to compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token of the batch (generation).
+    Last,
+    /// Every token of the batch (scoring).
+    All,
+}
+
+/// A decoder on the CPU.
+#[derive(Debug)]
+pub struct CpuTransformer {
+    /// Hyper-parameters.
+    pub cfg: ModelConfig,
+    /// Tensors.
+    pub weights: Weights,
+    threads: Threads,
+    /// RoPE inverse frequencies are recomputed by multiplication, as llama.cpp does; this
+    /// is the per-pair factor `base^(-2/rope_dims)`.
+    theta_scale: f32,
+}
+
+#[derive(Clone, Copy)]
+struct SyncPtr(*mut f32);
+// SAFETY: tasks write disjoint (token, head) slices of a buffer that outlives them.
+unsafe impl Send for SyncPtr {}
+unsafe impl Sync for SyncPtr {}
+
+impl SyncPtr {
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
+impl CpuTransformer {
+    /// Wrap loaded weights; `threads` 0 means one per core.
+    pub fn new(cfg: ModelConfig, weights: Weights, threads: usize) -> Self {
+        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
+        CpuTransformer { cfg, weights, threads: Threads::new(threads), theta_scale }
+    }
+
+    /// Worker threads in use.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+
+    /// Run `tokens` (positions `cache.len()..`) through the model, append their K/V to
+    /// `cache`, and return logits (`vocab` per position asked for).
+    pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Vec<f32> {
+        let cfg = &self.cfg;
+        let (e, t_n) = (cfg.n_embd, tokens.len());
+        if t_n == 0 {
+            return Vec::new();
+        }
+        let p0 = cache.len;
+        let mut x = vec![0f32; t_n * e];
+        let mut row = Vec::with_capacity(e);
+        for (t, &tok) in tokens.iter().enumerate() {
+            self.weights.token_embd.row_f32((tok as usize).min(cfg.vocab - 1), &mut row);
+            x[t * e..(t + 1) * e].copy_from_slice(&row);
+        }
+        let kvw = cfg.kv_width();
+        let mut acts = Activations::default();
+        let mut h = vec![0f32; t_n * e];
+        let (mut q, mut k, mut v) = (vec![0f32; t_n * e], vec![0f32; t_n * kvw], vec![0f32; t_n * kvw]);
+        let mut attn = vec![0f32; t_n * e];
+        let mut o = vec![0f32; t_n * e];
+        let (mut gate, mut up) = (vec![0f32; t_n * cfg.n_ff], vec![0f32; t_n * cfg.n_ff]);
+        for (l, w) in self.weights.layers.iter().enumerate() {
+            rms_norm(&x, &w.attn_norm, cfg.rms_eps, &mut h);
+            acts.set(&h, e);
+            matmul_many(&self.threads, &mut acts, &mut [(&w.wq, &mut q[..]), (&w.wk, &mut k[..]), (&w.wv, &mut v[..])]);
+            for (buf, bias) in [(&mut q, &w.bq), (&mut k, &w.bk), (&mut v, &w.bv)] {
+                if let Some(b) = bias {
+                    for r in buf.chunks_exact_mut(b.len()) {
+                        r.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    }
+                }
+            }
+            for t in 0..t_n {
+                self.rope(&mut q[t * e..(t + 1) * e], p0 + t);
+                self.rope(&mut k[t * kvw..(t + 1) * kvw], p0 + t);
+            }
+            cache.k[l].extend(k.iter().map(|&a| f16_round(a)));
+            cache.v[l].extend(v.iter().map(|&a| f16_round(a)));
+            self.attention(&q, &cache.k[l], &cache.v[l], p0, t_n, &mut attn);
+            acts.set(&attn, e);
+            matmul(&self.threads, &mut acts, &w.wo, &mut o);
+            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
+
+            rms_norm(&x, &w.ffn_norm, cfg.rms_eps, &mut h);
+            acts.set(&h, e);
+            matmul_many(&self.threads, &mut acts, &mut [(&w.w_gate, &mut gate[..]), (&w.w_up, &mut up[..])]);
+            gate.iter_mut().zip(&up).for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
+            acts.set(&gate, cfg.n_ff);
+            matmul(&self.threads, &mut acts, &w.w_down, &mut o);
+            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
+        }
+        cache.len += t_n;
+        let first = match which {
+            Logits::Last => t_n - 1,
+            Logits::All => 0,
+        };
+        let rows = &x[first * e..];
+        let mut normed = vec![0f32; rows.len()];
+        rms_norm(rows, &self.weights.output_norm, cfg.rms_eps, &mut normed);
+        acts.set(&normed, e);
+        let mut logits = vec![0f32; (t_n - first) * cfg.vocab];
+        matmul(&self.threads, &mut acts, self.weights.lm_head(), &mut logits);
+        logits
+    }
+
+    /// Rotate each head of `x` (query or key heads of one token) for position `pos`.
+    fn rope(&self, x: &mut [f32], pos: usize) {
+        let (hd, nd) = (self.cfg.head_dim, self.cfg.rope_dims);
+        let neox = self.cfg.arch.rope_neox();
+        for head in x.chunks_exact_mut(hd) {
+            let mut theta = pos as f32;
+            for i in 0..nd / 2 {
+                let (s, c) = theta.sin_cos();
+                let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+                theta *= self.theta_scale;
+            }
+        }
+    }
+
+    /// Causal grouped-query attention of `t_n` new queries (positions `p0..`) over the
+    /// cached keys/values `0..p0 + t_n`; writes `t_n × n_embd` to `out`.
+    fn attention(&self, q: &[f32], kc: &[f32], vc: &[f32], p0: usize, t_n: usize, out: &mut [f32]) {
+        let cfg = &self.cfg;
+        let (hd, nh, kvw) = (cfg.head_dim, cfg.n_head, cfg.kv_width());
+        let group = nh / cfg.n_head_kv;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let ptr = SyncPtr(out.as_mut_ptr());
+        let e = cfg.n_embd;
+        self.threads.for_each(t_n * nh, |task| {
+            let (t, hh) = (task / nh, task % nh);
+            let kvh = hh / group;
+            let n_ctx = p0 + t + 1;
+            let qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].iter().map(|&a| f16_round(a)).collect();
+            let mut scores = Vec::with_capacity(n_ctx);
+            let mut max = f32::NEG_INFINITY;
+            for p in 0..n_ctx {
+                let kp = &kc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
+                let s = qh.iter().zip(kp).map(|(a, b)| a * b).sum::<f32>() * scale;
+                max = max.max(s);
+                scores.push(s);
+            }
+            let mut sum = 0f64;
+            for s in &mut scores {
+                *s = (*s - max).exp();
+                sum += f64::from(*s);
+            }
+            let inv = (1.0 / sum) as f32;
+            // SAFETY: this task alone writes out[t, head hh].
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
+            dst.fill(0.0);
+            for (p, s) in scores.iter().enumerate() {
+                let pw = f16_round(s * inv);
+                let vp = &vc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
+                dst.iter_mut().zip(vp).for_each(|(d, v)| *d += pw * v);
+            }
+        });
+    }
+}
+
+/// `out = x / rms(x) · w`, row by row (`w.len()` wide), summing squares in f64.
+fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
+        let ss: f64 = xr.iter().map(|&a| f64::from(a * a)).sum();
+        let mean = (ss / w.len() as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        or.iter_mut().zip(xr).zip(w).for_each(|((o, &a), &g)| *o = a * scale * g);
+    }
+}

@@ -1,0 +1,468 @@
+//! A language model ready to use: tokenizer, chat template and a backend that runs the
+//! decoder. This is the API the reader, scorer and answerer call.
+//!
+//! - [`Lm::generate`] streams text for a prompt or chat, can be cancelled from the
+//!   callback, and is deterministic for a seed.
+//! - [`Lm::prefill`] runs a prompt prefix once; [`Lm::generate_after`] forks its K/V cache
+//!   for each continuation (MoM samples N memories of one document this way).
+//! - [`Lm::score`] gives per-token log-probabilities of continuations; pairs that share a
+//!   context reuse its cache. [`Lm::next_token_logprobs`] scores candidate next tokens.
+//! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
+
+mod sampler;
+
+use std::fmt;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::Instant;
+
+use docmem_core::{ScoreError, Scorer};
+use serde::Serialize;
+
+pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
+
+use crate::chat::{ChatError, ChatMessage, ChatTemplate};
+use crate::cpu::transformer::{CpuTransformer, KvCache, Logits};
+use crate::gguf::{GgufError, GgufFile, MetaValue};
+use crate::model::{ModelConfig, ModelError, Weights};
+use crate::source::{ByteSource, FileSource, SourceError};
+use crate::tokenizer::{Tokenizer, TokenizerError};
+
+/// Runs a decoder: the CPU one, and later WebGPU and remote ones.
+pub trait Backend {
+    /// Per-sequence state (the K/V cache); cloning it forks the sequence.
+    type Cache: Clone;
+    /// The model's hyper-parameters.
+    fn config(&self) -> &ModelConfig;
+    /// An empty sequence.
+    fn new_cache(&self) -> Self::Cache;
+    /// Tokens in a sequence.
+    fn cache_len(&self, cache: &Self::Cache) -> usize;
+    /// Drop a sequence's tokens after the first `len`.
+    fn truncate(&self, cache: &mut Self::Cache, len: usize);
+    /// Append `tokens` to the sequence and return logits for the last one or for all.
+    fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
+}
+
+impl Backend for CpuTransformer {
+    type Cache = KvCache;
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+    fn new_cache(&self) -> KvCache {
+        KvCache::new(&self.cfg)
+    }
+    fn cache_len(&self, cache: &KvCache) -> usize {
+        cache.len()
+    }
+    fn truncate(&self, cache: &mut KvCache, len: usize) {
+        cache.truncate(len);
+    }
+    fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
+        }
+        Ok(CpuTransformer::forward(self, cache, tokens, which))
+    }
+}
+
+/// Why a language model could not load or run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LmError {
+    /// The file could not be read.
+    Source(SourceError),
+    /// The GGUF header is malformed.
+    Gguf(GgufError),
+    /// The model's parameters or tensors are wrong.
+    Model(ModelError),
+    /// The tokenizer could not be built or failed.
+    Tokenizer(TokenizerError),
+    /// The chat template failed.
+    Chat(ChatError),
+    /// The prompt and output would not fit the context window.
+    ContextFull {
+        /// Tokens needed.
+        needed: usize,
+        /// The window.
+        limit: usize,
+    },
+    /// The prompt has no tokens.
+    EmptyPrompt,
+}
+
+impl fmt::Display for LmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LmError::Source(e) => write!(f, "{e}"),
+            LmError::Gguf(e) => write!(f, "{e}"),
+            LmError::Model(e) => write!(f, "{e}"),
+            LmError::Tokenizer(e) => write!(f, "{e}"),
+            LmError::Chat(e) => write!(f, "{e}"),
+            LmError::ContextFull { needed, limit } => write!(f, "{needed} tokens do not fit the context window of {limit}"),
+            LmError::EmptyPrompt => write!(f, "the prompt is empty"),
+        }
+    }
+}
+
+impl std::error::Error for LmError {}
+
+macro_rules! from_err {
+    ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
+}
+from_err!(SourceError => Source, GgufError => Gguf, ModelError => Model, TokenizerError => Tokenizer, ChatError => Chat);
+
+/// What to generate from.
+#[derive(Clone, Copy, Debug)]
+pub enum Prompt<'a> {
+    /// Raw text (BOS added as the model wants).
+    Text(&'a str),
+    /// Chat turns, rendered with the model's template, ending where the assistant replies.
+    Chat(&'a [ChatMessage]),
+}
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// An end-of-sequence or end-of-turn token.
+    EndOfText,
+    /// A stop string.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// The callback asked to stop.
+    Cancelled,
+    /// The context window is full.
+    ContextFull,
+}
+
+/// A finished generation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Generation {
+    /// The text generated (stop string excluded).
+    pub text: String,
+    /// Token ids generated.
+    pub tokens: Vec<u32>,
+    /// Tokens in the prompt (prefix included).
+    pub prompt_tokens: usize,
+    /// Why it stopped.
+    pub finish: Finish,
+    /// Seconds spent on the prompt.
+    pub prefill_seconds: f64,
+    /// Seconds spent generating.
+    pub decode_seconds: f64,
+}
+
+/// A prompt prefix run once, to be continued many times.
+#[derive(Clone, Debug)]
+pub struct Prefix<C> {
+    cache: C,
+    tokens: Vec<u32>,
+    last_logits: Vec<f32>,
+}
+
+impl<C> Prefix<C> {
+    /// The prefix's tokens.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+}
+
+/// How to load a model.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+    /// Context window (0: the model's own, capped at 8192).
+    pub context: usize,
+}
+
+/// A language model: tokenizer, chat template, backend.
+pub struct Lm<B: Backend = CpuTransformer> {
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    chat: ChatTemplate,
+    /// The decoder.
+    pub backend: B,
+    context: usize,
+}
+
+impl<B: Backend> fmt::Debug for Lm<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lm").field("config", self.backend.config()).field("context", &self.context).finish()
+    }
+}
+
+impl Lm<CpuTransformer> {
+    /// Load a GGUF model file for the CPU backend.
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
+        let src = FileSource::open(path)?;
+        Self::load_from(&src, opts)
+    }
+
+    /// Load a GGUF model from any byte source (tensors are read one at a time).
+    pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
+        let g = GgufFile::read(src)?;
+        let cfg = ModelConfig::from_gguf(&g)?;
+        let tokenizer = Tokenizer::from_gguf(&g)?;
+        let chat = chat_template(&g, &tokenizer)?;
+        let weights = Weights::load(&g, src, &cfg)?;
+        let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
+        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context })
+    }
+}
+
+fn chat_template(g: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, LmError> {
+    let text = |id: Option<u32>| id.and_then(|i| tok.token_str(i)).unwrap_or("").to_owned();
+    let source = g.get("tokenizer.chat_template").and_then(MetaValue::as_str);
+    Ok(ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))?)
+}
+
+/// Bytes of streamed tokens, released as text once they form whole UTF-8 characters.
+#[derive(Default)]
+struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_some() => {
+                // Invalid bytes (not merely incomplete): pass them through lossily.
+                let s = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                return s;
+            }
+            Err(e) => e.valid_up_to(),
+        };
+        let s = String::from_utf8_lossy(&self.pending[..valid]).into_owned();
+        self.pending.drain(..valid);
+        s
+    }
+}
+
+impl<B: Backend> Lm<B> {
+    /// Wrap a backend with its tokenizer and template.
+    pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
+        Lm { tokenizer, chat, backend, context }
+    }
+
+    /// Hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        self.backend.config()
+    }
+
+    /// The context window in tokens.
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    /// The text of a chat prompt in this model's template.
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, LmError> {
+        Ok(self.chat.render(messages, true)?)
+    }
+
+    /// Token ids of a prompt (BOS as the model wants it).
+    pub fn prompt_tokens(&self, prompt: Prompt<'_>) -> Result<Vec<u32>, LmError> {
+        let text = match prompt {
+            Prompt::Text(t) => t.to_owned(),
+            Prompt::Chat(m) => self.render_chat(m)?,
+        };
+        Ok(self.tokenizer.encode_prompt(&text)?)
+    }
+
+    fn check_fits(&self, needed: usize) -> Result<(), LmError> {
+        if needed > self.context {
+            return Err(LmError::ContextFull { needed, limit: self.context });
+        }
+        Ok(())
+    }
+
+    /// Run a prompt prefix once.
+    pub fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, LmError> {
+        let tokens = self.prompt_tokens(prompt)?;
+        self.prefill_tokens(tokens)
+    }
+
+    /// Run prompt tokens once.
+    pub fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, LmError> {
+        if tokens.is_empty() {
+            return Err(LmError::EmptyPrompt);
+        }
+        self.check_fits(tokens.len())?;
+        let mut cache = self.backend.new_cache();
+        let last_logits = self.backend.forward(&mut cache, &tokens, Logits::Last)?;
+        Ok(Prefix { cache, tokens, last_logits })
+    }
+
+    /// Generate from a prompt. `on_text` receives each new piece of text; returning
+    /// `ControlFlow::Break` cancels.
+    pub fn generate(
+        &self,
+        prompt: Prompt<'_>,
+        params: &SamplingParams,
+        on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Generation, LmError> {
+        let start = Instant::now();
+        let prefix = self.prefill(prompt)?;
+        let prefill_seconds = start.elapsed().as_secs_f64();
+        let mut g = self.generate_after(&prefix, "", params, on_text)?;
+        g.prefill_seconds += prefill_seconds;
+        Ok(g)
+    }
+
+    /// Continue a prefilled prefix with `suffix` (text, no BOS) and generate; the prefix
+    /// is left as it was, so it can be continued again.
+    pub fn generate_after(
+        &self,
+        prefix: &Prefix<B::Cache>,
+        suffix: &str,
+        params: &SamplingParams,
+        mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Generation, LmError> {
+        let start = Instant::now();
+        let mut cache = prefix.cache.clone();
+        let mut history = prefix.tokens.clone();
+        let suffix_ids = self.tokenizer.encode(suffix)?;
+        let mut logits = if suffix_ids.is_empty() {
+            prefix.last_logits.clone()
+        } else {
+            self.check_fits(history.len() + suffix_ids.len())?;
+            history.extend(&suffix_ids);
+            self.backend.forward(&mut cache, &suffix_ids, Logits::Last)?
+        };
+        let prompt_tokens = history.len();
+        let prefill_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let mut sampler = Sampler::new(params.clone());
+        let mut stream = Utf8Stream::default();
+        let (mut text, mut tokens) = (String::new(), Vec::new());
+        let mut finish = Finish::Length;
+        while tokens.len() < params.max_tokens {
+            let next = sampler.sample(&mut logits, &history);
+            if self.tokenizer.stop_ids().contains(&next) {
+                finish = Finish::EndOfText;
+                break;
+            }
+            tokens.push(next);
+            history.push(next);
+            let piece = stream.push(&self.tokenizer.token_bytes(next)?);
+            let before = text.len();
+            text.push_str(&piece);
+            if let Some(cut) = params
+                .stop
+                .iter()
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| text[before.saturating_sub(s.len())..].find(s.as_str()).map(|i| i + before.saturating_sub(s.len())))
+                .min()
+            {
+                // Emit only what precedes the stop string.
+                let cut = cut.max(before);
+                let visible = &text[before..cut];
+                if !visible.is_empty() {
+                    let _ = on_text(visible);
+                }
+                text.truncate(cut.min(text.len()));
+                finish = Finish::Stop;
+                break;
+            }
+            if !piece.is_empty() && on_text(&piece).is_break() {
+                finish = Finish::Cancelled;
+                break;
+            }
+            if tokens.len() >= params.max_tokens {
+                break;
+            }
+            if history.len() >= self.context {
+                finish = Finish::ContextFull;
+                break;
+            }
+            logits = self.backend.forward(&mut cache, &[next], Logits::Last)?;
+        }
+        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds: start.elapsed().as_secs_f64() })
+    }
+
+    /// Log-probabilities at the end of `prompt` for all tokens.
+    pub fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), LmError> {
+        let prefix = self.prefill(prompt)?;
+        Ok((prefix.tokens, prefix.last_logits))
+    }
+
+    /// For each `(context, continuation)`, the log-probability of each continuation token.
+    /// Consecutive pairs with the same context reuse its cache.
+    pub fn score(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, LmError> {
+        let mut out = Vec::with_capacity(pairs.len());
+        let mut last: Option<(&str, Prefix<B::Cache>)> = None;
+        for &(context, continuation) in pairs {
+            let cont = self.tokenizer.encode(continuation)?;
+            if cont.is_empty() {
+                out.push(Vec::new());
+                continue;
+            }
+            let prefix = match &last {
+                Some((c, p)) if *c == context => p,
+                _ => {
+                    let mut ids = self.tokenizer.encode_prompt(context)?;
+                    if ids.is_empty() {
+                        // An empty context: condition on BOS (or the first token alone).
+                        ids = self.tokenizer.bos().into_iter().collect();
+                    }
+                    let p = if ids.is_empty() { None } else { Some(self.prefill_tokens(ids)?) };
+                    match p {
+                        Some(p) => &last.insert((context, p)).1,
+                        None => {
+                            out.push(self.score_without_context(&cont)?);
+                            continue;
+                        }
+                    }
+                }
+            };
+            self.check_fits(prefix.tokens.len() + cont.len())?;
+            let mut cache = prefix.cache.clone();
+            let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All)?;
+            let vocab = self.config().vocab;
+            let mut lps = vec![log_prob(&prefix.last_logits, cont[0])];
+            for (i, &id) in cont.iter().enumerate().skip(1) {
+                lps.push(log_prob(&all[(i - 1) * vocab..i * vocab], id));
+            }
+            out.push(lps);
+        }
+        Ok(out)
+    }
+
+    fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, LmError> {
+        let mut cache = self.backend.new_cache();
+        let all = self.backend.forward(&mut cache, cont, Logits::All)?;
+        let vocab = self.config().vocab;
+        // The first token has nothing to be predicted from; it is not scored.
+        Ok(cont.iter().enumerate().skip(1).map(|(i, &id)| log_prob(&all[(i - 1) * vocab..i * vocab], id)).collect())
+    }
+
+    /// Log-probability of each candidate as the continuation of `prompt` (summed over a
+    /// multi-token candidate's tokens). The prompt runs once.
+    pub fn next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, LmError> {
+        let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (prompt, *c)).collect();
+        Ok(self.score(&pairs)?.into_iter().map(|l| l.iter().sum()).collect())
+    }
+}
+
+impl<B: Backend> Scorer for Lm<B> {
+    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+        let out = self.score(pairs).map_err(|e| ScoreError::Backend { message: e.to_string() })?;
+        if out.iter().any(Vec::is_empty) {
+            return Err(ScoreError::EmptyContinuation);
+        }
+        Ok(out)
+    }
+
+    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        Lm::next_token_logprobs(self, prompt, candidates).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+
+    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+        self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+}

@@ -1,0 +1,165 @@
+//! A decoder's hyper-parameters, read from GGUF metadata (`{arch}.block_count`, …).
+
+use std::fmt;
+
+use crate::gguf::{GgufFile, MetaValue};
+
+/// The decoder families docmem runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Arch {
+    /// Llama (SmolLM2, Llama 2/3): RoPE on adjacent pairs (GGUF permutes Q/K for it).
+    Llama,
+    /// Qwen2 / Qwen2.5 (MemReader): biases on Q/K/V, RoPE on split halves (NeoX).
+    Qwen2,
+}
+
+impl Arch {
+    /// The `general.architecture` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+
+    /// Whether RoPE rotates the two halves of each head (NeoX) rather than adjacent pairs.
+    pub fn rope_neox(self) -> bool {
+        matches!(self, Arch::Qwen2)
+    }
+}
+
+/// Why a model could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The file's architecture is not one docmem runs.
+    UnsupportedArch {
+        /// `general.architecture`.
+        arch: String,
+    },
+    /// A hyper-parameter is missing, of the wrong type, or impossible.
+    BadParam {
+        /// The metadata key.
+        key: String,
+    },
+    /// A tensor the architecture needs is missing.
+    MissingTensor {
+        /// Its name.
+        name: String,
+    },
+    /// A tensor has the wrong shape for the hyper-parameters.
+    TensorShape {
+        /// Its name.
+        name: String,
+        /// Shape found (innermost first).
+        found: Vec<u64>,
+        /// Shape expected.
+        expected: Vec<u64>,
+    },
+    /// Reading a tensor failed.
+    Read(crate::gguf::GgufError),
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama and qwen2 are)"),
+            ModelError::BadParam { key } => write!(f, "model parameter '{key}' is missing or invalid"),
+            ModelError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
+            ModelError::TensorShape { name, found, expected } => write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}"),
+            ModelError::Read(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+/// Decoder hyper-parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// Family.
+    pub arch: Arch,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Hidden width.
+    pub n_embd: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (GQA: fewer than query heads).
+    pub n_head_kv: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Feed-forward width.
+    pub n_ff: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Longest context trained.
+    pub context_length: usize,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+    /// RoPE frequency base.
+    pub rope_base: f32,
+    /// Dimensions of each head that RoPE rotates.
+    pub rope_dims: usize,
+}
+
+fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, ModelError> {
+    let full = format!("{arch}.{key}");
+    g.get(&full)
+        .and_then(MetaValue::as_u64)
+        .filter(|&v| v > 0 && v < (1 << 24))
+        .map(|v| v as usize)
+        .ok_or(ModelError::BadParam { key: full })
+}
+
+impl ModelConfig {
+    /// Read the hyper-parameters of a GGUF file.
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelError> {
+        let name = g.architecture().unwrap_or("").to_owned();
+        let arch = match name.as_str() {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            _ => return Err(ModelError::UnsupportedArch { arch: name }),
+        };
+        let a = arch.name();
+        let n_embd = param(g, a, "embedding_length")?;
+        let n_head = param(g, a, "attention.head_count")?;
+        let n_head_kv = param(g, a, "attention.head_count_kv").unwrap_or(n_head);
+        if !n_embd.is_multiple_of(n_head) || !n_head.is_multiple_of(n_head_kv) {
+            return Err(ModelError::BadParam { key: format!("{a}.attention.head_count") });
+        }
+        let head_dim = n_embd / n_head;
+        let vocab = g
+            .tensor("token_embd.weight")
+            .and_then(|t| t.dims.get(1).copied())
+            .map(|v| v as usize)
+            .ok_or(ModelError::MissingTensor { name: "token_embd.weight".into() })?;
+        let float = |key: &str, default: f32| -> Result<f32, ModelError> {
+            let full = format!("{a}.{key}");
+            match g.get(&full) {
+                None => Ok(default),
+                Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(ModelError::BadParam { key: full }),
+            }
+        };
+        Ok(ModelConfig {
+            arch,
+            n_layer: param(g, a, "block_count")?,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff: param(g, a, "feed_forward_length")?,
+            vocab,
+            context_length: param(g, a, "context_length").unwrap_or(4096),
+            rms_eps: float("attention.layer_norm_rms_epsilon", 1e-5)?,
+            rope_base: float("rope.freq_base", 10_000.0)?,
+            rope_dims: param(g, a, "rope.dimension_count").unwrap_or(head_dim).min(head_dim),
+        })
+    }
+
+    /// Width of the key (and value) vectors of one token: `n_head_kv · head_dim`.
+    pub fn kv_width(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}

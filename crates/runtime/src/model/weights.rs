@@ -1,0 +1,120 @@
+//! A decoder's tensors, read one at a time from a GGUF file through a [`ByteSource`] and
+//! kept in their block format.
+
+use super::config::{Arch, ModelConfig, ModelError};
+use crate::cpu::matmul::QMatrix;
+use crate::gguf::{GgmlType, GgufFile};
+use crate::quant::dequantize;
+use crate::source::ByteSource;
+
+/// One transformer block.
+#[derive(Debug)]
+pub struct Layer {
+    /// RMSNorm weight before attention.
+    pub attn_norm: Vec<f32>,
+    /// Query projection.
+    pub wq: QMatrix,
+    /// Key projection.
+    pub wk: QMatrix,
+    /// Value projection.
+    pub wv: QMatrix,
+    /// Query/key/value biases (qwen2).
+    pub bq: Option<Vec<f32>>,
+    /// Key bias.
+    pub bk: Option<Vec<f32>>,
+    /// Value bias.
+    pub bv: Option<Vec<f32>>,
+    /// Attention output projection.
+    pub wo: QMatrix,
+    /// RMSNorm weight before the feed-forward.
+    pub ffn_norm: Vec<f32>,
+    /// SwiGLU gate.
+    pub w_gate: QMatrix,
+    /// SwiGLU up.
+    pub w_up: QMatrix,
+    /// SwiGLU down.
+    pub w_down: QMatrix,
+}
+
+/// All of a decoder's weights.
+#[derive(Debug)]
+pub struct Weights {
+    /// Token embeddings (`vocab × n_embd`).
+    pub token_embd: QMatrix,
+    /// Blocks.
+    pub layers: Vec<Layer>,
+    /// Final RMSNorm.
+    pub output_norm: Vec<f32>,
+    /// LM head; `None` when tied to the embeddings.
+    pub output: Option<QMatrix>,
+}
+
+impl Weights {
+    /// The LM head (the embeddings when tied).
+    pub fn lm_head(&self) -> &QMatrix {
+        self.output.as_ref().unwrap_or(&self.token_embd)
+    }
+
+    /// Read every tensor the configuration needs.
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, ModelError> {
+        let e = cfg.n_embd as u64;
+        let kv = cfg.kv_width() as u64;
+        let ff = cfg.n_ff as u64;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for i in 0..cfg.n_layer {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
+                match cfg.arch {
+                    Arch::Qwen2 => vector(g, src, &n(s), len).map(Some),
+                    Arch::Llama => Ok(None),
+                }
+            };
+            layers.push(Layer {
+                attn_norm: vector(g, src, &n("attn_norm.weight"), e)?,
+                wq: matrix(g, src, &n("attn_q.weight"), e, e)?,
+                wk: matrix(g, src, &n("attn_k.weight"), e, kv)?,
+                wv: matrix(g, src, &n("attn_v.weight"), e, kv)?,
+                bq: bias("attn_q.bias", e)?,
+                bk: bias("attn_k.bias", kv)?,
+                bv: bias("attn_v.bias", kv)?,
+                wo: matrix(g, src, &n("attn_output.weight"), e, e)?,
+                ffn_norm: vector(g, src, &n("ffn_norm.weight"), e)?,
+                w_gate: matrix(g, src, &n("ffn_gate.weight"), e, ff)?,
+                w_up: matrix(g, src, &n("ffn_up.weight"), e, ff)?,
+                w_down: matrix(g, src, &n("ffn_down.weight"), ff, e)?,
+            });
+        }
+        let output = if g.tensor("output.weight").is_some() { Some(matrix(g, src, "output.weight", e, cfg.vocab as u64)?) } else { None };
+        Ok(Weights {
+            token_embd: matrix(g, src, "token_embd.weight", e, cfg.vocab as u64)?,
+            layers,
+            output_norm: vector(g, src, "output_norm.weight", e)?,
+            output,
+        })
+    }
+}
+
+fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelError> {
+    let t = g.tensor(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
+    if t.dims != dims {
+        return Err(ModelError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
+    }
+    Ok((t.ggml_type, g.tensor_bytes(src, t).map_err(ModelError::Read)?))
+}
+
+fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, ModelError> {
+    let (ty, bytes) = tensor_bytes(g, src, name, &[cols, rows])?;
+    let shape_err = || ModelError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
+    QMatrix::new(ty, rows as usize, cols as usize, bytes).ok_or_else(shape_err)
+}
+
+fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, ModelError> {
+    let (ty, bytes) = tensor_bytes(g, src, name, &[len])?;
+    let mut out = Vec::with_capacity(len as usize);
+    dequantize(ty, &bytes, &mut out).map_err(|_| ModelError::TensorShape {
+        name: name.to_owned(),
+        found: vec![len],
+        expected: vec![len],
+    })?;
+    Ok(out)
+}
