@@ -21,7 +21,7 @@ fi
 command -v cmake >/dev/null || python3 -m pip install --quiet cmake
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target llama-tokenize llama-bench llama-simple llama-common llama
+cmake --build "$build" -j "$(nproc)" --target llama-tokenize llama-bench llama-simple llama >/dev/null
 # Our own golden dumper (top-k log-probs per position, greedy continuations) links libllama.
 g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$here/golden_dump.cpp" -o "$build/bin/docmem-golden-dump" \
   -L"$build/src" -L"$build/ggml/src" -Wl,--start-group "$build"/src/libllama.a "$build"/ggml/src/libggml*.a -Wl,--end-group \

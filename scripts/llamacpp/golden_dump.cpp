@@ -7,6 +7,7 @@
 // one result per line, numbers separated by spaces. Flash attention is off and threads
 // are 2, so the numerics are llama.cpp's plain CPU path. Used by scripts/golden/lm.py.
 #include "llama.h"
+#include "ggml.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,6 +41,37 @@ static void print_ids(const std::vector<llama_token> & ids) {
 
 static void quiet(ggml_log_level, const char *, void *) {}
 
+// DOCMEM_TRACE=name: print the first values of every tensor with that name (debugging).
+static bool trace(struct ggml_tensor * t, bool ask, void *) {
+    const char * want = getenv("DOCMEM_TRACE");
+    if (!want || strcmp(t->name, want) != 0) return ask ? want != nullptr && strcmp(t->name, want) == 0 : true;
+    if (ask) return true;
+    if (t->type != GGML_TYPE_F32) return true;
+    fprintf(stderr, "%s [%lld %lld %lld %lld]:", t->name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3]);
+    const float * d = (const float *) t->data;
+    long long n = ggml_nelements(t);
+    for (long long i = 0; i < n && i < 12; i++) fprintf(stderr, " %.6f", d[i]);
+    if (const char * path = getenv("DOCMEM_TRACE_FILE")) {
+        static int seen = 0;  // DOCMEM_TRACE_NTH: which occurrence of the name to write (0: first)
+        const char * nth = getenv("DOCMEM_TRACE_NTH");
+        if (seen++ != (nth ? atoi(nth) : 0)) return true;
+        FILE * f = fopen(path, "w");
+        for (long long i = 0; i < n; i++) fprintf(f, "%.9g\n", d[i]);
+        fclose(f);
+        return true;
+    }
+    if (getenv("DOCMEM_TRACE_ROWS")) {
+        for (long long r = 0; r < 45 && r * t->ne[0] < n; r++) {
+            fprintf(stderr, "\n  row %lld:", r);
+            for (long long i = 0; i < 5; i++) fprintf(stderr, " %.9g", d[r * t->ne[0] + i]);
+        }
+    }
+    fprintf(stderr, " ... last:");
+    for (long long i = n > 6 ? n - 6 : 0; i < n; i++) fprintf(stderr, " %.6f", d[i]);
+    fprintf(stderr, "\n");
+    return true;
+}
+
 int main(int argc, char ** argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s tokenize|greedy|top1 MODEL [N] FILE\n", argv[0]);
@@ -68,7 +100,8 @@ int main(int argc, char ** argv) {
     cp.n_ubatch = cp.n_ctx;
     cp.n_threads = 2;
     cp.n_threads_batch = 2;
-    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.flash_attn_type = getenv("DOCMEM_FA") ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    if (getenv("DOCMEM_TRACE")) { cp.cb_eval = trace; cp.cb_eval_user_data = nullptr; }
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) { fprintf(stderr, "cannot create context\n"); return 1; }
 

@@ -1,20 +1,14 @@
 //! The GGUF parser on a real model file (fetched by `scripts/fetch-models.sh`, which
 //! `npm test` runs first), and the GGUF fuzz corpus.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::model;
+use std::path::Path;
 
 use docmem_core::fuzz_harness::run_corpus_dir;
 use docmem_runtime::gguf::{GgmlType, GgufFile, MetaValue};
 use docmem_runtime::source::FileSource;
-
-fn model(name: &str) -> PathBuf {
-    let dir = std::env::var_os("DOCMEM_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docmem/models"));
-    let path = dir.join(name);
-    assert!(path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
-    path
-}
 
 #[test]
 fn smollm2_header() {

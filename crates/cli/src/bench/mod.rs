@@ -6,16 +6,20 @@ use clap::Subcommand;
 use crate::CliError;
 
 mod index;
+mod lm;
 mod stats;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Vector search: exact flat scan vs int8 scan vs HNSW on random unit vectors.
     Index(index::IndexBenchArgs),
+    /// Language model: prefill and decode tokens/s beside llama.cpp's llama-bench.
+    Lm(lm::LmBenchArgs),
 }
 
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Index(a) => index::run(a),
+        BenchCommand::Lm(a) => lm::run(a),
     }
 }

@@ -10,6 +10,8 @@ pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod dot;
+pub mod ggml_order;
+pub mod mathfn;
 pub mod matmul;
 pub mod threads;
 pub mod transformer;

@@ -10,6 +10,8 @@
 //! precision (llama.cpp keeps K/V in f16 and converts the other operand to f16); RMSNorm
 //! sums in f64; RoPE angles advance by repeated multiplication in f32.
 
+use super::ggml_order::{dot_f16, reduce16, Accumulator, Order, LANES};
+use super::mathfn::{expf, silu};
 use super::matmul::{matmul, matmul_many, Activations};
 use super::threads::Threads;
 use crate::model::{ModelConfig, Weights};
@@ -143,18 +145,27 @@ impl CpuTransformer {
             }
             cache.k[l].extend(k.iter().map(|&a| f16_round(a)));
             cache.v[l].extend(v.iter().map(|&a| f16_round(a)));
-            self.attention(&q, &cache.k[l], &cache.v[l], p0, t_n, &mut attn);
+            trace("Qcur", l, &q);
+            trace("Kcur", l, &k);
+            self.attention(l, &q, (&cache.k[l], &cache.v[l]), p0, t_n, &mut attn);
+            trace("kqv_out", l, &attn);
             acts.set(&attn, e);
             matmul(&self.threads, &mut acts, &w.wo, &mut o);
+            trace("attn_out", l, &o);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
 
             rms_norm(&x, &w.ffn_norm, cfg.rms_eps, &mut h);
             acts.set(&h, e);
             matmul_many(&self.threads, &mut acts, &mut [(&w.w_gate, &mut gate[..]), (&w.w_up, &mut up[..])]);
-            gate.iter_mut().zip(&up).for_each(|(g, u)| *g = *g / (1.0 + (-*g).exp()) * u);
+            trace("ffn_norm", l, &h);
+            trace("ffn_gate", l, &gate);
+            trace("ffn_up", l, &up);
+            gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
+            trace("ffn_swiglu", l, &gate);
             acts.set(&gate, cfg.n_ff);
             matmul(&self.threads, &mut acts, &w.w_down, &mut o);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
+            trace("l_out", l, &x);
         }
         cache.len += t_n;
         let first = match which {
@@ -180,50 +191,107 @@ impl CpuTransformer {
                 let (s, c) = theta.sin_cos();
                 let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };
                 let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * c - x1 * s;
-                head[b] = x0 * s + x1 * c;
+                // Fused as GCC contracts llama.cpp's `x0*c - x1*s` (-ffp-contract=fast).
+                head[a] = x0.mul_add(c, -(x1 * s));
+                head[b] = x0.mul_add(s, x1 * c);
                 theta *= self.theta_scale;
             }
         }
     }
 
     /// Causal grouped-query attention of `t_n` new queries (positions `p0..`) over the
-    /// cached keys/values `0..p0 + t_n`; writes `t_n × n_embd` to `out`.
-    fn attention(&self, q: &[f32], kc: &[f32], vc: &[f32], p0: usize, t_n: usize, out: &mut [f32]) {
+    /// cached keys/values `0..p0 + t_n`; writes `t_n × n_embd` to `out`. Sums follow
+    /// ggml's order ([`ggml_order`]) so half-precision roundings fall as llama.cpp's do.
+    fn attention(&self, layer: usize, q: &[f32], (kc, vc): (&[f32], &[f32]), p0: usize, t_n: usize, out: &mut [f32]) {
         let cfg = &self.cfg;
         let (hd, nh, kvw) = (cfg.head_dim, cfg.n_head, cfg.kv_width());
         let group = nh / cfg.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
         let ptr = SyncPtr(out.as_mut_ptr());
         let e = cfg.n_embd;
+        let order = Order::for_tokens(t_n);
+        let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
+        let dump =
+            (traced().is_some() && tracing(&format!("kq_soft_max-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         self.threads.for_each(t_n * nh, |task| {
             let (t, hh) = (task / nh, task % nh);
             let kvh = hh / group;
             let n_ctx = p0 + t + 1;
             let qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].iter().map(|&a| f16_round(a)).collect();
-            let mut scores = Vec::with_capacity(n_ctx);
-            let mut max = f32::NEG_INFINITY;
-            for p in 0..n_ctx {
-                let kp = &kc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
-                let s = qh.iter().zip(kp).map(|(a, b)| a * b).sum::<f32>() * scale;
-                max = max.max(s);
-                scores.push(s);
+            let key = |p: usize| &kc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
+            let mut probs: Vec<f32> = (0..n_ctx).map(|p| dot_f16(&qh, key(p), order) * scale).collect();
+            if let Some(buf) = &dump_kq {
+                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                for p in 0..n_ctx.min(256) {
+                    b[(t + t_n * hh) * 256 + p] = dot_f16(&qh, key(p), order);
+                }
             }
+            let max = probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
             let mut sum = 0f64;
-            for s in &mut scores {
-                *s = (*s - max).exp();
-                sum += f64::from(*s);
+            for chunk in probs.chunks_mut(LANES) {
+                let mut lanes = [0f32; LANES];
+                for (l, s) in chunk.iter_mut().enumerate() {
+                    *s = expf(*s - max);
+                    lanes[l] = *s;
+                }
+                sum += f64::from(reduce16(&lanes));
             }
             let inv = (1.0 / sum) as f32;
-            // SAFETY: this task alone writes out[t, head hh].
-            let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
-            dst.fill(0.0);
-            for (p, s) in scores.iter().enumerate() {
+            if let Some(buf) = &dump {
+                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                let row = (t + t_n * hh) * 256;
+                for (p, s) in probs.iter().enumerate().take(256) {
+                    b[row + p] = s * inv;
+                }
+            }
+            // P·V: one ggml-ordered accumulator per output dimension.
+            let mut accs = vec![Accumulator::new(order); hd];
+            for (p, s) in probs.iter().enumerate() {
                 let pw = f16_round(s * inv);
                 let vp = &vc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
-                dst.iter_mut().zip(vp).for_each(|(d, v)| *d += pw * v);
+                for (acc, &v) in accs.iter_mut().zip(vp) {
+                    acc.add(p, pw, v);
+                }
+            }
+            // SAFETY: this task alone writes out[t, head hh].
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
+            for (d, acc) in dst.iter_mut().zip(&accs) {
+                *d = acc.total();
             }
         });
+        if let Some(buf) = dump_kq {
+            trace("kq", layer, &buf.into_inner().unwrap_or_else(|e| e.into_inner()));
+        }
+        if let Some(buf) = dump {
+            trace("kq_soft_max", layer, &buf.into_inner().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+}
+
+/// Parity debugging: with `DOCMEM_TRACE=name-layer` (llama.cpp's tensor names, e.g.
+/// `kqv_out-11`), print that tensor's first and last values, or with `DOCMEM_TRACE_FILE`
+/// write all of them, to set beside `scripts/llamacpp/golden_dump.cpp` run with the same
+/// variables. `kq` and `kq_soft_max` are laid out as ggml's (256 positions per row, one
+/// row per token and head). Costs one cached comparison when unset.
+fn traced() -> Option<&'static str> {
+    static WANT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    WANT.get_or_init(|| std::env::var("DOCMEM_TRACE").ok()).as_deref()
+}
+
+fn tracing(name: &str) -> bool {
+    traced() == Some(name)
+}
+
+fn trace(name: &str, layer: usize, v: &[f32]) {
+    if let Some(want) = traced() {
+        if *want == format!("{name}-{layer}") && v.len() >= 12 {
+            if let Ok(path) = std::env::var("DOCMEM_TRACE_FILE") {
+                let text: String = v.iter().map(|x| format!("{x}\n")).collect();
+                let _ = std::fs::write(path, text);
+                return;
+            }
+            eprintln!("{want}: {:?} ... last: {:?}", &v[..12], &v[v.len() - 6..]);
+        }
     }
 }
 

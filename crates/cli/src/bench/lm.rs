@@ -1,0 +1,157 @@
+//! `docmem bench lm`: prefill and decode speed of our CPU backend beside llama.cpp's
+//! `llama-bench` on the same model file with the same thread count, in the same run.
+//!
+//! Prefill: one forward pass over `--prompt-tokens` tokens (llama-bench's `pp`). Decode:
+//! `--gen-tokens` single-token steps after that prompt (its `tg`, which starts from an
+//! empty cache; ours decodes after the prompt, the harder case). Peak memory is the
+//! process's high-water mark (Linux `VmHWM`). llama.cpp is found at `--llama-bench` or
+//! where `scripts/llamacpp/build.sh` puts it; without it, only our figures are printed.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use clap::Args;
+use docmem_runtime::cpu::transformer::Logits;
+use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions};
+use serde::Serialize;
+
+use crate::CliError;
+
+#[derive(Args, Debug)]
+pub struct LmBenchArgs {
+    /// A GGUF model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Backend (cpu).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// Prompt length for the prefill figure.
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    /// Tokens generated for the decode figure.
+    #[arg(long, default_value_t = 128)]
+    gen_tokens: usize,
+    /// Threads for both engines.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// llama.cpp's llama-bench binary.
+    #[arg(long)]
+    llama_bench: Option<PathBuf>,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize, Default)]
+struct Figures {
+    prefill_tok_s: f64,
+    decode_tok_s: f64,
+    ttft_ms: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    threads: usize,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    docmem: Figures,
+    peak_rss_mb: Option<f64>,
+    llama_cpp: Option<Figures>,
+    prefill_ratio: Option<f64>,
+    decode_ratio: Option<f64>,
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn default_llama_bench() -> Option<PathBuf> {
+    let cache = std::env::var_os("DOCMEM_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/docmem")))?;
+    std::fs::read_dir(cache.join("llamacpp")).ok()?.flatten().map(|e| e.path().join("bin/llama-bench")).find(|p| p.is_file())
+}
+
+fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
+    let out = Command::new(bin)
+        .args(["-m"])
+        .arg(&a.model)
+        .args(["-p", &a.prompt_tokens.to_string(), "-n", &a.gen_tokens.to_string(), "-t", &a.threads.to_string(), "-r", "2", "-o", "json"])
+        .output()
+        .ok()?;
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let mut f = Figures::default();
+    for row in rows.as_array()? {
+        let ts = row["avg_ts"].as_f64()?;
+        if row["n_prompt"].as_u64()? > 0 {
+            f.prefill_tok_s = ts;
+            f.ttft_ms = a.prompt_tokens as f64 / ts * 1000.0;
+        } else {
+            f.decode_tok_s = ts;
+        }
+    }
+    Some(f)
+}
+
+pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
+    if a.backend != "cpu" {
+        return Err(CliError::BadArgument { message: format!("--backend {}: only cpu is available", a.backend) });
+    }
+    if a.prompt_tokens == 0 || a.gen_tokens == 0 {
+        return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
+    }
+    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context: a.prompt_tokens + a.gen_tokens + 1 })?;
+    let backend = &lm.backend;
+    // A prompt of ordinary tokens (ids 100.. cycling), as llama-bench uses random ones.
+    let vocab = backend.config().vocab as u32;
+    let prompt: Vec<u32> = (0..a.prompt_tokens as u32).map(|i| 100 + (i * 7919) % (vocab - 200)).collect();
+    // Warm-up (page in weights, spin up threads).
+    let mut warm = backend.new_cache();
+    Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last)?;
+    let mut cache = backend.new_cache();
+    let t0 = Instant::now();
+    let logits = Backend::forward(backend, &mut cache, &prompt, Logits::Last)?;
+    let prefill = t0.elapsed().as_secs_f64();
+    let mut next = argmax(&logits);
+    let t1 = Instant::now();
+    for _ in 0..a.gen_tokens {
+        let l = Backend::forward(backend, &mut cache, &[next], Logits::Last)?;
+        next = argmax(&l);
+    }
+    let decode = t1.elapsed().as_secs_f64();
+    let ours =
+        Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
+    let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
+    let report = Report {
+        model: a.model.display().to_string(),
+        threads: a.threads,
+        prompt_tokens: a.prompt_tokens,
+        gen_tokens: a.gen_tokens,
+        prefill_ratio: llama.as_ref().map(|l| ours.prefill_tok_s / l.prefill_tok_s),
+        decode_ratio: llama.as_ref().map(|l| ours.decode_tok_s / l.decode_tok_s),
+        docmem: ours,
+        peak_rss_mb: peak_rss_mb(),
+        llama_cpp: llama,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(std::io::Error::from)?);
+        return Ok(());
+    }
+    println!("{:<12} {:>12} {:>12} {:>10}", "engine", "prefill t/s", "decode t/s", "TTFT ms");
+    println!("{:<12} {:>12.1} {:>12.1} {:>10.0}", "docmem", report.docmem.prefill_tok_s, report.docmem.decode_tok_s, report.docmem.ttft_ms);
+    if let Some(l) = &report.llama_cpp {
+        println!("{:<12} {:>12.1} {:>12.1} {:>10.0}", "llama.cpp", l.prefill_tok_s, l.decode_tok_s, l.ttft_ms);
+        println!("{:<12} {:>11.2}x {:>11.2}x", "ratio", report.prefill_ratio.unwrap_or(0.0), report.decode_ratio.unwrap_or(0.0));
+    } else {
+        println!("(llama.cpp not found: run scripts/llamacpp/build.sh or pass --llama-bench)");
+    }
+    if let Some(m) = report.peak_rss_mb {
+        println!("peak memory {m:.0} MB");
+    }
+    Ok(())
+}

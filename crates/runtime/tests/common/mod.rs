@@ -1,0 +1,14 @@
+//! Helpers shared by the integration tests.
+
+use std::path::PathBuf;
+
+/// A test model fetched by `scripts/fetch-models.sh` (which `npm test` runs first), from
+/// `$DOCMEM_MODELS` or `~/.cache/docmem/models`.
+pub fn model(name: &str) -> PathBuf {
+    let dir = std::env::var_os("DOCMEM_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docmem/models"));
+    let path = dir.join(name);
+    assert!(path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
+    path
+}
