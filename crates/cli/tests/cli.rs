@@ -91,3 +91,59 @@ fn a_closed_pipe_is_not_an_error() {
     assert!(out.status.success(), "exit {:?}", out.status);
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+fn smollm2() -> String {
+    let dir = std::env::var_os("DOCMEM_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docmem/models"));
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
+    path.display().to_string()
+}
+
+#[test]
+fn lm_commands_tokenize_score_and_generate() {
+    use std::io::Write;
+    let model = smollm2();
+    // tokenize: stdin in, ids out (llama.cpp's ids for this text, see lm-smollm2.json).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_docmem"))
+        .args(["tokenize", "--model", &model, "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Hello, world! This is a test.").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(json(&out), serde_json::json!([19556, 28, 905, 17, 669, 314, 253, 1028, 30]));
+    // logits: llama.cpp's top token and log-probability after this prompt.
+    let v = json(&docmem(&["logits", "--model", &model, "--prompt", "The capital of France is", "--top", "5", "--json"]));
+    assert_eq!(v["top"][0]["id"], 7042);
+    assert_eq!(v["top"][0]["text"], " Paris");
+    assert!((v["top"][0]["logprob"].as_f64().unwrap() + 0.2644).abs() < 1e-3);
+    // generate: greedy, the same text twice.
+    let gen = |seed: &str| {
+        json(&docmem(&[
+            "generate",
+            "--model",
+            &model,
+            "--prompt",
+            "The capital of France is",
+            "--max-tokens",
+            "8",
+            "--seed",
+            seed,
+            "--json",
+        ]))
+    };
+    let a = gen("1");
+    assert!(a["text"].as_str().unwrap().starts_with(" Paris"), "{a}");
+    assert_eq!(a["tokens"], gen("2")["tokens"]);
+}
+
+#[test]
+fn a_missing_model_is_a_clear_input_error() {
+    let out = docmem(&["generate", "--model", "/no/such/model.gguf", "--prompt", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--model") && err.contains("/no/such/model.gguf"), "{err}");
+}

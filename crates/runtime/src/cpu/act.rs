@@ -56,7 +56,7 @@ impl QuantizedRow {
             let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
             let mut sum = 0i32;
             for (q, &v) in qs.iter_mut().zip(xs) {
-                let r = (v * id).round_ties_even() as i32;
+                let r = nearest_int(v * id);
                 *q = r as i8;
                 sum += r;
             }
@@ -99,9 +99,13 @@ impl QuantizedRow {
     }
 }
 
-/// Round to nearest, ties to even, as ggml's `nearest_int` (the 1.5·2^23 trick).
+/// Round to nearest, ties to even, as ggml's `nearest_int`: adding 1.5·2^23 leaves the
+/// integer in the low mantissa bits (exact for |v| < 2^22; activations here are ≤ 127).
+/// Two float additions, where `round_ties_even` is a library call on baseline x86_64.
+#[inline]
 fn nearest_int(v: f32) -> i32 {
-    v.round_ties_even() as i32
+    const MAGIC: f32 = 12_582_912.0;
+    ((v + MAGIC) - MAGIC) as i32
 }
 
 #[cfg(test)]

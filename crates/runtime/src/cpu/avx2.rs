@@ -11,12 +11,27 @@ use std::sync::OnceLock;
 
 use super::act::QuantizedRow;
 use crate::gguf::GgmlType;
-use crate::quant::{f16_at, scale_min_k4};
+use crate::quant::scale_min_k4;
 
-/// Whether this CPU has AVX2 and FMA (checked once).
+/// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
+#[inline(always)]
+unsafe fn f16_at(b: &[u8], i: usize) -> f32 {
+    let h = u16::from_le_bytes([b[i], b[i + 1]]);
+    // A broadcast, not an insert: an insert into a don't-care register made LLVM merge into
+    // the loop's accumulator, chaining every block's conversion to the previous block.
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(h as i16)))
+}
+
+/// Whether this CPU has AVX2, FMA and F16C (checked once; `DOCMEM_NO_SIMD` turns the SIMD
+/// kernels off, to compare with the portable ones).
 pub fn available() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && std::env::var_os("DOCMEM_NO_SIMD").is_none())
+    *HAS.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+            && std::env::var_os("DOCMEM_NO_SIMD").is_none()
+    })
 }
 
 /// The AVX2 kernel for `ty`, or `None` where only the scalar one exists.
@@ -38,7 +53,7 @@ pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow) -> Option<f32> {
     }
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum(v: __m256) -> f32 {
     let lo = _mm256_castps256_ps128(v);
     let hi = _mm256_extractf128_ps(v, 1);
@@ -49,7 +64,7 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 /// 16 bytes of packed nibbles → 32 bytes: low nibbles then high nibbles.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn nibbles(p: *const u8) -> __m256i {
     let x = _mm_loadu_si128(p as *const __m128i);
     let both = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
@@ -57,12 +72,12 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 }
 
 /// Σ u8 × i8 over 32 lanes, as 8 i32 lanes.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mul_sum_u8_i8(a: __m256i, b: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut mins = 0f32;
@@ -77,7 +92,69 @@ unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc) + mins
 }
 
-#[target_feature(enable = "avx2,fma")]
+/// Four (row, activation) pairs at once: the same arithmetic as [`q4_1`] per pair (so the
+/// same bits), with four independent dependency chains instead of one.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1_x4(rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut mins = [0f32; 4];
+    let nb = rows[0].len() / 20;
+    for i in 0..nb {
+        for k in 0..4 {
+            let b = rows[k].as_ptr().add(20 * i);
+            let q = qs[k];
+            let bs = std::slice::from_raw_parts(b, 4);
+            let (d, m) = (f16_at(bs, 0), f16_at(bs, 2));
+            let w = nibbles(b.add(4));
+            let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
+            let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(w, y));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * *q.q8_d.get_unchecked(i)), s, acc[k]);
+            mins[k] += m * *q.q8_s.get_unchecked(i);
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]) + mins[k])
+}
+
+/// Four (row, activation) pairs at once for Q8_0 (bit-identical to [`q8_0`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_x4(rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let nb = rows[0].len() / 34;
+    for i in 0..nb {
+        for k in 0..4 {
+            let b = rows[k].as_ptr().add(34 * i);
+            let q = qs[k];
+            let w = _mm256_loadu_si256(b.add(2) as *const __m256i);
+            let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
+            let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w)));
+            let d = f16_at(std::slice::from_raw_parts(b, 2), 0);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * *q.q8_d.get_unchecked(i)), s, acc[k]);
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]))
+}
+
+/// Four dot products at once where a 4-wide kernel exists (`None` otherwise). All rows
+/// have one length and every activation row matches it.
+#[inline]
+pub fn dot_x4(ty: GgmlType, rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+    debug_assert!(available());
+    let len = rows[0].len();
+    if rows.iter().any(|r| r.len() != len) {
+        return None;
+    }
+    // SAFETY: features checked by the caller; every row has `len` bytes (whole blocks) and
+    // every activation row has the matching number of values and scales.
+    unsafe {
+        match ty {
+            GgmlType::Q4_1 if qs.iter().all(|q| q.q8.len() == len / 20 * 32 && q.q8_d.len() * 20 == len) => Some(q4_1_x4(rows, qs)),
+            GgmlType::Q8_0 if qs.iter().all(|q| q.q8.len() == len / 34 * 32 && q.q8_d.len() * 34 == len) => Some(q8_0_x4(rows, qs)),
+            _ => None,
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (i, b) in row.chunks_exact(18).enumerate() {
@@ -89,7 +166,7 @@ unsafe fn q4_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (i, b) in row.chunks_exact(34).enumerate() {
@@ -102,7 +179,7 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut mins = 0f32;
@@ -135,7 +212,7 @@ unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc) - mins
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut total = 0f32;
     let m4 = _mm256_set1_epi8(0x0F);
@@ -179,7 +256,7 @@ unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
     total
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
@@ -206,6 +283,9 @@ mod tests {
                 let Some(got) = dot_row(ty, &row, &q) else { continue };
                 let want = dot_row_scalar(ty, &row, &x, &q);
                 assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{ty} n={n}: {got} vs {want}");
+                if let Some(four) = dot_x4(ty, [&row; 4], [&q; 4]) {
+                    assert!(four.iter().all(|v| v.to_bits() == got.to_bits()), "{ty}: 4-wide kernel differs");
+                }
             }
         }
     }

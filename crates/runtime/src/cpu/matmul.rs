@@ -7,7 +7,7 @@
 //! compute-bound, as it should be).
 
 use super::act::{ActFormat, QuantizedRow};
-use super::dot::{act_format, dot_row};
+use super::dot::{act_format, dot_row, dot_x4};
 use super::threads::Threads;
 use crate::gguf::GgmlType;
 
@@ -136,14 +136,30 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             let (j, r0, r1) = tasks[k];
             let w = mats[j];
             let (ptr, rows) = outs[j];
-            for r in r0..r1 {
+            let q = |t: usize| acts.q.get(t).unwrap_or(&EMPTY);
+            // SAFETY: (t, r) is in bounds (checked sizes above) and owned by this task.
+            let put = |t: usize, r: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
+            let mut r = r0;
+            // One token: four rows at a time share the activation row.
+            if tokens == 1 {
+                while r + 4 <= r1 {
+                    let Some(v) = dot_x4(w.ty, [w.row(r), w.row(r + 1), w.row(r + 2), w.row(r + 3)], [q(0); 4]) else { break };
+                    (0..4).for_each(|k| put(0, r + k, v[k]));
+                    r += 4;
+                }
+            }
+            for r in r..r1 {
                 let row = w.row(r);
-                for t in 0..tokens {
+                let mut t = 0;
+                // A batch: one weight row against four tokens at a time.
+                while t + 4 <= tokens {
+                    let Some(v) = dot_x4(w.ty, [row; 4], [q(t), q(t + 1), q(t + 2), q(t + 3)]) else { break };
+                    (0..4).for_each(|k| put(t + k, r, v[k]));
+                    t += 4;
+                }
+                for t in t..tokens {
                     let x = &acts.x[t * acts.width..(t + 1) * acts.width];
-                    let q = acts.q.get(t).unwrap_or(&EMPTY);
-                    let v = dot_row(w.ty, row, x, q);
-                    // SAFETY: (t, r) is in bounds (checked sizes above) and owned by this task.
-                    unsafe { *ptr.0.add(t * rows + r) = v };
+                    put(t, r, dot_row(w.ty, row, x, q(t)));
                 }
             }
         });

@@ -7,6 +7,7 @@
 //! - [`threads`]: the worker pool.
 
 pub mod act;
+pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod dot;
@@ -15,3 +16,10 @@ pub mod mathfn;
 pub mod matmul;
 pub mod threads;
 pub mod transformer;
+
+/// Whether hardware FMA (with AVX2) is available; the fused-multiply-add loops are then
+/// compiled for it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_fma() -> bool {
+    avx2::available()
+}

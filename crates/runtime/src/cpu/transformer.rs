@@ -10,8 +10,8 @@
 //! precision (llama.cpp keeps K/V in f16 and converts the other operand to f16); RMSNorm
 //! sums in f64; RoPE angles advance by repeated multiplication in f32.
 
-use super::ggml_order::{dot_f16, reduce16, Accumulator, Order, LANES};
-use super::mathfn::{expf, silu};
+use super::attention::{attend, rope, swiglu, Head, Scratch};
+use super::ggml_order::{dot_f16, Order};
 use super::matmul::{matmul, matmul_many, Activations};
 use super::threads::Threads;
 use crate::model::{ModelConfig, Weights};
@@ -67,6 +67,10 @@ pub enum Logits {
     Last,
     /// Every token of the batch (scoring).
     All,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// A decoder on the CPU.
@@ -140,8 +144,8 @@ impl CpuTransformer {
                 }
             }
             for t in 0..t_n {
-                self.rope(&mut q[t * e..(t + 1) * e], p0 + t);
-                self.rope(&mut k[t * kvw..(t + 1) * kvw], p0 + t);
+                rope(&mut q[t * e..(t + 1) * e], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
+                rope(&mut k[t * kvw..(t + 1) * kvw], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
             }
             cache.k[l].extend(k.iter().map(|&a| f16_round(a)));
             cache.v[l].extend(v.iter().map(|&a| f16_round(a)));
@@ -160,7 +164,7 @@ impl CpuTransformer {
             trace("ffn_norm", l, &h);
             trace("ffn_gate", l, &gate);
             trace("ffn_up", l, &up);
-            gate.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
+            swiglu(&mut gate, &up);
             trace("ffn_swiglu", l, &gate);
             acts.set(&gate, cfg.n_ff);
             matmul(&self.threads, &mut acts, &w.w_down, &mut o);
@@ -181,24 +185,6 @@ impl CpuTransformer {
         logits
     }
 
-    /// Rotate each head of `x` (query or key heads of one token) for position `pos`.
-    fn rope(&self, x: &mut [f32], pos: usize) {
-        let (hd, nd) = (self.cfg.head_dim, self.cfg.rope_dims);
-        let neox = self.cfg.arch.rope_neox();
-        for head in x.chunks_exact_mut(hd) {
-            let mut theta = pos as f32;
-            for i in 0..nd / 2 {
-                let (s, c) = theta.sin_cos();
-                let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };
-                let (x0, x1) = (head[a], head[b]);
-                // Fused as GCC contracts llama.cpp's `x0*c - x1*s` (-ffp-contract=fast).
-                head[a] = x0.mul_add(c, -(x1 * s));
-                head[b] = x0.mul_add(s, x1 * c);
-                theta *= self.theta_scale;
-            }
-        }
-    }
-
     /// Causal grouped-query attention of `t_n` new queries (positions `p0..`) over the
     /// cached keys/values `0..p0 + t_n`; writes `t_n × n_embd` to `out`. Sums follow
     /// ggml's order ([`ggml_order`]) so half-precision roundings fall as llama.cpp's do.
@@ -216,48 +202,23 @@ impl CpuTransformer {
         self.threads.for_each(t_n * nh, |task| {
             let (t, hh) = (task / nh, task % nh);
             let kvh = hh / group;
-            let n_ctx = p0 + t + 1;
             let qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].iter().map(|&a| f16_round(a)).collect();
-            let key = |p: usize| &kc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
-            let mut probs: Vec<f32> = (0..n_ctx).map(|p| dot_f16(&qh, key(p), order) * scale).collect();
-            if let Some(buf) = &dump_kq {
-                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-                for p in 0..n_ctx.min(256) {
-                    b[(t + t_n * hh) * 256 + p] = dot_f16(&qh, key(p), order);
-                }
-            }
-            let max = probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-            let mut sum = 0f64;
-            for chunk in probs.chunks_mut(LANES) {
-                let mut lanes = [0f32; LANES];
-                for (l, s) in chunk.iter_mut().enumerate() {
-                    *s = expf(*s - max);
-                    lanes[l] = *s;
-                }
-                sum += f64::from(reduce16(&lanes));
-            }
-            let inv = (1.0 / sum) as f32;
-            if let Some(buf) = &dump {
-                let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
-                let row = (t + t_n * hh) * 256;
-                for (p, s) in probs.iter().enumerate().take(256) {
-                    b[row + p] = s * inv;
-                }
-            }
-            // P·V: one ggml-ordered accumulator per output dimension.
-            let mut accs = vec![Accumulator::new(order); hd];
-            for (p, s) in probs.iter().enumerate() {
-                let pw = f16_round(s * inv);
-                let vp = &vc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
-                for (acc, &v) in accs.iter_mut().zip(vp) {
-                    acc.add(p, pw, v);
-                }
-            }
+            let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: p0 + t + 1, order, scale };
             // SAFETY: this task alone writes out[t, head hh].
             let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
-            for (d, acc) in dst.iter_mut().zip(&accs) {
-                *d = acc.total();
-            }
+            SCRATCH.with_borrow_mut(|scratch| {
+                let inv = attend(&head, scratch, dst);
+                for (buf, raw) in [(&dump_kq, true), (&dump, false)] {
+                    if let Some(buf) = buf {
+                        let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                        for (p, &s) in scratch.probs.iter().enumerate().take(256) {
+                            // Raw scores are recomputed: the scratch holds probabilities.
+                            let k = &kc[p * kvw + kvh * hd..p * kvw + (kvh + 1) * hd];
+                            b[(t + t_n * hh) * 256 + p] = if raw { dot_f16(&qh, k, order) } else { s * inv };
+                        }
+                    }
+                }
+            });
         });
         if let Some(buf) = dump_kq {
             trace("kq", layer, &buf.into_inner().unwrap_or_else(|e| e.into_inner()));

@@ -1,0 +1,198 @@
+//! One attention head for one query: scores, softmax, `P·V`, in ggml's summation order
+//! ([`super::ggml_order`]) so that half-precision roundings fall exactly as llama.cpp's.
+//!
+//! The arithmetic is fused multiply-adds; without hardware FMA they become library calls,
+//! ten times slower. So the hot loops are written once (`#[inline(always)]` bodies) and
+//! compiled twice: for AVX2 + FMA, chosen at run time, and portably.
+
+// Indexed loops spell out ggml's lane layout; iterator chains would hide it.
+#![allow(clippy::needless_range_loop)]
+
+use super::ggml_order::{reduce16, Order, LANES};
+use super::mathfn::{expf, silu};
+
+/// Inputs for one (query, head) pair.
+pub struct Head<'a> {
+    /// The query, already rounded to half precision.
+    pub q: &'a [f32],
+    /// Cached keys, `len × kv_width`.
+    pub keys: &'a [f32],
+    /// Cached values, `len × kv_width`.
+    pub values: &'a [f32],
+    /// Row stride of the cache (`kv_width`).
+    pub stride: usize,
+    /// Offset of this head's KV group in a row.
+    pub offset: usize,
+    /// Positions attended (`0..n_ctx`).
+    pub n_ctx: usize,
+    /// ggml's order for this batch.
+    pub order: Order,
+    /// `1/sqrt(head_dim)`.
+    pub scale: f32,
+}
+
+/// Reusable buffers for one worker.
+#[derive(Default)]
+pub struct Scratch {
+    /// Scores, then probabilities (before the 1/Σ scale).
+    pub probs: Vec<f32>,
+    acc: Vec<f32>,
+}
+
+/// Attend; writes `head_dim` values to `out` and returns `1/Σ` (the probabilities are
+/// `scratch.probs[p] · inv`).
+pub fn attend(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+        return unsafe { attend_fma(h, scratch, out) };
+    }
+    attend_body(h, scratch, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+    attend_body(h, scratch, out)
+}
+
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32], order: Order) -> f32 {
+    let hd = x.len();
+    match order {
+        Order::Tiled => {
+            let mut acc = [0f32; LANES];
+            for c in 0..hd / LANES {
+                for l in 0..LANES {
+                    acc[l] = x[c * LANES + l].mul_add(y[c * LANES + l], acc[l]);
+                }
+            }
+            reduce16(&acc)
+        }
+        Order::VecDot => {
+            let mut acc = [[0f32; LANES]; 4];
+            let np = hd - hd % (4 * LANES);
+            for s in (0..np).step_by(4 * LANES) {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    for l in 0..LANES {
+                        let i = s + j * LANES + l;
+                        a[l] = x[i].mul_add(y[i], a[l]);
+                    }
+                }
+            }
+            let [a0, a1, a2, a3] = acc;
+            let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
+            let mut sum = f64::from(reduce16(&folded));
+            for i in np..hd {
+                sum += f64::from(x[i] * y[i]);
+            }
+            sum as f32
+        }
+    }
+}
+
+#[inline(always)]
+fn attend_body(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+    let hd = h.q.len();
+    let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
+    scratch.probs.clear();
+    for p in 0..h.n_ctx {
+        scratch.probs.push(dot(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
+    }
+    let max = scratch.probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let mut sum = 0f64;
+    for chunk in scratch.probs.chunks_mut(LANES) {
+        let mut lanes = [0f32; LANES];
+        for (l, s) in chunk.iter_mut().enumerate() {
+            *s = expf(*s - max);
+            lanes[l] = *s;
+        }
+        sum += f64::from(reduce16(&lanes));
+    }
+    let inv = (1.0 / sum) as f32;
+    // P·V with one accumulator slot per lane of ggml's order, each a vector over dims.
+    let slots = match h.order {
+        Order::VecDot => 4 * LANES,
+        Order::Tiled => LANES,
+    };
+    scratch.acc.clear();
+    scratch.acc.resize(slots * hd, 0.0);
+    for (p, &s) in scratch.probs.iter().enumerate() {
+        let pw = crate::quant::f16_round(s * inv);
+        let v = &h.values[row(h.values, p)];
+        let acc = &mut scratch.acc[(p % slots) * hd..(p % slots + 1) * hd];
+        for d in 0..hd {
+            acc[d] = pw.mul_add(v[d], acc[d]);
+        }
+    }
+    let acc = &scratch.acc;
+    for (d, o) in out.iter_mut().enumerate().take(hd) {
+        *o = match h.order {
+            Order::Tiled => reduce16(&std::array::from_fn(|l| acc[l * hd + d])),
+            Order::VecDot => {
+                let a = |j: usize, l: usize| acc[(j * LANES + l) * hd + d];
+                reduce16(&std::array::from_fn(|l| (a(0, l) + a(2, l)) + (a(1, l) + a(3, l))))
+            }
+        };
+    }
+    inv
+}
+
+/// `gate[i] = silu(gate[i]) · up[i]` (SwiGLU), with hardware FMA where present.
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { swiglu_fma(gate, up) };
+    }
+    swiglu_body(gate, up);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swiglu_fma(gate: &mut [f32], up: &[f32]) {
+    swiglu_body(gate, up);
+}
+
+#[inline(always)]
+fn swiglu_body(gate: &mut [f32], up: &[f32]) {
+    gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
+}
+
+/// Rotate each head of `x` for position `pos` (adjacent pairs, or halves for NeoX), the
+/// angle advancing by `theta_scale` per pair, fused as llama.cpp's compiled code is.
+pub fn rope(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { rope_fma(x, head_dim, rope_dims, neox, pos, theta_scale) };
+    }
+    rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rope_fma(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
+    rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
+}
+
+#[inline(always)]
+fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, theta_scale: f32) {
+    // The angles are the same for every head: compute them once.
+    let mut cs = [(0f32, 0f32); 256];
+    let pairs = (nd / 2).min(cs.len());
+    let mut theta = pos as f32;
+    for c in cs.iter_mut().take(pairs) {
+        *c = (theta.cos(), theta.sin());
+        theta *= theta_scale;
+    }
+    for head in x.chunks_exact_mut(head_dim) {
+        for (i, &(c, s)) in cs.iter().enumerate().take(pairs) {
+            let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };
+            let (x0, x1) = (head[a], head[b]);
+            // Fused as GCC contracts llama.cpp's `x0*c - x1*s` (-ffp-contract=fast).
+            head[a] = x0.mul_add(c, -(x1 * s));
+            head[b] = x0.mul_add(s, x1 * c);
+        }
+    }
+}
