@@ -28,10 +28,6 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
             return v;
         }
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    if let Some(v) = super::simd128::dot_row(ty, row, q) {
-        return v;
-    }
     dot_row_scalar(ty, row, x, q)
 }
 
