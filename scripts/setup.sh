@@ -23,3 +23,10 @@ if [ "$need" = 1 ] || ! rustup run "$channel" rustc --version >/dev/null 2>&1; t
   step "installing Rust $channel with targets $targets and components $components"
   rustup toolchain install "$channel" --profile minimal --component "$components" --target "$targets"
 fi
+
+# wasm-bindgen-cli at exactly the version the wasm crate links (Cargo.toml pins it).
+wbg=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' Cargo.toml)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wbg" ]; then
+  step "installing wasm-bindgen-cli $wbg (about 5 minutes, once)"
+  cargo install wasm-bindgen-cli --version "$wbg"
+fi

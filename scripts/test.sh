@@ -24,6 +24,9 @@ step "tests: unit, property, golden, fuzz-corpus regression, model-file and CLI 
 log="$DOCMEM_CACHE/test.log"
 cargo test --workspace --locked 2>&1 | tee "$log"
 
+step "wasm: the CPU language model in Node (wasm32, simd128), checked against llama.cpp"
+bash scripts/wasm-test.sh
+
 # One closing line for the whole run (cargo ends with doc-test runs that hold no tests).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"

@@ -6,8 +6,10 @@
 //! failure becomes a JS `Error` whose message names what was wrong. Nothing here panics on
 //! user input.
 //!
-//! What it exposes now: the MemReader output parser, the [MASK] aligner and the baseline
-//! chunkers. The `DocMem` class (libraries, models, workers) comes with the browser issue.
+//! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
+//! chunkers, and [`WasmLm`], a GGUF language model on the CPU backend (one thread, in
+//! linear memory). The `DocMem` class (libraries, models, workers) comes with the browser
+//! issue.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::{align_memory, parse_memreader_output, AlignParams, HashingEmbedder};
@@ -36,4 +38,41 @@ pub fn parse_and_align(document: &str, reader_output: &str) -> Result<String, Js
     let parsed = parse_memreader_output(reader_output);
     let aligned = align_memory(document, &parsed, &AlignParams::default());
     to_json(&serde_json::json!({ "parse": parsed, "scenarios": aligned.scenarios, "stats": aligned.stats }))
+}
+
+/// A GGUF language model running on the CPU backend inside WebAssembly.
+#[wasm_bindgen(js_name = Lm)]
+pub struct WasmLm {
+    lm: docmem_runtime::lm::Lm,
+}
+
+#[wasm_bindgen(js_class = Lm)]
+impl WasmLm {
+    /// Load a model from the bytes of a GGUF file.
+    #[wasm_bindgen(constructor)]
+    pub fn new(gguf: Vec<u8>) -> Result<WasmLm, JsError> {
+        let src = docmem_runtime::source::MemorySource::new(gguf);
+        let lm = docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048 })
+            .map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(WasmLm { lm })
+    }
+
+    /// Token ids of `text` (no BOS), as JSON.
+    pub fn tokenize(&self, text: &str) -> Result<String, JsError> {
+        let ids = self.lm.tokenizer.encode(text).map_err(|e| JsError::new(&e.to_string()))?;
+        to_json(&ids)
+    }
+
+    /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
+    /// top_k, repetition_penalty, seed, max_tokens, stop; all optional). Returns JSON
+    /// `{"text", "tokens", "prompt_tokens", "finish", "prefill_seconds", "decode_seconds"}`.
+    pub fn generate(&self, prompt: &str, params: &str) -> Result<String, JsError> {
+        let params: docmem_runtime::lm::SamplingParams =
+            serde_json::from_str(params).map_err(|e| JsError::new(&format!("sampling parameters: {e}")))?;
+        let g = self
+            .lm
+            .generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))
+            .map_err(|e| JsError::new(&e.to_string()))?;
+        to_json(&g)
+    }
 }

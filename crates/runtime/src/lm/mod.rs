@@ -14,7 +14,6 @@ mod sampler;
 use std::fmt;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::time::Instant;
 
 use docmem_core::{ScoreError, Scorer};
 use serde::Serialize;
@@ -27,6 +26,20 @@ use crate::gguf::{GgufError, GgufFile, MetaValue};
 use crate::model::{ModelConfig, ModelError, Weights};
 use crate::source::{ByteSource, FileSource, SourceError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
+
+/// Seconds since an arbitrary origin: `Instant` natively, the JS clock on wasm (where
+/// `Instant` panics).
+fn now_seconds() -> f64 {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(std::time::Instant::now).elapsed().as_secs_f64()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Date::now() / 1000.0
+    }
+}
 
 /// Runs a decoder: the CPU one, and later WebGPU and remote ones.
 pub trait Backend {
@@ -306,9 +319,9 @@ impl<B: Backend> Lm<B> {
         params: &SamplingParams,
         on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, LmError> {
-        let start = Instant::now();
+        let start = now_seconds();
         let prefix = self.prefill(prompt)?;
-        let prefill_seconds = start.elapsed().as_secs_f64();
+        let prefill_seconds = now_seconds() - start;
         let mut g = self.generate_after(&prefix, "", params, on_text)?;
         g.prefill_seconds += prefill_seconds;
         Ok(g)
@@ -323,7 +336,7 @@ impl<B: Backend> Lm<B> {
         params: &SamplingParams,
         mut on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, LmError> {
-        let start = Instant::now();
+        let start = now_seconds();
         let mut cache = prefix.cache.clone();
         let mut history = prefix.tokens.clone();
         let suffix_ids = self.tokenizer.encode(suffix)?;
@@ -335,8 +348,8 @@ impl<B: Backend> Lm<B> {
             self.backend.forward(&mut cache, &suffix_ids, Logits::Last)?
         };
         let prompt_tokens = history.len();
-        let prefill_seconds = start.elapsed().as_secs_f64();
-        let start = Instant::now();
+        let prefill_seconds = now_seconds() - start;
+        let start = now_seconds();
         let mut sampler = Sampler::new(params.clone());
         let mut stream = Utf8Stream::default();
         let (mut text, mut tokens) = (String::new(), Vec::new());
@@ -382,7 +395,7 @@ impl<B: Backend> Lm<B> {
             }
             logits = self.backend.forward(&mut cache, &[next], Logits::Last)?;
         }
-        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds: start.elapsed().as_secs_f64() })
+        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds: now_seconds() - start })
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.

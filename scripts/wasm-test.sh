@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Build the wasm package for Node (simd128) and run the wasm LM test on SmolLM2.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+pkg="$DOCMEM_CACHE/wasm-pkg-node"
+# Its own target dir: the simd128 flag would otherwise rebuild the other wasm32 outputs.
+CARGO_TARGET_DIR="$DOCMEM_CACHE/target-wasm-simd" RUSTFLAGS="-C target-feature=+simd128" \
+  cargo build --release --locked -p docmem-wasm --target wasm32-unknown-unknown
+wasm-bindgen --target nodejs --out-dir "$pkg" "$DOCMEM_CACHE/target-wasm-simd/wasm32-unknown-unknown/release/docmem_wasm.wasm"
+node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" \
+  "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json"
