@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use super::act::QuantizedRow;
 use crate::gguf::GgmlType;
-use crate::quant::scale_min_k4;
 
 /// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
 #[inline(always)]
@@ -149,6 +148,12 @@ pub fn dot_x4(ty: GgmlType, rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> Option<
         match ty {
             GgmlType::Q4_1 if qs.iter().all(|q| q.q8.len() == len / 20 * 32 && q.q8_d.len() * 20 == len) => Some(q4_1_x4(rows, qs)),
             GgmlType::Q8_0 if qs.iter().all(|q| q.q8.len() == len / 34 * 32 && q.q8_d.len() * 34 == len) => Some(q8_0_x4(rows, qs)),
+            GgmlType::Q4K
+                if rows.iter().all(|r| std::ptr::eq(r.as_ptr(), rows[0].as_ptr()))
+                    && qs.iter().all(|q| q.q8k.len() == len / 144 * 256 && q.q8k_d.len() * 144 == len && q.q8k_bsums.len() * 9 == len) =>
+            {
+                Some(q4k_x4tok(rows[0], qs))
+            }
             _ => None,
         }
     }
@@ -179,37 +184,78 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
+/// The eight 6-bit scales and minimums of a Q4_K/Q5_K super-block, in integers.
+#[inline(always)]
+fn scales_mins_k4(q: &[u8]) -> ([i16; 8], [i32; 8]) {
+    let mut sc = [0i16; 8];
+    let mut m = [0i32; 8];
+    for j in 0..8 {
+        let (a, b) = if j < 4 {
+            (q[j] & 63, q[j + 4] & 63)
+        } else {
+            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+        };
+        sc[j] = i16::from(a);
+        m[j] = i32::from(b);
+    }
+    (sc, m)
+}
+
+/// One super-block of Q4_K against one Q8_K block: the integer sum of scaled products
+/// (8 lanes) and the integer minimum term.
+#[inline(always)]
+unsafe fn q4k_block(b: *const u8, sc: &[i16; 8], m: &[i32; 8], y: *const i8, bsums: &[i16]) -> (__m256i, i32) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut sumi = _mm256_setzero_si256();
+    let mut summ = 0i32;
+    for g in 0..4 {
+        summ += m[2 * g] * (i32::from(bsums[4 * g]) + i32::from(bsums[4 * g + 1]));
+        summ += m[2 * g + 1] * (i32::from(bsums[4 * g + 2]) + i32::from(bsums[4 * g + 3]));
+        let w = _mm256_loadu_si256(b.add(16 + 32 * g) as *const __m256i);
+        let lo = _mm256_and_si256(w, mask);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+        let y1 = _mm256_loadu_si256(y.add(64 * g) as *const __m256i);
+        let y2 = _mm256_loadu_si256(y.add(64 * g + 32) as *const __m256i);
+        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(sc[2 * g]));
+        let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(sc[2 * g + 1]));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p1, p2));
+    }
+    (sumi, summ)
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut mins = 0f32;
-    let mask = _mm256_set1_epi8(0x0F);
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let d8 = q.q8k_d[i];
-        let scales = &b[4..16];
-        let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
-        let y = q.q8k.as_ptr().add(256 * i);
-        let mut sumi = _mm256_setzero_si256();
-        let mut summ = 0i32;
-        for g in 0..4 {
-            let (sc1, m1) = scale_min_k4(2 * g, scales);
-            let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-            summ += m1 as i32 * (i32::from(bsums[4 * g]) + i32::from(bsums[4 * g + 1]));
-            summ += m2 as i32 * (i32::from(bsums[4 * g + 2]) + i32::from(bsums[4 * g + 3]));
-            let w = _mm256_loadu_si256(b.as_ptr().add(16 + 32 * g) as *const __m256i);
-            let lo = _mm256_and_si256(w, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-            let y1 = _mm256_loadu_si256(y.add(64 * g) as *const __m256i);
-            let y2 = _mm256_loadu_si256(y.add(64 * g + 32) as *const __m256i);
-            let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(sc1 as i16));
-            let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(sc2 as i16));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p1, p2));
-        }
+        let (sc, m) = scales_mins_k4(&b[4..16]);
+        let (sumi, summ) = q4k_block(b.as_ptr(), &sc, &m, q.q8k.as_ptr().add(256 * i), &q.q8k_bsums[16 * i..16 * i + 16]);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d * d8), _mm256_cvtepi32_ps(sumi), acc);
         mins += dmin * d8 * summ as f32;
     }
     hsum(acc) - mins
+}
+
+/// One Q4_K row against four activation rows (bit-identical to four [`q4k`] calls): the
+/// block's scales are decoded once for the four.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_x4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut mins = [0f32; 4];
+    for (i, b) in row.chunks_exact(144).enumerate() {
+        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let (sc, m) = scales_mins_k4(&b[4..16]);
+        for k in 0..4 {
+            let q = qs[k];
+            let d8 = *q.q8k_d.get_unchecked(i);
+            let (sumi, summ) = q4k_block(b.as_ptr(), &sc, &m, q.q8k.as_ptr().add(256 * i), q.q8k_bsums.get_unchecked(16 * i..16 * i + 16));
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * d8), _mm256_cvtepi32_ps(sumi), acc[k]);
+            mins[k] += dmin * d8 * summ as f32;
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]) - mins[k])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
