@@ -8,7 +8,7 @@
 // Indexed loops spell out ggml's lane layout; iterator chains would hide it.
 #![allow(clippy::needless_range_loop)]
 
-use super::ggml_order::{reduce16, Order, LANES};
+use super::ggml_order::{dot_f16, reduce16, Order, LANES};
 use super::mathfn::{expf, silu};
 
 /// Inputs for one (query, head) pair.
@@ -57,47 +57,12 @@ unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f3
 }
 
 #[inline(always)]
-fn dot(x: &[f32], y: &[f32], order: Order) -> f32 {
-    let hd = x.len();
-    match order {
-        Order::Tiled => {
-            let mut acc = [0f32; LANES];
-            for c in 0..hd / LANES {
-                for l in 0..LANES {
-                    acc[l] = x[c * LANES + l].mul_add(y[c * LANES + l], acc[l]);
-                }
-            }
-            reduce16(&acc)
-        }
-        Order::VecDot => {
-            let mut acc = [[0f32; LANES]; 4];
-            let np = hd - hd % (4 * LANES);
-            for s in (0..np).step_by(4 * LANES) {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    for l in 0..LANES {
-                        let i = s + j * LANES + l;
-                        a[l] = x[i].mul_add(y[i], a[l]);
-                    }
-                }
-            }
-            let [a0, a1, a2, a3] = acc;
-            let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
-            let mut sum = f64::from(reduce16(&folded));
-            for i in np..hd {
-                sum += f64::from(x[i] * y[i]);
-            }
-            sum as f32
-        }
-    }
-}
-
-#[inline(always)]
 fn attend_body(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     let hd = h.q.len();
     let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
     scratch.probs.clear();
     for p in 0..h.n_ctx {
-        scratch.probs.push(dot(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
+        scratch.probs.push(dot_f16(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
     }
     let max = scratch.probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     let mut sum = 0f64;

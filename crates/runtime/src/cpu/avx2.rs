@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 
 use super::act::QuantizedRow;
 use crate::gguf::GgmlType;
+use crate::quant::scale_min_k4;
 
 /// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
 #[inline(always)]
@@ -184,21 +185,11 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
-/// The eight 6-bit scales and minimums of a Q4_K/Q5_K super-block, in integers.
+/// The eight 6-bit scales and minimums of a Q4_K super-block, widened for the kernels.
 #[inline(always)]
 fn scales_mins_k4(q: &[u8]) -> ([i16; 8], [i32; 8]) {
-    let mut sc = [0i16; 8];
-    let mut m = [0i32; 8];
-    for j in 0..8 {
-        let (a, b) = if j < 4 {
-            (q[j] & 63, q[j + 4] & 63)
-        } else {
-            ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
-        };
-        sc[j] = i16::from(a);
-        m[j] = i32::from(b);
-    }
-    (sc, m)
+    let pairs: [(u8, u8); 8] = std::array::from_fn(|j| scale_min_k4(j, q));
+    (pairs.map(|(sc, _)| i16::from(sc)), pairs.map(|(_, m)| i32::from(m)))
 }
 
 /// One super-block of Q4_K against one Q8_K block: the integer sum of scaled products

@@ -114,8 +114,8 @@ fn q4k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
                 let (sc, m) = scale_min_k4(j, scales);
                 let yy = &y[32 * j..32 * j + 32];
                 let s: i32 = (0..32).map(|l| i32::from(if half == 0 { qs[l] & 0xF } else { qs[l] >> 4 }) * i32::from(yy[l])).sum();
-                sumi += sc as i32 * s;
-                summ += m as i32 * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
+                sumi += i32::from(sc) * s;
+                summ += i32::from(m) * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
             }
         }
         sum += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
@@ -146,8 +146,8 @@ fn q5k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
                         v * i32::from(yy[l])
                     })
                     .sum();
-                sumi += sc as i32 * s;
-                summ += m as i32 * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
+                sumi += i32::from(sc) * s;
+                summ += i32::from(m) * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
             }
         }
         sum += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
@@ -228,19 +228,7 @@ pub(crate) mod tests {
         bytes(n, seed).iter().map(|&b| (f32::from(b) - 127.5) / 40.0).collect()
     }
 
-    pub(crate) const TYPES: [GgmlType; 11] = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q4K,
-        GgmlType::Q5K,
-        GgmlType::Q6K,
-    ];
+    pub(crate) const TYPES: [GgmlType; 11] = GgmlType::ALL;
 
     pub(crate) fn quantized(x: &[f32], ty: GgmlType) -> QuantizedRow {
         let mut q = QuantizedRow::default();

@@ -14,9 +14,6 @@
 
 /// Lanes per vector and vectors per step of ggml's 512-bit half-precision dot product.
 pub const LANES: usize = 16;
-const ACCS: usize = 4;
-/// Elements consumed per step.
-pub const STEP: usize = LANES * ACCS;
 
 /// Fold 16 lanes as `_mm512_reduce_add_ps` does: halves, then quarters, then pairs.
 #[inline]
@@ -52,60 +49,43 @@ impl Order {
     }
 }
 
-/// 16-lane accumulators fed element by element in ggml's lane order.
-#[derive(Clone, Copy)]
-pub struct Accumulator {
-    acc: [[f32; LANES]; ACCS],
-    order: Order,
-}
-
-impl Accumulator {
-    /// Empty, for `order`.
-    pub fn new(order: Order) -> Self {
-        Accumulator { acc: [[0.0; LANES]; ACCS], order }
-    }
-
-    /// Add `x · y` as element `i` of the vector being dotted.
-    #[inline]
-    pub fn add(&mut self, i: usize, x: f32, y: f32) {
-        let slot = match self.order {
-            Order::VecDot => {
-                let r = i % STEP;
-                &mut self.acc[r / LANES][r % LANES]
-            }
-            Order::Tiled => &mut self.acc[0][i % LANES],
-        };
-        *slot = x.mul_add(y, *slot);
-    }
-
-    /// The sum: accumulators pairwise (0+2, 1+3, then 0+1), then the lane tree.
-    pub fn total(&self) -> f32 {
-        if self.order == Order::Tiled {
-            return reduce16(&self.acc[0]);
-        }
-        let [a0, a1, a2, a3] = self.acc;
-        let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
-        reduce16(&folded)
-    }
-}
-
-/// `x · y` for half-rounded vectors in ggml's `order`. For [`Order::VecDot`], lengths
-/// past a multiple of [`STEP`] add their tail in f64 as ggml does (head widths are 64 or
-/// 128, so there is none); the tiled order has no tail for multiples of 16.
+/// `x · y` for half-rounded vectors in ggml's `order` (lengths a multiple of 16; for
+/// [`Order::VecDot`] a tail past a multiple of 64 is added in f64, as ggml does). Inlined
+/// into its callers so it compiles with their FMA target features.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // the indices spell out ggml's lane layout
 pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
-    let np = match order {
-        Order::VecDot => x.len() - x.len() % STEP,
-        Order::Tiled => x.len(),
-    };
-    let mut acc = Accumulator::new(order);
-    for i in 0..np {
-        acc.add(i, x[i], y[i]);
+    let hd = x.len();
+    match order {
+        Order::Tiled => {
+            let mut acc = [0f32; LANES];
+            for c in 0..hd / LANES {
+                for l in 0..LANES {
+                    acc[l] = x[c * LANES + l].mul_add(y[c * LANES + l], acc[l]);
+                }
+            }
+            reduce16(&acc)
+        }
+        Order::VecDot => {
+            let mut acc = [[0f32; LANES]; 4];
+            let np = hd - hd % (4 * LANES);
+            for s in (0..np).step_by(4 * LANES) {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    for l in 0..LANES {
+                        let i = s + j * LANES + l;
+                        a[l] = x[i].mul_add(y[i], a[l]);
+                    }
+                }
+            }
+            let [a0, a1, a2, a3] = acc;
+            let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
+            let mut sum = f64::from(reduce16(&folded));
+            for i in np..hd {
+                sum += f64::from(x[i] * y[i]);
+            }
+            sum as f32
+        }
     }
-    let mut sum = f64::from(acc.total());
-    for i in np..x.len() {
-        sum += f64::from(x[i] * y[i]);
-    }
-    sum as f32
 }
 
 #[cfg(test)]

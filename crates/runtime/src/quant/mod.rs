@@ -98,10 +98,10 @@ pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
 }
 
 /// The 6-bit scale and minimum of sub-block `j` of a Q4_K/Q5_K super-block.
-pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     let (d, m) =
         if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
-    (f32::from(d), f32::from(m))
+    (d, m)
 }
 
 /// Scales and minimums of the two 32-element halves of 64-element group `g` of a Q4_K or
@@ -109,7 +109,7 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (f32, f32) {
 fn pair_scales(g: usize, d: f32, dmin: f32, scales: &[u8]) -> (f32, f32, f32, f32) {
     let (sc1, m1) = scale_min_k4(2 * g, scales);
     let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-    (d * sc1, dmin * m1, d * sc2, dmin * m2)
+    (d * f32::from(sc1), dmin * f32::from(m1), d * f32::from(sc2), dmin * f32::from(m2))
 }
 
 fn q4_0(b: &[u8], y: &mut [f32]) {
