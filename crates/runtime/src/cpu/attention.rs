@@ -47,22 +47,55 @@ pub fn attend(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
         // SAFETY: the CPU has AVX2 and FMA (checked at run time).
         return unsafe { attend_fma(h, scratch, out) };
     }
-    attend_body(h, scratch, out)
+    attend_portable(h, scratch, out)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
-    attend_body(h, scratch, out)
+    use super::ggml_order::avx2;
+    let ops = Ops {
+        // SAFETY (all three): this function runs only where AVX2, FMA and F16C are present.
+        dot: |x: &[f32], y: &[f32], o| unsafe { avx2::dot_f16(x, y, o) },
+        axpy: |a, x: &[f32], y: &mut [f32]| unsafe { avx2::axpy(a, x, y) },
+        f16_round: |x| unsafe { super::avx2::f16_round(x) },
+    };
+    attend_body(h, scratch, out, ops)
 }
 
 #[inline(always)]
-fn attend_body(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+    let axpy = |a: f32, x: &[f32], y: &mut [f32]| {
+        for (y, x) in y.iter_mut().zip(x) {
+            *y = a.mul_add(*x, *y);
+        }
+    };
+    attend_body(h, scratch, out, Ops { dot: dot_f16, axpy, f16_round: crate::quant::f16_round })
+}
+
+/// The attention's inner loops, passed in so that one body serves the SIMD and portable
+/// builds: `dot(q, k, order)`, `axpy(a, x, y)` (`y += a·x`, fused, element by element)
+/// and rounding to half precision.
+struct Ops<D, A, R> {
+    dot: D,
+    axpy: A,
+    f16_round: R,
+}
+
+/// The attention of one head.
+#[inline(always)]
+fn attend_body<D, A, R>(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32], ops: Ops<D, A, R>) -> f32
+where
+    D: Fn(&[f32], &[f32], Order) -> f32,
+    A: Fn(f32, &[f32], &mut [f32]),
+    R: Fn(f32) -> f32,
+{
+    let Ops { dot, axpy, f16_round } = ops;
     let hd = h.q.len();
     let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
     scratch.probs.clear();
     for p in 0..h.n_ctx {
-        scratch.probs.push(dot_f16(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
+        scratch.probs.push(dot(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
     }
     let max = scratch.probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     let mut sum = 0f64;
@@ -81,25 +114,39 @@ fn attend_body(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
         Order::Tiled => LANES,
     };
     scratch.acc.clear();
-    scratch.acc.resize(slots * hd, 0.0);
+    scratch.acc.resize((slots + 2) * hd, 0.0); // two spare rows for the fold below
     for (p, &s) in scratch.probs.iter().enumerate() {
-        let pw = crate::quant::f16_round(s * inv);
+        let pw = f16_round(s * inv);
         let v = &h.values[row(h.values, p)];
-        let acc = &mut scratch.acc[(p % slots) * hd..(p % slots + 1) * hd];
-        for d in 0..hd {
-            acc[d] = pw.mul_add(v[d], acc[d]);
+        axpy(pw, v, &mut scratch.acc[(p % slots) * hd..(p % slots + 1) * hd]);
+    }
+    // Fold the slots to one value per dimension, as ggml folds its lanes (`reduce16`),
+    // whole rows at a time so the adds vectorize over dimensions.
+    let acc = &mut scratch.acc;
+    let add_rows = |acc: &mut [f32], dst: usize, a: usize, b: usize| {
+        let (a, b) = (a * hd, b * hd);
+        for (d, i) in (dst * hd..(dst + 1) * hd).enumerate() {
+            acc[i] = acc[a + d] + acc[b + d];
+        }
+    };
+    if h.order == Order::VecDot {
+        // Four 16-lane accumulators: (a0 + a2) + (a1 + a3), lane by lane.
+        for l in 0..LANES {
+            add_rows(acc, 64, l, 2 * LANES + l);
+            add_rows(acc, 65, LANES + l, 3 * LANES + l);
+            add_rows(acc, l, 64, 65);
         }
     }
-    let acc = &scratch.acc;
-    for (d, o) in out.iter_mut().enumerate().take(hd) {
-        *o = match h.order {
-            Order::Tiled => reduce16(&std::array::from_fn(|l| acc[l * hd + d])),
-            Order::VecDot => {
-                let a = |j: usize, l: usize| acc[(j * LANES + l) * hd + d];
-                reduce16(&std::array::from_fn(|l| (a(0, l) + a(2, l)) + (a(1, l) + a(3, l))))
-            }
-        };
+    for i in 0..8 {
+        add_rows(acc, i, 8 + i, i);
     }
+    for i in 0..4 {
+        add_rows(acc, i, 4 + i, i);
+    }
+    add_rows(acc, 4, 0, 2);
+    add_rows(acc, 5, 1, 3);
+    add_rows(acc, 0, 4, 5);
+    out[..hd].copy_from_slice(&acc[..hd]);
     inv
 }
 

@@ -53,6 +53,26 @@ pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow) -> Option<f32> {
     }
 }
 
+/// `x` rounded to half precision (nearest, ties to even) and back, by F16C.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_round(x: f32) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(x))))
+}
+
+/// [`f16_round`] over a slice, eight at a time.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn f16_round_all(v: &mut [f32]) {
+    let mut chunks = v.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let x = _mm256_loadu_ps(c.as_ptr());
+        _mm256_storeu_ps(c.as_mut_ptr(), _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x)));
+    }
+    for x in chunks.into_remainder() {
+        *x = f16_round(*x);
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum(v: __m256) -> f32 {
     let lo = _mm256_castps256_ps128(v);
@@ -306,6 +326,19 @@ mod tests {
     use super::super::dot::dot_row_scalar;
     use super::super::dot::tests::{activations, quantized, weight_row, TYPES};
     use super::*;
+
+    #[test]
+    fn f16c_rounding_matches_the_software_rounding() {
+        if !available() {
+            return;
+        }
+        let mut v: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.731).sin() * 10f32.powi(i % 12 - 6)).collect();
+        v.extend([0.0, -0.0, 65504.0, 65520.0, 1e-8, f32::INFINITY, 6.1e-5, 1.0 + 1.0 / 2048.0]);
+        let want: Vec<u32> = v.iter().map(|&x| crate::quant::f16_round(x).to_bits()).collect();
+        // SAFETY: the features are present.
+        unsafe { f16_round_all(&mut v) };
+        assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
+    }
 
     #[test]
     fn avx2_kernels_match_scalar() {

@@ -88,6 +88,81 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
     }
 }
 
+/// [`dot_f16`] and the `P·V` update in AVX2 + FMA: each 16-lane accumulator is two 8-lane
+/// registers doing the same per-lane fused multiply-adds, so the results are bit-identical.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+pub mod avx2 {
+    use super::{reduce16, Order, LANES};
+    use std::arch::x86_64::*;
+
+    /// Two 8-lane halves of a 16-lane vector to an array.
+    #[inline(always)]
+    unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; LANES] {
+        let mut a = [0f32; LANES];
+        _mm256_storeu_ps(a.as_mut_ptr(), lo);
+        _mm256_storeu_ps(a.as_mut_ptr().add(8), hi);
+        a
+    }
+
+    /// [`super::dot_f16`], vectorized.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `y` at least as long as `x`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
+        let hd = x.len();
+        assert!(y.len() >= hd, "dot_f16 lengths");
+        let (xp, yp) = (x.as_ptr(), y.as_ptr());
+        let fma8 = |i: usize, acc: __m256| _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), _mm256_loadu_ps(yp.add(i)), acc);
+        match order {
+            Order::Tiled => {
+                let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                for c in 0..hd / LANES {
+                    lo = fma8(c * LANES, lo);
+                    hi = fma8(c * LANES + 8, hi);
+                }
+                reduce16(&lanes(lo, hi))
+            }
+            Order::VecDot => {
+                let mut acc = [_mm256_setzero_ps(); 8];
+                let np = hd - hd % (4 * LANES);
+                for s in (0..np).step_by(4 * LANES) {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a = fma8(s + 8 * k, *a);
+                    }
+                }
+                let fold = |k: usize| _mm256_add_ps(_mm256_add_ps(acc[k], acc[k + 4]), _mm256_add_ps(acc[k + 2], acc[k + 6]));
+                let mut sum = f64::from(reduce16(&lanes(fold(0), fold(1))));
+                for i in np..hd {
+                    sum += f64::from(x[i] * y[i]);
+                }
+                sum as f32
+            }
+        }
+    }
+
+    /// `y[i] = a·x[i] + y[i]`, fused, for every `i < y.len()`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `x` at least as long as `y`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+        let n = y.len();
+        assert!(x.len() >= n, "axpy lengths");
+        let av = _mm256_set1_ps(a);
+        let mut i = 0;
+        while i + 8 <= n {
+            let r = _mm256_fmadd_ps(av, _mm256_loadu_ps(x.as_ptr().add(i)), _mm256_loadu_ps(y.as_ptr().add(i)));
+            _mm256_storeu_ps(y.as_mut_ptr().add(i), r);
+            i += 8;
+        }
+        for i in i..n {
+            y[i] = a.mul_add(x[i], y[i]);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +174,23 @@ mod tests {
         let plain: f64 = x.iter().zip(&y).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
         for order in [Order::VecDot, Order::Tiled] {
             assert!((f64::from(dot_f16(&x, &y, order)) - plain).abs() < 1e-5);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::cpu::has_fma() {
+            for n in [64, 80, 128] {
+                let (x, y) = (&x[..n], &y[..n]);
+                for order in [Order::VecDot, Order::Tiled] {
+                    // SAFETY: AVX2 and FMA are present.
+                    let fast = unsafe { avx2::dot_f16(x, y, order) };
+                    assert_eq!(fast.to_bits(), dot_f16(x, y, order).to_bits(), "n={n} {order:?}");
+                }
+                let mut a: Vec<f32> = y.to_vec();
+                let mut b = a.clone();
+                // SAFETY: as above.
+                unsafe { avx2::axpy(0.3, x, &mut a) };
+                b.iter_mut().zip(x).for_each(|(b, x)| *b = 0.3f32.mul_add(*x, *b));
+                assert_eq!(a, b);
+            }
         }
         let mut lanes = [0f32; 16];
         lanes.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32);

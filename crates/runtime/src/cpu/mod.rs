@@ -23,3 +23,14 @@ pub mod transformer;
 pub(crate) fn has_fma() -> bool {
     avx2::available()
 }
+
+/// Round every value to half precision and back (F16C where present): the K/V cache and
+/// the attention's queries are half precision in llama.cpp.
+pub(crate) fn f16_round_all(v: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: `has_fma` checks AVX2, FMA and F16C.
+        return unsafe { avx2::f16_round_all(v) };
+    }
+    v.iter_mut().for_each(|x| *x = crate::quant::f16_round(*x));
+}

@@ -1,10 +1,192 @@
-//! The worker threads one model's kernels share: a rayon pool natively, the calling
-//! thread alone on wasm (where threads need cross-origin isolation we cannot assume).
+//! The worker threads one model's kernels share.
+//!
+//! A decode step is a few hundred short parallel jobs (one per matrix group, one per
+//! attention), each tens of microseconds. A general-purpose pool (rayon) puts each job in
+//! a queue and wakes sleeping workers through the kernel, while the calling thread waits:
+//! the wake-ups cost as much as the work. So, as llama.cpp does, the calling thread works
+//! too, and the helpers spin on a job counter between jobs, parking only after a while
+//! without work so an idle model costs no CPU.
+//!
+//! On wasm the calling thread runs everything (threads there need cross-origin isolation,
+//! which a page embedding us cannot be assumed to have).
+
+#[cfg(not(target_arch = "wasm32"))]
+mod pool {
+    #![allow(unsafe_code)]
+
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    /// How long a helper spins for the next job before parking.
+    const SPIN: Duration = Duration::from_millis(2);
+
+    /// A job as helpers see it: a type- and lifetime-erased `&(dyn Fn(usize) + Sync)`.
+    /// Valid while `Pool::run` waits for the helpers (it returns only when all are done).
+    #[derive(Clone, Copy)]
+    struct JobPtr(*const (dyn Fn(usize) + Sync));
+    // SAFETY: the pointee is `Sync` and outlives every use (see `JobPtr`).
+    unsafe impl Send for JobPtr {}
+
+    struct Shared {
+        /// Bumped once per job (and once at shutdown); helpers watch it.
+        epoch: AtomicU64,
+        /// The next task index to claim.
+        next: AtomicUsize,
+        /// Tasks in the current job.
+        tasks: AtomicUsize,
+        /// Helpers still working on the current job.
+        busy: AtomicUsize,
+        /// A helper's task panicked during the current job.
+        panicked: AtomicBool,
+        shutdown: AtomicBool,
+        job: Mutex<Option<JobPtr>>,
+        /// Parking for idle helpers (the mutex guards nothing but the wait).
+        park: (Mutex<()>, Condvar),
+        /// Held by `run` for a whole job: two callers sharing a pool take turns.
+        running: Mutex<()>,
+    }
+
+    impl Shared {
+        /// Claim and run tasks until none are left.
+        fn work(&self, f: &(dyn Fn(usize) + Sync)) {
+            let tasks = self.tasks.load(Ordering::Acquire);
+            loop {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                if i >= tasks {
+                    break;
+                }
+                f(i);
+            }
+        }
+    }
+
+    /// The calling thread plus `n - 1` spinning helpers.
+    pub struct Pool {
+        shared: Arc<Shared>,
+        helpers: Vec<JoinHandle<()>>,
+    }
+
+    impl Pool {
+        /// A pool of `n` threads in all (`n - 1` helpers); `None` if a thread cannot start.
+        pub fn new(n: usize) -> Option<Pool> {
+            let shared = Arc::new(Shared {
+                epoch: AtomicU64::new(0),
+                next: AtomicUsize::new(0),
+                tasks: AtomicUsize::new(0),
+                busy: AtomicUsize::new(0),
+                panicked: AtomicBool::new(false),
+                shutdown: AtomicBool::new(false),
+                job: Mutex::new(None),
+                park: (Mutex::new(()), Condvar::new()),
+                running: Mutex::new(()),
+            });
+            let mut helpers = Vec::new();
+            for i in 1..n {
+                let s = Arc::clone(&shared);
+                let handle = std::thread::Builder::new().name(format!("docmem-cpu-{i}")).spawn(move || helper(&s));
+                match handle {
+                    Ok(h) => helpers.push(h),
+                    Err(_) => {
+                        // Dropping the partial pool stops the helpers started so far.
+                        drop(Pool { shared, helpers });
+                        return None;
+                    }
+                }
+            }
+            Some(Pool { shared, helpers })
+        }
+
+        /// Run `f(0..tasks)` on all threads; returns when every task is done.
+        pub fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+            let s = &*self.shared;
+            let _turn = s.running.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY (lifetime erasure): helpers use the pointer only between the epoch
+            // bump below and their `busy` decrement, and we wait for `busy == 0` before
+            // returning, so `f` outlives every use.
+            let erased: JobPtr = JobPtr(unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
+            *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(erased);
+            s.tasks.store(tasks, Ordering::Release);
+            s.next.store(0, Ordering::Release);
+            s.busy.store(self.helpers.len(), Ordering::Release);
+            s.epoch.fetch_add(1, Ordering::AcqRel);
+            {
+                let _guard = s.park.0.lock().unwrap_or_else(|e| e.into_inner());
+                s.park.1.notify_all();
+            }
+            // A panic here must not unwind past `f` while helpers still call it.
+            let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f)));
+            while s.busy.load(Ordering::Acquire) != 0 {
+                std::hint::spin_loop();
+            }
+            *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            if let Err(payload) = mine {
+                std::panic::resume_unwind(payload);
+            }
+            if s.panicked.swap(false, Ordering::AcqRel) {
+                panic!("a CPU kernel task panicked on a worker thread");
+            }
+        }
+    }
+
+    impl Drop for Pool {
+        fn drop(&mut self) {
+            self.shared.shutdown.store(true, Ordering::Release);
+            self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+            {
+                let _guard = self.shared.park.0.lock().unwrap_or_else(|e| e.into_inner());
+                self.shared.park.1.notify_all();
+            }
+            for h in self.helpers.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn helper(s: &Shared) {
+        let mut seen = 0u64;
+        loop {
+            // Wait for a new epoch: spin a while, then park.
+            let start = Instant::now();
+            let mut spins = 0u32;
+            let epoch = loop {
+                let e = s.epoch.load(Ordering::Acquire);
+                if e != seen {
+                    break e;
+                }
+                spins = spins.wrapping_add(1);
+                if spins % 1024 == 0 && start.elapsed() > SPIN {
+                    let guard = s.park.0.lock().unwrap_or_else(|e| e.into_inner());
+                    if s.epoch.load(Ordering::Acquire) == seen {
+                        // A timeout too, so a missed wake-up costs latency, never a hang.
+                        let _ = s.park.1.wait_timeout(guard, Duration::from_millis(50));
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+            };
+            seen = epoch;
+            if s.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(JobPtr(f)) = job {
+                // SAFETY: see `JobPtr`: `run` keeps the job alive until `busy` reaches 0.
+                let f = unsafe { &*f };
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f))).is_err() {
+                    s.panicked.store(true, Ordering::Release);
+                }
+            }
+            s.busy.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
 
 /// A fixed set of worker threads.
 pub struct Threads {
     #[cfg(not(target_arch = "wasm32"))]
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<pool::Pool>,
     n: usize,
 }
 
@@ -15,17 +197,13 @@ impl std::fmt::Debug for Threads {
 }
 
 impl Threads {
-    /// `n` threads (0: one per available core). Falls back to one thread if the pool
-    /// cannot be created.
+    /// `n` threads (0: one per available core), the calling thread included. Falls back to
+    /// one thread if helpers cannot be started.
     pub fn new(n: usize) -> Self {
         let n = if n == 0 { std::thread::available_parallelism().map_or(1, |v| v.get()) } else { n };
         #[cfg(not(target_arch = "wasm32"))]
         {
-            let pool = if n > 1 {
-                rayon::ThreadPoolBuilder::new().num_threads(n).thread_name(|i| format!("docmem-cpu-{i}")).build().ok()
-            } else {
-                None
-            };
+            let pool = if n > 1 { pool::Pool::new(n) } else { None };
             let n = if pool.is_some() { n } else { 1 };
             Threads { pool, n }
         }
@@ -45,10 +223,40 @@ impl Threads {
     pub fn for_each(&self, tasks: usize, f: impl Fn(usize) + Sync + Send) {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(pool) = &self.pool {
-            use rayon::prelude::*;
-            pool.install(|| (0..tasks).into_par_iter().for_each(&f));
-            return;
+            if tasks > 1 {
+                pool.run(tasks, &f);
+                return;
+            }
         }
         (0..tasks).for_each(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_task_runs_exactly_once_over_many_jobs() {
+        let threads = Threads::new(3);
+        for tasks in [0usize, 1, 2, 7, 100, 1000] {
+            let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+            threads.for_each(tasks, |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "tasks={tasks}");
+        }
+    }
+
+    #[test]
+    fn helpers_wake_after_parking() {
+        let threads = Threads::new(2);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let sum = AtomicUsize::new(0);
+        threads.for_each(64, |i| {
+            sum.fetch_add(i, Ordering::Relaxed);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), 64 * 63 / 2);
     }
 }

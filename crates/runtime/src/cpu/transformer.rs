@@ -15,7 +15,6 @@ use super::ggml_order::{dot_f16, Order};
 use super::matmul::{matmul, matmul_many, Activations};
 use super::threads::Threads;
 use crate::model::{ModelConfig, Weights};
-use crate::quant::f16_round;
 
 /// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
 #[derive(Clone, Debug)]
@@ -147,8 +146,11 @@ impl CpuTransformer {
                 rope(&mut q[t * e..(t + 1) * e], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
                 rope(&mut k[t * kvw..(t + 1) * kvw], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
             }
-            cache.k[l].extend(k.iter().map(|&a| f16_round(a)));
-            cache.v[l].extend(v.iter().map(|&a| f16_round(a)));
+            for (c, new) in [(&mut cache.k[l], &k), (&mut cache.v[l], &v)] {
+                let start = c.len();
+                c.extend_from_slice(new);
+                super::f16_round_all(&mut c[start..]);
+            }
             trace("Qcur", l, &q);
             trace("Kcur", l, &k);
             self.attention(l, &q, (&cache.k[l], &cache.v[l]), p0, t_n, &mut attn);
@@ -202,7 +204,8 @@ impl CpuTransformer {
         self.threads.for_each(t_n * nh, |task| {
             let (t, hh) = (task / nh, task % nh);
             let kvh = hh / group;
-            let qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].iter().map(|&a| f16_round(a)).collect();
+            let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].to_vec();
+            super::f16_round_all(&mut qh);
             let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: p0 + t + 1, order, scale };
             // SAFETY: this task alone writes out[t, head hh].
             let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
