@@ -156,7 +156,7 @@ mod pool {
                     break e;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 1024 == 0 && start.elapsed() > SPIN {
+                if spins.is_multiple_of(1024) && start.elapsed() > SPIN {
                     let guard = s.park.0.lock().unwrap_or_else(|e| e.into_inner());
                     if s.epoch.load(Ordering::Acquire) == seen {
                         // A timeout too, so a missed wake-up costs latency, never a hang.
