@@ -2,8 +2,8 @@
 //! `llama-bench` on the same model file with the same thread count, in the same run.
 //!
 //! Prefill: one forward pass over `--prompt-tokens` tokens (llama-bench's `pp`). Decode:
-//! `--gen-tokens` single-token steps after that prompt (its `tg`, which starts from an
-//! empty cache; ours decodes after the prompt, the harder case). Peak memory is the
+//! `--gen-tokens` single-token steps after that prompt (its `tg` run at depth
+//! `-d <prompt-tokens>`, so both decode over the same context lengths). Peak memory is the
 //! process's high-water mark (Linux `VmHWM`). llama.cpp is found at `--llama-bench` or
 //! where `scripts/llamacpp/build.sh` puts it; without it, only our figures are printed.
 
@@ -78,24 +78,22 @@ fn default_llama_bench() -> Option<PathBuf> {
 }
 
 fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
-    let out = Command::new(bin)
-        .args(["-m"])
-        .arg(&a.model)
-        .args(["-p", &a.prompt_tokens.to_string(), "-n", &a.gen_tokens.to_string(), "-t", &a.threads.to_string(), "-r", "2", "-o", "json"])
-        .output()
-        .ok()?;
-    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-    let mut f = Figures::default();
-    for row in rows.as_array()? {
-        let ts = row["avg_ts"].as_f64()?;
-        if row["n_prompt"].as_u64()? > 0 {
-            f.prefill_tok_s = ts;
-            f.ttft_ms = a.prompt_tokens as f64 / ts * 1000.0;
-        } else {
-            f.decode_tok_s = ts;
-        }
-    }
-    Some(f)
+    // Prefill from an empty cache; decode at the depth our decode runs at (after the
+    // prompt), which llama-bench's `-d` prefills before timing.
+    let avg_ts = |extra: &[String]| -> Option<f64> {
+        let out = Command::new(bin)
+            .arg("-m")
+            .arg(&a.model)
+            .args(extra)
+            .args(["-t", &a.threads.to_string(), "-r", "2", "-o", "json"])
+            .output()
+            .ok()?;
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        rows.as_array()?.first()?["avg_ts"].as_f64()
+    };
+    let prefill = avg_ts(&["-p".into(), a.prompt_tokens.to_string(), "-n".into(), "0".into()])?;
+    let decode = avg_ts(&["-p".into(), "0".into(), "-n".into(), a.gen_tokens.to_string(), "-d".into(), a.prompt_tokens.to_string()])?;
+    Some(Figures { prefill_tok_s: prefill, decode_tok_s: decode, ttft_ms: a.prompt_tokens as f64 / prefill * 1000.0 })
 }
 
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {

@@ -112,69 +112,139 @@ unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc) + mins
 }
 
-/// Four (row, activation) pairs at once: the same arithmetic as [`q4_1`] per pair (so the
-/// same bits), with four independent dependency chains instead of one.
+/// The half-precision pair at byte `i` of `p` (a block's `d` and `m`), in one conversion.
+#[inline(always)]
+unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
+    let v = _mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const i32)));
+    (_mm_cvtss_f32(v), _mm_cvtss_f32(_mm_movehdup_ps(v)))
+}
+
+/// One Q4_1 block against one activation block, accumulated as [`q4_1`] does.
+#[inline(always)]
+unsafe fn q4_1_step(w: __m256i, dm: (f32, f32), y: *const i8, dy: f32, sy: f32, acc: &mut __m256, mins: &mut f32) {
+    let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(w, _mm256_loadu_si256(y as *const __m256i)));
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(dm.0 * dy), s, *acc);
+    *mins += dm.1 * sy;
+}
+
+/// Four Q4_1 rows against one activation row (decode): bit-identical to four [`q4_1`]
+/// calls, with the activation block loaded once and four independent chains.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_x4(rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+unsafe fn q4_1_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut mins = [0f32; 4];
-    let nb = rows[0].len() / 20;
-    for i in 0..nb {
+    for i in 0..rows[0].len() / 20 {
+        let y = q.q8.as_ptr().add(32 * i);
+        let (dy, sy) = (*q.q8_d.get_unchecked(i), *q.q8_s.get_unchecked(i));
         for k in 0..4 {
             let b = rows[k].as_ptr().add(20 * i);
-            let q = qs[k];
-            let bs = std::slice::from_raw_parts(b, 4);
-            let (d, m) = (f16_at(bs, 0), f16_at(bs, 2));
-            let w = nibbles(b.add(4));
-            let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
-            let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(w, y));
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * *q.q8_d.get_unchecked(i)), s, acc[k]);
-            mins[k] += m * *q.q8_s.get_unchecked(i);
+            q4_1_step(nibbles(b.add(4)), f16_pair(b), y, dy, sy, &mut acc[k], &mut mins[k]);
         }
     }
     std::array::from_fn(|k| hsum(acc[k]) + mins[k])
 }
 
-/// Four (row, activation) pairs at once for Q8_0 (bit-identical to [`q8_0`]).
+/// One Q4_1 row against four activation rows (prefill): the block is unpacked once.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_x4(rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+unsafe fn q4_1_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
-    let nb = rows[0].len() / 34;
-    for i in 0..nb {
+    let mut mins = [0f32; 4];
+    for i in 0..row.len() / 20 {
+        let b = row.as_ptr().add(20 * i);
+        let (w, dm) = (nibbles(b.add(4)), f16_pair(b));
+        for k in 0..4 {
+            let q = qs[k];
+            let (dy, sy) = (*q.q8_d.get_unchecked(i), *q.q8_s.get_unchecked(i));
+            q4_1_step(w, dm, q.q8.as_ptr().add(32 * i), dy, sy, &mut acc[k], &mut mins[k]);
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]) + mins[k])
+}
+
+/// One Q8_0 block against one activation block: `|w| · (y with w's sign)`, the u8 × i8
+/// product `maddubs` takes.
+#[inline(always)]
+unsafe fn q8_0_step(w: __m256i, absw: __m256i, d: f32, y: *const i8, dy: f32, acc: &mut __m256) {
+    let y = _mm256_loadu_si256(y as *const __m256i);
+    let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(absw, _mm256_sign_epi8(y, w)));
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), s, *acc);
+}
+
+/// Four Q8_0 rows against one activation row (bit-identical to four [`q8_0`] calls).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for i in 0..rows[0].len() / 34 {
+        let y = q.q8.as_ptr().add(32 * i);
+        let dy = *q.q8_d.get_unchecked(i);
         for k in 0..4 {
             let b = rows[k].as_ptr().add(34 * i);
-            let q = qs[k];
             let w = _mm256_loadu_si256(b.add(2) as *const __m256i);
-            let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
-            let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w)));
-            let d = f16_at(std::slice::from_raw_parts(b, 2), 0);
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * *q.q8_d.get_unchecked(i)), s, acc[k]);
+            q8_0_step(w, _mm256_sign_epi8(w, w), f16_at(std::slice::from_raw_parts(b, 2), 0), y, dy, &mut acc[k]);
         }
     }
     std::array::from_fn(|k| hsum(acc[k]))
 }
 
-/// Four dot products at once where a 4-wide kernel exists (`None` otherwise). All rows
-/// have one length and every activation row matches it.
+/// One Q8_0 row against four activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for i in 0..row.len() / 34 {
+        let b = row.as_ptr().add(34 * i);
+        let w = _mm256_loadu_si256(b.add(2) as *const __m256i);
+        let (absw, d) = (_mm256_sign_epi8(w, w), f16_at(std::slice::from_raw_parts(b, 2), 0));
+        for k in 0..4 {
+            let q = qs[k];
+            q8_0_step(w, absw, d, q.q8.as_ptr().add(32 * i), *q.q8_d.get_unchecked(i), &mut acc[k]);
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]))
+}
+
+/// Whether `q` holds Q8 activations for weight rows of `len` bytes in `block_bytes` blocks.
+fn q8_fits(q: &QuantizedRow, len: usize, block_bytes: usize) -> bool {
+    q.q8.len() == len / block_bytes * 32 && q.q8_d.len() * block_bytes == len && q.q8_s.len() * block_bytes == len
+}
+
+/// Whether `q` holds Q8_K activations for weight rows of `len` bytes in `block_bytes` blocks.
+fn q8k_fits(q: &QuantizedRow, len: usize, block_bytes: usize) -> bool {
+    q.q8k.len() == len / block_bytes * 256 && q.q8k_d.len() * block_bytes == len && q.q8k_bsums.len() * block_bytes == len * 16
+}
+
+/// Four weight rows against one activation row, where a 4-row kernel exists (`None`
+/// otherwise); bit-identical to four [`dot_row`] calls.
 #[inline]
-pub fn dot_x4(ty: GgmlType, rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f32; 4]> {
     debug_assert!(available());
     let len = rows[0].len();
     if rows.iter().any(|r| r.len() != len) {
         return None;
     }
-    // SAFETY: features checked by the caller; every row has `len` bytes (whole blocks) and
-    // every activation row has the matching number of values and scales.
+    // SAFETY: features checked by the caller; every row has `len` bytes of whole blocks
+    // and the activation row has the matching number of values and scales (checked).
     unsafe {
         match ty {
-            GgmlType::Q4_1 if qs.iter().all(|q| q.q8.len() == len / 20 * 32 && q.q8_d.len() * 20 == len) => Some(q4_1_x4(rows, qs)),
-            GgmlType::Q8_0 if qs.iter().all(|q| q.q8.len() == len / 34 * 32 && q.q8_d.len() * 34 == len) => Some(q8_0_x4(rows, qs)),
-            GgmlType::Q4K
-                if rows.iter().all(|r| std::ptr::eq(r.as_ptr(), rows[0].as_ptr()))
-                    && qs.iter().all(|q| q.q8k.len() == len / 144 * 256 && q.q8k_d.len() * 144 == len && q.q8k_bsums.len() * 9 == len) =>
-            {
-                Some(q4k_x4tok(rows[0], qs))
-            }
+            GgmlType::Q4_1 if q8_fits(q, len, 20) => Some(q4_1_4rows(rows, q)),
+            GgmlType::Q8_0 if q8_fits(q, len, 34) => Some(q8_0_4rows(rows, q)),
+            _ => None,
+        }
+    }
+}
+
+/// One weight row against four activation rows, where a 4-token kernel exists (`None`
+/// otherwise); bit-identical to four [`dot_row`] calls.
+#[inline]
+pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+    debug_assert!(available());
+    let len = row.len();
+    // SAFETY: as in `dot_4rows`.
+    unsafe {
+        match ty {
+            GgmlType::Q4_1 if qs.iter().all(|q| q8_fits(q, len, 20)) => Some(q4_1_4tok(row, qs)),
+            GgmlType::Q8_0 if qs.iter().all(|q| q8_fits(q, len, 34)) => Some(q8_0_4tok(row, qs)),
+            GgmlType::Q4K if qs.iter().all(|q| q8k_fits(q, len, 144)) => Some(q4k_4tok(row, qs)),
+            GgmlType::Q6K if qs.iter().all(|q| q8k_fits(q, len, 210)) => Some(q6k_4tok(row, qs)),
             _ => None,
         }
     }
@@ -252,7 +322,7 @@ unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
 /// One Q4_K row against four activation rows (bit-identical to four [`q4k`] calls): the
 /// block's scales are decoded once for the four.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4k_x4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+unsafe fn q4k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut mins = [0f32; 4];
     for (i, b) in row.chunks_exact(144).enumerate() {
@@ -269,46 +339,63 @@ unsafe fn q4k_x4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     std::array::from_fn(|k| hsum(acc[k]) - mins[k])
 }
 
+/// A Q6_K super-block's 256 six-bit values as unsigned bytes (0..64; the −32 offset is
+/// applied through the activation block sums), in activation order: 8 × 32 lanes.
+#[inline(always)]
+unsafe fn q6k_unpack(b: *const u8) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(0x03);
+    let mut out = [_mm256_setzero_si256(); 8];
+    for half in 0..2 {
+        let ql0 = _mm256_loadu_si256(b.add(64 * half) as *const __m256i);
+        let ql1 = _mm256_loadu_si256(b.add(64 * half + 32) as *const __m256i);
+        let qh = _mm256_loadu_si256(b.add(128 + 32 * half) as *const __m256i);
+        let hbits = |h: __m256i| _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
+        out[4 * half] = _mm256_or_si256(_mm256_and_si256(ql0, m4), hbits(qh));
+        out[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), hbits(_mm256_srli_epi16(qh, 2)));
+        out[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hbits(_mm256_srli_epi16(qh, 4)));
+        out[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hbits(_mm256_srli_epi16(qh, 6)));
+    }
+    out
+}
+
+/// One unpacked Q6_K super-block (scales `sc`, scale `d`) against activation block `i`.
+#[inline(always)]
+unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[i8; 16], d: f32, q: &QuantizedRow, i: usize) -> f32 {
+    let y = q.q8k.as_ptr().add(256 * i);
+    let bsums = q.q8k_bsums.get_unchecked(16 * i..16 * i + 16);
+    // The −32 offset, by the block sums: Σ sc · 32 · Σy.
+    let offset: i32 = (0..16).map(|k| i32::from(sc[k]) * i32::from(bsums[k])).sum::<i32>() * 32;
+    let mut sumi = _mm256_setzero_si256();
+    for (k, qv) in qv.iter().enumerate() {
+        // Lanes 0..16 take scale 2k, lanes 16..32 scale 2k + 1 (16 values per scale).
+        let scale = _mm256_set_m128i(_mm_set1_epi16(i16::from(sc[2 * k + 1])), _mm_set1_epi16(i16::from(sc[2 * k])));
+        let p = _mm256_maddubs_epi16(*qv, _mm256_loadu_si256(y.add(32 * k) as *const __m256i));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale));
+    }
+    d * *q.q8k_d.get_unchecked(i) * (hsum_i32(sumi) - offset) as f32
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut total = 0f32;
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m2 = _mm256_set1_epi8(0x03);
     for (i, b) in row.chunks_exact(210).enumerate() {
-        let d = f16_at(b, 208);
-        let y = q.q8k.as_ptr().add(256 * i);
-        let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
         let sc: [i8; 16] = std::array::from_fn(|k| b[192 + k] as i8);
-        // The −32 offset, by the block sums: Σ sc · 32 · Σy.
-        let offset: i32 = (0..16).map(|k| i32::from(sc[k]) * i32::from(bsums[k])).sum::<i32>() * 32;
-        let mut sumi = _mm256_setzero_si256();
-        for half in 0..2 {
-            let ql0 = _mm256_loadu_si256(b.as_ptr().add(64 * half) as *const __m256i);
-            let ql1 = _mm256_loadu_si256(b.as_ptr().add(64 * half + 32) as *const __m256i);
-            let qh = _mm256_loadu_si256(b.as_ptr().add(128 + 32 * half) as *const __m256i);
-            let hbits = |shift: i32| -> __m256i {
-                let h = match shift {
-                    0 => qh,
-                    2 => _mm256_srli_epi16(qh, 2),
-                    4 => _mm256_srli_epi16(qh, 4),
-                    _ => _mm256_srli_epi16(qh, 6),
-                };
-                _mm256_slli_epi16(_mm256_and_si256(h, m2), 4)
-            };
-            let q1 = _mm256_or_si256(_mm256_and_si256(ql0, m4), hbits(0));
-            let q2 = _mm256_or_si256(_mm256_and_si256(ql1, m4), hbits(2));
-            let q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), hbits(4));
-            let q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), hbits(6));
-            let s = &sc[8 * half..8 * half + 8];
-            let scale = |a: i8, b: i8| _mm256_set_m128i(_mm_set1_epi16(i16::from(b)), _mm_set1_epi16(i16::from(a)));
-            let base = y.add(128 * half);
-            for (k, qv) in [q1, q2, q3, q4].into_iter().enumerate() {
-                let yv = _mm256_loadu_si256(base.add(32 * k) as *const __m256i);
-                let p = _mm256_maddubs_epi16(qv, yv);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale(s[2 * k], s[2 * k + 1])));
-            }
+        total += q6k_block(&q6k_unpack(b.as_ptr()), &sc, f16_at(b, 208), q, i);
+    }
+    total
+}
+
+/// One Q6_K row against four activation rows: each super-block unpacked once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut total = [0f32; 4];
+    for (i, b) in row.chunks_exact(210).enumerate() {
+        let sc: [i8; 16] = std::array::from_fn(|k| b[192 + k] as i8);
+        let (qv, d) = (q6k_unpack(b.as_ptr()), f16_at(b, 208));
+        for k in 0..4 {
+            total[k] += q6k_block(&qv, &sc, d, qs[k], i);
         }
-        total += d * q.q8k_d[i] * (hsum_i32(sumi) - offset) as f32;
     }
     total
 }
@@ -353,8 +440,9 @@ mod tests {
                 let Some(got) = dot_row(ty, &row, &q) else { continue };
                 let want = dot_row_scalar(ty, &row, &x, &q);
                 assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{ty} n={n}: {got} vs {want}");
-                if let Some(four) = dot_x4(ty, [&row; 4], [&q; 4]) {
-                    assert!(four.iter().all(|v| v.to_bits() == got.to_bits()), "{ty}: 4-wide kernel differs");
+                let four = [dot_4rows(ty, [&row; 4], &q), dot_4tokens(ty, &row, [&q; 4])];
+                for v in four.into_iter().flatten() {
+                    assert!(v.iter().all(|v| v.to_bits() == got.to_bits()), "{ty}: 4-wide kernel differs");
                 }
             }
         }

@@ -31,15 +31,27 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
     dot_row_scalar(ty, row, x, q)
 }
 
-/// Four dot products at once (bit-identical to four [`dot_row`] calls), where the CPU
-/// and the type have a 4-wide kernel; `None` otherwise.
+/// Four weight rows against one activation row (decode), bit-identical to four
+/// [`dot_row`] calls, where the CPU and the type have such a kernel; `None` otherwise.
 #[inline]
-pub fn dot_x4(ty: GgmlType, rows: [&[u8]; 4], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
     if super::avx2::available() {
-        return super::avx2::dot_x4(ty, rows, qs);
+        return super::avx2::dot_4rows(ty, rows, q);
     }
-    let _ = (ty, rows, qs);
+    let _ = (ty, rows, q);
+    None
+}
+
+/// One weight row against four activation rows (prefill), bit-identical to four
+/// [`dot_row`] calls, where the CPU and the type have such a kernel; `None` otherwise.
+#[inline]
+pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx2::available() {
+        return super::avx2::dot_4tokens(ty, row, qs);
+    }
+    let _ = (ty, row, qs);
     None
 }
 

@@ -7,7 +7,7 @@
 //! compute-bound, as it should be).
 
 use super::act::{ActFormat, QuantizedRow};
-use super::dot::{act_format, dot_row, dot_x4};
+use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row};
 use super::threads::Threads;
 use crate::gguf::GgmlType;
 
@@ -143,7 +143,7 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             // One token: four rows at a time share the activation row.
             if tokens == 1 {
                 while r + 4 <= r1 {
-                    let Some(v) = dot_x4(w.ty, [w.row(r), w.row(r + 1), w.row(r + 2), w.row(r + 3)], [q(0); 4]) else { break };
+                    let Some(v) = dot_4rows(w.ty, [w.row(r), w.row(r + 1), w.row(r + 2), w.row(r + 3)], q(0)) else { break };
                     (0..4).for_each(|k| put(0, r + k, v[k]));
                     r += 4;
                 }
@@ -153,7 +153,7 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
                 let mut t = 0;
                 // A batch: one weight row against four tokens at a time.
                 while t + 4 <= tokens {
-                    let Some(v) = dot_x4(w.ty, [row; 4], [q(t), q(t + 1), q(t + 2), q(t + 3)]) else { break };
+                    let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)]) else { break };
                     (0..4).for_each(|k| put(t + k, r, v[k]));
                     t += 4;
                 }
