@@ -2,10 +2,10 @@
 //! corpus, greedy continuations, top-20 log-probabilities, and top-1 next-token agreement
 //! over a long text. SmolLM2 runs in `npm test`; Qwen2.5-1.5B (the MemReader size class,
 //! 1.1 GB) runs with `cargo test --release -p docmem-runtime --test lm_parity -- --ignored`
-//! after fetching it. Known gap: Qwen's Q4_K matmuls run, in llama.cpp, through repacked
-//! 8×8 kernels whose f32 accumulation order we do not reproduce; measured, 4 of 5 greedy
-//! continuations agree for 36–40 tokens, one diverges at token 23, and top-1 agreement
-//! over the long text is 96.3% (the test asks 99%).
+//! after `docmem models fetch bench` (it is not in `npm test` for its size and its four
+//! minutes on two cores). Qwen's matmuls take three different llama.cpp kernels (repacked
+//! 8×8 Q4_K, the tiled K-quant matmul for Q6_K batches of eight or more, and `vec_dot`);
+//! our kernels follow each one's float accumulation order (`cpu/avx2.rs`).
 
 mod common;
 
@@ -89,7 +89,7 @@ fn smollm2_matches_llama_cpp() {
 }
 
 #[test]
-#[ignore = "needs the 1.1 GB bench model and fails on one prompt (see the module docs); run with --ignored"]
+#[ignore = "needs the 1.1 GB bench model (docmem models fetch bench); run with --ignored"]
 fn qwen2_5_1_5b_matches_llama_cpp() {
     check("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "lm-qwen2.5-1.5b.json");
 }

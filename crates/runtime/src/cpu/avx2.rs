@@ -10,6 +10,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::act::QuantizedRow;
+use super::dot::Batch;
 use crate::gguf::GgmlType;
 use crate::quant::scale_min_k4;
 
@@ -36,7 +37,7 @@ pub fn available() -> bool {
 
 /// The AVX2 kernel for `ty`, or `None` where only the scalar one exists.
 #[inline]
-pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow) -> Option<f32> {
+pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow, batch: Batch) -> Option<f32> {
     debug_assert!(available());
     // SAFETY: callers check `available()` first, so the target features are present; the
     // kernels read only within `row` and `q`, whose lengths match (one weight row, one
@@ -47,6 +48,7 @@ pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow) -> Option<f32> {
             GgmlType::Q4_0 => Some(q4_0(row, q)),
             GgmlType::Q8_0 => Some(q8_0(row, q)),
             GgmlType::Q4K => Some(q4k(row, q)),
+            GgmlType::Q6K if batch == Batch::Large => Some(q6k_tiled(row, q)),
             GgmlType::Q6K => Some(q6k(row, q)),
             _ => None,
         }
@@ -227,15 +229,17 @@ pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f3
         match ty {
             GgmlType::Q4_1 if q8_fits(q, len, 20) => Some(q4_1_4rows(rows, q)),
             GgmlType::Q8_0 if q8_fits(q, len, 34) => Some(q8_0_4rows(rows, q)),
+            GgmlType::Q4K if q8k_fits(q, len, 144) => Some(q4k_4rows(rows, q)),
             _ => None,
         }
     }
 }
 
 /// One weight row against four activation rows, where a 4-token kernel exists (`None`
-/// otherwise); bit-identical to four [`dot_row`] calls.
+/// otherwise); bit-identical to four [`dot_row`] calls except for Q4_K, which follows
+/// llama.cpp's four-token order (see [`q4k_4tok`]).
 #[inline]
-pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batch) -> Option<[f32; 4]> {
     debug_assert!(available());
     let len = row.len();
     // SAFETY: as in `dot_4rows`.
@@ -244,7 +248,9 @@ pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4]) -> Option<[
             GgmlType::Q4_1 if qs.iter().all(|q| q8_fits(q, len, 20)) => Some(q4_1_4tok(row, qs)),
             GgmlType::Q8_0 if qs.iter().all(|q| q8_fits(q, len, 34)) => Some(q8_0_4tok(row, qs)),
             GgmlType::Q4K if qs.iter().all(|q| q8k_fits(q, len, 144)) => Some(q4k_4tok(row, qs)),
-            GgmlType::Q6K if qs.iter().all(|q| q8k_fits(q, len, 210)) => Some(q6k_4tok(row, qs)),
+            GgmlType::Q6K if qs.iter().all(|q| q8k_fits(q, len, 210)) => {
+                Some(if batch == Batch::Large { q6k_tiled_4tok(row, qs) } else { q6k_4tok(row, qs) })
+            }
             _ => None,
         }
     }
@@ -282,61 +288,115 @@ fn scales_mins_k4(q: &[u8]) -> ([i16; 8], [i32; 8]) {
     (pairs.map(|(sc, _)| i16::from(sc)), pairs.map(|(_, m)| i32::from(m)))
 }
 
-/// One super-block of Q4_K against one Q8_K block: the integer sum of scaled products
-/// (8 lanes) and the integer minimum term.
+// Q4_K follows llama.cpp's repacked kernels (`ggml_gemv_q4_K_8x8_q8_K` for one token,
+// `ggml_gemm_q4_K_8x8_q8_K` for groups of four tokens), which x86 llama.cpp uses for
+// every Q4_K matrix: integer sums are exact, so only where the float accumulation
+// happens matters. Per output, with `dy` the activation block's scale:
+// - one token: per super-block, `acc = fma(Σ, d·dy, acc)` and `mins = fma(Σm, dmin·dy, mins)`;
+// - four tokens: the same per 64-value group (four per super-block);
+// and the result is `acc − mins`. We need no repacking for this: four rows (or four
+// tokens) are reduced to one 4-lane vector, lane by lane the same arithmetic.
+
+/// Σ over 64-value group `g` of a Q4_K super-block (scales applied) against the 64
+/// activations at `y`, as 8 i32 lanes whose sum is the group's integer dot product.
 #[inline(always)]
-unsafe fn q4k_block(b: *const u8, sc: &[i16; 8], m: &[i32; 8], y: *const i8, bsums: &[i16]) -> (__m256i, i32) {
+unsafe fn q4k_group(b: *const u8, g: usize, sc: &[i16; 8], y: *const i8) -> __m256i {
     let mask = _mm256_set1_epi8(0x0F);
-    let mut sumi = _mm256_setzero_si256();
-    let mut summ = 0i32;
-    for g in 0..4 {
-        summ += m[2 * g] * (i32::from(bsums[4 * g]) + i32::from(bsums[4 * g + 1]));
-        summ += m[2 * g + 1] * (i32::from(bsums[4 * g + 2]) + i32::from(bsums[4 * g + 3]));
-        let w = _mm256_loadu_si256(b.add(16 + 32 * g) as *const __m256i);
-        let lo = _mm256_and_si256(w, mask);
-        let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-        let y1 = _mm256_loadu_si256(y.add(64 * g) as *const __m256i);
-        let y2 = _mm256_loadu_si256(y.add(64 * g + 32) as *const __m256i);
-        let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(sc[2 * g]));
-        let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(sc[2 * g + 1]));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p1, p2));
-    }
-    (sumi, summ)
+    let w = _mm256_loadu_si256(b.add(16 + 32 * g) as *const __m256i);
+    let lo = _mm256_and_si256(w, mask);
+    let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+    let y1 = _mm256_loadu_si256(y.add(64 * g) as *const __m256i);
+    let y2 = _mm256_loadu_si256(y.add(64 * g + 32) as *const __m256i);
+    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(sc[2 * g]));
+    let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(sc[2 * g + 1]));
+    _mm256_add_epi32(p1, p2)
 }
 
+/// The minimum term of group `g` (sub-blocks 2g, 2g + 1): Σ m · (sum of the sub-block's
+/// activations), from the activation block sums (16 per super-block).
+#[inline(always)]
+fn q4k_group_min(m: &[i32; 8], bsums: &[i16], g: usize) -> i32 {
+    let pair = |j: usize| i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]);
+    m[2 * g] * pair(2 * g) + m[2 * g + 1] * pair(2 * g + 1)
+}
+
+/// Lane k = the sum of the eight lanes of `v[k]`.
+#[inline(always)]
+unsafe fn hsum4_i32(v: [__m256i; 4]) -> __m128i {
+    let a = _mm256_hadd_epi32(v[0], v[1]);
+    let b = _mm256_hadd_epi32(v[2], v[3]);
+    let c = _mm256_hadd_epi32(a, b);
+    _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1))
+}
+
+/// One Q4_K row against one token (llama.cpp's one-token order).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0f32;
+    let (mut acc, mut mins) = (0f32, 0f32);
     for (i, b) in row.chunks_exact(144).enumerate() {
-        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let d8 = q.q8k_d[i];
+        let ((d, dmin), dy) = (f16_pair(b.as_ptr()), q.q8k_d[i]);
         let (sc, m) = scales_mins_k4(&b[4..16]);
-        let (sumi, summ) = q4k_block(b.as_ptr(), &sc, &m, q.q8k.as_ptr().add(256 * i), &q.q8k_bsums[16 * i..16 * i + 16]);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d * d8), _mm256_cvtepi32_ps(sumi), acc);
-        mins += dmin * d8 * summ as f32;
+        let (y, bsums) = (q.q8k.as_ptr().add(256 * i), &q.q8k_bsums[16 * i..16 * i + 16]);
+        let mut sumi = _mm256_setzero_si256();
+        let mut summ = 0;
+        for g in 0..4 {
+            sumi = _mm256_add_epi32(sumi, q4k_group(b.as_ptr(), g, &sc, y));
+            summ += q4k_group_min(&m, bsums, g);
+        }
+        acc = (hsum_i32(sumi) as f32).mul_add(d * dy, acc);
+        mins = (summ as f32).mul_add(dmin * dy, mins);
     }
-    hsum(acc) - mins
+    acc - mins
 }
 
-/// One Q4_K row against four activation rows (bit-identical to four [`q4k`] calls): the
-/// block's scales are decoded once for the four.
+/// Four Q4_K rows against one token (decode); bit-identical to four [`q4k`] calls.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
+    let (mut acc, mut mins) = (_mm_setzero_ps(), _mm_setzero_ps());
+    for i in 0..rows[0].len() / 144 {
+        let (y, dy) = (q.q8k.as_ptr().add(256 * i), _mm_set1_ps(*q.q8k_d.get_unchecked(i)));
+        let bsums = q.q8k_bsums.get_unchecked(16 * i..16 * i + 16);
+        let mut sumi = [_mm256_setzero_si256(); 4];
+        let (mut summ, mut d, mut dmin) = ([0i32; 4], [0f32; 4], [0f32; 4]);
+        for k in 0..4 {
+            let b = rows[k].get_unchecked(144 * i..144 * i + 144);
+            (d[k], dmin[k]) = f16_pair(b.as_ptr());
+            let (sc, m) = scales_mins_k4(&b[4..16]);
+            for g in 0..4 {
+                sumi[k] = _mm256_add_epi32(sumi[k], q4k_group(b.as_ptr(), g, &sc, y));
+                summ[k] += q4k_group_min(&m, bsums, g);
+            }
+        }
+        let dd = _mm_mul_ps(_mm_loadu_ps(d.as_ptr()), dy);
+        let dm = _mm_mul_ps(_mm_loadu_ps(dmin.as_ptr()), dy);
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4_i32(sumi)), dd, acc);
+        mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_loadu_si128(summ.as_ptr() as *const __m128i)), dm, mins);
+    }
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, mins));
+    out
+}
+
+/// One Q4_K row against four tokens (prefill), in llama.cpp's four-token order (floats
+/// accumulated per 64-value group): not bit-identical to [`q4k`], as in llama.cpp.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut mins = [0f32; 4];
+    let (mut acc, mut mins) = (_mm_setzero_ps(), _mm_setzero_ps());
     for (i, b) in row.chunks_exact(144).enumerate() {
-        let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
+        let (d, dmin) = f16_pair(b.as_ptr());
         let (sc, m) = scales_mins_k4(&b[4..16]);
-        for k in 0..4 {
-            let q = qs[k];
-            let d8 = *q.q8k_d.get_unchecked(i);
-            let (sumi, summ) = q4k_block(b.as_ptr(), &sc, &m, q.q8k.as_ptr().add(256 * i), q.q8k_bsums.get_unchecked(16 * i..16 * i + 16));
-            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * d8), _mm256_cvtepi32_ps(sumi), acc[k]);
-            mins[k] += dmin * d8 * summ as f32;
+        let dy = _mm_setr_ps(qs[0].q8k_d[i], qs[1].q8k_d[i], qs[2].q8k_d[i], qs[3].q8k_d[i]);
+        let (dd, dm) = (_mm_mul_ps(_mm_set1_ps(d), dy), _mm_mul_ps(_mm_set1_ps(dmin), dy));
+        for g in 0..4 {
+            let sumi: [__m256i; 4] = std::array::from_fn(|k| q4k_group(b.as_ptr(), g, &sc, qs[k].q8k.as_ptr().add(256 * i)));
+            let summ: [i32; 4] = std::array::from_fn(|k| q4k_group_min(&m, qs[k].q8k_bsums.get_unchecked(16 * i..16 * i + 16), g));
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4_i32(sumi)), dd, acc);
+            mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_loadu_si128(summ.as_ptr() as *const __m128i)), dm, mins);
         }
     }
-    std::array::from_fn(|k| hsum(acc[k]) - mins[k])
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, mins));
+    out
 }
 
 /// A Q6_K super-block's 256 six-bit values as unsigned bytes (0..64; the −32 offset is
@@ -359,45 +419,81 @@ unsafe fn q6k_unpack(b: *const u8) -> [__m256i; 8] {
     out
 }
 
-/// One unpacked Q6_K super-block (scales `sc`, scale `d`) against activation block `i`.
+/// One unpacked Q6_K super-block (scales `sc`) against activation block `i`, as
+/// llama.cpp's `ggml_vec_dot_q6_K_q8_K` keeps it: eight i32 lanes, each less its share of
+/// the −32 offset (lane L: 32 · Σ over scales 2L, 2L + 1 of scale · block sum).
 #[inline(always)]
-unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[i8; 16], d: f32, q: &QuantizedRow, i: usize) -> f32 {
+unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[u8], q: &QuantizedRow, i: usize) -> __m256i {
     let y = q.q8k.as_ptr().add(256 * i);
-    let bsums = q.q8k_bsums.get_unchecked(16 * i..16 * i + 16);
-    // The −32 offset, by the block sums: Σ sc · 32 · Σy.
-    let offset: i32 = (0..16).map(|k| i32::from(sc[k]) * i32::from(bsums[k])).sum::<i32>() * 32;
+    let bsums = _mm256_loadu_si256(q.q8k_bsums.as_ptr().add(16 * i) as *const __m256i);
+    let scales = _mm_loadu_si128(sc.as_ptr() as *const __m128i);
+    let offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(scales)), 5);
+    let sc = sc.as_ptr() as *const i8;
     let mut sumi = _mm256_setzero_si256();
     for (k, qv) in qv.iter().enumerate() {
         // Lanes 0..16 take scale 2k, lanes 16..32 scale 2k + 1 (16 values per scale).
-        let scale = _mm256_set_m128i(_mm_set1_epi16(i16::from(sc[2 * k + 1])), _mm_set1_epi16(i16::from(sc[2 * k])));
+        let scale = _mm256_set_m128i(_mm_set1_epi16(i16::from(*sc.add(2 * k + 1))), _mm_set1_epi16(i16::from(*sc.add(2 * k))));
         let p = _mm256_maddubs_epi16(*qv, _mm256_loadu_si256(y.add(32 * k) as *const __m256i));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale));
     }
-    d * *q.q8k_d.get_unchecked(i) * (hsum_i32(sumi) - offset) as f32
+    _mm256_sub_epi32(sumi, offset)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
-    let mut total = 0f32;
+    let mut acc = _mm256_setzero_ps();
     for (i, b) in row.chunks_exact(210).enumerate() {
-        let sc: [i8; 16] = std::array::from_fn(|k| b[192 + k] as i8);
-        total += q6k_block(&q6k_unpack(b.as_ptr()), &sc, f16_at(b, 208), q, i);
+        let d = q.q8k_d[i] * f16_at(b, 208);
+        let sumi = q6k_block(&q6k_unpack(b.as_ptr()), &b[192..208], q, i);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    total
+    hsum(acc)
 }
 
-/// One Q6_K row against four activation rows: each super-block unpacked once.
+/// One Q6_K row against four activation rows: each super-block unpacked once;
+/// bit-identical to four [`q6k`] calls.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
-    let mut total = [0f32; 4];
+    let mut acc = [_mm256_setzero_ps(); 4];
     for (i, b) in row.chunks_exact(210).enumerate() {
-        let sc: [i8; 16] = std::array::from_fn(|k| b[192 + k] as i8);
-        let (qv, d) = (q6k_unpack(b.as_ptr()), f16_at(b, 208));
+        let (qv, dx) = (q6k_unpack(b.as_ptr()), f16_at(b, 208));
         for k in 0..4 {
-            total[k] += q6k_block(&qv, &sc, d, qs[k], i);
+            let d = *qs[k].q8k_d.get_unchecked(i) * dx;
+            let sumi = q6k_block(&qv, &b[192..208], qs[k], i);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[k]);
         }
     }
-    total
+    acc.map(|a| hsum(a))
+}
+
+// For eight tokens or more, llama.cpp runs Q6_K through its tiled K-quant matmul
+// (`ggml-cpu/tiled`), which sums each super-block in integers and accumulates per output
+// `acc = fma(dx · Σ, dy, acc)`.
+
+/// One Q6_K row against one token in the tiled matmul's order.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_tiled(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut acc = 0f32;
+    for (i, b) in row.chunks_exact(210).enumerate() {
+        let sumi = hsum_i32(q6k_block(&q6k_unpack(b.as_ptr()), &b[192..208], q, i));
+        acc = (f16_at(b, 208) * sumi as f32).mul_add(q.q8k_d[i], acc);
+    }
+    acc
+}
+
+/// One Q6_K row against four tokens in the tiled matmul's order (bit-identical to four
+/// [`q6k_tiled`] calls).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_tiled_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
+    let mut acc = [0f32; 4];
+    for (i, b) in row.chunks_exact(210).enumerate() {
+        let (qv, dx) = (q6k_unpack(b.as_ptr()), f16_at(b, 208));
+        for k in 0..4 {
+            let sumi = hsum_i32(q6k_block(&qv, &b[192..208], qs[k], i));
+            acc[k] = (dx * sumi as f32).mul_add(*qs[k].q8k_d.get_unchecked(i), acc[k]);
+        }
+    }
+    acc
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -437,12 +533,26 @@ mod tests {
                 let row = weight_row(ty, n, seed);
                 let x = activations(n, seed + 100);
                 let q = quantized(&x, ty);
-                let Some(got) = dot_row(ty, &row, &q) else { continue };
+                let Some(got) = dot_row(ty, &row, &q, Batch::Small) else { continue };
                 let want = dot_row_scalar(ty, &row, &x, &q);
                 assert!((got - want).abs() <= 1e-4 * want.abs().max(1.0), "{ty} n={n}: {got} vs {want}");
-                let four = [dot_4rows(ty, [&row; 4], &q), dot_4tokens(ty, &row, [&q; 4])];
-                for v in four.into_iter().flatten() {
-                    assert!(v.iter().all(|v| v.to_bits() == got.to_bits()), "{ty}: 4-wide kernel differs");
+                if let Some(v) = dot_4rows(ty, [&row; 4], &q) {
+                    assert!(v.iter().all(|v| v.to_bits() == got.to_bits()), "{ty}: 4-row kernel differs");
+                }
+                if let Some(big) = dot_row(ty, &row, &q, Batch::Large) {
+                    assert!((big - want).abs() <= 1e-4 * want.abs().max(1.0), "{ty} large batch: {big} vs {want}");
+                    // (Q4_K's four-token order is its own; checked below.)
+                    if let Some(v) = dot_4tokens(ty, &row, [&q; 4], Batch::Large).filter(|_| ty != GgmlType::Q4K) {
+                        assert!(v.iter().all(|v| v.to_bits() == big.to_bits()), "{ty}: large-batch 4-token kernel differs");
+                    }
+                }
+                if let Some(v) = dot_4tokens(ty, &row, [&q; 4], Batch::Small) {
+                    // Q4_K's four-token order is llama.cpp's, not its one-token order.
+                    let exact = ty != GgmlType::Q4K;
+                    assert!(
+                        v.iter().all(|v| if exact { v.to_bits() == got.to_bits() } else { (v - got).abs() <= 1e-5 * got.abs().max(1.0) }),
+                        "{ty}: 4-token kernel differs"
+                    );
                 }
             }
         }

@@ -18,16 +18,39 @@ pub fn act_format(ty: GgmlType) -> ActFormat {
     }
 }
 
+/// The size class of a matmul's batch, where llama.cpp picks a different kernel (and so a
+/// different float summation order) by it: `Large` is eight tokens or more, which ggml
+/// sends through its tiled K-quant matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batch {
+    /// Fewer than eight tokens (decode, short prompts).
+    Small,
+    /// Eight tokens or more.
+    Large,
+}
+
+impl Batch {
+    /// The class of a batch of `tokens`.
+    pub fn of(tokens: usize) -> Self {
+        if tokens >= 8 {
+            Batch::Large
+        } else {
+            Batch::Small
+        }
+    }
+}
+
 /// `row · x` for one weight row in `ty`'s block format; `q` holds `x` quantized in
-/// [`act_format`]`(ty)`.
+/// [`act_format`]`(ty)`; `batch` is the size class of the matmul it belongs to.
 #[inline]
-pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
+pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow, batch: Batch) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if super::avx2::available() {
-        if let Some(v) = super::avx2::dot_row(ty, row, q) {
+        if let Some(v) = super::avx2::dot_row(ty, row, q, batch) {
             return v;
         }
     }
+    let _ = batch;
     dot_row_scalar(ty, row, x, q)
 }
 
@@ -46,12 +69,12 @@ pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f3
 /// One weight row against four activation rows (prefill), bit-identical to four
 /// [`dot_row`] calls, where the CPU and the type have such a kernel; `None` otherwise.
 #[inline]
-pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4]) -> Option<[f32; 4]> {
+pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batch) -> Option<[f32; 4]> {
     #[cfg(target_arch = "x86_64")]
     if super::avx2::available() {
-        return super::avx2::dot_4tokens(ty, row, qs);
+        return super::avx2::dot_4tokens(ty, row, qs, batch);
     }
-    let _ = (ty, row, qs);
+    let _ = (ty, row, qs, batch);
     None
 }
 

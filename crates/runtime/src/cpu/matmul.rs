@@ -7,7 +7,7 @@
 //! compute-bound, as it should be).
 
 use super::act::{ActFormat, QuantizedRow};
-use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row};
+use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row, Batch};
 use super::threads::Threads;
 use crate::gguf::GgmlType;
 
@@ -106,6 +106,7 @@ unsafe impl Sync for OutPtr {}
 /// matrices share the input `acts` and have its width as `cols`.
 pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])]) {
     let tokens = acts.tokens();
+    let batch = Batch::of(tokens);
     for (w, out) in jobs.iter() {
         assert_eq!(w.cols, acts.width, "matrix width");
         assert_eq!(out.len(), tokens * w.rows, "output size");
@@ -153,13 +154,13 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
                 let mut t = 0;
                 // A batch: one weight row against four tokens at a time.
                 while t + 4 <= tokens {
-                    let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)]) else { break };
+                    let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)], batch) else { break };
                     (0..4).for_each(|k| put(t + k, r, v[k]));
                     t += 4;
                 }
                 for t in t..tokens {
                     let x = &acts.x[t * acts.width..(t + 1) * acts.width];
-                    put(t, r, dot_row(w.ty, row, x, q(t)));
+                    put(t, r, dot_row(w.ty, row, x, q(t), batch));
                 }
             }
         });

@@ -133,6 +133,7 @@ impl CpuTransformer {
         let (mut gate, mut up) = (vec![0f32; t_n * cfg.n_ff], vec![0f32; t_n * cfg.n_ff]);
         for (l, w) in self.weights.layers.iter().enumerate() {
             rms_norm(&x, &w.attn_norm, cfg.rms_eps, &mut h);
+            trace("attn_norm", l, &h);
             acts.set(&h, e);
             matmul_many(&self.threads, &mut acts, &mut [(&w.wq, &mut q[..]), (&w.wk, &mut k[..]), (&w.wv, &mut v[..])]);
             for (buf, bias) in [(&mut q, &w.bq), (&mut k, &w.bk), (&mut v, &w.bv)] {
@@ -153,6 +154,7 @@ impl CpuTransformer {
             }
             trace("Qcur", l, &q);
             trace("Kcur", l, &k);
+            trace("Vcur", l, &v);
             self.attention(l, &q, (&cache.k[l], &cache.v[l]), p0, t_n, &mut attn);
             trace("kqv_out", l, &attn);
             acts.set(&attn, e);
