@@ -12,7 +12,6 @@ use std::sync::OnceLock;
 use super::act::QuantizedRow;
 use super::dot::Batch;
 use crate::gguf::GgmlType;
-use crate::quant::scale_min_k4;
 
 /// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
 #[inline(always)]
@@ -114,6 +113,17 @@ unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc) + mins
 }
 
+/// Ask for the `bytes` at `p` (a few blocks ahead of a row stream) to be in L1: with four
+/// row streams per kernel and two threads, the hardware prefetcher alone falls behind.
+#[inline(always)]
+unsafe fn prefetch(p: *const u8, bytes: usize) {
+    let mut off = 0;
+    while off < bytes {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8);
+        off += 64;
+    }
+}
+
 /// The half-precision pair at byte `i` of `p` (a block's `d` and `m`), in one conversion.
 #[inline(always)]
 unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
@@ -140,6 +150,9 @@ unsafe fn q4_1_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
         let (dy, sy) = (*q.q8_d.get_unchecked(i), *q.q8_s.get_unchecked(i));
         for k in 0..4 {
             let b = rows[k].as_ptr().add(20 * i);
+            if i % 4 == 0 {
+                prefetch(b.wrapping_add(8 * 20), 80);
+            }
             q4_1_step(nibbles(b.add(4)), f16_pair(b), y, dy, sy, &mut acc[k], &mut mins[k]);
         }
     }
@@ -181,6 +194,9 @@ unsafe fn q8_0_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
         let dy = *q.q8_d.get_unchecked(i);
         for k in 0..4 {
             let b = rows[k].as_ptr().add(34 * i);
+            if i % 2 == 0 {
+                prefetch(b.wrapping_add(8 * 34), 68);
+            }
             let w = _mm256_loadu_si256(b.add(2) as *const __m256i);
             q8_0_step(w, _mm256_sign_epi8(w, w), f16_at(std::slice::from_raw_parts(b, 2), 0), y, dy, &mut acc[k]);
         }
@@ -281,11 +297,33 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
-/// The eight 6-bit scales and minimums of a Q4_K super-block, widened for the kernels.
+/// The eight 6-bit scales and the eight minimums of a Q4_K super-block (its 12 packed
+/// bytes), unpacked four at a time in 32-bit words as llama.cpp does.
 #[inline(always)]
-fn scales_mins_k4(q: &[u8]) -> ([i16; 8], [i32; 8]) {
-    let pairs: [(u8, u8); 8] = std::array::from_fn(|j| scale_min_k4(j, q));
-    (pairs.map(|(sc, _)| i16::from(sc)), pairs.map(|(_, m)| i32::from(m)))
+fn scales_mins_k4(q: &[u8]) -> ([u8; 8], [u8; 8]) {
+    const K1: u32 = 0x3f3f_3f3f;
+    const K2: u32 = 0x0f0f_0f0f;
+    const K3: u32 = 0x0303_0303;
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (u0, u1, u2) = (word(0), word(1), word(2));
+    let scales = [u0 & K1, (u2 & K2) | (((u0 >> 6) & K3) << 4)];
+    let mins = [u1 & K1, ((u2 >> 4) & K2) | (((u1 >> 6) & K3) << 4)];
+    let bytes = |w: [u32; 2]| {
+        let (a, b) = (w[0].to_le_bytes(), w[1].to_le_bytes());
+        [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    };
+    (bytes(scales), bytes(mins))
+}
+
+/// The minimum terms of a super-block's four 64-value groups (lane g: Σ over sub-blocks
+/// 2g, 2g + 1 of minimum × the sub-block's activation sum), from the block sums.
+#[inline(always)]
+unsafe fn q4k_group_mins(mins: &[u8; 8], bsums: *const i16) -> __m128i {
+    let b = _mm256_loadu_si256(bsums as *const __m256i);
+    // Sums of 16-value halves → sums of 32-value sub-blocks (8 × i16).
+    let sub = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    let m = _mm_cvtepu8_epi16(_mm_loadl_epi64(mins.as_ptr() as *const __m128i));
+    _mm_madd_epi16(sub, m)
 }
 
 // Q4_K follows llama.cpp's repacked kernels (`ggml_gemv_q4_K_8x8_q8_K` for one token,
@@ -297,27 +335,37 @@ fn scales_mins_k4(q: &[u8]) -> ([i16; 8], [i32; 8]) {
 // and the result is `acc − mins`. We need no repacking for this: four rows (or four
 // tokens) are reduced to one 4-lane vector, lane by lane the same arithmetic.
 
-/// Σ over 64-value group `g` of a Q4_K super-block (scales applied) against the 64
-/// activations at `y`, as 8 i32 lanes whose sum is the group's integer dot product.
+/// Group `g` of a Q4_K super-block unpacked: its low nibbles (sub-block 2g) and high
+/// nibbles (sub-block 2g + 1), 32 bytes each.
 #[inline(always)]
-unsafe fn q4k_group(b: *const u8, g: usize, sc: &[i16; 8], y: *const i8) -> __m256i {
+unsafe fn q4k_unpack_group(b: *const u8, g: usize) -> (__m256i, __m256i) {
     let mask = _mm256_set1_epi8(0x0F);
     let w = _mm256_loadu_si256(b.add(16 + 32 * g) as *const __m256i);
-    let lo = _mm256_and_si256(w, mask);
-    let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-    let y1 = _mm256_loadu_si256(y.add(64 * g) as *const __m256i);
-    let y2 = _mm256_loadu_si256(y.add(64 * g + 32) as *const __m256i);
-    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(sc[2 * g]));
-    let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(sc[2 * g + 1]));
+    (_mm256_and_si256(w, mask), _mm256_and_si256(_mm256_srli_epi16(w, 4), mask))
+}
+
+/// Σ over one unpacked 64-value group (scales `s_lo`, `s_hi` applied) against the 64
+/// activations at `y`, as 8 i32 lanes whose sum is the group's integer dot product.
+#[inline(always)]
+unsafe fn q4k_group_dot((lo, hi): (__m256i, __m256i), s_lo: u8, s_hi: u8, y: *const i8) -> __m256i {
+    let y1 = _mm256_loadu_si256(y as *const __m256i);
+    let y2 = _mm256_loadu_si256(y.add(32) as *const __m256i);
+    let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y1), _mm256_set1_epi16(i16::from(s_lo)));
+    let p2 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y2), _mm256_set1_epi16(i16::from(s_hi)));
     _mm256_add_epi32(p1, p2)
 }
 
-/// The minimum term of group `g` (sub-blocks 2g, 2g + 1): Σ m · (sum of the sub-block's
-/// activations), from the activation block sums (16 per super-block).
+/// One Q4_K super-block against one activation block: the integer sum (8 lanes) and the
+/// four groups' minimum terms.
 #[inline(always)]
-fn q4k_group_min(m: &[i32; 8], bsums: &[i16], g: usize) -> i32 {
-    let pair = |j: usize| i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]);
-    m[2 * g] * pair(2 * g) + m[2 * g + 1] * pair(2 * g + 1)
+unsafe fn q4k_block(b: &[u8], q: &QuantizedRow, i: usize) -> (__m256i, __m128i) {
+    let (sc, m) = scales_mins_k4(&b[4..16]);
+    let y = q.q8k.as_ptr().add(256 * i);
+    let mut sumi = _mm256_setzero_si256();
+    for g in 0..4 {
+        sumi = _mm256_add_epi32(sumi, q4k_group_dot(q4k_unpack_group(b.as_ptr(), g), sc[2 * g], sc[2 * g + 1], y.add(64 * g)));
+    }
+    (sumi, q4k_group_mins(&m, q.q8k_bsums.as_ptr().add(16 * i)))
 }
 
 /// Lane k = the sum of the eight lanes of `v[k]`.
@@ -329,22 +377,22 @@ unsafe fn hsum4_i32(v: [__m256i; 4]) -> __m128i {
     _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1))
 }
 
+/// Lanes 0..4 of an i32 vector summed.
+#[inline(always)]
+unsafe fn hsum_i32x4(v: __m128i) -> i32 {
+    let s = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)))
+}
+
 /// One Q4_K row against one token (llama.cpp's one-token order).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
     let (mut acc, mut mins) = (0f32, 0f32);
     for (i, b) in row.chunks_exact(144).enumerate() {
         let ((d, dmin), dy) = (f16_pair(b.as_ptr()), q.q8k_d[i]);
-        let (sc, m) = scales_mins_k4(&b[4..16]);
-        let (y, bsums) = (q.q8k.as_ptr().add(256 * i), &q.q8k_bsums[16 * i..16 * i + 16]);
-        let mut sumi = _mm256_setzero_si256();
-        let mut summ = 0;
-        for g in 0..4 {
-            sumi = _mm256_add_epi32(sumi, q4k_group(b.as_ptr(), g, &sc, y));
-            summ += q4k_group_min(&m, bsums, g);
-        }
+        let (sumi, summ) = q4k_block(b, q, i);
         acc = (hsum_i32(sumi) as f32).mul_add(d * dy, acc);
-        mins = (summ as f32).mul_add(dmin * dy, mins);
+        mins = (hsum_i32x4(summ) as f32).mul_add(dmin * dy, mins);
     }
     acc - mins
 }
@@ -354,23 +402,23 @@ unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
 unsafe fn q4k_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
     let (mut acc, mut mins) = (_mm_setzero_ps(), _mm_setzero_ps());
     for i in 0..rows[0].len() / 144 {
-        let (y, dy) = (q.q8k.as_ptr().add(256 * i), _mm_set1_ps(*q.q8k_d.get_unchecked(i)));
-        let bsums = q.q8k_bsums.get_unchecked(16 * i..16 * i + 16);
+        let dy = _mm_set1_ps(*q.q8k_d.get_unchecked(i));
         let mut sumi = [_mm256_setzero_si256(); 4];
-        let (mut summ, mut d, mut dmin) = ([0i32; 4], [0f32; 4], [0f32; 4]);
+        let mut summ = [_mm_setzero_si128(); 4];
+        let (mut d, mut dmin) = ([0f32; 4], [0f32; 4]);
         for k in 0..4 {
             let b = rows[k].get_unchecked(144 * i..144 * i + 144);
+            prefetch(b.as_ptr().wrapping_add(4 * 144), 144);
             (d[k], dmin[k]) = f16_pair(b.as_ptr());
-            let (sc, m) = scales_mins_k4(&b[4..16]);
-            for g in 0..4 {
-                sumi[k] = _mm256_add_epi32(sumi[k], q4k_group(b.as_ptr(), g, &sc, y));
-                summ[k] += q4k_group_min(&m, bsums, g);
-            }
+            (sumi[k], summ[k]) = q4k_block(b, q, i);
         }
         let dd = _mm_mul_ps(_mm_loadu_ps(d.as_ptr()), dy);
         let dm = _mm_mul_ps(_mm_loadu_ps(dmin.as_ptr()), dy);
         acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4_i32(sumi)), dd, acc);
-        mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_loadu_si128(summ.as_ptr() as *const __m128i)), dm, mins);
+        // Lane k: the sum of row k's four group minimums.
+        let m01 = _mm_hadd_epi32(summ[0], summ[1]);
+        let m23 = _mm_hadd_epi32(summ[2], summ[3]);
+        mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_hadd_epi32(m01, m23)), dm, mins);
     }
     let mut out = [0f32; 4];
     _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, mins));
@@ -387,16 +435,30 @@ unsafe fn q4k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
         let (sc, m) = scales_mins_k4(&b[4..16]);
         let dy = _mm_setr_ps(qs[0].q8k_d[i], qs[1].q8k_d[i], qs[2].q8k_d[i], qs[3].q8k_d[i]);
         let (dd, dm) = (_mm_mul_ps(_mm_set1_ps(d), dy), _mm_mul_ps(_mm_set1_ps(dmin), dy));
+        // Row k of the transpose: token k's four group minimums; column g: group g's.
+        let mut gm: [__m128i; 4] = std::array::from_fn(|k| q4k_group_mins(&m, qs[k].q8k_bsums.as_ptr().add(16 * i)));
+        transpose4(&mut gm);
         for g in 0..4 {
-            let sumi: [__m256i; 4] = std::array::from_fn(|k| q4k_group(b.as_ptr(), g, &sc, qs[k].q8k.as_ptr().add(256 * i)));
-            let summ: [i32; 4] = std::array::from_fn(|k| q4k_group_min(&m, qs[k].q8k_bsums.get_unchecked(16 * i..16 * i + 16), g));
+            let w = q4k_unpack_group(b.as_ptr(), g);
+            let sumi: [__m256i; 4] =
+                std::array::from_fn(|k| q4k_group_dot(w, sc[2 * g], sc[2 * g + 1], qs[k].q8k.as_ptr().add(256 * i + 64 * g)));
             acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hsum4_i32(sumi)), dd, acc);
-            mins = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_loadu_si128(summ.as_ptr() as *const __m128i)), dm, mins);
+            mins = _mm_fmadd_ps(_mm_cvtepi32_ps(gm[g]), dm, mins);
         }
     }
     let mut out = [0f32; 4];
     _mm_storeu_ps(out.as_mut_ptr(), _mm_sub_ps(acc, mins));
     out
+}
+
+/// Transpose a 4 × 4 matrix of i32 held as four rows.
+#[inline(always)]
+unsafe fn transpose4(r: &mut [__m128i; 4]) {
+    let t0 = _mm_unpacklo_epi32(r[0], r[1]);
+    let t1 = _mm_unpacklo_epi32(r[2], r[3]);
+    let t2 = _mm_unpackhi_epi32(r[0], r[1]);
+    let t3 = _mm_unpackhi_epi32(r[2], r[3]);
+    *r = [_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1), _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)];
 }
 
 /// A Q6_K super-block's 256 six-bit values as unsigned bytes (0..64; the −32 offset is
@@ -443,6 +505,7 @@ unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[u8], q: &QuantizedRow, i: usize) ->
 unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for (i, b) in row.chunks_exact(210).enumerate() {
+        prefetch(b.as_ptr().wrapping_add(4 * 210), 210);
         let d = q.q8k_d[i] * f16_at(b, 208);
         let sumi = q6k_block(&q6k_unpack(b.as_ptr()), &b[192..208], q, i);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -509,6 +572,18 @@ mod tests {
     use super::super::dot::dot_row_scalar;
     use super::super::dot::tests::{activations, quantized, weight_row, TYPES};
     use super::*;
+    use crate::quant::scale_min_k4;
+
+    #[test]
+    fn q4k_scales_unpack_as_the_reference() {
+        for seed in 0..64u8 {
+            let packed: [u8; 12] = std::array::from_fn(|i| seed.wrapping_mul(37).wrapping_add(i as u8 * 91) ^ (i as u8).rotate_left(3));
+            let (sc, m) = scales_mins_k4(&packed);
+            for j in 0..8 {
+                assert_eq!((sc[j], m[j]), scale_min_k4(j, &packed), "seed {seed}, sub-block {j}");
+            }
+        }
+    }
 
     #[test]
     fn f16c_rounding_matches_the_software_rounding() {

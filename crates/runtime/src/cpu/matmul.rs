@@ -149,23 +149,32 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
                     r += 4;
                 }
             }
-            for r in r..r1 {
-                let row = w.row(r);
-                let mut t = 0;
-                // A batch: one weight row against four tokens at a time.
-                while t + 4 <= tokens {
-                    let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)], batch) else { break };
-                    (0..4).for_each(|k| put(t + k, r, v[k]));
-                    t += 4;
-                }
-                for t in t..tokens {
-                    let x = &acts.x[t * acts.width..(t + 1) * acts.width];
-                    put(t, r, dot_row(w.ty, row, x, q(t), batch));
+            // A batch: tokens in blocks whose activations stay in cache while the task's rows
+            // pass over them; one weight row against four tokens at a time. Blocks are whole
+            // fours, so tokens group as llama.cpp groups them (0..4, 4..8, …, then the rest).
+            let first_row = r;
+            for tb in (0..tokens).step_by(TOKEN_BLOCK) {
+                let te = (tb + TOKEN_BLOCK).min(tokens);
+                for r in first_row..r1 {
+                    let row = w.row(r);
+                    let mut t = tb;
+                    while t + 4 <= te {
+                        let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)], batch) else { break };
+                        (0..4).for_each(|k| put(t + k, r, v[k]));
+                        t += 4;
+                    }
+                    for t in t..te {
+                        let x = &acts.x[t * acts.width..(t + 1) * acts.width];
+                        put(t, r, dot_row(w.ty, row, x, q(t), batch));
+                    }
                 }
             }
         });
     }
 }
+
+/// Tokens per block of a batched matmul (a multiple of four).
+const TOKEN_BLOCK: usize = 16;
 
 static EMPTY: QuantizedRow =
     QuantizedRow { len: 0, q8: Vec::new(), q8_d: Vec::new(), q8_s: Vec::new(), q8k: Vec::new(), q8k_d: Vec::new(), q8k_bsums: Vec::new() };
