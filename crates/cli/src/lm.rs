@@ -24,9 +24,14 @@ pub enum BackendKind {
 /// Options every LM command shares.
 #[derive(Args, Debug)]
 pub struct ModelArgs {
-    /// A GGUF model file.
+    /// A GGUF model file, or a Hugging Face checkpoint directory (config.json,
+    /// model.safetensors, tokenizer.json)
     #[arg(long)]
     pub model: PathBuf,
+    /// Block format a checkpoint directory's weights are quantized to on load (GGUF files
+    /// keep their own)
+    #[arg(long, value_enum, default_value_t = QuantArg::Q8_0)]
+    pub quant: QuantArg,
     /// Backend.
     #[arg(long, value_enum, default_value_t)]
     pub backend: BackendKind,
@@ -38,7 +43,27 @@ pub struct ModelArgs {
 impl ModelArgs {
     pub fn load(&self) -> Result<Lm, CliError> {
         let BackendKind::Cpu = self.backend;
-        Ok(Lm::load(&self.model, &LoadOptions { threads: self.threads, context: 0 })?)
+        Ok(Lm::load(&self.model, &LoadOptions { threads: self.threads, context: 0, quant: self.quant.into() })?)
+    }
+}
+
+/// `--quant`: the block format for safetensors checkpoints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum QuantArg {
+    /// 8-bit blocks (near-lossless)
+    #[value(name = "q8_0")]
+    Q8_0,
+    /// 4-bit blocks (half the memory)
+    #[value(name = "q4_0")]
+    Q4_0,
+}
+
+impl From<QuantArg> for docmem_runtime::model::LoadQuant {
+    fn from(q: QuantArg) -> Self {
+        match q {
+            QuantArg::Q8_0 => docmem_runtime::model::LoadQuant::Q8_0,
+            QuantArg::Q4_0 => docmem_runtime::model::LoadQuant::Q4_0,
+        }
     }
 }
 

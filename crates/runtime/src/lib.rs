@@ -5,9 +5,12 @@
 //! implements the core's seams ([`docmem_core::Embedder`], [`docmem_core::Scorer`]), so
 //! the core never depends on a model.
 //!
-//! Here so far: the byte sources models are read through ([`source`]) and the GGUF header
-//! parser ([`gguf`]); and the embedder the CLI uses while no model is configured. The LMs,
-//! tokenizers and the model embedder come with the runtime issues.
+//! Here so far: the byte sources models are read through ([`source`]); GGUF files
+//! ([`gguf`], [`quant`]) and Hugging Face safetensors checkpoints ([`safetensors`],
+//! [`model::hf`], quantized on load); tokenizers and chat templates ([`tokenizer`],
+//! [`chat`]); the llama/qwen2 decoders on the CPU ([`cpu`], [`model`]) behind the [`lm`]
+//! API; and the embedder the CLI uses while no model is configured. The WebGPU backend and
+//! the model embedder come with the next runtime issues.
 
 pub mod chat;
 pub mod cpu;
@@ -15,6 +18,7 @@ pub mod gguf;
 pub mod lm;
 pub mod model;
 pub mod quant;
+pub mod safetensors;
 pub mod source;
 pub mod tokenizer;
 

@@ -52,8 +52,9 @@ impl WasmLm {
     #[wasm_bindgen(constructor)]
     pub fn new(gguf: Vec<u8>) -> Result<WasmLm, JsError> {
         let src = docmem_runtime::source::MemorySource::new(gguf);
-        let lm = docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048 })
-            .map_err(|e| JsError::new(&e.to_string()))?;
+        let lm =
+            docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
+                .map_err(|e| JsError::new(&e.to_string()))?;
         Ok(WasmLm { lm })
     }
 

@@ -103,7 +103,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.prompt_tokens == 0 || a.gen_tokens == 0 {
         return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
     }
-    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context: a.prompt_tokens + a.gen_tokens + 1 })?;
+    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context: a.prompt_tokens + a.gen_tokens + 1, ..Default::default() })?;
     let backend = &lm.backend;
     // A prompt of ordinary tokens (ids 100.. cycling), as llama-bench uses random ones.
     let vocab = backend.config().vocab as u32;

@@ -23,6 +23,7 @@ pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};
 use crate::cpu::transformer::{CpuTransformer, KvCache, Logits};
 use crate::gguf::{GgufError, GgufFile, MetaValue};
+use crate::model::hf::{self, HfCheckpoint, LoadQuant};
 use crate::model::{ModelConfig, ModelError, Weights};
 use crate::source::{ByteSource, FileSource, SourceError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
@@ -189,6 +190,9 @@ pub struct LoadOptions {
     pub threads: usize,
     /// Context window (0: the model's own, capped at 8192).
     pub context: usize,
+    /// The block format safetensors checkpoints are quantized to on load (GGUF files keep
+    /// their own).
+    pub quant: LoadQuant,
 }
 
 /// A language model: tokenizer, chat template, backend.
@@ -208,10 +212,41 @@ impl<B: Backend> fmt::Debug for Lm<B> {
 }
 
 impl Lm<CpuTransformer> {
-    /// Load a GGUF model file for the CPU backend.
+    /// Load a model for the CPU backend: a GGUF file, or a Hugging Face checkpoint
+    /// directory (`config.json`, safetensors, `tokenizer.json`).
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
+        if hf::is_checkpoint(path) {
+            return Self::load_hf(path, opts);
+        }
         let src = FileSource::open(path)?;
         Self::load_from(&src, opts)
+    }
+
+    /// Load a Hugging Face checkpoint directory, quantizing its matrices to `opts.quant`.
+    pub fn load_hf(dir: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
+        let ck = HfCheckpoint::open(dir)?;
+        let cfg = ModelConfig::from_hf(&ck.config)?;
+        let tok_config = match std::fs::read(dir.join("tokenizer_config.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| ModelError::Config { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
+            Err(_) => serde_json::Value::Null,
+        };
+        let json = std::fs::read(dir.join("tokenizer.json"))
+            .map_err(|e| SourceError::Io { what: dir.join("tokenizer.json").display().to_string(), source: e })?;
+        let tokenizer = Tokenizer::from_hf(&json, &tok_config)?;
+        // `chat_template` is a string, or a list of named templates ("default" first).
+        let template = tok_config.get("chat_template").and_then(|t| {
+            t.as_str().map(str::to_owned).or_else(|| {
+                let list = t.as_array()?;
+                let named = |n: &str| list.iter().find(|e| e.get("name").and_then(|v| v.as_str()) == Some(n));
+                named("default").or(list.first())?.get("template")?.as_str().map(str::to_owned)
+            })
+        });
+        let text = |id: Option<u32>| id.and_then(|i| tokenizer.token_str(i)).unwrap_or("").to_owned();
+        let chat = ChatTemplate::new(template.as_deref(), &text(tokenizer.bos()), &text(tokenizer.eos()))?;
+        let weights = Weights::from_hf(&ck, &cfg, opts.quant)?;
+        let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
+        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context })
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).

@@ -59,6 +59,14 @@ pub enum ModelError {
     },
     /// Reading a tensor failed.
     Read(crate::gguf::GgufError),
+    /// A Hugging Face checkpoint's `config.json` (or shard index) is unreadable or asks for
+    /// something docmem does not run.
+    Config {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A safetensors file is malformed or lacks a tensor.
+    Safetensors(crate::safetensors::SafetensorsError),
 }
 
 impl fmt::Display for ModelError {
@@ -69,6 +77,8 @@ impl fmt::Display for ModelError {
             ModelError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
             ModelError::TensorShape { name, found, expected } => write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}"),
             ModelError::Read(e) => write!(f, "{e}"),
+            ModelError::Config { reason } => write!(f, "{reason}"),
+            ModelError::Safetensors(e) => write!(f, "{e}"),
         }
     }
 }

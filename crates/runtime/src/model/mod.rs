@@ -1,7 +1,10 @@
 //! Decoder models: hyper-parameters and weights, independent of the backend that runs them.
 
 mod config;
+pub mod hf;
+pub mod hf_export;
 mod weights;
 
 pub use config::{Arch, ModelConfig, ModelError};
+pub use hf::{HfCheckpoint, LoadQuant};
 pub use weights::{Layer, Weights};

@@ -242,9 +242,66 @@ pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut Vec<f32>) -> Resu
     Ok(())
 }
 
+/// Quantize `x` (a multiple of 32 long) to Q8_0 blocks, as ggml's reference
+/// `quantize_row_q8_0_ref`: per block `d = amax / 127`, `q = round(x / d)`.
+pub fn quantize_q8_0(x: &[f32], out: &mut Vec<u8>) {
+    for block in x.chunks_exact(32) {
+        let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        out.extend(block.iter().map(|&v| (v * id).round() as i8 as u8));
+    }
+}
+
+/// Quantize `x` (a multiple of 32 long) to Q4_0 blocks, as ggml's reference
+/// `quantize_row_q4_0_ref`: the value of largest magnitude maps to −8.
+pub fn quantize_q4_0(x: &[f32], out: &mut Vec<u8>) {
+    for block in x.chunks_exact(32) {
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in block {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        let d = max / -8.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        out.extend_from_slice(&f32_to_f16(d).to_le_bytes());
+        let q = |v: f32| ((v * id + 8.5) as i8).clamp(0, 15) as u8;
+        out.extend((0..16).map(|j| q(block[j]) | (q(block[j + 16]) << 4)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantizers_round_trip_within_their_step() {
+        let x: Vec<f32> = (0..256).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+        for (ty, quantize, step) in
+            // Q8_0 rounds to half a step; Q4_0's positive side stops at +7 steps when the
+            // block's largest magnitude is negative, so its error reaches a full step there.
+            [(GgmlType::Q8_0, quantize_q8_0 as fn(&[f32], &mut Vec<u8>), 0.5 / 127.0), (GgmlType::Q4_0, quantize_q4_0, 1.0 / 8.0)]
+        {
+            let mut q = Vec::new();
+            quantize(&x, &mut q);
+            assert_eq!(q.len(), 256 / 32 * ty.block_bytes() as usize);
+            let mut back = Vec::new();
+            dequantize(ty, &q, &mut back).unwrap();
+            for (block, got) in x.chunks(32).zip(back.chunks(32)) {
+                let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+                for (a, b) in block.iter().zip(got) {
+                    assert!((a - b).abs() <= amax * step * 1.02 + 1e-3, "{ty}: {a} vs {b}");
+                }
+            }
+        }
+        // Ties round away from zero (C's roundf) in Q8_0; zero blocks stay zero.
+        let mut q = Vec::new();
+        quantize_q8_0(&[0.0; 32], &mut q);
+        assert!(q.iter().all(|&b| b == 0));
+    }
 
     #[test]
     fn half_floats() {

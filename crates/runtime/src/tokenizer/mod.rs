@@ -9,6 +9,10 @@
 //!
 //! Special tokens (`<|im_start|>`, …) in the text are always recognised as special, as
 //! llama.cpp does with `parse_special`, because the chat templates put them there.
+//!
+//! Hugging Face checkpoints bring their own `tokenizer.json`, which the crate reads as is
+//! ([`Tokenizer::from_hf`]); `tokenizer_config.json` supplies BOS/EOS and whether prompts
+//! start with BOS.
 
 mod pretokenizer;
 mod spm;
@@ -57,6 +61,11 @@ pub enum TokenizerError {
         /// The id.
         id: u32,
     },
+    /// A Hugging Face `tokenizer.json` could not be read.
+    HfJson {
+        /// What the `tokenizers` crate said.
+        message: String,
+    },
 }
 
 impl fmt::Display for TokenizerError {
@@ -72,6 +81,7 @@ impl fmt::Display for TokenizerError {
             TokenizerError::BadMerge { line } => write!(f, "merge {line:?} is not two tokens separated by a space"),
             TokenizerError::Library { message } => write!(f, "tokenizer: {message}"),
             TokenizerError::UnknownId { id } => write!(f, "token id {id} is outside the vocabulary"),
+            TokenizerError::HfJson { message } => write!(f, "tokenizer.json: {message}"),
         }
     }
 }
@@ -99,6 +109,8 @@ pub struct Tokenizer {
     stop_ids: Vec<u32>,
     special: Vec<bool>,
     pre: Option<PreTokenizerKind>,
+    /// Tokens are byte-level BPE strings (GPT-2's byte alphabet); otherwise SentencePiece.
+    byte_level: bool,
 }
 
 impl fmt::Debug for Tokenizer {
@@ -126,6 +138,28 @@ fn ints(gguf: &GgufFile, key: &'static str) -> Result<Option<Vec<i64>>, Tokenize
 
 fn id(gguf: &GgufFile, key: &str, vocab: usize) -> Option<u32> {
     gguf.get(key).and_then(MetaValue::as_u64).filter(|&v| (v as usize) < vocab).map(|v| v as u32)
+}
+
+/// `stop_ids` plus the end-of-turn control tokens chat models use, which are not always
+/// declared as EOS or EOT.
+fn with_turn_ends(mut stop_ids: Vec<u32>, tokens: &[String], special: &[bool]) -> Vec<u32> {
+    for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>"] {
+        if let Some(i) = tokens.iter().position(|t| t == name) {
+            if special[i] && !stop_ids.contains(&(i as u32)) {
+                stop_ids.push(i as u32);
+            }
+        }
+    }
+    stop_ids
+}
+
+/// Whether a tokenizer.json component (or any in its sequence) has `"type": name`.
+fn mentions_type(v: &serde_json::Value, name: &str) -> bool {
+    match v {
+        serde_json::Value::Object(m) => m.get("type").and_then(|t| t.as_str()) == Some(name) || m.values().any(|x| mentions_type(x, name)),
+        serde_json::Value::Array(a) => a.iter().any(|x| mentions_type(x, name)),
+        _ => false,
+    }
 }
 
 impl Tokenizer {
@@ -188,15 +222,44 @@ impl Tokenizer {
         if let Some(eot) = id(gguf, "tokenizer.ggml.eot_token_id", n) {
             stop_ids.push(eot);
         }
-        // Chat models end a turn with a control token that is not always declared as EOT.
-        for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>"] {
-            if let Some(i) = tokens.iter().position(|t| t == name) {
-                if special[i] && !stop_ids.contains(&(i as u32)) {
-                    stop_ids.push(i as u32);
-                }
+        let stop_ids = with_turn_ends(stop_ids, &tokens, &special);
+        Ok(Tokenizer { inner, tokens, bos, eos, add_bos, stop_ids, special, byte_level: pre.is_some(), pre })
+    }
+
+    /// Build a Hugging Face tokenizer from its `tokenizer.json` bytes, with the model's
+    /// `tokenizer_config.json` (BOS/EOS tokens, `add_bos_token`; `null` when absent).
+    pub fn from_hf(json: &[u8], config: &serde_json::Value) -> Result<Self, TokenizerError> {
+        let hf_err = |e: &dyn fmt::Display| TokenizerError::HfJson { message: e.to_string() };
+        let inner = HfTokenizer::from_bytes(json).map_err(|e| hf_err(&e))?;
+        let raw: serde_json::Value = serde_json::from_slice(json).map_err(|e| hf_err(&e))?;
+        let vocab = inner.get_vocab(true);
+        let n = vocab.values().map(|&i| i as usize + 1).max().unwrap_or(0);
+        let mut tokens = vec![String::new(); n];
+        for (t, &i) in &vocab {
+            tokens[i as usize] = t.clone();
+        }
+        let mut special = vec![false; n];
+        for (&i, t) in inner.get_added_tokens_decoder().iter() {
+            if t.special && (i as usize) < n {
+                special[i as usize] = true;
             }
         }
-        Ok(Tokenizer { inner, tokens, bos, eos, add_bos, stop_ids, special, pre })
+        // `"<s>"` or `{"content": "<s>", …}` in tokenizer_config.json.
+        let token_id = |key: &str| -> Option<u32> {
+            let v = config.get(key)?;
+            let text = v.as_str().or_else(|| v.get("content").and_then(|c| c.as_str()))?;
+            inner.token_to_id(text)
+        };
+        let (bos, eos) = (token_id("bos_token"), token_id("eos_token"));
+        let add_bos = config.get("add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);
+        let byte_level = ["decoder", "pre_tokenizer"].iter().any(|k| raw.get(*k).is_some_and(|v| mentions_type(v, "ByteLevel")));
+        let stop_ids = with_turn_ends(eos.into_iter().collect(), &tokens, &special);
+        Ok(Tokenizer { inner, tokens, bos, eos, add_bos, stop_ids, special, pre: None, byte_level })
+    }
+
+    /// The tokenizer as a Hugging Face `tokenizer.json` (what [`Tokenizer::from_hf`] reads).
+    pub fn to_hf_json(&self) -> Result<String, TokenizerError> {
+        self.inner.to_string(true).map_err(lib_err)
     }
 
     /// Token ids of `text`, without BOS. Special-token text becomes the special token.
@@ -230,10 +293,7 @@ impl Tokenizer {
         if self.special[id as usize] {
             return Ok(tok.as_bytes().to_vec());
         }
-        Ok(match self.pre {
-            Some(_) => pretokenizer::byte_level_to_bytes(tok),
-            None => spm::piece_bytes(tok),
-        })
+        Ok(if self.byte_level { pretokenizer::byte_level_to_bytes(tok) } else { spm::piece_bytes(tok) })
     }
 
     /// The vocabulary's token strings, as stored.

@@ -1,0 +1,318 @@
+//! Hugging Face `safetensors` files, read through a [`ByteSource`].
+//!
+//! The format is an 8-byte little-endian header length, a JSON header mapping tensor names
+//! to `{dtype, shape, data_offsets}`, then the raw data. Published checkpoints (the MemReader
+//! among them) ship this way in F32, F16 or BF16; the loader reads the header once and then
+//! one tensor at a time, so a model is never in memory twice. Every offset and size is
+//! checked against the file before anything is allocated.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::source::{ByteSource, SourceError};
+
+/// The largest header accepted (the largest published checkpoints have headers of a few MB).
+const MAX_HEADER: u64 = 100 << 20;
+
+/// Why a safetensors file could not be read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SafetensorsError {
+    /// Reading the bytes failed.
+    Read(SourceError),
+    /// The header length is larger than the file or than any real checkpoint's.
+    HeaderSize {
+        /// The length the file declares.
+        declared: u64,
+        /// The file's length.
+        file: u64,
+    },
+    /// The header is not the JSON object the format defines.
+    Header {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A tensor has a data type docmem does not load (F32, F16 and BF16 are loaded).
+    UnsupportedDtype {
+        /// The tensor.
+        name: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// A tensor's offsets, shape and dtype disagree, or its data lies outside the file.
+    BadTensor {
+        /// The tensor.
+        name: String,
+        /// What disagrees.
+        reason: String,
+    },
+    /// A tensor the model needs is not in the file.
+    MissingTensor {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl fmt::Display for SafetensorsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SafetensorsError::Read(e) => write!(f, "{e}"),
+            SafetensorsError::HeaderSize { declared, file } => {
+                write!(f, "safetensors header of {declared} bytes does not fit a {file}-byte file (or exceeds {MAX_HEADER} bytes)")
+            }
+            SafetensorsError::Header { reason } => write!(f, "bad safetensors header: {reason}"),
+            SafetensorsError::UnsupportedDtype { name, dtype } => {
+                write!(f, "tensor '{name}' has dtype {dtype}; only F32, F16 and BF16 are supported")
+            }
+            SafetensorsError::BadTensor { name, reason } => write!(f, "tensor '{name}': {reason}"),
+            SafetensorsError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
+        }
+    }
+}
+
+impl std::error::Error for SafetensorsError {}
+
+impl From<SourceError> for SafetensorsError {
+    fn from(e: SourceError) -> Self {
+        SafetensorsError::Read(e)
+    }
+}
+
+/// The floating-point formats loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    /// 32-bit float.
+    F32,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+}
+
+impl Dtype {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "F32" => Some(Dtype::F32),
+            "F16" => Some(Dtype::F16),
+            "BF16" => Some(Dtype::BF16),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::BF16 => 2,
+        }
+    }
+}
+
+/// One tensor's entry in the header.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// Element type.
+    pub dtype: Dtype,
+    /// Shape, outermost first (as PyTorch writes it).
+    pub shape: Vec<u64>,
+    /// Absolute offset of the data in the file.
+    pub offset: u64,
+    /// Bytes of data.
+    pub bytes: u64,
+}
+
+/// A parsed safetensors header.
+#[derive(Clone, Debug, Default)]
+pub struct SafetensorsFile {
+    tensors: BTreeMap<String, TensorInfo>,
+}
+
+impl SafetensorsFile {
+    /// Read and check the header.
+    pub fn read(src: &dyn ByteSource) -> Result<Self, SafetensorsError> {
+        let file = src.len();
+        let mut len = [0u8; 8];
+        src.read_at(0, &mut len)?;
+        let declared = u64::from_le_bytes(len);
+        if declared > MAX_HEADER || declared > file.saturating_sub(8) {
+            return Err(SafetensorsError::HeaderSize { declared, file });
+        }
+        let mut header = vec![0u8; declared as usize];
+        src.read_at(8, &mut header)?;
+        Self::parse(&header, 8 + declared, file)
+    }
+
+    fn parse(header: &[u8], data_start: u64, file: u64) -> Result<Self, SafetensorsError> {
+        let bad = |reason: String| SafetensorsError::Header { reason };
+        let json: serde_json::Value = serde_json::from_slice(header).map_err(|e| bad(e.to_string()))?;
+        let obj = json.as_object().ok_or_else(|| bad("not a JSON object".into()))?;
+        let mut tensors = BTreeMap::new();
+        for (name, entry) in obj {
+            if name == "__metadata__" {
+                continue;
+            }
+            let bad_tensor = |reason: &str| SafetensorsError::BadTensor { name: name.clone(), reason: reason.to_owned() };
+            let dtype_name = entry.get("dtype").and_then(|v| v.as_str()).ok_or_else(|| bad_tensor("no dtype"))?;
+            let dtype = Dtype::parse(dtype_name)
+                .ok_or_else(|| SafetensorsError::UnsupportedDtype { name: name.clone(), dtype: dtype_name.to_owned() })?;
+            let shape = entry
+                .get("shape")
+                .and_then(|v| v.as_array())
+                .ok_or_else(|| bad_tensor("no shape"))?
+                .iter()
+                .map(|d| d.as_u64().ok_or_else(|| bad_tensor("a dimension is not a non-negative integer")))
+                .collect::<Result<Vec<u64>, _>>()?;
+            let offsets = entry.get("data_offsets").and_then(|v| v.as_array()).ok_or_else(|| bad_tensor("no data_offsets"))?;
+            let (start, end) = match offsets.as_slice() {
+                [a, b] => (a.as_u64(), b.as_u64()),
+                _ => (None, None),
+            };
+            let (Some(start), Some(end)) = (start, end) else { return Err(bad_tensor("data_offsets is not [start, end]")) };
+            let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).ok_or_else(|| bad_tensor("shape overflows"))?;
+            let bytes = elements.checked_mul(dtype.size()).ok_or_else(|| bad_tensor("shape overflows"))?;
+            if end < start || end - start != bytes {
+                return Err(bad_tensor(&format!("data_offsets [{start}, {end}] do not hold {elements} {dtype_name} values")));
+            }
+            match data_start.checked_add(end) {
+                Some(last) if last <= file => {}
+                _ => return Err(bad_tensor("data runs past the end of the file")),
+            }
+            tensors.insert(name.clone(), TensorInfo { dtype, shape, offset: data_start + start, bytes });
+        }
+        Ok(SafetensorsFile { tensors })
+    }
+
+    /// A tensor's entry.
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.tensors.get(name)
+    }
+
+    /// All tensor names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    /// A tensor's values in f32, checked against the shape expected (outermost first).
+    pub fn read_f32(&self, src: &dyn ByteSource, name: &str, shape: &[u64]) -> Result<Vec<f32>, SafetensorsError> {
+        let t = self.tensor(name).ok_or_else(|| SafetensorsError::MissingTensor { name: name.to_owned() })?;
+        if t.shape != shape {
+            return Err(SafetensorsError::BadTensor { name: name.to_owned(), reason: format!("shape {:?}, expected {shape:?}", t.shape) });
+        }
+        let mut raw = vec![0u8; t.bytes as usize];
+        src.read_at(t.offset, &mut raw)?;
+        Ok(match t.dtype {
+            Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::F16 => raw.chunks_exact(2).map(|b| crate::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+            Dtype::BF16 => raw.chunks_exact(2).map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)).collect(),
+        })
+    }
+}
+
+/// Write a safetensors file of `tensors` (name, shape outermost first) in `dtype`, asking
+/// `values(i)` for tensor `i`'s data only when it is written (so a whole model is never held
+/// in f32 at once). Used by conversions and tests.
+pub fn write<E: From<std::io::Error>>(
+    tensors: &[(String, Vec<u64>)],
+    dtype: Dtype,
+    out: &mut impl std::io::Write,
+    mut values: impl FnMut(usize) -> Result<Vec<f32>, E>,
+) -> Result<(), E> {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0u64;
+    let name = match dtype {
+        Dtype::F32 => "F32",
+        Dtype::F16 => "F16",
+        Dtype::BF16 => "BF16",
+    };
+    for (tensor, shape) in tensors {
+        let bytes = shape.iter().product::<u64>() * dtype.size();
+        header.insert(tensor.clone(), serde_json::json!({ "dtype": name, "shape": shape, "data_offsets": [offset, offset + bytes] }));
+        offset += bytes;
+    }
+    let mut text = serde_json::to_vec(&serde_json::Value::Object(header)).map_err(std::io::Error::from)?;
+    // Pad with spaces so the data starts 8-byte aligned, as the reference writer does.
+    while !(text.len() + 8).is_multiple_of(8) {
+        text.push(b' ');
+    }
+    out.write_all(&(text.len() as u64).to_le_bytes())?;
+    out.write_all(&text)?;
+    for (i, (tensor, shape)) in tensors.iter().enumerate() {
+        let v = values(i)?;
+        if v.len() as u64 != shape.iter().product::<u64>() {
+            let msg = format!("{tensor}: {} values for shape {shape:?}", v.len());
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg).into());
+        }
+        let mut buf = Vec::with_capacity(v.len() * dtype.size() as usize);
+        for x in v {
+            match dtype {
+                Dtype::F32 => buf.extend_from_slice(&x.to_le_bytes()),
+                Dtype::F16 => buf.extend_from_slice(&crate::quant::f32_to_f16(x).to_le_bytes()),
+                Dtype::BF16 => buf.extend_from_slice(&f32_to_bf16(x).to_le_bytes()),
+            }
+        }
+        out.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Round to bfloat16, nearest with ties to even (NaN stays NaN).
+fn f32_to_bf16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::MemorySource;
+
+    fn file(header: &str, data: &[u8]) -> MemorySource {
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        MemorySource::new(bytes)
+    }
+
+    #[test]
+    fn round_trips_every_dtype() {
+        let values = vec![1.0f32, -2.5, 0.333, 65504.0, -0.0, 1e-3];
+        for dtype in [Dtype::F32, Dtype::F16, Dtype::BF16] {
+            let mut out = Vec::new();
+            write::<std::io::Error>(&[("a.weight".into(), vec![2, 3])], dtype, &mut out, |_| Ok(values.clone())).unwrap();
+            let src = MemorySource::new(out);
+            let st = SafetensorsFile::read(&src).unwrap();
+            let got = st.read_f32(&src, "a.weight", &[2, 3]).unwrap();
+            for (g, w) in got.iter().zip(&values) {
+                assert!((g - w).abs() <= w.abs() / 128.0, "{dtype:?}: {g} vs {w}");
+            }
+            assert!(matches!(st.read_f32(&src, "a.weight", &[3, 2]), Err(SafetensorsError::BadTensor { .. })));
+            assert!(matches!(st.read_f32(&src, "b", &[1]), Err(SafetensorsError::MissingTensor { .. })));
+        }
+    }
+
+    #[test]
+    fn malformed_files_are_errors() {
+        let ok = r#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+        assert!(SafetensorsFile::read(&file(ok, &[0; 8])).is_ok());
+        // Data past the end.
+        assert!(matches!(SafetensorsFile::read(&file(ok, &[0; 4])), Err(SafetensorsError::BadTensor { .. })));
+        // Offsets that disagree with the shape.
+        let wrong = r#"{"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+        assert!(matches!(SafetensorsFile::read(&file(wrong, &[0; 12])), Err(SafetensorsError::BadTensor { .. })));
+        // Unsupported dtype, named.
+        let int = r#"{"t":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#;
+        let err = SafetensorsFile::read(&file(int, &[0; 8])).unwrap_err();
+        assert!(err.to_string().contains("I64") && err.to_string().contains("'t'"), "{err}");
+        // Not JSON; a header longer than the file; absurd shapes.
+        assert!(matches!(SafetensorsFile::read(&file("{nope", &[])), Err(SafetensorsError::Header { .. })));
+        let mut huge = u64::MAX.to_le_bytes().to_vec();
+        huge.extend_from_slice(b"{}");
+        assert!(matches!(SafetensorsFile::read(&MemorySource::new(huge)), Err(SafetensorsError::HeaderSize { .. })));
+        let overflow = r#"{"t":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}}"#;
+        assert!(matches!(SafetensorsFile::read(&file(overflow, &[0; 8])), Err(SafetensorsError::BadTensor { .. })));
+        assert!(SafetensorsFile::read(&MemorySource::new(vec![1, 2])).is_err());
+    }
+}
