@@ -58,6 +58,36 @@ impl WasmLm {
         Ok(WasmLm { lm })
     }
 
+    /// Load a model of `length` bytes through `read(offset, length) → Uint8Array`, a
+    /// synchronous reader (Node's `fs.readSync`; in a browser worker `FileReaderSync` over
+    /// `File.slice`, or a synchronous range request), so the file is never whole in memory.
+    #[wasm_bindgen(js_name = fromReader)]
+    pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsError> {
+        use docmem_runtime::source::{RangeSource, SourceError};
+        if !(0.0..=9.0e15).contains(&length) {
+            return Err(JsError::new(&format!("model length {length} is not a byte count")));
+        }
+        let fail = |msg: String| SourceError::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
+        let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), SourceError> {
+            let got = read
+                .call2(&JsValue::NULL, &JsValue::from_f64(offset as f64), &JsValue::from_f64(buf.len() as f64))
+                .map_err(|e| fail(format!("read({offset}, {}) threw {e:?}", buf.len())))?;
+            let bytes = got
+                .dyn_into::<js_sys::Uint8Array>()
+                .map_err(|_| fail(format!("read({offset}, {}) did not return a Uint8Array", buf.len())))?;
+            if bytes.length() as usize != buf.len() {
+                return Err(fail(format!("read({offset}, {}) returned {} bytes", buf.len(), bytes.length())));
+            }
+            bytes.copy_to(buf);
+            Ok(())
+        };
+        let src = RangeSource::new(length as u64, 1 << 20, Box::new(reader));
+        let lm =
+            docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
+                .map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(WasmLm { lm })
+    }
+
     /// Token ids of `text` (no BOS), as JSON.
     pub fn tokenize(&self, text: &str) -> Result<String, JsError> {
         let ids = self.lm.tokenizer.encode(text).map_err(|e| JsError::new(&e.to_string()))?;

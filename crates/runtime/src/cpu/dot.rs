@@ -6,6 +6,7 @@
 //! llama.cpp's kernels do; only the order of the final f32 additions differs.
 
 use super::act::{ActFormat, QuantizedRow};
+use super::isum;
 use crate::gguf::GgmlType;
 use crate::quant::{f16_at, scale_min_k4};
 
@@ -86,17 +87,8 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
         GgmlType::BF16 => {
             row.chunks_exact(2).zip(x).map(|(b, &v)| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16) * v).sum()
         }
-        GgmlType::Q4_0 => blocks32(row, 18, q, |b, y| {
-            let qs = &b[2..18];
-            let s: i32 =
-                (0..16).map(|j| (i32::from(qs[j] & 0xF) - 8) * i32::from(y[j]) + (i32::from(qs[j] >> 4) - 8) * i32::from(y[j + 16])).sum();
-            (f16_at(b, 0), s, 0.0)
-        }),
-        GgmlType::Q4_1 => blocks32(row, 20, q, |b, y| {
-            let qs = &b[4..20];
-            let s: i32 = (0..16).map(|j| i32::from(qs[j] & 0xF) * i32::from(y[j]) + i32::from(qs[j] >> 4) * i32::from(y[j + 16])).sum();
-            (f16_at(b, 0), s, f16_at(b, 2))
-        }),
+        GgmlType::Q4_0 => blocks32(row, 18, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[2..18], y, 8), 0.0)),
+        GgmlType::Q4_1 => blocks32(row, 20, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[4..20], y, 0), f16_at(b, 2))),
         GgmlType::Q5_0 | GgmlType::Q5_1 => {
             let (bytes, off, bias) = if ty == GgmlType::Q5_0 { (22, 2, 16) } else { (24, 4, 0) };
             blocks32(row, bytes, q, move |b, y| {
@@ -112,10 +104,7 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
                 (f16_at(b, 0), s, if bias == 0 { f16_at(b, 2) } else { 0.0 })
             })
         }
-        GgmlType::Q8_0 => blocks32(row, 34, q, |b, y| {
-            let s: i32 = b[2..34].iter().zip(y).map(|(&w, &v)| i32::from(w as i8) * i32::from(v)).sum();
-            (f16_at(b, 0), s, 0.0)
-        }),
+        GgmlType::Q8_0 => blocks32(row, 34, q, |b, y| (f16_at(b, 0), isum::q8_block(&b[2..34], y), 0.0)),
         GgmlType::Q4K => q4k_scalar(row, q),
         GgmlType::Q5K => q5k_scalar(row, q),
         GgmlType::Q6K => q6k_scalar(row, q),
@@ -147,8 +136,7 @@ fn q4k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
             for half in 0..2 {
                 let j = 2 * g + half;
                 let (sc, m) = scale_min_k4(j, scales);
-                let yy = &y[32 * j..32 * j + 32];
-                let s: i32 = (0..32).map(|l| i32::from(if half == 0 { qs[l] & 0xF } else { qs[l] >> 4 }) * i32::from(yy[l])).sum();
+                let s = isum::nibbles32(qs, half == 1, &y[32 * j..32 * j + 32]);
                 sumi += i32::from(sc) * s;
                 summ += i32::from(m) * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
             }
@@ -197,21 +185,8 @@ fn q6k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
         let y = &q.q8k[256 * i..256 * i + 256];
         let mut sumi = 0i32;
         for half in 0..2 {
-            let ql = &b[64 * half..64 * half + 64];
-            let qh = &b[128 + 32 * half..160 + 32 * half];
-            let sc = &b[192 + 8 * half..200 + 8 * half];
-            let yy = &y[128 * half..128 * half + 128];
-            for l in 0..32 {
-                let is = l / 16;
-                let q1 = i32::from((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
-                let q2 = i32::from((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                let q3 = i32::from((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                let q4 = i32::from((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                sumi += i32::from(sc[is] as i8) * q1 * i32::from(yy[l])
-                    + i32::from(sc[is + 2] as i8) * q2 * i32::from(yy[l + 32])
-                    + i32::from(sc[is + 4] as i8) * q3 * i32::from(yy[l + 64])
-                    + i32::from(sc[is + 6] as i8) * q4 * i32::from(yy[l + 96]);
-            }
+            let (ql, qh) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half]);
+            sumi += isum::q6k_half(ql, qh, &b[192 + 8 * half..200 + 8 * half], &y[128 * half..128 * half + 128]);
         }
         sum += q.q8k_d[i] * d * sumi as f32;
     }

@@ -1,7 +1,8 @@
 //! The CPU backend: quantized kernels and the threads they run on.
 //!
 //! - [`act`]: activations quantized to int8, as llama.cpp does before each matmul.
-//! - [`dot`]: one weight row · one activation row, per GGML type (scalar reference).
+//! - [`dot`]: one weight row · one activation row, per GGML type (scalar reference);
+//!   `isum`: their integer inner products, in wasm `simd128` where built with it.
 //! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
 //! - [`matmul`]: matrices in their block format and the threaded product.
 //! - [`threads`]: the worker pool.
@@ -12,6 +13,7 @@ pub mod attention;
 mod avx2;
 pub mod dot;
 pub mod ggml_order;
+mod isum;
 pub mod mathfn;
 pub mod matmul;
 pub mod threads;

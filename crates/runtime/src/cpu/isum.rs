@@ -1,0 +1,180 @@
+//! The integer inner products of the portable kernels ([`super::dot`]): one block's
+//! weights (unpacked to small integers) times its int8 activations.
+//!
+//! Integer sums are exact in any order, so these are free to vectorize: on wasm32 built
+//! with `simd128` they use 128-bit lanes (`i32x4.dot_i16x8_s` on sign-extended bytes); on
+//! other targets without AVX2 they are plain loops. Either way the float arithmetic around
+//! them, and so every result, is the same.
+
+/// `Σ w[i]·y[i]` over 32 signed bytes (a Q8_0 block).
+#[inline]
+pub fn q8_block(w: &[u8], y: &[i8]) -> i32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        simd::q8_block(w, y)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        w[..32].iter().zip(&y[..32]).map(|(&w, &v)| i32::from(w as i8) * i32::from(v)).sum()
+    }
+}
+
+/// A 16-byte nibble block against 32 activations: low nibbles × `y[0..16]`, high nibbles
+/// × `y[16..32]`, each nibble offset by `-bias` (8 for Q4_0, 0 for Q4_1).
+#[inline]
+pub fn nibble_block(qs: &[u8], y: &[i8], bias: i8) -> i32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        simd::nibble_block(qs, y, bias)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let b = i32::from(bias);
+        (0..16).map(|j| (i32::from(qs[j] & 0xF) - b) * i32::from(y[j]) + (i32::from(qs[j] >> 4) - b) * i32::from(y[j + 16])).sum()
+    }
+}
+
+/// One 32-value Q4_K sub-block: the low (`high == false`) or high nibbles of 32 bytes
+/// against 32 activations.
+#[inline]
+pub fn nibbles32(qs: &[u8], high: bool, y: &[i8]) -> i32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        simd::nibbles32(qs, high, y)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        (0..32).map(|l| i32::from(if high { qs[l] >> 4 } else { qs[l] & 0xF }) * i32::from(y[l])).sum()
+    }
+}
+
+/// One half (128 values) of a Q6_K super-block, scales applied: `ql` 64 bytes, `qh` 32,
+/// `sc` its 8 scales, `y` 128 activations.
+#[inline]
+pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        simd::q6k_half(ql, qh, sc, y)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let mut sumi = 0i32;
+        for l in 0..32 {
+            let is = l / 16;
+            let q1 = i32::from((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32;
+            let q2 = i32::from((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            let q3 = i32::from((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            let q4 = i32::from((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            sumi += i32::from(sc[is] as i8) * q1 * i32::from(y[l])
+                + i32::from(sc[is + 2] as i8) * q2 * i32::from(y[l + 32])
+                + i32::from(sc[is + 4] as i8) * q3 * i32::from(y[l + 64])
+                + i32::from(sc[is + 6] as i8) * q4 * i32::from(y[l + 96]);
+        }
+        sumi
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[allow(unsafe_code)]
+mod simd {
+    use core::arch::wasm32::*;
+
+    /// 16 bytes at `p` (unaligned).
+    #[inline(always)]
+    fn load(s: &[u8]) -> v128 {
+        assert!(s.len() >= 16);
+        // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
+        unsafe { v128_load(s.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn load_i8(s: &[i8]) -> v128 {
+        assert!(s.len() >= 16);
+        // SAFETY: as in `load`.
+        unsafe { v128_load(s.as_ptr() as *const v128) }
+    }
+
+    /// Σ a·b over 16 signed bytes, as 4 i32 lanes.
+    #[inline(always)]
+    fn dot16(a: v128, b: v128) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+        i32x4_add(lo, hi)
+    }
+
+    #[inline(always)]
+    fn hsum(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v) + i32x4_extract_lane::<1>(v) + i32x4_extract_lane::<2>(v) + i32x4_extract_lane::<3>(v)
+    }
+
+    pub fn q8_block(w: &[u8], y: &[i8]) -> i32 {
+        hsum(i32x4_add(dot16(load(&w[..16]), load_i8(&y[..16])), dot16(load(&w[16..32]), load_i8(&y[16..32]))))
+    }
+
+    pub fn nibble_block(qs: &[u8], y: &[i8], bias: i8) -> i32 {
+        let q = load(&qs[..16]);
+        let b = i8x16_splat(bias);
+        let lo = i8x16_sub(v128_and(q, u8x16_splat(0x0F)), b);
+        let hi = i8x16_sub(u8x16_shr(q, 4), b);
+        hsum(i32x4_add(dot16(lo, load_i8(&y[..16])), dot16(hi, load_i8(&y[16..32]))))
+    }
+
+    pub fn nibbles32(qs: &[u8], high: bool, y: &[i8]) -> i32 {
+        let pick = |v: v128| if high { u8x16_shr(v, 4) } else { v128_and(v, u8x16_splat(0x0F)) };
+        hsum(i32x4_add(dot16(pick(load(&qs[..16])), load_i8(&y[..16])), dot16(pick(load(&qs[16..32])), load_i8(&y[16..32]))))
+    }
+
+    pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
+        let m4 = u8x16_splat(0x0F);
+        let m2 = u8x16_splat(0x03);
+        let c32 = i8x16_splat(32);
+        let mut sumi = 0i32;
+        for (g, lb) in [0usize, 16].into_iter().enumerate() {
+            let l0 = load(&ql[lb..lb + 16]);
+            let l1 = load(&ql[lb + 32..lb + 48]);
+            let h = load(&qh[lb..lb + 16]);
+            let high = |shift: u32| i8x16_shl(v128_and(u8x16_shr(h, shift), m2), 4);
+            let q = [
+                v128_or(v128_and(l0, m4), high(0)),
+                v128_or(v128_and(l1, m4), high(2)),
+                v128_or(u8x16_shr(l0, 4), high(4)),
+                v128_or(u8x16_shr(l1, 4), high(6)),
+            ];
+            for (k, qv) in q.into_iter().enumerate() {
+                let s = hsum(dot16(i8x16_sub(qv, c32), load_i8(&y[lb + 32 * k..lb + 32 * k + 16])));
+                sumi += i32::from(sc[g + 2 * k] as i8) * s;
+            }
+        }
+        sumi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_match_the_definitions() {
+        let w: Vec<u8> = (0..64u32).map(|i| (i * 97 % 256) as u8).collect();
+        let y: Vec<i8> = (0..128i32).map(|i| ((i * 53) % 255 - 127) as i8).collect();
+        let direct: i32 = (0..32).map(|i| i32::from(w[i] as i8) * i32::from(y[i])).sum();
+        assert_eq!(q8_block(&w, &y), direct);
+        let nib: i32 =
+            (0..16).map(|j| (i32::from(w[j] & 15) - 8) * i32::from(y[j]) + (i32::from(w[j] >> 4) - 8) * i32::from(y[j + 16])).sum();
+        assert_eq!(nibble_block(&w, &y, 8), nib);
+        let hi: i32 = (0..32).map(|l| i32::from(w[l] >> 4) * i32::from(y[l])).sum();
+        assert_eq!(nibbles32(&w, true, &y), hi);
+        let sc: Vec<u8> = (0..8u8).map(|i| (i as i8 * 5 - 17) as u8).collect();
+        // Each of the 128 values has its own 6 bits and scale.
+        let mut want = 0i32;
+        for l in 0..32 {
+            for k in 0..4 {
+                let low = if k % 2 == 0 { w[l + 32 * (k % 2)] } else { w[l + 32] };
+                let low = if k < 2 { low & 0xF } else { low >> 4 };
+                let q = i32::from(low | (((w[l] >> (2 * k)) & 3) << 4)) - 32;
+                want += i32::from(sc[l / 16 + 2 * k] as i8) * q * i32::from(y[l + 32 * k]);
+            }
+        }
+        assert_eq!(q6k_half(&w, &w[..32], &sc, &y), want);
+    }
+}
