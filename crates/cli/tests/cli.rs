@@ -9,7 +9,7 @@ fn docmem(args: &[&str]) -> Output {
 }
 
 fn example() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/printing-press.md").display().to_string()
+    manifest_dir().join("../../examples/printing-press.md").display().to_string()
 }
 
 fn json(out: &Output) -> serde_json::Value {
@@ -160,4 +160,10 @@ fn models_fetch_test_set_is_verified_and_idempotent() {
     let again = docmem(&["models", "fetch", "test", "--dir", &d]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("already fetched"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This package's directory: cargo's run-time value first, so a test binary reused from a
+/// shared build cache by a checkout at another path still finds its files.
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -1,6 +1,9 @@
 //! Dequantization against llama.cpp's `gguf` Python package, through golden values written
 //! by `scripts/golden/dequant.py` (random blocks of every type, and real SmolLM2 blocks).
 
+mod common;
+
+use common::manifest_dir;
 use docmem_runtime::gguf::GgmlType;
 use docmem_runtime::quant::dequantize;
 
@@ -10,7 +13,7 @@ fn hex(s: &str) -> Vec<u8> {
 
 #[test]
 fn every_type_matches_gguf_py() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/dequant.json");
+    let path = manifest_dir().join("tests/golden/dequant.json");
     let golden: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let cases = golden["cases"].as_array().unwrap();
     let mut types = std::collections::HashSet::new();

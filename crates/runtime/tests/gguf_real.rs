@@ -3,8 +3,7 @@
 
 mod common;
 
-use common::model;
-use std::path::Path;
+use common::{manifest_dir, model};
 
 use docmem_core::fuzz_harness::run_corpus_dir;
 use docmem_runtime::gguf::{GgmlType, GgufFile, MetaValue};
@@ -33,7 +32,7 @@ fn smollm2_header() {
 
 #[test]
 fn gguf_fuzz_corpus() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/gguf");
+    let dir = manifest_dir().join("../../fuzz/corpus/gguf");
     let n = run_corpus_dir(&dir, docmem_runtime::gguf::testing::fuzz_read).unwrap_or_else(|e| panic!("{e}"));
     assert!(n >= 3, "the gguf corpus has only {n} files");
 }

@@ -9,15 +9,14 @@
 
 mod common;
 
-use common::model;
-use std::path::PathBuf;
+use common::{manifest_dir, model};
 
 use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, Prompt, SamplingParams};
 use serde_json::Value;
 
 fn golden(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let path = manifest_dir().join("tests/golden").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
