@@ -577,7 +577,8 @@ mod tests {
     #[test]
     fn q4k_scales_unpack_as_the_reference() {
         for seed in 0..64u8 {
-            let packed: [u8; 12] = std::array::from_fn(|i| seed.wrapping_mul(37).wrapping_add(i as u8 * 91) ^ (i as u8).rotate_left(3));
+            let packed: [u8; 12] =
+                std::array::from_fn(|i| seed.wrapping_mul(37).wrapping_add((i as u8).wrapping_mul(91)) ^ (i as u8).rotate_left(3));
             let (sc, m) = scales_mins_k4(&packed);
             for j in 0..8 {
                 assert_eq!((sc[j], m[j]), scale_min_k4(j, &packed), "seed {seed}, sub-block {j}");
