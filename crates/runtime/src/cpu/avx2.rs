@@ -408,7 +408,7 @@ unsafe fn q4k_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
         let (mut d, mut dmin) = ([0f32; 4], [0f32; 4]);
         for k in 0..4 {
             let b = rows[k].get_unchecked(144 * i..144 * i + 144);
-            prefetch(b.as_ptr().wrapping_add(4 * 144), 144);
+            prefetch(b.as_ptr().wrapping_add(12 * 144), 144);
             (d[k], dmin[k]) = f16_pair(b.as_ptr());
             (sumi[k], summ[k]) = q4k_block(b, q, i);
         }
