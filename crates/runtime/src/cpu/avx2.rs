@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use super::act::QuantizedRow;
 use super::dot::Batch;
 use crate::gguf::GgmlType;
+use crate::quant::scales_mins_k4;
 
 /// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
 #[inline(always)]
@@ -295,24 +296,6 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(b, 0) * q.q8_d[i]), s, acc);
     }
     hsum(acc)
-}
-
-/// The eight 6-bit scales and the eight minimums of a Q4_K super-block (its 12 packed
-/// bytes), unpacked four at a time in 32-bit words as llama.cpp does.
-#[inline(always)]
-fn scales_mins_k4(q: &[u8]) -> ([u8; 8], [u8; 8]) {
-    const K1: u32 = 0x3f3f_3f3f;
-    const K2: u32 = 0x0f0f_0f0f;
-    const K3: u32 = 0x0303_0303;
-    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
-    let (u0, u1, u2) = (word(0), word(1), word(2));
-    let scales = [u0 & K1, (u2 & K2) | (((u0 >> 6) & K3) << 4)];
-    let mins = [u1 & K1, ((u2 >> 4) & K2) | (((u1 >> 6) & K3) << 4)];
-    let bytes = |w: [u32; 2]| {
-        let (a, b) = (w[0].to_le_bytes(), w[1].to_le_bytes());
-        [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
-    };
-    (bytes(scales), bytes(mins))
 }
 
 /// The minimum terms of a super-block's four 64-value groups (lane g: Σ over sub-blocks

@@ -8,7 +8,7 @@
 use super::act::{ActFormat, QuantizedRow};
 use super::isum;
 use crate::gguf::GgmlType;
-use crate::quant::{f16_at, scale_min_k4};
+use crate::quant::{f16_at, scale_min_k4, scales_mins_k4};
 
 /// The activation format a weight type's dot product needs.
 pub fn act_format(ty: GgmlType) -> ActFormat {
@@ -127,20 +127,10 @@ fn q4k_scalar(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut sum = 0f32;
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-        let scales = &b[4..16];
-        let y = &q.q8k[256 * i..256 * i + 256];
+        let (sc, m) = scales_mins_k4(&b[4..16]);
         let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
-        let (mut sumi, mut summ) = (0i32, 0i32);
-        for g in 0..4 {
-            let qs = &b[16 + 32 * g..48 + 32 * g];
-            for half in 0..2 {
-                let j = 2 * g + half;
-                let (sc, m) = scale_min_k4(j, scales);
-                let s = isum::nibbles32(qs, half == 1, &y[32 * j..32 * j + 32]);
-                sumi += i32::from(sc) * s;
-                summ += i32::from(m) * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]));
-            }
-        }
+        let sumi = isum::q4k_block(&b[16..144], &sc, &q.q8k[256 * i..256 * i + 256]);
+        let summ: i32 = (0..8).map(|j| i32::from(m[j]) * (i32::from(bsums[2 * j]) + i32::from(bsums[2 * j + 1]))).sum();
         sum += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
     }
     sum

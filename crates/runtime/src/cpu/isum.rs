@@ -48,6 +48,20 @@ pub fn nibbles32(qs: &[u8], high: bool, y: &[i8]) -> i32 {
     }
 }
 
+/// A Q4_K super-block's 256 nibbles (`qs`, 128 bytes) against 256 activations, each
+/// 32-value sub-block `j` scaled by `sc[j]`.
+#[inline]
+pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        simd::q4k_block(qs, sc, y)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        (0..8).map(|j| i32::from(sc[j]) * nibbles32(&qs[32 * (j / 2)..32 * (j / 2) + 32], j % 2 == 1, &y[32 * j..32 * j + 32])).sum()
+    }
+}
+
 /// One half (128 values) of a Q6_K super-block, scales applied: `ql` 64 bytes, `qh` 32,
 /// `sc` its 8 scales, `y` 128 activations.
 #[inline]
@@ -124,6 +138,20 @@ mod simd {
         hsum(i32x4_add(dot16(pick(load(&qs[..16])), load_i8(&y[..16])), dot16(pick(load(&qs[16..32])), load_i8(&y[16..32]))))
     }
 
+    pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
+        let m4 = u8x16_splat(0x0F);
+        let mut acc = i32x4_splat(0);
+        for g in 0..4 {
+            let (a, b) = (load(&qs[32 * g..32 * g + 16]), load(&qs[32 * g + 16..32 * g + 32]));
+            let y0 = &y[64 * g..64 * g + 64];
+            let lo = i32x4_add(dot16(v128_and(a, m4), load_i8(&y0[..16])), dot16(v128_and(b, m4), load_i8(&y0[16..32])));
+            let hi = i32x4_add(dot16(u8x16_shr(a, 4), load_i8(&y0[32..48])), dot16(u8x16_shr(b, 4), load_i8(&y0[48..64])));
+            acc = i32x4_add(acc, i32x4_mul(lo, i32x4_splat(i32::from(sc[2 * g]))));
+            acc = i32x4_add(acc, i32x4_mul(hi, i32x4_splat(i32::from(sc[2 * g + 1]))));
+        }
+        hsum(acc)
+    }
+
     pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
         let m4 = u8x16_splat(0x0F);
         let m2 = u8x16_splat(0x03);
@@ -164,6 +192,17 @@ mod tests {
         assert_eq!(nibble_block(&w, &y, 8), nib);
         let hi: i32 = (0..32).map(|l| i32::from(w[l] >> 4) * i32::from(y[l])).sum();
         assert_eq!(nibbles32(&w, true, &y), hi);
+        let qs: Vec<u8> = (0..128u32).map(|i| (i * 131 % 256) as u8).collect();
+        let y256: Vec<i8> = (0..256i32).map(|i| ((i * 29) % 255 - 127) as i8).collect();
+        let sc = [3u8, 63, 0, 17, 1, 40, 9, 22];
+        let mut k4 = 0i32;
+        for j in 0..8 {
+            for l in 0..32 {
+                let b = qs[32 * (j / 2) + l];
+                k4 += i32::from(sc[j]) * i32::from(if j % 2 == 0 { b & 0xF } else { b >> 4 }) * i32::from(y256[32 * j + l]);
+            }
+        }
+        assert_eq!(q4k_block(&qs, &sc, &y256), k4);
         let sc: Vec<u8> = (0..8u8).map(|i| (i as i8 * 5 - 17) as u8).collect();
         // Each of the 128 values has its own 6 bits and scale.
         let mut want = 0i32;

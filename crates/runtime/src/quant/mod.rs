@@ -93,8 +93,13 @@ pub fn f16_round(x: f32) -> f32 {
     f16_to_f32(f32_to_f16(x))
 }
 
+/// The half float at byte `i` of `b`, through a 65,536-entry table (ggml's approach on
+/// CPUs without a conversion instruction: the portable kernels convert two scales per
+/// 32 values, and the bit manipulation of [`f16_to_f32`] cost more than the table load).
 pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[i], b[i + 1]]))
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| (0..=u16::MAX).map(f16_to_f32).collect());
+    table[usize::from(u16::from_le_bytes([b[i], b[i + 1]]))]
 }
 
 /// The 6-bit scale and minimum of sub-block `j` of a Q4_K/Q5_K super-block.
@@ -102,6 +107,24 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
     let (d, m) =
         if j < 4 { (q[j] & 63, q[j + 4] & 63) } else { ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4)) };
     (d, m)
+}
+
+/// The eight 6-bit scales and the eight minimums of a Q4_K super-block (its 12 packed
+/// bytes), unpacked four at a time in 32-bit words as llama.cpp does.
+#[inline(always)]
+pub(crate) fn scales_mins_k4(q: &[u8]) -> ([u8; 8], [u8; 8]) {
+    const K1: u32 = 0x3f3f_3f3f;
+    const K2: u32 = 0x0f0f_0f0f;
+    const K3: u32 = 0x0303_0303;
+    let word = |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+    let (u0, u1, u2) = (word(0), word(1), word(2));
+    let scales = [u0 & K1, (u2 & K2) | (((u0 >> 6) & K3) << 4)];
+    let mins = [u1 & K1, ((u2 >> 4) & K2) | (((u1 >> 6) & K3) << 4)];
+    let bytes = |w: [u32; 2]| {
+        let (a, b) = (w[0].to_le_bytes(), w[1].to_le_bytes());
+        [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    };
+    (bytes(scales), bytes(mins))
 }
 
 /// Scales and minimums of the two 32-element halves of 64-element group `g` of a Q4_K or
