@@ -34,20 +34,6 @@ pub fn nibble_block(qs: &[u8], y: &[i8], bias: i8) -> i32 {
     }
 }
 
-/// One 32-value Q4_K sub-block: the low (`high == false`) or high nibbles of 32 bytes
-/// against 32 activations.
-#[inline]
-pub fn nibbles32(qs: &[u8], high: bool, y: &[i8]) -> i32 {
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        simd::nibbles32(qs, high, y)
-    }
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    {
-        (0..32).map(|l| i32::from(if high { qs[l] >> 4 } else { qs[l] & 0xF }) * i32::from(y[l])).sum()
-    }
-}
-
 /// A Q4_K super-block's 256 nibbles (`qs`, 128 bytes) against 256 activations, each
 /// 32-value sub-block `j` scaled by `sc[j]`.
 #[inline]
@@ -58,7 +44,11 @@ pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
     }
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
-        (0..8).map(|j| i32::from(sc[j]) * nibbles32(&qs[32 * (j / 2)..32 * (j / 2) + 32], j % 2 == 1, &y[32 * j..32 * j + 32])).sum()
+        let nibble = |j: usize, l: usize| {
+            let b = qs[32 * (j / 2) + l];
+            i32::from(if j % 2 == 1 { b >> 4 } else { b & 0xF })
+        };
+        (0..8).map(|j| i32::from(sc[j]) * (0..32).map(|l| nibble(j, l) * i32::from(y[32 * j + l])).sum::<i32>()).sum()
     }
 }
 
@@ -133,11 +123,6 @@ mod simd {
         hsum(i32x4_add(dot16(lo, load_i8(&y[..16])), dot16(hi, load_i8(&y[16..32]))))
     }
 
-    pub fn nibbles32(qs: &[u8], high: bool, y: &[i8]) -> i32 {
-        let pick = |v: v128| if high { u8x16_shr(v, 4) } else { v128_and(v, u8x16_splat(0x0F)) };
-        hsum(i32x4_add(dot16(pick(load(&qs[..16])), load_i8(&y[..16])), dot16(pick(load(&qs[16..32])), load_i8(&y[16..32]))))
-    }
-
     pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
         let m4 = u8x16_splat(0x0F);
         let mut acc = i32x4_splat(0);
@@ -190,8 +175,6 @@ mod tests {
         let nib: i32 =
             (0..16).map(|j| (i32::from(w[j] & 15) - 8) * i32::from(y[j]) + (i32::from(w[j] >> 4) - 8) * i32::from(y[j + 16])).sum();
         assert_eq!(nibble_block(&w, &y, 8), nib);
-        let hi: i32 = (0..32).map(|l| i32::from(w[l] >> 4) * i32::from(y[l])).sum();
-        assert_eq!(nibbles32(&w, true, &y), hi);
         let qs: Vec<u8> = (0..128u32).map(|i| (i * 131 % 256) as u8).collect();
         let y256: Vec<i8> = (0..256i32).map(|i| ((i * 29) % 255 - 127) as i8).collect();
         let sc = [3u8, 63, 0, 17, 1, 40, 9, 22];
