@@ -37,6 +37,11 @@ pub enum CliError {
     Output(std::io::Error),
     /// A language model could not load or run.
     Lm(docmem_runtime::lm::LmError),
+    /// A check ran and found differences (such as parity with llama.cpp).
+    CheckFailed {
+        /// What differs.
+        message: String,
+    },
 }
 
 impl CliError {
@@ -62,6 +67,7 @@ impl fmt::Display for CliError {
             CliError::Chunk(e) => write!(f, "{e}"),
             CliError::Output(e) => write!(f, "cannot write output: {e}"),
             CliError::Lm(e) => write!(f, "{e}"),
+            CliError::CheckFailed { message } => write!(f, "{message}"),
         }
     }
 }
@@ -93,6 +99,7 @@ impl From<docmem_runtime::lm::LmError> for CliError {
             LmError::Source(_) | LmError::Gguf(_) | LmError::Model(_) | LmError::ContextFull { .. } | LmError::EmptyPrompt => {
                 CliError::BadArgument { message: format!("--model: {e}") }
             }
+            LmError::Golden { .. } => CliError::BadArgument { message: format!("--golden: {e}") },
             e => CliError::Lm(e),
         }
     }

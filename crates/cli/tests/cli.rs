@@ -149,6 +149,19 @@ fn a_missing_model_is_a_clear_input_error() {
 }
 
 #[test]
+fn a_malformed_golden_file_is_named() {
+    let golden = std::env::temp_dir().join(format!("docmem-golden-{}.json", std::process::id()));
+    std::fs::write(&golden, r#"{"tokenize": 3}"#).unwrap();
+    let model = smollm2();
+    let args = ["bench", "lm", "--model", &model, "--prompt-tokens", "4", "--gen-tokens", "1", "--llama-bench", "/no/such/llama-bench"];
+    let out = docmem(&[&args[..], &["--golden", &golden.display().to_string()]].concat());
+    let _ = std::fs::remove_file(&golden);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--golden") && err.contains("tokenize"), "{err}");
+}
+
+#[test]
 fn models_fetch_test_set_is_verified_and_idempotent() {
     let dir = std::env::temp_dir().join(format!("docmem-models-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

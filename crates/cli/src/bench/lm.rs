@@ -38,6 +38,10 @@ pub struct LmBenchArgs {
     /// llama.cpp's llama-bench binary.
     #[arg(long)]
     llama_bench: Option<PathBuf>,
+    /// Also check parity with llama.cpp against this golden file (from
+    /// scripts/golden/lm.py); exits 1 when it does not hold
+    #[arg(long)]
+    golden: Option<PathBuf>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -58,6 +62,8 @@ struct Report {
     gen_tokens: usize,
     docmem: Figures,
     peak_rss_mb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parity: Option<docmem_runtime::lm::parity::ParityReport>,
     llama_cpp: Option<Figures>,
     prefill_ratio: Option<f64>,
     decode_ratio: Option<f64>,
@@ -125,6 +131,15 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
     let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
+    let parity = match &a.golden {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::Read { path: path.clone(), source: e })?;
+            let golden =
+                serde_json::from_str(&text).map_err(|e| CliError::BadArgument { message: format!("--golden {}: {e}", path.display()) })?;
+            Some(docmem_runtime::lm::parity::check(&lm, &golden)?)
+        }
+        None => None,
+    };
     let report = Report {
         model: a.model.display().to_string(),
         threads: a.threads,
@@ -135,10 +150,19 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         docmem: ours,
         peak_rss_mb: peak_rss_mb(),
         llama_cpp: llama,
+        parity,
+    };
+    let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
+    let parity_result = || {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(CliError::CheckFailed { message: format!("parity with llama.cpp does not hold:\n{}", failures.join("\n")) })
+        }
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(std::io::Error::from)?);
-        return Ok(());
+        return parity_result();
     }
     println!("{:<12} {:>12} {:>12} {:>10}", "engine", "prefill t/s", "decode t/s", "TTFT ms");
     println!("{:<12} {:>12.1} {:>12.1} {:>10.0}", "docmem", report.docmem.prefill_tok_s, report.docmem.decode_tok_s, report.docmem.ttft_ms);
@@ -151,5 +175,16 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if let Some(m) = report.peak_rss_mb {
         println!("peak memory {m:.0} MB");
     }
-    Ok(())
+    if let Some(p) = &report.parity {
+        let greedy: Vec<String> = p.greedy.iter().map(|g| format!("{}/{}", g.identical, g.reference)).collect();
+        println!(
+            "parity with llama.cpp: top-1 {}/{}, greedy {}, worst top-20 log-prob difference {:.1e}{}",
+            p.top1_agree,
+            p.top1_total,
+            greedy.join(" "),
+            p.worst_top20,
+            if failures.is_empty() { " (holds)" } else { "" }
+        );
+    }
+    parity_result()
 }

@@ -9,6 +9,7 @@
 //!   context reuse its cache. [`Lm::next_token_logprobs`] scores candidate next tokens.
 //! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
 
+pub mod parity;
 mod sampler;
 
 use std::fmt;
@@ -103,6 +104,11 @@ pub enum LmError {
     },
     /// The prompt has no tokens.
     EmptyPrompt,
+    /// A parity golden file lacks a field or has one of the wrong type.
+    Golden {
+        /// The field.
+        what: String,
+    },
 }
 
 impl fmt::Display for LmError {
@@ -115,6 +121,7 @@ impl fmt::Display for LmError {
             LmError::Chat(e) => write!(f, "{e}"),
             LmError::ContextFull { needed, limit } => write!(f, "{needed} tokens do not fit the context window of {limit}"),
             LmError::EmptyPrompt => write!(f, "the prompt is empty"),
+            LmError::Golden { what } => write!(f, "golden file: '{what}' is missing or malformed"),
         }
     }
 }

@@ -195,14 +195,17 @@ impl Weights {
             if let Some(heads) = permute_heads {
                 w = permute_rope_rows(&w, heads, cols as usize);
             }
-            let (ty, mut data) = match quant {
-                LoadQuant::Q8_0 => (GgmlType::Q8_0, Vec::with_capacity(w.len() / 32 * 34)),
-                LoadQuant::Q4_0 => (GgmlType::Q4_0, Vec::with_capacity(w.len() / 32 * 18)),
+            let mut data = Vec::new();
+            let ty = match quant {
+                LoadQuant::Q8_0 => {
+                    quantize_q8_0(&w, &mut data);
+                    GgmlType::Q8_0
+                }
+                LoadQuant::Q4_0 => {
+                    quantize_q4_0(&w, &mut data);
+                    GgmlType::Q4_0
+                }
             };
-            match quant {
-                LoadQuant::Q8_0 => quantize_q8_0(&w, &mut data),
-                LoadQuant::Q4_0 => quantize_q4_0(&w, &mut data),
-            }
             QMatrix::new(ty, rows as usize, cols as usize, data).ok_or_else(|| ModelError::TensorShape {
                 name: name.to_owned(),
                 found: vec![rows, cols],

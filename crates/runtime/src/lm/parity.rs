@@ -1,0 +1,137 @@
+//! Parity with llama.cpp, measured against a golden file written by
+//! `scripts/golden/lm.py`: token ids of a mixed corpus, greedy continuations and top-20
+//! log-probabilities of a prompt set, and top-1 next-token agreement over a long text.
+//!
+//! It lives here, not in a test, because it has two users: the SmolLM2 test in `npm test`,
+//! and `docmem bench lm --golden` for the 1.1 GB MemReader-class model, which is a
+//! benchmark-time check (its download and four minutes on two cores stay out of CI).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{argmax, log_prob, Backend, Lm, LmError, Prompt, SamplingParams};
+use crate::cpu::transformer::{CpuTransformer, Logits};
+
+/// Greedy continuations must agree for this many tokens (or to the end of llama.cpp's).
+pub const GREEDY_TOKENS: usize = 32;
+/// Top-1 agreement over the long text must reach this rate.
+pub const TOP1_RATE: f64 = 0.99;
+/// Top-20 log-probabilities must be within this of llama.cpp's.
+pub const TOP20_TOLERANCE: f32 = 0.01;
+
+/// One greedy continuation compared.
+#[derive(Clone, Debug, Serialize)]
+pub struct GreedyCase {
+    /// The prompt.
+    pub prompt: String,
+    /// Leading tokens identical to llama.cpp's.
+    pub identical: usize,
+    /// Tokens llama.cpp generated (its end-of-generation token excluded).
+    pub reference: usize,
+}
+
+/// What [`check`] measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ParityReport {
+    /// Corpus texts whose token ids differ from llama.cpp's.
+    pub token_mismatches: Vec<String>,
+    /// Prompts whose token ids (BOS included) differ.
+    pub prompt_mismatches: Vec<String>,
+    /// Each greedy continuation.
+    pub greedy: Vec<GreedyCase>,
+    /// Largest difference of a top-20 log-probability.
+    pub worst_top20: f32,
+    /// Positions of the long text where the argmax agrees.
+    pub top1_agree: usize,
+    /// Positions compared.
+    pub top1_total: usize,
+}
+
+impl ParityReport {
+    /// Top-1 agreement rate.
+    pub fn top1_rate(&self) -> f64 {
+        self.top1_agree as f64 / self.top1_total.max(1) as f64
+    }
+
+    /// What falls short of the thresholds above; empty when parity holds.
+    pub fn failures(&self) -> Vec<String> {
+        let mut f: Vec<String> = self.token_mismatches.iter().map(|t| format!("token ids of {t:?} differ")).collect();
+        f.extend(self.prompt_mismatches.iter().map(|p| format!("prompt ids of {p:?} differ")));
+        for g in &self.greedy {
+            if g.identical < GREEDY_TOKENS.min(g.reference) {
+                f.push(format!("greedy continuation of {:?} diverges at token {}", g.prompt, g.identical));
+            }
+        }
+        if self.worst_top20 >= TOP20_TOLERANCE {
+            f.push(format!("top-20 log-probabilities differ by up to {}", self.worst_top20));
+        }
+        if self.top1_rate() < TOP1_RATE {
+            f.push(format!("top-1 agreement {:.4} < {TOP1_RATE}", self.top1_rate()));
+        }
+        f
+    }
+}
+
+/// Why a golden file could not be used.
+fn bad(what: &str) -> LmError {
+    LmError::Golden { what: what.to_owned() }
+}
+
+fn ids(v: &Value, what: &str) -> Result<Vec<u32>, LmError> {
+    v.as_array().ok_or_else(|| bad(what))?.iter().map(|x| x.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(|| bad(what))).collect()
+}
+
+fn text<'a>(v: &'a Value, what: &str) -> Result<&'a str, LmError> {
+    v.as_str().ok_or_else(|| bad(what))
+}
+
+/// Compare `lm` with llama.cpp's outputs in `golden` (the JSON `scripts/golden/lm.py` writes).
+pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, LmError> {
+    let mut r = ParityReport::default();
+    for case in golden["tokenize"].as_array().ok_or_else(|| bad("tokenize"))? {
+        let t = text(&case["text"], "tokenize.text")?;
+        if lm.tokenizer.encode(t)? != ids(&case["ids"], "tokenize.ids")? {
+            r.token_mismatches.push(t.to_owned());
+        }
+    }
+
+    let params = SamplingParams { max_tokens: 40, ..Default::default() };
+    for case in golden["greedy"].as_array().ok_or_else(|| bad("greedy"))? {
+        let prompt = text(&case["prompt"], "greedy.prompt")?;
+        if lm.prompt_tokens(Prompt::Text(prompt))? != ids(&case["prompt_ids"], "greedy.prompt_ids")? {
+            r.prompt_mismatches.push(prompt.to_owned());
+        }
+        let (_, logits) = lm.next_token_logits(Prompt::Text(prompt))?;
+        for pair in case["top20"].as_array().ok_or_else(|| bad("greedy.top20"))? {
+            let (id, want) = (pair[0].as_u64().ok_or_else(|| bad("greedy.top20"))?, pair[1].as_f64().ok_or_else(|| bad("greedy.top20"))?);
+            let id = u32::try_from(id).map_err(|_| bad("greedy.top20"))?;
+            r.worst_top20 = r.worst_top20.max((log_prob(&logits, id) - want as f32).abs());
+        }
+        let gen = lm.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))?;
+        // llama.cpp's list ends with the end-of-generation token when it stopped on one;
+        // ours stops before it.
+        let want: Vec<u32> =
+            ids(&case["continuation"], "greedy.continuation")?.into_iter().filter(|t| !lm.tokenizer.stop_ids().contains(t)).collect();
+        let identical = gen.tokens.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        r.greedy.push(GreedyCase { prompt: prompt.to_owned(), identical, reference: want.len() });
+    }
+
+    let top1 = &golden["top1"];
+    let text_ids = ids(&top1["ids"], "top1.ids")?;
+    if lm.prompt_tokens(Prompt::Text(text(&top1["text"], "top1.text")?))? != text_ids {
+        r.prompt_mismatches.push("the top-1 text".into());
+    }
+    let want = ids(&top1["argmax"], "top1.argmax")?;
+    let vocab = lm.backend.config().vocab;
+    let mut cache = lm.backend.new_cache();
+    for (chunk_no, chunk) in text_ids.chunks(256).enumerate() {
+        let logits = Backend::forward(&lm.backend, &mut cache, chunk, Logits::All)?;
+        for (i, row) in logits.chunks_exact(vocab).enumerate() {
+            if let Some(&w) = want.get(chunk_no * 256 + i) {
+                r.top1_agree += usize::from(argmax(row) == w);
+                r.top1_total += 1;
+            }
+        }
+    }
+    Ok(r)
+}
