@@ -17,7 +17,6 @@ use docmem_runtime::chat::ChatMessage;
 use docmem_runtime::lm::{log_prob, Lm, LmError, LoadOptions, Prompt, SamplingParams};
 use docmem_runtime::model::hf_export::export_gguf;
 use docmem_runtime::model::{LoadQuant, ModelError};
-use docmem_runtime::quant::dequantize;
 use docmem_runtime::safetensors::Dtype;
 use docmem_runtime::source::FileSource;
 
@@ -65,9 +64,7 @@ fn a_checkpoint_written_from_gguf_loads_back_with_the_same_behaviour() {
         assert_eq!(a.ffn_norm, b.ffn_norm);
     }
     for (name, a, b) in pairs {
-        let (mut x, mut y) = (Vec::new(), Vec::new());
-        dequantize(a.ty, &a.data, &mut x).unwrap();
-        dequantize(b.ty, &b.data, &mut y).unwrap();
+        let (x, y) = (a.to_f32(), b.to_f32());
         for (xs, ys) in x.chunks(32).zip(y.chunks(32)) {
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
             let err = xs.iter().zip(ys).fold(0f32, |m, (p, q)| m.max((p - q).abs()));

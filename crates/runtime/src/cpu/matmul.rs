@@ -8,6 +8,7 @@
 
 use super::act::{ActFormat, QuantizedRow};
 use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row, Batch};
+use super::q4k_x8;
 use super::threads::Threads;
 use crate::gguf::GgmlType;
 
@@ -20,9 +21,11 @@ pub struct QMatrix {
     pub rows: usize,
     /// Input features.
     pub cols: usize,
-    /// Raw blocks, row-major.
-    pub data: Vec<u8>,
+    /// Raw blocks: row-major, or re-laid eight rows at a time when `interleaved`.
+    data: Vec<u8>,
     row_bytes: usize,
+    /// Whether `data` is in the [`q4k_x8`] layout (Q4_K only).
+    interleaved: bool,
 }
 
 impl QMatrix {
@@ -33,20 +36,72 @@ impl QMatrix {
             return None;
         }
         let row_bytes = cols / per * ty.block_bytes() as usize;
-        (data.len() == row_bytes * rows).then_some(QMatrix { ty, rows, cols, data, row_bytes })
+        (data.len() == row_bytes * rows).then_some(QMatrix { ty, rows, cols, data, row_bytes, interleaved: false })
     }
 
-    /// One row's blocks.
+    /// A Q4_K matrix already re-laid eight rows at a time ([`q4k_x8::interleave_into`]);
+    /// `None` when the sizes disagree or this CPU's kernels do not read that layout.
+    pub fn q4k_relaid(rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
+        let ok = cols.is_multiple_of(256)
+            && rows.is_multiple_of(q4k_x8::ROWS)
+            && q4k_x8::worth_it()
+            && data.len() == q4k_x8::relaid_bytes(rows, cols / 256);
+        let row_bytes = cols / 256 * GgmlType::Q4K.block_bytes() as usize;
+        ok.then_some(QMatrix { ty: GgmlType::Q4K, rows, cols, data, row_bytes, interleaved: true })
+    }
+
+    /// Whether [`QMatrix::for_matmul`] would re-lay a matrix of this type and shape.
+    pub fn relays(ty: GgmlType, rows: usize) -> bool {
+        ty == GgmlType::Q4K && rows.is_multiple_of(q4k_x8::ROWS) && q4k_x8::worth_it()
+    }
+
+    /// The matrix in the layout this CPU's kernels read fastest: Q4_K matrices whose row
+    /// count is a multiple of eight are re-laid eight rows at a time ([`q4k_x8`]) where the
+    /// AVX2 kernels run. Results are bit-identical either way.
+    pub fn for_matmul(mut self) -> Self {
+        if !self.interleaved && Self::relays(self.ty, self.rows) {
+            self.data = q4k_x8::interleave(&self.data, self.rows, self.cols / 256);
+            self.interleaved = true;
+        }
+        self
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// One row's blocks, in GGUF's layout (copied out of a re-laid matrix).
+    pub fn row(&self, r: usize) -> std::borrow::Cow<'_, [u8]> {
+        if self.interleaved {
+            let mut out = Vec::with_capacity(self.row_bytes);
+            q4k_x8::row(&self.data, self.cols / 256, r, &mut out);
+            return out.into();
+        }
+        self.row_plain(r).into()
+    }
+
+    /// One row's blocks of a matrix that is not re-laid.
     #[inline]
-    pub fn row(&self, r: usize) -> &[u8] {
+    fn row_plain(&self, r: usize) -> &[u8] {
         &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// The whole matrix in f32, row-major (for tests and tools; the kernels never do this).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let (mut out, mut row) = (Vec::with_capacity(self.rows * self.cols), Vec::new());
+        for r in 0..self.rows {
+            self.row_f32(r, &mut row);
+            out.extend_from_slice(&row);
+        }
+        out
     }
 
     /// One row in f32 (embedding lookup).
     pub fn row_f32(&self, r: usize, out: &mut Vec<f32>) {
         out.clear();
         // The row is whole blocks by construction, so this cannot fail.
-        let _ = crate::quant::dequantize(self.ty, self.row(r), out);
+        let _ = crate::quant::dequantize(self.ty, &self.row(r), out);
     }
 }
 
@@ -140,11 +195,17 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             let q = |t: usize| acts.q.get(t).unwrap_or(&EMPTY);
             // SAFETY: (t, r) is in bounds (checked sizes above) and owned by this task.
             let put = |t: usize, r: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
+            if w.interleaved {
+                #[cfg(target_arch = "x86_64")]
+                interleaved_task(w, acts, r0, r1, put);
+                return;
+            }
             let mut r = r0;
             // One token: four rows at a time share the activation row.
             if tokens == 1 {
                 while r + 4 <= r1 {
-                    let Some(v) = dot_4rows(w.ty, [w.row(r), w.row(r + 1), w.row(r + 2), w.row(r + 3)], q(0)) else { break };
+                    let rows = [w.row_plain(r), w.row_plain(r + 1), w.row_plain(r + 2), w.row_plain(r + 3)];
+                    let Some(v) = dot_4rows(w.ty, rows, q(0)) else { break };
                     (0..4).for_each(|k| put(0, r + k, v[k]));
                     r += 4;
                 }
@@ -156,7 +217,7 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             for tb in (0..tokens).step_by(TOKEN_BLOCK) {
                 let te = (tb + TOKEN_BLOCK).min(tokens);
                 for r in first_row..r1 {
-                    let row = w.row(r);
+                    let row = w.row_plain(r);
                     let mut t = tb;
                     while t + 4 <= te {
                         let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)], batch) else { break };
@@ -173,6 +234,35 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
     }
 }
 
+/// Rows `r0..r1` (whole groups of eight) of a re-laid Q4_K matrix against every token:
+/// four tokens at a time, as llama.cpp groups them, then the rest one by one.
+#[cfg(target_arch = "x86_64")]
+fn interleaved_task(w: &QMatrix, acts: &Activations, r0: usize, r1: usize, put: impl Fn(usize, usize, f32)) {
+    let group_bytes = w.cols / 256 * q4k_x8::BLOCK;
+    let tokens = acts.tokens();
+    for tb in (0..tokens).step_by(TOKEN_BLOCK) {
+        let te = (tb + TOKEN_BLOCK).min(tokens);
+        for r in (r0..r1).step_by(q4k_x8::ROWS) {
+            let data = &w.data[r / q4k_x8::ROWS * group_bytes..][..group_bytes];
+            let mut t = tb;
+            while t + 4 <= te {
+                // SAFETY: `interleaved` is set only where `q4k_x8::worth_it` found the CPU
+                // features; each activation row has the matrix's width (checked by the caller).
+                let v = unsafe { q4k_x8::gemm_4tok(data, [&acts.q[t], &acts.q[t + 1], &acts.q[t + 2], &acts.q[t + 3]]) };
+                for (k, v) in v.iter().enumerate() {
+                    v.iter().enumerate().for_each(|(i, &v)| put(t + k, r + i, v));
+                }
+                t += 4;
+            }
+            for t in t..te {
+                // SAFETY: as above.
+                let v = unsafe { q4k_x8::gemv(data, &acts.q[t]) };
+                v.iter().enumerate().for_each(|(i, &v)| put(t, r + i, v));
+            }
+        }
+    }
+}
+
 /// Tokens per block of a batched matmul (a multiple of four).
 const TOKEN_BLOCK: usize = 16;
 
@@ -185,7 +275,8 @@ fn rows_per_task(total_rows: usize, threads: usize, tokens: usize) -> usize {
         return total_rows.max(1);
     }
     let target_tasks = threads * if tokens > 1 { 8 } else { 4 };
-    (total_rows / target_tasks).clamp(8, 4096)
+    // Whole groups of eight rows, for re-laid matrices.
+    (total_rows / target_tasks).clamp(8, 4096) / 8 * 8
 }
 
 /// One matrix: `out = W · x` for each token.
@@ -213,8 +304,33 @@ mod tests {
         for t in 0..tokens {
             let q = &acts.q[t];
             for r in 0..rows {
-                let want = dot_row_scalar(ty, w.row(r), &x[t * cols..(t + 1) * cols], q);
+                let want = dot_row_scalar(ty, &w.row(r), &x[t * cols..(t + 1) * cols], q);
                 assert!((out[t * rows + r] - want).abs() <= 1e-4 * want.abs().max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_relaid_q4k_matrix_gives_the_same_bits() {
+        let (rows, cols) = (72, 512);
+        let ty = GgmlType::Q4K;
+        let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 3 + r as u64)).collect();
+        let plain = QMatrix::new(ty, rows, cols, data).unwrap();
+        let relaid = plain.clone().for_matmul();
+        assert_eq!(relaid.to_f32(), plain.to_f32());
+        // One token, a batch of whole fours and one with a remainder past a token block.
+        for tokens in [1, 8, 19] {
+            let x = activations(cols * tokens, tokens as u64);
+            let run = |w: &QMatrix| {
+                let mut acts = Activations::default();
+                acts.set(&x, cols);
+                let mut out = vec![0f32; rows * tokens];
+                matmul(&Threads::new(2), &mut acts, w, &mut out);
+                out
+            };
+            let (a, b) = (run(&plain), run(&relaid));
+            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{tokens} tokens, output {i}: {a} vs {b}");
             }
         }
     }

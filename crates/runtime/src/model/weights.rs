@@ -3,7 +3,8 @@
 
 use super::config::{Arch, ModelConfig, ModelError};
 use crate::cpu::matmul::QMatrix;
-use crate::gguf::{GgmlType, GgufFile};
+use crate::cpu::q4k_x8;
+use crate::gguf::{GgmlType, GgufError, GgufFile, TensorInfo};
 use crate::quant::dequantize;
 use crate::source::ByteSource;
 
@@ -94,18 +95,39 @@ impl Weights {
     }
 }
 
-fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelError> {
+fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelError> {
     let t = g.tensor(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
     if t.dims != dims {
         return Err(ModelError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
     }
+    Ok(t)
+}
+
+fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelError> {
+    let t = tensor_info(g, name, dims)?;
     Ok((t.ggml_type, g.tensor_bytes(src, t).map_err(ModelError::Read)?))
 }
 
+/// A weight matrix, in the layout the CPU kernels read fastest ([`QMatrix::for_matmul`]).
+/// A matrix that is re-laid is read eight rows at a time straight into its new layout, so
+/// loading never holds two copies of it.
 fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, ModelError> {
-    let (ty, bytes) = tensor_bytes(g, src, name, &[cols, rows])?;
     let shape_err = || ModelError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
-    QMatrix::new(ty, rows as usize, cols as usize, bytes).ok_or_else(shape_err)
+    let t = tensor_info(g, name, &[cols, rows])?;
+    let (r, c) = (rows as usize, cols as usize);
+    if QMatrix::relays(t.ggml_type, r) && c.is_multiple_of(256) && t.size == (r * c / 256 * 144) as u64 {
+        let (blocks, group_src) = (c / 256, q4k_x8::ROWS * c / 256 * 144);
+        let group_dst = q4k_x8::relaid_bytes(q4k_x8::ROWS, blocks);
+        let mut out = vec![0u8; q4k_x8::relaid_bytes(r, blocks)];
+        let mut scratch = vec![0u8; group_src];
+        for (k, dst) in out.chunks_exact_mut(group_dst).enumerate() {
+            src.read_at(t.offset + (k * group_src) as u64, &mut scratch).map_err(|e| ModelError::Read(GgufError::Source(e)))?;
+            q4k_x8::interleave_into(&scratch, blocks, dst);
+        }
+        return QMatrix::q4k_relaid(r, c, out).ok_or_else(shape_err);
+    }
+    let bytes = g.tensor_bytes(src, t).map_err(ModelError::Read)?;
+    QMatrix::new(t.ggml_type, r, c, bytes).ok_or_else(shape_err)
 }
 
 fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, ModelError> {
