@@ -9,7 +9,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::ggml_order::{dot_f16, reduce16, Order, LANES};
-use super::mathfn::{expf, silu};
+use super::mathfn::exp_shifted;
 
 /// Inputs for one (query, head) pair.
 pub struct Head<'a> {
@@ -99,12 +99,10 @@ where
     }
     let max = scratch.probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     let mut sum = 0f64;
-    for chunk in scratch.probs.chunks_mut(LANES) {
+    exp_shifted(&mut scratch.probs, max);
+    for chunk in scratch.probs.chunks(LANES) {
         let mut lanes = [0f32; LANES];
-        for (l, s) in chunk.iter_mut().enumerate() {
-            *s = expf(*s - max);
-            lanes[l] = *s;
-        }
+        lanes[..chunk.len()].copy_from_slice(chunk);
         sum += f64::from(reduce16(&lanes));
     }
     let inv = (1.0 / sum) as f32;
@@ -148,27 +146,6 @@ where
     add_rows(acc, 0, 4, 5);
     out[..hd].copy_from_slice(&acc[..hd]);
     inv
-}
-
-/// `gate[i] = silu(gate[i]) · up[i]` (SwiGLU), with hardware FMA where present.
-pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::has_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { swiglu_fma(gate, up) };
-    }
-    swiglu_body(gate, up);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn swiglu_fma(gate: &mut [f32], up: &[f32]) {
-    swiglu_body(gate, up);
-}
-
-#[inline(always)]
-fn swiglu_body(gate: &mut [f32], up: &[f32]) {
-    gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
 }
 
 /// Rotate each head of `x` for position `pos` (adjacent pairs, or halves for NeoX), the

@@ -528,18 +528,39 @@ unsafe fn q6k_tiled(row: &[u8], q: &QuantizedRow) -> f32 {
 }
 
 /// One Q6_K row against four tokens in the tiled matmul's order (bit-identical to four
-/// [`q6k_tiled`] calls).
+/// [`q6k_tiled`] calls). Only each super-block's total is needed here, so the unpacked
+/// weights and the scale vectors are shared by the four tokens and one horizontal sum
+/// serves all four.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_tiled_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
-    let mut acc = [0f32; 4];
+    let mut acc = _mm_setzero_ps();
     for (i, b) in row.chunks_exact(210).enumerate() {
-        let (qv, dx) = (q6k_unpack(b.as_ptr()), f16_at(b, 208));
-        for k in 0..4 {
-            let sumi = hsum_i32(q6k_block(&qv, &b[192..208], qs[k], i));
-            acc[k] = (dx * sumi as f32).mul_add(*qs[k].q8k_d.get_unchecked(i), acc[k]);
+        let qv = q6k_unpack(b.as_ptr());
+        let sc = b.as_ptr().add(192) as *const i8;
+        // Plain loops: closures would not inherit the target features.
+        let mut scale = [_mm256_setzero_si256(); 8];
+        for (k, s) in scale.iter_mut().enumerate() {
+            *s = _mm256_set_m128i(_mm_set1_epi16(i16::from(*sc.add(2 * k + 1))), _mm_set1_epi16(i16::from(*sc.add(2 * k))));
         }
+        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i));
+        let mut sums = [_mm256_setzero_si256(); 4];
+        for (t, sum) in sums.iter_mut().enumerate() {
+            let y = qs[t].q8k.as_ptr().add(256 * i);
+            let mut sumi = _mm256_setzero_si256();
+            for k in 0..8 {
+                let p = _mm256_maddubs_epi16(qv[k], _mm256_loadu_si256(y.add(32 * k) as *const __m256i));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale[k]));
+            }
+            let bsums = _mm256_loadu_si256(qs[t].q8k_bsums.as_ptr().add(16 * i) as *const __m256i);
+            *sum = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+        }
+        let dy = _mm_setr_ps(qs[0].q8k_d[i], qs[1].q8k_d[i], qs[2].q8k_d[i], qs[3].q8k_d[i]);
+        let dxs = _mm_mul_ps(_mm_set1_ps(f16_at(b, 208)), _mm_cvtepi32_ps(hsum4_i32(sums)));
+        acc = _mm_fmadd_ps(dxs, dy, acc);
     }
-    acc
+    let mut out = [0f32; 4];
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
+    out
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -55,9 +55,116 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + expf(-x))
 }
 
+/// `v[i] = expf(v[i] − sub)` for every element (the softmax's exponentials).
+pub fn exp_shifted(v: &mut [f32], sub: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: `has_fma` checks AVX2 and FMA.
+        return unsafe { avx2::exp_shifted(v, sub) };
+    }
+    v.iter_mut().for_each(|x| *x = expf(*x - sub));
+}
+
+/// `gate[i] = silu(gate[i]) · up[i]` (SwiGLU).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::has_fma() {
+        // SAFETY: `has_fma` checks AVX2 and FMA.
+        return unsafe { avx2::swiglu(gate, up) };
+    }
+    gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
+}
+
+/// [`expf`] eight lanes at a time: the same operations, so the same bits. Vectors with a
+/// lane outside the normal range of `2^n` take the scalar path.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{c, expf, silu};
+
+    /// `expf` of each lane, or `None` where a lane needs [`super::scale_by_pow2`]'s
+    /// special cases (results outside the normal range).
+    #[inline(always)]
+    unsafe fn expf8(x: __m256) -> Option<__m256> {
+        let set = |bits: u32| _mm256_set1_ps(c(bits));
+        let r = set(0x4b40_0000);
+        let z = _mm256_fmadd_ps(x, set(0x3fb8_aa3b), r);
+        let n = _mm256_sub_ps(z, r);
+        let neg_n = _mm256_sub_ps(_mm256_setzero_ps(), n);
+        let b = _mm256_fmadd_ps(neg_n, set(0x35bf_be8e), _mm256_fmadd_ps(neg_n, set(0x3f31_7200), x));
+        let u = _mm256_mul_ps(b, b);
+        let a = _mm256_fmadd_ps(set(0x3c07_2010), b, set(0x3d2b_9f17));
+        let j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(a, u, _mm256_fmadd_ps(set(0x3e2a_af33), b, set(0x3eff_fedb))),
+            u,
+            _mm256_fmadd_ps(set(0x3f7f_fff6), b, _mm256_set1_ps(1.0)),
+        );
+        // 2^n by its bits, for n in −126..=127 (n is an integer-valued float).
+        let inside =
+            _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(-126.0), _CMP_GE_OQ), _mm256_cmp_ps(n, _mm256_set1_ps(127.0), _CMP_LE_OQ));
+        if _mm256_movemask_ps(inside) != 0xFF {
+            return None;
+        }
+        let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+        Some(_mm256_mul_ps(j, pow2))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp_shifted(v: &mut [f32], sub: f32) {
+        let s = _mm256_set1_ps(sub);
+        let mut chunks = v.chunks_exact_mut(8);
+        for ch in &mut chunks {
+            let x = _mm256_sub_ps(_mm256_loadu_ps(ch.as_ptr()), s);
+            match expf8(x) {
+                Some(e) => _mm256_storeu_ps(ch.as_mut_ptr(), e),
+                None => ch.iter_mut().for_each(|x| *x = expf(*x - sub)),
+            }
+        }
+        chunks.into_remainder().iter_mut().for_each(|x| *x = expf(*x - sub));
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
+        let n = gate.len().min(up.len());
+        let mut i = 0;
+        while i + 8 <= n {
+            let g = _mm256_loadu_ps(gate.as_ptr().add(i));
+            let e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+            match e {
+                Some(e) => {
+                    let silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+                    _mm256_storeu_ps(gate.as_mut_ptr().add(i), _mm256_mul_ps(silu, _mm256_loadu_ps(up.as_ptr().add(i))));
+                }
+                None => (i..i + 8).for_each(|k| gate[k] = silu(gate[k]) * up[k]),
+            }
+            i += 8;
+        }
+        (i..n).for_each(|k| gate[k] = silu(gate[k]) * up[k]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vector_forms_equal_the_scalar_ones_bit_for_bit() {
+        let xs: Vec<f32> = (0..20_000).map(|i| -110.0 + i as f32 * 0.01 + (i as f32 * 0.37).sin() * 1e-3).collect();
+        let mut v = xs.clone();
+        exp_shifted(&mut v, 3.25);
+        for (x, got) in xs.iter().zip(&v) {
+            assert_eq!(got.to_bits(), expf(x - 3.25).to_bits(), "exp({x} - 3.25)");
+        }
+        let up: Vec<f32> = xs.iter().map(|x| (x * 0.1).cos()).collect();
+        let mut g: Vec<f32> = xs.iter().map(|x| x * 0.5 + 7.0).collect();
+        let want: Vec<f32> = g.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
+        swiglu(&mut g, &up);
+        for (i, (a, b)) in g.iter().zip(&want).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "swiglu at {i}");
+        }
+    }
 
     #[test]
     fn close_to_libm_everywhere() {

@@ -8,8 +8,8 @@
 
 use super::act::{ActFormat, QuantizedRow};
 use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row, Batch};
-use super::q4k_x8;
 use super::threads::Threads;
+use super::x8;
 use crate::gguf::GgmlType;
 
 /// A weight matrix in a GGUF block format: `rows` rows of `cols` elements.
@@ -24,7 +24,7 @@ pub struct QMatrix {
     /// Raw blocks: row-major, or re-laid eight rows at a time when `interleaved`.
     data: Vec<u8>,
     row_bytes: usize,
-    /// Whether `data` is in the [`q4k_x8`] layout (Q4_K only).
+    /// Whether `data` is re-laid eight rows at a time ([`x8`]).
     interleaved: bool,
 }
 
@@ -39,28 +39,22 @@ impl QMatrix {
         (data.len() == row_bytes * rows).then_some(QMatrix { ty, rows, cols, data, row_bytes, interleaved: false })
     }
 
-    /// A Q4_K matrix already re-laid eight rows at a time ([`q4k_x8::interleave_into`]);
-    /// `None` when the sizes disagree or this CPU's kernels do not read that layout.
-    pub fn q4k_relaid(rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
-        let ok = cols.is_multiple_of(256)
-            && rows.is_multiple_of(q4k_x8::ROWS)
-            && q4k_x8::worth_it()
-            && data.len() == q4k_x8::relaid_bytes(rows, cols / 256);
-        let row_bytes = cols / 256 * GgmlType::Q4K.block_bytes() as usize;
-        ok.then_some(QMatrix { ty: GgmlType::Q4K, rows, cols, data, row_bytes, interleaved: true })
+    /// A matrix already re-laid eight rows at a time ([`x8::interleave_into`]); `None`
+    /// when the sizes disagree or this CPU's kernels do not read that layout.
+    pub fn relaid(ty: GgmlType, rows: usize, cols: usize, data: Vec<u8>) -> Option<Self> {
+        let ok = x8::relays(ty, rows) && cols.is_multiple_of(256) && data.len() == x8::relaid_bytes(ty, rows, cols / 256);
+        let row_bytes = cols / 256 * ty.block_bytes() as usize;
+        ok.then_some(QMatrix { ty, rows, cols, data, row_bytes, interleaved: true })
     }
 
-    /// Whether [`QMatrix::for_matmul`] would re-lay a matrix of this type and shape.
-    pub fn relays(ty: GgmlType, rows: usize) -> bool {
-        ty == GgmlType::Q4K && rows.is_multiple_of(q4k_x8::ROWS) && q4k_x8::worth_it()
-    }
-
-    /// The matrix in the layout this CPU's kernels read fastest: Q4_K matrices whose row
-    /// count is a multiple of eight are re-laid eight rows at a time ([`q4k_x8`]) where the
-    /// AVX2 kernels run. Results are bit-identical either way.
+    /// The matrix in the layout this CPU's kernels read fastest: K-quant matrices whose
+    /// row count is a multiple of eight are re-laid eight rows at a time ([`x8`]) where
+    /// the AVX2 kernels run. Results are bit-identical either way.
     pub fn for_matmul(mut self) -> Self {
-        if !self.interleaved && Self::relays(self.ty, self.rows) {
-            self.data = q4k_x8::interleave(&self.data, self.rows, self.cols / 256);
+        if !self.interleaved && x8::relays(self.ty, self.rows) {
+            let mut out = vec![0u8; x8::relaid_bytes(self.ty, self.rows, self.cols / 256)];
+            x8::interleave_into(self.ty, &self.data, self.cols / 256, &mut out);
+            self.data = out;
             self.interleaved = true;
         }
         self
@@ -75,7 +69,7 @@ impl QMatrix {
     pub fn row(&self, r: usize) -> std::borrow::Cow<'_, [u8]> {
         if self.interleaved {
             let mut out = Vec::with_capacity(self.row_bytes);
-            q4k_x8::row(&self.data, self.cols / 256, r, &mut out);
+            x8::row(self.ty, &self.data, self.cols / 256, r, &mut out);
             return out.into();
         }
         self.row_plain(r).into()
@@ -197,7 +191,7 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             let put = |t: usize, r: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
             if w.interleaved {
                 #[cfg(target_arch = "x86_64")]
-                interleaved_task(w, acts, r0, r1, put);
+                x8::matmul_rows(w.ty, &w.data, w.cols, &acts.q[..tokens], (r0, r1), TOKEN_BLOCK, put);
                 return;
             }
             let mut r = r0;
@@ -231,35 +225,6 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
                 }
             }
         });
-    }
-}
-
-/// Rows `r0..r1` (whole groups of eight) of a re-laid Q4_K matrix against every token:
-/// four tokens at a time, as llama.cpp groups them, then the rest one by one.
-#[cfg(target_arch = "x86_64")]
-fn interleaved_task(w: &QMatrix, acts: &Activations, r0: usize, r1: usize, put: impl Fn(usize, usize, f32)) {
-    let group_bytes = w.cols / 256 * q4k_x8::BLOCK;
-    let tokens = acts.tokens();
-    for tb in (0..tokens).step_by(TOKEN_BLOCK) {
-        let te = (tb + TOKEN_BLOCK).min(tokens);
-        for r in (r0..r1).step_by(q4k_x8::ROWS) {
-            let data = &w.data[r / q4k_x8::ROWS * group_bytes..][..group_bytes];
-            let mut t = tb;
-            while t + 4 <= te {
-                // SAFETY: `interleaved` is set only where `q4k_x8::worth_it` found the CPU
-                // features; each activation row has the matrix's width (checked by the caller).
-                let v = unsafe { q4k_x8::gemm_4tok(data, [&acts.q[t], &acts.q[t + 1], &acts.q[t + 2], &acts.q[t + 3]]) };
-                for (k, v) in v.iter().enumerate() {
-                    v.iter().enumerate().for_each(|(i, &v)| put(t + k, r + i, v));
-                }
-                t += 4;
-            }
-            for t in t..te {
-                // SAFETY: as above.
-                let v = unsafe { q4k_x8::gemv(data, &acts.q[t]) };
-                v.iter().enumerate().for_each(|(i, &v)| put(t, r + i, v));
-            }
-        }
     }
 }
 
@@ -311,26 +276,28 @@ mod tests {
     }
 
     #[test]
-    fn a_relaid_q4k_matrix_gives_the_same_bits() {
+    fn relaid_matrices_give_the_same_bits() {
         let (rows, cols) = (72, 512);
-        let ty = GgmlType::Q4K;
-        let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 3 + r as u64)).collect();
-        let plain = QMatrix::new(ty, rows, cols, data).unwrap();
-        let relaid = plain.clone().for_matmul();
-        assert_eq!(relaid.to_f32(), plain.to_f32());
-        // One token, a batch of whole fours and one with a remainder past a token block.
-        for tokens in [1, 8, 19] {
-            let x = activations(cols * tokens, tokens as u64);
-            let run = |w: &QMatrix| {
-                let mut acts = Activations::default();
-                acts.set(&x, cols);
-                let mut out = vec![0f32; rows * tokens];
-                matmul(&Threads::new(2), &mut acts, w, &mut out);
-                out
-            };
-            let (a, b) = (run(&plain), run(&relaid));
-            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
-                assert_eq!(a.to_bits(), b.to_bits(), "{tokens} tokens, output {i}: {a} vs {b}");
+        for ty in [GgmlType::Q4K, GgmlType::Q6K] {
+            let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 3 + r as u64)).collect();
+            let plain = QMatrix::new(ty, rows, cols, data).unwrap();
+            let relaid = plain.clone().for_matmul();
+            assert_eq!(relaid.to_f32(), plain.to_f32());
+            // One token, a small batch, a batch of whole fours and one with a remainder
+            // past a token block.
+            for tokens in [1, 3, 8, 19] {
+                let x = activations(cols * tokens, tokens as u64);
+                let run = |w: &QMatrix| {
+                    let mut acts = Activations::default();
+                    acts.set(&x, cols);
+                    let mut out = vec![0f32; rows * tokens];
+                    matmul(&Threads::new(2), &mut acts, w, &mut out);
+                    out
+                };
+                let (a, b) = (run(&plain), run(&relaid));
+                for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{ty:?}, {tokens} tokens, output {i}: {a} vs {b}");
+                }
             }
         }
     }

@@ -5,7 +5,7 @@
 //!   `isum`: their integer inner products, in wasm `simd128` where built with it.
 //! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
 //! - [`matmul`]: matrices in their block format and the threaded product.
-//! - `q4k_x8`: Q4_K matrices re-laid eight rows at a time for the AVX2 kernels.
+//! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
 //! - [`threads`]: the worker pool.
 
 pub mod act;
@@ -17,9 +17,9 @@ pub mod ggml_order;
 mod isum;
 pub mod mathfn;
 pub mod matmul;
-pub mod q4k_x8;
 pub mod threads;
 pub mod transformer;
+pub mod x8;
 
 /// Whether hardware FMA (with AVX2) is available; the fused-multiply-add loops are then
 /// compiled for it.

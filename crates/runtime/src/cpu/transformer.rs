@@ -10,8 +10,9 @@
 //! precision (llama.cpp keeps K/V in f16 and converts the other operand to f16); RMSNorm
 //! sums in f64; RoPE angles advance by repeated multiplication in f32.
 
-use super::attention::{attend, rope, swiglu, Head, Scratch};
+use super::attention::{attend, rope, Head, Scratch};
 use super::ggml_order::{dot_f16, Order};
+use super::mathfn::swiglu;
 use super::matmul::{matmul, matmul_many, Activations};
 use super::threads::Threads;
 use crate::model::{ModelConfig, Weights};

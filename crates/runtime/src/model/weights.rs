@@ -3,7 +3,7 @@
 
 use super::config::{Arch, ModelConfig, ModelError};
 use crate::cpu::matmul::QMatrix;
-use crate::cpu::q4k_x8;
+use crate::cpu::x8;
 use crate::gguf::{GgmlType, GgufError, GgufFile, TensorInfo};
 use crate::quant::dequantize;
 use crate::source::ByteSource;
@@ -115,16 +115,17 @@ fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) 
     let shape_err = || ModelError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
     let t = tensor_info(g, name, &[cols, rows])?;
     let (r, c) = (rows as usize, cols as usize);
-    if QMatrix::relays(t.ggml_type, r) && c.is_multiple_of(256) && t.size == (r * c / 256 * 144) as u64 {
-        let (blocks, group_src) = (c / 256, q4k_x8::ROWS * c / 256 * 144);
-        let group_dst = q4k_x8::relaid_bytes(q4k_x8::ROWS, blocks);
-        let mut out = vec![0u8; q4k_x8::relaid_bytes(r, blocks)];
+    let ty = t.ggml_type;
+    if x8::relays(ty, r) && c.is_multiple_of(256) && t.size == (r * c / 256) as u64 * ty.block_bytes() {
+        let blocks = c / 256;
+        let (group_src, group_dst) = (x8::ROWS * blocks * ty.block_bytes() as usize, x8::relaid_bytes(ty, x8::ROWS, blocks));
+        let mut out = vec![0u8; x8::relaid_bytes(ty, r, blocks)];
         let mut scratch = vec![0u8; group_src];
         for (k, dst) in out.chunks_exact_mut(group_dst).enumerate() {
             src.read_at(t.offset + (k * group_src) as u64, &mut scratch).map_err(|e| ModelError::Read(GgufError::Source(e)))?;
-            q4k_x8::interleave_into(&scratch, blocks, dst);
+            x8::interleave_into(ty, &scratch, blocks, dst);
         }
-        return QMatrix::q4k_relaid(r, c, out).ok_or_else(shape_err);
+        return QMatrix::relaid(ty, r, c, out).ok_or_else(shape_err);
     }
     let bytes = g.tensor_bytes(src, t).map_err(ModelError::Read)?;
     QMatrix::new(t.ggml_type, r, c, bytes).ok_or_else(shape_err)

@@ -1,0 +1,362 @@
+//! Q4_K re-laid eight rows at a time (see the parent module for why).
+//!
+//! Block layout (eight rows `r`, one super-block), for a piece size `P` of 4 bytes (AVX2
+//! kernels: a 32-byte vector is four weights of eight rows) or 8 bytes (AVX-512: a 64-byte
+//! vector is eight weights of eight rows, and eight activation bytes broadcast by a plain
+//! load):
+//! - bytes 0..16: `d` of each row (f16); 16..32: `dmin` of each row (f16);
+//! - 32..96: for sub-block `s` (0..8), 8 bytes: row `r`'s 6-bit scale at `r`;
+//! - 96..160: for group `g` (0..4), 16 bytes: row `r`'s minimums of sub-blocks `2g` and
+//!   `2g+1` at `2r` and `2r+1`;
+//! - 160..1184: for group `g`, piece `p` (0..32/P), row `r`: the `P` packed bytes
+//!   `qs[32g+Pp .. 32g+Pp+P]` of row `r` (low nibbles: sub-block `2g`, values
+//!   `Pp..Pp+P`; high nibbles: sub-block `2g+1`, the same values).
+
+use super::ROWS;
+use crate::quant::scales_mins_k4;
+
+/// Bytes of one GGUF Q4_K super-block.
+const SRC_BLOCK: usize = 144;
+/// Bytes of one re-laid block (eight rows' super-block).
+pub const BLOCK: usize = 1184;
+const SCALES: usize = 32;
+const MINS: usize = 96;
+const QUANTS: usize = 160;
+
+/// Where row `r`'s bytes `qs[32g + k]` (`k` in `0..32`) go, for piece size `piece`.
+#[inline]
+fn quant_at(piece: usize, g: usize, k: usize, r: usize) -> usize {
+    QUANTS + 256 * g + 8 * piece * (k / piece) + piece * r + k % piece
+}
+
+/// Eight rows' super-blocks (GGUF form) into one re-laid block with `piece`-byte pieces.
+pub(super) fn interleave_block(rows: [&[u8]; ROWS], piece: usize, dst: &mut [u8]) {
+    for (r, src) in rows.iter().enumerate() {
+        dst[2 * r..2 * r + 2].copy_from_slice(&src[0..2]);
+        dst[16 + 2 * r..16 + 2 * r + 2].copy_from_slice(&src[2..4]);
+        let (sc, m) = scales_mins_k4(&src[4..16]);
+        for s in 0..8 {
+            dst[SCALES + 8 * s + r] = sc[s];
+        }
+        for g in 0..4 {
+            dst[MINS + 16 * g + 2 * r] = m[2 * g];
+            dst[MINS + 16 * g + 2 * r + 1] = m[2 * g + 1];
+        }
+        for g in 0..4 {
+            for k in (0..32).step_by(piece) {
+                let at = quant_at(piece, g, k, r);
+                dst[at..at + piece].copy_from_slice(&src[16 + 32 * g + k..][..piece]);
+            }
+        }
+    }
+}
+
+/// Row `lane`'s super-block (GGUF form) out of re-laid block `b`, appended to `out`.
+pub(super) fn block_row(b: &[u8], piece: usize, lane: usize, out: &mut Vec<u8>) {
+    debug_assert_eq!(b.len(), BLOCK);
+    out.extend_from_slice(&b[2 * lane..2 * lane + 2]);
+    out.extend_from_slice(&b[16 + 2 * lane..16 + 2 * lane + 2]);
+    let sc: [u8; 8] = std::array::from_fn(|s| b[SCALES + 8 * s + lane]);
+    let m: [u8; 8] = std::array::from_fn(|s| b[MINS + 16 * (s / 2) + 2 * lane + s % 2]);
+    out.extend_from_slice(&pack_scales_mins_k4(&sc, &m));
+    for g in 0..4 {
+        for k in (0..32).step_by(piece) {
+            out.extend_from_slice(&b[quant_at(piece, g, k, lane)..][..piece]);
+        }
+    }
+    debug_assert!(out.len().is_multiple_of(SRC_BLOCK));
+}
+
+/// The inverse of [`scales_mins_k4`]: eight 6-bit scales and minimums in Q4_K's 12 bytes.
+fn pack_scales_mins_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
+    let mut q = [0u8; 12];
+    for j in 0..4 {
+        q[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6);
+        q[j + 4] = (m[j] & 63) | ((m[j + 4] >> 4) << 6);
+        q[j + 8] = (sc[j + 4] & 15) | ((m[j + 4] & 15) << 4);
+    }
+    q
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemv, gemv_512};
+
+/// Kernels over the re-laid blocks: AVX2 for 4-byte pieces, AVX-512 for 8-byte pieces.
+/// The float steps are the same in both, lane by lane; only how the integer sums are
+/// formed differs.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code, clippy::needless_range_loop)] // parallel per-token arrays read best indexed
+mod kernels {
+    use std::arch::x86_64::*;
+
+    use super::super::super::act::QuantizedRow;
+    use super::super::simd::{bcast4, halfs, widen_u8};
+    use super::{BLOCK, MINS, QUANTS, SCALES};
+
+    /// Token `q`'s 32-value sub-block sums of super-block `i` as eight i16 (pairs per
+    /// group: dword `g` holds sub-blocks `2g`, `2g+1`).
+    #[inline(always)]
+    unsafe fn sub_sums(q: &QuantizedRow, i: usize) -> __m128i {
+        let b = _mm256_loadu_si256(q.q8k_bsums.as_ptr().add(16 * i) as *const __m256i);
+        _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1))
+    }
+
+    /// Dword `g` of `v` in every lane.
+    #[inline(always)]
+    unsafe fn dword(v: __m128i, g: usize) -> __m256i {
+        let s = match g {
+            0 => _mm_shuffle_epi32(v, 0x00),
+            1 => _mm_shuffle_epi32(v, 0x55),
+            2 => _mm_shuffle_epi32(v, 0xAA),
+            _ => _mm_shuffle_epi32(v, 0xFF),
+        };
+        _mm256_broadcastsi128_si256(s)
+    }
+
+    /// Group `g`'s minimum term for each row (lane `r`): `m[2g]·Σ[2g] + m[2g+1]·Σ[2g+1]`.
+    #[inline(always)]
+    unsafe fn group_mins(b: *const u8, sub: __m128i, g: usize) -> __m256i {
+        _mm256_madd_epi16(widen_u8(b.add(MINS + 16 * g)), dword(sub, g))
+    }
+
+    /// Sub-block `s`'s scales as sixteen i16, row `r`'s at lanes `2r` and `2r+1` (the
+    /// 16-bit lanes a 4-byte piece of row `r` gives after `maddubs`).
+    #[inline(always)]
+    unsafe fn scale_pairs(b: *const u8, s: usize) -> __m256i {
+        let x = _mm_loadl_epi64(b.add(SCALES + 8 * s) as *const __m128i);
+        _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, x))
+    }
+
+    /// Group `g`'s integer sums (lane `r`: row `r`) for one token from 4-byte pieces.
+    #[inline(always)]
+    unsafe fn group_sum_avx2(b: *const u8, y: *const i8, g: usize) -> __m256i {
+        let mask = _mm256_set1_epi8(0x0F);
+        let (mut plo, mut phi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for c in 0..8 {
+            let w = _mm256_loadu_si256(b.add(QUANTS + 256 * g + 32 * c) as *const __m256i);
+            let lo = _mm256_and_si256(w, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+            plo = _mm256_add_epi16(plo, _mm256_maddubs_epi16(lo, bcast4(y.add(64 * g + 4 * c))));
+            phi = _mm256_add_epi16(phi, _mm256_maddubs_epi16(hi, bcast4(y.add(64 * g + 32 + 4 * c))));
+        }
+        _mm256_add_epi32(_mm256_madd_epi16(plo, scale_pairs(b, 2 * g)), _mm256_madd_epi16(phi, scale_pairs(b, 2 * g + 1)))
+    }
+
+    /// Eight rows (re-laid `data`, one row group) against one token, in llama.cpp's
+    /// one-token order: per super-block, `acc = fma(Σ, d·dy, acc)`, minimums likewise;
+    /// lane `r` of the result is row `r`. `WIDE`: 8-byte pieces, summed with AVX-512.
+    #[inline(always)]
+    unsafe fn gemv_body<const WIDE: bool>(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
+        let (mut acc, mut mins) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
+            let b = b.as_ptr();
+            let y = q.q8k.as_ptr().add(256 * i);
+            let sub = sub_sums(q, i);
+            let (mut sumi, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            for g in 0..4 {
+                let s = if WIDE { group_sum_512(b, y, g) } else { group_sum_avx2(b, y, g) };
+                sumi = _mm256_add_epi32(sumi, s);
+                summ = _mm256_add_epi32(summ, group_mins(b, sub, g));
+            }
+            let dy = _mm256_set1_ps(*q.q8k_d.get_unchecked(i));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(halfs(b), dy), acc);
+            mins = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(halfs(b.add(16)), dy), mins);
+        }
+        let mut out = [0f32; 8];
+        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, mins));
+        out
+    }
+
+    /// [`gemv_body`] on 4-byte pieces.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
+        gemv_body::<false>(data, q)
+    }
+
+    /// [`gemv_body`] on 8-byte pieces, with AVX-512.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv_512(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
+        gemv_body::<true>(data, q)
+    }
+
+    /// Per super-block state of four tokens: activation pointers, `d·dy` and `dmin·dy`,
+    /// and sub-block sums.
+    struct Tokens4 {
+        y: [*const i8; 4],
+        dd: [__m256; 4],
+        dm: [__m256; 4],
+        sub: [__m128i; 4],
+    }
+
+    /// [`Tokens4`] for super-block `i` (re-laid block `b`).
+    #[inline(always)]
+    unsafe fn tokens4(b: *const u8, qs: &[&QuantizedRow; 4], i: usize) -> Tokens4 {
+        let (d, dmin) = (halfs(b), halfs(b.add(16)));
+        // Plain loops, not closures: a closure would not inherit the target features.
+        let mut t = Tokens4 { y: [std::ptr::null(); 4], dd: [d; 4], dm: [dmin; 4], sub: [_mm_setzero_si128(); 4] };
+        for k in 0..4 {
+            t.y[k] = qs[k].q8k.as_ptr().add(256 * i);
+            let dy = _mm256_set1_ps(*qs[k].q8k_d.get_unchecked(i));
+            (t.dd[k], t.dm[k]) = (_mm256_mul_ps(d, dy), _mm256_mul_ps(dmin, dy));
+            t.sub[k] = sub_sums(qs[k], i);
+        }
+        t
+    }
+
+    /// One group's integer sums (`sumi[k]`: token `k`, row lanes) into the accumulators.
+    #[inline(always)]
+    unsafe fn accumulate4(b: *const u8, t: &Tokens4, g: usize, sumi: [__m256i; 4], acc: &mut [__m256; 4], mins: &mut [__m256; 4]) {
+        for k in 0..4 {
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[k]), t.dd[k], acc[k]);
+            mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_mins(b, t.sub[k], g)), t.dm[k], mins[k]);
+        }
+    }
+
+    /// The four tokens' results, `acc − mins`.
+    #[inline(always)]
+    unsafe fn finish4(acc: [__m256; 4], mins: [__m256; 4]) -> [[f32; 8]; 4] {
+        let mut out = [[0f32; 8]; 4];
+        for k in 0..4 {
+            _mm256_storeu_ps(out[k].as_mut_ptr(), _mm256_sub_ps(acc[k], mins[k]));
+        }
+        out
+    }
+
+    /// Eight rows (4-byte pieces) against four tokens, in llama.cpp's four-token order
+    /// (floats accumulated per 64-value group); `out[k]` lane `r` is token `k`, row `r`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_4tok(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        let mask = _mm256_set1_epi8(0x0F);
+        let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
+            let b = b.as_ptr();
+            let t = tokens4(b, &qs, i);
+            for g in 0..4 {
+                let mut plo = [_mm256_setzero_si256(); 4];
+                let mut phi = [_mm256_setzero_si256(); 4];
+                for c in 0..8 {
+                    let w = _mm256_loadu_si256(b.add(QUANTS + 256 * g + 32 * c) as *const __m256i);
+                    let lo = _mm256_and_si256(w, mask);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+                    for k in 0..4 {
+                        plo[k] = _mm256_add_epi16(plo[k], _mm256_maddubs_epi16(lo, bcast4(t.y[k].add(64 * g + 4 * c))));
+                        phi[k] = _mm256_add_epi16(phi[k], _mm256_maddubs_epi16(hi, bcast4(t.y[k].add(64 * g + 32 + 4 * c))));
+                    }
+                }
+                let (s_lo, s_hi) = (scale_pairs(b, 2 * g), scale_pairs(b, 2 * g + 1));
+                let mut sumi = [_mm256_setzero_si256(); 4];
+                for k in 0..4 {
+                    sumi[k] = _mm256_add_epi32(_mm256_madd_epi16(plo[k], s_lo), _mm256_madd_epi16(phi[k], s_hi));
+                }
+                accumulate4(b, &t, g, sumi, &mut acc, &mut mins);
+            }
+        }
+        finish4(acc, mins)
+    }
+
+    /// Sub-blocks `2g` and `2g+1`'s scales as 32 i16 each, row `r`'s at lanes `4r..4r+4`
+    /// (the 16-bit lanes an 8-byte piece of row `r` gives after `maddubs`).
+    #[inline(always)]
+    unsafe fn scale_quads(b: *const u8, g: usize) -> (__m512i, __m512i) {
+        let both = _mm512_castsi256_si512(widen_u8(b.add(SCALES + 16 * g)));
+        let lo = _mm512_set_epi16(7, 7, 7, 7, 6, 6, 6, 6, 5, 5, 5, 5, 4, 4, 4, 4, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+        let hi = _mm512_add_epi16(lo, _mm512_set1_epi16(8));
+        (_mm512_permutexvar_epi16(lo, both), _mm512_permutexvar_epi16(hi, both))
+    }
+
+    /// Row `r`'s two 32-bit lanes (`2r`, `2r+1`) added, as eight lanes.
+    #[inline(always)]
+    unsafe fn fold_pairs(v: __m512i) -> __m256i {
+        _mm512_cvtepi64_epi32(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32)))
+    }
+
+    /// The eight activation bytes at `p` in every 64-bit lane.
+    #[inline(always)]
+    unsafe fn bcast8(p: *const i8) -> __m512i {
+        _mm512_set1_epi64(std::ptr::read_unaligned(p as *const i64))
+    }
+
+    /// Group `g`'s integer sums (lane `r`: row `r`) for one token from 8-byte pieces.
+    #[inline(always)]
+    unsafe fn group_sum_512(b: *const u8, y: *const i8, g: usize) -> __m256i {
+        let mask = _mm512_set1_epi8(0x0F);
+        let (mut plo, mut phi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for p in 0..4 {
+            let w = _mm512_loadu_si512(b.add(QUANTS + 256 * g + 64 * p) as *const _);
+            let lo = _mm512_and_si512(w, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
+            plo = _mm512_add_epi16(plo, _mm512_maddubs_epi16(lo, bcast8(y.add(64 * g + 8 * p))));
+            phi = _mm512_add_epi16(phi, _mm512_maddubs_epi16(hi, bcast8(y.add(64 * g + 32 + 8 * p))));
+        }
+        let (s_lo, s_hi) = scale_quads(b, g);
+        fold_pairs(_mm512_add_epi32(_mm512_madd_epi16(plo, s_lo), _mm512_madd_epi16(phi, s_hi)))
+    }
+
+    /// [`gemm_4tok`] for 8-byte pieces, with AVX-512.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_4tok_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
+            let b = b.as_ptr();
+            let t = tokens4(b, &qs, i);
+            for g in 0..4 {
+                let mut plo = [_mm512_setzero_si512(); 4];
+                let mut phi = [_mm512_setzero_si512(); 4];
+                for p in 0..4 {
+                    let w = _mm512_loadu_si512(b.add(QUANTS + 256 * g + 64 * p) as *const _);
+                    let lo = _mm512_and_si512(w, mask);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
+                    for k in 0..4 {
+                        plo[k] = _mm512_add_epi16(plo[k], _mm512_maddubs_epi16(lo, bcast8(t.y[k].add(64 * g + 8 * p))));
+                        phi[k] = _mm512_add_epi16(phi[k], _mm512_maddubs_epi16(hi, bcast8(t.y[k].add(64 * g + 32 + 8 * p))));
+                    }
+                }
+                let (s_lo, s_hi) = scale_quads(b, g);
+                let mut sumi = [_mm256_setzero_si256(); 4];
+                for k in 0..4 {
+                    sumi[k] = fold_pairs(_mm512_add_epi32(_mm512_madd_epi16(plo[k], s_lo), _mm512_madd_epi16(phi[k], s_hi)));
+                }
+                accumulate4(b, &t, g, sumi, &mut acc, &mut mins);
+            }
+        }
+        finish4(acc, mins)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{q8k_rows, relaid};
+    use super::*;
+    use crate::gguf::GgmlType;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn kernels_equal_the_row_wise_ones_bit_for_bit() {
+        use crate::cpu::dot::{dot_4tokens, dot_row, Batch};
+        if !super::super::available() {
+            return;
+        }
+        let (rows, cols) = (8, 1024);
+        let ((data, x4), (_, x8)) = (relaid(GgmlType::Q4K, 4, rows, cols), relaid(GgmlType::Q4K, 8, rows, cols));
+        let qs = q8k_rows(4, cols, 11);
+        let four_qs = [&qs[0], &qs[1], &qs[2], &qs[3]];
+        let row = |r: usize| &data[r * cols / 256 * SRC_BLOCK..][..cols / 256 * SRC_BLOCK];
+        // SAFETY: `available` checked the CPU features; sizes match by construction.
+        let mut results = vec![("AVX2", unsafe { (gemv(&x4, &qs[0]), gemm_4tok(&x4, four_qs)) })];
+        if super::super::has_avx512() {
+            // SAFETY: `has_avx512` checked the CPU features.
+            results.push(("AVX-512", unsafe { (gemv_512(&x8, &qs[0]), gemm_4tok_512(&x8, four_qs)) }));
+        }
+        for (name, (one, four)) in results {
+            for r in 0..rows {
+                let want = dot_row(GgmlType::Q4K, row(r), &[], &qs[0], Batch::Small);
+                assert_eq!(one[r].to_bits(), want.to_bits(), "{name} gemv row {r}: {} vs {want}", one[r]);
+                let want4 = dot_4tokens(GgmlType::Q4K, row(r), four_qs, Batch::Large).unwrap();
+                for k in 0..4 {
+                    assert_eq!(four[k][r].to_bits(), want4[k].to_bits(), "{name} gemm row {r} token {k}: {} vs {}", four[k][r], want4[k]);
+                }
+            }
+        }
+    }
+}
