@@ -13,4 +13,22 @@ export DOCMEM_MODELS="${DOCMEM_MODELS:-$DOCMEM_CACHE/models}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$DOCMEM_CACHE"
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step prints how long the one before it took and the time since the run began
+# (DOCMEM_T0 is inherited by the scripts a script runs), so a slow step shows in CI's log.
+export DOCMEM_T0="${DOCMEM_T0:-$(date +%s)}"
+_step_started=""
+_step_name=""
+step_done() {
+  [ -n "$_step_started" ] || return 0
+  local now
+  now=$(date +%s)
+  printf -- '-- %s: %ds (at %dm%02ds)\n' "$_step_name" $((now - _step_started)) $(((now - DOCMEM_T0) / 60)) $(((now - DOCMEM_T0) % 60))
+  _step_started=""
+}
+step() {
+  step_done
+  _step_started=$(date +%s)
+  _step_name="$*"
+  printf '\n== %s\n' "$*"
+}
+trap step_done EXIT

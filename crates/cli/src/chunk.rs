@@ -31,6 +31,8 @@ pub struct ChunkerArgs {
 pub struct ChunkArgs {
     #[command(flatten)]
     pub chunking: ChunkerArgs,
+    #[command(flatten)]
+    pub embedder: crate::embed::EmbedderArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -70,7 +72,7 @@ struct Output<'a> {
 pub fn run(args: &ChunkArgs) -> Result<(), CliError> {
     let doc = read_document(&args.file)?;
     let c = &args.chunking;
-    let mut embedder = docmem_runtime::default_embedder();
+    let mut embedder = args.embedder.open()?;
     let spans = chunk_document(&doc, c.chunker, c.size, c.overlap, embedder.as_mut())?;
     let chunks: Vec<ChunkOut<'_>> = spans
         .iter()

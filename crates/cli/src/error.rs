@@ -37,6 +37,8 @@ pub enum CliError {
     Output(std::io::Error),
     /// A language model could not load or run.
     Lm(docmem_runtime::lm::LmError),
+    /// The sentence embedder could not load or run.
+    Embed(docmem_runtime::embed::EmbedderError),
     /// A check ran and found differences (such as parity with llama.cpp).
     CheckFailed {
         /// What differs.
@@ -67,6 +69,7 @@ impl fmt::Display for CliError {
             CliError::Chunk(e) => write!(f, "{e}"),
             CliError::Output(e) => write!(f, "cannot write output: {e}"),
             CliError::Lm(e) => write!(f, "{e}"),
+            CliError::Embed(e) => write!(f, "{e}"),
             CliError::CheckFailed { message } => write!(f, "{message}"),
         }
     }
@@ -101,6 +104,21 @@ impl From<docmem_runtime::lm::LmError> for CliError {
             }
             LmError::Golden { .. } => CliError::BadArgument { message: format!("--golden: {e}") },
             e => CliError::Lm(e),
+        }
+    }
+}
+
+impl From<docmem_runtime::embed::EmbedderError> for CliError {
+    fn from(e: docmem_runtime::embed::EmbedderError) -> Self {
+        use docmem_runtime::embed::EmbedderError;
+        match e {
+            // A missing or malformed model directory is the user's input.
+            EmbedderError::MissingFile { .. }
+            | EmbedderError::BadConfig { .. }
+            | EmbedderError::Unsupported { .. }
+            | EmbedderError::Weights(_)
+            | EmbedderError::VocabularyMismatch { .. } => CliError::BadArgument { message: format!("embedding model: {e}") },
+            e => CliError::Embed(e),
         }
     }
 }

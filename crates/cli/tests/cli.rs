@@ -34,12 +34,23 @@ fn chunk_json_gives_spans_of_the_file() {
 
 #[test]
 fn retrieve_finds_the_answering_chunk() {
-    let v = json(&docmem(&["retrieve", &example(), "--query", "Who brought printing to England?", "--k", "3", "--json"]));
+    // The model-free fallback (the model's own test is below).
+    let v = json(&docmem(&[
+        "retrieve",
+        &example(),
+        "--embedder",
+        "hashing",
+        "--query",
+        "Who brought printing to England?",
+        "--k",
+        "3",
+        "--json",
+    ]));
     let top = &v["results"][0];
     assert!(top["text"].as_str().unwrap().contains("Caxton"), "top chunk: {top}");
     assert_eq!(top["ranks"].as_array().unwrap().len(), 2, "found by both the vector and the BM25 list");
     // The human form names the document and the byte span.
-    let out = docmem(&["retrieve", &example(), "--query", "Who brought printing to England?"]);
+    let out = docmem(&["retrieve", &example(), "--embedder", "hashing", "--query", "Who brought printing to England?"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("printing-press.md · bytes "), "{text}");
 }
@@ -92,13 +103,78 @@ fn a_closed_pipe_is_not_an_error() {
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-fn smollm2() -> String {
+/// A file or directory of the fetched test models.
+fn test_model(name: &str) -> String {
     let dir = std::env::var_os("DOCMEM_MODELS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docmem/models"));
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
     path.display().to_string()
+}
+
+fn smollm2() -> String {
+    test_model("SmolLM2-135M-Instruct.Q4_1.gguf")
+}
+
+/// Run docmem with `stdin` as its standard input.
+fn docmem_with_stdin(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_docmem"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run docmem");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("docmem output")
+}
+
+#[test]
+fn embed_gives_unit_vectors_that_rank_paraphrases_first() {
+    let model = test_model("all-MiniLM-L6-v2");
+    let lines = "A man is playing a guitar.\nSomeone plays an instrument.\nThe stock market fell sharply today.\n";
+    let v = json(&docmem_with_stdin(&["embed", "--model", &model, "--json"], lines));
+    assert_eq!(v["dim"], 384);
+    assert_eq!(v["truncated"], 0);
+    let vectors: Vec<Vec<f64>> = serde_json::from_value(v["vectors"].clone()).expect("vectors");
+    assert_eq!(vectors.len(), 3);
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    for x in &vectors {
+        assert!((dot(x, x) - 1.0).abs() < 1e-4, "not unit length");
+    }
+    assert!(dot(&vectors[0], &vectors[1]) > dot(&vectors[0], &vectors[2]) + 0.2);
+    // A directory that is not a model is named in the error, with exit status 2.
+    let out = docmem_with_stdin(&["embed", "--model", "/no/such/embedder"], "hi\n");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/no/such/embedder"), "{err}");
+}
+
+#[test]
+fn retrieve_with_minilm_finds_the_answering_chunk() {
+    let model = test_model("all-MiniLM-L6-v2");
+    let question = "Who brought printing to England?";
+    let v = json(&docmem(&["retrieve", &example(), "--embedder", &model, "--query", question, "--k", "3", "--json"]));
+    // MiniLM puts "the spread of printing" a hair above the Caxton passage, which BM25
+    // ranks first; fused, the Caxton passage is in the top two, found by both lists.
+    let results = v["results"].as_array().unwrap();
+    let caxton = results.iter().position(|r| r["text"].as_str().unwrap().contains("Caxton")).expect("Caxton retrieved");
+    assert!(caxton < 2, "Caxton at rank {}: {v}", caxton + 1);
+    assert_eq!(results[caxton]["ranks"].as_array().unwrap().len(), 2, "found by both the vector and the BM25 list");
+    assert!(v["embedder"].as_str().unwrap().starts_with("all-MiniLM-L6-v2"), "{}", v["embedder"]);
+    // Without --embedder the fetched model is the default ($DOCMEM_MODELS, as npm test
+    // sets it); the hashing embedder is only the named fallback.
+    let models = PathBuf::from(&model).parent().unwrap().display().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_docmem"))
+        .args(["retrieve", &example(), "--query", question, "--json"])
+        .env("DOCMEM_MODELS", &models)
+        .output()
+        .unwrap();
+    assert!(json(&out)["embedder"].as_str().unwrap().starts_with("all-MiniLM-L6-v2"));
+    let v = json(&docmem(&["retrieve", &example(), "--embedder", "hashing", "--query", question, "--json"]));
+    assert!(v["embedder"].as_str().unwrap().contains("fallback"), "{}", v["embedder"]);
 }
 
 #[test]
@@ -170,6 +246,9 @@ fn models_fetch_test_set_is_verified_and_idempotent() {
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     let fetched = std::fs::read(dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap();
     assert_eq!(fetched, std::fs::read(smollm2()).unwrap(), "the same bytes as the test model");
+    // The default embedder comes with the test set.
+    let weights = std::fs::read(dir.join("all-MiniLM-L6-v2/model.safetensors")).unwrap();
+    assert_eq!(weights, std::fs::read(PathBuf::from(test_model("all-MiniLM-L6-v2")).join("model.safetensors")).unwrap());
     let again = docmem(&["models", "fetch", "test", "--dir", &d]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("already fetched"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -9,11 +9,13 @@
 //! ([`gguf`], [`quant`]) and Hugging Face safetensors checkpoints ([`safetensors`],
 //! [`model::hf`], quantized on load); tokenizers and chat templates ([`tokenizer`],
 //! [`chat`]); the llama/qwen2 decoders on the CPU ([`cpu`], [`model`]) behind the [`lm`]
-//! API; and the embedder the CLI uses while no model is configured. The WebGPU backend and
-//! the model embedder come with the next runtime issues.
+//! API; BERT-family sentence embedders on the same kernels ([`embed`]); and the hashing
+//! embedder used when no embedding model is present. The WebGPU backend comes with the
+//! next runtime issue.
 
 pub mod chat;
 pub mod cpu;
+pub mod embed;
 pub mod gguf;
 pub mod lm;
 pub mod model;
@@ -24,10 +26,29 @@ pub mod tokenizer;
 
 pub use docmem_core;
 
+use docmem_core::embed::{EmbedError, EmbedRole};
 use docmem_core::{Embedder, HashingEmbedder};
 
-/// The embedder to use when no model is configured: feature hashing with 384 dimensions
-/// (the width of all-MiniLM-L6-v2, so indexes keep their shape when a model arrives).
-pub fn default_embedder() -> Box<dyn Embedder> {
-    Box::new(HashingEmbedder::new(384))
+/// The embedder to use when no embedding model is present: feature hashing with 384
+/// dimensions (the width of all-MiniLM-L6-v2), named as the fallback it is wherever
+/// output shows the embedder.
+pub fn fallback_embedder() -> Box<dyn Embedder> {
+    Box::new(Fallback(HashingEmbedder::new(384)))
+}
+
+/// [`HashingEmbedder`] under a name that says it stands in for a model.
+struct Fallback(HashingEmbedder);
+
+impl Embedder for Fallback {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.0.embed(texts, role)
+    }
+
+    fn name(&self) -> String {
+        format!("{} (fallback: no embedding model found)", self.0.name())
+    }
 }

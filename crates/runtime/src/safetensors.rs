@@ -87,6 +87,15 @@ pub enum Dtype {
     F16,
     /// bfloat16.
     BF16,
+    /// A type that is indexed but not read as floats (integers, bools, f64, f8), such as
+    /// BERT's `position_ids` buffer of I64: a file may hold such tensors beside the
+    /// weights; reading one is the error [`SafetensorsError::UnsupportedDtype`].
+    Other {
+        /// The safetensors name (`I64`, `BOOL`, ...).
+        name: &'static str,
+        /// Bytes per element.
+        size: u64,
+    },
 }
 
 impl Dtype {
@@ -95,7 +104,33 @@ impl Dtype {
             "F32" => Some(Dtype::F32),
             "F16" => Some(Dtype::F16),
             "BF16" => Some(Dtype::BF16),
-            _ => None,
+            _ => {
+                const OTHERS: [(&str, u64); 12] = [
+                    ("BOOL", 1),
+                    ("U8", 1),
+                    ("I8", 1),
+                    ("F8_E5M2", 1),
+                    ("F8_E4M3", 1),
+                    ("I16", 2),
+                    ("U16", 2),
+                    ("I32", 4),
+                    ("U32", 4),
+                    ("I64", 8),
+                    ("U64", 8),
+                    ("F64", 8),
+                ];
+                OTHERS.iter().find(|(n, _)| *n == s).map(|&(name, size)| Dtype::Other { name, size })
+            }
+        }
+    }
+
+    /// The safetensors name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "F32",
+            Dtype::F16 => "F16",
+            Dtype::BF16 => "BF16",
+            Dtype::Other { name, .. } => name,
         }
     }
 
@@ -104,6 +139,7 @@ impl Dtype {
         match self {
             Dtype::F32 => 4,
             Dtype::F16 | Dtype::BF16 => 2,
+            Dtype::Other { size, .. } => size,
         }
     }
 }
@@ -195,6 +231,9 @@ impl SafetensorsFile {
     /// A tensor's values in f32, checked against the shape expected (outermost first).
     pub fn read_f32(&self, src: &dyn ByteSource, name: &str, shape: &[u64]) -> Result<Vec<f32>, SafetensorsError> {
         let t = self.tensor(name).ok_or_else(|| SafetensorsError::MissingTensor { name: name.to_owned() })?;
+        if let Dtype::Other { name: dtype, .. } = t.dtype {
+            return Err(SafetensorsError::UnsupportedDtype { name: name.to_owned(), dtype: dtype.to_owned() });
+        }
         if t.shape != shape {
             return Err(SafetensorsError::BadTensor { name: name.to_owned(), reason: format!("shape {:?}, expected {shape:?}", t.shape) });
         }
@@ -204,6 +243,7 @@ impl SafetensorsFile {
             Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
             Dtype::F16 => raw.chunks_exact(2).map(|b| crate::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
             Dtype::BF16 => raw.chunks_exact(2).map(|b| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)).collect(),
+            Dtype::Other { .. } => Vec::new(), // rejected above
         })
     }
 }
@@ -219,11 +259,11 @@ pub fn write<E: From<std::io::Error>>(
 ) -> Result<(), E> {
     let mut header = serde_json::Map::new();
     let mut offset = 0u64;
-    let name = match dtype {
-        Dtype::F32 => "F32",
-        Dtype::F16 => "F16",
-        Dtype::BF16 => "BF16",
-    };
+    if let Dtype::Other { name, .. } = dtype {
+        let msg = format!("cannot write float values as {name}");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg).into());
+    }
+    let name = dtype.name();
     for (tensor, shape) in tensors {
         let bytes = shape.iter().product::<u64>() * dtype.size();
         header.insert(tensor.clone(), serde_json::json!({ "dtype": name, "shape": shape, "data_offsets": [offset, offset + bytes] }));
@@ -248,6 +288,7 @@ pub fn write<E: From<std::io::Error>>(
                 Dtype::F32 => buf.extend_from_slice(&x.to_le_bytes()),
                 Dtype::F16 => buf.extend_from_slice(&crate::quant::f32_to_f16(x).to_le_bytes()),
                 Dtype::BF16 => buf.extend_from_slice(&f32_to_bf16(x).to_le_bytes()),
+                Dtype::Other { .. } => {}
             }
         }
         out.write_all(&buf)?;
@@ -302,10 +343,15 @@ mod tests {
         // Offsets that disagree with the shape.
         let wrong = r#"{"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
         assert!(matches!(SafetensorsFile::read(&file(wrong, &[0; 12])), Err(SafetensorsError::BadTensor { .. })));
-        // Unsupported dtype, named.
+        // An integer tensor is indexed (BERT files carry one beside the weights), but
+        // reading it as floats is an error that names it; an unknown dtype is one at once.
         let int = r#"{"t":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#;
-        let err = SafetensorsFile::read(&file(int, &[0; 8])).unwrap_err();
+        let src = file(int, &[0; 8]);
+        let f = SafetensorsFile::read(&src).unwrap();
+        let err = f.read_f32(&src, "t", &[1]).unwrap_err();
         assert!(err.to_string().contains("I64") && err.to_string().contains("'t'"), "{err}");
+        let odd = r#"{"t":{"dtype":"Q9","shape":[1],"data_offsets":[0,8]}}"#;
+        assert!(matches!(SafetensorsFile::read(&file(odd, &[0; 8])), Err(SafetensorsError::UnsupportedDtype { .. })));
         // Not JSON; a header longer than the file; absurd shapes.
         assert!(matches!(SafetensorsFile::read(&file("{nope", &[])), Err(SafetensorsError::Header { .. })));
         let mut huge = u64::MAX.to_le_bytes().to_vec();

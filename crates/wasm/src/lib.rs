@@ -7,8 +7,8 @@
 //! user input.
 //!
 //! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
-//! chunkers, and [`WasmLm`], a GGUF language model on the CPU backend (one thread, in
-//! linear memory). The `DocMem` class (libraries, models, workers) comes with the browser
+//! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (one thread, in linear
+//! memory), and [`WasmEmbedder`], a BERT-family sentence embedder on the same kernels. The `DocMem` class (libraries, models, workers) comes with the browser
 //! issue.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
@@ -105,5 +105,65 @@ impl WasmLm {
             .generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))
             .map_err(|e| JsError::new(&e.to_string()))?;
         to_json(&g)
+    }
+}
+
+/// A BERT-family sentence embedder (all-MiniLM-L6-v2, bge, e5, multilingual XLM-RoBERTa
+/// models) on the CPU backend inside WebAssembly.
+#[wasm_bindgen(js_name = Embedder)]
+pub struct WasmEmbedder {
+    embedder: docmem_runtime::embed::Embedder,
+}
+
+#[wasm_bindgen(js_class = Embedder)]
+impl WasmEmbedder {
+    /// Load from a model's files: `files` maps each file name (`config.json`,
+    /// `model.safetensors`, `tokenizer.json`, and where the model has them `modules.json`,
+    /// `1_Pooling/config.json`, `sentence_bert_config.json`,
+    /// `config_sentence_transformers.json`, `tokenizer_config.json`) to its bytes as a
+    /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, or empty for the default.
+    #[wasm_bindgen(constructor)]
+    pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
+        use docmem_runtime::embed::{Embedder, EmbedderOptions, Precision};
+        let precision = match precision {
+            "" => Precision::DEFAULT,
+            p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of f32, f16, q8_0")))?,
+        };
+        let mut map = std::collections::BTreeMap::new();
+        for entry in js_sys::Object::entries(&files).iter() {
+            let pair: js_sys::Array = entry.unchecked_into();
+            let key = pair.get(0).as_string().ok_or_else(|| JsError::new("a file name is not a string"))?;
+            let bytes =
+                pair.get(1).dyn_into::<js_sys::Uint8Array>().map_err(|_| JsError::new(&format!("file '{key}' is not a Uint8Array")))?;
+            map.insert(key, bytes.to_vec());
+        }
+        let embedder =
+            Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(WasmEmbedder { embedder })
+    }
+
+    /// The vector dimension.
+    pub fn dim(&self) -> usize {
+        self.embedder.dim()
+    }
+
+    /// The precision the weights are held in (`f32`, `f16`, `q8_0`).
+    pub fn precision(&self) -> String {
+        self.embedder.precision().name().to_owned()
+    }
+
+    /// Embed `texts` (as queries when `query`, else as passages). Returns
+    /// `{vectors: Float32Array (texts × dim, row by row), truncated: number}`.
+    pub fn embed(&self, texts: Vec<String>, query: bool) -> Result<js_sys::Object, JsError> {
+        use docmem_runtime::embed::EmbedRole;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
+        let out = self.embedder.embed(&refs, role).map_err(|e| JsError::new(&e.to_string()))?;
+        let flat: Vec<f32> = out.vectors.concat();
+        let result = js_sys::Object::new();
+        let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
+        set("vectors", &js_sys::Float32Array::from(flat.as_slice())).map_err(|_| JsError::new("cannot build the result"))?;
+        set("truncated", &JsValue::from_f64(out.truncated as f64)).map_err(|_| JsError::new("cannot build the result"))?;
+        Ok(result)
     }
 }

@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 use crate::CliError;
 
+mod embed;
 mod index;
 mod lm;
 mod stats;
@@ -15,11 +16,15 @@ pub enum BenchCommand {
     Index(index::IndexBenchArgs),
     /// Language model: prefill and decode tokens/s beside llama.cpp's llama-bench.
     Lm(lm::LmBenchArgs),
+    /// Sentence embedder: sentences/s at batch 1 and 32, native and wasm, beside
+    /// sentence-transformers and transformers.js.
+    Embed(embed::EmbedBenchArgs),
 }
 
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Index(a) => index::run(a),
         BenchCommand::Lm(a) => lm::run(a),
+        BenchCommand::Embed(a) => embed::run(a),
     }
 }

@@ -5,6 +5,8 @@
 //!   `isum`: their integer inner products, in wasm `simd128` where built with it.
 //! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
 //! - [`matmul`]: matrices in their block format and the threaded product.
+//! - [`gemm`]: the float (F32/F16) product for encoders, on weights re-laid in panels.
+//! - [`encoder_ops`]: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
 //! - [`threads`]: the worker pool.
 
@@ -13,6 +15,8 @@ pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod dot;
+pub mod encoder_ops;
+pub mod gemm;
 pub mod ggml_order;
 mod isum;
 pub mod mathfn;
@@ -26,6 +30,33 @@ pub mod x8;
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_fma() -> bool {
     avx2::available()
+}
+
+/// `a·b + c`, fused where the build has FMA (a software `fma` call would be slow; the
+/// generic loops are compiled once with `FMA` for AVX2 machines and once without).
+#[inline(always)]
+pub(crate) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// A raw pointer to an output buffer shared by tasks that each write a disjoint part of
+/// it (every user says which part a task owns).
+#[derive(Clone, Copy)]
+pub(crate) struct SharedMut(pub(crate) *mut f32);
+// SAFETY: users give each task a disjoint range, and the buffer outlives the tasks (they
+// run inside `Threads::for_each`, which returns when all are done).
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    /// The pointer (a method, so closures capture the whole `Send + Sync` wrapper).
+    pub(crate) fn get(self) -> *mut f32 {
+        self.0
+    }
 }
 
 /// Round every value to half precision and back (F16C where present): the K/V cache and

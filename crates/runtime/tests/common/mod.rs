@@ -10,7 +10,7 @@ pub fn model(name: &str) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/docmem/models"));
     let path = dir.join(name);
-    assert!(path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
+    assert!(name.is_empty() || path.is_file(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
     path
 }
 
@@ -19,4 +19,12 @@ pub fn model(name: &str) -> PathBuf {
 #[allow(dead_code)] // not every test file needs it
 pub fn manifest_dir() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+}
+
+/// A test model directory (see [`model`]).
+#[allow(dead_code)] // not every test file needs it
+pub fn model_dir(name: &str) -> PathBuf {
+    let path = model("").join(name);
+    assert!(path.is_dir(), "{} is missing: run `bash scripts/fetch-models.sh` (npm test does)", path.display());
+    path
 }

@@ -1,0 +1,307 @@
+//! The BERT-family encoder on the runtime's CPU kernels: embeddings, post-norm
+//! self-attention blocks, pooling.
+//!
+//! Sequences are **packed**, never padded: the tokens of every text of a batch are laid
+//! end to end, every linear layer runs once over all of them (one matmul per layer and
+//! weight, whatever the lengths), and attention runs per (sequence, head) over that
+//! sequence's own tokens. So no padding is computed at all, and no mask is needed: a text
+//! attends to itself alone, which is what Hugging Face's padded, masked computation
+//! amounts to.
+//!
+//! The arithmetic follows Hugging Face's `BertModel` step by step (word + position +
+//! token-type embeddings, LayerNorm; per layer `LN(x + Wo·attn(x))`, then
+//! `LN(x + W2·gelu(W1·x))`), so vectors match sentence-transformers' to float rounding.
+//! Linear weights are held in the chosen [`Precision`] (f32, f16 or Q8_0 panels) and
+//! multiplied with f32 activations by the float GEMM ([`crate::cpu::gemm`]); the word
+//! embeddings are a [`QMatrix`] in the same precision, read a row per token.
+
+use super::config::{BertShape, Pooling};
+use super::error::EmbedderError;
+use crate::cpu::encoder_ops::{attend, gelu, layer_norm};
+use crate::cpu::gemm::{gemm, PanelMatrix, PanelType};
+use crate::cpu::matmul::QMatrix;
+use crate::cpu::threads::Threads;
+use crate::cpu::SharedMut;
+use crate::gguf::GgmlType;
+
+/// How the encoder's weights are held and multiplied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// 32-bit floats, as checkpoints ship: the reference.
+    F32,
+    /// IEEE half precision (half the memory; expanded to f32 per panel as it is used).
+    F16,
+    /// llama.cpp's Q8_0 quantization (one scale per 32 weights of a row): a quarter of
+    /// the memory, expanded to f32 per panel as it is used.
+    Q8_0,
+}
+
+impl Precision {
+    /// The name used on the command line and in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Q8_0 => "q8_0",
+        }
+    }
+
+    /// Parse [`Precision::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        [Precision::F32, Precision::F16, Precision::Q8_0].into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// A linear layer `y = W·x + b` with `W` as `[out, in]`, in panels for the float GEMM.
+struct Linear {
+    weights: PanelMatrix,
+    bias: Vec<f32>,
+}
+
+impl Linear {
+    fn new(w: &[f32], bias: Vec<f32>, rows: usize, cols: usize, precision: Precision) -> Self {
+        let ty = match precision {
+            Precision::F32 => PanelType::F32,
+            Precision::F16 => PanelType::F16,
+            Precision::Q8_0 if cols.is_multiple_of(32) => PanelType::Q8_0,
+            // A width Q8_0 blocks cannot tile is kept in f16.
+            Precision::Q8_0 => PanelType::F16,
+        };
+        Linear { weights: PanelMatrix::from_rows(w, rows, cols, ty), bias }
+    }
+
+    fn bytes(&self) -> usize {
+        self.weights.bytes() + self.bias.len() * 4
+    }
+
+    /// `out = W·x + b` for each of `x`'s rows.
+    fn forward(&self, threads: &Threads, x: &[f32], out: &mut Vec<f32>) {
+        let tokens = x.len() / self.weights.cols;
+        out.clear();
+        out.resize(tokens * self.weights.rows, 0.0);
+        gemm(threads, x, &self.weights, Some(&self.bias), out);
+    }
+}
+
+/// LayerNorm weights.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+struct Layer {
+    /// Query, key and value projections stacked (`[3·hidden, hidden]`): one matmul.
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: Norm,
+    up: Linear,
+    down: Linear,
+    out_norm: Norm,
+}
+
+/// Reads one tensor by its Hugging Face name (without any `bert.`/`roberta.` prefix) as
+/// f32, checked against the shape expected (outermost first).
+pub type TensorReader<'a> = dyn Fn(&str, &[usize]) -> Result<Vec<f32>, EmbedderError> + 'a;
+
+/// A BERT-family encoder held in memory.
+pub struct Encoder {
+    shape: BertShape,
+    precision: Precision,
+    /// Word embeddings (`vocab × hidden`), in the precision's block type.
+    word: QMatrix,
+    /// Position embeddings plus the token-type-0 embedding, pre-added (`positions × hidden`).
+    position: Vec<f32>,
+    embed_norm: Norm,
+    layers: Vec<Layer>,
+}
+
+impl Encoder {
+    /// Load the weights through `read`.
+    pub fn load(shape: BertShape, read: &TensorReader<'_>, precision: Precision) -> Result<Self, EmbedderError> {
+        let h = shape.hidden;
+        let norm = |name: &str| -> Result<Norm, EmbedderError> {
+            Ok(Norm { gamma: read(&format!("{name}.weight"), &[h])?, beta: read(&format!("{name}.bias"), &[h])? })
+        };
+        let linear = |names: &[String], rows: usize, cols: usize| -> Result<Linear, EmbedderError> {
+            let (mut w, mut b) = (Vec::with_capacity(rows * cols * names.len()), Vec::new());
+            for n in names {
+                w.extend(read(&format!("{n}.weight"), &[rows, cols])?);
+                b.extend(read(&format!("{n}.bias"), &[rows])?);
+            }
+            Ok(Linear::new(&w, b, rows * names.len(), cols, precision))
+        };
+        let mut layers = Vec::with_capacity(shape.layers);
+        for l in 0..shape.layers {
+            let n = |s: &str| format!("encoder.layer.{l}.{s}");
+            let (i, qkv) = (shape.intermediate, ["query", "key", "value"].map(|p| n(&format!("attention.self.{p}"))));
+            layers.push(Layer {
+                qkv: linear(&qkv, h, h)?,
+                attn_out: linear(&[n("attention.output.dense")], h, h)?,
+                attn_norm: norm(&n("attention.output.LayerNorm"))?,
+                up: linear(&[n("intermediate.dense")], i, h)?,
+                down: linear(&[n("output.dense")], h, i)?,
+                out_norm: norm(&n("output.LayerNorm"))?,
+            });
+        }
+        let word = read("embeddings.word_embeddings.weight", &[shape.vocab, h])?;
+        let word = table(&word, shape.vocab, h, precision);
+        let mut position = read("embeddings.position_embeddings.weight", &[shape.max_positions, h])?;
+        let types = read("embeddings.token_type_embeddings.weight", &[shape.type_vocab, h])?;
+        // Every token is of type 0 (single-segment inputs): its embedding is a constant.
+        for row in position.chunks_exact_mut(h) {
+            row.iter_mut().zip(&types[..h]).for_each(|(p, t)| *p += t);
+        }
+        Ok(Encoder { embed_norm: norm("embeddings.LayerNorm")?, word, position, layers, shape, precision })
+    }
+
+    /// The shape read from the configuration.
+    pub fn shape(&self) -> &BertShape {
+        &self.shape
+    }
+
+    /// The precision the weights are held in.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Bytes of weights held.
+    pub fn bytes(&self) -> usize {
+        let layers: usize =
+            self.layers.iter().map(|l| l.qkv.bytes() + l.attn_out.bytes() + l.up.bytes() + l.down.bytes() + 16 * self.shape.hidden).sum();
+        self.word.bytes() + self.position.len() * 4 + layers
+    }
+
+    /// Pooled (not yet normalised) vectors of `seqs`, each a list of token ids no longer
+    /// than the position table allows and with ids below the vocabulary size (the caller
+    /// truncates and checks; see [`super::Embedder`]).
+    pub fn forward(&self, threads: &Threads, seqs: &[Vec<u32>], pooling: Pooling) -> Vec<Vec<f32>> {
+        let h = self.shape.hidden;
+        let total: usize = seqs.iter().map(Vec::len).sum();
+        let starts: Vec<usize> = seqs.iter().scan(0, |s, q| Some(std::mem::replace(s, *s + q.len()))).collect();
+        let mut x = vec![0f32; total * h];
+        let mut row = Vec::with_capacity(h);
+        for (seq, &start) in seqs.iter().zip(&starts) {
+            for (p, &id) in seq.iter().enumerate() {
+                self.word.row_f32(id as usize, &mut row);
+                let pos = &self.position[(p + self.shape.position_offset) * h..][..h];
+                for ((o, w), q) in x[(start + p) * h..][..h].iter_mut().zip(&row).zip(pos) {
+                    *o = w + q;
+                }
+            }
+        }
+        par_rows(threads, &mut x, h, |_, rows| layer_norm(rows, &self.embed_norm.gamma, &self.embed_norm.beta, self.eps()));
+
+        let (heads, d) = (self.shape.heads, h / self.shape.heads);
+        let scale = 1.0 / (d as f32).sqrt();
+        let (mut qkv, mut ctx, mut tmp, mut inner) = (Vec::new(), vec![0f32; total * h], Vec::new(), Vec::new());
+        for layer in &self.layers {
+            layer.qkv.forward(threads, &x, &mut qkv);
+            let ctx_ptr = SharedMut(ctx.as_mut_ptr());
+            let qkv = &qkv;
+            threads.for_each(seqs.len() * heads, |task| {
+                let (s, head) = (task / heads, task % heads);
+                let (start, len) = (starts[s], seqs[s].len());
+                if len == 0 {
+                    return;
+                }
+                let base = start * 3 * h + head * d;
+                let (mut scores, mut out) = (Vec::new(), vec![0f32; len * d]);
+                let (q, k, v) = (&qkv[base..], &qkv[base + h..], &qkv[base + 2 * h..]);
+                attend(q, k, v, 3 * h, (len, d), scale, &mut out, d, &mut scores);
+                for (i, o) in out.chunks_exact(d).enumerate() {
+                    // SAFETY: this task alone writes row start+i, columns head·d..(head+1)·d
+                    // of `ctx` (one sequence, one head), which lie inside it.
+                    unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), ctx_ptr.get().add((start + i) * h + head * d), d) };
+                }
+            });
+            layer.attn_out.forward(threads, &ctx, &mut tmp);
+            add_norm(threads, &mut tmp, &x, &layer.attn_norm, self.eps());
+            std::mem::swap(&mut x, &mut tmp);
+            layer.up.forward(threads, &x, &mut inner);
+            let width = self.shape.intermediate;
+            par_rows(threads, &mut inner, width, |_, rows| gelu(rows));
+            layer.down.forward(threads, &inner, &mut tmp);
+            add_norm(threads, &mut tmp, &x, &layer.out_norm, self.eps());
+            std::mem::swap(&mut x, &mut tmp);
+        }
+
+        seqs.iter()
+            .zip(&starts)
+            .map(|(seq, &start)| {
+                let rows = &x[start * h..(start + seq.len()) * h];
+                pool(rows, h, pooling)
+            })
+            .collect()
+    }
+
+    fn eps(&self) -> f32 {
+        self.shape.layer_norm_eps as f32
+    }
+}
+
+/// The embedding table in the precision's block type (Q8_0 where the width allows).
+fn table(w: &[f32], rows: usize, cols: usize, precision: Precision) -> QMatrix {
+    let (ty, bytes) = match precision {
+        Precision::Q8_0 if cols.is_multiple_of(32) => {
+            let mut b = Vec::new();
+            crate::quant::quantize_q8_0(w, &mut b);
+            (GgmlType::Q8_0, b)
+        }
+        Precision::Q8_0 | Precision::F16 => (GgmlType::F16, w.iter().flat_map(|&v| crate::quant::f32_to_f16(v).to_le_bytes()).collect()),
+        Precision::F32 => (GgmlType::F32, w.iter().flat_map(|v| v.to_le_bytes()).collect()),
+    };
+    // Sizes agree by construction (rows × cols values in whole blocks).
+    QMatrix::new(ty, rows, cols, bytes).unwrap_or_else(|| unreachable!("embedding table of {rows}×{cols} in {ty:?}"))
+}
+
+/// Pool one sequence's token vectors (`tokens × h`).
+fn pool(rows: &[f32], h: usize, pooling: Pooling) -> Vec<f32> {
+    let n = rows.len() / h;
+    if n == 0 {
+        return vec![0.0; h];
+    }
+    match pooling {
+        Pooling::Cls => rows[..h].to_vec(),
+        Pooling::Last => rows[(n - 1) * h..].to_vec(),
+        Pooling::Mean | Pooling::MeanSqrtLen => {
+            let mut sum = vec![0f32; h];
+            for r in rows.chunks_exact(h) {
+                sum.iter_mut().zip(r).for_each(|(s, v)| *s += v);
+            }
+            let div = if pooling == Pooling::Mean { n as f32 } else { (n as f32).sqrt() };
+            sum.iter_mut().for_each(|s| *s /= div);
+            sum
+        }
+        Pooling::Max => {
+            let mut m = vec![f32::NEG_INFINITY; h];
+            for r in rows.chunks_exact(h) {
+                m.iter_mut().zip(r).for_each(|(s, v)| *s = s.max(*v));
+            }
+            m
+        }
+    }
+}
+
+/// `y = LN(y + residual)`, row by row over the threads.
+fn add_norm(threads: &Threads, y: &mut [f32], residual: &[f32], norm: &Norm, eps: f32) {
+    let h = norm.gamma.len();
+    par_rows(threads, y, h, |first, rows| {
+        rows.iter_mut().zip(&residual[first * h..]).for_each(|(a, b)| *a += b);
+        layer_norm(rows, &norm.gamma, &norm.beta, eps);
+    });
+}
+
+/// Run `f(first row, rows)` over disjoint runs of whole `width`-wide rows of `data`,
+/// spread over the threads.
+fn par_rows(threads: &Threads, data: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+    let rows = data.len() / width.max(1);
+    let chunks = (threads.count() * 4).min(rows).max(1);
+    let per = rows.div_ceil(chunks);
+    let ptr = SharedMut(data.as_mut_ptr());
+    threads.for_each(rows.div_ceil(per.max(1)), |c| {
+        let (r0, r1) = (c * per, ((c + 1) * per).min(rows));
+        // SAFETY: chunk c alone covers rows r0..r1, inside `data`.
+        let part = unsafe { std::slice::from_raw_parts_mut(ptr.get().add(r0 * width), (r1 - r0) * width) };
+        f(r0, part);
+    });
+}

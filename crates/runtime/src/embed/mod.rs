@@ -1,0 +1,221 @@
+//! Sentence embeddings from BERT-family encoders (all-MiniLM-L6-v2 by default; bge, e5,
+//! and the XLM-RoBERTa multilingual models load the same way), on the runtime's own CPU
+//! kernels, natively and in wasm.
+//!
+//! Why here and not on a tensor framework: the embedder is one more model family beside
+//! the LMs, with the same loaders ([`crate::safetensors`]), tokenizers (HF `tokenizers`),
+//! thread pool and kernels ([`crate::cpu`]), so the wasm bundle carries one runtime and a
+//! cold build compiles one (burn, tried first, took 30 minutes to build on CI's machine).
+//!
+//! A model is read the way sentence-transformers reads it ([`config`]); texts take the
+//! model's own query or passage prefix ([`EmbedRole`]), are tokenized by its
+//! `tokenizer.json`, truncated at its maximum length (the count of truncated texts is
+//! reported), packed without padding into batches of at most
+//! [`Embedder::max_batch_tokens`] tokens ([`encoder`]), pooled as the model says and
+//! L2-normalised. Vectors match sentence-transformers' (cosine ≥ 0.999 on a committed
+//! golden set, `tests/embed_parity.rs`, in every [`Precision`]).
+
+pub mod config;
+pub mod encoder;
+pub mod error;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use docmem_core::embed::EmbedRole;
+use tokenizers::{Tokenizer, TruncationParams};
+
+pub use self::config::{BertShape, DirFiles, EmbedderConfig, ModelFiles, Pooling};
+pub use self::encoder::{Encoder, Precision};
+pub use self::error::EmbedderError;
+use crate::cpu::threads::Threads;
+use crate::safetensors::SafetensorsFile;
+use crate::source::{ByteSource, MemorySource};
+
+/// Vectors for a list of texts, in the order given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    /// One unit vector per text.
+    pub vectors: Vec<Vec<f32>>,
+    /// How many texts were longer than the model's maximum and were truncated.
+    pub truncated: usize,
+}
+
+/// How to load an embedder.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbedderOptions {
+    /// How the weights are held ([`Precision`]); [`Precision::DEFAULT`] unless set.
+    pub precision: Precision,
+    /// Threads (0: one per core; always one in wasm).
+    pub threads: usize,
+}
+
+impl Precision {
+    /// The default: the fastest precision that meets the cosine bar against
+    /// sentence-transformers (≥ 0.999 on every golden text; measured by
+    /// `tests/embed_parity.rs` and `docmem bench embed`).
+    pub const DEFAULT: Precision = Precision::Q8_0;
+}
+
+impl Default for EmbedderOptions {
+    fn default() -> Self {
+        EmbedderOptions { precision: Precision::DEFAULT, threads: 0 }
+    }
+}
+
+/// A sentence embedder: tokenizer, encoder and the model's conventions.
+pub struct Embedder {
+    config: EmbedderConfig,
+    tokenizer: Tokenizer,
+    encoder: Encoder,
+    threads: Threads,
+    name: String,
+    /// Tokens per forward pass (texts are packed end to end up to this many; a longer
+    /// text runs alone).
+    pub max_batch_tokens: usize,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder").field("name", &self.name).field("precision", &self.encoder.precision()).finish()
+    }
+}
+
+/// The prefixes under which checkpoints store the encoder's tensors.
+const PREFIXES: [&str; 4] = ["", "bert.", "roberta.", "model."];
+
+impl Embedder {
+    /// Load a model directory: `config.json`, `model.safetensors`, `tokenizer.json`, and
+    /// sentence-transformers' optional files.
+    pub fn load(dir: &Path, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        let files = DirFiles(dir.to_owned());
+        let weights_path = dir.join("model.safetensors");
+        #[cfg(not(target_arch = "wasm32"))]
+        let src = crate::source::MmapSource::open(&weights_path);
+        #[cfg(target_arch = "wasm32")]
+        let src = crate::source::FileSource::open(&weights_path);
+        let src = src.map_err(|e| EmbedderError::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
+        Self::build(&files, &src, files.model_name(), options)
+    }
+
+    /// Load from files held in memory by name (what a page hands to the wasm package):
+    /// `model.safetensors`, `config.json`, `tokenizer.json`, and where present
+    /// `modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`,
+    /// `config_sentence_transformers.json`, `tokenizer_config.json`.
+    pub fn from_files(mut files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        let weights = files
+            .remove("model.safetensors")
+            .ok_or_else(|| EmbedderError::MissingFile { path: "model.safetensors".into(), reason: "not given".into() })?;
+        Self::build(&files, &MemorySource::new(weights), name.to_owned(), options)
+    }
+
+    fn build(files: &dyn ModelFiles, weights: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        let config = EmbedderConfig::from_files(files)?;
+        let tok_bytes = files
+            .read("tokenizer.json")?
+            .ok_or_else(|| EmbedderError::MissingFile { path: files.describe("tokenizer.json"), reason: "not found".into() })?;
+        let mut tokenizer = Tokenizer::from_bytes(&tok_bytes).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: config.max_tokens, ..Default::default() }))
+            .map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        let vocab = tokenizer.get_vocab_size(true);
+        if vocab > config.shape.vocab {
+            return Err(EmbedderError::VocabularyMismatch { tokenizer: vocab, model: config.shape.vocab });
+        }
+        let file = SafetensorsFile::read(weights)?;
+        let prefix = PREFIXES.into_iter().find(|p| file.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_some()).unwrap_or("");
+        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedderError> {
+            let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+            Ok(file.read_f32(weights, &format!("{prefix}{name}"), &dims)?)
+        };
+        let encoder = Encoder::load(config.shape.clone(), &read, options.precision)?;
+        let name = if name.is_empty() { "embedder".to_owned() } else { name };
+        Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: 8192 })
+    }
+
+    /// The model's configuration as read.
+    pub fn config(&self) -> &EmbedderConfig {
+        &self.config
+    }
+
+    /// The vector dimension.
+    pub fn dim(&self) -> usize {
+        self.config.shape.hidden
+    }
+
+    /// The precision the weights are held in.
+    pub fn precision(&self) -> Precision {
+        self.encoder.precision()
+    }
+
+    /// Bytes of weights held.
+    pub fn weight_bytes(&self) -> usize {
+        self.encoder.bytes()
+    }
+
+    /// The model's name (its directory's, or the one given).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Token ids of each text as the encoder will see them (prefix added, special tokens
+    /// added, truncated), and how many were truncated.
+    pub fn tokenize(&self, texts: &[&str], role: EmbedRole) -> Result<(Vec<Vec<u32>>, usize), EmbedderError> {
+        let prefix = match role {
+            EmbedRole::Query => &self.config.query_prefix,
+            EmbedRole::Passage => &self.config.passage_prefix,
+        };
+        let mut truncated = 0;
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts {
+            let input = if prefix.is_empty() { (*text).to_owned() } else { format!("{prefix}{text}") };
+            let enc = self.tokenizer.encode(input, true).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+            truncated += usize::from(!enc.get_overflowing().is_empty());
+            let mut ids = enc.get_ids().to_vec();
+            // The tokenizer's vocabulary was checked against the table at load; the cut
+            // guards a tokenizer that adds tokens past its own count.
+            ids.retain(|&id| (id as usize) < self.config.shape.vocab);
+            ids.truncate(self.config.max_tokens);
+            out.push(ids);
+        }
+        Ok((out, truncated))
+    }
+
+    /// Embed `texts` as `role`: one unit vector each, in order.
+    pub fn embed(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
+        let (seqs, truncated) = self.tokenize(texts, role)?;
+        let mut vectors = Vec::with_capacity(seqs.len());
+        let mut rest = &seqs[..];
+        while !rest.is_empty() {
+            let mut n = 0;
+            let mut tokens = 0;
+            while n < rest.len() && (n == 0 || tokens + rest[n].len() <= self.max_batch_tokens) {
+                tokens += rest[n].len();
+                n += 1;
+            }
+            let (batch, tail) = rest.split_at(n);
+            for mut v in self.encoder.forward(&self.threads, batch, self.config.pooling) {
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                v.iter_mut().for_each(|x| *x /= norm);
+                vectors.push(v);
+            }
+            rest = tail;
+        }
+        Ok(Embeddings { vectors, truncated })
+    }
+}
+
+impl docmem_core::embed::Embedder for Embedder {
+    fn dim(&self) -> usize {
+        Embedder::dim(self)
+    }
+
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
+        Ok(Embedder::embed(self, texts, role)?.vectors)
+    }
+
+    fn name(&self) -> String {
+        format!("{} ({})", self.name, self.precision().name())
+    }
+}
