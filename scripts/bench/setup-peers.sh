@@ -4,7 +4,9 @@
 # - sentence-transformers on PyTorch's CPU build (a virtualenv, pinned versions): also
 #   what scripts/golden/embed.py runs;
 # - transformers.js (`@huggingface/transformers`, npm) for Node, and all-MiniLM-L6-v2
-#   exported to ONNX for it by scripts/bench/export_onnx.py (same model files).
+#   exported to ONNX for it by scripts/bench/export_onnx.py (same model files). Install
+#   scripts are skipped: onnxruntime-node's would download CUDA binaries from outside the
+#   registry, and the benchmark runs transformers.js on onnxruntime-web (wasm) anyway.
 # Idempotent. Prints nothing but progress.
 source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
 cd "$DOCMEM_ROOT"
@@ -19,7 +21,7 @@ node_dir="$DOCMEM_CACHE/bench-node"
 if [ ! -d "$node_dir/node_modules/@huggingface/transformers" ]; then
   step "transformers.js into $node_dir (npm)"
   mkdir -p "$node_dir"
-  (cd "$node_dir" && npm init -y >/dev/null && npm install --silent --no-audit --no-fund @huggingface/transformers@3.8.0)
+  (cd "$node_dir" && npm init -y >/dev/null && npm install --silent --ignore-scripts --no-audit --no-fund @huggingface/transformers@3.8.0)
 fi
 onnx_dir="$DOCMEM_CACHE/bench-onnx/all-MiniLM-L6-v2"
 if [ ! -f "$onnx_dir/onnx/model.onnx" ]; then

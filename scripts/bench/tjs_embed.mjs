@@ -12,6 +12,11 @@ import { createRequire } from 'node:module';
 
 const [nodeDir, modelDir, textsPath, repeatsArg] = process.argv.slice(2);
 const require = createRequire(path.join(path.resolve(nodeDir), 'package.json'));
+// In Node, transformers.js picks onnxruntime-node (native code) unless the runtime hands
+// it an ONNX runtime: hand it onnxruntime-web, the WebAssembly build a browser runs.
+const ortWeb = require('onnxruntime-web');
+ortWeb.env.wasm.numThreads = 1;
+globalThis[Symbol.for('onnxruntime')] = ortWeb;
 const { pipeline, env } = require('@huggingface/transformers');
 const texts = JSON.parse(fs.readFileSync(textsPath, 'utf8'));
 const repeats = Number(repeatsArg);
@@ -19,8 +24,7 @@ const repeats = Number(repeatsArg);
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = path.dirname(path.resolve(modelDir)) + '/';
-env.backends.onnx.wasm.numThreads = 1;
-const extract = await pipeline('feature-extraction', path.basename(modelDir), { device: 'wasm', dtype: 'fp32' });
+const extract = await pipeline('feature-extraction', path.basename(modelDir), { dtype: 'fp32' });
 const run = (batch) => extract(batch, { pooling: 'mean', normalize: true });
 await run(texts.slice(0, 4)); // warm-up
 

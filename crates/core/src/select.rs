@@ -1,8 +1,8 @@
 //! Choosing among N sampled memories: rank by clarity, rank by completeness, fuse with RRF.
 //!
 //! MoM samples several memories of a document and keeps the one that both rankings like.
-//! A candidate without a score (say, a single-chunk memory has no clarity) goes to the end
-//! of that ranking rather than being dropped.
+//! A candidate without a score (say, a single-chunk memory has no clarity), or with a NaN
+//! one, goes to the end of that ranking rather than being dropped.
 
 use alloc::vec::Vec;
 
@@ -31,6 +31,9 @@ pub struct RankedCandidate {
 fn ranking(scores: &[CandidateScores], key: impl Fn(&CandidateScores) -> Option<f64>) -> Vec<usize> {
     let mut order: Vec<usize> = (0..scores.len()).collect();
     // Stable sort: equal scores keep candidate order; missing scores sort last.
+    // A NaN score (a model that returned garbage) counts as missing: `total_cmp` would
+    // rank it above every number.
+    let key = |s: &CandidateScores| key(s).filter(|v| !v.is_nan());
     order.sort_by(|&a, &b| match (key(&scores[a]), key(&scores[b])) {
         (Some(x), Some(y)) => y.total_cmp(&x),
         (Some(_), None) => core::cmp::Ordering::Less,
@@ -65,6 +68,15 @@ mod tests {
         // 0: 1/61 + 1/63; 1: 2/62; 2: 1/63 + 1/61. 2/62 > 1/61 + 1/63? 0.032258 vs 0.032266: no.
         // 0 and 2 tie on score and best rank; 0 was seen first.
         assert_eq!(order, [0, 2, 1]);
+    }
+
+    /// Regression (issue 20): NaN sorted above every score and won the selection.
+    #[test]
+    fn nan_scores_rank_last() {
+        let c = [s(Some(f64::NAN), Some(f64::NAN)), s(Some(0.2), Some(0.3)), s(Some(0.5), Some(f64::NAN))];
+        let order: Vec<usize> = select_candidates(&c, 60.0).iter().map(|r| r.index).collect();
+        // 1: ranks 2 and 1; 2: ranks 1 and 3 (its completeness is missing); 0: last in both.
+        assert_eq!(order, [1, 2, 0]);
     }
 
     #[test]

@@ -142,6 +142,24 @@ pub enum Prompt<'a> {
     Chat(&'a [ChatMessage]),
 }
 
+/// Where the earliest stop string in `text` begins, looking only at matches that end
+/// in the bytes appended since `before` (earlier ones were found on earlier steps). Every
+/// index is on a character boundary: a search window that would begin inside a
+/// multi-byte character (Chinese output, ASCII stop string) starts at that character.
+fn find_stop(text: &str, before: usize, stops: &[String]) -> Option<usize> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| {
+            let mut from = before.saturating_sub(s.len()).min(text.len());
+            while !text.is_char_boundary(from) {
+                from -= 1;
+            }
+            text[from..].find(s.as_str()).map(|i| i + from)
+        })
+        .min()
+}
+
 /// Why generation stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -407,20 +425,14 @@ impl<B: Backend> Lm<B> {
             let piece = stream.push(&self.tokenizer.token_bytes(next)?);
             let before = text.len();
             text.push_str(&piece);
-            if let Some(cut) = params
-                .stop
-                .iter()
-                .filter(|s| !s.is_empty())
-                .filter_map(|s| text[before.saturating_sub(s.len())..].find(s.as_str()).map(|i| i + before.saturating_sub(s.len())))
-                .min()
-            {
-                // Emit only what precedes the stop string.
-                let cut = cut.max(before);
-                let visible = &text[before..cut];
+            if let Some(cut) = find_stop(&text, before, &params.stop) {
+                // Emit only what precedes the stop string (a stop string that began in
+                // text already streamed is cut from the result, not recalled).
+                let visible = &text[before..cut.max(before)];
                 if !visible.is_empty() {
                     let _ = on_text(visible);
                 }
-                text.truncate(cut.min(text.len()));
+                text.truncate(cut);
                 finish = Finish::Stop;
                 break;
             }
@@ -519,5 +531,28 @@ impl<B: Backend> Scorer for Lm<B> {
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
         self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_stop;
+
+    /// Regression (issue 20): the search window began `stop.len()` bytes before the new
+    /// text, inside a three-byte Chinese character, and slicing there panicked.
+    #[test]
+    fn stop_strings_are_found_after_multibyte_text_without_panicking() {
+        let stops = vec!["</s>".to_owned(), "\n\n".to_owned()];
+        let text = "文档记忆由大纲组成";
+        for before in 0..=text.len() {
+            assert_eq!(find_stop(text, before, &stops), None);
+        }
+        let text = "文档记忆</s>后面";
+        let at = text.find("</s>").unwrap();
+        // The stop string arrived with the last piece, or began in text already streamed.
+        assert_eq!(find_stop(text, at, &stops), Some(at));
+        assert_eq!(find_stop(text, at + 2, &stops), Some(at));
+        assert_eq!(find_stop("一二\n\n三", 7, &stops), Some(6));
+        assert_eq!(find_stop("abc", 3, &[String::new()]), None);
     }
 }
