@@ -29,14 +29,20 @@
 extern crate alloc;
 
 pub mod align;
+pub mod answer;
 pub mod chunk;
 pub mod document;
 pub mod embed;
+pub mod eval;
 #[doc(hidden)]
 pub mod fuzz_harness;
+pub mod html;
 pub mod index;
+#[cfg(feature = "serde")]
+pub mod library;
 pub mod memory;
 pub mod parse;
+pub mod reader;
 pub mod retrieve;
 pub mod rrf;
 pub mod score;

@@ -1,0 +1,154 @@
+//! Answering from retrieved memories: the prompt, and reading citations back.
+//!
+//! The answerer sees numbered memories, each with its document, outline item, core
+//! content and chunk text, and is told to answer only from them, to cite them as `[n]`,
+//! and to say exactly [`NOT_IN_DOCUMENTS`] when they do not hold the answer. A small
+//! model does not always obey; [`cited`] only keeps citation numbers that exist, and
+//! [`says_not_in_documents`] recognises the refusal in either language, so the caller
+//! can show it as a refusal and not as an answer with no sources.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// The answer the model must give when the memories do not answer the question.
+pub const NOT_IN_DOCUMENTS: &str = "not in the documents";
+/// The same in Chinese.
+pub const NOT_IN_DOCUMENTS_ZH: &str = "文档中没有答案";
+
+/// One numbered memory shown to the answerer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memory<'a> {
+    /// Document title.
+    pub title: &'a str,
+    /// The scenario's outline item, if any.
+    pub outline: Option<&'a str>,
+    /// The scenario's core content (may be empty).
+    pub core: &'a str,
+    /// The chunk's text.
+    pub text: &'a str,
+}
+
+/// The user turn for `question` over `memories` (numbered from 1), in Chinese when
+/// `chinese`.
+pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> String {
+    let mut s = String::new();
+    if chinese {
+        s.push_str("请只根据下面编号的文档记忆回答问题。用 [编号] 注明所依据的记忆，例如 [1]。");
+        s.push_str(&format!("如果这些记忆中没有答案，只回答：{NOT_IN_DOCUMENTS_ZH}。不要编造。\n\n"));
+    } else {
+        s.push_str("Answer the question using only the numbered document memories below. ");
+        s.push_str("Cite the memories you use by number, like [1]. ");
+        s.push_str(&format!("If they do not contain the answer, reply only: {NOT_IN_DOCUMENTS}. Do not make anything up.\n\n"));
+    }
+    for (i, m) in memories.iter().enumerate() {
+        s.push_str(&format!("[{}] {}", i + 1, m.title));
+        if let Some(o) = m.outline.filter(|o| !o.trim().is_empty()) {
+            s.push_str(&format!(" — {}", o.trim()));
+        }
+        s.push('\n');
+        if !m.core.trim().is_empty() {
+            s.push_str(if chinese { "要点：" } else { "Key point: " });
+            s.push_str(m.core.trim());
+            s.push('\n');
+        }
+        s.push_str(if chinese { "原文：" } else { "Text: " });
+        s.push_str(m.text.trim());
+        s.push_str("\n\n");
+    }
+    s.push_str(if chinese { "问题：" } else { "Question: " });
+    s.push_str(question.trim());
+    s
+}
+
+/// The memory numbers (from 1, each once, in order of first mention) cited in `answer`
+/// as `[n]`, `[n, m]` or `[n][m]`, keeping only 1..=`count`.
+pub fn cited(answer: &str, count: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = answer;
+    while let Some(open) = rest.find('[') {
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(']') else { break };
+        let inside = &rest[..close];
+        if inside.chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ' || c == '，') {
+            for part in inside.split([',', ' ', '，']) {
+                if let Ok(n) = part.parse::<usize>() {
+                    if (1..=count).contains(&n) && !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+        rest = &rest[close + 1..];
+    }
+    out
+}
+
+/// True when the answer is the refusal (in English or Chinese), possibly with
+/// punctuation or a short preamble.
+pub fn says_not_in_documents(answer: &str) -> bool {
+    let lower = answer.trim().to_lowercase();
+    lower.contains(NOT_IN_DOCUMENTS) || lower.contains(NOT_IN_DOCUMENTS_ZH) || lower.contains("not in the document")
+}
+
+/// Sources an answer draws on when the model cited none: each source whose text holds at
+/// least half of the answer's content terms ([`crate::text::lexical_terms`], so Chinese
+/// works too), best first, at most three. A small answerer often leaves out `[n]`; this
+/// keeps a citation honest (it points where the answer's words are) rather than absent.
+pub fn attribute(answer: &str, sources: &[&str]) -> Vec<usize> {
+    let terms: Vec<String> = crate::text::lexical_terms(answer).into_iter().filter(|t| t.chars().count() >= 2).collect();
+    if terms.is_empty() {
+        return Vec::new();
+    }
+    let mut scored: Vec<(usize, usize)> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let have = crate::text::lexical_terms(s);
+            (i + 1, terms.iter().filter(|t| have.contains(t)).count())
+        })
+        .filter(|&(_, n)| n * 2 >= terms.len())
+        .collect();
+    scored.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.into_iter().take(3).map(|(i, _)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_numbers_memories_and_states_the_rules() {
+        let m = [
+            Memory { title: "a.txt", outline: Some("Printing"), core: "Caxton printed.", text: "William Caxton set up a press." },
+            Memory { title: "b.txt", outline: None, core: "", text: "Rivers flow." },
+        ];
+        let p = answer_prompt("Who set up a press?", &m, false);
+        assert!(p.contains("[1] a.txt — Printing\nKey point: Caxton printed.\nText: William Caxton set up a press."));
+        assert!(p.contains("[2] b.txt\nText: Rivers flow."));
+        assert!(p.contains(NOT_IN_DOCUMENTS) && p.contains("[1]"));
+        assert!(p.ends_with("Question: Who set up a press?"));
+        let zh = answer_prompt("谁？", &m, true);
+        assert!(zh.contains(NOT_IN_DOCUMENTS_ZH) && zh.ends_with("问题：谁？"));
+    }
+
+    #[test]
+    fn citations_are_read_back_and_bounded() {
+        assert_eq!(cited("Caxton [1] did it [2][1], see [3, 1] and [9].", 3), [1, 2, 3]);
+        assert_eq!(cited("no brackets", 3), Vec::<usize>::new());
+        assert_eq!(cited("[a] [1", 3), Vec::<usize>::new());
+        assert_eq!(cited("见[2，1]", 2), [2, 1]);
+        assert!(says_not_in_documents("Not in the documents."));
+        assert!(says_not_in_documents("文档中没有答案。"));
+        assert!(!says_not_in_documents("Caxton [1]."));
+    }
+
+    #[test]
+    fn uncited_answers_are_attributed_by_their_words() {
+        let sources = ["Rivers flow into the sea.", "William Caxton set up a printing press in Westminster.", "Caxton printed books."];
+        assert_eq!(attribute("William Caxton, in Westminster", &sources), [2]);
+        assert_eq!(attribute("Caxton", &sources), [2, 3]);
+        assert!(attribute("Gutenberg in Mainz", &sources).is_empty());
+        assert!(attribute("", &sources).is_empty());
+    }
+}

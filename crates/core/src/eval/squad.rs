@@ -1,0 +1,109 @@
+//! The SQuAD JSON layout: articles of paragraphs of questions. Each article becomes one
+//! document (paragraph contexts joined by a blank line), and each answerable question
+//! keeps its gold answers.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::Deserialize;
+
+use crate::document::Document;
+
+#[derive(Deserialize)]
+struct File {
+    data: Vec<Article>,
+}
+
+#[derive(Deserialize)]
+struct Article {
+    title: String,
+    paragraphs: Vec<Paragraph>,
+}
+
+#[derive(Deserialize)]
+struct Paragraph {
+    context: String,
+    qas: Vec<Qa>,
+}
+
+#[derive(Deserialize)]
+struct Qa {
+    question: String,
+    #[serde(default)]
+    answers: Vec<AnswerText>,
+    #[serde(default)]
+    is_impossible: bool,
+}
+
+#[derive(Deserialize)]
+struct AnswerText {
+    text: String,
+}
+
+/// A question with its gold answers (empty for an unanswerable one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Question {
+    /// The question.
+    pub question: String,
+    /// Gold answer strings (deduplicated).
+    pub answers: Vec<String>,
+    /// Index of the article (document) it was asked about.
+    pub document: usize,
+}
+
+/// One document per article and every question, in file order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SquadSet {
+    /// Documents.
+    pub documents: Vec<Document>,
+    /// Questions.
+    pub questions: Vec<Question>,
+}
+
+/// Parse a SQuAD v1/v2 file.
+pub fn parse_squad(json: &[u8]) -> Result<SquadSet, serde_json::Error> {
+    let file: File = serde_json::from_slice(json)?;
+    let mut documents = Vec::new();
+    let mut questions = Vec::new();
+    for (i, a) in file.data.into_iter().enumerate() {
+        let mut text = String::new();
+        for p in &a.paragraphs {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&p.context);
+            for q in &p.qas {
+                let mut answers: Vec<String> = Vec::new();
+                if !q.is_impossible {
+                    for t in &q.answers {
+                        if !answers.contains(&t.text) {
+                            answers.push(t.text.clone());
+                        }
+                    }
+                }
+                questions.push(Question { question: q.question.clone(), answers, document: i });
+            }
+        }
+        documents.push(Document::new(a.title, text));
+    }
+    Ok(SquadSet { documents, questions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn articles_become_documents() {
+        let json = br#"{"version":"v2.0","data":[{"title":"Normans","paragraphs":[
+            {"context":"The Normans were a people.","qas":[{"question":"Who?","id":"1","answers":[{"text":"Normans","answer_start":4},{"text":"Normans","answer_start":4}],"is_impossible":false}]},
+            {"context":"They lived in France.","qas":[{"question":"Where not?","id":"2","answers":[],"plausible_answers":[{"text":"x","answer_start":0}],"is_impossible":true}]}]}]}"#;
+        let s = parse_squad(json).unwrap();
+        assert_eq!(s.documents.len(), 1);
+        assert_eq!(s.documents[0].text, "The Normans were a people.\n\nThey lived in France.");
+        assert_eq!(s.documents[0].title, "Normans");
+        assert_eq!(s.questions[0].answers, ["Normans"]);
+        assert!(s.questions[1].answers.is_empty());
+        assert!(parse_squad(b"{}").is_err());
+    }
+}

@@ -1,0 +1,551 @@
+//! A library: documents, their memories, and the index over them, kept in a [`Store`].
+//!
+//! # Layout (format version 1)
+//! - `manifest.json`: format version, generation, embedder, retrieval mode, and one entry
+//!   per document. It is the only key whose contents say what the library holds.
+//! - `documents/<id>.json`, `memories/<id>.json`: each document and its memory.
+//! - `index/<generation>.bin`: the [`MemoryIndex`] of that generation.
+//!
+//! # Why a change is atomic
+//! A change writes new keys first (the document, its memory, the next generation's index)
+//! and the manifest last; a single key's write is atomic in every store. A crash before
+//! the manifest's write leaves the old manifest naming the old index, so the library is
+//! exactly as it was; the orphaned keys are removed the next time it is opened. The
+//! index is rewritten whole on each change: simple and safe, and cheap next to reading a
+//! document with an LM (a library of tens of thousands of chunks would want an
+//! append-only log here instead).
+//!
+//! Re-adding a document with the same content is a no-op: ids are content hashes.
+//! Removing a document removes it from every layer of the index and deletes its files.
+
+pub mod store;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use store::{MemStore, Store, StoreError};
+
+use crate::document::{DocId, Document};
+use crate::embed::Embedder;
+use crate::index::SegmentParams;
+use crate::memory::DocumentMemory;
+use crate::retrieve::{MemoryIndex, RetrievalMode, RetrieveError, RetrievedChunk, SearchParams};
+use crate::span::Span;
+
+/// The library format version this build writes and reads.
+pub const LIBRARY_FORMAT_VERSION: u32 = 1;
+
+const MANIFEST: &str = "manifest.json";
+
+/// What the manifest says about one document.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DocumentEntry {
+    /// Content hash.
+    pub id: DocId,
+    /// Title (file name or given).
+    pub title: String,
+    /// Detected language.
+    pub language: String,
+    /// Text length in bytes.
+    pub bytes: usize,
+    /// Scenarios (chunks) in its memory.
+    pub scenarios: usize,
+    /// The reader model or chunker that made the memory.
+    pub reader: String,
+    /// Why extraction fell back to a chunker, if it did.
+    pub fallback: Option<String>,
+}
+
+/// The manifest: everything needed to read the rest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`LIBRARY_FORMAT_VERSION`] when written.
+    pub format_version: u32,
+    /// Bumped by every change; names the current index key.
+    pub generation: u64,
+    /// The embedder's name; a library is searched with the embedder that built it.
+    pub embedder: String,
+    /// The embedding dimension.
+    pub dim: usize,
+    /// The index layout.
+    pub mode: RetrievalMode,
+    /// Documents in the order they were added.
+    pub documents: Vec<DocumentEntry>,
+}
+
+/// What a new library is built with (and an existing one must match).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LibrarySettings {
+    /// Embedder name ([`Embedder::name`]).
+    pub embedder: String,
+    /// Embedding dimension.
+    pub dim: usize,
+    /// Index layout for a new library.
+    pub mode: RetrievalMode,
+}
+
+/// Why a library operation failed. Nothing already stored is lost by any of them.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum LibraryError {
+    /// The store failed.
+    Store(StoreError),
+    /// The library was written by a format version this build does not read.
+    UnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// The library was built with another embedder, so its vectors do not compare.
+    EmbedderMismatch {
+        /// The library's embedder and dimension.
+        library: String,
+        /// The embedder given.
+        given: String,
+    },
+    /// A key is missing or does not decode; the message names it.
+    Corrupt {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Indexing or search failed.
+    Retrieve(RetrieveError),
+    /// No document with this id.
+    NoSuchDocument {
+        /// The id asked for.
+        id: DocId,
+    },
+}
+
+impl fmt::Display for LibraryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LibraryError::Store(e) => write!(f, "{e}"),
+            LibraryError::UnsupportedVersion { found } => {
+                write!(f, "library format version {found} is not supported (this build reads {LIBRARY_FORMAT_VERSION})")
+            }
+            LibraryError::EmbedderMismatch { library, given } => write!(
+                f,
+                "the library was built with the embedder {library}, not {given}; search it with that embedder or start a new library"
+            ),
+            LibraryError::Corrupt { key, message } => write!(f, "library key '{key}' is damaged: {message}"),
+            LibraryError::Retrieve(e) => write!(f, "{e}"),
+            LibraryError::NoSuchDocument { id } => write!(f, "no document {id} in the library"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for LibraryError {}
+
+impl From<StoreError> for LibraryError {
+    fn from(e: StoreError) -> Self {
+        LibraryError::Store(e)
+    }
+}
+
+impl From<RetrieveError> for LibraryError {
+    fn from(e: RetrieveError) -> Self {
+        LibraryError::Retrieve(e)
+    }
+}
+
+/// A retrieved chunk with what an answer prompt and a citation need.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Passage<'a> {
+    /// The document.
+    pub doc_id: DocId,
+    /// Its title.
+    pub title: &'a str,
+    /// The chunk's span in the document.
+    pub span: Span,
+    /// The chunk's text.
+    pub text: &'a str,
+    /// The scenario's core content.
+    pub core: &'a str,
+    /// The scenario's outline item, if any.
+    pub outline: Option<&'a str>,
+}
+
+fn document_key(id: DocId) -> String {
+    format!("documents/{id}.json")
+}
+fn memory_key(id: DocId) -> String {
+    format!("memories/{id}.json")
+}
+fn index_key(generation: u64) -> String {
+    format!("index/{generation}.bin")
+}
+
+fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: Option<Vec<u8>>) -> Result<T, LibraryError> {
+    let bytes = bytes.ok_or_else(|| LibraryError::Corrupt { key: key.into(), message: "missing".into() })?;
+    serde_json::from_slice(&bytes).map_err(|e| LibraryError::Corrupt { key: key.into(), message: format!("{e}") })
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain structs cannot fail (no maps with non-string keys).
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// A library open on a store (see the module docs).
+#[derive(Debug)]
+pub struct Library<S: Store> {
+    store: S,
+    manifest: Manifest,
+    documents: BTreeMap<DocId, (Document, DocumentMemory)>,
+    index: MemoryIndex,
+    segments: SegmentParams,
+}
+
+impl<S: Store> Library<S> {
+    /// Open the library in `store`, or start an empty one there (nothing is written until
+    /// the first change). An existing library must have been built with `settings`'
+    /// embedder; its own retrieval mode is kept. Keys left by an interrupted change are
+    /// removed.
+    pub fn open(mut store: S, settings: &LibrarySettings) -> Result<Self, LibraryError> {
+        let segments = SegmentParams::default();
+        let Some(bytes) = store.read(MANIFEST)? else {
+            let manifest = Manifest {
+                format_version: LIBRARY_FORMAT_VERSION,
+                generation: 0,
+                embedder: settings.embedder.clone(),
+                dim: settings.dim,
+                mode: settings.mode,
+                documents: Vec::new(),
+            };
+            let index = MemoryIndex::new(settings.mode, settings.dim, segments.clone());
+            let mut lib = Library { store, manifest, documents: BTreeMap::new(), index, segments };
+            lib.collect_garbage();
+            return Ok(lib);
+        };
+        // Read the version before the rest, so a newer layout gets a clear error.
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: u32,
+        }
+        let v: Version = decode(MANIFEST, Some(bytes.clone()))?;
+        if v.format_version != LIBRARY_FORMAT_VERSION {
+            return Err(LibraryError::UnsupportedVersion { found: v.format_version });
+        }
+        let manifest: Manifest = decode(MANIFEST, Some(bytes))?;
+        if manifest.embedder != settings.embedder || manifest.dim != settings.dim {
+            return Err(LibraryError::EmbedderMismatch {
+                library: format!("{} ({} dimensions)", manifest.embedder, manifest.dim),
+                given: format!("{} ({} dimensions)", settings.embedder, settings.dim),
+            });
+        }
+        let mut documents = BTreeMap::new();
+        for e in &manifest.documents {
+            let (dk, mk) = (document_key(e.id), memory_key(e.id));
+            let doc: Document = decode(&dk, store.read(&dk)?)?;
+            let memory: DocumentMemory = decode(&mk, store.read(&mk)?)?;
+            documents.insert(e.id, (doc, memory));
+        }
+        let ik = index_key(manifest.generation);
+        let index = match store.read(&ik)? {
+            Some(bytes) => MemoryIndex::from_bytes(&bytes, segments.clone())
+                .map_err(|e| LibraryError::Corrupt { key: ik.clone(), message: format!("{e}") })?,
+            None if manifest.documents.is_empty() => MemoryIndex::new(manifest.mode, manifest.dim, segments.clone()),
+            None => return Err(LibraryError::Corrupt { key: ik, message: "missing".into() }),
+        };
+        let mut lib = Library { store, manifest, documents, index, segments };
+        lib.collect_garbage();
+        Ok(lib)
+    }
+
+    /// Open an existing library with the settings its manifest records (for listing and
+    /// removing documents, which need no embedder). `None` when `store` holds no library.
+    pub fn open_existing(mut store: S) -> Result<Option<Self>, LibraryError> {
+        let Some(bytes) = store.read(MANIFEST)? else { return Ok(None) };
+        #[derive(Deserialize)]
+        struct Head {
+            format_version: u32,
+            #[serde(default)]
+            embedder: String,
+            #[serde(default)]
+            dim: usize,
+            #[serde(default)]
+            mode: Option<RetrievalMode>,
+        }
+        let head: Head = decode(MANIFEST, Some(bytes))?;
+        if head.format_version != LIBRARY_FORMAT_VERSION {
+            return Err(LibraryError::UnsupportedVersion { found: head.format_version });
+        }
+        let mode = head.mode.unwrap_or(RetrievalMode::ThreeLayer);
+        let settings = LibrarySettings { embedder: head.embedder, dim: head.dim, mode };
+        Self::open(store, &settings).map(Some)
+    }
+
+    /// Remove keys no manifest names (left by a change that did not finish). Best effort:
+    /// a key that cannot be removed now is tried again next time.
+    fn collect_garbage(&mut self) {
+        let Ok(keys) = self.store.keys() else { return };
+        let live_index = index_key(self.manifest.generation);
+        for key in keys {
+            let live =
+                key == MANIFEST || key == live_index || self.documents.keys().any(|id| key == document_key(*id) || key == memory_key(*id));
+            let ours = key.starts_with("documents/") || key.starts_with("memories/") || key.starts_with("index/");
+            if ours && !live {
+                let _ = self.store.remove(&key);
+            }
+        }
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Documents, in the order they were added.
+    pub fn documents(&self) -> &[DocumentEntry] {
+        &self.manifest.documents
+    }
+
+    /// True when a document with this id is in the library.
+    pub fn contains(&self, id: DocId) -> bool {
+        self.documents.contains_key(&id)
+    }
+
+    /// A document and its memory.
+    pub fn get(&self, id: DocId) -> Result<(&Document, &DocumentMemory), LibraryError> {
+        self.documents.get(&id).map(|(d, m)| (d, m)).ok_or(LibraryError::NoSuchDocument { id })
+    }
+
+    /// The index (for searches with a caller's own vectors or parameters).
+    pub fn index(&self) -> &MemoryIndex {
+        &self.index
+    }
+
+    /// The store, given back.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Write the next generation: the keys in `extra` first, then the index, then the
+    /// manifest. On failure the manifest is unchanged, and the new keys are removed.
+    fn commit(&mut self, manifest: Manifest, extra: &[(String, Vec<u8>)]) -> Result<(), LibraryError> {
+        let ik = index_key(manifest.generation);
+        let mut written: Vec<String> = Vec::new();
+        let mut result = Ok(());
+        for (key, bytes) in extra.iter().map(|(k, b)| (k.clone(), b.clone())).chain([(ik.clone(), self.index.to_bytes())]) {
+            if let Err(e) = self.store.write(&key, &bytes) {
+                result = Err(e);
+                break;
+            }
+            written.push(key);
+        }
+        if result.is_ok() {
+            result = self.store.write(MANIFEST, &encode(&manifest));
+        }
+        if let Err(e) = result {
+            for key in written {
+                let _ = self.store.remove(&key);
+            }
+            return Err(e.into());
+        }
+        let _ = self.store.remove(&index_key(self.manifest.generation));
+        self.manifest = manifest;
+        Ok(())
+    }
+
+    /// Add a document and its memory (spans that tile the text, or a baseline chunker's
+    /// chunks). Returns false, changing nothing, when the same content is already there.
+    /// On error the library is as it was.
+    pub fn add(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, LibraryError> {
+        if self.documents.contains_key(&doc.id) {
+            return Ok(false);
+        }
+        let added = if memory.check(doc).is_ok() {
+            self.index.add_document(doc, memory, embedder)?
+        } else {
+            self.index.add_chunks(doc, memory, embedder)?
+        };
+        if !added {
+            return Ok(false);
+        }
+        let mut manifest = self.manifest.clone();
+        manifest.generation += 1;
+        manifest.documents.push(DocumentEntry {
+            id: doc.id,
+            title: doc.title.clone(),
+            language: doc.language.clone(),
+            bytes: doc.text.len(),
+            scenarios: memory.scenarios.len(),
+            reader: memory.provenance.reader.clone(),
+            fallback: memory.provenance.fallback.clone(),
+        });
+        let extra = [(document_key(doc.id), encode(doc)), (memory_key(doc.id), encode(memory))];
+        if let Err(e) = self.commit(manifest, &extra) {
+            self.index.remove_document(doc.id);
+            return Err(e);
+        }
+        self.documents.insert(doc.id, (doc.clone(), memory.clone()));
+        Ok(true)
+    }
+
+    /// Remove a document from every layer and delete its files. Returns false when it was
+    /// not there. On error the library is as it was.
+    pub fn remove(&mut self, id: DocId) -> Result<bool, LibraryError> {
+        if !self.documents.contains_key(&id) {
+            return Ok(false);
+        }
+        let before = self.index.to_bytes();
+        self.index.remove_document(id);
+        let mut manifest = self.manifest.clone();
+        manifest.generation += 1;
+        manifest.documents.retain(|e| e.id != id);
+        if let Err(e) = self.commit(manifest, &[]) {
+            if let Ok(index) = MemoryIndex::from_bytes(&before, self.segments.clone()) {
+                self.index = index;
+            }
+            return Err(e);
+        }
+        self.documents.remove(&id);
+        let _ = self.store.remove(&document_key(id));
+        let _ = self.store.remove(&memory_key(id));
+        Ok(true)
+    }
+
+    /// Search with a query embedded by `embedder`.
+    pub fn search(&self, query: &str, embedder: &mut dyn Embedder, params: &SearchParams) -> Result<Vec<RetrievedChunk>, LibraryError> {
+        Ok(self.index.search_text(query, embedder, params)?)
+    }
+
+    /// The text, core and outline item of a retrieved chunk.
+    pub fn passage(&self, hit: &RetrievedChunk) -> Option<Passage<'_>> {
+        let (doc, memory) = self.documents.get(&hit.doc_id)?;
+        let scenario = memory.scenarios.get(hit.scenario as usize)?;
+        Some(Passage {
+            doc_id: doc.id,
+            title: &doc.title,
+            span: hit.span,
+            text: hit.span.slice(&doc.text)?,
+            core: &scenario.core,
+            outline: scenario.outline_item.and_then(|i| memory.outline.get(i as usize)).map(String::as_str),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::HashingEmbedder;
+    use crate::memory::Scenario;
+    use alloc::vec;
+
+    fn settings() -> LibrarySettings {
+        LibrarySettings { embedder: "hashing-64".into(), dim: 64, mode: RetrievalMode::ThreeLayer }
+    }
+
+    fn doc_and_memory(title: &str, parts: &[(&str, &str)]) -> (Document, DocumentMemory) {
+        let text: String = parts.iter().map(|(t, _)| *t).collect();
+        let doc = Document::new(title, text);
+        let mut at = 0;
+        let scenarios = parts
+            .iter()
+            .enumerate()
+            .map(|(i, (t, core))| {
+                let s = Scenario { span: Span::new(at, at + t.len()), core: (*core).into(), outline_item: Some(i as u32) };
+                at += t.len();
+                s
+            })
+            .collect();
+        let mut m = DocumentMemory::from_spans(&doc, &[], "test-reader");
+        m.outline = parts.iter().map(|(_, c)| format!("About {c}")).collect();
+        m.scenarios = scenarios;
+        (doc, m)
+    }
+
+    fn rivers() -> (Document, DocumentMemory) {
+        doc_and_memory("rivers.txt", &[("The Nile flows north into the sea. ", "Nile"), ("The Amazon carries the most water. ", "Amazon")])
+    }
+    fn peaks() -> (Document, DocumentMemory) {
+        doc_and_memory("peaks.txt", &[("Everest is the highest mountain. ", "Everest"), ("K2 is harder to climb. ", "K2")])
+    }
+
+    #[test]
+    fn add_search_reopen_remove() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        let (d1, m1) = rivers();
+        let (d2, m2) = peaks();
+        assert!(lib.add(&d1, &m1, &mut e).unwrap());
+        assert!(lib.add(&d2, &m2, &mut e).unwrap());
+        assert!(!lib.add(&d1, &m1, &mut e).unwrap(), "same content again is a no-op");
+        let hits = lib.search("which mountain is highest", &mut e, &SearchParams::default()).unwrap();
+        let top = lib.passage(&hits[0]).unwrap();
+        assert_eq!((top.title, top.core, top.outline), ("peaks.txt", "Everest", Some("About Everest")));
+        assert!(top.text.starts_with("Everest"));
+
+        let store = lib.into_store();
+        let mut lib = Library::open(store, &settings()).unwrap();
+        assert_eq!(lib.documents().len(), 2);
+        assert_eq!(lib.manifest().generation, 2);
+        assert!(lib.remove(d2.id).unwrap());
+        assert!(!lib.remove(d2.id).unwrap());
+        let hits = lib.search("which mountain is highest", &mut e, &SearchParams::default()).unwrap();
+        assert!(hits.iter().all(|h| h.doc_id == d1.id), "removed from every layer");
+        let keys = lib.into_store().entries.into_keys().collect::<Vec<_>>();
+        assert_eq!(keys.len(), 4, "{keys:?}");
+        assert!(!keys.iter().any(|k| k.contains(&d2.id.to_string())));
+    }
+
+    #[test]
+    fn a_crash_at_any_write_leaves_the_library_as_it_was() {
+        let mut e = HashingEmbedder::new(64);
+        let (d1, m1) = rivers();
+        let (d2, m2) = peaks();
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        lib.add(&d1, &m1, &mut e).unwrap();
+        let before = lib.into_store();
+        // Adding writes 4 keys; fail at each in turn.
+        for fail_at in 0..4 {
+            let mut store = before.clone();
+            store.fail_after_writes = Some(fail_at);
+            let mut lib = Library::open(store, &settings()).unwrap();
+            assert!(matches!(lib.add(&d2, &m2, &mut e), Err(LibraryError::Store(_))));
+            assert!(!lib.contains(d2.id), "in memory too");
+            let mut store = lib.into_store();
+            store.fail_after_writes = None;
+            let lib = Library::open(store, &settings()).unwrap();
+            assert_eq!(lib.documents().len(), 1, "fail at write {fail_at}");
+            assert_eq!(lib.into_store().entries, before.entries, "fail at write {fail_at}: leftovers removed");
+        }
+    }
+
+    #[test]
+    fn refuses_another_embedder_and_a_newer_format() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        let (d, m) = rivers();
+        lib.add(&d, &m, &mut e).unwrap();
+        let mut store = lib.into_store();
+        let reopened = Library::open_existing(store.clone()).unwrap().unwrap();
+        assert_eq!(reopened.documents().len(), 1);
+        assert!(Library::open_existing(MemStore::default()).unwrap().is_none());
+        let other = LibrarySettings { embedder: "all-MiniLM-L6-v2".into(), dim: 384, mode: RetrievalMode::ThreeLayer };
+        let err = Library::open(store.clone(), &other).unwrap_err();
+        assert!(err.to_string().contains("hashing-64 (64 dimensions)"), "{err}");
+        store.entries.insert(MANIFEST.into(), br#"{"format_version": 9}"#.to_vec());
+        assert_eq!(Library::open(store.clone(), &settings()).unwrap_err(), LibraryError::UnsupportedVersion { found: 9 });
+        store.entries.insert(MANIFEST.into(), b"not json".to_vec());
+        assert!(matches!(Library::open(store, &settings()).unwrap_err(), LibraryError::Corrupt { .. }));
+    }
+
+    #[test]
+    fn baseline_chunks_that_overlap_are_accepted() {
+        let mut e = HashingEmbedder::new(64);
+        let doc = Document::new("a.txt", "one two three four five six");
+        let m = DocumentMemory::from_spans(&doc, &[Span::new(0, 13), Span::new(8, 27)], "fixed");
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        assert!(lib.add(&doc, &m, &mut e).unwrap());
+        assert_eq!(lib.documents()[0].reader, "fixed");
+        let _ = vec![0u8];
+    }
+}

@@ -1,0 +1,586 @@
+//! Memory extraction end to end: windows → prompt → N+1 candidates from one shared
+//! prefill → parse → align → fallback check → score → RRF selection → stitch.
+//!
+//! Everything model-shaped goes through [`ReaderModel`] and [`Scorer`], so this module
+//! is the whole MoM procedure and is tested with a scripted model; the runtime supplies
+//! real ones. Choices where the paper leaves room:
+//! - The greedy path is always one of the candidates (the issue's "plus one greedy
+//!   path"); identical candidate texts are parsed and scored once.
+//! - A window keeps its best *acceptable* candidate: one that parsed and whose chunks
+//!   covered at least [`FallbackPolicy::min_coverage`] of the text before repair. When
+//!   only one is acceptable it is kept unscored; when none is, that window falls back to
+//!   the sentence chunker with a one-line core per chunk written by the reader, and the
+//!   provenance says so (per window, with the reason).
+//! - The window budget is half of the context left after the prompt: the other half is
+//!   for the reply, which for a MemReader-style memory is well under the window's length.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use super::fallback::{fallback_reason, FallbackPolicy};
+use super::model::{Generated, ModelError, ReaderModel, SampleSpec};
+use super::prompt::{choose_prompt, ReaderPrompt};
+use super::scoring::{score_candidate, ScoringLimits};
+use super::window::{plan_windows, stitch, WindowMemory};
+use crate::align::{align_memory, AlignParams, AlignmentStats};
+use crate::chunk::{sentence_chunks, ApproxTokenCounter, SentenceParams, TokenCounter};
+use crate::document::Document;
+use crate::memory::{DocumentMemory, MemoryScores, Provenance, SamplingRecord, Scenario, MEMORY_FORMAT_VERSION};
+use crate::parse::parse_memreader_output;
+use crate::score::{ScoreError, Scorer};
+use crate::select::{select_candidates, CandidateScores};
+use crate::span::Span;
+
+/// Extraction settings; the defaults are the MoM paper's where it gives them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtractSettings {
+    /// Which instruction (default: chosen per document and model).
+    pub prompt: ReaderPrompt,
+    /// Sampled candidates besides the greedy one (default 3).
+    pub samples: usize,
+    /// Sampling temperature (default 0.7).
+    pub temperature: f32,
+    /// Nucleus threshold (default 0.8).
+    pub top_p: f32,
+    /// Seed of the first sampled candidate; the others follow it.
+    pub seed: u64,
+    /// Most document tokens per window (0: half the context left after the prompt).
+    pub max_window_tokens: usize,
+    /// Tokens consecutive windows share (default 128).
+    pub overlap_tokens: usize,
+    /// Most tokens per reply (0: the window's length + 512, within the context).
+    pub max_new_tokens: usize,
+    /// Alignment settings.
+    pub align: AlignParams,
+    /// When to fall back to a chunker.
+    pub fallback: FallbackPolicy,
+    /// How much text the scorer sees.
+    pub scoring: ScoringLimits,
+    /// RRF constant of the candidate selection (default 60).
+    pub rrf_k: f64,
+    /// Chunk size of the fallback chunker, in tokens (default 256).
+    pub fallback_chunk_tokens: usize,
+}
+
+impl Default for ExtractSettings {
+    fn default() -> Self {
+        ExtractSettings {
+            prompt: ReaderPrompt::Auto,
+            samples: 3,
+            temperature: 0.7,
+            top_p: 0.8,
+            seed: 1,
+            max_window_tokens: 0,
+            overlap_tokens: 128,
+            max_new_tokens: 0,
+            align: AlignParams::default(),
+            fallback: FallbackPolicy::default(),
+            scoring: ScoringLimits::default(),
+            rrf_k: 60.0,
+            fallback_chunk_tokens: 256,
+        }
+    }
+}
+
+/// What extraction is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Generating candidates.
+    Reading,
+    /// Scoring candidates.
+    Scoring,
+    /// Writing one-line cores for fallback chunks.
+    Fallback,
+    /// The document is done.
+    Done,
+}
+
+/// A progress report: where in the document, and how many candidates are done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// The stage.
+    pub stage: Stage,
+    /// Window being read (from 1) and how many there are.
+    pub window: usize,
+    /// Number of windows.
+    pub windows: usize,
+    /// Document tokens of the windows finished so far.
+    pub tokens_done: usize,
+    /// Document tokens in all windows (overlaps counted twice).
+    pub tokens_total: usize,
+    /// Candidates generated so far, over all windows.
+    pub candidates_done: usize,
+    /// Candidates to generate over all windows.
+    pub candidates_total: usize,
+}
+
+impl Progress {
+    /// Share of the work done, 0 to 1 (generation dominates, so candidates are counted,
+    /// weighted by window size through the token count).
+    pub fn fraction(&self) -> f64 {
+        if self.stage == Stage::Done || self.candidates_total == 0 {
+            return if self.stage == Stage::Done { 1.0 } else { 0.0 };
+        }
+        (self.candidates_done as f64 / self.candidates_total as f64).min(1.0)
+    }
+}
+
+/// Counts tokens with the reader's tokenizer, or estimates when it fails.
+struct ReaderCounter<'a>(RefCell<&'a mut dyn ReaderModel>);
+
+impl TokenCounter for ReaderCounter<'_> {
+    fn count_tokens(&self, text: &str) -> usize {
+        self.0.borrow_mut().count_tokens(text).unwrap_or_else(|_| ApproxTokenCounter.count_tokens(text))
+    }
+}
+
+fn backend(e: ScoreError) -> ModelError {
+    ModelError::Backend { message: e.to_string() }
+}
+
+/// One acceptable candidate of a window.
+struct Candidate {
+    index: usize,
+    outline: Vec<String>,
+    scenarios: Vec<Scenario>,
+    stats: AlignmentStats,
+}
+
+/// What one window produced.
+struct WindowResult {
+    memory: WindowMemory,
+    chosen: Option<(usize, CandidateScores, Option<f64>)>,
+    stats: AlignmentStats,
+    fallback: Option<String>,
+}
+
+/// Make spans tile `0..len`: each starts where the previous ended.
+fn retile(spans: &[Span], len: usize) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::new();
+    for (i, s) in spans.iter().enumerate() {
+        let start = out.last().map_or(0, |p| p.end);
+        let end = if i + 1 == spans.len() { len } else { s.end.max(start) };
+        if end > start {
+            out.push(Span::new(start, end));
+        }
+    }
+    if out.is_empty() && len > 0 {
+        out.push(Span::new(0, len));
+    }
+    out
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    line.chars().take(240).collect()
+}
+
+/// Sentence chunks of the window with a one-line core each, from the reader.
+fn fallback_window(
+    window_text: &str,
+    chinese: bool,
+    reader: &mut dyn ReaderModel,
+    settings: &ExtractSettings,
+) -> Result<Vec<Scenario>, ModelError> {
+    let params = SentenceParams { chunk_size: settings.fallback_chunk_tokens.max(16), chunk_overlap: 0, ..SentenceParams::default() };
+    let spans = retile(&sentence_chunks(window_text, &params, &ApproxTokenCounter), window_text.len());
+    let mut out = Vec::with_capacity(spans.len());
+    for span in spans {
+        let chunk = span.slice(window_text).unwrap_or("");
+        let ask = if chinese {
+            format!("用一句话写出下面这段文字的要点。\n\n文字：\n{chunk}")
+        } else {
+            format!("State the key point of the following text in one line.\n\nText:\n{chunk}")
+        };
+        let greedy = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }];
+        let reply = reader.generate(&ask, &greedy, 64, &mut |_, _| true)?;
+        let core = reply.first().map(|g| first_line(&g.text)).unwrap_or_default();
+        out.push(Scenario { span, core, outline_item: None });
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_window(
+    text: &str,
+    window: Span,
+    prompt: &ReaderPrompt,
+    chinese: bool,
+    reader: &mut dyn ReaderModel,
+    scorer: &mut Option<&mut dyn Scorer>,
+    settings: &ExtractSettings,
+    max_new: usize,
+    progress: &mut dyn FnMut(Stage, usize) -> bool,
+) -> Result<WindowResult, ModelError> {
+    let window_text = window.slice(text).unwrap_or("");
+    let mut specs = vec![SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }];
+    specs.extend((0..settings.samples).map(|i| SampleSpec {
+        temperature: settings.temperature,
+        top_p: settings.top_p,
+        seed: settings.seed.wrapping_add(i as u64),
+    }));
+    let user_turn = prompt.render(window_text);
+    let mut cancelled = false;
+    let generated = reader.generate(&user_turn, &specs, max_new, &mut |done, _: &Generated| {
+        cancelled = !progress(Stage::Reading, done);
+        !cancelled
+    });
+    if cancelled {
+        return Err(ModelError::Cancelled);
+    }
+    let generated = generated?;
+
+    // Parse and align each distinct text; keep the acceptable ones.
+    let mut acceptable: Vec<Candidate> = Vec::new();
+    let mut first_reason: Option<String> = None;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut best_stats = AlignmentStats::default();
+    for (index, g) in generated.iter().enumerate() {
+        if seen.contains(&g.text.as_str()) {
+            continue;
+        }
+        seen.push(&g.text);
+        let parsed = parse_memreader_output(&g.text);
+        let aligned = align_memory(window_text, &parsed, &settings.align);
+        if aligned.stats.coverage_before_repair >= best_stats.coverage_before_repair {
+            best_stats = aligned.stats.clone();
+        }
+        match fallback_reason(&parsed, &aligned, &settings.fallback) {
+            Some(reason) => {
+                first_reason.get_or_insert(reason);
+            }
+            None => acceptable.push(Candidate { index, outline: parsed.outline, scenarios: aligned.scenarios, stats: aligned.stats }),
+        }
+    }
+
+    if acceptable.is_empty() {
+        if !progress(Stage::Fallback, generated.len()) {
+            return Err(ModelError::Cancelled);
+        }
+        let scenarios = fallback_window(window_text, chinese, reader, settings)?;
+        let reason = first_reason.unwrap_or_else(|| "the reader wrote nothing".into());
+        return Ok(WindowResult {
+            memory: WindowMemory { window, outline: Vec::new(), scenarios },
+            chosen: None,
+            stats: best_stats,
+            fallback: Some(reason),
+        });
+    }
+
+    let (pick, scores, rrf) = if acceptable.len() == 1 {
+        (0, CandidateScores { clarity: None, completeness: None }, None)
+    } else {
+        if !progress(Stage::Scoring, generated.len()) {
+            return Err(ModelError::Cancelled);
+        }
+        let mut all = Vec::with_capacity(acceptable.len());
+        for c in &acceptable {
+            let s: &mut dyn Scorer = match scorer {
+                Some(s) => &mut **s,
+                None => &mut *reader,
+            };
+            all.push(score_candidate(window_text, &c.scenarios, s, &settings.scoring).map_err(backend)?);
+        }
+        let ranked = select_candidates(&all, settings.rrf_k);
+        let best = ranked[0];
+        (best.index, best.scores, Some(best.rrf))
+    };
+    let c = acceptable.swap_remove(pick);
+    Ok(WindowResult {
+        memory: WindowMemory { window, outline: c.outline, scenarios: c.scenarios },
+        chosen: Some((c.index, scores, rrf)),
+        stats: c.stats,
+        fallback: None,
+    })
+}
+
+/// Extract a document's memory with `reader`, scoring candidates with `scorer` (the
+/// reader itself when `None`). `progress` is called as work advances; returning false
+/// cancels with [`ModelError::Cancelled`]. The memory's spans tile the document.
+pub fn extract_memory(
+    doc: &Document,
+    reader: &mut dyn ReaderModel,
+    mut scorer: Option<&mut dyn Scorer>,
+    settings: &ExtractSettings,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<DocumentMemory, ModelError> {
+    let name = reader.name();
+    let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
+    let chinese = matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink) || doc.language == "zh";
+    let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
+    let available = reader.context_tokens().saturating_sub(overhead);
+    if available < 64 {
+        return Err(ModelError::Backend {
+            message: format!("the reader's context ({} tokens) leaves no room for a document after the prompt", reader.context_tokens()),
+        });
+    }
+    let mut window_max = available / 2;
+    if settings.max_window_tokens > 0 {
+        window_max = window_max.min(settings.max_window_tokens);
+    }
+    let (windows, window_tokens) = {
+        let counter = ReaderCounter(RefCell::new(&mut *reader));
+        let windows = plan_windows(&doc.text, window_max, settings.overlap_tokens.min(window_max / 4), &counter);
+        let tokens: Vec<usize> = windows.iter().map(|w| counter.count_tokens(w.slice(&doc.text).unwrap_or(""))).collect();
+        (windows, tokens)
+    };
+
+    let per_window = settings.samples + 1;
+    let mut report = Progress {
+        stage: Stage::Reading,
+        window: 0,
+        windows: windows.len(),
+        tokens_done: 0,
+        tokens_total: window_tokens.iter().sum(),
+        candidates_done: 0,
+        candidates_total: per_window * windows.len(),
+    };
+    let mut results: Vec<WindowResult> = Vec::with_capacity(windows.len());
+    for (i, (&window, &tokens)) in windows.iter().zip(&window_tokens).enumerate() {
+        report.window = i + 1;
+        let mut max_new = (tokens + 512).min(available.saturating_sub(tokens));
+        if settings.max_new_tokens > 0 {
+            max_new = max_new.min(settings.max_new_tokens);
+        }
+        let base = report;
+        let mut on = |stage: Stage, done: usize| {
+            let r = Progress { stage, candidates_done: base.candidates_done + done, ..base };
+            progress(&r)
+        };
+        if !on(Stage::Reading, 0) {
+            return Err(ModelError::Cancelled);
+        }
+        results.push(read_window(&doc.text, window, &prompt, chinese, reader, &mut scorer, settings, max_new, &mut on)?);
+        report.candidates_done += per_window;
+        report.tokens_done += tokens;
+    }
+
+    let stitched = stitch(&doc.text, &results.iter().map(|r| r.memory.clone()).collect::<Vec<_>>());
+    let mut scenarios = stitched.scenarios;
+    if scenarios.is_empty() && !doc.text.is_empty() {
+        scenarios.push(Scenario { span: Span::new(0, doc.text.len()), core: String::new(), outline_item: None });
+    }
+
+    // Provenance: the first window's choice; scores averaged over the windows that had them.
+    let mean = |f: &dyn Fn(&WindowResult) -> Option<f64>| {
+        let v: Vec<f64> = results.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let scores = MemoryScores {
+        clarity: mean(&|r| r.chosen.and_then(|c| c.1.clarity)),
+        completeness: mean(&|r| r.chosen.and_then(|c| c.1.completeness)),
+        rrf: mean(&|r| r.chosen.and_then(|c| c.2)),
+    };
+    let chosen = results.iter().find_map(|r| r.chosen).map_or(0, |c| c.0);
+    let sampling = SamplingRecord {
+        temperature: if chosen == 0 { 0.0 } else { settings.temperature },
+        top_p: if chosen == 0 { 1.0 } else { settings.top_p },
+        top_k: 0,
+        seed: if chosen == 0 { 0 } else { settings.seed.wrapping_add(chosen as u64 - 1) },
+        candidate: chosen as u32,
+        candidates: per_window as u32,
+    };
+    let mut alignment = AlignmentStats::default();
+    let total: usize = windows.iter().map(Span::len).sum::<usize>().max(1);
+    let mut coverage = 0.0f32;
+    for (r, w) in results.iter().zip(&windows) {
+        alignment.chunks += r.stats.chunks;
+        alignment.exact += r.stats.exact;
+        alignment.fuzzy += r.stats.fuzzy;
+        alignment.failed += r.stats.failed;
+        alignment.merged_short += r.stats.merged_short;
+        coverage += r.stats.coverage_before_repair * w.len() as f32;
+    }
+    alignment.coverage_before_repair = coverage / total as f32;
+    let reasons: Vec<String> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            r.fallback
+                .as_ref()
+                .map(|why| if windows.len() == 1 { why.clone() } else { format!("window {} of {}: {why}", i + 1, windows.len()) })
+        })
+        .collect();
+    let memory = DocumentMemory {
+        format_version: MEMORY_FORMAT_VERSION,
+        doc_id: doc.id,
+        outline: stitched.outline,
+        scenarios,
+        provenance: Provenance {
+            reader: format!("{name} ({} prompt)", prompt.name()),
+            sampling,
+            scores,
+            alignment,
+            fallback: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        },
+    };
+    report.stage = Stage::Done;
+    report.window = windows.len();
+    progress(&report);
+    Ok(memory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::split_sentences;
+    use crate::span::spans_tile;
+
+    /// A scripted reader. For a memory request it writes one scenario per `group`
+    /// sentences of the window it was given (candidate i uses group `1 + i % 3`), or the
+    /// scripted `garbage` text; for a key-point request it answers "KEY <first word>".
+    /// As a scorer it prefers cuts before a capital letter and gives every chunk token
+    /// log-probability −1 after a core.
+    struct FakeReader {
+        context: usize,
+        garbage: bool,
+        calls: usize,
+        prefills: usize,
+    }
+
+    fn words(s: &str) -> usize {
+        s.split_whitespace().count()
+    }
+
+    impl Scorer for FakeReader {
+        fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+            Ok(pairs.iter().map(|(_, a)| vec![-1.0; words(a).max(1)]).collect())
+        }
+        fn next_token_logprobs(&mut self, prompt: &str, _: &[&str]) -> Result<Vec<f32>, ScoreError> {
+            let right = prompt.split("\n[2] ").nth(1).unwrap_or("");
+            let split = right.trim_start().starts_with(|c: char| c.is_uppercase());
+            Ok(if split { vec![0.1f32.ln(), 0.9f32.ln()] } else { vec![0.9f32.ln(), 0.1f32.ln()] })
+        }
+        fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+            Ok(words(text))
+        }
+    }
+
+    impl ReaderModel for FakeReader {
+        fn name(&self) -> String {
+            "fake-1.5b".into()
+        }
+        fn context_tokens(&self) -> usize {
+            self.context
+        }
+        fn chat_overhead_tokens(&mut self) -> usize {
+            4
+        }
+        fn generate(
+            &mut self,
+            user_turn: &str,
+            specs: &[SampleSpec],
+            _max_tokens: usize,
+            after_each: &mut dyn FnMut(usize, &Generated) -> bool,
+        ) -> Result<Vec<Generated>, ModelError> {
+            self.prefills += 1;
+            let mut out = Vec::new();
+            for (i, _) in specs.iter().enumerate() {
+                self.calls += 1;
+                let text = if let Some(chunk) = user_turn.split("Text:\n").nth(1).filter(|_| user_turn.starts_with("State")) {
+                    format!("KEY {}\nmore", chunk.split_whitespace().next().unwrap_or(""))
+                } else if self.garbage {
+                    "I am sorry, I cannot do that.".into()
+                } else {
+                    let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
+                    let sentences: Vec<&str> = split_sentences(doc).iter().filter_map(|s| s.slice(doc)).collect();
+                    let group = 1 + i % 3;
+                    let mut s = String::from("<think>plan</think>\n<outline>\n");
+                    for (k, g) in sentences.chunks(group).enumerate() {
+                        s += &format!("{}. Part {}\n", k + 1, g[0].split_whitespace().take(2).collect::<Vec<_>>().join(" "));
+                    }
+                    s += "</outline>\n";
+                    for g in sentences.chunks(group) {
+                        let joined: String = g.concat();
+                        let w: Vec<&str> = joined.split_whitespace().collect();
+                        let first = w.iter().take(3).copied().collect::<Vec<_>>().join(" ");
+                        let last = w[w.len().saturating_sub(2)..].join(" ");
+                        s += &format!("<scenario><chunk>{first}[MASK]{last}</chunk>About {}</scenario>\n", w[0]);
+                    }
+                    s
+                };
+                let g = Generated { tokens: words(&text), text };
+                if !after_each(i + 1, &g) {
+                    return Err(ModelError::Cancelled);
+                }
+                out.push(g);
+            }
+            Ok(out)
+        }
+    }
+
+    fn story(n: usize) -> String {
+        (0..n).map(|i| format!("Topic {i} begins here and it goes on for a while about item {i}. ")).collect()
+    }
+
+    #[test]
+    fn one_window_four_candidates_best_chosen_by_rrf() {
+        let doc = Document::new("s.txt", story(6));
+        let mut reader = FakeReader { context: 4096, garbage: false, calls: 0, prefills: 0 };
+        let mut reports = Vec::new();
+        let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| {
+            reports.push(*p);
+            true
+        })
+        .unwrap();
+        assert_eq!((reader.prefills, reader.calls), (1, 4), "one shared prompt, greedy + 3 samples");
+        m.check(&doc).unwrap();
+        assert_eq!(m.provenance.fallback, None);
+        assert_eq!(m.provenance.sampling.candidates, 4);
+        assert!(m.provenance.scores.rrf.is_some());
+        // Every sentence starts with a capital: finer cuts score clearer, and all cores
+        // complete the same; candidate 0 (greedy, one sentence per chunk) or 3 wins.
+        assert_eq!(m.scenarios.len(), 6);
+        assert!(m.provenance.reader.starts_with("fake-1.5b (en-think prompt)"));
+        assert_eq!(m.outline.len(), 6);
+        assert_eq!(reports.last().unwrap().stage, Stage::Done);
+        assert!(reports.iter().any(|p| p.stage == Stage::Scoring));
+        assert!(reports.windows(2).all(|w| w[1].candidates_done >= w[0].candidates_done));
+    }
+
+    #[test]
+    fn garbage_falls_back_to_sentence_chunks_with_cores() {
+        let doc = Document::new("s.txt", story(5));
+        let mut reader = FakeReader { context: 4096, garbage: true, calls: 0, prefills: 0 };
+        let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |_| true).unwrap();
+        m.check(&doc).unwrap();
+        assert!(m.provenance.fallback.as_deref().unwrap().contains("no parsable"));
+        assert!(m.scenarios.iter().all(|s| s.core.starts_with("KEY ")), "{:?}", m.scenarios);
+    }
+
+    #[test]
+    fn long_documents_are_read_in_windows_and_stitched() {
+        let doc = Document::new("long.txt", story(60));
+        // About 14 words a sentence; a 400-token context gives windows of ~180 words.
+        let mut reader = FakeReader { context: 400, garbage: false, calls: 0, prefills: 0 };
+        let settings = ExtractSettings { samples: 1, overlap_tokens: 30, ..ExtractSettings::default() };
+        let mut windows = 0;
+        let m = extract_memory(&doc, &mut reader, None, &settings, &mut |p| {
+            windows = p.windows;
+            true
+        })
+        .unwrap();
+        assert!(windows >= 5, "{windows}");
+        assert_eq!(reader.prefills, windows);
+        m.check(&doc).unwrap();
+        assert!(spans_tile(&doc.text, &m.scenarios.iter().map(|s| s.span).collect::<Vec<_>>()));
+        // Overlaps are read twice but their outline items are kept once.
+        assert!(m.outline.len() < 60 + 2 * windows, "{}", m.outline.len());
+        assert!(m.outline.len() >= 50);
+    }
+
+    #[test]
+    fn cancelling_stops_and_a_tiny_context_is_an_error() {
+        let doc = Document::new("s.txt", story(3));
+        let mut reader = FakeReader { context: 4096, garbage: false, calls: 0, prefills: 0 };
+        let r = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| p.candidates_done < 2);
+        assert_eq!(r.unwrap_err(), ModelError::Cancelled);
+        assert!(reader.calls <= 2);
+        let mut tiny = FakeReader { context: 100, garbage: false, calls: 0, prefills: 0 };
+        let e = extract_memory(&doc, &mut tiny, None, &ExtractSettings::default(), &mut |_| true).unwrap_err();
+        assert!(e.to_string().contains("context (100 tokens)"), "{e}");
+    }
+}

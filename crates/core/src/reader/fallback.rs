@@ -1,0 +1,77 @@
+//! When to distrust a reader's memory and fall back to a chunker.
+//!
+//! A small or ill-prompted model can write nothing parsable, or chunk patterns that match
+//! little of the text; the aligner then repairs by stretching the few placed chunks over
+//! everything, which tiles but means little. Rather than keep such a memory, extraction
+//! falls back to the sentence chunker with a one-line core per chunk, and records why in
+//! the provenance: a document is never lost because the model misbehaved.
+
+use alloc::format;
+use alloc::string::String;
+
+use crate::align::AlignedMemory;
+use crate::parse::ParsedMemory;
+
+/// Thresholds for keeping a reader's memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FallbackPolicy {
+    /// Lowest accepted share of the text covered by placed chunks before repair.
+    pub min_coverage: f32,
+}
+
+impl Default for FallbackPolicy {
+    /// Half the text: below that, most spans are the aligner's repair, not the reader's.
+    fn default() -> Self {
+        FallbackPolicy { min_coverage: 0.5 }
+    }
+}
+
+/// Why this candidate cannot be kept, or `None` when it can.
+pub fn fallback_reason(parsed: &ParsedMemory, aligned: &AlignedMemory, policy: &FallbackPolicy) -> Option<String> {
+    if parsed.scenarios.is_empty() {
+        return Some("the reader wrote no parsable <scenario>".into());
+    }
+    if aligned.scenarios.is_empty() {
+        return Some(format!("none of the reader's {} chunks could be found in the text", parsed.scenarios.len()));
+    }
+    let coverage = aligned.stats.coverage_before_repair;
+    if coverage < policy.min_coverage {
+        return Some(format!(
+            "the reader's chunks covered {:.0}% of the text before repair (threshold {:.0}%)",
+            coverage * 100.0,
+            policy.min_coverage * 100.0
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::align::{align_memory, AlignParams};
+    use crate::parse::parse_memreader_output;
+
+    #[test]
+    fn keeps_good_output_and_names_each_failure() {
+        let text = "The first part talks about rivers. The second part talks about mountains.";
+        let p = FallbackPolicy::default();
+        let good = parse_memreader_output(
+            "<outline>\n1. Rivers\n2. Mountains\n</outline>\n<scenario><chunk>The first[MASK]rivers.</chunk>Rivers.</scenario>\n<scenario><chunk>The second[MASK]mountains.</chunk>Mountains.</scenario>",
+        );
+        let a = align_memory(text, &good, &AlignParams::default());
+        assert_eq!(fallback_reason(&good, &a, &p), None);
+
+        let nothing = parse_memreader_output("I cannot help with that.");
+        let a = align_memory(text, &nothing, &AlignParams::default());
+        assert!(fallback_reason(&nothing, &a, &p).unwrap().contains("no parsable"));
+
+        let elsewhere = parse_memreader_output("<scenario><chunk>Completely unrelated[MASK]words here</chunk>x</scenario>");
+        let a = align_memory(text, &elsewhere, &AlignParams::default());
+        assert!(fallback_reason(&elsewhere, &a, &p).unwrap().contains("could be found"));
+
+        let partial = parse_memreader_output("<scenario><chunk>The first[MASK]about</chunk>Rivers.</scenario>");
+        let a = align_memory(text, &partial, &AlignParams::default());
+        let why = fallback_reason(&partial, &a, &p).unwrap();
+        assert!(why.contains("covered") && why.contains("threshold 50%"), "{why}");
+    }
+}

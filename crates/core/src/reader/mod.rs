@@ -1,0 +1,18 @@
+//! The pure half of memory extraction: what the reader is asked ([`prompt`]), how a long
+//! document is split into windows and their memories joined ([`window`]), and when a
+//! reader's output is too poor to keep ([`fallback`]), how candidates are scored
+//! ([`scoring`]), and the whole procedure over a model trait ([`extract`], [`model`]). The runtime drives the model
+//! through these steps; everything here is deterministic and tested without a model.
+
+pub mod extract;
+pub mod fallback;
+pub mod model;
+pub mod prompt;
+pub mod scoring;
+pub mod window;
+
+pub use extract::{extract_memory, ExtractSettings, Progress, Stage};
+pub use fallback::{fallback_reason, FallbackPolicy};
+pub use model::{Generated, ModelError, ReaderModel, SampleSpec};
+pub use prompt::{choose_prompt, ReaderPrompt};
+pub use window::{plan_windows, stitch, Stitched, WindowMemory};

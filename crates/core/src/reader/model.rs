@@ -1,0 +1,74 @@
+//! What extraction needs from a language model, as a trait: the runtime's local models and
+//! the remote (edge-worker) backend implement it, and tests use a scripted fake.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::score::Scorer;
+
+/// How one candidate is sampled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleSpec {
+    /// Softmax temperature (0: greedy).
+    pub temperature: f32,
+    /// Nucleus threshold.
+    pub top_p: f32,
+    /// Random seed.
+    pub seed: u64,
+}
+
+/// One generated text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generated {
+    /// The text.
+    pub text: String,
+    /// Tokens generated.
+    pub tokens: usize,
+}
+
+/// A model failed or the caller cancelled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The model (local runtime or remote API) failed; the message says how.
+    Backend {
+        /// What it said.
+        message: String,
+    },
+    /// The progress callback asked to stop.
+    Cancelled,
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::Backend { message } => write!(f, "reader model failed: {message}"),
+            ModelError::Cancelled => write!(f, "cancelled"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ModelError {}
+
+/// A chat model that reads documents. It is also a [`Scorer`], so by default the reader
+/// scores its own candidates.
+pub trait ReaderModel: Scorer {
+    /// A short name for provenance (file or hosted-model name).
+    fn name(&self) -> String;
+    /// The context window in tokens.
+    fn context_tokens(&self) -> usize;
+    /// Tokens the chat template adds around one user turn (and the assistant's opening).
+    fn chat_overhead_tokens(&mut self) -> usize;
+    /// Send `user_turn` as the user's message and generate one reply per spec, each at most
+    /// `max_tokens` long. The prompt is processed once and shared by all of them.
+    /// `after_each` is called with the number of candidates done; returning false cancels.
+    fn generate(
+        &mut self,
+        user_turn: &str,
+        specs: &[SampleSpec],
+        max_tokens: usize,
+        after_each: &mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> Result<Vec<Generated>, ModelError>;
+}

@@ -1,0 +1,203 @@
+//! The MemReader prompts: what the reader is asked to write about a document.
+//!
+//! MemReader checkpoints were fine-tuned on a Chinese instruction; the 1.5B and 3B ones
+//! reason in a `<think>` block before the memory, the 7B one writes the memory directly.
+//! So there are four texts: Chinese and English, each with and without the reasoning step.
+//! The Chinese ones are written to the output contract the MoM paper and its released
+//! checkpoints use (`<think>`, `<outline>`, `<scenario><chunk>first chars[MASK]last
+//! chars</chunk>core content</scenario>`); the verbatim training prompt was not
+//! reachable from this project, so a user with the original text can pass it instead
+//! ([`ReaderPrompt::Custom`], `{document}` marks where the document goes). The English
+//! ones say the same thing in English, item for item.
+//!
+//! [`ReaderPrompt::Auto`] picks by the document's language (Chinese for `zh`, English
+//! otherwise) and by the model's name (no reasoning step for a 7B reader, as its training
+//! had none). The text is sent as the user turn of the model's chat template.
+
+use alloc::string::String;
+use core::fmt;
+use core::str::FromStr;
+
+/// Which instruction the reader gets.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+pub enum ReaderPrompt {
+    /// Chosen per document: [`choose_prompt`].
+    #[default]
+    Auto,
+    /// Chinese, with the `<think>` reasoning block (MemReader 1.5B / 3B).
+    ChineseThink,
+    /// Chinese, memory only (MemReader 7B).
+    Chinese,
+    /// English, with the reasoning block.
+    EnglishThink,
+    /// English, memory only.
+    English,
+    /// A user's own text; `{document}` is replaced by the document.
+    Custom(String),
+}
+
+/// A prompt name that is not one of the variants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPrompt(pub String);
+
+impl fmt::Display for UnknownPrompt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown reader prompt '{}' (expected auto, zh-think, zh, en-think or en)", self.0)
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for UnknownPrompt {}
+
+impl FromStr for ReaderPrompt {
+    type Err = UnknownPrompt;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "auto" => ReaderPrompt::Auto,
+            "zh-think" => ReaderPrompt::ChineseThink,
+            "zh" => ReaderPrompt::Chinese,
+            "en-think" => ReaderPrompt::EnglishThink,
+            "en" => ReaderPrompt::English,
+            other => return Err(UnknownPrompt(other.into())),
+        })
+    }
+}
+
+impl ReaderPrompt {
+    /// The short name (`zh-think`, `en`, ...; `custom` for a user's text).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReaderPrompt::Auto => "auto",
+            ReaderPrompt::ChineseThink => "zh-think",
+            ReaderPrompt::Chinese => "zh",
+            ReaderPrompt::EnglishThink => "en-think",
+            ReaderPrompt::English => "en",
+            ReaderPrompt::Custom(_) => "custom",
+        }
+    }
+
+    /// Whether the reader is asked to reason in `<think>` first.
+    pub fn thinks(&self) -> bool {
+        match self {
+            ReaderPrompt::ChineseThink | ReaderPrompt::EnglishThink => true,
+            ReaderPrompt::Custom(t) => t.contains("<think>"),
+            _ => false,
+        }
+    }
+
+    /// The user turn for `document`. [`ReaderPrompt::Auto`] renders as English with
+    /// reasoning; resolve it with [`choose_prompt`] first.
+    pub fn render(&self, document: &str) -> String {
+        let template = match self {
+            ReaderPrompt::ChineseThink => assemble(&ZH, true),
+            ReaderPrompt::Chinese => assemble(&ZH, false),
+            ReaderPrompt::EnglishThink | ReaderPrompt::Auto => assemble(&EN, true),
+            ReaderPrompt::English => assemble(&EN, false),
+            ReaderPrompt::Custom(t) => t.clone(),
+        };
+        if template.contains("{document}") {
+            template.replacen("{document}", document, 1)
+        } else {
+            let mut s = template;
+            s.push_str("\n\n");
+            s.push_str(document);
+            s
+        }
+    }
+}
+
+/// Resolve [`ReaderPrompt::Auto`] for a document in `language` (BCP-47, as
+/// [`crate::text::detect_language`] gives) read by the model named `model` (a file or
+/// hosted-model name). Other settings come back unchanged.
+pub fn choose_prompt(setting: &ReaderPrompt, language: &str, model: &str) -> ReaderPrompt {
+    if *setting != ReaderPrompt::Auto {
+        return setting.clone();
+    }
+    let lower = model.to_ascii_lowercase();
+    // MemReader-7B was trained without the reasoning block; smaller readers with it.
+    let thinks = !(lower.contains("7b") || lower.contains("-7-") || lower.contains("7-b"));
+    let chinese = language == "zh" || language.starts_with("zh-");
+    match (chinese, thinks) {
+        (true, true) => ReaderPrompt::ChineseThink,
+        (true, false) => ReaderPrompt::Chinese,
+        (false, true) => ReaderPrompt::EnglishThink,
+        (false, false) => ReaderPrompt::English,
+    }
+}
+
+/// The instruction, in pieces: an opening, the first requirement (reason first, or do
+/// not), the requirements both variants share, and the document's place.
+struct Parts {
+    opening: &'static str,
+    think: &'static str,
+    no_think: &'static str,
+    rest: &'static str,
+}
+
+const ZH: Parts = Parts {
+    opening: "你是一位擅长阅读的领域专家。请像专家一样通读下面的文档，为它构建文档记忆。\n\n要求：\n",
+    think: "1. 先在<think></think>中写出你的阅读思路：文档属于什么领域、讲了哪些内容、按什么逻辑组织。\n",
+    no_think: "1. 不要写出思考过程，直接输出记忆。\n",
+    rest: "2. 在<outline></outline>中按文档顺序写出逻辑大纲，每行一个要点。
+3. 按大纲把原文切分成语义完整的原子片段，每个片段写成一个<scenario></scenario>：其中<chunk></chunk>只写该片段原文开头的几个字、[MASK]、结尾的几个字（如<chunk>开头的几个字[MASK]结尾的几个字</chunk>），照抄原文，不要改写；<chunk>之后写出该片段的核心内容，简洁而完整。
+4. 片段按原文顺序排列，首尾相接，覆盖全文，不重叠，不遗漏。
+5. 使用与文档相同的语言。
+
+文档：
+{document}",
+};
+
+const EN: Parts = Parts {
+    opening: "You are a domain expert who reads carefully. Read the document below as an expert would and build its document memory.\n\nRequirements:\n",
+    think: "1. First, in <think></think>, write how you read it: what field the document belongs to, what it covers, and how it is organised.\n",
+    no_think: "1. Do not write out your reasoning; write the memory directly.\n",
+    rest: "2. In <outline></outline>, write the document's logical outline in document order, one point per line.
+3. Following the outline, cut the original text into semantically complete atomic chunks, and write each as one <scenario></scenario>: inside <chunk></chunk> put only the first few words of the chunk's original text, [MASK], and its last few words (like <chunk>first few words[MASK]last few words</chunk>), copied exactly, not rewritten; after the </chunk>, write the chunk's core content, concise and complete.
+4. Chunks follow the original order, each starting where the previous one ends, covering the whole text with no overlap and nothing left out.
+5. Write in the document's language.
+
+Document:
+{document}",
+};
+
+fn assemble(parts: &Parts, think: bool) -> String {
+    let mut s = String::from(parts.opening);
+    s.push_str(if think { parts.think } else { parts.no_think });
+    s.push_str(parts.rest);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_language_and_model_size() {
+        let auto = ReaderPrompt::Auto;
+        assert_eq!(choose_prompt(&auto, "zh", "MemReader-1.5B-Q4_K_M.gguf"), ReaderPrompt::ChineseThink);
+        assert_eq!(choose_prompt(&auto, "zh", "MemReader-7B.gguf"), ReaderPrompt::Chinese);
+        assert_eq!(choose_prompt(&auto, "en", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), ReaderPrompt::EnglishThink);
+        assert_eq!(choose_prompt(&auto, "und", "memreader-7b"), ReaderPrompt::English);
+        assert_eq!(choose_prompt(&ReaderPrompt::Chinese, "en", "x"), ReaderPrompt::Chinese, "a named variant is kept");
+    }
+
+    #[test]
+    fn each_variant_states_the_output_contract_and_embeds_the_document() {
+        for p in [ReaderPrompt::ChineseThink, ReaderPrompt::Chinese, ReaderPrompt::EnglishThink, ReaderPrompt::English] {
+            let text = p.render("DOC-BODY");
+            assert!(text.ends_with("DOC-BODY"), "{}", p.name());
+            for tag in ["<outline>", "<scenario>", "<chunk>", "[MASK]"] {
+                assert!(text.contains(tag), "{} lacks {tag}", p.name());
+            }
+            assert_eq!(text.contains("<think>"), p.thinks(), "{}", p.name());
+            assert_eq!(p.name().parse::<ReaderPrompt>().as_ref(), Ok(&p));
+        }
+        assert!(ReaderPrompt::Chinese.render("x").contains("文档"));
+        let custom = ReaderPrompt::Custom("Read: {document} -- end".into());
+        assert_eq!(custom.render("D"), "Read: D -- end");
+        assert_eq!(ReaderPrompt::Custom("no marker".into()).render("D"), "no marker\n\nD");
+        assert!("zh-cot".parse::<ReaderPrompt>().is_err());
+    }
+}
