@@ -12,10 +12,13 @@ import { createRequire } from 'node:module';
 
 const [nodeDir, modelDir, textsPath, repeatsArg] = process.argv.slice(2);
 const require = createRequire(path.join(path.resolve(nodeDir), 'package.json'));
-// In Node, transformers.js picks onnxruntime-node (native code) unless the runtime hands
-// it an ONNX runtime: hand it onnxruntime-web, the WebAssembly build a browser runs.
+// In Node, transformers.js runs on onnxruntime-node (native code) and refuses
+// `device: 'wasm'`, unless the JS runtime hands it an ONNX runtime under
+// Symbol.for('onnxruntime'): here onnxruntime-web (its Node build), the WebAssembly runtime
+// a browser gets, loading its .wasm from the package rather than a CDN, one thread.
 const ortWeb = require('onnxruntime-web');
 ortWeb.env.wasm.numThreads = 1;
+ortWeb.env.wasm.wasmPaths = path.join(path.dirname(require.resolve('onnxruntime-web')), '/');
 globalThis[Symbol.for('onnxruntime')] = ortWeb;
 const { pipeline, env } = require('@huggingface/transformers');
 const texts = JSON.parse(fs.readFileSync(textsPath, 'utf8'));
@@ -24,7 +27,11 @@ const repeats = Number(repeatsArg);
 env.allowRemoteModels = false;
 env.allowLocalModels = true;
 env.localModelPath = path.dirname(path.resolve(modelDir)) + '/';
-const extract = await pipeline('feature-extraction', path.basename(modelDir), { dtype: 'fp32' });
+const extract = await pipeline('feature-extraction', path.basename(modelDir), {
+  device: 'auto', // the runtime handed over has no device list; its wasm provider is named here:
+  session_options: { executionProviders: ['wasm'] },
+  dtype: 'fp32',
+});
 const run = (batch) => extract(batch, { pooling: 'mean', normalize: true });
 await run(texts.slice(0, 4)); // warm-up
 

@@ -19,9 +19,11 @@ pub mod embed;
 pub mod gguf;
 pub mod lm;
 pub mod model;
+pub mod qa;
 pub mod quant;
 pub mod safetensors;
 pub mod source;
+pub mod store;
 pub mod tokenizer;
 
 pub use docmem_core;

@@ -10,6 +10,7 @@
 //! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
 
 pub mod parity;
+mod reader;
 mod sampler;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use std::path::Path;
 use docmem_core::{ScoreError, Scorer};
 use serde::Serialize;
 
+pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};

@@ -1,0 +1,92 @@
+//! A local [`Lm`] as the core's [`ReaderModel`]: the MemReader prompt goes in as the
+//! user turn of the model's chat template, is prefilled once, and every candidate
+//! continues that prefix (the KV cache is cloned, not recomputed).
+
+use std::ops::ControlFlow;
+
+use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
+use docmem_core::{ScoreError, Scorer};
+
+use super::{Backend, Lm, Prompt, SamplingParams};
+use crate::chat::ChatMessage;
+
+/// An [`Lm`] with the name it is known by (for provenance and prompt choice).
+#[derive(Debug)]
+pub struct LmReader<'a, B: Backend> {
+    /// The model.
+    pub lm: &'a Lm<B>,
+    /// Its name (the file name, say).
+    pub name: String,
+}
+
+impl<'a, B: Backend> LmReader<'a, B> {
+    /// Wrap `lm`, known as `name`.
+    pub fn new(lm: &'a Lm<B>, name: impl Into<String>) -> Self {
+        LmReader { lm, name: name.into() }
+    }
+}
+
+fn backend(e: impl std::fmt::Display) -> ModelError {
+    ModelError::Backend { message: e.to_string() }
+}
+
+impl<B: Backend> Scorer for LmReader<'_, B> {
+    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+        let out = self.lm.score(pairs).map_err(|e| ScoreError::Backend { message: e.to_string() })?;
+        if out.iter().any(Vec::is_empty) {
+            return Err(ScoreError::EmptyContinuation);
+        }
+        Ok(out)
+    }
+
+    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        self.lm.next_token_logprobs(prompt, candidates).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+
+    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+        self.lm.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+}
+
+impl<B: Backend> ReaderModel for LmReader<'_, B> {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn context_tokens(&self) -> usize {
+        self.lm.context()
+    }
+
+    fn chat_overhead_tokens(&mut self) -> usize {
+        let messages = [ChatMessage::new("user", "")];
+        self.lm.prompt_tokens(Prompt::Chat(&messages)).map_or(32, |t| t.len())
+    }
+
+    fn generate(
+        &mut self,
+        user_turn: &str,
+        specs: &[SampleSpec],
+        max_tokens: usize,
+        after_each: &mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> Result<Vec<Generated>, ModelError> {
+        let messages = [ChatMessage::new("user", user_turn)];
+        let prefix = self.lm.prefill(Prompt::Chat(&messages)).map_err(backend)?;
+        let mut out = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let params = SamplingParams {
+                temperature: spec.temperature,
+                top_p: spec.top_p,
+                seed: spec.seed,
+                max_tokens,
+                ..SamplingParams::default()
+            };
+            let g = self.lm.generate_after(&prefix, "", &params, |_| ControlFlow::Continue(())).map_err(backend)?;
+            let g = Generated { tokens: g.tokens.len(), text: g.text };
+            if !after_each(i + 1, &g) {
+                return Err(ModelError::Cancelled);
+            }
+            out.push(g);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,193 @@
+//! Question answering over a library: retrieve through the three layers, build the
+//! answer prompt from the numbered memories, stream the answer, read its citations.
+//!
+//! The glue between [`docmem_core::library`], [`docmem_core::answer`] and an [`Lm`], so
+//! the CLI, the npm package and the tests all answer the same way.
+
+use std::fmt;
+use std::ops::ControlFlow;
+
+use docmem_core::answer::{answer_prompt, attribute, cited, says_not_in_documents, Memory};
+use docmem_core::library::{Library, LibraryError, Store};
+use docmem_core::retrieve::{ListRank, SearchParams};
+use docmem_core::text::detect_language;
+use docmem_core::{DocId, Embedder, Span};
+use serde::Serialize;
+
+use crate::chat::ChatMessage;
+use crate::lm::{Backend, Finish, Lm, LmError, Prompt, SamplingParams};
+
+/// Why a question could not be answered.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum QaError {
+    /// Retrieval failed.
+    Library(LibraryError),
+    /// The answerer failed.
+    Lm(LmError),
+    /// The question is empty.
+    EmptyQuestion,
+}
+
+impl fmt::Display for QaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QaError::Library(e) => write!(f, "{e}"),
+            QaError::Lm(e) => write!(f, "{e}"),
+            QaError::EmptyQuestion => write!(f, "the question is empty"),
+        }
+    }
+}
+
+impl std::error::Error for QaError {}
+
+impl From<LibraryError> for QaError {
+    fn from(e: LibraryError) -> Self {
+        QaError::Library(e)
+    }
+}
+impl From<LmError> for QaError {
+    fn from(e: LmError) -> Self {
+        QaError::Lm(e)
+    }
+}
+
+/// One memory shown to the answerer, numbered from 1.
+#[derive(Clone, Debug, Serialize)]
+pub struct Source {
+    /// Its number in the prompt.
+    pub n: usize,
+    /// Document id.
+    pub doc_id: DocId,
+    /// Document title.
+    pub title: String,
+    /// Byte span in the document.
+    pub span: Span,
+    /// Character span in the document (what a person counts).
+    pub chars: (usize, usize),
+    /// The outline item.
+    pub outline: Option<String>,
+    /// The core content.
+    pub core: String,
+    /// The chunk text.
+    pub text: String,
+    /// The fused score and each list's rank (per layer).
+    pub score: f64,
+    /// Ranks in each layer's lists.
+    pub ranks: Vec<ListRank>,
+}
+
+/// An answer and its evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct Answer {
+    /// The answer text.
+    pub answer: String,
+    /// True when the answerer said the documents do not answer the question.
+    pub not_in_documents: bool,
+    /// The numbers of the sources the answer cites.
+    pub cited: Vec<usize>,
+    /// Where `cited` came from: `model` (the answer's own `[n]`), `overlap` (the answer
+    /// cited nothing; the sources that hold its words), or `none`.
+    pub citations_from: &'static str,
+    /// Every memory shown to the answerer.
+    pub sources: Vec<Source>,
+    /// Seconds: retrieval, prompt processing, generation.
+    pub retrieve_seconds: f64,
+    /// Prompt processing time.
+    pub prefill_seconds: f64,
+    /// Generation time.
+    pub decode_seconds: f64,
+    /// Why generation stopped.
+    pub finish: Finish,
+}
+
+/// How to answer.
+#[derive(Clone, Debug)]
+pub struct AskParams {
+    /// Memories retrieved and shown.
+    pub k: usize,
+    /// Most answer tokens.
+    pub max_tokens: usize,
+    /// Characters of each chunk shown (longer chunks are cut; 0: whole chunks).
+    pub max_chunk_chars: usize,
+}
+
+impl Default for AskParams {
+    fn default() -> Self {
+        AskParams { k: 8, max_tokens: 256, max_chunk_chars: 1500 }
+    }
+}
+
+fn char_offset(text: &str, byte: usize) -> usize {
+    text.get(..byte).map_or(0, |s| s.chars().count())
+}
+
+fn cut(s: &str, chars: usize) -> &str {
+    if chars == 0 {
+        return s;
+    }
+    s.char_indices().nth(chars).map_or(s, |(i, _)| &s[..i])
+}
+
+/// Answer `question` from `library`, streaming answer text to `on_text`.
+pub fn ask<S: Store, B: Backend>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    lm: &Lm<B>,
+    question: &str,
+    params: &AskParams,
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<Answer, QaError> {
+    if question.trim().is_empty() {
+        return Err(QaError::EmptyQuestion);
+    }
+    let t = std::time::Instant::now();
+    let hits = library.search(question, embedder, &SearchParams { k: params.k.max(1), ..SearchParams::default() })?;
+    let mut sources = Vec::new();
+    for hit in &hits {
+        let Some(p) = library.passage(hit) else { continue };
+        let (doc, _) = library.get(p.doc_id)?;
+        sources.push(Source {
+            n: sources.len() + 1,
+            doc_id: p.doc_id,
+            title: p.title.to_string(),
+            span: p.span,
+            chars: (char_offset(&doc.text, p.span.start), char_offset(&doc.text, p.span.end)),
+            outline: p.outline.map(str::to_string),
+            core: p.core.to_string(),
+            text: cut(p.text, params.max_chunk_chars).to_string(),
+            score: hit.score,
+            ranks: hit.ranks.clone(),
+        });
+    }
+    let retrieve_seconds = t.elapsed().as_secs_f64();
+    let memories: Vec<Memory<'_>> =
+        sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
+    let chinese = detect_language(question) == "zh";
+    let prompt = answer_prompt(question, &memories, chinese);
+    let messages = [ChatMessage::new("user", &prompt)];
+    let sampling = SamplingParams { max_tokens: params.max_tokens, ..SamplingParams::default() };
+    let g = lm.generate(Prompt::Chat(&messages), &sampling, &mut on_text)?;
+    let answer = g.text.trim().to_string();
+    let not_in_documents = says_not_in_documents(&answer);
+    let mut citations = cited(&answer, sources.len());
+    let mut citations_from = if citations.is_empty() { "none" } else { "model" };
+    if citations.is_empty() && !not_in_documents {
+        let texts: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
+        citations = attribute(&answer, &texts);
+        if !citations.is_empty() {
+            citations_from = "overlap";
+        }
+    }
+    Ok(Answer {
+        not_in_documents,
+        cited: citations,
+        citations_from,
+        answer,
+        sources,
+        retrieve_seconds,
+        prefill_seconds: g.prefill_seconds,
+        decode_seconds: g.decode_seconds,
+        finish: g.finish,
+    })
+}
