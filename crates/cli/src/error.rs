@@ -39,6 +39,10 @@ pub enum CliError {
     Lm(docmem_runtime::lm::LmError),
     /// The sentence embedder could not load or run.
     Embed(docmem_runtime::embed::EmbedderError),
+    /// A library could not be opened, read or changed.
+    Library(docmem_core::library::LibraryError),
+    /// The reader model failed while reading a document.
+    Reader(docmem_core::reader::ModelError),
     /// A check ran and found differences (such as parity with llama.cpp).
     CheckFailed {
         /// What differs.
@@ -62,7 +66,7 @@ impl fmt::Display for CliError {
             CliError::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             CliError::NotUtf8 { path } => write!(f, "{} is not UTF-8 text", path.display()),
             CliError::UnsupportedFile { path } => {
-                write!(f, "{}: unsupported file type (docmem reads .txt and .md)", path.display())
+                write!(f, "{}: unsupported file type (docmem reads .txt, .md and .html)", path.display())
             }
             CliError::BadArgument { message } => write!(f, "{message}"),
             CliError::Retrieve(e) => write!(f, "{e}"),
@@ -70,6 +74,8 @@ impl fmt::Display for CliError {
             CliError::Output(e) => write!(f, "cannot write output: {e}"),
             CliError::Lm(e) => write!(f, "{e}"),
             CliError::Embed(e) => write!(f, "{e}"),
+            CliError::Library(e) => write!(f, "{e}"),
+            CliError::Reader(e) => write!(f, "{e}"),
             CliError::CheckFailed { message } => write!(f, "{message}"),
         }
     }
@@ -126,5 +132,42 @@ impl From<docmem_runtime::embed::EmbedderError> for CliError {
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::Output(e)
+    }
+}
+
+impl From<docmem_core::library::LibraryError> for CliError {
+    fn from(e: docmem_core::library::LibraryError) -> Self {
+        use docmem_core::library::LibraryError;
+        match e {
+            // Pointing at a library built with another embedder is the user's input.
+            LibraryError::EmbedderMismatch { .. } | LibraryError::UnsupportedVersion { .. } => {
+                CliError::BadArgument { message: format!("--library: {e}") }
+            }
+            e => CliError::Library(e),
+        }
+    }
+}
+
+impl From<docmem_core::library::StoreError> for CliError {
+    fn from(e: docmem_core::library::StoreError) -> Self {
+        CliError::Library(e.into())
+    }
+}
+
+impl From<docmem_core::reader::ModelError> for CliError {
+    fn from(e: docmem_core::reader::ModelError) -> Self {
+        CliError::Reader(e)
+    }
+}
+
+impl From<docmem_runtime::qa::QaError> for CliError {
+    fn from(e: docmem_runtime::qa::QaError) -> Self {
+        use docmem_runtime::qa::QaError;
+        match e {
+            QaError::Library(e) => e.into(),
+            QaError::Lm(e) => e.into(),
+            QaError::EmptyQuestion => CliError::BadArgument { message: "the question is empty".into() },
+            e => CliError::BadArgument { message: e.to_string() },
+        }
     }
 }

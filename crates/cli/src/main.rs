@@ -5,10 +5,14 @@
 //! printed as one line that names what was wrong, with exit code 2 for bad input and 1 for
 //! failures.
 
+mod ask;
 mod bench;
 mod chunk;
+mod documents;
 mod embed;
 mod error;
+mod eval;
+mod ingest;
 mod input;
 mod lm;
 mod models;
@@ -32,6 +36,18 @@ enum Command {
     Chunk(chunk::ChunkArgs),
     /// Index documents in memory and print the chunks that best match a query.
     Retrieve(retrieve::RetrieveArgs),
+    /// Read documents into a library: MoM memories written by the reader model, or a
+    /// baseline chunker's chunks.
+    Ingest(ingest::IngestArgs),
+    /// Answer a question from a library, citing the memories used.
+    Ask(ask::AskArgs),
+    /// List a library's documents.
+    Documents(documents::DocumentsArgs),
+    /// Remove documents from a library (every index layer, and their files).
+    Remove(documents::RemoveArgs),
+    /// Evaluate retrieval (and answers) on question-answering data.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// Sentence vectors for the lines of stdin (a BERT-family model directory).
     Embed(embed::EmbedArgs),
     /// Generate text with a language model.
@@ -54,6 +70,11 @@ fn main() {
         Command::Chunk(a) => chunk::run(&a),
         Command::Retrieve(a) => retrieve::run(&a),
         Command::Embed(a) => embed::run(&a),
+        Command::Ingest(a) => ingest::run(&a),
+        Command::Ask(a) => ask::run(&a),
+        Command::Documents(a) => documents::list(&a),
+        Command::Remove(a) => documents::remove(&a),
+        Command::Eval(e) => eval::run(&e),
         Command::Generate(a) => lm::generate(&a),
         Command::Logits(a) => lm::logits(&a),
         Command::Tokenize(a) => lm::tokenize(&a),

@@ -10,13 +10,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_core::chunk::ChunkerKind;
 use docmem_core::index::SegmentParams;
 use docmem_core::retrieve::{MemoryIndex, RetrievalMode, RetrievedChunk, SearchParams};
 use docmem_core::{Document, DocumentMemory};
 use serde::Serialize;
 
-use crate::chunk::{chunk_document, ChunkerArgs};
+use crate::chunk::{chunk_document, passage_sizes, ChunkerArgs};
 use crate::input::read_document;
 use crate::CliError;
 
@@ -60,11 +59,7 @@ pub fn run(args: &RetrieveArgs) -> Result<(), CliError> {
     let mut embedder = args.embedder.open()?;
     let mut index = MemoryIndex::new(RetrievalMode::ChunkOnly, embedder.dim(), SegmentParams::default());
     let c = &args.chunking;
-    // Retrieval wants passages, not the 1024-token windows that suit summarization.
-    let (size, overlap) = match c.chunker {
-        ChunkerKind::Sentence => (c.size.or(Some(128)), c.overlap.or(Some(16))),
-        _ => (c.size, c.overlap),
-    };
+    let (size, overlap) = passage_sizes(c.chunker, c.size, c.overlap);
     for doc in &docs {
         let spans = chunk_document(doc, c.chunker, size, overlap, embedder.as_mut())?;
         let memory = DocumentMemory::from_spans(doc, &spans, c.chunker.name());

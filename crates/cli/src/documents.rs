@@ -1,0 +1,75 @@
+//! `docmem documents` and `docmem remove`: what a library holds, and taking a document out
+//! of it (from every layer of the index, its files deleted). Neither needs a model.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use docmem_core::library::Library;
+use docmem_runtime::store::DirStore;
+
+use crate::CliError;
+
+#[derive(Args)]
+pub struct DocumentsArgs {
+    /// The library directory.
+    #[arg(long)]
+    pub library: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct RemoveArgs {
+    /// The library directory.
+    #[arg(long)]
+    pub library: PathBuf,
+    /// Documents to remove: ids (as `docmem documents` prints them) or exact titles.
+    #[arg(required = true)]
+    pub documents: Vec<String>,
+}
+
+fn open(dir: &Path) -> Result<Library<DirStore>, CliError> {
+    if !dir.join("manifest.json").is_file() {
+        return Err(CliError::BadArgument {
+            message: format!("--library: {} holds no library (make one with docmem ingest)", dir.display()),
+        });
+    }
+    Library::open_existing(DirStore::open(dir)?)?
+        .ok_or_else(|| CliError::BadArgument { message: format!("--library: {} holds no library", dir.display()) })
+}
+
+pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
+    let lib = open(&a.library)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, lib.manifest()).map_err(|e| CliError::Output(e.into()))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let m = lib.manifest();
+    writeln!(out, "{} documents, embedder {} ({} dimensions), {} index", m.documents.len(), m.embedder, m.dim, m.mode.name())?;
+    for d in &m.documents {
+        let fallback = if d.fallback.is_some() { ", fell back to the sentence chunker" } else { "" };
+        writeln!(out, "{}  {}  {} bytes, {} chunks, by {}{fallback}", d.id, d.title, d.bytes, d.scenarios, d.reader)?;
+    }
+    Ok(())
+}
+
+pub fn remove(a: &RemoveArgs) -> Result<(), CliError> {
+    let mut lib = open(&a.library)?;
+    // Resolve every name first, so a typo removes nothing.
+    let mut ids = Vec::new();
+    for name in &a.documents {
+        let found = lib.documents().iter().find(|d| d.id.to_string() == *name || d.title == *name).map(|d| d.id);
+        ids.push(found.ok_or_else(|| CliError::BadArgument { message: format!("no document '{name}' in {}", a.library.display()) })?);
+    }
+    let mut out = std::io::stdout().lock();
+    for id in ids {
+        if lib.remove(id)? {
+            writeln!(out, "removed {id}")?;
+        }
+    }
+    Ok(())
+}

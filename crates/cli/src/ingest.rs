@@ -1,0 +1,281 @@
+//! `docmem ingest`: read documents into a library, with the MemReader (MoM memories) or a
+//! baseline chunker.
+//!
+//! Every file is read and checked before any model work, so a bad file fails fast and
+//! names itself. Each document is added atomically (see `docmem_core::library`): a crash
+//! or Ctrl-C mid-ingest leaves the library as it was before that document. A document
+//! whose content is already there is skipped before the reader runs.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use docmem_core::chunk::ChunkerKind;
+use docmem_core::library::{Library, LibrarySettings};
+use docmem_core::reader::{extract_memory, ExtractSettings, Progress, ReaderPrompt, Stage};
+use docmem_core::retrieve::RetrievalMode;
+use docmem_core::{Document, DocumentMemory};
+use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
+use docmem_runtime::store::DirStore;
+use serde::Serialize;
+
+use crate::chunk::{chunk_document, passage_sizes};
+use crate::input::read_document;
+use crate::CliError;
+
+/// The reader model used when `--reader` is not given (fetched by `npm start`).
+pub const DEFAULT_READER: &str = "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
+
+#[derive(Args)]
+pub struct IngestArgs {
+    /// The library directory (created if missing).
+    #[arg(long)]
+    pub library: PathBuf,
+    /// How documents become memories: mom (the reader model writes outline, cores and
+    /// chunks) or a baseline chunker (fixed, sentence, recursive, semantic).
+    #[arg(long, default_value = "mom")]
+    pub chunker: String,
+    /// The reader model (GGUF or checkpoint directory) for --chunker mom
+    /// [default: models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf]
+    #[arg(long)]
+    pub reader: Option<PathBuf>,
+    /// A scorer model for the candidates (default: the reader itself).
+    #[arg(long)]
+    pub scorer: Option<PathBuf>,
+    /// Sampled candidates per window, besides the greedy one.
+    #[arg(long, default_value_t = 3)]
+    pub samples: usize,
+    /// The reader prompt: auto, zh-think, zh, en-think, en, or a file whose text has
+    /// `{document}` where the document goes.
+    #[arg(long, default_value = "auto")]
+    pub prompt: String,
+    /// Most tokens of a reply (0: as the window needs).
+    #[arg(long, default_value_t = 0)]
+    pub max_new_tokens: usize,
+    /// Most document tokens per reading window (0: half the context).
+    #[arg(long, default_value_t = 0)]
+    pub window_tokens: usize,
+    /// Worker threads for the models (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    #[command(flatten)]
+    pub embedder: crate::embed::EmbedderArgs,
+    /// Print one JSON object per document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Documents (.txt, .md, .html) or folders of them.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    file: String,
+    id: String,
+    title: &'a str,
+    added: bool,
+    scenarios: usize,
+    outline: usize,
+    fallback: Option<&'a str>,
+    seconds: f64,
+}
+
+fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
+    if let Ok(p) = s.parse::<ReaderPrompt>() {
+        return Ok(p);
+    }
+    let path = Path::new(s);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path).map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+        return Ok(ReaderPrompt::Custom(text));
+    }
+    Err(CliError::BadArgument { message: format!("--prompt: '{s}' is not auto, zh-think, zh, en-think, en or a prompt file") })
+}
+
+fn load_lm(path: &Path, threads: usize, what: &str) -> Result<Lm, CliError> {
+    if !path.exists() {
+        return Err(CliError::BadArgument { message: format!("--{what}: {} does not exist", path.display()) });
+    }
+    Ok(Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?)
+}
+
+fn model_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// A one-line progress report: rewritten in place on a terminal, one line per candidate
+/// otherwise (logs, CI).
+struct ProgressLine {
+    tty: bool,
+    started: Instant,
+    last: (Stage, usize),
+}
+
+impl ProgressLine {
+    fn show(&mut self, label: &str, p: &Progress) {
+        if !self.tty && (p.stage, p.candidates_done) == self.last {
+            return;
+        }
+        self.last = (p.stage, p.candidates_done);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let f = p.fraction();
+        let left = if f > 0.0 && p.stage != Stage::Done { format!(", about {:.0} s left", elapsed / f - elapsed) } else { String::new() };
+        let stage = match p.stage {
+            Stage::Reading => "reading",
+            Stage::Scoring => "scoring",
+            Stage::Fallback => "fallback chunking",
+            Stage::Done => "done",
+        };
+        let line = format!(
+            "{label}: {stage}, window {}/{}, {}/{} tokens, candidates {}/{}, {:.0} s{left}",
+            p.window, p.windows, p.tokens_done, p.tokens_total, p.candidates_done, p.candidates_total, elapsed
+        );
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            if p.stage == Stage::Done {
+                let _ = writeln!(err);
+            }
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
+pub fn run(a: &IngestArgs) -> Result<(), CliError> {
+    let baseline = if a.chunker == "mom" {
+        None
+    } else {
+        Some(a.chunker.parse::<ChunkerKind>().map_err(|_| CliError::BadArgument {
+            message: format!("--chunker: '{}' is not mom, fixed, sentence, recursive or semantic", a.chunker),
+        })?)
+    };
+    let prompt = parse_prompt(&a.prompt)?;
+    // Read everything first: a bad file fails before any model work.
+    let docs: Vec<(PathBuf, Document)> =
+        expand_inputs(&a.files)?.iter().map(|p| Ok((p.clone(), read_document(p)?))).collect::<Result<_, CliError>>()?;
+    let mut embedder = a.embedder.open()?;
+    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+    let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;
+
+    let reader_path = a.reader.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
+    let mut models: Option<(Lm, Option<Lm>)> = None;
+    let extract = ExtractSettings {
+        prompt,
+        samples: a.samples,
+        max_new_tokens: a.max_new_tokens,
+        max_window_tokens: a.window_tokens,
+        ..ExtractSettings::default()
+    };
+    let mut out = std::io::stdout().lock();
+    for (path, doc) in &docs {
+        let started = Instant::now();
+        if library.contains(doc.id) {
+            report(&mut out, a.json, path, doc, None, false, started)?;
+            continue;
+        }
+        let memory = match baseline {
+            Some(kind) => {
+                let (size, overlap) = passage_sizes(kind, None, None);
+                let spans = chunk_document(doc, kind, size, overlap, embedder.as_mut())?;
+                DocumentMemory::from_spans(doc, &spans, kind.name())
+            }
+            None => {
+                if models.is_none() {
+                    if a.reader.is_none() && !reader_path.exists() {
+                        return Err(CliError::BadArgument {
+                            message: format!("--chunker mom needs a reader model: pass --reader MODEL.gguf (nothing at {DEFAULT_READER})"),
+                        });
+                    }
+                    let reader = load_lm(&reader_path, a.threads, "reader")?;
+                    let scorer = a.scorer.as_ref().map(|p| load_lm(p, a.threads, "scorer")).transpose()?;
+                    models = Some((reader, scorer));
+                }
+                let Some((reader, scorer)) = &models else { continue };
+                let mut reader = LmReader::new(reader, model_name(&reader_path));
+                let mut scorer = match (scorer, &a.scorer) {
+                    (Some(lm), Some(p)) => Some(LmReader::new(lm, model_name(p))),
+                    _ => None,
+                };
+                let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
+                let label = doc.title.clone();
+                extract_memory(doc, &mut reader, scorer.as_mut().map(|s| s as &mut dyn docmem_core::Scorer), &extract, &mut |p| {
+                    line.show(&label, p);
+                    true
+                })?
+            }
+        };
+        let added = library.add(doc, &memory, embedder.as_mut())?;
+        report(&mut out, a.json, path, doc, Some(&memory), added, started)?;
+    }
+    Ok(())
+}
+
+/// Files named, and the readable files (`.txt`, `.md`, `.html`) under folders named,
+/// recursively and in name order; other files in a folder are skipped with a note.
+fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|source| CliError::Read { path: dir.to_path_buf(), source })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else {
+                let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+                if matches!(ext.as_deref(), Some("txt" | "md" | "markdown" | "html" | "htm")) {
+                    out.push(p);
+                } else {
+                    eprintln!("docmem: skipping {} (not .txt, .md or .html)", p.display());
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn report(
+    out: &mut impl Write,
+    json: bool,
+    path: &Path,
+    doc: &Document,
+    memory: Option<&DocumentMemory>,
+    added: bool,
+    started: Instant,
+) -> Result<(), CliError> {
+    let r = Report {
+        file: path.display().to_string(),
+        id: doc.id.to_string(),
+        title: &doc.title,
+        added,
+        scenarios: memory.map_or(0, |m| m.scenarios.len()),
+        outline: memory.map_or(0, |m| m.outline.len()),
+        fallback: memory.and_then(|m| m.provenance.fallback.as_deref()),
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    if json {
+        serde_json::to_writer(&mut *out, &r).map_err(|e| CliError::Output(e.into()))?;
+        writeln!(out)?;
+    } else if !added {
+        writeln!(out, "{}: already in the library ({}), skipped", r.file, r.id)?;
+    } else {
+        write!(out, "{}: added {} chunks, {} outline items in {:.1} s", r.file, r.scenarios, r.outline, r.seconds)?;
+        match r.fallback {
+            Some(why) => writeln!(out, " (fell back to the sentence chunker: {why})")?,
+            None => writeln!(out)?,
+        }
+    }
+    Ok(())
+}
