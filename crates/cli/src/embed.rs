@@ -37,7 +37,8 @@ impl LoadArgs {
 #[derive(Args, Debug)]
 pub struct EmbedArgs {
     /// A sentence-transformers model directory (config.json, model.safetensors,
-    /// tokenizer.json; modules.json and 1_Pooling/ where present)
+    /// tokenizer.json; modules.json and 1_Pooling/ where present), or a .gguf file in
+    /// llama.cpp's bert layout
     #[arg(long)]
     pub model: PathBuf,
     #[command(flatten)]

@@ -118,3 +118,80 @@ fn broken_model_directories_are_errors_that_name_the_problem() {
     assert!(err.contains("tokenizer.json has 30522 tokens"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The test model written as llama.cpp's converter writes a `bert` GGUF (its tensor names,
+/// GGML dimension order, `bert.*` metadata, the WordPiece vocabulary in phantom-space
+/// form), with every tensor in `type_id` (0: F32, 1: F16).
+fn minilm_as_gguf(type_id: u32) -> Vec<u8> {
+    use docmem_runtime::embed::gguf::hf_to_gguf;
+    use docmem_runtime::safetensors::SafetensorsFile;
+    let dir = common::model_dir("all-MiniLM-L6-v2");
+    let tok: Value = serde_json::from_slice(&std::fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+    let mut vocab: Vec<(String, u64)> =
+        tok["model"]["vocab"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+    vocab.sort_by_key(|(_, id)| *id);
+    let phantom: Vec<String> = vocab
+        .iter()
+        .map(|(t, _)| match t.strip_prefix("##") {
+            Some(rest) => rest.to_owned(),
+            None if t.starts_with('[') && t.ends_with(']') => t.clone(),
+            None => format!("\u{2581}{t}"),
+        })
+        .collect();
+    let id = |t: &str| vocab.iter().find(|(v, _)| v == t).unwrap().1 as u32;
+    let mut b = docmem_runtime::gguf::testing::Builder::default()
+        .kv_str("general.architecture", "bert")
+        .kv_u32("bert.context_length", 512)
+        .kv_u32("bert.embedding_length", 384)
+        .kv_u32("bert.feed_forward_length", 1536)
+        .kv_u32("bert.attention.head_count", 12)
+        .kv_u32("bert.block_count", 6)
+        .kv_f32("bert.attention.layer_norm_epsilon", 1e-12)
+        .kv_u32("bert.pooling_type", 1)
+        .kv_str("tokenizer.ggml.model", "bert")
+        .kv_str_array("tokenizer.ggml.tokens", &phantom.iter().map(String::as_str).collect::<Vec<_>>())
+        .kv_u32("tokenizer.ggml.cls_token_id", id("[CLS]"))
+        .kv_u32("tokenizer.ggml.seperator_token_id", id("[SEP]"))
+        .kv_u32("tokenizer.ggml.unknown_token_id", id("[UNK]"));
+    let src = docmem_runtime::source::FileSource::open(&dir.join("model.safetensors")).unwrap();
+    let st = SafetensorsFile::read(&src).unwrap();
+    for name in st.names().map(str::to_owned).collect::<Vec<_>>() {
+        let Some(gguf_name) = hf_to_gguf(&name) else { continue }; // position_ids, pooler
+        let info = st.tensor(&name).unwrap();
+        let values = st.read_f32(&src, &name, &info.shape).unwrap();
+        // Norms and biases stay F32, as llama.cpp's converter keeps 1-D tensors.
+        let ty = if info.shape.len() == 1 { 0 } else { type_id };
+        let bytes: Vec<u8> = match ty {
+            0 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            _ => values.iter().flat_map(|&v| docmem_runtime::quant::f32_to_f16(v).to_le_bytes()).collect(),
+        };
+        let dims: Vec<u64> = info.shape.iter().rev().copied().collect();
+        b = b.tensor_data(&gguf_name, &dims, ty, &bytes);
+    }
+    b.build(3)
+}
+
+#[test]
+fn a_bert_gguf_gives_the_same_tokens_and_vectors_as_the_safetensors_model() {
+    let g = golden();
+    let texts: Vec<&str> = g.texts.iter().map(String::as_str).collect();
+    let reference = load(Precision::F32);
+    let (want_ids, want_truncated) = reference.tokenize(&texts, EmbedRole::Passage).unwrap();
+    let want = reference.embed(&texts, EmbedRole::Passage).unwrap().vectors;
+    for (type_id, min_cos) in [(0, 0.999_99), (1, MIN_COSINE)] {
+        let src = docmem_runtime::source::MemorySource::new(minilm_as_gguf(type_id));
+        let e = Embedder::from_gguf(&src, "minilm-gguf".into(), EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+        let (ids, truncated) = e.tokenize(&texts, EmbedRole::Passage).unwrap();
+        assert_eq!(truncated, want_truncated);
+        for (i, (a, b)) in ids.iter().zip(&want_ids).enumerate() {
+            assert_eq!(a, b, "token ids of text {i} ({:?})", texts[i]);
+        }
+        let got = e.embed(&texts, EmbedRole::Passage).unwrap().vectors;
+        let worst = got.iter().zip(&want).map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()).fold(1f32, f32::min);
+        assert!(worst >= min_cos, "GGUF type {type_id}: worst cosine {worst} against the safetensors model");
+    }
+    // Another architecture is named, not misread.
+    let llama = docmem_runtime::source::MemorySource::new(docmem_runtime::gguf::testing::sample());
+    let err = Embedder::from_gguf(&llama, "x".into(), EmbedderOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("architecture 'llama'"), "{err}");
+}

@@ -108,6 +108,15 @@ impl WasmLm {
     }
 }
 
+/// `f32`, `f16`, `q8_0`, or empty for the default.
+fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsError> {
+    use docmem_runtime::embed::Precision;
+    match p {
+        "" => Ok(Precision::DEFAULT),
+        p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of f32, f16, q8_0"))),
+    }
+}
+
 /// A BERT-family sentence embedder (all-MiniLM-L6-v2, bge, e5, multilingual XLM-RoBERTa
 /// models) on the CPU backend inside WebAssembly.
 #[wasm_bindgen(js_name = Embedder)]
@@ -124,11 +133,8 @@ impl WasmEmbedder {
     /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, or empty for the default.
     #[wasm_bindgen(constructor)]
     pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
-        use docmem_runtime::embed::{Embedder, EmbedderOptions, Precision};
-        let precision = match precision {
-            "" => Precision::DEFAULT,
-            p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of f32, f16, q8_0")))?,
-        };
+        use docmem_runtime::embed::{Embedder, EmbedderOptions};
+        let precision = parse_precision(precision)?;
         let mut map = std::collections::BTreeMap::new();
         for entry in js_sys::Object::entries(&files).iter() {
             let pair: js_sys::Array = entry.unchecked_into();
@@ -139,6 +145,16 @@ impl WasmEmbedder {
         }
         let embedder =
             Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(WasmEmbedder { embedder })
+    }
+
+    /// Load from the bytes of a GGUF file in llama.cpp's `bert` layout.
+    #[wasm_bindgen(js_name = fromGguf)]
+    pub fn from_gguf(gguf: Vec<u8>, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
+        use docmem_runtime::embed::{Embedder, EmbedderOptions};
+        let src = docmem_runtime::source::MemorySource::new(gguf);
+        let options = EmbedderOptions { precision: parse_precision(precision)?, threads: 1 };
+        let embedder = Embedder::from_gguf(&src, name.to_owned(), options).map_err(|e| JsError::new(&e.to_string()))?;
         Ok(WasmEmbedder { embedder })
     }
 

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod encoder;
 pub mod error;
+pub mod gguf;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -87,17 +88,31 @@ impl std::fmt::Debug for Embedder {
 const PREFIXES: [&str; 4] = ["", "bert.", "roberta.", "model."];
 
 impl Embedder {
-    /// Load a model directory: `config.json`, `model.safetensors`, `tokenizer.json`, and
-    /// sentence-transformers' optional files.
-    pub fn load(dir: &Path, options: EmbedderOptions) -> Result<Self, EmbedderError> {
-        let files = DirFiles(dir.to_owned());
-        let weights_path = dir.join("model.safetensors");
+    /// Load a model directory (`config.json`, `model.safetensors`, `tokenizer.json`, and
+    /// sentence-transformers' optional files), or a `.gguf` file in llama.cpp's `bert`
+    /// layout ([`gguf`]).
+    pub fn load(path: &Path, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        let is_gguf = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+        let weights_path = if is_gguf { path.to_owned() } else { path.join("model.safetensors") };
         #[cfg(not(target_arch = "wasm32"))]
         let src = crate::source::MmapSource::open(&weights_path);
         #[cfg(target_arch = "wasm32")]
         let src = crate::source::FileSource::open(&weights_path);
         let src = src.map_err(|e| EmbedderError::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
+        if is_gguf {
+            let name = path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            return Self::from_gguf(&src, name, options);
+        }
+        let files = DirFiles(path.to_owned());
         Self::build(&files, &src, files.model_name(), options)
+    }
+
+    /// Load a GGUF file in llama.cpp's `bert` layout from any byte source.
+    pub fn from_gguf(src: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        let file = crate::gguf::GgufFile::read(src).map_err(|e| EmbedderError::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
+        let (config, tokenizer) = gguf::read_config(&file)?;
+        let read = |name: &str, shape: &[usize]| gguf::read_tensor(&file, src, name, shape);
+        Self::assemble(config, tokenizer, &read, name, options)
     }
 
     /// Load from files held in memory by name (what a page hands to the wasm package):
@@ -116,7 +131,24 @@ impl Embedder {
         let tok_bytes = files
             .read("tokenizer.json")?
             .ok_or_else(|| EmbedderError::MissingFile { path: files.describe("tokenizer.json"), reason: "not found".into() })?;
-        let mut tokenizer = Tokenizer::from_bytes(&tok_bytes).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        let tokenizer = Tokenizer::from_bytes(&tok_bytes).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        let file = SafetensorsFile::read(weights)?;
+        let prefix = PREFIXES.into_iter().find(|p| file.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_some()).unwrap_or("");
+        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedderError> {
+            let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+            Ok(file.read_f32(weights, &format!("{prefix}{name}"), &dims)?)
+        };
+        Self::assemble(config, tokenizer, &read, name, options)
+    }
+
+    /// The embedder from its configuration, tokenizer and a reader of its tensors.
+    fn assemble(
+        config: EmbedderConfig,
+        mut tokenizer: Tokenizer,
+        read: &encoder::TensorReader<'_>,
+        name: String,
+        options: EmbedderOptions,
+    ) -> Result<Self, EmbedderError> {
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: config.max_tokens, ..Default::default() }))
@@ -125,13 +157,7 @@ impl Embedder {
         if vocab > config.shape.vocab {
             return Err(EmbedderError::VocabularyMismatch { tokenizer: vocab, model: config.shape.vocab });
         }
-        let file = SafetensorsFile::read(weights)?;
-        let prefix = PREFIXES.into_iter().find(|p| file.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_some()).unwrap_or("");
-        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedderError> {
-            let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-            Ok(file.read_f32(weights, &format!("{prefix}{name}"), &dims)?)
-        };
-        let encoder = Encoder::load(config.shape.clone(), &read, options.precision)?;
+        let encoder = Encoder::load(config.shape.clone(), read, options.precision)?;
         let name = if name.is_empty() { "embedder".to_owned() } else { name };
         Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: 8192 })
     }

@@ -11,7 +11,7 @@ pub struct Builder {
     n_kv: u64,
     tensors: Vec<u8>,
     n_tensors: u64,
-    data_len: u64,
+    data: Vec<u8>,
 }
 
 fn string(out: &mut Vec<u8>, s: &str) {
@@ -48,16 +48,41 @@ impl Builder {
         self
     }
 
-    pub fn tensor(mut self, name: &str, dims: &[u64], type_id: u32, bytes: u64) -> Self {
+    pub fn kv_f32(mut self, key: &str, v: f32) -> Self {
+        string(&mut self.kv, key);
+        self.kv.extend_from_slice(&6u32.to_le_bytes());
+        self.kv.extend_from_slice(&v.to_le_bytes());
+        self.n_kv += 1;
+        self
+    }
+
+    fn tensor_info(&mut self, name: &str, dims: &[u64], type_id: u32) {
         string(&mut self.tensors, name);
         self.tensors.extend_from_slice(&(dims.len() as u32).to_le_bytes());
         for d in dims {
             self.tensors.extend_from_slice(&d.to_le_bytes());
         }
         self.tensors.extend_from_slice(&type_id.to_le_bytes());
-        self.tensors.extend_from_slice(&self.data_len.to_le_bytes());
-        self.data_len += bytes.div_ceil(32) * 32;
+        self.tensors.extend_from_slice(&(self.data.len() as u64).to_le_bytes());
         self.n_tensors += 1;
+    }
+
+    /// A tensor whose `bytes` bytes of data are a filler pattern (byte `i` of the data
+    /// section is `i as u8`).
+    pub fn tensor(mut self, name: &str, dims: &[u64], type_id: u32, bytes: u64) -> Self {
+        self.tensor_info(name, dims, type_id);
+        let end = self.data.len() as u64 + bytes.div_ceil(32) * 32;
+        self.data.extend((self.data.len() as u64..end).map(|i| i as u8));
+        self
+    }
+
+    /// A tensor with the given data (GGML dimension order, innermost first).
+    pub fn tensor_data(mut self, name: &str, dims: &[u64], type_id: u32, bytes: &[u8]) -> Self {
+        self.tensor_info(name, dims, type_id);
+        self.data.extend_from_slice(bytes);
+        while !self.data.len().is_multiple_of(32) {
+            self.data.push(0);
+        }
         self
     }
 
@@ -71,7 +96,7 @@ impl Builder {
         while !out.len().is_multiple_of(32) {
             out.push(0);
         }
-        out.extend((0..self.data_len).map(|i| i as u8));
+        out.extend_from_slice(&self.data);
         out
     }
 }
