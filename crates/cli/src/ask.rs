@@ -2,11 +2,12 @@
 
 use std::io::Write;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::retrieve::RetrievalMode;
+use docmem_core::Embedder;
 use docmem_runtime::lm::{Lm, LoadOptions};
 use docmem_runtime::qa::{ask, AskParams};
 use docmem_runtime::store::DirStore;
@@ -40,18 +41,23 @@ pub struct AskArgs {
     pub json: bool,
 }
 
+/// Open the library at `path` for searching with `embedder` (the one it was built with).
+pub fn open_library(path: &Path, embedder: &dyn Embedder) -> Result<Library<DirStore>, CliError> {
+    if !path.join("manifest.json").is_file() {
+        return Err(CliError::BadArgument {
+            message: format!("--library: {} holds no library (make one with docmem ingest)", path.display()),
+        });
+    }
+    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+    Ok(Library::open(DirStore::open(path)?, &settings)?)
+}
+
 pub fn run(a: &AskArgs) -> Result<(), CliError> {
     if a.k == 0 {
         return Err(CliError::BadArgument { message: "--k must be at least 1".into() });
     }
-    if !a.library.join("manifest.json").is_file() {
-        return Err(CliError::BadArgument {
-            message: format!("--library: {} holds no library (make one with docmem ingest)", a.library.display()),
-        });
-    }
     let mut embedder = a.embedder.open()?;
-    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
-    let library = Library::open(DirStore::open(&a.library)?, &settings)?;
+    let library = open_library(&a.library, embedder.as_ref())?;
     let path = a.answerer.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });

@@ -17,6 +17,7 @@ mod input;
 mod lm;
 mod models;
 mod retrieve;
+mod search;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +42,8 @@ enum Command {
     Ingest(ingest::IngestArgs),
     /// Answer a question from a library, citing the memories used.
     Ask(ask::AskArgs),
+    /// Retrieve from a library without answering: ranked passages with their layers' ranks.
+    Search(search::SearchArgs),
     /// List a library's documents.
     Documents(documents::DocumentsArgs),
     /// Remove documents from a library (every index layer, and their files).
@@ -72,6 +75,7 @@ fn main() {
         Command::Embed(a) => embed::run(&a),
         Command::Ingest(a) => ingest::run(&a),
         Command::Ask(a) => ask::run(&a),
+        Command::Search(a) => search::run(&a),
         Command::Documents(a) => documents::list(&a),
         Command::Remove(a) => documents::remove(&a),
         Command::Eval(e) => eval::run(&e),

@@ -96,6 +96,31 @@ fn ingest_with_smollm2_then_ask_gives_a_cited_answer() {
     let caxton = sources.iter().find(|s| s["text"].as_str().unwrap().contains("Caxton")).unwrap_or_else(|| panic!("{v}"));
     assert!(!v["answer"].as_str().unwrap().is_empty());
     assert!(caxton["ranks"].as_array().unwrap().len() >= 2, "ranked by several layers and lists");
+    // Retrieval alone, one question per stdin line, one JSON line each in order; and one
+    // layer only.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_docmem"))
+        .args(["search", "--library", &l, "--k", "3", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(b"Who brought printing to England?\nWhen was the Gutenberg Bible printed?\n").unwrap();
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1]["question"], "When was the Gutenberg Bible printed?");
+    let passages = lines[0]["passages"].as_array().unwrap();
+    assert_eq!(passages.len(), 3);
+    assert!(passages.iter().any(|p| p["text"].as_str().unwrap().contains("Caxton")), "{}", lines[0]);
+    let one = docmem(&["search", "Who brought printing to England?", "--library", &l, "--layers", "chunk", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&ok(&one)).unwrap();
+    for p in v["passages"].as_array().unwrap() {
+        assert!(p["ranks"].as_array().unwrap().iter().all(|r| r["layer"] == "chunk"), "{p}");
+    }
+    let bad = docmem(&["search", "x", "--library", &l, "--layers", "chapters"]);
+    assert_eq!(bad.status.code(), Some(2));
+
     // Human form: the streamed answer, then citations with the document and character span.
     let text =
         ok(&docmem(&["ask", "Who brought printing to England?", "--library", &l, "--answerer", &model, "--k", "3", "--max-tokens", "48"]));

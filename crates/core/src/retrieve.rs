@@ -152,7 +152,7 @@ pub struct SearchParams {
     pub rrf_k: f64,
     /// Whether the BM25 lists take part (default true).
     pub lexical: bool,
-    /// Weight of each layer's lists in the fusion (default 1 each).
+    /// Weight of each layer's lists in the fusion (default 1 each; 0 leaves the layer out).
     pub layer_weights: [(Layer, f64); 3],
 }
 
@@ -604,6 +604,10 @@ impl MemoryIndex {
         let SearchScratch { fuser, hits } = scratch;
         for l in &self.layers {
             let weight = params.weight(l.layer);
+            // A layer of weight 0 is not searched (`docmem search --layers`).
+            if weight == 0.0 {
+                continue;
+            }
             for kind in [ListKind::Vector, ListKind::Lexical] {
                 match kind {
                     ListKind::Vector => l.vectors.search_into(query_vector, params.window, hits)?,

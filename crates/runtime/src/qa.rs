@@ -129,20 +129,21 @@ fn cut(s: &str, chars: usize) -> &str {
     s.char_indices().nth(chars).map_or(s, |(i, _)| &s[..i])
 }
 
-/// Answer `question` from `library`, streaming answer text to `on_text`.
-pub fn ask<S: Store, B: Backend>(
+/// The passages of `library` that best match `question`, numbered from 1 in rank order,
+/// each with its document, spans, outline item, core content, chunk text (cut to
+/// `max_chunk_chars` characters; 0: whole) and per-layer ranks: retrieval without an
+/// answer (`docmem search`), and the evidence [`ask`] shows the answerer.
+pub fn retrieve<S: Store>(
     library: &Library<S>,
     embedder: &mut dyn Embedder,
-    lm: &Lm<B>,
     question: &str,
-    params: &AskParams,
-    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<Answer, QaError> {
+    params: &SearchParams,
+    max_chunk_chars: usize,
+) -> Result<Vec<Source>, QaError> {
     if question.trim().is_empty() {
         return Err(QaError::EmptyQuestion);
     }
-    let t = std::time::Instant::now();
-    let hits = library.search(question, embedder, &SearchParams { k: params.k.max(1), ..SearchParams::default() })?;
+    let hits = library.search(question, embedder, params)?;
     let mut sources = Vec::new();
     for hit in &hits {
         let Some(p) = library.passage(hit) else { continue };
@@ -155,11 +156,26 @@ pub fn ask<S: Store, B: Backend>(
             chars: (char_offset(&doc.text, p.span.start), char_offset(&doc.text, p.span.end)),
             outline: p.outline.map(str::to_string),
             core: p.core.to_string(),
-            text: cut(p.text, params.max_chunk_chars).to_string(),
+            text: cut(p.text, max_chunk_chars).to_string(),
             score: hit.score,
             ranks: hit.ranks.clone(),
         });
     }
+    Ok(sources)
+}
+
+/// Answer `question` from `library`, streaming answer text to `on_text`.
+pub fn ask<S: Store, B: Backend>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    lm: &Lm<B>,
+    question: &str,
+    params: &AskParams,
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<Answer, QaError> {
+    let t = std::time::Instant::now();
+    let search = SearchParams { k: params.k.max(1), ..SearchParams::default() };
+    let sources = retrieve(library, embedder, question, &search, params.max_chunk_chars)?;
     let retrieve_seconds = t.elapsed().as_secs_f64();
     let memories: Vec<Memory<'_>> =
         sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
