@@ -53,11 +53,16 @@ pub struct EmbedderOptions {
 
 impl Precision {
     /// The default: the fastest precision that meets the cosine bar against
-    /// sentence-transformers (≥ 0.999 on every golden text, `tests/embed_parity.rs`).
-    /// Measured with `docmem bench embed` on MiniLM (2 threads, 128-token texts): f16
-    /// 40 / 42 sentences/s at batch 1 / 32, f32 41 / 40, q8_0 36 / 37; in wasm f16 and
-    /// q8_0 tie and f32 is slower. f16 keeps cosine 0.999999 at half the memory.
+    /// sentence-transformers (≥ 0.999 on every golden text, `tests/embed_parity.rs`),
+    /// per target, as `docmem bench embed` measured it on MiniLM. Natively f16: as fast as
+    /// f32 (within this machine's noise) at half the memory, cosine 0.999999.
+    #[cfg(not(target_arch = "wasm32"))]
     pub const DEFAULT: Precision = Precision::F16;
+    /// The default in wasm: Q8_0, whose panels expand with plain integer arithmetic
+    /// (half floats have no conversion instruction in `simd128`, so f16 was the slowest
+    /// there), and a quarter of f32's memory and download; cosine 0.9994.
+    #[cfg(target_arch = "wasm32")]
+    pub const DEFAULT: Precision = Precision::Q8_0;
 }
 
 impl Default for EmbedderOptions {
