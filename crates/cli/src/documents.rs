@@ -49,7 +49,9 @@ pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let m = lib.manifest();
-    writeln!(out, "{} documents, embedder {} ({} dimensions), {} index", m.documents.len(), m.embedder, m.dim, m.mode.name())?;
+    let n = m.documents.len();
+    let noun = if n == 1 { "document" } else { "documents" };
+    writeln!(out, "{n} {noun}, embedder {} ({} dimensions), {} index", m.embedder, m.dim, m.mode.name())?;
     for d in &m.documents {
         let fallback = if d.fallback.is_some() { ", fell back to the sentence chunker" } else { "" };
         writeln!(out, "{}  {}  {} bytes, {} chunks, by {}{fallback}", d.id, d.title, d.bytes, d.scenarios, d.reader)?;
