@@ -13,8 +13,8 @@ use crate::CliError;
 /// How an embedding model is loaded (shared by every command that loads one).
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Weight precision: f32, f16 or q8_0 (default: f16, the fastest that meets the
-    /// cosine ≥ 0.999 bar against sentence-transformers, at half the memory of f32)
+    /// Weight precision: f32, f16, q8_0 or bf16 (default: bf16, the fastest that meets
+    /// the cosine ≥ 0.999 bar against sentence-transformers, at half the memory of f32)
     #[arg(long, value_parser = parse_precision, default_value = Precision::DEFAULT.name())]
     pub precision: Precision,
     /// Threads (0: one per core)
@@ -23,7 +23,7 @@ pub struct LoadArgs {
 }
 
 fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::parse(s).ok_or_else(|| format!("'{s}' is not one of f32, f16, q8_0"))
+    Precision::parse(s).ok_or_else(|| format!("'{s}' is not one of {}", Precision::NAMES))
 }
 
 impl LoadArgs {
@@ -93,7 +93,7 @@ pub struct EmbedderArgs {
     /// ./models (where `docmem models fetch` puts it), else the hashing fallback
     #[arg(long)]
     pub embedder: Option<PathBuf>,
-    /// The embedding model's weight precision: f32, f16 or q8_0
+    /// The embedding model's weight precision: f32, f16, q8_0 or bf16
     #[arg(long, value_parser = parse_precision, default_value = Precision::DEFAULT.name())]
     pub embed_precision: Precision,
     /// Threads for the embedding model (0: one per core)

@@ -77,6 +77,12 @@ fn q8_0_matches_sentence_transformers() {
 }
 
 #[test]
+fn bf16_matches_sentence_transformers() {
+    // With AVX-512 BF16 (this machine) activations are bf16 too; elsewhere only weights.
+    check(Precision::Bf16);
+}
+
+#[test]
 fn batching_and_order_do_not_change_vectors() {
     let mut e = load(Precision::F32);
     let texts = ["A short sentence.", "Another, somewhat longer sentence about rivers and cities.", "三个汉字", ""];

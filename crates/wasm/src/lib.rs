@@ -108,12 +108,12 @@ impl WasmLm {
     }
 }
 
-/// `f32`, `f16`, `q8_0`, or empty for the default.
+/// `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
 fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsError> {
     use docmem_runtime::embed::Precision;
     match p {
         "" => Ok(Precision::DEFAULT),
-        p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of f32, f16, q8_0"))),
+        p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of {}", Precision::NAMES))),
     }
 }
 
@@ -130,7 +130,7 @@ impl WasmEmbedder {
     /// `model.safetensors`, `tokenizer.json`, and where the model has them `modules.json`,
     /// `1_Pooling/config.json`, `sentence_bert_config.json`,
     /// `config_sentence_transformers.json`, `tokenizer_config.json`) to its bytes as a
-    /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, or empty for the default.
+    /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
     #[wasm_bindgen(constructor)]
     pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
@@ -163,7 +163,7 @@ impl WasmEmbedder {
         self.embedder.dim()
     }
 
-    /// The precision the weights are held in (`f32`, `f16`, `q8_0`).
+    /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`).
     pub fn precision(&self) -> String {
         self.embedder.precision().name().to_owned()
     }

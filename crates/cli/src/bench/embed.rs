@@ -152,7 +152,7 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
     let owned = texts(a.texts, a.tokens);
     let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
     let mut native = Vec::new();
-    for precision in [Precision::F32, Precision::F16, Precision::Q8_0] {
+    for precision in Precision::ALL {
         let mut e = Embedder::load(&a.model, EmbedderOptions { precision, threads: a.threads })?;
         native.push(Native { precision: precision.name(), speed: time_native(&mut e, &texts, a.tokens, a.repeats)? });
     }

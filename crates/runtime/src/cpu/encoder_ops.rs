@@ -152,11 +152,20 @@ unsafe fn attend_fma(
     attend_body::<true>(q, k, v, stride, dims, scale, out, out_stride, scratch)
 }
 
+/// Queries per block of the attention's two products.
+const QB: usize = 4;
+/// Keys per score block.
+const KB: usize = 16;
+/// Dimensions per output block.
+const DB: usize = 16;
+
 /// The attention of one head as two small matrix products in registers. Keys are first
 /// copied transposed and pre-scaled (`kt[c][j] = k_j[c]·scale`) and values packed
-/// (`vv[j][c]`), so that each query's scores are 32 keys at a time in accumulators over
-/// the head's dimensions, and its output 16 dimensions at a time over the keys: every
-/// inner loop is a contiguous, vectorizable multiply-add.
+/// (`vv[j][c]`). Queries go [`QB`] at a time: their scores [`KB`] keys at a time in
+/// accumulators over the head's dimensions (per dimension, one load of the keys feeds
+/// four broadcast query values), their outputs [`DB`] dimensions at a time over the keys
+/// likewise (`score_block`, `output_block`: explicit AVX2 where the CPU has it, as the
+/// vectorizer spills four queries' accumulators; one query at a time elsewhere).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn attend_body<const FMA: bool>(
@@ -170,58 +179,160 @@ fn attend_body<const FMA: bool>(
     out_stride: usize,
     scratch: &mut Vec<f32>,
 ) {
-    const KB: usize = 32; // keys per score block
-    const DB: usize = 16; // dimensions per output block
+    if tokens == 0 {
+        return;
+    }
     let padded = tokens.div_ceil(KB) * KB;
     scratch.clear();
-    scratch.resize(d * padded + padded * d + padded, 0.0);
+    scratch.resize(d * padded + padded * d + QB * padded + QB * d, 0.0);
     let (kt, rest) = scratch.split_at_mut(d * padded);
-    let (vv, scores) = rest.split_at_mut(padded * d);
+    let (vv, rest) = rest.split_at_mut(padded * d);
+    let (scores, qblock) = rest.split_at_mut(QB * padded);
     for j in 0..tokens {
         for c in 0..d {
             kt[c * padded + j] = k[j * stride + c] * scale;
             vv[j * d + c] = v[j * stride + c];
         }
     }
-    for i in 0..tokens {
-        let qi = &q[i * stride..i * stride + d];
-        for (jb, block) in scores.chunks_exact_mut(KB).enumerate() {
-            let mut acc = [0f32; KB];
-            for (c, &a) in qi.iter().enumerate() {
-                let row: &[f32; KB] = kt[c * padded + jb * KB..][..KB].try_into().unwrap_or(&[0.0; KB]);
-                for l in 0..KB {
-                    acc[l] = madd::<FMA>(a, row[l], acc[l]);
-                }
-            }
-            *<&mut [f32; KB]>::try_from(block).unwrap_or(&mut [0.0; KB]) = acc;
+    for i0 in (0..tokens).step_by(QB) {
+        // The block's queries side by side; a last, partial block repeats its last query
+        // in the spare rows (computed, not written out).
+        for (r, dst) in qblock.chunks_exact_mut(d).enumerate() {
+            let i = (i0 + r).min(tokens - 1);
+            dst.copy_from_slice(&q[i * stride..i * stride + d]);
         }
-        let live = &mut scores[..tokens];
-        let max = live.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        // Exponentials first, then their sum: separate loops, so the first vectorizes.
-        live.iter_mut().for_each(|s| *s = exp_nonpositive(*s - max));
-        let inv = 1.0 / sum8(live);
-        let oi = &mut out[i * out_stride..i * out_stride + d];
+        for jb in 0..padded / KB {
+            score_block::<FMA>(qblock, d, &kt[jb * KB..], padded, &mut scores[jb * KB..], padded);
+        }
+        let mut inv = [0f32; QB];
+        for (r, row) in scores.chunks_exact_mut(padded).enumerate() {
+            let live = &mut row[..tokens];
+            let max = live.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+            // Exponentials first, then their sum: separate loops, so the first vectorizes.
+            live.iter_mut().for_each(|s| *s = exp_nonpositive(*s - max));
+            inv[r] = 1.0 / sum8(live);
+        }
+        let n = (tokens - i0).min(QB);
         if d.is_multiple_of(DB) {
             for c0 in (0..d).step_by(DB) {
-                let mut acc = [0f32; DB];
-                for (j, &p) in live.iter().enumerate() {
-                    let vj: &[f32; DB] = vv[j * d + c0..][..DB].try_into().unwrap_or(&[0.0; DB]);
+                let mut acc = [[0f32; DB]; QB];
+                output_block::<FMA>(scores, padded, tokens, &vv[c0..], d, &mut acc);
+                for (r, a) in acc.iter().enumerate().take(n) {
+                    let oi = &mut out[(i0 + r) * out_stride + c0..][..DB];
                     for l in 0..DB {
-                        acc[l] = madd::<FMA>(p, vj[l], acc[l]);
+                        oi[l] = a[l] * inv[r];
                     }
-                }
-                for l in 0..DB {
-                    oi[c0 + l] = acc[l] * inv;
                 }
             }
         } else {
-            oi.fill(0.0);
-            for (j, &p) in live.iter().enumerate() {
-                for (o, &x) in oi.iter_mut().zip(&vv[j * d..(j + 1) * d]) {
-                    *o = madd::<FMA>(p, x, *o);
+            for r in 0..n {
+                let oi = &mut out[(i0 + r) * out_stride..(i0 + r) * out_stride + d];
+                oi.fill(0.0);
+                for (j, &p) in scores[r * padded..r * padded + tokens].iter().enumerate() {
+                    for (o, &x) in oi.iter_mut().zip(&vv[j * d..(j + 1) * d]) {
+                        *o = madd::<FMA>(p, x, *o);
+                    }
                 }
+                oi.iter_mut().for_each(|o| *o *= inv[r]);
             }
-            oi.iter_mut().for_each(|o| *o *= inv);
+        }
+    }
+}
+
+/// `scores[r][l] = Σ_c qblock[r][c] · kt[c][l]` for the [`QB`] queries of `qblock` (rows of
+/// `d`) and [`KB`] keys (`kt` rows `kt_stride` apart, `scores` rows `s_stride` apart).
+#[inline(always)]
+fn score_block<const FMA: bool>(qblock: &[f32], d: usize, kt: &[f32], kt_stride: usize, scores: &mut [f32], s_stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if FMA {
+        assert!(qblock.len() >= QB * d && kt.len() >= (d - 1) * kt_stride + KB && scores.len() >= (QB - 1) * s_stride + KB);
+        // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
+        return unsafe { score_block_avx2(qblock, d, kt, kt_stride, scores, s_stride) };
+    }
+    for r in 0..QB {
+        let mut acc = [0f32; KB];
+        for (c, &a) in qblock[r * d..(r + 1) * d].iter().enumerate() {
+            let keys: &[f32; KB] = kt[c * kt_stride..][..KB].try_into().unwrap_or(&[0.0; KB]);
+            for l in 0..KB {
+                acc[l] = madd::<FMA>(a, keys[l], acc[l]);
+            }
+        }
+        scores[r * s_stride..][..KB].copy_from_slice(&acc);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn score_block_avx2(qblock: &[f32], d: usize, kt: &[f32], kt_stride: usize, scores: &mut [f32], s_stride: usize) {
+    use std::arch::x86_64::*;
+    let (qp, kp, sp) = (qblock.as_ptr(), kt.as_ptr(), scores.as_mut_ptr());
+    let mut acc = [[_mm256_setzero_ps(); 2]; QB];
+    for c in 0..d {
+        // SAFETY: the caller checked that QB rows of d queries, d rows of KB keys and QB
+        // rows of KB scores are inside the slices.
+        unsafe {
+            let k0 = _mm256_loadu_ps(kp.add(c * kt_stride));
+            let k1 = _mm256_loadu_ps(kp.add(c * kt_stride + 8));
+            for (r, a) in acc.iter_mut().enumerate() {
+                let x = _mm256_broadcast_ss(&*qp.add(r * d + c));
+                a[0] = _mm256_fmadd_ps(x, k0, a[0]);
+                a[1] = _mm256_fmadd_ps(x, k1, a[1]);
+            }
+        }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        // SAFETY: as above.
+        unsafe {
+            _mm256_storeu_ps(sp.add(r * s_stride), a[0]);
+            _mm256_storeu_ps(sp.add(r * s_stride + 8), a[1]);
+        }
+    }
+}
+
+/// `acc[r][l] = Σ_j scores[r][j] · vv[j][l]` over `tokens` keys for [`QB`] score rows
+/// (`s_stride` apart) and [`DB`] dimensions of the values (`vv` rows `d` apart).
+#[inline(always)]
+fn output_block<const FMA: bool>(scores: &[f32], s_stride: usize, tokens: usize, vv: &[f32], d: usize, acc: &mut [[f32; DB]; QB]) {
+    #[cfg(target_arch = "x86_64")]
+    if FMA {
+        assert!(scores.len() >= (QB - 1) * s_stride + tokens && vv.len() >= (tokens - 1) * d + DB);
+        // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
+        return unsafe { output_block_avx2(scores, s_stride, tokens, vv, d, acc) };
+    }
+    for (r, a) in acc.iter_mut().enumerate() {
+        for (j, &p) in scores[r * s_stride..r * s_stride + tokens].iter().enumerate() {
+            let vj: &[f32; DB] = vv[j * d..][..DB].try_into().unwrap_or(&[0.0; DB]);
+            for l in 0..DB {
+                a[l] = madd::<FMA>(p, vj[l], a[l]);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn output_block_avx2(scores: &[f32], s_stride: usize, tokens: usize, vv: &[f32], d: usize, acc: &mut [[f32; DB]; QB]) {
+    use std::arch::x86_64::*;
+    let (sp, vp) = (scores.as_ptr(), vv.as_ptr());
+    let mut c = [[_mm256_setzero_ps(); 2]; QB];
+    for j in 0..tokens {
+        // SAFETY: the caller checked that QB rows of `tokens` scores and `tokens` rows of
+        // DB values are inside the slices.
+        unsafe {
+            let v0 = _mm256_loadu_ps(vp.add(j * d));
+            let v1 = _mm256_loadu_ps(vp.add(j * d + 8));
+            for (r, cr) in c.iter_mut().enumerate() {
+                let p = _mm256_broadcast_ss(&*sp.add(r * s_stride + j));
+                cr[0] = _mm256_fmadd_ps(p, v0, cr[0]);
+                cr[1] = _mm256_fmadd_ps(p, v1, cr[1]);
+            }
+        }
+    }
+    for (a, cr) in acc.iter_mut().zip(&c) {
+        // SAFETY: each row of `acc` holds DB = 16 floats.
+        unsafe {
+            _mm256_storeu_ps(a.as_mut_ptr(), cr[0]);
+            _mm256_storeu_ps(a.as_mut_ptr().add(8), cr[1]);
         }
     }
 }
@@ -283,21 +394,25 @@ mod tests {
 
     #[test]
     fn attention_matches_a_plain_softmax() {
-        let (tokens, d, stride) = (5, 12, 40);
-        let buf: Vec<f32> = (0..tokens * stride * 3).map(|i| ((i * 13) % 17) as f32 / 9.0 - 0.9).collect();
-        let (q, k, v) = (&buf[0..], &buf[tokens * stride..], &buf[2 * tokens * stride..]);
-        let mut out = vec![0f32; tokens * d];
-        attend(q, k, v, stride, (tokens, d), 0.3, &mut out, d, &mut Vec::new());
-        for i in 0..tokens {
-            let s: Vec<f64> = (0..tokens)
-                .map(|j| (0..d).map(|c| f64::from(q[i * stride + c]) * f64::from(k[j * stride + c])).sum::<f64>() * 0.3)
-                .collect();
-            let m = s.iter().cloned().fold(f64::MIN, f64::max);
-            let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
-            let z: f64 = e.iter().sum();
-            for c in 0..d {
-                let want: f64 = (0..tokens).map(|j| e[j] / z * f64::from(v[j * stride + c])).sum();
-                assert!((f64::from(out[i * d + c]) - want).abs() < 1e-5);
+        // Query counts around the block of four, key counts around the block of 32, head
+        // widths that are and are not whole blocks of 16 dimensions.
+        for (tokens, d, stride) in [(5, 12, 40), (1, 16, 16), (4, 32, 96), (37, 32, 100), (66, 48, 48)] {
+            let buf: Vec<f32> = (0..tokens * stride * 3).map(|i| ((i * 13) % 17) as f32 / 9.0 - 0.9).collect();
+            let (q, k, v) = (&buf[0..], &buf[tokens * stride..], &buf[2 * tokens * stride..]);
+            let mut out = vec![f32::NAN; tokens * d];
+            attend(q, k, v, stride, (tokens, d), 0.3, &mut out, d, &mut Vec::new());
+            for i in 0..tokens {
+                let s: Vec<f64> = (0..tokens)
+                    .map(|j| (0..d).map(|c| f64::from(q[i * stride + c]) * f64::from(k[j * stride + c])).sum::<f64>() * 0.3)
+                    .collect();
+                let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..d {
+                    let want: f64 = (0..tokens).map(|j| e[j] / z * f64::from(v[j * stride + c])).sum();
+                    let got = out[i * d + c];
+                    assert!((f64::from(got) - want).abs() < 1e-5, "{tokens} tokens, d {d}: query {i} dim {c}: {got} vs {want}");
+                }
             }
         }
     }

@@ -22,7 +22,7 @@
 //! once per token block into the task's scratch.
 
 use super::threads::Threads;
-use super::{madd, SharedMut};
+use super::{bf16, madd, SharedMut};
 
 /// Output rows per panel (vector lanes of the accumulators).
 #[cfg(not(target_arch = "wasm32"))]
@@ -62,6 +62,8 @@ enum PanelData {
         q: Vec<i8>,
         d: Vec<f32>,
     },
+    /// bfloat16 in k-pairs (`[panel][k / 2][lane][k % 2]`, see [`super::bf16`]).
+    Bf16(Vec<u16>),
 }
 
 /// The element type panels are stored in.
@@ -74,6 +76,9 @@ pub enum PanelType {
     /// Q8_0 (int8 with a scale per 32 weights of a row), expanded likewise. `cols` must
     /// be a multiple of 32.
     Q8_0,
+    /// bfloat16, multiplied with activations rounded to bf16 where the CPU has AVX-512
+    /// BF16 (twice the f32 FMA rate), else expanded to f32 per panel.
+    Bf16,
 }
 
 impl PanelMatrix {
@@ -114,6 +119,7 @@ impl PanelMatrix {
                 }
                 PanelData::Q8 { q, d }
             }
+            PanelType::Bf16 => PanelData::Bf16(super::bf16::pairs_from_panels(&f, cols)),
         };
         PanelMatrix { rows, cols, data }
     }
@@ -124,6 +130,7 @@ impl PanelMatrix {
             PanelData::F32(v) => v.len() * 4,
             PanelData::F16(v) => v.len() * 2,
             PanelData::Q8 { q, d } => q.len() + d.len() * 4,
+            PanelData::Bf16(v) => v.len() * 2,
         }
     }
 
@@ -148,12 +155,60 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
     let want_groups = (threads.count() * 4).div_ceil(token_blocks).max(1);
     let per_group = w.panels().div_ceil(want_groups).max(1);
     let groups = w.panels().div_ceil(per_group);
+    // With AVX-512 BF16 the activations are rounded to bf16 pairs once, for every task.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+    let bf16_pairs = match &w.data {
+        PanelData::Bf16(_) if bf16::has_avx512_bf16() => Some(bf16::activation_pairs(x, w.cols, bf16::MR_BF16)),
+        _ => None,
+    };
     // Each task writes a disjoint (token block × panel group) rectangle of `out`.
     let ptr = SharedMut(out.as_mut_ptr());
+    // Writes `n` tokens' accumulators (`row(i)`, NR values each) from token `t` of panel `p`.
+    let store = |n: usize, row: &dyn Fn(usize) -> [f32; NR], t: usize, p: usize| {
+        let lanes = (w.rows - p * NR).min(NR);
+        let bias = bias.map(|b| &b[p * NR..p * NR + lanes]);
+        for i in 0..n {
+            let row = row(i);
+            // SAFETY: t + i < tokens and p · NR + lanes ≤ rows (checked sizes above); the
+            // calling task owns these tokens of this panel, so no other task writes here.
+            let dst = unsafe { core::slice::from_raw_parts_mut(ptr.get().add((t + i) * w.rows + p * NR), lanes) };
+            match bias {
+                Some(b) => dst.iter_mut().zip(&row).zip(b).for_each(|((d, &v), &b)| *d = v + b),
+                None => dst.copy_from_slice(&row[..lanes]),
+            }
+        }
+    };
     threads.for_each(token_blocks * groups, |task| {
         let (tb, g) = (task / groups, task % groups);
         let (t0, t1) = (tb * TOKEN_BLOCK, ((tb + 1) * TOKEN_BLOCK).min(tokens));
         let (p0, p1) = (g * per_group, ((g + 1) * per_group).min(w.panels()));
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(xb), PanelData::Bf16(v)) = (&bf16_pairs, &w.data) {
+            let per = NR * bf16::padded_cols(w.cols);
+            let kp = per / (2 * NR);
+            let mut p = p0;
+            while p < p1 {
+                let mut t = t0;
+                while t < t1 {
+                    let n = (t1 - t).min(bf16::MR_BF16);
+                    // SAFETY: `bf16_pairs` exists only where the CPU has AVX-512 BF16; its
+                    // rows are padded to whole tiles, and each panel holds `per` values.
+                    if p + 1 < p1 {
+                        let mut acc = [[[0f32; NR]; 2]; bf16::MR_BF16];
+                        unsafe { bf16::kernel::<2>(&xb[t * kp..], kp, &v[p * per..(p + 2) * per], &mut acc) };
+                        store(n, &|i| acc[i][0], t, p);
+                        store(n, &|i| acc[i][1], t, p + 1);
+                    } else {
+                        let mut acc = [[[0f32; NR]; 1]; bf16::MR_BF16];
+                        unsafe { bf16::kernel::<1>(&xb[t * kp..], kp, &v[p * per..(p + 1) * per], &mut acc) };
+                        store(n, &|i| acc[i][0], t, p);
+                    }
+                    t += n;
+                }
+                p += 2;
+            }
+            return;
+        }
         let mut scratch = Vec::new();
         for p in p0..p1 {
             let panel: &[f32] = match &w.data {
@@ -173,22 +228,18 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
                     expand_q8(&q[p * per..(p + 1) * per], &d[p * per / 32..(p + 1) * per / 32], &mut scratch);
                     &scratch
                 }
+                PanelData::Bf16(v) => {
+                    let per = NR * bf16::padded_cols(w.cols);
+                    bf16::expand_panel(&v[p * per..(p + 1) * per], w.cols, &mut scratch);
+                    &scratch
+                }
             };
-            let lanes = (w.rows - p * NR).min(NR);
             let mut t = t0;
             while t < t1 {
                 let n = (t1 - t).min(MR);
                 let mut acc = [[0f32; NR]; MR];
                 kernel(&x[t * w.cols..(t + n) * w.cols], w.cols, n, panel, &mut acc);
-                for (i, row) in acc.iter().enumerate().take(n) {
-                    for (j, &v) in row.iter().enumerate().take(lanes) {
-                        let r = p * NR + j;
-                        let b = bias.map_or(0.0, |b| b[r]);
-                        // SAFETY: t + i < tokens and r < rows (checked sizes above); this
-                        // task owns tokens t0..t1 of panels p0..p1.
-                        unsafe { *ptr.get().add((t + i) * w.rows + r) = v + b };
-                    }
-                }
+                store(n, &|i| acc[i], t, p);
                 t += n;
             }
         }
@@ -360,7 +411,7 @@ mod tests {
         for (rows, cols, tokens, threads) in [(37, 64, 1, 1), (16, 32, 7, 2), (50, 96, 200, 2), (8, 32, 13, 3)] {
             let (w, x, bias) = (values(rows * cols, 1), values(tokens * cols, 2), values(rows, 3));
             let want = reference(&x, &w, &bias, rows, cols);
-            for ty in [PanelType::F32, PanelType::F16, PanelType::Q8_0] {
+            for ty in [PanelType::F32, PanelType::F16, PanelType::Q8_0, PanelType::Bf16] {
                 let m = PanelMatrix::from_rows(&w, rows, cols, ty);
                 let mut out = vec![f32::NAN; tokens * rows];
                 gemm(&Threads::new(threads), &x, &m, Some(&bias), &mut out);
@@ -370,6 +421,8 @@ mod tests {
                     PanelType::F32 => 1e-5,
                     PanelType::F16 => 2e-3,
                     PanelType::Q8_0 => 5e-3,
+                    // Weights and (with AVX-512 BF16) activations off by up to 2^-9 each.
+                    PanelType::Bf16 => 5e-3,
                 } * cols as f32;
                 for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= tol, "{ty:?} {rows}x{cols}, {tokens} tokens, output {i}: {a} vs {b}");

@@ -5,7 +5,8 @@
 //!   `isum`: their integer inner products, in wasm `simd128` where built with it.
 //! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
 //! - [`matmul`]: matrices in their block format and the threaded product.
-//! - [`gemm`]: the float (F32/F16) product for encoders, on weights re-laid in panels.
+//! - [`gemm`]: the float (F32/F16/Q8_0/BF16) product for encoders, on weights re-laid in
+//!   panels; [`bf16`]: its bfloat16 panels and AVX-512 BF16 kernel.
 //! - [`encoder_ops`]: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
 //! - [`threads`]: the worker pool.
@@ -14,6 +15,7 @@ pub mod act;
 pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod bf16;
 pub mod dot;
 pub mod encoder_ops;
 pub mod gemm;

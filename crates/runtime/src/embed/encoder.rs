@@ -34,21 +34,31 @@ pub enum Precision {
     /// llama.cpp's Q8_0 quantization (one scale per 32 weights of a row): a quarter of
     /// the memory, expanded to f32 per panel as it is used.
     Q8_0,
+    /// bfloat16 weights (half the memory); where the CPU has AVX-512 BF16 the activations
+    /// are rounded to bf16 too and pairs are multiplied at twice the f32 rate, elsewhere
+    /// the panels expand to f32.
+    Bf16,
 }
 
 impl Precision {
+    /// Every precision offered.
+    pub const ALL: [Precision; 4] = [Precision::F32, Precision::F16, Precision::Q8_0, Precision::Bf16];
+    /// Their names, for messages: "f32, f16, q8_0, bf16".
+    pub const NAMES: &'static str = "f32, f16, q8_0, bf16";
+
     /// The name used on the command line and in output.
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::F16 => "f16",
             Precision::Q8_0 => "q8_0",
+            Precision::Bf16 => "bf16",
         }
     }
 
     /// Parse [`Precision::name`].
     pub fn parse(s: &str) -> Option<Self> {
-        [Precision::F32, Precision::F16, Precision::Q8_0].into_iter().find(|p| p.name() == s)
+        Precision::ALL.into_iter().find(|p| p.name() == s)
     }
 }
 
@@ -66,6 +76,7 @@ impl Linear {
             Precision::Q8_0 if cols.is_multiple_of(32) => PanelType::Q8_0,
             // A width Q8_0 blocks cannot tile is kept in f16.
             Precision::Q8_0 => PanelType::F16,
+            Precision::Bf16 => PanelType::Bf16,
         };
         Linear { weights: PanelMatrix::from_rows(w, rows, cols, ty), bias }
     }
@@ -249,6 +260,7 @@ fn table(w: &[f32], rows: usize, cols: usize, precision: Precision) -> QMatrix {
         }
         Precision::Q8_0 | Precision::F16 => (GgmlType::F16, w.iter().flat_map(|&v| crate::quant::f32_to_f16(v).to_le_bytes()).collect()),
         Precision::F32 => (GgmlType::F32, w.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        Precision::Bf16 => (GgmlType::BF16, w.iter().flat_map(|&v| crate::cpu::bf16::to_bf16(v).to_le_bytes()).collect()),
     };
     // Sizes agree by construction (rows × cols values in whole blocks).
     QMatrix::new(ty, rows, cols, bytes).unwrap_or_else(|| unreachable!("embedding table of {rows}×{cols} in {ty:?}"))
