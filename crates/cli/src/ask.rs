@@ -12,7 +12,6 @@ use docmem_runtime::lm::{Lm, LoadOptions};
 use docmem_runtime::qa::{ask, AskParams};
 use docmem_runtime::store::DirStore;
 
-use crate::ingest::DEFAULT_READER;
 use crate::CliError;
 
 #[derive(Args)]
@@ -25,7 +24,7 @@ pub struct AskArgs {
     /// Memories to retrieve and show the answerer.
     #[arg(long, default_value_t = 8)]
     pub k: usize,
-    /// The answerer model [default: models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf]
+    /// The answerer model [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub answerer: Option<PathBuf>,
     /// Most answer tokens.
@@ -58,7 +57,7 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     }
     let mut embedder = a.embedder.open()?;
     let library = open_library(&a.library, embedder.as_ref())?;
-    let path = a.answerer.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
+    let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
     }

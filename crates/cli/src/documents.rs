@@ -18,6 +18,10 @@ pub struct DocumentsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also print each document's outline (the reader's outline items, each with its
+    /// number of chunks).
+    #[arg(long)]
+    pub outline: bool,
 }
 
 #[derive(Args)]
@@ -55,6 +59,16 @@ pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
     for d in &m.documents {
         let fallback = if d.fallback.is_some() { ", fell back to the sentence chunker" } else { "" };
         writeln!(out, "{}  {}  {} bytes, {} chunks, by {}{fallback}", d.id, d.title, d.bytes, d.scenarios, d.reader)?;
+        if a.outline {
+            let (_, memory) = lib.get(d.id)?;
+            if memory.outline.is_empty() {
+                writeln!(out, "    (no outline: {} plain chunks)", memory.scenarios.len())?;
+            }
+            for (i, item) in memory.outline.iter().enumerate() {
+                let chunks = memory.scenarios.iter().filter(|s| s.outline_item == Some(i as u32)).count();
+                writeln!(out, "    {}. {item}  ({chunks} chunks)", i + 1)?;
+            }
+        }
     }
     Ok(())
 }

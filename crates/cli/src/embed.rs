@@ -123,7 +123,5 @@ impl EmbedderArgs {
 /// all-MiniLM-L6-v2 where `scripts/fetch-models.sh` ($DOCMEM_MODELS) or `docmem models
 /// fetch` (./models) put it.
 fn default_model_dir() -> Option<PathBuf> {
-    let mut places: Vec<PathBuf> = std::env::var_os("DOCMEM_MODELS").map(PathBuf::from).into_iter().collect();
-    places.push(PathBuf::from("models"));
-    places.into_iter().map(|p| p.join(DEFAULT_MODEL)).find(|d| d.join("model.safetensors").is_file())
+    crate::models::model_dirs().into_iter().map(|p| p.join(DEFAULT_MODEL)).find(|d| d.join("model.safetensors").is_file())
 }

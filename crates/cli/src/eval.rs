@@ -23,7 +23,6 @@ use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::chunk::{chunk_document, passage_sizes};
-use crate::ingest::DEFAULT_READER;
 use crate::CliError;
 
 #[derive(Subcommand)]
@@ -39,7 +38,7 @@ pub enum EvalCommand {
 pub struct QaEvalArgs {
     #[command(flatten)]
     pub retrieval: RetrievalEvalArgs,
-    /// The answerer model [default: models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf]
+    /// The answerer model [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub answerer: Option<PathBuf>,
     /// Memories shown to the answerer.
@@ -68,7 +67,7 @@ pub struct RetrievalEvalArgs {
     /// recursive, semantic.
     #[arg(long, default_value = "mom,fixed,sentence,recursive,semantic", value_delimiter = ',')]
     pub methods: Vec<String>,
-    /// The reader model for mom [default: models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf]
+    /// The reader model for mom [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
     /// Sampled candidates per window besides the greedy one.
@@ -189,7 +188,7 @@ pub fn run(cmd: &EvalCommand) -> Result<(), CliError> {
 }
 
 fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec<(DocumentMemory, f64)>), CliError> {
-    let path = a.reader.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
+    let path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument {
             message: format!("--reader: {} does not exist (or leave mom out of --methods)", path.display()),
@@ -356,7 +355,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
 
     let a = &q.retrieval;
     let set = load_set(a)?;
-    let path = q.answerer.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
+    let path = q.answerer.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
     }

