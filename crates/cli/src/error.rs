@@ -19,6 +19,13 @@ pub enum CliError {
         /// The file.
         path: PathBuf,
     },
+    /// A PDF whose text could not be extracted.
+    Pdf {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: docmem_runtime::pdf::PdfError,
+    },
     /// A file type docmem does not read.
     UnsupportedFile {
         /// The file.
@@ -54,7 +61,11 @@ impl CliError {
     /// 2 for bad input, 1 for failures.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Read { .. } | CliError::NotUtf8 { .. } | CliError::UnsupportedFile { .. } | CliError::BadArgument { .. } => 2,
+            CliError::Read { .. }
+            | CliError::NotUtf8 { .. }
+            | CliError::Pdf { .. }
+            | CliError::UnsupportedFile { .. }
+            | CliError::BadArgument { .. } => 2,
             _ => 1,
         }
     }
@@ -66,8 +77,9 @@ impl fmt::Display for CliError {
             CliError::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             CliError::NotUtf8 { path } => write!(f, "{} is not UTF-8 text", path.display()),
             CliError::UnsupportedFile { path } => {
-                write!(f, "{}: unsupported file type (docmem reads .txt, .md and .html)", path.display())
+                write!(f, "{}: unsupported file type (docmem reads .txt, .md, .html and .pdf)", path.display())
             }
+            CliError::Pdf { path, source } => write!(f, "{}: {source}", path.display()),
             CliError::BadArgument { message } => write!(f, "{message}"),
             CliError::Retrieve(e) => write!(f, "{e}"),
             CliError::Chunk(e) => write!(f, "{e}"),

@@ -63,7 +63,7 @@ pub struct IngestArgs {
     /// Print one JSON object per document instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Documents (.txt, .md, .html) or folders of them.
+    /// Documents (.txt, .md, .html, .pdf) or folders of them.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
 }
@@ -214,7 +214,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Files named, and the readable files (`.txt`, `.md`, `.html`) under folders named,
+/// Files named, and the readable files (`.txt`, `.md`, `.html`, `.pdf`) under folders named,
 /// recursively and in name order; other files in a folder are skipped with a note.
 fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
@@ -227,11 +227,10 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
             if p.is_dir() {
                 walk(&p, out)?;
             } else {
-                let ext = p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-                if matches!(ext.as_deref(), Some("txt" | "md" | "markdown" | "html" | "htm")) {
+                if crate::input::is_readable(&p) {
                     out.push(p);
                 } else {
-                    eprintln!("docmem: skipping {} (not .txt, .md or .html)", p.display());
+                    eprintln!("docmem: skipping {} (not .txt, .md, .html or .pdf)", p.display());
                 }
             }
         }

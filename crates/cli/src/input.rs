@@ -6,17 +6,30 @@ use docmem_core::Document;
 
 use crate::CliError;
 
-/// Read a `.txt`, `.md` or `.html` file (its text extracted) as a document titled by its
-/// file name.
-pub fn read_document(path: &Path) -> Result<Document, CliError> {
+/// The file extensions [`read_document`] reads.
+pub const READABLE: [&str; 6] = ["txt", "md", "markdown", "html", "htm", "pdf"];
+
+/// Whether `path` has an extension [`read_document`] reads.
+pub fn is_readable(path: &Path) -> bool {
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    let html = matches!(ext.as_deref(), Some("html" | "htm"));
-    if !html && !matches!(ext.as_deref(), Some("txt" | "md" | "markdown")) {
+    ext.is_some_and(|e| READABLE.contains(&e.as_str()))
+}
+
+/// Read a `.txt`, `.md`, `.html` or `.pdf` file (the text of the last two extracted) as a
+/// document titled by its file name.
+pub fn read_document(path: &Path) -> Result<Document, CliError> {
+    if !is_readable(path) {
         return Err(CliError::UnsupportedFile { path: path.to_path_buf() });
     }
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let bytes = std::fs::read(path).map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
-    let text = String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?;
-    let text = if html { docmem_core::html::html_to_text(&text) } else { text };
+    let text = match ext.as_deref() {
+        Some("pdf") => docmem_runtime::pdf::pdf_text(&bytes).map_err(|source| CliError::Pdf { path: path.to_path_buf(), source })?,
+        Some("html" | "htm") => {
+            docmem_core::html::html_to_text(&String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?)
+        }
+        _ => String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?,
+    };
     let title = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     Ok(Document::new(title, text))
 }

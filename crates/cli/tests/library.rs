@@ -132,18 +132,19 @@ fn ingest_with_smollm2_then_ask_gives_a_cited_answer() {
 fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     let lib = temp_library("baseline");
     let l = lib.display().to_string();
-    // A folder: its .html is read (text extracted), other files are skipped.
+    // A folder: its .html and .pdf are read (text extracted), other files are skipped.
     let folder = lib.with_extension("docs");
     let _ = std::fs::remove_dir_all(&folder);
     std::fs::create_dir_all(&folder).unwrap();
     let html = folder.join("bells.html");
     std::fs::write(&html, "<html><body><h1>Bells</h1><p>The bell of Saint Paul rang at noon &amp; at dusk.</p></body></html>").unwrap();
     std::fs::write(folder.join("picture.png"), [0u8, 1, 2]).unwrap();
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime/tests/fixtures/two-pages.pdf"), folder.join("caxton.pdf")).unwrap();
     let h = folder.display().to_string();
     let out = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &example(), &h]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipping"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = ok(&out);
-    assert_eq!(out.matches(": added ").count(), 2, "{out}");
+    assert_eq!(out.matches(": added ").count(), 3, "{out}");
     let v: serde_json::Value = serde_json::from_str(&ok(&docmem(&[
         "ask",
         "When did the bell ring?",
@@ -166,20 +167,32 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Cargo.toml: unsupported file type"));
     assert_eq!(files(&lib), before, "nothing written");
+    let broken = folder.join("broken.pdf");
+    std::fs::write(&broken, b"%PDF-1.4\n1 0 obj << /Type /Catalog").unwrap();
+    let out = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &broken.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("broken.pdf: the PDF could not be read"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(files(&lib), before, "nothing written");
+    std::fs::remove_file(&broken).unwrap();
     // Another embedder cannot search this library.
     let out = docmem(&["ask", "bells?", "--library", &l, "--embedder", "/nonexistent-model"]);
     assert_eq!(out.status.code(), Some(2));
     // Listing, and removal by title: gone from every layer, its files deleted.
     let listed = ok(&docmem(&["documents", "--library", &l]));
-    assert!(listed.starts_with("2 documents, embedder hashing-384"), "{listed}");
+    assert!(listed.starts_with("3 documents, embedder hashing-384"), "{listed}");
+    assert!(listed.contains("  caxton.pdf  "), "{listed}");
     assert!(listed.contains("  bells.html  "), "{listed}");
     let out = docmem(&["remove", "--library", &l, "no-such-title"]);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(files(&lib), before, "a bad name removes nothing");
     ok(&docmem(&["remove", "--library", &l, "bells.html"]));
     let v: serde_json::Value = serde_json::from_str(&ok(&docmem(&["documents", "--library", &l, "--json"]))).unwrap();
-    assert_eq!(v["documents"].as_array().unwrap().len(), 1);
-    assert_eq!(files(&lib).iter().filter(|f| f.starts_with("documents/")).count(), 1);
+    assert_eq!(v["documents"].as_array().unwrap().len(), 2);
+    assert_eq!(files(&lib).iter().filter(|f| f.starts_with("documents/")).count(), 2);
     let before = files(&lib);
 
     // A new document with a reader that does not exist: a named input error, no change.

@@ -19,6 +19,8 @@ pub mod embed;
 pub mod gguf;
 pub mod lm;
 pub mod model;
+#[cfg(feature = "pdf")]
+pub mod pdf;
 pub mod qa;
 pub mod quant;
 pub mod safetensors;
