@@ -183,3 +183,15 @@ impl From<docmem_runtime::qa::QaError> for CliError {
         }
     }
 }
+
+impl From<docmem_runtime::ingest::IngestError> for CliError {
+    fn from(e: docmem_runtime::ingest::IngestError) -> Self {
+        use docmem_runtime::ingest::IngestError;
+        match e {
+            IngestError::Reader(e) => e.into(),
+            IngestError::Chunk(e) => e.into(),
+            IngestError::Library(e) => e.into(),
+            e => CliError::BadArgument { message: e.to_string() },
+        }
+    }
+}

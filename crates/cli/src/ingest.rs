@@ -11,16 +11,18 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
+use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
-use docmem_core::reader::{extract_memory, ExtractSettings, Progress, ReaderPrompt, Stage};
+use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
+use docmem_runtime::ingest::{ingest, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::store::DirStore;
 use serde::Serialize;
 
-use crate::chunk::{chunk_document, passage_sizes};
+use crate::chunk::passage_sizes;
 use crate::input::read_document;
 use crate::CliError;
 
@@ -174,11 +176,10 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
             report(&mut out, a.json, path, doc, None, false, started)?;
             continue;
         }
-        let memory = match baseline {
+        let mut method = match baseline {
             Some(kind) => {
                 let (size, overlap) = passage_sizes(kind, None, None);
-                let spans = chunk_document(doc, kind, size, overlap, embedder.as_mut())?;
-                DocumentMemory::from_spans(doc, &spans, kind.name())
+                MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }
             }
             None => {
                 if models.is_none() {
@@ -195,21 +196,20 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
                     models = Some((reader, scorer));
                 }
                 let Some((reader, scorer)) = &models else { continue };
-                let mut reader = LmReader::new(reader, model_name(&reader_path));
-                let mut scorer = match (scorer, &a.scorer) {
-                    (Some(lm), Some(p)) => Some(LmReader::new(lm, model_name(p))),
-                    _ => None,
-                };
-                let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
-                let label = doc.title.clone();
-                extract_memory(doc, &mut reader, scorer.as_mut().map(|s| s as &mut dyn docmem_core::Scorer), &extract, &mut |p| {
-                    line.show(&label, p);
-                    true
-                })?
+                MemoryMethod::Mom {
+                    reader: LmReader::new(reader, model_name(&reader_path)),
+                    scorer: scorer.as_ref().zip(a.scorer.as_ref()).map(|(lm, p)| LmReader::new(lm, model_name(p))),
+                    settings: extract.clone(),
+                }
             }
         };
-        let added = library.add(doc, &memory, embedder.as_mut())?;
-        report(&mut out, a.json, path, doc, Some(&memory), added, started)?;
+        let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
+        let label = doc.title.clone();
+        let done = ingest(&mut library, doc, &mut method, embedder.as_mut(), &mut |p| {
+            line.show(&label, p);
+            true
+        })?;
+        report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub mod chat;
 pub mod cpu;
 pub mod embed;
 pub mod gguf;
+pub mod ingest;
 pub mod lm;
 pub mod model;
 #[cfg(feature = "pdf")]

@@ -173,10 +173,11 @@ pub fn ask<S: Store, B: Backend>(
     params: &AskParams,
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
-    let t = std::time::Instant::now();
+    // Not `Instant`: it panics in wasm32-unknown-unknown.
+    let t = crate::lm::now_seconds();
     let search = SearchParams { k: params.k.max(1), ..SearchParams::default() };
     let sources = retrieve(library, embedder, question, &search, params.max_chunk_chars)?;
-    let retrieve_seconds = t.elapsed().as_secs_f64();
+    let retrieve_seconds = crate::lm::now_seconds() - t;
     let memories: Vec<Memory<'_>> =
         sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
     let chinese = detect_language(question) == "zh";

@@ -8,12 +8,17 @@
 //!
 //! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
 //! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (one thread, in linear
-//! memory), and [`WasmEmbedder`], a BERT-family sentence embedder on the same kernels. The `DocMem` class (libraries, models, workers) comes with the browser
-//! issue.
+//! memory), [`WasmEmbedder`], a BERT-family sentence embedder on the same kernels, and
+//! [`WasmLibrary`], a document library (ingest, search, cited answers) whose changes the
+//! JavaScript side persists. The `DocMem` client (workers, model cache, IndexedDB) comes
+//! with the browser issue.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::{align_memory, parse_memreader_output, AlignParams, HashingEmbedder};
 use wasm_bindgen::prelude::*;
+
+mod library;
+pub use library::WasmLibrary;
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, JsError> {
     serde_json::to_string(value).map_err(|e| JsError::new(&format!("cannot encode result: {e}")))
@@ -44,6 +49,8 @@ pub fn parse_and_align(document: &str, reader_output: &str) -> Result<String, Js
 #[wasm_bindgen(js_name = Lm)]
 pub struct WasmLm {
     lm: docmem_runtime::lm::Lm,
+    /// The name the model is known by (provenance, prompt choice).
+    name: String,
 }
 
 #[wasm_bindgen(js_class = Lm)]
@@ -55,7 +62,7 @@ impl WasmLm {
         let lm =
             docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
                 .map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(WasmLm { lm })
+        Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
     /// Load a model of `length` bytes through `read(offset, length) → Uint8Array`, a
@@ -85,7 +92,14 @@ impl WasmLm {
         let lm =
             docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
                 .map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(WasmLm { lm })
+        Ok(WasmLm { lm, name: "model.gguf".into() })
+    }
+
+    /// Name the model (its file name, say): memories record it, and the reader prompt is
+    /// chosen by it (MemReader checkpoints get their own variant).
+    #[wasm_bindgen(js_name = setName)]
+    pub fn set_name(&mut self, name: &str) {
+        self.name = name.to_owned();
     }
 
     /// Token ids of `text` (no BOS), as JSON.

@@ -28,7 +28,7 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use store::{MemStore, Store, StoreError};
+pub use store::{archive, unarchive, ArchiveError, JournalStore, MemStore, Store, StoreError};
 
 use crate::document::{DocId, Document};
 use crate::embed::Embedder;
@@ -320,6 +320,12 @@ impl<S: Store> Library<S> {
     /// The index (for searches with a caller's own vectors or parameters).
     pub fn index(&self) -> &MemoryIndex {
         &self.index
+    }
+
+    /// The store, for what it offers beside [`Store`] (a [`JournalStore`]'s journal, say).
+    /// Writing keys through it bypasses the library: don't.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
     }
 
     /// The store, given back.

@@ -86,3 +86,202 @@ impl Store for MemStore {
         Ok(self.entries.keys().cloned().collect())
     }
 }
+
+/// A store in memory that keeps, in order, the writes and removals not yet persisted
+/// elsewhere: the browser's store. The library runs on it synchronously; after each
+/// operation the host takes the journal ([`JournalStore::take_journal`]) and applies it in
+/// one transaction of its own storage (IndexedDB, OPFS, files), so a tab closed midway
+/// leaves that storage as it was before the operation. The journal preserves the
+/// library's order (new keys first, the manifest last).
+#[derive(Clone, Debug, Default)]
+pub struct JournalStore {
+    entries: BTreeMap<String, Vec<u8>>,
+    journal: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl JournalStore {
+    /// A store holding `entries` (what the host's storage holds), with an empty journal.
+    pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
+        JournalStore { entries, journal: Vec::new() }
+    }
+
+    /// The changes since the last call, in order: `(key, Some(bytes))` to write,
+    /// `(key, None)` to delete.
+    pub fn take_journal(&mut self) -> Vec<(String, Option<Vec<u8>>)> {
+        core::mem::take(&mut self.journal)
+    }
+
+    /// Every entry.
+    pub fn entries(&self) -> &BTreeMap<String, Vec<u8>> {
+        &self.entries
+    }
+}
+
+impl Store for JournalStore {
+    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.entries.get(key).cloned())
+    }
+
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.entries.insert(key.into(), bytes.to_vec());
+        self.journal.push((key.into(), Some(bytes.to_vec())));
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+        if self.entries.remove(key).is_some() {
+            self.journal.push((key.into(), None));
+        }
+        Ok(())
+    }
+
+    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+        Ok(self.entries.keys().cloned().collect())
+    }
+}
+
+/// The first bytes of an exported library.
+const ARCHIVE_MAGIC: &[u8; 8] = b"DOCMEMLB";
+/// The archive layout's version.
+const ARCHIVE_VERSION: u32 = 1;
+
+/// A whole library as one byte string (export, backup, moving between devices):
+/// `DOCMEMLB`, version (u32 LE), entry count (u32 LE), then per entry key length (u32 LE),
+/// key (UTF-8), value length (u64 LE), value. Keys in order, so equal libraries give equal
+/// bytes.
+pub fn archive(entries: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    let size: usize = entries.iter().map(|(k, v)| 12 + k.len() + v.len()).sum();
+    let mut out = Vec::with_capacity(16 + size);
+    out.extend_from_slice(ARCHIVE_MAGIC);
+    out.extend_from_slice(&ARCHIVE_VERSION.to_le_bytes());
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (k, v) in entries {
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// Why an archive could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArchiveError {
+    /// The bytes do not start with the archive's magic.
+    NotAnArchive,
+    /// Written by a newer archive version.
+    UnsupportedVersion {
+        /// The version found.
+        found: u32,
+    },
+    /// The bytes end inside an entry, or a key is not UTF-8 or not a valid key.
+    Malformed {
+        /// Which entry (from 0).
+        entry: u32,
+    },
+}
+
+impl fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArchiveError::NotAnArchive => write!(f, "not an exported docmem library"),
+            ArchiveError::UnsupportedVersion { found } => {
+                write!(f, "the library was exported by a newer docmem (archive version {found}, this one reads {ARCHIVE_VERSION})")
+            }
+            ArchiveError::Malformed { entry } => write!(f, "the exported library is damaged (entry {entry})"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ArchiveError {}
+
+/// The entries of an [`archive`]. Never allocates more than the input's size.
+pub fn unarchive(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, ArchiveError> {
+    let rest = bytes.strip_prefix(ARCHIVE_MAGIC.as_slice()).ok_or(ArchiveError::NotAnArchive)?;
+    let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
+        *rest = tail;
+        Some(head.to_vec())
+    };
+    let u32_at = |rest: &mut &[u8]| take(rest, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let mut rest = rest;
+    let version = u32_at(&mut rest).ok_or(ArchiveError::NotAnArchive)?;
+    if version > ARCHIVE_VERSION {
+        return Err(ArchiveError::UnsupportedVersion { found: version });
+    }
+    let count = u32_at(&mut rest).ok_or(ArchiveError::Malformed { entry: 0 })?;
+    let mut out = BTreeMap::new();
+    for entry in 0..count {
+        let bad = ArchiveError::Malformed { entry };
+        let klen = u32_at(&mut rest).ok_or(bad.clone())? as usize;
+        let key = String::from_utf8(take(&mut rest, klen).ok_or(bad.clone())?).map_err(|_| bad.clone())?;
+        let valid = !key.is_empty()
+            && key.split('/').all(|part| {
+                !part.is_empty()
+                    && part != "."
+                    && part != ".."
+                    && part.bytes().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+            });
+        if !valid {
+            return Err(bad);
+        }
+        let vlen = take(&mut rest, 8).map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])).ok_or(bad.clone())?;
+        let vlen = usize::try_from(vlen).map_err(|_| bad.clone())?;
+        let value = take(&mut rest, vlen).ok_or(bad)?;
+        out.insert(key, value);
+    }
+    if !rest.is_empty() {
+        return Err(ArchiveError::Malformed { entry: count });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_keeps_order_and_drops_nothing() {
+        let mut s = JournalStore::default();
+        s.write("documents/a", b"1").unwrap();
+        s.write("manifest.json", b"m").unwrap();
+        s.remove("documents/a").unwrap();
+        s.remove("never-there").unwrap();
+        let j = s.take_journal();
+        assert_eq!(
+            j,
+            [("documents/a".into(), Some(b"1".to_vec())), ("manifest.json".into(), Some(b"m".to_vec())), ("documents/a".into(), None)]
+        );
+        assert!(s.take_journal().is_empty());
+        assert_eq!(s.keys().unwrap(), ["manifest.json"]);
+    }
+
+    #[test]
+    fn archives_round_trip_and_damage_is_an_error() {
+        let mut entries = BTreeMap::new();
+        entries.insert("manifest.json".to_string(), b"{}".to_vec());
+        entries.insert("documents/ab12.json".to_string(), vec![0u8, 255, 7]);
+        entries.insert("empty".to_string(), Vec::new());
+        let bytes = archive(&entries);
+        assert_eq!(unarchive(&bytes).unwrap(), entries);
+        assert_eq!(unarchive(b"not a library"), Err(ArchiveError::NotAnArchive));
+        // Every truncation is an error, never a panic or a partial library.
+        for cut in 0..bytes.len() {
+            assert!(unarchive(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut newer = bytes.clone();
+        newer[8] = 9;
+        assert_eq!(unarchive(&newer), Err(ArchiveError::UnsupportedVersion { found: 9 }));
+        // A key that would escape a directory store is refused.
+        let mut evil = BTreeMap::new();
+        evil.insert("../etc".to_string(), vec![1]);
+        assert!(matches!(unarchive(&archive(&evil)), Err(ArchiveError::Malformed { entry: 0 })));
+        // A huge declared length does not allocate: it is checked against the input.
+        let mut huge = archive(&BTreeMap::from([("k".to_string(), vec![1u8])]));
+        let at = huge.len() - 9;
+        huge[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(unarchive(&huge).is_err());
+    }
+}

@@ -33,7 +33,7 @@ use crate::tokenizer::{Tokenizer, TokenizerError};
 
 /// Seconds since an arbitrary origin: `Instant` natively, the JS clock on wasm (where
 /// `Instant` panics).
-fn now_seconds() -> f64 {
+pub(crate) fn now_seconds() -> f64 {
     #[cfg(not(target_arch = "wasm32"))]
     {
         static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();

@@ -1,0 +1,147 @@
+//! A document into a library: its memory written (by the reader model, or a baseline
+//! chunker) and added atomically.
+//!
+//! The one place this happens, so the CLI, the npm package and the tests ingest the same
+//! way; each front end only reads files (or receives text) and shows progress.
+
+use std::fmt;
+
+use docmem_core::chunk::{chunk_with, ChunkError, ChunkOptions, ChunkerKind};
+use docmem_core::library::{Library, LibraryError, Store};
+use docmem_core::reader::{extract_memory, ExtractSettings, ModelError, Progress};
+use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
+
+use crate::lm::{Backend, LmReader};
+
+/// How a document becomes a memory.
+pub enum MemoryMethod<'a, B: Backend> {
+    /// MoM: the reader model writes outline, cores and chunks; candidates are scored by
+    /// `scorer` (default: the reader).
+    Mom {
+        /// The reader.
+        reader: LmReader<'a, B>,
+        /// Another model to score candidates with.
+        scorer: Option<LmReader<'a, B>>,
+        /// Sampling, windows, fallback.
+        settings: ExtractSettings,
+    },
+    /// A baseline chunker: plain chunks, no outline or cores.
+    Chunker {
+        /// Which.
+        kind: ChunkerKind,
+        /// Its sizes.
+        options: ChunkOptions,
+    },
+}
+
+/// Why a document could not be ingested. The library is unchanged in every case.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The reader or scorer failed.
+    Reader(ModelError),
+    /// The chunker failed.
+    Chunk(ChunkError),
+    /// Storing or indexing failed.
+    Library(LibraryError),
+    /// The progress callback asked to stop.
+    Cancelled,
+}
+
+impl fmt::Display for IngestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IngestError::Reader(e) => write!(f, "{e}"),
+            IngestError::Chunk(e) => write!(f, "{e}"),
+            IngestError::Library(e) => write!(f, "{e}"),
+            IngestError::Cancelled => write!(f, "cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
+
+impl From<LibraryError> for IngestError {
+    fn from(e: LibraryError) -> Self {
+        IngestError::Library(e)
+    }
+}
+
+/// What [`ingest`] did.
+#[derive(Debug)]
+pub struct Ingested {
+    /// The memory (read back from the library when the document was already there).
+    pub memory: DocumentMemory,
+    /// False when the same content was already in the library (nothing was done).
+    pub added: bool,
+}
+
+/// Write `doc`'s memory with `method` and add it to `library` (atomically: on any error,
+/// or a cancel from `progress`, the library is as it was). A document whose content is
+/// already there is not read again.
+pub fn ingest<S: Store, B: Backend>(
+    library: &mut Library<S>,
+    doc: &Document,
+    method: &mut MemoryMethod<'_, B>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<Ingested, IngestError> {
+    if library.contains(doc.id) {
+        return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
+    }
+    let memory = write_memory(doc, method, embedder, progress)?;
+    let added = library.add(doc, &memory, embedder)?;
+    Ok(Ingested { memory, added })
+}
+
+/// `doc`'s memory by `method`, without storing it.
+pub fn write_memory<B: Backend>(
+    doc: &Document,
+    method: &mut MemoryMethod<'_, B>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<DocumentMemory, IngestError> {
+    match method {
+        MemoryMethod::Chunker { kind, options } => {
+            let spans = chunk_with(*kind, &doc.text, *options, Some(embedder)).map_err(IngestError::Chunk)?;
+            Ok(DocumentMemory::from_spans(doc, &spans, kind.name()))
+        }
+        MemoryMethod::Mom { reader, scorer, settings } => {
+            let mut cancelled = false;
+            let memory = extract_memory(doc, reader, scorer.as_mut().map(|s| s as &mut dyn Scorer), settings, &mut |p| {
+                let go_on = progress(p);
+                cancelled |= !go_on;
+                go_on
+            });
+            match memory {
+                Err(_) if cancelled => Err(IngestError::Cancelled),
+                m => m.map_err(IngestError::Reader),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docmem_core::library::{LibrarySettings, MemStore};
+    use docmem_core::retrieve::RetrievalMode;
+    use docmem_core::HashingEmbedder;
+
+    use crate::cpu::transformer::CpuTransformer;
+
+    #[test]
+    fn a_chunker_memory_goes_in_once() {
+        let mut embedder = HashingEmbedder::new(64);
+        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let doc = Document::new("bells.txt", "The bell rang at noon. It rang again at dusk, twice.");
+        let mut method: MemoryMethod<'_, CpuTransformer> =
+            MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size: Some(8), overlap: Some(0) } };
+        let first = ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true).unwrap();
+        assert!(first.added && !first.memory.scenarios.is_empty());
+        let again = ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true).unwrap();
+        assert!(!again.added);
+        assert_eq!(again.memory, first.memory);
+    }
+}

@@ -1,0 +1,241 @@
+//! [`WasmLibrary`]: a document library in wasm memory whose changes the JavaScript side
+//! persists.
+//!
+//! Browsers' storage (IndexedDB, OPFS) is asynchronous and the library is synchronous, so
+//! the library runs on a [`JournalStore`] in memory: JavaScript opens it with the entries
+//! its storage holds, and after each call takes the journal (`takeWrites`) and applies it
+//! in one transaction (a tab closed midway leaves the stored library as it was). In Node
+//! the same journal goes to files. Ingest, search and answers are the runtime's
+//! (`docmem_runtime::ingest`, `docmem_runtime::qa`); this file only translates.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
+use docmem_core::reader::{ExtractSettings, Progress, Stage};
+use docmem_core::retrieve::{RetrievalMode, SearchParams};
+use docmem_core::{DocId, Document, Embedder};
+use docmem_runtime::ingest::{ingest, MemoryMethod};
+use docmem_runtime::lm::LmReader;
+use docmem_runtime::qa::{ask, retrieve, AskParams};
+use wasm_bindgen::prelude::*;
+
+use crate::{to_json, WasmEmbedder, WasmLm};
+
+fn err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+/// A library (documents, memories, the three layers' indexes) held in wasm memory.
+#[wasm_bindgen(js_name = Library)]
+pub struct WasmLibrary {
+    library: Library<JournalStore>,
+}
+
+/// `{key: Uint8Array}` → entries.
+fn entries_from(object: &js_sys::Object) -> Result<BTreeMap<String, Vec<u8>>, JsError> {
+    let mut map = BTreeMap::new();
+    for entry in js_sys::Object::entries(object).iter() {
+        let pair: js_sys::Array = entry.unchecked_into();
+        let key = pair.get(0).as_string().ok_or_else(|| JsError::new("a library key is not a string"))?;
+        let bytes = pair
+            .get(1)
+            .dyn_into::<js_sys::Uint8Array>()
+            .map_err(|_| JsError::new(&format!("library entry '{key}' is not a Uint8Array")))?;
+        map.insert(key, bytes.to_vec());
+    }
+    Ok(map)
+}
+
+fn progress_object(p: &Progress) -> JsValue {
+    let o = js_sys::Object::new();
+    let stage = match p.stage {
+        Stage::Reading => "reading",
+        Stage::Scoring => "scoring",
+        Stage::Fallback => "fallback",
+        Stage::Done => "done",
+    };
+    let fields: [(&str, JsValue); 8] = [
+        ("stage", stage.into()),
+        ("window", (p.window as f64).into()),
+        ("windows", (p.windows as f64).into()),
+        ("tokensDone", (p.tokens_done as f64).into()),
+        ("tokensTotal", (p.tokens_total as f64).into()),
+        ("candidatesDone", (p.candidates_done as f64).into()),
+        ("candidatesTotal", (p.candidates_total as f64).into()),
+        ("fraction", p.fraction().into()),
+    ];
+    for (k, v) in fields {
+        let _ = js_sys::Reflect::set(&o, &k.into(), &v);
+    }
+    o.into()
+}
+
+impl WasmLibrary {
+    /// The document whose id prints as `s` (as `documents()` lists them).
+    fn doc_id(&self, s: &str) -> Result<DocId, JsError> {
+        self.library
+            .documents()
+            .iter()
+            .map(|d| d.id)
+            .find(|id| id.to_string() == s)
+            .ok_or_else(|| JsError::new(&format!("no document '{s}' in the library")))
+    }
+}
+
+#[wasm_bindgen(js_class = Library)]
+impl WasmLibrary {
+    /// Open a library from the entries its storage holds (`{key: Uint8Array}`; empty for
+    /// a new one) for `embedder`, whose vectors it indexes. A library built with another
+    /// embedder, or by a newer docmem, is an error.
+    pub fn open(entries: js_sys::Object, embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
+        let e = &embedder.embedder;
+        let settings = LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer };
+        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings).map_err(err)?;
+        Ok(WasmLibrary { library })
+    }
+
+    /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
+    /// journal, so `takeWrites` gives the storage everything to store.
+    #[wasm_bindgen(js_name = importLibrary)]
+    pub fn import_library(bytes: &[u8], embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
+        let entries = unarchive(bytes).map_err(err)?;
+        let e = &embedder.embedder;
+        let settings = LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer };
+        let mut store = JournalStore::default();
+        for (k, v) in &entries {
+            docmem_core::library::Store::write(&mut store, k, v).map_err(err)?;
+        }
+        let library = Library::open(store, &settings).map_err(err)?;
+        Ok(WasmLibrary { library })
+    }
+
+    /// Add a document with a baseline chunker (`sentence`, `fixed`, `recursive`,
+    /// `semantic`): plain chunks, no outline or cores. Returns JSON `{id, added, chunks,
+    /// outline, fallback}`; `added` is false when the same content was already there.
+    #[wasm_bindgen(js_name = addDocument)]
+    pub fn add_document(&mut self, title: &str, text: &str, chunker: &str, embedder: &mut WasmEmbedder) -> Result<String, JsError> {
+        let kind: ChunkerKind = chunker.parse().map_err(|e: docmem_core::chunk::UnknownChunker| err(e))?;
+        let options = match kind {
+            // The same ~128-token passages as the CLI's default.
+            ChunkerKind::Sentence => ChunkOptions { size: Some(128), overlap: Some(16) },
+            _ => ChunkOptions::default(),
+        };
+        let mut method = MemoryMethod::Chunker { kind, options };
+        self.add(title, text, &mut method, embedder, None)
+    }
+
+    /// Add a document whose memory `reader` writes (MoM: outline, cores, chunks; the best
+    /// of a greedy and `samples` sampled candidates). `progress` is called with `{stage,
+    /// window, windows, tokensDone, tokensTotal, candidatesDone, candidatesTotal,
+    /// fraction}`; returning `false` cancels (the library is unchanged). Returns JSON as
+    /// `addDocument` does.
+    #[wasm_bindgen(js_name = addDocumentWithReader)]
+    pub fn add_document_with_reader(
+        &mut self,
+        title: &str,
+        text: &str,
+        embedder: &mut WasmEmbedder,
+        reader: &WasmLm,
+        samples: u32,
+        progress: Option<js_sys::Function>,
+    ) -> Result<String, JsError> {
+        let mut method = MemoryMethod::Mom {
+            reader: LmReader::new(&reader.lm, reader.name.clone()),
+            scorer: None,
+            settings: ExtractSettings { samples: samples as usize, ..ExtractSettings::default() },
+        };
+        self.add(title, text, &mut method, embedder, progress)
+    }
+
+    fn add(
+        &mut self,
+        title: &str,
+        text: &str,
+        method: &mut MemoryMethod<'_, docmem_runtime::cpu::transformer::CpuTransformer>,
+        embedder: &mut WasmEmbedder,
+        progress: Option<js_sys::Function>,
+    ) -> Result<String, JsError> {
+        if text.trim().is_empty() {
+            return Err(JsError::new(&format!("'{title}' has no text")));
+        }
+        let doc = Document::new(title, text);
+        let mut report = |p: &Progress| match &progress {
+            Some(f) => !matches!(f.call1(&JsValue::NULL, &progress_object(p)), Ok(v) if v == JsValue::FALSE),
+            None => true,
+        };
+        let done = ingest(&mut self.library, &doc, method, &mut embedder.embedder, &mut report).map_err(err)?;
+        to_json(&serde_json::json!({
+            "id": doc.id.to_string(),
+            "added": done.added,
+            "chunks": done.memory.scenarios.len(),
+            "outline": done.memory.outline.len(),
+            "fallback": done.memory.provenance.fallback,
+        }))
+    }
+
+    /// Retrieval without an answer: the `k` best passages through the three layers, JSON
+    /// `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
+    pub fn search(&self, question: &str, k: u32, embedder: &mut WasmEmbedder) -> Result<String, JsError> {
+        let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
+        to_json(&retrieve(&self.library, &mut embedder.embedder, question, &params, 0).map_err(err)?)
+    }
+
+    /// Answer `question` from the library with `answerer`, streaming text pieces to
+    /// `onToken` (returning `false` stops). JSON `{answer, not_in_documents, cited,
+    /// citations_from, sources, …}`.
+    pub fn ask(
+        &self,
+        question: &str,
+        k: u32,
+        max_tokens: u32,
+        embedder: &mut WasmEmbedder,
+        answerer: &WasmLm,
+        on_token: Option<js_sys::Function>,
+    ) -> Result<String, JsError> {
+        let params = AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() };
+        let answer = ask(&self.library, &mut embedder.embedder, &answerer.lm, question, &params, |piece| match &on_token {
+            Some(f) if matches!(f.call1(&JsValue::NULL, &piece.into()), Ok(v) if v == JsValue::FALSE) => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        })
+        .map_err(err)?;
+        to_json(&answer)
+    }
+
+    /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.
+    pub fn documents(&self) -> Result<String, JsError> {
+        to_json(self.library.manifest())
+    }
+
+    /// A document's memory (outline, scenarios with spans and cores, provenance) as JSON.
+    pub fn memory(&self, doc: &str) -> Result<String, JsError> {
+        let (_, memory) = self.library.get(self.doc_id(doc)?).map_err(err)?;
+        to_json(memory)
+    }
+
+    /// Remove a document from every layer. False when it was not there.
+    #[wasm_bindgen(js_name = removeDocument)]
+    pub fn remove_document(&mut self, doc: &str) -> Result<bool, JsError> {
+        let id = self.doc_id(doc)?;
+        self.library.remove(id).map_err(err)
+    }
+
+    /// The changes since the last call, in order, for the storage to apply in one
+    /// transaction: an array of `[key, Uint8Array]` (write) and `[key, null]` (delete).
+    #[wasm_bindgen(js_name = takeWrites)]
+    pub fn take_writes(&mut self) -> js_sys::Array {
+        let out = js_sys::Array::new();
+        for (key, value) in self.library.store_mut().take_journal() {
+            let v = value.map_or(JsValue::NULL, |b| js_sys::Uint8Array::from(b.as_slice()).into());
+            out.push(&js_sys::Array::of2(&key.into(), &v));
+        }
+        out
+    }
+
+    /// The whole library as one byte string (see `docmem_core::library::archive`).
+    #[wasm_bindgen(js_name = exportLibrary)]
+    pub fn export_library(&mut self) -> Vec<u8> {
+        archive(self.library.store_mut().entries())
+    }
+}
