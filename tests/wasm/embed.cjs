@@ -32,7 +32,7 @@ const files = modelFiles(modelDir);
 const texts = golden.cases.map((c) => c.text);
 const truncatedWanted = golden.cases.filter((c) => c.tokens > golden.max_seq_length).length;
 let failures = 0;
-for (const precision of ['f32', 'f16', 'q8_0']) {
+for (const precision of ['f32', 'f16', 'bf16', 'q8_0']) {
   const t0 = performance.now();
   const e = new Embedder(files, 'all-MiniLM-L6-v2', precision);
   const t1 = performance.now();

@@ -154,8 +154,9 @@ unsafe fn attend_fma(
 
 /// Queries per block of the attention's two products.
 const QB: usize = 4;
-/// Keys per score block.
-const KB: usize = 16;
+/// Keys per score block: 16 for the AVX2 blocks (four queries × two vectors), 32 where
+/// one query goes at a time (wasm: eight `simd128` accumulators).
+const KB: usize = if cfg!(target_arch = "x86_64") { 16 } else { 32 };
 /// Dimensions per output block.
 const DB: usize = 16;
 
