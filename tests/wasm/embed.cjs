@@ -8,27 +8,15 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
+const { readTree } = require('./common.cjs');
 
 const [pkgDir, modelDir, goldenPath] = process.argv.slice(2);
 const { Embedder } = require(path.resolve(pkgDir, 'docmem_wasm.js'));
 const golden = JSON.parse(fs.readFileSync(goldenPath, 'utf8'));
 const MIN_COSINE = 0.999;
 
-// Every file of the model directory, by its name relative to the directory.
-function modelFiles(dir) {
-  const files = {};
-  const walk = (sub) => {
-    for (const entry of fs.readdirSync(path.join(dir, sub), { withFileTypes: true })) {
-      const name = sub ? `${sub}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) walk(name);
-      else files[name] = new Uint8Array(fs.readFileSync(path.join(dir, name)));
-    }
-  };
-  walk('');
-  return files;
-}
 
-const files = modelFiles(modelDir);
+const files = readTree(modelDir);
 const texts = golden.cases.map((c) => c.text);
 const truncatedWanted = golden.cases.filter((c) => c.tokens > golden.max_seq_length).length;
 let failures = 0;

@@ -11,22 +11,11 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { readTree } = require('./common.cjs');
 
 const [pkgDir, modelsDir, examplePath] = process.argv.slice(2);
 const { Embedder, Library, Lm } = require(path.resolve(pkgDir, 'docmem_wasm.js'));
 
-function modelFiles(dir) {
-  const files = {};
-  const walk = (sub) => {
-    for (const entry of fs.readdirSync(path.join(dir, sub), { withFileTypes: true })) {
-      const name = sub ? `${sub}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) walk(name);
-      else files[name] = new Uint8Array(fs.readFileSync(path.join(dir, name)));
-    }
-  };
-  walk('');
-  return files;
-}
 
 // The storage: a directory, one file per key. The journal is applied in order (the
 // library puts the manifest last), each file written to a temporary name and renamed.
@@ -44,21 +33,9 @@ function persist(dir, writes) {
   return writes.length;
 }
 
-function load(dir) {
-  const entries = {};
-  const walk = (sub) => {
-    for (const entry of fs.readdirSync(path.join(dir, sub), { withFileTypes: true })) {
-      const name = sub ? `${sub}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) walk(name);
-      else entries[name] = new Uint8Array(fs.readFileSync(path.join(dir, name)));
-    }
-  };
-  walk('');
-  return entries;
-}
 
 const t0 = performance.now();
-const embedder = new Embedder(modelFiles(path.join(modelsDir, 'all-MiniLM-L6-v2')), 'all-MiniLM-L6-v2', '');
+const embedder = new Embedder(readTree(path.join(modelsDir, 'all-MiniLM-L6-v2')), 'all-MiniLM-L6-v2', '');
 const lm = new Lm(new Uint8Array(fs.readFileSync(path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'))));
 lm.setName('SmolLM2-135M-Instruct.Q4_1.gguf');
 const store = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-wasm-library-'));
@@ -114,7 +91,7 @@ assert.ok(answer.sources.some((s) => s.text.includes('Caxton')));
 assert.throws(() => lib.search('   ', 3, embedder), /empty/);
 
 // Reopened from storage: the same documents.
-const reopened = Library.open(load(store), embedder);
+const reopened = Library.open(readTree(store), embedder);
 assert.equal(reopened.documents(), lib.documents());
 assert.equal(JSON.parse(reopened.documents()).documents.length, 2);
 
@@ -122,7 +99,7 @@ assert.equal(JSON.parse(reopened.documents()).documents.length, 2);
 const bytes = lib.exportLibrary();
 const imported = Library.importLibrary(bytes, embedder);
 assert.equal(imported.documents(), lib.documents());
-assert.equal(imported.takeWrites().length, Object.keys(load(store)).length);
+assert.equal(imported.takeWrites().length, Object.keys(readTree(store)).length);
 assert.throws(() => Library.importLibrary(bytes.slice(0, bytes.length - 3), embedder), /damaged/);
 assert.throws(() => Library.importLibrary(new Uint8Array([1, 2, 3]), embedder), /not an exported docmem library/);
 
@@ -131,7 +108,7 @@ assert.equal(lib.removeDocument(mom.id), true);
 persist(store, lib.takeWrites());
 assert.throws(() => lib.memory(mom.id), /no document/);
 assert.throws(() => lib.removeDocument('nope'), /no document 'nope'/);
-assert.equal(JSON.parse(Library.open(load(store), embedder).documents()).documents.length, 1);
+assert.equal(JSON.parse(Library.open(readTree(store), embedder).documents()).documents.length, 1);
 // A library entry that is not bytes is refused, naming the key.
 assert.throws(() => Library.open({ 'manifest.json': 'text' }, embedder), /manifest.json/);
 
