@@ -1,33 +1,43 @@
-//! `docmem eval retrieval`: MoM memories against the baseline chunkers on SQuAD-format
-//! data, at an equal context budget (see `docmem_core::eval`).
+//! `docmem eval retrieval|qa`: MoM memories against the baseline chunkers on SQuAD-format
+//! data, at equal context budgets (the metrics are `docmem_core::eval`'s).
 //!
-//! Each article is one document. Every method indexes the same documents with the same
-//! embedder; question vectors are computed once and shared. MoM memories are the slow
-//! part (the reader writes them), so they are cached under `--library-cache`, keyed by
-//! reader, prompt and sample count: a second run only re-indexes and re-scores.
+//! Every article of the file is one document of **one** library, and every question is
+//! searched against the whole library. Every method indexes the same documents with the
+//! same embedder and the same hybrid retrieval (embedding + BM25 lists fused by RRF;
+//! `--dense-only` leaves BM25 out); question vectors are computed once and shared. Only
+//! the questions of `--split` are scored (dev to tune, test to report; see
+//! `docmem_core::eval::Split`); the library always holds every article.
+//!
+//! MoM memories are the slow part (the reader writes them), so each document's memory is
+//! cached under `--library-cache` as soon as it is written, keyed by the reader file, the
+//! prompt and every extraction setting: a second run only re-indexes and re-scores, and an
+//! interrupted run resumes after the documents already done.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use docmem_core::chunk::ChunkerKind;
-use docmem_core::eval::squad::parse_squad;
-use docmem_core::eval::{score_questions, RetrievalScores};
+use docmem_core::eval::squad::{parse_squad, SquadSet};
+use docmem_core::eval::{score_questions, EvalQuestion, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::index::SegmentParams;
-use docmem_core::reader::{extract_memory, ExtractSettings};
-use docmem_core::retrieve::{MemoryIndex, RetrievalMode};
-use docmem_core::{DocId, Document, DocumentMemory, EmbedRole};
+use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ModelError, ReaderModel, SampleSpec};
+use docmem_core::retrieve::{MemoryIndex, RetrievalMode, RetrievedChunk, SearchParams};
+use docmem_core::{DocId, Document, DocumentMemory, EmbedRole, ScoreError, Scorer};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::chunk::{chunk_document, passage_sizes};
+use crate::ingest::parse_prompt;
 use crate::CliError;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
-    /// Answer-span recall@k and MRR of each chunker and retrieval variant.
+    /// Answer recall at equal budgets of 500, 1,000 and 2,000 characters, recall@1/3/8 and
+    /// MRR of each chunker and MoM retrieval variant.
     Retrieval(RetrievalEvalArgs),
     /// End to end: retrieve, answer with the answerer model, exact match and F1 (SQuAD
     /// normalisation) and informational support (NLL of the gold answer given the context).
@@ -41,9 +51,10 @@ pub struct QaEvalArgs {
     /// The answerer model [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub answerer: Option<PathBuf>,
-    /// Memories shown to the answerer.
-    #[arg(long, default_value_t = 5)]
-    pub k: usize,
+    /// Characters of retrieved chunk text shown to the answerer (the ranked chunks cut
+    /// there, as the retrieval budgets are).
+    #[arg(long, default_value_t = 2000)]
+    pub context_chars: usize,
     /// Most answer tokens.
     #[arg(long, default_value_t = 32)]
     pub max_tokens: usize,
@@ -60,16 +71,28 @@ pub struct RetrievalEvalArgs {
     /// Use only the first N articles (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit_docs: usize,
-    /// Use only the first N answerable questions of those articles (0: all).
+    /// Use only the first N answerable questions of the split (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit_questions: usize,
+    /// Which questions are scored: dev (about 30%, by a hash of the question id; tune
+    /// here), test (the rest; report these) or all. The library holds every article.
+    #[arg(long, default_value = "test")]
+    pub split: Split,
     /// Methods, comma-separated: mom (every retrieval variant), fixed, sentence,
-    /// recursive, semantic.
+    /// recursive, semantic; a chunker may take its size and overlap as NAME:SIZE[:OVERLAP]
+    /// (sentence: tokens; fixed, recursive: characters), e.g. sentence:40:0,fixed:512.
     #[arg(long, default_value = "mom,fixed,sentence,recursive,semantic", value_delimiter = ',')]
     pub methods: Vec<String>,
+    /// Only the embedding lists, no BM25 (dense retrieval, as the reference
+    /// figures were measured).
+    #[arg(long)]
+    pub dense_only: bool,
     /// The reader model for mom [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
+    /// The reader prompt: auto, zh-think, zh, en-think, en, or a prompt file.
+    #[arg(long, default_value = "auto")]
+    pub prompt: String,
     /// Sampled candidates per window besides the greedy one.
     #[arg(long, default_value_t = 3)]
     pub samples: usize,
@@ -79,9 +102,6 @@ pub struct RetrievalEvalArgs {
     /// Most tokens per reader reply (0: as the window needs).
     #[arg(long, default_value_t = 0)]
     pub max_new_tokens: usize,
-    /// Characters of retrieved text per rank (k × this is the budget at k).
-    #[arg(long, default_value_t = 400)]
-    pub budget: usize,
     /// Worker threads for the reader (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -92,47 +112,87 @@ pub struct RetrievalEvalArgs {
     pub json: bool,
 }
 
-/// The evaluation set after the limits: documents and answerable questions.
-fn load_set(a: &RetrievalEvalArgs) -> Result<docmem_core::eval::squad::SquadSet, CliError> {
+/// One method of `--methods`: mom, or a chunker with optional size and overlap.
+#[derive(Clone, Debug, PartialEq)]
+struct Method {
+    /// As written (the row's name).
+    label: String,
+    /// `None` for mom.
+    chunker: Option<ChunkerKind>,
+    size: Option<usize>,
+    overlap: Option<usize>,
+}
+
+fn parse_method(s: &str) -> Result<Method, CliError> {
+    let bad = |why: &str| CliError::BadArgument { message: format!("--methods: '{s}': {why}") };
+    let mut parts = s.trim().split(':');
+    let name = parts.next().unwrap_or("");
+    let mut number = |what: &str| -> Result<Option<usize>, CliError> {
+        parts.next().map(|n| n.parse::<usize>().map_err(|_| bad(&format!("{what} '{n}' is not a number")))).transpose()
+    };
+    let (size, overlap) = (number("size")?, number("overlap")?);
+    if name == "mom" {
+        if size.is_some() {
+            return Err(bad("mom takes no size"));
+        }
+        return Ok(Method { label: "mom".into(), chunker: None, size: None, overlap: None });
+    }
+    let kind: ChunkerKind = name.parse().map_err(|_| bad("not mom, fixed, sentence, recursive or semantic"))?;
+    Ok(Method { label: s.trim().to_string(), chunker: Some(kind), size, overlap })
+}
+
+/// The evaluation set after the split and the limits: documents and answerable questions.
+fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
     let bytes = std::fs::read(&a.data).map_err(|source| CliError::Read { path: a.data.clone(), source })?;
     let mut set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
     if a.limit_docs > 0 {
         set.documents.truncate(a.limit_docs);
         set.questions.retain(|q| q.document < a.limit_docs);
     }
-    set.questions.retain(|q| !q.answers.is_empty());
+    set.questions.retain(|q| !q.answers.is_empty() && a.split.includes(&q.id));
     if a.limit_questions > 0 {
         set.questions.truncate(a.limit_questions);
     }
     Ok(set)
 }
 
-/// Memories of every document by `method` (mom: cached reader memories; else a baseline
-/// chunker), the retrieval modes to evaluate them with, and ingest seconds per document.
+/// A method's memories of every document, with what making them cost.
+struct Memories {
+    memories: Vec<DocumentMemory>,
+    /// Seconds per document to make the memories (reader or chunker).
+    seconds_per_doc: f64,
+    /// The reader's generation speed, tokens per second (mom only).
+    reader_tok_s: Option<f64>,
+}
+
+/// Memories of every document by `method`: cached reader memories for mom, else the
+/// chunker's passages (the same ones `docmem ingest` makes, unless a size is given).
 fn method_memories(
     a: &RetrievalEvalArgs,
-    method: &str,
+    method: &Method,
     docs: &[Document],
     embedder: &mut dyn docmem_core::Embedder,
     reader_name: &mut Option<String>,
-) -> Result<(Vec<DocumentMemory>, Vec<RetrievalMode>, f64), CliError> {
-    let started = Instant::now();
-    if method == "mom" {
+) -> Result<Memories, CliError> {
+    let Some(kind) = method.chunker else {
         let (name, mems) = mom_memories(a, docs)?;
         *reader_name = Some(name);
-        let per_doc = mems.iter().map(|m| m.1).sum::<f64>() / mems.len().max(1) as f64;
-        return Ok((mems.into_iter().map(|m| m.0).collect(), RetrievalMode::ALL.to_vec(), per_doc));
-    }
-    let kind: ChunkerKind =
-        method.parse().map_err(|_| CliError::BadArgument { message: format!("--methods: unknown method '{method}'") })?;
-    let mut mems = Vec::new();
+        let n = mems.len().max(1) as f64;
+        let (tokens, gen_seconds): (usize, f64) = mems.iter().fold((0, 0.0), |(t, s), m| (t + m.reader_tokens, s + m.reader_seconds));
+        return Ok(Memories {
+            seconds_per_doc: mems.iter().map(|m| m.seconds).sum::<f64>() / n,
+            reader_tok_s: (gen_seconds > 0.0).then(|| tokens as f64 / gen_seconds),
+            memories: mems.into_iter().map(|m| m.memory).collect(),
+        });
+    };
+    let started = Instant::now();
+    let (size, overlap) = passage_sizes(kind, method.size, method.overlap);
+    let mut memories = Vec::new();
     for doc in docs {
-        // The same passages as `docmem ingest` makes.
-        let (size, overlap) = passage_sizes(kind, None, None);
         let spans = chunk_document(doc, kind, size, overlap, embedder)?;
-        mems.push(DocumentMemory::from_spans(doc, &spans, kind.name()));
+        memories.push(DocumentMemory::from_spans(doc, &spans, kind.name()));
     }
-    Ok((mems, vec![RetrievalMode::ChunkOnly], started.elapsed().as_secs_f64() / docs.len().max(1) as f64))
+    Ok(Memories { memories, seconds_per_doc: started.elapsed().as_secs_f64() / docs.len().max(1) as f64, reader_tok_s: None })
 }
 
 fn build_index(
@@ -152,30 +212,89 @@ fn build_index(
     Ok(index)
 }
 
+/// One document's cached MoM memory and what it cost.
 #[derive(Serialize, Deserialize)]
 struct CachedMemory {
     memory: DocumentMemory,
+    /// Seconds the whole extraction took (reading and scoring).
     seconds: f64,
+    /// Tokens the reader generated, and the seconds its generate calls took (prompt
+    /// prefill included).
+    #[serde(default)]
+    reader_tokens: usize,
+    #[serde(default)]
+    reader_seconds: f64,
+}
+
+/// A reader that counts the tokens it generates and the time its generate calls take.
+struct TimedReader<R> {
+    inner: R,
+    tokens: usize,
+    seconds: f64,
+}
+
+impl<R: Scorer> Scorer for TimedReader<R> {
+    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+        self.inner.continuation_logprobs(pairs)
+    }
+    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        self.inner.next_token_logprobs(prompt, candidates)
+    }
+    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+        self.inner.count_tokens(text)
+    }
+}
+
+impl<R: ReaderModel> ReaderModel for TimedReader<R> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn context_tokens(&self) -> usize {
+        self.inner.context_tokens()
+    }
+    fn chat_overhead_tokens(&mut self) -> usize {
+        self.inner.chat_overhead_tokens()
+    }
+    fn generate(
+        &mut self,
+        user_turn: &str,
+        specs: &[SampleSpec],
+        max_tokens: usize,
+        after_each: &mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> Result<Vec<Generated>, ModelError> {
+        let t = Instant::now();
+        let out = self.inner.generate(user_turn, specs, max_tokens, after_each);
+        self.seconds += t.elapsed().as_secs_f64();
+        if let Ok(g) = &out {
+            self.tokens += g.iter().map(|g| g.tokens).sum::<usize>();
+        }
+        out
+    }
 }
 
 #[derive(Serialize)]
 struct Row {
     method: String,
+    /// The retrieval variant (chunk-only for the chunkers).
+    retrieval: &'static str,
     #[serde(flatten)]
     scores: RetrievalScores,
     chunks: usize,
     mean_chunk_chars: f64,
+    /// Memories (reader or chunker) plus this variant's index (embedding), per document.
     ingest_seconds_per_doc: f64,
+    reader_tok_s: Option<f64>,
     fallback_docs: usize,
 }
 
 #[derive(Serialize)]
 struct Report {
     data: String,
+    split: Split,
     documents: usize,
     questions: usize,
-    budget_chars_per_rank: usize,
     embedder: String,
+    retrieval: &'static str,
     reader: Option<String>,
     rows: Vec<Row>,
 }
@@ -187,7 +306,25 @@ pub fn run(cmd: &EvalCommand) -> Result<(), CliError> {
     }
 }
 
-fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec<(DocumentMemory, f64)>), CliError> {
+/// The cache folder's name for a reader and its settings: the file's name and size and a
+/// hash of every extraction setting and the prompts it resolves to.
+fn cache_key(path: &Path, name: &str, settings: &ExtractSettings) -> String {
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let mut h = Sha256::new();
+    h.update(format!("{settings:?}\n{size}\n").as_bytes());
+    for language in ["en", "zh"] {
+        h.update(choose_prompt(&settings.prompt, language, name).render("").as_bytes());
+    }
+    let hash: String = h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-s{}-{hash}",
+        name.to_ascii_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+        settings.prompt.name(),
+        settings.samples
+    )
+}
+
+fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec<CachedMemory>), CliError> {
     let path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument {
@@ -195,37 +332,33 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
         });
     }
     let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let key = format!(
-        "{}-s{}-w{}-n{}",
-        name.to_ascii_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
-        a.samples,
-        a.window_tokens,
-        a.max_new_tokens
-    );
-    let dir = a.library_cache.join("mom").join(&key);
-    std::fs::create_dir_all(&dir).map_err(|source| CliError::Read { path: dir.clone(), source })?;
-    let mut lm: Option<Lm> = None;
     let settings = ExtractSettings {
+        prompt: parse_prompt(&a.prompt)?,
         samples: a.samples,
         max_window_tokens: a.window_tokens,
         max_new_tokens: a.max_new_tokens,
         ..ExtractSettings::default()
     };
+    let dir = a.library_cache.join("mom").join(cache_key(&path, &name, &settings));
+    std::fs::create_dir_all(&dir).map_err(|source| CliError::Read { path: dir.clone(), source })?;
+    let mut lm: Option<Lm> = None;
     let mut out = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
+        // Named by the document's content hash: a changed article is read again.
         let file = dir.join(format!("{}.json", doc.id));
         if let Some(c) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<CachedMemory>(&b).ok()) {
             if c.memory.check(doc).is_ok() {
-                out.push((c.memory, c.seconds));
+                out.push(c);
                 continue;
             }
         }
         if lm.is_none() {
+            eprintln!("docmem eval: reading with {name}; memories go to {}", dir.display());
             lm = Some(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?);
         }
         let Some(model) = &lm else { continue };
         let t = Instant::now();
-        let mut reader = LmReader::new(model, name.clone());
+        let mut reader = TimedReader { inner: LmReader::new(model, name.clone()), tokens: 0, seconds: 0.0 };
         let mut last = usize::MAX;
         let memory = extract_memory(doc, &mut reader, None, &settings, &mut |p| {
             if p.candidates_done != last {
@@ -244,62 +377,79 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
             }
             true
         })?;
-        let seconds = t.elapsed().as_secs_f64();
-        let bytes = serde_json::to_vec(&CachedMemory { memory: memory.clone(), seconds }).map_err(|e| CliError::Output(e.into()))?;
+        let cached =
+            CachedMemory { memory, seconds: t.elapsed().as_secs_f64(), reader_tokens: reader.tokens, reader_seconds: reader.seconds };
+        // Written whole and renamed into place: an interrupted run leaves no half file.
+        let bytes = serde_json::to_vec(&cached).map_err(|e| CliError::Output(e.into()))?;
         let tmp = file.with_extension("tmp");
         std::fs::write(&tmp, bytes)
             .and_then(|()| std::fs::rename(&tmp, &file))
             .map_err(|source| CliError::Read { path: file.clone(), source })?;
-        out.push((memory, seconds));
+        out.push(cached);
     }
     Ok((name, out))
 }
 
+/// The search settings every method gets.
+fn search_params(a: &RetrievalEvalArgs) -> SearchParams {
+    SearchParams { lexical: !a.dense_only, ..SearchParams::default() }
+}
+
 fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
+    let methods: Vec<Method> = a.methods.iter().map(|m| parse_method(m)).collect::<Result<_, _>>()?;
     let set = load_set(a)?;
-    let ks = [1usize, 3, 8];
     let mut embedder = a.embedder.open()?;
     let texts: Vec<&str> = set.questions.iter().map(|q| q.question.as_str()).collect();
     let vectors = embedder.embed(&texts, EmbedRole::Query).map_err(docmem_core::retrieve::RetrieveError::Embed)?;
-    let questions: Vec<(&str, &[f32], Vec<&str>)> = set
+    let questions: Vec<EvalQuestion<'_>> = set
         .questions
         .iter()
         .zip(&vectors)
-        .map(|(q, v)| (q.question.as_str(), v.as_slice(), q.answers.iter().map(String::as_str).collect()))
+        .map(|(q, v)| EvalQuestion { question: &q.question, vector: v, golds: q.answers.iter().map(String::as_str).collect() })
         .collect();
     let by_id: HashMap<DocId, &Document> = set.documents.iter().map(|d| (d.id, d)).collect();
-    let chunk_text =
-        |hit: &docmem_core::retrieve::RetrievedChunk| by_id.get(&hit.doc_id).and_then(|d| hit.span.slice(&d.text)).map(str::to_string);
+    let chunk_text = |hit: &RetrievedChunk| by_id.get(&hit.doc_id).and_then(|d| hit.span.slice(&d.text)).map(str::to_string);
+    let params = search_params(a);
+    let docs = set.documents.len().max(1) as f64;
 
     let mut rows = Vec::new();
     let mut reader_name = None;
-    for method in &a.methods {
-        let (memories, variants, per_doc) = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
-        let chunks: usize = memories.iter().map(|m| m.scenarios.len()).sum();
+    for method in &methods {
+        let m = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
+        let chunks: usize = m.memories.iter().map(|m| m.scenarios.len()).sum();
         let chars: usize =
-            memories.iter().zip(&set.documents).flat_map(|(m, d)| m.scenarios.iter().map(move |s| s.span.char_len(&d.text))).sum();
-        let fallback_docs = memories.iter().filter(|m| m.provenance.fallback.is_some()).count();
+            m.memories.iter().zip(&set.documents).flat_map(|(m, d)| m.scenarios.iter().map(move |s| s.span.char_len(&d.text))).sum();
+        let fallback_docs = m.memories.iter().filter(|m| m.provenance.fallback.is_some()).count();
+        let variants = if method.chunker.is_none() { RetrievalMode::ALL.to_vec() } else { vec![RetrievalMode::ChunkOnly] };
         for mode in variants {
-            let index = build_index(mode, &set.documents, &memories, embedder.as_mut())?;
-            let scores = score_questions(&index, &questions, &chunk_text, &ks, a.budget)?;
-            let name = if method == "mom" { format!("mom ({})", mode.name()) } else { method.clone() };
-            eprintln!("docmem eval: {name}: recall@8 {:.3}", scores.recall[2]);
+            let t = Instant::now();
+            let index = build_index(mode, &set.documents, &m.memories, embedder.as_mut())?;
+            let index_seconds = t.elapsed().as_secs_f64();
+            let scores = score_questions(&index, &questions, &chunk_text, &BUDGETS, &RANK_CUTOFFS, &params)?;
+            let name = if method.chunker.is_none() { format!("mom ({})", mode.name()) } else { method.label.clone() };
+            eprintln!(
+                "docmem eval: {name}: recall {:.3} / {:.3} / {:.3} at 500 / 1000 / 2000 characters",
+                scores.budget_recall[0], scores.budget_recall[1], scores.budget_recall[2]
+            );
             rows.push(Row {
                 method: name,
+                retrieval: mode.name(),
                 scores,
                 chunks,
                 mean_chunk_chars: chars as f64 / chunks.max(1) as f64,
-                ingest_seconds_per_doc: per_doc,
+                ingest_seconds_per_doc: m.seconds_per_doc + index_seconds / docs,
+                reader_tok_s: m.reader_tok_s,
                 fallback_docs,
             });
         }
     }
     let report = Report {
         data: a.data.display().to_string(),
+        split: a.split,
         documents: set.documents.len(),
         questions: questions.len(),
-        budget_chars_per_rank: a.budget,
         embedder: embedder.name(),
+        retrieval: if a.dense_only { "dense" } else { "hybrid (dense + BM25, RRF)" },
         reader: reader_name,
         rows,
     };
@@ -311,23 +461,36 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
     }
     writeln!(
         out,
-        "{} documents, {} answerable questions, {} characters per rank, embedder {}",
-        report.documents, report.questions, a.budget, report.embedder
+        "{} documents in one library, {} answerable questions ({} split), embedder {}, {} retrieval{}",
+        report.documents,
+        report.questions,
+        report.split,
+        report.embedder,
+        report.retrieval,
+        report.reader.as_ref().map_or(String::new(), |r| format!(", reader {r}"))
     )?;
-    writeln!(out, "\n| method | recall@1 | recall@3 | recall@8 | MRR | chunks | mean chunk chars | ingest s/doc | fallbacks |")?;
-    writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
+    writeln!(
+        out,
+        "\n| method | recall @500 chars | @1000 | @2000 | recall@1 | recall@3 | recall@8 | MRR | chunks | mean chunk chars | ingest s/doc | reader tok/s | fallbacks |"
+    )?;
+    writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
     for r in &report.rows {
+        let s = &r.scores;
         writeln!(
             out,
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.0} | {:.1} | {} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.0} | {:.2} | {} | {} |",
             r.method,
-            r.scores.recall[0],
-            r.scores.recall[1],
-            r.scores.recall[2],
-            r.scores.mrr,
+            s.budget_recall[0],
+            s.budget_recall[1],
+            s.budget_recall[2],
+            s.recall[0],
+            s.recall[1],
+            s.recall[2],
+            s.mrr,
             r.chunks,
             r.mean_chunk_chars,
             r.ingest_seconds_per_doc,
+            r.reader_tok_s.map_or("–".to_string(), |t| format!("{t:.1}")),
             r.fallback_docs
         )?;
     }
@@ -346,14 +509,25 @@ struct QaRow {
     seconds_per_question: f64,
 }
 
+#[derive(Serialize)]
+struct QaReport {
+    data: String,
+    split: Split,
+    documents: usize,
+    context_chars: usize,
+    answerer: String,
+    rows: Vec<QaRow>,
+}
+
 fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
     use docmem_core::answer::{answer_prompt, says_not_in_documents, Memory};
-    use docmem_core::eval::{exact_match, f1};
+    use docmem_core::eval::{budget_parts, exact_match, f1, search_to_fill};
     use docmem_core::score::informational_support;
     use docmem_runtime::chat::ChatMessage;
     use docmem_runtime::lm::{Prompt, SamplingParams};
 
     let a = &q.retrieval;
+    let methods: Vec<Method> = a.methods.iter().map(|m| parse_method(m)).collect::<Result<_, _>>()?;
     let set = load_set(a)?;
     let path = q.answerer.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
@@ -362,34 +536,32 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
     let mut embedder = a.embedder.open()?;
     let by_id: HashMap<DocId, &Document> = set.documents.iter().map(|d| (d.id, d)).collect();
+    let params = search_params(a);
     let mut rows = Vec::new();
     let mut reader_name = None;
-    for method in &a.methods {
-        let (memories, _, _) = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
-        let mode = if method == "mom" { RetrievalMode::ThreeLayer } else { RetrievalMode::ChunkOnly };
-        let index = build_index(mode, &set.documents, &memories, embedder.as_mut())?;
-        let mem_of: HashMap<DocId, &DocumentMemory> = memories.iter().map(|m| (m.doc_id, m)).collect();
+    for method in &methods {
+        let m = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
+        let mode = if method.chunker.is_none() { RetrievalMode::ThreeLayer } else { RetrievalMode::ChunkOnly };
+        let index = build_index(mode, &set.documents, &m.memories, embedder.as_mut())?;
+        let mem_of: HashMap<DocId, &DocumentMemory> = m.memories.iter().map(|m| (m.doc_id, m)).collect();
         let (mut em, mut f, mut nll, mut nll_n, mut refusals) = (0.0, 0.0, 0.0, 0usize, 0usize);
         let started = Instant::now();
+        let mut scratch = docmem_core::retrieve::SearchScratch::default();
+        let chars = |h: &RetrievedChunk| by_id.get(&h.doc_id).and_then(|d| h.span.slice(&d.text)).map_or(0, |t| t.chars().count());
         for (i, question) in set.questions.iter().enumerate() {
-            let hits = index.search_text(
-                &question.question,
-                embedder.as_mut(),
-                &docmem_core::retrieve::SearchParams { k: q.k, ..Default::default() },
-            )?;
-            // The same budget as retrieval: k × budget characters of chunk text.
-            let mut left = q.k * a.budget;
+            let v = embedder.embed(&[question.question.as_str()], EmbedRole::Query).map_err(docmem_core::retrieve::RetrieveError::Embed)?;
+            let v = v.into_iter().next().unwrap_or_default();
+            let hits = search_to_fill(&index, &question.question, &v, &params, q.context_chars, &chars, &mut scratch)?;
+            // The same cut as the retrieval budgets: the ranked chunk texts, end to end,
+            // cut at --context-chars.
+            let texts: Vec<&str> = hits.iter().map(|h| by_id.get(&h.doc_id).and_then(|d| h.span.slice(&d.text)).unwrap_or("")).collect();
+            let parts = budget_parts(&texts, q.context_chars);
             let mut owned = Vec::new();
-            for h in &hits {
-                let (Some(doc), Some(m)) = (by_id.get(&h.doc_id), mem_of.get(&h.doc_id)) else { continue };
-                let text: String = h.span.slice(&doc.text).unwrap_or("").chars().take(left).collect();
-                left -= text.chars().count();
-                let s = m.scenarios.get(h.scenario as usize);
-                let outline = s.and_then(|s| s.outline_item).and_then(|o| m.outline.get(o as usize)).cloned();
-                owned.push((doc.title.clone(), outline, s.map(|s| s.core.clone()).unwrap_or_default(), text));
-                if left == 0 {
-                    break;
-                }
+            for (h, text) in hits.iter().zip(parts) {
+                let (Some(doc), Some(mem)) = (by_id.get(&h.doc_id), mem_of.get(&h.doc_id)) else { continue };
+                let s = mem.scenarios.get(h.scenario as usize);
+                let outline = s.and_then(|s| s.outline_item).and_then(|o| mem.outline.get(o as usize)).cloned();
+                owned.push((doc.title.clone(), outline, s.map(|s| s.core.clone()).unwrap_or_default(), text.to_string()));
             }
             let shown: Vec<Memory<'_>> =
                 owned.iter().map(|(t, o, c, x)| Memory { title: t, outline: o.as_deref(), core: c, text: x }).collect();
@@ -405,18 +577,18 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
             f += f1(&answer, &golds);
             refusals += usize::from(says_not_in_documents(&answer));
             let rendered = lm.render_chat(&messages)?;
-            let gold = format!(" {}", golds[0]);
+            let gold = format!(" {}", golds.first().copied().unwrap_or(""));
             if let Some(lps) = lm.score(&[(rendered.as_str(), gold.as_str())])?.first() {
                 if let Some(v) = informational_support(lps) {
                     nll += v;
                     nll_n += 1;
                 }
             }
-            eprintln!("docmem eval qa: {method} {}/{}: {answer:?} (gold {:?})", i + 1, set.questions.len(), golds[0]);
+            eprintln!("docmem eval qa: {} {}/{}: {answer:?} (gold {:?})", method.label, i + 1, set.questions.len(), golds.first());
         }
         let n = set.questions.len().max(1) as f64;
         rows.push(QaRow {
-            method: method.clone(),
+            method: if method.chunker.is_none() { "mom (three-layer)".into() } else { method.label.clone() },
             questions: set.questions.len(),
             exact_match: em / n,
             f1: f / n,
@@ -425,15 +597,28 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
             seconds_per_question: started.elapsed().as_secs_f64() / n,
         });
     }
+    let report = QaReport {
+        data: a.data.display().to_string(),
+        split: a.split,
+        documents: set.documents.len(),
+        context_chars: q.context_chars,
+        answerer: path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        rows,
+    };
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &rows).map_err(|e| CliError::Output(e.into()))?;
+        serde_json::to_writer_pretty(&mut out, &report).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
         return Ok(());
     }
+    writeln!(
+        out,
+        "{} documents in one library, {} split, {} characters of context, answerer {}\n",
+        report.documents, report.split, report.context_chars, report.answerer
+    )?;
     writeln!(out, "| method | questions | EM | F1 | informational support (NLL, lower is better) | refusals | s/question |")?;
     writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |")?;
-    for r in &rows {
+    for r in &report.rows {
         writeln!(
             out,
             "| {} | {} | {:.3} | {:.3} | {:.3} | {} | {:.1} |",
@@ -441,4 +626,20 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_parse_with_sizes() {
+        let m = parse_method("sentence:40:0").unwrap();
+        assert_eq!((m.chunker, m.size, m.overlap, m.label.as_str()), (Some(ChunkerKind::Sentence), Some(40), Some(0), "sentence:40:0"));
+        assert_eq!(parse_method("mom").unwrap().chunker, None);
+        assert_eq!(parse_method("fixed").unwrap().size, None);
+        for bad in ["mom:3", "sentence:x", "words", "fixed:10:y"] {
+            assert!(matches!(parse_method(bad), Err(CliError::BadArgument { .. })), "{bad}");
+        }
+    }
 }

@@ -82,7 +82,7 @@ struct Report<'a> {
     seconds: f64,
 }
 
-fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
+pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
     if let Ok(p) = s.parse::<ReaderPrompt>() {
         return Ok(p);
     }

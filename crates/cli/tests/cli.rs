@@ -259,3 +259,76 @@ fn models_fetch_test_set_is_verified_and_idempotent() {
 fn manifest_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }
+
+#[test]
+fn eval_retrieval_scores_budgets_and_splits() {
+    // Two articles in the SQuAD layout; every question is searched against both.
+    let mut paragraphs = Vec::new();
+    for (i, (fact, answer)) in [
+        ("William Caxton brought the printing press to England in 1476.", "William Caxton"),
+        ("Johannes Gutenberg printed his Bible in Mainz around 1455.", "Mainz"),
+        ("Aldus Manutius founded the Aldine Press in Venice.", "Venice"),
+        ("The first newspaper was printed in Strasbourg in 1605.", "Strasbourg"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let filler = "Printing spread slowly at first. ".repeat(20);
+        paragraphs.push(serde_json::json!({
+            "context": format!("{filler}{fact}"),
+            "qas": [
+                {"id": format!("q{i}"), "question": format!("Which place or person: {fact}"), "is_impossible": false,
+                 "answers": [{"text": answer, "answer_start": 0}]},
+                {"id": format!("u{i}"), "question": "What is unanswerable?", "is_impossible": true, "answers": []}
+            ]
+        }));
+    }
+    let data = serde_json::json!({"version": "v2.0", "data": [
+        {"title": "Early printing", "paragraphs": paragraphs[..2]},
+        {"title": "Later printing", "paragraphs": paragraphs[2..]}
+    ]});
+    let dir = std::env::temp_dir().join(format!("docmem-eval-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("squad.json");
+    std::fs::write(&file, data.to_string()).unwrap();
+    let (f, cache) = (file.display().to_string(), dir.join("cache").display().to_string());
+    let run = |split: &str| {
+        json(&docmem(&[
+            "eval",
+            "retrieval",
+            "--data",
+            &f,
+            "--library-cache",
+            &cache,
+            "--methods",
+            "sentence,fixed:200",
+            "--split",
+            split,
+            "--embedder",
+            "hashing",
+            "--json",
+        ]))
+    };
+    let all = run("all");
+    assert_eq!(all["documents"], 2);
+    assert_eq!(all["questions"], 4, "the answerable questions only");
+    let rows = all["rows"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["method"].as_str().unwrap()).collect::<Vec<_>>(), ["sentence", "fixed:200"]);
+    for r in rows {
+        assert_eq!(r["budgets"], serde_json::json!([500, 1000, 2000]));
+        assert_eq!(r["ks"], serde_json::json!([1, 3, 8]));
+        let b: Vec<f64> = r["budget_recall"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(b[0] <= b[1] && b[1] <= b[2], "{r}");
+        assert!(r["mean_chunk_chars"].as_f64().unwrap() > 0.0);
+        assert!(r["reader_tok_s"].is_null());
+    }
+    // Fixed 200-character chunks: 2,000 characters take 10 of them, past recall@8's depth
+    // (the library has about 2,900 characters).
+    assert!(rows[1]["mean_retrieved"].as_f64().unwrap() >= 10.0, "{}", rows[1]);
+    let (dev, test) = (run("dev"), run("test"));
+    assert_eq!(dev["questions"].as_u64().unwrap() + test["questions"].as_u64().unwrap(), 4);
+    let out = docmem(&["eval", "retrieval", "--data", &f, "--library-cache", &cache, "--split", "train"]);
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

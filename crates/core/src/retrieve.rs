@@ -8,11 +8,15 @@
 //! fused with RRF and deduplicated, and the top-k chunks come back with the rank and score
 //! each list gave them, so a result can be explained.
 //!
-//! Two variants from the MoM paper and code are here for comparison ([`RetrievalMode`]):
-//! *single-vector fusion* (one entry per scenario, embedding outline item + core + chunk
-//! text together) and a *mixed index* (outline items, cores and chunks as items of one
-//! index). [`RetrievalMode::ChunkOnly`] is what plain chunk-and-embed RAG does, and what
-//! the baseline chunkers (which have no outline or cores) get.
+//! Three variants from the MoM paper and code are here for comparison ([`RetrievalMode`]),
+//! each searched with the same hybrid (embedding + BM25 lists fused by RRF):
+//! - *single-vector fusion*: one entry per scenario whose vector is the normalised sum of
+//!   the (normalised) vectors of its outline item, core and chunk text, and whose BM25
+//!   text is the three joined;
+//! - *mixed index*: outline items, cores and chunk texts as entries of one index, each hit
+//!   mapped to its chunk(s), a chunk keeping its best rank;
+//! - *chunk layer only* ([`RetrievalMode::ChunkOnly`]): what plain chunk-and-embed RAG
+//!   does, and what the baseline chunkers (which have no outline or cores) get.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -35,9 +39,14 @@ use crate::span::Span;
 pub enum RetrievalMode {
     /// Outline, core and chunk layers searched apart and fused (MoM's method).
     ThreeLayer,
-    /// One entry per scenario: outline item + core + chunk text in one vector.
+    /// Single-vector fusion: one entry per scenario, its vector the normalised sum of the
+    /// outline item's, the core's and the chunk text's vectors (those present), its BM25
+    /// text the three joined. Summing vectors rather than embedding the joined text keeps
+    /// a long chunk from pushing the outline and core past the embedder's token limit.
     SingleVector,
-    /// Outline items, cores and chunks as items of one shared index.
+    /// One mixed index: outline items, cores and chunk texts as entries of one shared
+    /// index; a hit stands for its chunk (an outline item for every chunk under it) and a
+    /// chunk keeps its best rank.
     MixedIndex,
     /// Chunks only (plain RAG; the baselines).
     ChunkOnly,
@@ -87,7 +96,7 @@ pub enum Layer {
     Core,
     /// Chunk texts.
     Chunk,
-    /// Outline + core + chunk of a scenario as one text.
+    /// Outline + core + chunk of a scenario as one entry (single-vector fusion).
     Combined,
     /// Every outline item, core and chunk in one index.
     Mixed,
@@ -255,11 +264,39 @@ pub struct MemoryIndex {
     next_id: u32,
 }
 
-/// One text to index: its layer position, the chunks it stands for, the text.
+/// One entry to index: its layer position, the chunks it stands for, its BM25 text, and
+/// the texts whose vectors are summed (then normalised) into its vector.
 struct Pending {
     layer: u8,
     chunks: Vec<u32>,
     text: String,
+    parts: Vec<String>,
+}
+
+/// One vector from several: each L2-normalised, summed, and the sum normalised (a zero
+/// sum stays zero). A single vector comes back normalised.
+fn fuse_vectors(vectors: Vec<Vec<f32>>, dim: usize) -> Vec<f32> {
+    if vectors.len() == 1 {
+        if let Some(v) = vectors.into_iter().next() {
+            return normalized(v);
+        }
+        return alloc::vec![0.0; dim];
+    }
+    let mut sum = alloc::vec![0.0f32; dim];
+    for v in vectors {
+        for (s, x) in sum.iter_mut().zip(normalized(v)) {
+            *s += x;
+        }
+    }
+    normalized(sum)
+}
+
+fn normalized(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = libm::sqrtf(v.iter().map(|x| x * x).sum::<f32>());
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
 }
 
 impl MemoryIndex {
@@ -361,7 +398,7 @@ impl MemoryIndex {
             let pos = self.layer_pos(layer).unwrap_or(0);
             let mut push = |chunks: Vec<u32>, text: String| {
                 if !text.trim().is_empty() && !chunks.is_empty() {
-                    pending.push(Pending { layer: pos, chunks, text });
+                    pending.push(Pending { layer: pos, chunks, parts: alloc::vec![text.clone()], text });
                 }
             };
             let outline_items = |push: &mut dyn FnMut(Vec<u32>, String)| {
@@ -391,25 +428,32 @@ impl MemoryIndex {
                 Layer::Combined => {
                     for (i, s) in memory.scenarios.iter().enumerate() {
                         let outline = s.outline_item.and_then(|o| memory.outline.get(o as usize)).map_or("", String::as_str);
-                        let parts = [outline, s.core.as_str(), chunk_text(i)];
-                        let text = parts.iter().filter(|t| !t.is_empty()).copied().collect::<Vec<_>>().join("\n");
-                        push(alloc::vec![chunk_ids[i]], text);
+                        let parts: Vec<String> = [outline, s.core.as_str(), chunk_text(i)]
+                            .iter()
+                            .filter(|t| !t.trim().is_empty())
+                            .map(|t| String::from(*t))
+                            .collect();
+                        if !parts.is_empty() {
+                            pending.push(Pending { layer: pos, chunks: alloc::vec![chunk_ids[i]], text: parts.join("\n"), parts });
+                        }
                     }
                 }
             }
         }
-        let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
-        let vectors = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts, EmbedRole::Passage)? };
-        if vectors.len() != texts.len() {
-            return Err(EmbedError::WrongCount { expected: texts.len(), got: vectors.len() }.into());
+        let texts: Vec<&str> = pending.iter().flat_map(|p| p.parts.iter().map(String::as_str)).collect();
+        let part_vectors = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts, EmbedRole::Passage)? };
+        if part_vectors.len() != texts.len() {
+            return Err(EmbedError::WrongCount { expected: texts.len(), got: part_vectors.len() }.into());
         }
-        if let Some(v) = vectors.iter().find(|v| v.len() != self.dim || v.iter().any(|x| !x.is_finite())) {
+        if let Some(v) = part_vectors.iter().find(|v| v.len() != self.dim || v.iter().any(|x| !x.is_finite())) {
             return Err(if v.len() != self.dim {
                 RetrieveError::Embed(EmbedError::WrongDimension { expected: self.dim, got: v.len() })
             } else {
                 RetrieveError::Index(IndexError::NonFinite { id: u32::MAX })
             });
         }
+        let mut next = part_vectors.into_iter();
+        let vectors: Vec<Vec<f32>> = pending.iter().map(|p| fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim)).collect();
         let mut item_ids = Vec::with_capacity(pending.len());
         for _ in &pending {
             item_ids.push(self.alloc_id()?);
@@ -724,6 +768,26 @@ mod tests {
             assert!(idx.remove_document(doc.id));
             assert!(!idx.remove_document(doc.id));
             assert!(idx.search_text("copper", &mut e, &SearchParams::default()).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn single_vector_fusion_sums_the_layers() {
+        let v = fuse_vectors(alloc::vec![alloc::vec![2.0, 0.0], alloc::vec![0.0, 0.5]], 2);
+        let h = core::f32::consts::FRAC_1_SQRT_2;
+        assert!((v[0] - h).abs() < 1e-6 && (v[1] - h).abs() < 1e-6, "{v:?}");
+        assert_eq!(fuse_vectors(alloc::vec![alloc::vec![0.0, 3.0]], 2), [0.0, 1.0]);
+        // Each scenario's one vector carries its outline item and its core: words of
+        // either alone find it, with only the combined layer searched.
+        let (doc, memory) = doc_with_memory();
+        let mut e = HashingEmbedder::new(256);
+        let mut idx = MemoryIndex::new(RetrievalMode::SingleVector, 256, SegmentParams::default());
+        idx.add_document(&doc, &memory, &mut e).unwrap();
+        let p = SearchParams { k: 3, lexical: false, ..SearchParams::default() };
+        for (q, want) in [("mining industry", 1), ("officials food prices", 2), ("ships waited in the bay", 0)] {
+            let r = idx.search_text(q, &mut e, &p).unwrap();
+            assert_eq!(r[0].scenario, want, "{q}");
+            assert!(r[0].ranks.iter().all(|x| x.layer == Layer::Combined));
         }
     }
 

@@ -28,6 +28,8 @@ struct Paragraph {
 
 #[derive(Deserialize)]
 struct Qa {
+    #[serde(default)]
+    id: String,
     question: String,
     #[serde(default)]
     answers: Vec<AnswerText>,
@@ -43,6 +45,9 @@ struct AnswerText {
 /// A question with its gold answers (empty for an unanswerable one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Question {
+    /// SQuAD's question id (the question text when the file has none): what
+    /// [`super::Split`] hashes.
+    pub id: String,
     /// The question.
     pub question: String,
     /// Gold answer strings (deduplicated).
@@ -81,7 +86,8 @@ pub fn parse_squad(json: &[u8]) -> Result<SquadSet, serde_json::Error> {
                         }
                     }
                 }
-                questions.push(Question { question: q.question.clone(), answers, document: i });
+                let id = if q.id.is_empty() { q.question.clone() } else { q.id.clone() };
+                questions.push(Question { id, question: q.question.clone(), answers, document: i });
             }
         }
         documents.push(Document::new(a.title, text));
@@ -103,6 +109,7 @@ mod tests {
         assert_eq!(s.documents[0].text, "The Normans were a people.\n\nThey lived in France.");
         assert_eq!(s.documents[0].title, "Normans");
         assert_eq!(s.questions[0].answers, ["Normans"]);
+        assert_eq!((s.questions[0].id.as_str(), s.questions[1].id.as_str()), ("1", "2"));
         assert!(s.questions[1].answers.is_empty());
         assert!(parse_squad(b"{}").is_err());
     }
