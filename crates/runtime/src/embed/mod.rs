@@ -85,6 +85,12 @@ pub struct Embedder {
     pub max_batch_tokens: usize,
 }
 
+/// Tokens per forward pass by default: about four 128-token texts. Larger passes keep more
+/// activations than the caches hold (the FFN's are `tokens × 1536` floats per layer on
+/// MiniLM); 512 embedded 256 such texts about 15% faster than 8,192 on this 2-core machine,
+/// and no slower one text at a time.
+pub const MAX_BATCH_TOKENS: usize = 512;
+
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder").field("name", &self.name).field("precision", &self.encoder.precision()).finish()
@@ -166,7 +172,7 @@ impl Embedder {
         }
         let encoder = Encoder::load(config.shape.clone(), read, options.precision)?;
         let name = if name.is_empty() { "embedder".to_owned() } else { name };
-        Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: 8192 })
+        Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: MAX_BATCH_TOKENS })
     }
 
     /// The model's configuration as read.
