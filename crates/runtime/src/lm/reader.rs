@@ -1,6 +1,7 @@
 //! A local [`Lm`] as the core's [`ReaderModel`]: the MemReader prompt goes in as the
-//! user turn of the model's chat template, is prefilled once, and every candidate
-//! continues that prefix (the KV cache is cloned, not recomputed).
+//! user turn of the model's chat template, is prefilled once, and the candidates continue
+//! that prefix together ([`Lm::generate_paths`]: the KV cache is forked, not recomputed,
+//! and the paths are decoded as one batch per step).
 
 use std::ops::ControlFlow;
 
@@ -71,22 +72,32 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
     ) -> Result<Vec<Generated>, ModelError> {
         let messages = [ChatMessage::new("user", user_turn)];
         let prefix = self.lm.prefill(Prompt::Chat(&messages)).map_err(backend)?;
-        let mut out = Vec::with_capacity(specs.len());
-        for (i, spec) in specs.iter().enumerate() {
-            let params = SamplingParams {
+        let params: Vec<SamplingParams> = specs
+            .iter()
+            .map(|spec| SamplingParams {
                 temperature: spec.temperature,
                 top_p: spec.top_p,
                 seed: spec.seed,
                 max_tokens,
                 ..SamplingParams::default()
-            };
-            let g = self.lm.generate_after(&prefix, "", &params, |_| ControlFlow::Continue(())).map_err(backend)?;
-            let g = Generated { tokens: g.tokens.len(), text: g.text };
-            if !after_each(i + 1, &g) {
-                return Err(ModelError::Cancelled);
-            }
-            out.push(g);
+            })
+            .collect();
+        let (mut done, mut cancelled) = (0, false);
+        let out = self
+            .lm
+            .generate_paths_with(&prefix, &params, |_, g| {
+                done += 1;
+                cancelled = !after_each(done, &Generated { tokens: g.tokens.len(), text: g.text.clone() });
+                if cancelled {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .map_err(backend)?;
+        if cancelled {
+            return Err(ModelError::Cancelled);
         }
-        Ok(out)
+        Ok(out.into_iter().map(|g| Generated { tokens: g.tokens.len(), text: g.text }).collect())
     }
 }
