@@ -6,14 +6,22 @@
 //! `-d <prompt-tokens>`, so both decode over the same context lengths). Peak memory is the
 //! process's high-water mark (Linux `VmHWM`). llama.cpp is found at `--llama-bench` or
 //! where `scripts/llamacpp/build.sh` puts it; without it, only our figures are printed.
+//!
+//! Multi-path decoding (`--paths N`, N ≥ 2): MoM's candidates after the same prompt, one
+//! greedy path and N − 1 sampled ones (temperature 0.7, top-p 0.8, seeds 1..), each up to
+//! `--gen-tokens` long, decoded together as one batch per step ([`Lm::generate_paths`])
+//! and, in the same run, the same paths one after another ([`Lm::generate_after`]).
+//! Aggregate tokens/s of each and their ratio are reported, with whether the two gave
+//! identical tokens (they must). Sampling is part of both timings, as it is in extraction.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_runtime::cpu::transformer::Logits;
-use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions};
+use docmem_runtime::cpu::transformer::{KvCache, Logits};
+use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, Prefix, SamplingParams};
 use serde::Serialize;
 
 use crate::CliError;
@@ -42,9 +50,26 @@ pub struct LmBenchArgs {
     /// scripts/golden/lm.py); exits 1 when it does not hold
     #[arg(long)]
     golden: Option<PathBuf>,
+    /// Also time this many paths (one greedy, the rest sampled) decoded as one batch
+    /// against the same paths decoded one after another (0 or 1: skip).
+    #[arg(long, default_value_t = 0)]
+    paths: usize,
     /// JSON output.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Serialize)]
+struct PathsFigures {
+    paths: usize,
+    /// Tokens generated over all paths (each run).
+    tokens: usize,
+    sequential_tok_s: f64,
+    batched_tok_s: f64,
+    /// `batched_tok_s / sequential_tok_s`.
+    ratio: f64,
+    /// Whether both runs gave every path the same tokens.
+    identical: bool,
 }
 
 #[derive(Serialize, Default)]
@@ -67,6 +92,8 @@ struct Report {
     llama_cpp: Option<Figures>,
     prefill_ratio: Option<f64>,
     decode_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multi_path: Option<PathsFigures>,
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -102,6 +129,32 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
     Some(Figures { prefill_tok_s: prefill, decode_tok_s: decode, ttft_ms: a.prompt_tokens as f64 / prefill * 1000.0 })
 }
 
+/// The multi-path figures: `a.paths` paths after `prefix`, batched and one by one.
+fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
+    let paths: Vec<SamplingParams> = (0..a.paths)
+        .map(|i| SamplingParams {
+            temperature: if i == 0 { 0.0 } else { 0.7 },
+            top_p: if i == 0 { 1.0 } else { 0.8 },
+            seed: i as u64,
+            max_tokens: a.gen_tokens,
+            ..SamplingParams::default()
+        })
+        .collect();
+    let t0 = Instant::now();
+    let batched = lm.generate_paths(prefix, &paths)?;
+    let batched_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut sequential = Vec::with_capacity(paths.len());
+    for p in &paths {
+        sequential.push(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(()))?);
+    }
+    let sequential_s = t1.elapsed().as_secs_f64();
+    let tokens: usize = batched.iter().map(|g| g.tokens.len()).sum();
+    let identical = batched.iter().zip(&sequential).all(|(b, s)| b.tokens == s.tokens);
+    let (batched_tok_s, sequential_tok_s) = (tokens as f64 / batched_s, tokens as f64 / sequential_s);
+    Ok(PathsFigures { paths: a.paths, tokens, sequential_tok_s, batched_tok_s, ratio: batched_tok_s / sequential_tok_s, identical })
+}
+
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.backend != "cpu" {
         return Err(CliError::BadArgument { message: format!("--backend {}: only cpu is available", a.backend) });
@@ -117,11 +170,11 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     // Warm-up (page in weights, spin up threads).
     let mut warm = backend.new_cache();
     Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last)?;
-    let mut cache = backend.new_cache();
     let t0 = Instant::now();
-    let logits = Backend::forward(backend, &mut cache, &prompt, Logits::Last)?;
+    let prefix = lm.prefill_tokens(prompt)?;
     let prefill = t0.elapsed().as_secs_f64();
-    let mut next = argmax(&logits);
+    let mut cache = prefix.cache().clone();
+    let mut next = argmax(prefix.last_logits());
     let t1 = Instant::now();
     for _ in 0..a.gen_tokens {
         let l = Backend::forward(backend, &mut cache, &[next], Logits::Last)?;
@@ -130,6 +183,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let decode = t1.elapsed().as_secs_f64();
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
+    let multi_path = if a.paths >= 2 { Some(bench_paths(&lm, &prefix, a)?) } else { None };
     let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
     let parity = match &a.golden {
         Some(path) => {
@@ -151,6 +205,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         peak_rss_mb: peak_rss_mb(),
         llama_cpp: llama,
         parity,
+        multi_path,
     };
     let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
     let parity_result = || {
@@ -171,6 +226,17 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         println!("{:<12} {:>11.2}x {:>11.2}x", "ratio", report.prefill_ratio.unwrap_or(0.0), report.decode_ratio.unwrap_or(0.0));
     } else {
         println!("(llama.cpp not found: run scripts/llamacpp/build.sh or pass --llama-bench)");
+    }
+    if let Some(m) = &report.multi_path {
+        println!(
+            "{} paths ({} tokens): one batch {:.1} t/s, one after another {:.1} t/s, ratio {:.2}x{}",
+            m.paths,
+            m.tokens,
+            m.batched_tok_s,
+            m.sequential_tok_s,
+            m.ratio,
+            if m.identical { " (identical tokens)" } else { " (TOKENS DIFFER)" }
+        );
     }
     if let Some(m) = report.peak_rss_mb {
         println!("peak memory {m:.0} MB");

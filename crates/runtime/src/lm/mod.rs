@@ -229,6 +229,16 @@ impl<C> Prefix<C> {
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
     }
+
+    /// Its K/V cache (clone it to continue the prefix by hand).
+    pub fn cache(&self) -> &C {
+        &self.cache
+    }
+
+    /// Logits after its last token.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.last_logits
+    }
 }
 
 /// How to load a model.

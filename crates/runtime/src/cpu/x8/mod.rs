@@ -61,6 +61,21 @@ fn has_avx512() -> bool {
     }
 }
 
+/// Whether the AVX-512 kernels that need the VL extension (32 registers for 256-bit
+/// vectors) run here.
+fn has_avx512_vl() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The piece size (bytes of one row side by side with the next row's) of `ty`'s layout on
 /// this CPU: 8 for Q4_K where the AVX-512 kernels run, else 4.
 fn piece(ty: GgmlType) -> usize {
@@ -154,7 +169,23 @@ pub(crate) fn matmul_rows(
             // matrix's width (checked by the caller), and `data` is one row group.
             unsafe {
                 match (ty, batch) {
-                    (GgmlType::Q6K, Batch::Small | Batch::Decode) => (tb..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t]))),
+                    (GgmlType::Q6K, Batch::Small) => (tb..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t]))),
+                    (GgmlType::Q6K, Batch::Decode) => {
+                        // The same order as one token, each sub-block unpacked once for
+                        // four (AVX-512VL) or two tokens.
+                        let mut t = tb;
+                        while has_avx512_vl() && t + 4 <= te {
+                            let v = q6k::gemv4_512(data, [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]]);
+                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
+                            t += 4;
+                        }
+                        while t + 2 <= te {
+                            let v = q6k::gemv2(data, [&qs[t], &qs[t + 1]]);
+                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
+                            t += 2;
+                        }
+                        (t..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t])));
+                    }
                     (GgmlType::Q6K, Batch::Large) => {
                         let mut t = tb;
                         while t + 4 <= te {
