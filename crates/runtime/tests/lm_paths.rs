@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::chat::ChatMessage;
 use docmem_runtime::cpu::transformer::Logits;
-use docmem_runtime::lm::{Backend, Finish, Lm, LoadOptions, Prompt, SamplingParams};
+use docmem_runtime::lm::{Backend, DraftSettings, Finish, Lm, LoadOptions, Prompt, PromptLookup, SamplingParams};
 
 fn smollm2() -> Lm {
     Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
@@ -113,4 +113,37 @@ fn paths_are_reported_as_they_end_and_can_be_cancelled() {
     assert_eq!(out[1].tokens.len(), 3);
     assert_eq!(out[0].finish, Finish::Cancelled);
     assert_eq!(out[0].tokens.len(), 3);
+}
+
+/// Prompt-lookup drafts change how many passes decoding takes, not what greedy decoding
+/// writes: the same tokens with and without drafts, and drafts were accepted.
+#[test]
+fn greedy_output_is_identical_with_and_without_drafts() {
+    let lm = smollm2();
+    let doc = "Johannes Gutenberg introduced printing to Europe with his mechanical movable-type printing press. \
+               His work started the Printing Revolution in Europe, which is regarded as a milestone of the second millennium.";
+    let messages = [ChatMessage::new("user", &format!("Copy this text exactly:\n\n{doc}"))];
+    let prefix = lm.prefill(Prompt::Chat(&messages)).unwrap();
+    let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
+    let mut paths = specs(40);
+    paths.truncate(2);
+    paths[1] = SamplingParams { max_tokens: 25, ..Default::default() };
+    let plain = lm.generate_paths(&prefix, &paths).unwrap();
+    let drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
+    for (i, (a, b)) in plain.iter().zip(&drafted).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "path {i}");
+        assert_eq!(a.text, b.text);
+        assert_eq!(a.finish, b.finish);
+    }
+    let (d, acc): (usize, usize) = drafted.iter().fold((0, 0), |(d, a), g| (d + g.drafted, a + g.accepted));
+    eprintln!("drafted {d}, accepted {acc}: {:?}", drafted[0].text);
+    assert!(acc > 0 && acc <= d, "drafted {d}, accepted {acc}");
+    // Sampled paths with drafts run, are reproducible and end as asked.
+    let sampled = specs(20);
+    let a = lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
+    let b = lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
+    for (a, b) in a.iter().zip(&b) {
+        assert_eq!(a.tokens, b.tokens);
+        assert!(a.tokens.len() <= 20);
+    }
 }

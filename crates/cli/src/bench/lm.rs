@@ -13,6 +13,9 @@
 //! and, in the same run, the same paths one after another ([`Lm::generate_after`]).
 //! Aggregate tokens/s of each and their ratio are reported, with whether the two gave
 //! identical tokens (they must). Sampling is part of both timings, as it is in extraction.
+//! With `--document FILE`, the same paths run on the MemReader prompt of that document,
+//! batched, with and without prompt-lookup drafts: tokens/s of each, their ratio, the
+//! share of drafted tokens accepted, and whether greedy output was the same.
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -21,7 +24,7 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_runtime::cpu::transformer::{KvCache, Logits};
-use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, Prefix, SamplingParams};
+use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use serde::Serialize;
 
 use crate::CliError;
@@ -54,9 +57,33 @@ pub struct LmBenchArgs {
     /// against the same paths decoded one after another (0 or 1: skip).
     #[arg(long, default_value_t = 0)]
     paths: usize,
+    /// With --paths: also time prompt-lookup drafts on the MemReader prompt of this
+    /// document (its first ~--prompt-tokens tokens), batched paths with and without drafts.
+    #[arg(long)]
+    document: Option<PathBuf>,
     /// JSON output.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Serialize)]
+struct DraftFigures {
+    document: String,
+    prompt_tokens: usize,
+    paths: usize,
+    /// Tokens generated over all paths, without drafts / with drafts.
+    tokens: usize,
+    tokens_drafted_run: usize,
+    plain_tok_s: f64,
+    drafted_tok_s: f64,
+    /// `drafted_tok_s / plain_tok_s`.
+    ratio: f64,
+    drafted: usize,
+    accepted: usize,
+    /// `accepted / drafted`.
+    acceptance: f64,
+    /// Whether the greedy path wrote the same tokens with drafts as without.
+    greedy_identical: bool,
 }
 
 #[derive(Serialize)]
@@ -94,6 +121,8 @@ struct Report {
     decode_ratio: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     multi_path: Option<PathsFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drafts: Option<DraftFigures>,
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -131,15 +160,7 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
 
 /// The multi-path figures: `a.paths` paths after `prefix`, batched and one by one.
 fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
-    let paths: Vec<SamplingParams> = (0..a.paths)
-        .map(|i| SamplingParams {
-            temperature: if i == 0 { 0.0 } else { 0.7 },
-            top_p: if i == 0 { 1.0 } else { 0.8 },
-            seed: i as u64,
-            max_tokens: a.gen_tokens,
-            ..SamplingParams::default()
-        })
-        .collect();
+    let paths = mom_paths(a.paths, a.gen_tokens);
     let t0 = Instant::now();
     let batched = lm.generate_paths(prefix, &paths)?;
     let batched_s = t0.elapsed().as_secs_f64();
@@ -155,6 +176,59 @@ fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<Pat
     Ok(PathsFigures { paths: a.paths, tokens, sequential_tok_s, batched_tok_s, ratio: batched_tok_s / sequential_tok_s, identical })
 }
 
+/// MoM's paths (as [`bench_paths`]) on the MemReader prompt of a real document, batched,
+/// with and without prompt-lookup drafts.
+fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
+    let text = std::fs::read_to_string(doc).map_err(|e| CliError::Read { path: doc.clone(), source: e })?;
+    // About four characters a token: the document's first ~--prompt-tokens tokens.
+    let mut cut = text.len().min(a.prompt_tokens * 4);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
+    let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
+    let prefix = lm.prefill(Prompt::Chat(&messages))?;
+    let paths = mom_paths(a.paths, a.gen_tokens);
+    let t0 = Instant::now();
+    let plain = lm.generate_paths(&prefix, &paths)?;
+    let plain_s = t0.elapsed().as_secs_f64();
+    let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
+    let t1 = Instant::now();
+    let drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))?;
+    let drafted_s = t1.elapsed().as_secs_f64();
+    let tokens: usize = plain.iter().map(|g| g.tokens.len()).sum();
+    let tokens_drafted_run: usize = drafted.iter().map(|g| g.tokens.len()).sum();
+    let (d, acc) = drafted.iter().fold((0, 0), |(d, acc), g| (d + g.drafted, acc + g.accepted));
+    let (plain_tok_s, drafted_tok_s) = (tokens as f64 / plain_s, tokens_drafted_run as f64 / drafted_s);
+    Ok(DraftFigures {
+        document: doc.display().to_string(),
+        prompt_tokens: prefix.tokens().len(),
+        paths: a.paths,
+        tokens,
+        tokens_drafted_run,
+        plain_tok_s,
+        drafted_tok_s,
+        ratio: drafted_tok_s / plain_tok_s,
+        drafted: d,
+        accepted: acc,
+        acceptance: if d == 0 { 0.0 } else { acc as f64 / d as f64 },
+        greedy_identical: plain[0].tokens == drafted[0].tokens,
+    })
+}
+
+/// MoM's candidates: one greedy path, the rest sampled at temperature 0.7, top-p 0.8.
+fn mom_paths(n: usize, max_tokens: usize) -> Vec<SamplingParams> {
+    (0..n)
+        .map(|i| SamplingParams {
+            temperature: if i == 0 { 0.0 } else { 0.7 },
+            top_p: if i == 0 { 1.0 } else { 0.8 },
+            seed: i as u64,
+            max_tokens,
+            ..SamplingParams::default()
+        })
+        .collect()
+}
+
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.backend != "cpu" {
         return Err(CliError::BadArgument { message: format!("--backend {}: only cpu is available", a.backend) });
@@ -162,7 +236,9 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.prompt_tokens == 0 || a.gen_tokens == 0 {
         return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
     }
-    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context: a.prompt_tokens + a.gen_tokens + 1, ..Default::default() })?;
+    // Room for the MemReader instructions around a --document too.
+    let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
+    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context, ..Default::default() })?;
     let backend = &lm.backend;
     // A prompt of ordinary tokens (ids 100.. cycling), as llama-bench uses random ones.
     let vocab = backend.config().vocab as u32;
@@ -184,6 +260,10 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
     let multi_path = if a.paths >= 2 { Some(bench_paths(&lm, &prefix, a)?) } else { None };
+    let drafts = match (&a.document, a.paths >= 1) {
+        (Some(doc), true) => Some(bench_drafts(&lm, doc, a)?),
+        _ => None,
+    };
     let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
     let parity = match &a.golden {
         Some(path) => {
@@ -206,6 +286,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         llama_cpp: llama,
         parity,
         multi_path,
+        drafts,
     };
     let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
     let parity_result = || {
@@ -236,6 +317,21 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             m.sequential_tok_s,
             m.ratio,
             if m.identical { " (identical tokens)" } else { " (TOKENS DIFFER)" }
+        );
+    }
+    if let Some(d) = &report.drafts {
+        println!(
+            "drafts on {} ({} prompt tokens, {} paths): {:.1} t/s with, {:.1} t/s without, ratio {:.2}x; {}/{} drafted tokens accepted ({:.0}%){}",
+            d.document,
+            d.prompt_tokens,
+            d.paths,
+            d.drafted_tok_s,
+            d.plain_tok_s,
+            d.ratio,
+            d.accepted,
+            d.drafted,
+            d.acceptance * 100.0,
+            if d.greedy_identical { ", greedy identical" } else { ", GREEDY DIFFERS" }
         );
     }
     if let Some(m) = report.peak_rss_mb {

@@ -10,6 +10,7 @@
 //!   context reuse its cache. [`Lm::next_token_logprobs`] scores candidate next tokens.
 //! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
 
+mod drafts;
 pub mod parity;
 mod paths;
 mod reader;
@@ -22,6 +23,7 @@ use std::path::Path;
 use docmem_core::{ScoreError, Scorer};
 use serde::Serialize;
 
+pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
 
@@ -214,6 +216,16 @@ pub struct Generation {
     pub prefill_seconds: f64,
     /// Seconds spent generating.
     pub decode_seconds: f64,
+    /// Tokens drafted from the prompt and verified (prompt-lookup decoding).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub drafted: usize,
+    /// Of those, the ones kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub accepted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A prompt prefix run once, to be continued many times.
@@ -482,7 +494,8 @@ impl<B: Backend> Lm<B> {
             }
             logits = self.backend.forward(&mut cache, &[next], Logits::Last)?;
         }
-        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds: now_seconds() - start })
+        let decode_seconds = now_seconds() - start;
+        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.

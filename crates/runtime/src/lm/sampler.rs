@@ -78,6 +78,59 @@ impl Sampler {
 
     /// Pick the next token given the logits and the tokens so far.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        match self.distribution(logits, history) {
+            Dist::Token(t) => t,
+            Dist::Kept { cand, probs } => {
+                let total: f64 = probs.iter().sum();
+                let mut r = self.rng.gen::<f64>() * total;
+                for (i, &x) in probs.iter().enumerate() {
+                    r -= x;
+                    if r <= 0.0 {
+                        return cand[i].0;
+                    }
+                }
+                cand[probs.len() - 1].0
+            }
+        }
+    }
+
+    /// Pick the next token where `draft` was proposed for it (speculative decoding with a
+    /// draft that is a single token, as prompt lookup gives): greedy returns the argmax
+    /// whatever the draft; sampling accepts the draft with its probability `p(draft)` and
+    /// otherwise draws from the other tokens, renormalized — the standard acceptance rule
+    /// for a draft distribution that puts all its mass on one token, so the token returned
+    /// is distributed exactly as [`sample`](Self::sample)'s.
+    pub fn sample_with_draft(&mut self, logits: &mut [f32], history: &[u32], draft: u32) -> u32 {
+        match self.distribution(logits, history) {
+            Dist::Token(t) => t,
+            Dist::Kept { cand, probs } => {
+                let total: f64 = probs.iter().sum();
+                let at = cand[..probs.len()].iter().position(|c| c.0 == draft);
+                let p_draft = at.map_or(0.0, |i| probs[i] / total);
+                if self.rng.gen::<f64>() < p_draft {
+                    return draft;
+                }
+                let rest = total - at.map_or(0.0, |i| probs[i]);
+                let mut r = self.rng.gen::<f64>() * rest;
+                let mut last = None;
+                for (i, &x) in probs.iter().enumerate() {
+                    if Some(i) == at {
+                        continue;
+                    }
+                    last = Some(cand[i].0);
+                    r -= x;
+                    if r <= 0.0 {
+                        return cand[i].0;
+                    }
+                }
+                last.unwrap_or(draft)
+            }
+        }
+    }
+
+    /// The distribution to draw from: one token (greedy), or candidates and their
+    /// (unnormalized) probabilities, most likely first.
+    fn distribution(&self, logits: &mut [f32], history: &[u32]) -> Dist {
         let p = &self.params;
         if p.repetition_penalty != 1.0 && p.repetition_penalty > 0.0 {
             let start = history.len().saturating_sub(p.repetition_window);
@@ -91,11 +144,11 @@ impl Sampler {
             }
         }
         if p.temperature <= 0.0 || !p.temperature.is_finite() {
-            return argmax(logits);
+            return Dist::Token(argmax(logits));
         }
         let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().filter(|(_, l)| l.is_finite()).map(|(i, &l)| (i as u32, l)).collect();
         if cand.is_empty() {
-            return argmax(logits);
+            return Dist::Token(argmax(logits));
         }
         let k = if p.top_k == 0 { cand.len() } else { p.top_k.min(cand.len()) };
         if k < cand.len() {
@@ -148,16 +201,16 @@ impl Sampler {
                 probs.truncate(keep);
             }
         }
-        let total: f64 = probs.iter().sum();
-        let mut r = self.rng.gen::<f64>() * total;
-        for (i, &x) in probs.iter().enumerate() {
-            r -= x;
-            if r <= 0.0 {
-                return cand[i].0;
-            }
-        }
-        cand[probs.len() - 1].0
+        Dist::Kept { cand, probs }
     }
+}
+
+/// What [`Sampler::distribution`] gives.
+enum Dist {
+    /// This token, no draw.
+    Token(u32),
+    /// Draw `cand[i]` with weight `probs[i]` (`probs` may be shorter: the nucleus).
+    Kept { cand: Vec<(u32, f32)>, probs: Vec<f64> },
 }
 
 /// Natural-log softmax of `logits` at `id`.
@@ -232,6 +285,39 @@ mod tests {
                 assert_eq!(s.sample(&mut logits.clone(), &[]), want, "{name} draw {draw}");
             }
         }
+    }
+
+    /// Drafted or not, a token is drawn with the same probability (the acceptance rule
+    /// keeps the distribution): frequencies over many draws, with the draft the most
+    /// likely token, a less likely one, and one outside the nucleus.
+    #[test]
+    fn drafts_keep_the_sampling_distribution() {
+        let logits = [2.0f32, 1.5, 1.0, 0.2, -3.0];
+        let params = SamplingParams { temperature: 0.7, top_p: 0.9, seed: 5, ..Default::default() };
+        let n = 40_000;
+        let freq = |draft: Option<u32>| {
+            let mut s = Sampler::new(params.clone());
+            let mut counts = [0usize; 5];
+            for _ in 0..n {
+                let t = match draft {
+                    Some(d) => s.sample_with_draft(&mut logits.clone(), &[], d),
+                    None => s.sample(&mut logits.clone(), &[]),
+                };
+                counts[t as usize] += 1;
+            }
+            counts.map(|c| c as f64 / n as f64)
+        };
+        let plain = freq(None);
+        assert_eq!(plain[4], 0.0, "outside the nucleus");
+        for d in [0, 2, 4] {
+            let drafted = freq(Some(d));
+            for (t, (a, b)) in plain.iter().zip(&drafted).enumerate() {
+                assert!((a - b).abs() < 0.012, "draft {d}, token {t}: {a} vs {b}");
+            }
+        }
+        // Greedy ignores the draft.
+        let mut g = Sampler::new(SamplingParams::default());
+        assert_eq!(g.sample_with_draft(&mut logits.clone(), &[], 3), 0);
     }
 
     #[test]
