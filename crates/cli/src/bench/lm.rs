@@ -11,7 +11,8 @@
 //! greedy path and N − 1 sampled ones (temperature 0.7, top-p 0.8, seeds 1..), each up to
 //! `--gen-tokens` long, decoded together as one batch per step ([`Lm::generate_paths`])
 //! and, in the same run, the same paths one after another ([`Lm::generate_after`]).
-//! Aggregate tokens/s of each and their ratio are reported, with whether the two gave
+//! They alternate for `--rounds` rounds and each keeps its fastest (this VM's speed drifts
+//! within a run). Aggregate tokens/s of each and their ratio are reported, with whether the two gave
 //! identical tokens (they must). Sampling is part of both timings, as it is in extraction.
 //! With `--document FILE`, the same paths run on the MemReader prompt of that document,
 //! batched, with and without prompt-lookup drafts: tokens/s of each, their ratio, the
@@ -57,6 +58,9 @@ pub struct LmBenchArgs {
     /// against the same paths decoded one after another (0 or 1: skip).
     #[arg(long, default_value_t = 0)]
     paths: usize,
+    /// Rounds of the --paths and --document timings (each way keeps its fastest round).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// With --paths: also time prompt-lookup drafts on the MemReader prompt of this
     /// document (its first ~--prompt-tokens tokens), batched paths with and without drafts.
     #[arg(long)]
@@ -161,15 +165,21 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
 /// The multi-path figures: `a.paths` paths after `prefix`, batched and one by one.
 fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
     let paths = mom_paths(a.paths, a.gen_tokens);
-    let t0 = Instant::now();
-    let batched = lm.generate_paths(prefix, &paths)?;
-    let batched_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let mut sequential = Vec::with_capacity(paths.len());
-    for p in &paths {
-        sequential.push(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(()))?);
+    // Rounds alternate the two ways and each keeps its fastest: this VM's speed drifts
+    // within a run, and alternating lets both meet the same drift.
+    let (mut batched, mut sequential) = (Vec::new(), Vec::new());
+    let (mut batched_s, mut sequential_s) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..a.rounds.max(1) {
+        let t0 = Instant::now();
+        batched = lm.generate_paths(prefix, &paths)?;
+        batched_s = batched_s.min(t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        sequential.clear();
+        for p in &paths {
+            sequential.push(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(()))?);
+        }
+        sequential_s = sequential_s.min(t1.elapsed().as_secs_f64());
     }
-    let sequential_s = t1.elapsed().as_secs_f64();
     let tokens: usize = batched.iter().map(|g| g.tokens.len()).sum();
     let identical = batched.iter().zip(&sequential).all(|(b, s)| b.tokens == s.tokens);
     let (batched_tok_s, sequential_tok_s) = (tokens as f64 / batched_s, tokens as f64 / sequential_s);
@@ -189,13 +199,17 @@ fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures,
     let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
     let prefix = lm.prefill(Prompt::Chat(&messages))?;
     let paths = mom_paths(a.paths, a.gen_tokens);
-    let t0 = Instant::now();
-    let plain = lm.generate_paths(&prefix, &paths)?;
-    let plain_s = t0.elapsed().as_secs_f64();
     let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
-    let t1 = Instant::now();
-    let drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))?;
-    let drafted_s = t1.elapsed().as_secs_f64();
+    let (mut plain, mut drafted) = (Vec::new(), Vec::new());
+    let (mut plain_s, mut drafted_s) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..a.rounds.max(1) {
+        let t0 = Instant::now();
+        plain = lm.generate_paths(&prefix, &paths)?;
+        plain_s = plain_s.min(t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))?;
+        drafted_s = drafted_s.min(t1.elapsed().as_secs_f64());
+    }
     let tokens: usize = plain.iter().map(|g| g.tokens.len()).sum();
     let tokens_drafted_run: usize = drafted.iter().map(|g| g.tokens.len()).sum();
     let (d, acc) = drafted.iter().fold((0, 0), |(d, acc), g| (d + g.drafted, acc + g.accepted));
