@@ -63,17 +63,11 @@ fn has_avx512() -> bool {
 
 /// Whether the AVX-512 kernels that need the VL extension (32 registers for 256-bit
 /// vectors) run here.
+#[cfg(target_arch = "x86_64")]
 fn has_avx512_vl() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static HAS: OnceLock<bool> = OnceLock::new();
-        *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
 }
 
 /// The piece size (bytes of one row side by side with the next row's) of `ty`'s layout on
