@@ -238,6 +238,19 @@ fn a_malformed_golden_file_is_named() {
 }
 
 #[test]
+fn bench_lm_times_paths_batched_and_one_by_one() {
+    let model = smollm2();
+    let args = ["bench", "lm", "--model", &model, "--prompt-tokens", "8", "--gen-tokens", "4", "--paths", "3", "--json"];
+    let out = docmem(&[&args[..], &["--llama-bench", "/no/such/llama-bench"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = &report["multi_path"];
+    assert_eq!(m["paths"], 3);
+    assert_eq!(m["identical"], true, "{m}");
+    assert!(m["ratio"].as_f64().unwrap() > 0.0 && m["tokens"].as_u64().unwrap() >= 1, "{m}");
+}
+
+#[test]
 fn models_fetch_test_set_is_verified_and_idempotent() {
     let dir = std::env::temp_dir().join(format!("docmem-models-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

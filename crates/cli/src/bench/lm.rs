@@ -6,14 +6,26 @@
 //! `-d <prompt-tokens>`, so both decode over the same context lengths). Peak memory is the
 //! process's high-water mark (Linux `VmHWM`). llama.cpp is found at `--llama-bench` or
 //! where `scripts/llamacpp/build.sh` puts it; without it, only our figures are printed.
+//!
+//! Multi-path decoding (`--paths N`, N ≥ 2): MoM's candidates after the same prompt, one
+//! greedy path and N − 1 sampled ones (temperature 0.7, top-p 0.8, seeds 1..), each up to
+//! `--gen-tokens` long, decoded together as one batch per step ([`Lm::generate_paths`])
+//! and, in the same run, the same paths one after another ([`Lm::generate_after`]).
+//! They alternate for `--rounds` rounds and each keeps its fastest (this VM's speed drifts
+//! within a run). Aggregate tokens/s of each and their ratio are reported, with whether the two gave
+//! identical tokens (they must). Sampling is part of both timings, as it is in extraction.
+//! With `--document FILE`, the same paths run on the MemReader prompt of that document,
+//! batched, with and without prompt-lookup drafts: tokens/s of each, their ratio, the
+//! share of drafted tokens accepted, and whether greedy output was the same.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_runtime::cpu::transformer::Logits;
-use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions};
+use docmem_runtime::cpu::transformer::{KvCache, Logits};
+use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use serde::Serialize;
 
 use crate::CliError;
@@ -42,9 +54,53 @@ pub struct LmBenchArgs {
     /// scripts/golden/lm.py); exits 1 when it does not hold
     #[arg(long)]
     golden: Option<PathBuf>,
+    /// Also time this many paths (one greedy, the rest sampled) decoded as one batch
+    /// against the same paths decoded one after another (0 or 1: skip).
+    #[arg(long, default_value_t = 0)]
+    paths: usize,
+    /// Rounds of the --paths and --document timings (each way keeps its fastest round).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// With --paths: also time prompt-lookup drafts on the MemReader prompt of this
+    /// document (its first ~--prompt-tokens tokens), batched paths with and without drafts.
+    #[arg(long)]
+    document: Option<PathBuf>,
     /// JSON output.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Serialize)]
+struct DraftFigures {
+    document: String,
+    prompt_tokens: usize,
+    paths: usize,
+    /// Tokens generated over all paths, without drafts / with drafts.
+    tokens: usize,
+    tokens_drafted_run: usize,
+    plain_tok_s: f64,
+    drafted_tok_s: f64,
+    /// `drafted_tok_s / plain_tok_s`.
+    ratio: f64,
+    drafted: usize,
+    accepted: usize,
+    /// `accepted / drafted`.
+    acceptance: f64,
+    /// Whether the greedy path wrote the same tokens with drafts as without.
+    greedy_identical: bool,
+}
+
+#[derive(Serialize)]
+struct PathsFigures {
+    paths: usize,
+    /// Tokens generated over all paths (each run).
+    tokens: usize,
+    sequential_tok_s: f64,
+    batched_tok_s: f64,
+    /// `batched_tok_s / sequential_tok_s`.
+    ratio: f64,
+    /// Whether both runs gave every path the same tokens.
+    identical: bool,
 }
 
 #[derive(Serialize, Default)]
@@ -67,6 +123,10 @@ struct Report {
     llama_cpp: Option<Figures>,
     prefill_ratio: Option<f64>,
     decode_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multi_path: Option<PathsFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drafts: Option<DraftFigures>,
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -102,6 +162,87 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
     Some(Figures { prefill_tok_s: prefill, decode_tok_s: decode, ttft_ms: a.prompt_tokens as f64 / prefill * 1000.0 })
 }
 
+/// The multi-path figures: `a.paths` paths after `prefix`, batched and one by one.
+fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
+    let paths = mom_paths(a.paths, a.gen_tokens);
+    // Rounds alternate the two ways and each keeps its fastest: this VM's speed drifts
+    // within a run, and alternating lets both meet the same drift.
+    let (mut batched, mut sequential) = (Vec::new(), Vec::new());
+    let (mut batched_s, mut sequential_s) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..a.rounds.max(1) {
+        let t0 = Instant::now();
+        batched = lm.generate_paths(prefix, &paths)?;
+        batched_s = batched_s.min(t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        sequential.clear();
+        for p in &paths {
+            sequential.push(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(()))?);
+        }
+        sequential_s = sequential_s.min(t1.elapsed().as_secs_f64());
+    }
+    let tokens: usize = batched.iter().map(|g| g.tokens.len()).sum();
+    let identical = batched.iter().zip(&sequential).all(|(b, s)| b.tokens == s.tokens);
+    let (batched_tok_s, sequential_tok_s) = (tokens as f64 / batched_s, tokens as f64 / sequential_s);
+    Ok(PathsFigures { paths: a.paths, tokens, sequential_tok_s, batched_tok_s, ratio: batched_tok_s / sequential_tok_s, identical })
+}
+
+/// MoM's paths (as [`bench_paths`]) on the MemReader prompt of a real document, batched,
+/// with and without prompt-lookup drafts.
+fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
+    let text = std::fs::read_to_string(doc).map_err(|e| CliError::Read { path: doc.clone(), source: e })?;
+    // About four characters a token: the document's first ~--prompt-tokens tokens.
+    let mut cut = text.len().min(a.prompt_tokens * 4);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
+    let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
+    let prefix = lm.prefill(Prompt::Chat(&messages))?;
+    let paths = mom_paths(a.paths, a.gen_tokens);
+    let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
+    let (mut plain, mut drafted) = (Vec::new(), Vec::new());
+    let (mut plain_s, mut drafted_s) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..a.rounds.max(1) {
+        let t0 = Instant::now();
+        plain = lm.generate_paths(&prefix, &paths)?;
+        plain_s = plain_s.min(t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))?;
+        drafted_s = drafted_s.min(t1.elapsed().as_secs_f64());
+    }
+    let tokens: usize = plain.iter().map(|g| g.tokens.len()).sum();
+    let tokens_drafted_run: usize = drafted.iter().map(|g| g.tokens.len()).sum();
+    let (d, acc) = drafted.iter().fold((0, 0), |(d, acc), g| (d + g.drafted, acc + g.accepted));
+    let (plain_tok_s, drafted_tok_s) = (tokens as f64 / plain_s, tokens_drafted_run as f64 / drafted_s);
+    Ok(DraftFigures {
+        document: doc.display().to_string(),
+        prompt_tokens: prefix.tokens().len(),
+        paths: a.paths,
+        tokens,
+        tokens_drafted_run,
+        plain_tok_s,
+        drafted_tok_s,
+        ratio: drafted_tok_s / plain_tok_s,
+        drafted: d,
+        accepted: acc,
+        acceptance: if d == 0 { 0.0 } else { acc as f64 / d as f64 },
+        greedy_identical: plain[0].tokens == drafted[0].tokens,
+    })
+}
+
+/// MoM's candidates: one greedy path, the rest sampled at temperature 0.7, top-p 0.8.
+fn mom_paths(n: usize, max_tokens: usize) -> Vec<SamplingParams> {
+    (0..n)
+        .map(|i| SamplingParams {
+            temperature: if i == 0 { 0.0 } else { 0.7 },
+            top_p: if i == 0 { 1.0 } else { 0.8 },
+            seed: i as u64,
+            max_tokens,
+            ..SamplingParams::default()
+        })
+        .collect()
+}
+
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.backend != "cpu" {
         return Err(CliError::BadArgument { message: format!("--backend {}: only cpu is available", a.backend) });
@@ -109,7 +250,9 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.prompt_tokens == 0 || a.gen_tokens == 0 {
         return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
     }
-    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context: a.prompt_tokens + a.gen_tokens + 1, ..Default::default() })?;
+    // Room for the MemReader instructions around a --document too.
+    let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
+    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context, ..Default::default() })?;
     let backend = &lm.backend;
     // A prompt of ordinary tokens (ids 100.. cycling), as llama-bench uses random ones.
     let vocab = backend.config().vocab as u32;
@@ -117,11 +260,11 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     // Warm-up (page in weights, spin up threads).
     let mut warm = backend.new_cache();
     Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last)?;
-    let mut cache = backend.new_cache();
     let t0 = Instant::now();
-    let logits = Backend::forward(backend, &mut cache, &prompt, Logits::Last)?;
+    let prefix = lm.prefill_tokens(prompt)?;
     let prefill = t0.elapsed().as_secs_f64();
-    let mut next = argmax(&logits);
+    let mut cache = prefix.cache().clone();
+    let mut next = argmax(prefix.last_logits());
     let t1 = Instant::now();
     for _ in 0..a.gen_tokens {
         let l = Backend::forward(backend, &mut cache, &[next], Logits::Last)?;
@@ -130,6 +273,11 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let decode = t1.elapsed().as_secs_f64();
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
+    let multi_path = if a.paths >= 2 { Some(bench_paths(&lm, &prefix, a)?) } else { None };
+    let drafts = match (&a.document, a.paths >= 1) {
+        (Some(doc), true) => Some(bench_drafts(&lm, doc, a)?),
+        _ => None,
+    };
     let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
     let parity = match &a.golden {
         Some(path) => {
@@ -151,6 +299,8 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         peak_rss_mb: peak_rss_mb(),
         llama_cpp: llama,
         parity,
+        multi_path,
+        drafts,
     };
     let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
     let parity_result = || {
@@ -171,6 +321,32 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         println!("{:<12} {:>11.2}x {:>11.2}x", "ratio", report.prefill_ratio.unwrap_or(0.0), report.decode_ratio.unwrap_or(0.0));
     } else {
         println!("(llama.cpp not found: run scripts/llamacpp/build.sh or pass --llama-bench)");
+    }
+    if let Some(m) = &report.multi_path {
+        println!(
+            "{} paths ({} tokens): one batch {:.1} t/s, one after another {:.1} t/s, ratio {:.2}x{}",
+            m.paths,
+            m.tokens,
+            m.batched_tok_s,
+            m.sequential_tok_s,
+            m.ratio,
+            if m.identical { " (identical tokens)" } else { " (TOKENS DIFFER)" }
+        );
+    }
+    if let Some(d) = &report.drafts {
+        println!(
+            "drafts on {} ({} prompt tokens, {} paths): {:.1} t/s with, {:.1} t/s without, ratio {:.2}x; {}/{} drafted tokens accepted ({:.0}%){}",
+            d.document,
+            d.prompt_tokens,
+            d.paths,
+            d.drafted_tok_s,
+            d.plain_tok_s,
+            d.ratio,
+            d.accepted,
+            d.drafted,
+            d.acceptance * 100.0,
+            if d.greedy_identical { ", greedy identical" } else { ", GREEDY DIFFERS" }
+        );
     }
     if let Some(m) = report.peak_rss_mb {
         println!("peak memory {m:.0} MB");

@@ -62,8 +62,10 @@ pub trait ReaderModel: Scorer {
     /// Tokens the chat template adds around one user turn (and the assistant's opening).
     fn chat_overhead_tokens(&mut self) -> usize;
     /// Send `user_turn` as the user's message and generate one reply per spec, each at most
-    /// `max_tokens` long. The prompt is processed once and shared by all of them.
-    /// `after_each` is called with the number of candidates done; returning false cancels.
+    /// `max_tokens` long, returned in the order of `specs`. The prompt is processed once and
+    /// shared by all of them, and they are asked for together so that a model can decode
+    /// them as one batch. `after_each` is called as each candidate ends (in the order they
+    /// end) with the number done so far; returning false cancels.
     fn generate(
         &mut self,
         user_turn: &str,

@@ -264,7 +264,8 @@ pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batc
         match ty {
             GgmlType::Q4_1 if qs.iter().all(|q| q8_fits(q, len, 20)) => Some(q4_1_4tok(row, qs)),
             GgmlType::Q8_0 if qs.iter().all(|q| q8_fits(q, len, 34)) => Some(q8_0_4tok(row, qs)),
-            GgmlType::Q4K if qs.iter().all(|q| q8k_fits(q, len, 144)) => Some(q4k_4tok(row, qs)),
+            // Its four-token order is not the one-token order `Decode` asks for.
+            GgmlType::Q4K if batch != Batch::Decode && qs.iter().all(|q| q8k_fits(q, len, 144)) => Some(q4k_4tok(row, qs)),
             GgmlType::Q6K if qs.iter().all(|q| q8k_fits(q, len, 210)) => {
                 Some(if batch == Batch::Large { q6k_tiled_4tok(row, qs) } else { q6k_4tok(row, qs) })
             }

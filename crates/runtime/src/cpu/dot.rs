@@ -22,12 +22,19 @@ pub fn act_format(ty: GgmlType) -> ActFormat {
 /// The size class of a matmul's batch, where llama.cpp picks a different kernel (and so a
 /// different float summation order) by it: `Large` is eight tokens or more, which ggml
 /// sends through its tiled K-quant matmul.
+///
+/// `Decode` is ours: the rows are the next tokens of independent sequences (multi-path
+/// decoding), and each is summed in the one-token order whatever the batch's size, so a
+/// sequence's logits are bit-identical to decoding it alone. The weights are still read
+/// once for the whole batch, which is where batching's speed comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Batch {
     /// Fewer than eight tokens (decode, short prompts).
     Small,
     /// Eight tokens or more.
     Large,
+    /// Any number of rows, each in the one-token order.
+    Decode,
 }
 
 impl Batch {

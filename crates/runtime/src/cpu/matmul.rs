@@ -152,10 +152,17 @@ unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
 /// For each `(w, out)`: `out[t · w.rows + r] = w.row(r) · x_t` for every token `t`. All
-/// matrices share the input `acts` and have its width as `cols`.
+/// matrices share the input `acts` and have its width as `cols`. Sums follow llama.cpp's
+/// order for a batch of this many tokens.
 pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])]) {
+    let batch = Batch::of(acts.tokens());
+    matmul_many_as(threads, acts, jobs, batch);
+}
+
+/// [`matmul_many`] with the summation order of batch class `batch`: [`Batch::Decode`]
+/// keeps every row in the one-token order (rows of independent sequences decoded together).
+pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])], batch: Batch) {
     let tokens = acts.tokens();
-    let batch = Batch::of(tokens);
     for (w, out) in jobs.iter() {
         assert_eq!(w.cols, acts.width, "matrix width");
         assert_eq!(out.len(), tokens * w.rows, "output size");
@@ -191,7 +198,7 @@ pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMat
             let put = |t: usize, r: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
             if w.interleaved {
                 #[cfg(target_arch = "x86_64")]
-                x8::matmul_rows(w.ty, &w.data, w.cols, &acts.q[..tokens], (r0, r1), TOKEN_BLOCK, put);
+                x8::matmul_rows(w.ty, &w.data, w.cols, &acts.q[..tokens], (r0, r1), (TOKEN_BLOCK, batch), put);
                 return;
             }
             let mut r = r0;
@@ -249,6 +256,11 @@ pub fn matmul(threads: &Threads, acts: &mut Activations, w: &QMatrix, out: &mut 
     matmul_many(threads, acts, &mut [(w, out)]);
 }
 
+/// [`matmul`] in batch class `batch` (see [`matmul_many_as`]).
+pub fn matmul_as(threads: &Threads, acts: &mut Activations, w: &QMatrix, out: &mut [f32], batch: Batch) {
+    matmul_many_as(threads, acts, &mut [(w, out)], batch);
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::dot::dot_row_scalar;
@@ -297,6 +309,42 @@ mod tests {
                 let (a, b) = (run(&plain), run(&relaid));
                 for (i, (a, b)) in a.iter().zip(&b).enumerate() {
                     assert_eq!(a.to_bits(), b.to_bits(), "{ty:?}, {tokens} tokens, output {i}: {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    /// Rows of a `Decode` batch are bit-identical to the same rows run one at a time, for
+    /// every kernel family (plain and re-laid), batch sizes across the 4-token groups and
+    /// the large-batch threshold.
+    #[test]
+    fn decode_batches_equal_one_token_matmuls_bit_for_bit() {
+        let (rows, cols) = (72, 512);
+        for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q4_1, GgmlType::Q8_0] {
+            let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 11 + r as u64)).collect();
+            let plain = QMatrix::new(ty, rows, cols, data).unwrap();
+            for w in [plain.clone(), plain.for_matmul()] {
+                for tokens in [2, 4, 5, 9] {
+                    let x = activations(cols * tokens, 40 + tokens as u64);
+                    let mut acts = Activations::default();
+                    acts.set(&x, cols);
+                    let mut out = vec![0f32; rows * tokens];
+                    matmul_as(&Threads::new(2), &mut acts, &w, &mut out, Batch::Decode);
+                    for t in 0..tokens {
+                        let mut one = Activations::default();
+                        one.set(&x[t * cols..(t + 1) * cols], cols);
+                        let mut want = vec![0f32; rows];
+                        matmul(&Threads::new(2), &mut one, &w, &mut want);
+                        for r in 0..rows {
+                            let got = out[t * rows + r];
+                            assert_eq!(
+                                got.to_bits(),
+                                want[r].to_bits(),
+                                "{ty:?}, {tokens} tokens, token {t} row {r}: {got} vs {}",
+                                want[r]
+                            );
+                        }
+                    }
                 }
             }
         }

@@ -11,9 +11,10 @@
 //! sums in f64; RoPE angles advance by repeated multiplication in f32.
 
 use super::attention::{attend, rope, Head, Scratch};
+use super::dot::Batch;
 use super::ggml_order::{dot_f16, Order};
 use super::mathfn::swiglu;
-use super::matmul::{matmul, matmul_many, Activations};
+use super::matmul::{matmul_as, matmul_many_as, Activations};
 use super::threads::Threads;
 use crate::model::{ModelConfig, Weights};
 
@@ -113,15 +114,46 @@ impl CpuTransformer {
     /// Run `tokens` (positions `cache.len()..`) through the model, append their K/V to
     /// `cache`, and return logits (`vocab` per position asked for).
     pub fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Vec<f32> {
+        let t_n = tokens.len();
+        let first = match which {
+            Logits::Last => t_n.saturating_sub(1),
+            Logits::All => 0,
+        };
+        self.run(&mut [(cache, tokens)], Batch::of(t_n), Order::for_tokens(t_n), first)
+    }
+
+    /// One step of several independent sequences at once (multi-path decoding, and the
+    /// verification of drafted tokens): each `(cache, tokens)` appends its tokens to its own
+    /// cache. Every matmul runs once over all the rows, so the weights are read once per
+    /// step rather than once per sequence; attention runs per sequence over its own cache.
+    /// Returns logits for every row, sequence after sequence (`vocab` each).
+    ///
+    /// Every row is summed in the one-token order ([`Batch::Decode`], ggml's one-query
+    /// attention order), so a sequence's logits are bit-identical to feeding its tokens
+    /// one at a time through [`forward`](Self::forward), whatever it is batched with.
+    pub fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Vec<f32> {
+        self.run(seqs, Batch::Decode, Order::VecDot, 0)
+    }
+
+    /// The forward pass over the rows of `seqs` (sequence after sequence), matmuls in batch
+    /// class `batch`, attention in `order`; logits for rows `logits_from..`.
+    fn run(&self, seqs: &mut [(&mut KvCache, &[u32])], batch: Batch, order: Order, logits_from: usize) -> Vec<f32> {
         let cfg = &self.cfg;
-        let (e, t_n) = (cfg.n_embd, tokens.len());
+        let e = cfg.n_embd;
+        // Each row's sequence and position.
+        let mut row_seq = Vec::new();
+        let mut pos = Vec::new();
+        for (s, (cache, tokens)) in seqs.iter().enumerate() {
+            row_seq.extend(std::iter::repeat_n(s, tokens.len()));
+            pos.extend(cache.len..cache.len + tokens.len());
+        }
+        let t_n = pos.len();
         if t_n == 0 {
             return Vec::new();
         }
-        let p0 = cache.len;
         let mut x = vec![0f32; t_n * e];
         let mut row = Vec::with_capacity(e);
-        for (t, &tok) in tokens.iter().enumerate() {
+        for (t, &tok) in seqs.iter().flat_map(|(_, tokens)| tokens.iter()).enumerate() {
             self.weights.token_embd.row_f32((tok as usize).min(cfg.vocab - 1), &mut row);
             x[t * e..(t + 1) * e].copy_from_slice(&row);
         }
@@ -136,7 +168,7 @@ impl CpuTransformer {
             rms_norm(&x, &w.attn_norm, cfg.rms_eps, &mut h);
             trace("attn_norm", l, &h);
             acts.set(&h, e);
-            matmul_many(&self.threads, &mut acts, &mut [(&w.wq, &mut q[..]), (&w.wk, &mut k[..]), (&w.wv, &mut v[..])]);
+            matmul_many_as(&self.threads, &mut acts, &mut [(&w.wq, &mut q[..]), (&w.wk, &mut k[..]), (&w.wv, &mut v[..])], batch);
             for (buf, bias) in [(&mut q, &w.bq), (&mut k, &w.bk), (&mut v, &w.bv)] {
                 if let Some(b) = bias {
                     for r in buf.chunks_exact_mut(b.len()) {
@@ -144,72 +176,89 @@ impl CpuTransformer {
                     }
                 }
             }
-            for t in 0..t_n {
-                rope(&mut q[t * e..(t + 1) * e], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
-                rope(&mut k[t * kvw..(t + 1) * kvw], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p0 + t, self.theta_scale);
+            for (t, &p) in pos.iter().enumerate() {
+                rope(&mut q[t * e..(t + 1) * e], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.theta_scale);
+                rope(&mut k[t * kvw..(t + 1) * kvw], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.theta_scale);
             }
-            for (c, new) in [(&mut cache.k[l], &k), (&mut cache.v[l], &v)] {
-                let start = c.len();
-                c.extend_from_slice(new);
-                super::f16_round_all(&mut c[start..]);
+            let mut r0 = 0;
+            for (cache, tokens) in seqs.iter_mut() {
+                let rows = r0 * kvw..(r0 + tokens.len()) * kvw;
+                for (c, new) in [(&mut cache.k[l], &k[rows.clone()]), (&mut cache.v[l], &v[rows.clone()])] {
+                    let start = c.len();
+                    c.extend_from_slice(new);
+                    super::f16_round_all(&mut c[start..]);
+                }
+                r0 += tokens.len();
             }
             trace("Qcur", l, &q);
             trace("Kcur", l, &k);
             trace("Vcur", l, &v);
-            self.attention(l, &q, (&cache.k[l], &cache.v[l]), p0, t_n, &mut attn);
+            let kv: Vec<(&[f32], &[f32])> = seqs.iter().map(|(c, _)| (&c.k[l][..], &c.v[l][..])).collect();
+            self.attention(l, &q, &kv, (&row_seq, &pos), order, &mut attn);
             trace("kqv_out", l, &attn);
             acts.set(&attn, e);
-            matmul(&self.threads, &mut acts, &w.wo, &mut o);
+            matmul_as(&self.threads, &mut acts, &w.wo, &mut o, batch);
             trace("attn_out", l, &o);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
 
             rms_norm(&x, &w.ffn_norm, cfg.rms_eps, &mut h);
             acts.set(&h, e);
-            matmul_many(&self.threads, &mut acts, &mut [(&w.w_gate, &mut gate[..]), (&w.w_up, &mut up[..])]);
+            matmul_many_as(&self.threads, &mut acts, &mut [(&w.w_gate, &mut gate[..]), (&w.w_up, &mut up[..])], batch);
             trace("ffn_norm", l, &h);
             trace("ffn_gate", l, &gate);
             trace("ffn_up", l, &up);
             swiglu(&mut gate, &up);
             trace("ffn_swiglu", l, &gate);
             acts.set(&gate, cfg.n_ff);
-            matmul(&self.threads, &mut acts, &w.w_down, &mut o);
+            matmul_as(&self.threads, &mut acts, &w.w_down, &mut o, batch);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             trace("l_out", l, &x);
         }
-        cache.len += t_n;
-        let first = match which {
-            Logits::Last => t_n - 1,
-            Logits::All => 0,
-        };
+        for (cache, tokens) in seqs.iter_mut() {
+            cache.len += tokens.len();
+        }
+        let first = logits_from.min(t_n - 1);
         let rows = &x[first * e..];
         let mut normed = vec![0f32; rows.len()];
         rms_norm(rows, &self.weights.output_norm, cfg.rms_eps, &mut normed);
         acts.set(&normed, e);
         let mut logits = vec![0f32; (t_n - first) * cfg.vocab];
-        matmul(&self.threads, &mut acts, self.weights.lm_head(), &mut logits);
+        // The head's batch is the rows it runs on (one, for generation).
+        let head_batch = if batch == Batch::Decode { batch } else { Batch::of(t_n - first) };
+        matmul_as(&self.threads, &mut acts, self.weights.lm_head(), &mut logits, head_batch);
         logits
     }
 
-    /// Causal grouped-query attention of `t_n` new queries (positions `p0..`) over the
-    /// cached keys/values `0..p0 + t_n`; writes `t_n × n_embd` to `out`. Sums follow
-    /// ggml's order ([`ggml_order`]) so half-precision roundings fall as llama.cpp's do.
-    fn attention(&self, layer: usize, q: &[f32], (kc, vc): (&[f32], &[f32]), p0: usize, t_n: usize, out: &mut [f32]) {
+    /// Causal grouped-query attention of the `t_n` new query rows `q` (row `t` of sequence
+    /// `row_seq[t]` at position `pos[t]`) over that sequence's cached keys/values
+    /// `kv[row_seq[t]]`, positions `0..=pos[t]`; writes `t_n × n_embd` to `out`. Sums follow
+    /// ggml's `order` ([`ggml_order`]) so half-precision roundings fall as llama.cpp's do.
+    fn attention(
+        &self,
+        layer: usize,
+        q: &[f32],
+        kv: &[(&[f32], &[f32])],
+        (row_seq, pos): (&[usize], &[usize]),
+        order: Order,
+        out: &mut [f32],
+    ) {
         let cfg = &self.cfg;
         let (hd, nh, kvw) = (cfg.head_dim, cfg.n_head, cfg.kv_width());
         let group = nh / cfg.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
         let ptr = SyncPtr(out.as_mut_ptr());
         let e = cfg.n_embd;
-        let order = Order::for_tokens(t_n);
+        let t_n = pos.len();
         let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         let dump =
             (traced().is_some() && tracing(&format!("kq_soft_max-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         self.threads.for_each(t_n * nh, |task| {
             let (t, hh) = (task / nh, task % nh);
             let kvh = hh / group;
+            let (kc, vc) = kv[row_seq[t]];
             let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].to_vec();
             super::f16_round_all(&mut qh);
-            let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: p0 + t + 1, order, scale };
+            let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
             // SAFETY: this task alone writes out[t, head hh].
             let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
             SCRATCH.with_borrow_mut(|scratch| {

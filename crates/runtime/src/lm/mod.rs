@@ -4,12 +4,15 @@
 //! - [`Lm::generate`] streams text for a prompt or chat, can be cancelled from the
 //!   callback, and is deterministic for a seed.
 //! - [`Lm::prefill`] runs a prompt prefix once; [`Lm::generate_after`] forks its K/V cache
-//!   for each continuation (MoM samples N memories of one document this way).
+//!   for one continuation, [`Lm::generate_paths`] for several decoded together as one
+//!   batch per step (MoM samples N memories of one document this way).
 //! - [`Lm::score`] gives per-token log-probabilities of continuations; pairs that share a
 //!   context reuse its cache. [`Lm::next_token_logprobs`] scores candidate next tokens.
 //! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
 
+mod drafts;
 pub mod parity;
+mod paths;
 mod reader;
 mod sampler;
 
@@ -20,6 +23,7 @@ use std::path::Path;
 use docmem_core::{ScoreError, Scorer};
 use serde::Serialize;
 
+pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
 
@@ -59,6 +63,19 @@ pub trait Backend {
     fn truncate(&self, cache: &mut Self::Cache, len: usize);
     /// Append `tokens` to the sequence and return logits for the last one or for all.
     fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
+    /// One step of several independent sequences: each `(cache, tokens)` appends its
+    /// tokens to its own cache; returns logits for every row, sequence after sequence.
+    /// Multi-path decoding calls this with one token per path. A backend should run the
+    /// rows as one batch (weights read once per step: decoding is memory-bound) and must
+    /// give each sequence the logits it would get alone; this default runs them one after
+    /// another.
+    fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
+        let mut out = Vec::new();
+        for (cache, tokens) in seqs.iter_mut() {
+            out.extend(self.forward(cache, tokens, Logits::All)?);
+        }
+        Ok(out)
+    }
 }
 
 impl Backend for CpuTransformer {
@@ -80,6 +97,12 @@ impl Backend for CpuTransformer {
             return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
         }
         Ok(CpuTransformer::forward(self, cache, tokens, which))
+    }
+    fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
+        if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
+        }
+        Ok(CpuTransformer::forward_batch(self, seqs))
     }
 }
 
@@ -193,6 +216,16 @@ pub struct Generation {
     pub prefill_seconds: f64,
     /// Seconds spent generating.
     pub decode_seconds: f64,
+    /// Tokens drafted from the prompt and verified (prompt-lookup decoding).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub drafted: usize,
+    /// Of those, the ones kept.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub accepted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A prompt prefix run once, to be continued many times.
@@ -207,6 +240,16 @@ impl<C> Prefix<C> {
     /// The prefix's tokens.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
+    }
+
+    /// Its K/V cache (clone it to continue the prefix by hand).
+    pub fn cache(&self) -> &C {
+        &self.cache
+    }
+
+    /// Logits after its last token.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.last_logits
     }
 }
 
@@ -451,7 +494,8 @@ impl<B: Backend> Lm<B> {
             }
             logits = self.backend.forward(&mut cache, &[next], Logits::Last)?;
         }
-        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds: now_seconds() - start })
+        let decode_seconds = now_seconds() - start;
+        Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.

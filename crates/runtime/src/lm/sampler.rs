@@ -43,6 +43,9 @@ impl Default for SamplingParams {
     }
 }
 
+/// Tokens sorted first when looking for the nucleus (see [`Sampler::sample`]).
+const NUCLEUS_HEAD: usize = 256;
+
 /// A sampler's state: its generator.
 #[derive(Debug)]
 pub struct Sampler {
@@ -75,6 +78,59 @@ impl Sampler {
 
     /// Pick the next token given the logits and the tokens so far.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        match self.distribution(logits, history) {
+            Dist::Token(t) => t,
+            Dist::Kept { cand, probs } => {
+                let total: f64 = probs.iter().sum();
+                let mut r = self.rng.gen::<f64>() * total;
+                for (i, &x) in probs.iter().enumerate() {
+                    r -= x;
+                    if r <= 0.0 {
+                        return cand[i].0;
+                    }
+                }
+                cand[probs.len() - 1].0
+            }
+        }
+    }
+
+    /// Pick the next token where `draft` was proposed for it (speculative decoding with a
+    /// draft that is a single token, as prompt lookup gives): greedy returns the argmax
+    /// whatever the draft; sampling accepts the draft with its probability `p(draft)` and
+    /// otherwise draws from the other tokens, renormalized — the standard acceptance rule
+    /// for a draft distribution that puts all its mass on one token, so the token returned
+    /// is distributed exactly as [`sample`](Self::sample)'s.
+    pub fn sample_with_draft(&mut self, logits: &mut [f32], history: &[u32], draft: u32) -> u32 {
+        match self.distribution(logits, history) {
+            Dist::Token(t) => t,
+            Dist::Kept { cand, probs } => {
+                let total: f64 = probs.iter().sum();
+                let at = cand[..probs.len()].iter().position(|c| c.0 == draft);
+                let p_draft = at.map_or(0.0, |i| probs[i] / total);
+                if self.rng.gen::<f64>() < p_draft {
+                    return draft;
+                }
+                let rest = total - at.map_or(0.0, |i| probs[i]);
+                let mut r = self.rng.gen::<f64>() * rest;
+                let mut last = None;
+                for (i, &x) in probs.iter().enumerate() {
+                    if Some(i) == at {
+                        continue;
+                    }
+                    last = Some(cand[i].0);
+                    r -= x;
+                    if r <= 0.0 {
+                        return cand[i].0;
+                    }
+                }
+                last.unwrap_or(draft)
+            }
+        }
+    }
+
+    /// The distribution to draw from: one token (greedy), or candidates and their
+    /// (unnormalized) probabilities, most likely first.
+    fn distribution(&self, logits: &mut [f32], history: &[u32]) -> Dist {
         let p = &self.params;
         if p.repetition_penalty != 1.0 && p.repetition_penalty > 0.0 {
             let start = history.len().saturating_sub(p.repetition_window);
@@ -88,44 +144,73 @@ impl Sampler {
             }
         }
         if p.temperature <= 0.0 || !p.temperature.is_finite() {
-            return argmax(logits);
+            return Dist::Token(argmax(logits));
         }
         let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().filter(|(_, l)| l.is_finite()).map(|(i, &l)| (i as u32, l)).collect();
         if cand.is_empty() {
-            return argmax(logits);
+            return Dist::Token(argmax(logits));
         }
         let k = if p.top_k == 0 { cand.len() } else { p.top_k.min(cand.len()) };
         if k < cand.len() {
             cand.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             cand.truncate(k);
         }
-        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let max = cand[0].1;
-        let mut probs: Vec<f64> = cand.iter().map(|&(_, l)| f64::from((l - max) / p.temperature).exp()).collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|x| *x /= total);
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let max = cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
+        let weight = |l: f32| f64::from((l - max) / p.temperature).exp();
+        let total: f64 = cand.iter().map(|&(_, l)| weight(l)).sum();
+        // Nucleus sampling needs only the most likely tokens in order: sort a head of
+        // them, and the whole vocabulary only when the head does not reach `top_p` (sorting
+        // 150,000 logits per token per path would cost a good part of a decode step).
+        let mut probs: Vec<f64> = Vec::new();
+        let mut sorted = 0;
         if p.top_p < 1.0 {
+            let head = NUCLEUS_HEAD.min(cand.len());
+            if head < cand.len() {
+                cand.select_nth_unstable_by(head - 1, order);
+            }
+            cand[..head].sort_by(order);
+            sorted = head;
             let mut acc = 0.0;
-            let mut keep = probs.len();
-            for (i, &x) in probs.iter().enumerate() {
+            for &(_, l) in &cand[..head] {
+                let x = weight(l) / total;
+                probs.push(x);
                 acc += x;
                 if acc >= f64::from(p.top_p) {
-                    keep = i + 1;
                     break;
                 }
             }
-            probs.truncate(keep);
-        }
-        let total: f64 = probs.iter().sum();
-        let mut r = self.rng.gen::<f64>() * total;
-        for (i, &x) in probs.iter().enumerate() {
-            r -= x;
-            if r <= 0.0 {
-                return cand[i].0;
+            if acc < f64::from(p.top_p) && head < cand.len() {
+                probs.clear();
+                sorted = 0;
             }
         }
-        cand[probs.len() - 1].0
+        if sorted == 0 {
+            cand.sort_by(order);
+            probs = cand.iter().map(|&(_, l)| weight(l) / total).collect();
+            if p.top_p < 1.0 {
+                let mut acc = 0.0;
+                let mut keep = probs.len();
+                for (i, &x) in probs.iter().enumerate() {
+                    acc += x;
+                    if acc >= f64::from(p.top_p) {
+                        keep = i + 1;
+                        break;
+                    }
+                }
+                probs.truncate(keep);
+            }
+        }
+        Dist::Kept { cand, probs }
     }
+}
+
+/// What [`Sampler::distribution`] gives.
+enum Dist {
+    /// This token, no draw.
+    Token(u32),
+    /// Draw `cand[i]` with weight `probs[i]` (`probs` may be shorter: the nucleus).
+    Kept { cand: Vec<(u32, f32)>, probs: Vec<f64> },
 }
 
 /// Natural-log softmax of `logits` at `id`.
@@ -157,6 +242,82 @@ mod tests {
         assert_eq!(a, draw(&params));
         assert!(a.iter().all(|&t| t == 1 || t == 4), "{a:?}");
         assert!(a.contains(&1) && a.contains(&4));
+    }
+
+    /// Nucleus sampling the plain way: sort everything, keep the head reaching `top_p`,
+    /// draw from it.
+    fn reference_nucleus(logits: &[f32], t: f32, top_p: f32, u: f64) -> u32 {
+        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let probs: Vec<f64> = cand.iter().map(|&(_, l)| f64::from((l - cand[0].1) / t).exp()).collect();
+        let total: f64 = probs.iter().sum();
+        let (mut acc, mut keep) = (0.0, probs.len());
+        for (i, &x) in probs.iter().enumerate() {
+            acc += x / total;
+            if acc >= f64::from(top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        let kept: f64 = probs[..keep].iter().map(|x| x / total).sum();
+        let mut r = u * kept;
+        for i in 0..keep {
+            r -= probs[i] / total;
+            if r <= 0.0 {
+                return cand[i].0;
+            }
+        }
+        cand[keep - 1].0
+    }
+
+    /// The sorted head (and its fallback to the whole vocabulary when the head is too
+    /// flat to reach `top_p`) draws what plain nucleus sampling draws.
+    #[test]
+    fn nucleus_from_a_sorted_head_equals_sorting_everything() {
+        let vocab = 5000;
+        for (name, scale) in [("peaked", 40.0f32), ("flat", 0.01)] {
+            let logits: Vec<f32> = (0..vocab).map(|i| scale * (((i as u64 * 2654435761) % 1000) as f32 / 1000.0)).collect();
+            let params = SamplingParams { temperature: 0.7, top_p: 0.8, seed: 3, ..Default::default() };
+            let mut s = Sampler::new(params.clone());
+            let mut rng = SmallRng::seed_from_u64(3);
+            for draw in 0..200 {
+                let want = reference_nucleus(&logits, 0.7, 0.8, rng.gen::<f64>());
+                assert_eq!(s.sample(&mut logits.clone(), &[]), want, "{name} draw {draw}");
+            }
+        }
+    }
+
+    /// Drafted or not, a token is drawn with the same probability (the acceptance rule
+    /// keeps the distribution): frequencies over many draws, with the draft the most
+    /// likely token, a less likely one, and one outside the nucleus.
+    #[test]
+    fn drafts_keep_the_sampling_distribution() {
+        let logits = [2.0f32, 1.5, 1.0, 0.2, -3.0];
+        let params = SamplingParams { temperature: 0.7, top_p: 0.9, seed: 5, ..Default::default() };
+        let n = 40_000;
+        let freq = |draft: Option<u32>| {
+            let mut s = Sampler::new(params.clone());
+            let mut counts = [0usize; 5];
+            for _ in 0..n {
+                let t = match draft {
+                    Some(d) => s.sample_with_draft(&mut logits.clone(), &[], d),
+                    None => s.sample(&mut logits.clone(), &[]),
+                };
+                counts[t as usize] += 1;
+            }
+            counts.map(|c| c as f64 / n as f64)
+        };
+        let plain = freq(None);
+        assert_eq!(plain[4], 0.0, "outside the nucleus");
+        for d in [0, 2, 4] {
+            let drafted = freq(Some(d));
+            for (t, (a, b)) in plain.iter().zip(&drafted).enumerate() {
+                assert!((a - b).abs() < 0.012, "draft {d}, token {t}: {a} vs {b}");
+            }
+        }
+        // Greedy ignores the draft.
+        let mut g = Sampler::new(SamplingParams::default());
+        assert_eq!(g.sample_with_draft(&mut logits.clone(), &[], 3), 0);
     }
 
     #[test]

@@ -61,6 +61,15 @@ fn has_avx512() -> bool {
     }
 }
 
+/// Whether the AVX-512 kernels that need the VL extension (32 registers for 256-bit
+/// vectors) run here.
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_vl() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
+}
+
 /// The piece size (bytes of one row side by side with the next row's) of `ty`'s layout on
 /// this CPU: 8 for Q4_K where the AVX-512 kernels run, else 4.
 fn piece(ty: GgmlType) -> usize {
@@ -130,8 +139,9 @@ fn row_with(ty: GgmlType, piece: usize, data: &[u8], blocks: usize, r: usize, ou
 }
 
 /// Rows `r0..r1` (whole groups of eight) of a re-laid `ty` matrix (`data`, `cols` wide)
-/// against every activation row in `qs`, in llama.cpp's orders for a batch of this size;
-/// `put(token, row, value)` takes each result.
+/// against every activation row in `qs`, in llama.cpp's orders for a batch of class
+/// `batch` (or each row in the one-token order for [`Batch::Decode`]); `put(token, row,
+/// value)` takes each result.
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn matmul_rows(
     ty: GgmlType,
@@ -139,12 +149,11 @@ pub(crate) fn matmul_rows(
     cols: usize,
     qs: &[QuantizedRow],
     (r0, r1): (usize, usize),
-    token_block: usize,
+    (token_block, batch): (usize, Batch),
     put: impl Fn(usize, usize, f32),
 ) {
     debug_assert!(available());
     let group_bytes = cols / 256 * block_bytes(ty);
-    let batch = Batch::of(qs.len());
     let put8 = |t: usize, r: usize, v: [f32; 8]| v.iter().enumerate().for_each(|(i, &v)| put(t, r + i, v));
     for tb in (0..qs.len()).step_by(token_block) {
         let te = (tb + token_block).min(qs.len());
@@ -155,6 +164,22 @@ pub(crate) fn matmul_rows(
             unsafe {
                 match (ty, batch) {
                     (GgmlType::Q6K, Batch::Small) => (tb..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t]))),
+                    (GgmlType::Q6K, Batch::Decode) => {
+                        // The same order as one token, each sub-block unpacked once for
+                        // four (AVX-512VL) or two tokens.
+                        let mut t = tb;
+                        while has_avx512_vl() && t + 4 <= te {
+                            let v = q6k::gemv4_512(data, [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]]);
+                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
+                            t += 4;
+                        }
+                        while t + 2 <= te {
+                            let v = q6k::gemv2(data, [&qs[t], &qs[t + 1]]);
+                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
+                            t += 2;
+                        }
+                        (t..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t])));
+                    }
                     (GgmlType::Q6K, Batch::Large) => {
                         let mut t = tb;
                         while t + 4 <= te {
@@ -166,11 +191,17 @@ pub(crate) fn matmul_rows(
                     }
                     _ => {
                         // Q4_K: groups of four tokens, then the rest one by one, as llama.cpp.
+                        // `Decode`: four tokens at a time still, in the one-token order.
                         let wide = piece(ty) == 8;
                         let mut t = tb;
                         while t + 4 <= te {
                             let four = [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]];
-                            let v = if wide { q4k::gemm_4tok_512(data, four) } else { q4k::gemm_4tok(data, four) };
+                            let v = match (wide, batch == Batch::Decode) {
+                                (true, false) => q4k::gemm_4tok_512(data, four),
+                                (false, false) => q4k::gemm_4tok(data, four),
+                                (true, true) => q4k::gemm_4tok_512_gemv_order(data, four),
+                                (false, true) => q4k::gemm_4tok_gemv_order(data, four),
+                            };
                             v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
                             t += 4;
                         }

@@ -79,7 +79,7 @@ fn pack_scales_mins_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemv, gemv_512};
+pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemm_4tok_512_gemv_order, gemm_4tok_gemv_order, gemv, gemv_512};
 
 /// Kernels over the re-laid blocks: AVX2 for 4-byte pieces, AVX-512 for 8-byte pieces.
 /// The float steps are the same in both, lane by lane; only how the integer sums are
@@ -226,11 +226,55 @@ mod kernels {
     /// (floats accumulated per 64-value group); `out[k]` lane `r` is token `k`, row `r`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemm_4tok_body::<false>(data, qs)
+    }
+
+    /// [`gemm_4tok`] with each token in the one-token order of [`gemv`] (integer sums
+    /// of the four groups first, then one float step per super-block): bit-identical to
+    /// four `gemv` calls, with the weights read once (batched decoding of independent
+    /// sequences).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_4tok_gemv_order(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemm_4tok_body::<true>(data, qs)
+    }
+
+    /// The four-token kernels' integer sums for one group into the float accumulators:
+    /// per group (llama.cpp's four-token order) or, with `ONE`, summed in integers over
+    /// the super-block's four groups and added once (the one-token order).
+    #[inline(always)]
+    unsafe fn add_group<const ONE: bool>(
+        b: *const u8,
+        t: &Tokens4,
+        g: usize,
+        sumi: [__m256i; 4],
+        held: &mut ([__m256i; 4], [__m256i; 4]),
+        acc: &mut [__m256; 4],
+        mins: &mut [__m256; 4],
+    ) {
+        if !ONE {
+            accumulate4(b, t, g, sumi, acc, mins);
+            return;
+        }
+        for k in 0..4 {
+            held.0[k] = _mm256_add_epi32(held.0[k], sumi[k]);
+            held.1[k] = _mm256_add_epi32(held.1[k], group_mins(b, t.sub[k], g));
+        }
+        if g == 3 {
+            for k in 0..4 {
+                acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(held.0[k]), t.dd[k], acc[k]);
+                mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(held.1[k]), t.dm[k], mins[k]);
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn gemm_4tok_body<const ONE: bool>(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         let mask = _mm256_set1_epi8(0x0F);
         let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
         for (i, b) in data.chunks_exact(BLOCK).enumerate() {
             let b = b.as_ptr();
             let t = tokens4(b, &qs, i);
+            let mut held = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
             for g in 0..4 {
                 let mut plo = [_mm256_setzero_si256(); 4];
                 let mut phi = [_mm256_setzero_si256(); 4];
@@ -248,7 +292,7 @@ mod kernels {
                 for k in 0..4 {
                     sumi[k] = _mm256_add_epi32(_mm256_madd_epi16(plo[k], s_lo), _mm256_madd_epi16(phi[k], s_hi));
                 }
-                accumulate4(b, &t, g, sumi, &mut acc, &mut mins);
+                add_group::<ONE>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
             }
         }
         finish4(acc, mins)
@@ -295,11 +339,23 @@ mod kernels {
     /// [`gemm_4tok`] for 8-byte pieces, with AVX-512.
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemm_4tok_512_body::<false>(data, qs)
+    }
+
+    /// [`gemm_4tok_gemv_order`] for 8-byte pieces, with AVX-512.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_4tok_512_gemv_order(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemm_4tok_512_body::<true>(data, qs)
+    }
+
+    #[inline(always)]
+    unsafe fn gemm_4tok_512_body<const ONE: bool>(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         let mask = _mm512_set1_epi8(0x0F);
         let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
         for (i, b) in data.chunks_exact(BLOCK).enumerate() {
             let b = b.as_ptr();
             let t = tokens4(b, &qs, i);
+            let mut held = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
             for g in 0..4 {
                 let mut plo = [_mm512_setzero_si512(); 4];
                 let mut phi = [_mm512_setzero_si512(); 4];
@@ -317,7 +373,7 @@ mod kernels {
                 for k in 0..4 {
                     sumi[k] = fold_pairs(_mm512_add_epi32(_mm512_madd_epi16(plo[k], s_lo), _mm512_madd_epi16(phi[k], s_hi)));
                 }
-                accumulate4(b, &t, g, sumi, &mut acc, &mut mins);
+                add_group::<ONE>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
             }
         }
         finish4(acc, mins)
@@ -344,9 +400,22 @@ mod tests {
         let row = |r: usize| &data[r * cols / 256 * SRC_BLOCK..][..cols / 256 * SRC_BLOCK];
         // SAFETY: `available` checked the CPU features; sizes match by construction.
         let mut results = vec![("AVX2", unsafe { (gemv(&x4, &qs[0]), gemm_4tok(&x4, four_qs)) })];
+        // SAFETY: as above.
+        let mut decode = vec![("AVX2", unsafe { gemm_4tok_gemv_order(&x4, four_qs) })];
         if super::super::has_avx512() {
             // SAFETY: `has_avx512` checked the CPU features.
             results.push(("AVX-512", unsafe { (gemv_512(&x8, &qs[0]), gemm_4tok_512(&x8, four_qs)) }));
+            // SAFETY: as above.
+            decode.push(("AVX-512", unsafe { gemm_4tok_512_gemv_order(&x8, four_qs) }));
+        }
+        // The decode kernel is four one-token ones, bit for bit.
+        for (name, four) in decode {
+            for (k, got) in four.iter().enumerate() {
+                for (r, got) in got.iter().enumerate() {
+                    let want = dot_row(GgmlType::Q4K, row(r), &[], &qs[k], Batch::Small);
+                    assert_eq!(got.to_bits(), want.to_bits(), "{name} decode row {r} token {k}: {got} vs {want}");
+                }
+            }
         }
         for (name, (one, four)) in results {
             for r in 0..rows {

@@ -98,7 +98,7 @@ pub(super) fn block_row(b: &[u8], lane: usize, out: &mut Vec<u8>) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::{gemm_tiled_4tok, gemv, gemv_tiled};
+pub(crate) use kernels::{gemm_tiled_4tok, gemv, gemv2, gemv4_512, gemv_tiled};
 
 /// AVX2 kernels over the re-laid blocks.
 #[cfg(target_arch = "x86_64")]
@@ -193,6 +193,65 @@ mod kernels {
         out
     }
 
+    /// Eight rows against `N` tokens, each in [`gemv`]'s order bit for bit (batched
+    /// decoding of independent sequences): every sub-block is unpacked once for the `N`.
+    /// Sub-blocks of even `j` feed lanes 0–3 and odd ones lanes 4–7, so taking the even ones
+    /// first keeps each lane's integer sums in `gemv`'s order while only half the
+    /// accumulators are live at a time.
+    #[inline(always)]
+    unsafe fn gemv_n<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        let mut f = [[_mm256_setzero_ps(); 8]; N];
+        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
+            let b = b.as_ptr();
+            let mut y = [std::ptr::null::<i8>(); N];
+            for k in 0..N {
+                y[k] = qs[k].q8k.as_ptr().add(256 * i);
+            }
+            let mut a = [[_mm256_setzero_si256(); 8]; N];
+            for parity in 0..2 {
+                for jj in 0..8 {
+                    let j = 2 * jj + parity;
+                    let v = unpack(b, j);
+                    let s = widen_i8(b.add(SCALES + 16 * j));
+                    for k in 0..N {
+                        for (m, v) in v.into_iter().enumerate() {
+                            let c = 4 * j + m;
+                            a[k][c % 8] =
+                                _mm256_add_epi32(a[k][c % 8], _mm256_madd_epi16(_mm256_maddubs_epi16(v, bcast4(y[k].add(4 * c))), s));
+                        }
+                    }
+                }
+            }
+            for k in 0..N {
+                let d = _mm256_mul_ps(_mm256_set1_ps(*qs[k].q8k_d.get_unchecked(i)), halfs(b));
+                for l in 0..8 {
+                    f[k][l] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(a[k][l], offset(b, qs[k], i, l))), f[k][l]);
+                }
+            }
+        }
+        let mut out = [[0f32; 8]; N];
+        for k in 0..N {
+            let f = &f[k];
+            let (s0, s1, s2, s3) =
+                (_mm256_add_ps(f[0], f[4]), _mm256_add_ps(f[1], f[5]), _mm256_add_ps(f[2], f[6]), _mm256_add_ps(f[3], f[7]));
+            let r = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+            _mm256_storeu_ps(out[k].as_mut_ptr(), r);
+        }
+        out
+    }
+
+    /// [`gemv_n`] for two tokens (AVX2: sixteen registers hold their live accumulators).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv2(data: &[u8], qs: [&QuantizedRow; 2]) -> [[f32; 8]; 2] {
+        gemv_n(data, qs)
+    }
+
+    /// [`gemv_n`] for four tokens, where AVX-512VL gives 32 vector registers.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv4_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemv_n(data, qs)
+    }
+
     /// Eight rows against one token in the tiled matmul's order (eight tokens or more).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemv_tiled(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
@@ -279,6 +338,24 @@ mod tests {
         // SAFETY: `available` checked the CPU features; sizes match by construction.
         let (small, tiled) = unsafe { (gemv(&x, &qs[0]), gemv_tiled(&x, &qs[0])) };
         let four = unsafe { gemm_tiled_4tok(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]) };
+        // SAFETY: as above.
+        let two = unsafe { gemv2(&x, [&qs[0], &qs[1]]) };
+        for (k, got) in two.iter().enumerate() {
+            for (r, got) in got.iter().enumerate() {
+                let want = dot_row(GgmlType::Q6K, row(r), &[], &qs[k], Batch::Small);
+                assert_eq!(got.to_bits(), want.to_bits(), "vec_dot order, two tokens, row {r} token {k}: {got} vs {want}");
+            }
+        }
+        if super::super::has_avx512_vl() {
+            // SAFETY: `has_avx512_vl` checked the CPU features.
+            let four = unsafe { gemv4_512(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]) };
+            for (k, got) in four.iter().enumerate() {
+                for (r, got) in got.iter().enumerate() {
+                    let want = dot_row(GgmlType::Q6K, row(r), &[], &qs[k], Batch::Small);
+                    assert_eq!(got.to_bits(), want.to_bits(), "vec_dot order, four tokens, row {r} token {k}: {got} vs {want}");
+                }
+            }
+        }
         for r in 0..rows {
             let want = dot_row(GgmlType::Q6K, row(r), &[], &qs[0], Batch::Small);
             assert_eq!(small[r].to_bits(), want.to_bits(), "vec_dot order, row {r}: {} vs {want}", small[r]);
