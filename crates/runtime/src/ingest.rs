@@ -13,7 +13,9 @@ use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
 
 use crate::lm::{Backend, LmReader};
 
-/// How a document becomes a memory.
+/// How a document becomes a memory. (One is made per document, so the MoM variant's size
+/// costs nothing worth boxing for.)
+#[allow(clippy::large_enum_variant)]
 pub enum MemoryMethod<'a, B: Backend> {
     /// MoM: the reader model writes outline, cores and chunks; candidates are scored by
     /// `scorer` (default: the reader).
