@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::input::read_document;
 use crate::CliError;
+pub use docmem_core::chunk::passage_sizes;
 
 /// The chunker and its settings, shared by the commands that chunk.
 #[derive(Args)]
@@ -38,16 +39,6 @@ pub struct ChunkArgs {
     pub json: bool,
     /// The document (.txt or .md).
     pub file: PathBuf,
-}
-
-/// Chunk sizes for retrieval passages where the caller gave none: the sentence chunker's
-/// own defaults are 1024-token windows, which suit summarization; retrieval (and a
-/// library's chunk layer) wants passages of about 128 tokens.
-pub fn passage_sizes(kind: ChunkerKind, size: Option<usize>, overlap: Option<usize>) -> (Option<usize>, Option<usize>) {
-    match kind {
-        ChunkerKind::Sentence => (size.or(Some(128)), overlap.or(Some(16))),
-        _ => (size, overlap),
-    }
 }
 
 /// Chunk a document with the named chunker and its settings (`embedder` serves the

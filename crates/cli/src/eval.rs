@@ -331,7 +331,7 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
             message: format!("--reader: {} does not exist (or leave mom out of --methods)", path.display()),
         });
     }
-    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = crate::input::file_label(&path);
     let settings = ExtractSettings {
         prompt: parse_prompt(&a.prompt)?,
         samples: a.samples,
@@ -602,7 +602,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
         split: a.split,
         documents: set.documents.len(),
         context_chars: q.context_chars,
-        answerer: path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        answerer: crate::input::file_label(&path),
         rows,
     };
     let mut out = std::io::stdout().lock();

@@ -101,10 +101,6 @@ fn load_lm(path: &Path, threads: usize, what: &str) -> Result<Lm, CliError> {
     Ok(Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?)
 }
 
-fn model_name(path: &Path) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
-}
-
 /// A one-line progress report: rewritten in place on a terminal, one line per candidate
 /// otherwise (logs, CI).
 struct ProgressLine {
@@ -197,8 +193,8 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
                 }
                 let Some((reader, scorer)) = &models else { continue };
                 MemoryMethod::Mom {
-                    reader: LmReader::new(reader, model_name(&reader_path)),
-                    scorer: scorer.as_ref().zip(a.scorer.as_ref()).map(|(lm, p)| LmReader::new(lm, model_name(p))),
+                    reader: LmReader::new(reader, crate::input::file_label(&reader_path)),
+                    scorer: scorer.as_ref().zip(a.scorer.as_ref()).map(|(lm, p)| LmReader::new(lm, crate::input::file_label(p))),
                     settings: extract.clone(),
                 }
             }

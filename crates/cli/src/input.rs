@@ -30,6 +30,11 @@ pub fn read_document(path: &Path) -> Result<Document, CliError> {
         }
         _ => String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?,
     };
-    let title = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let title = file_label(path);
     Ok(Document::new(title, text))
+}
+
+/// A file's name (the whole path when it has none): document titles and model names.
+pub fn file_label(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{RetrievalMode, SearchParams};
@@ -46,6 +46,12 @@ fn entries_from(object: &js_sys::Object) -> Result<BTreeMap<String, Vec<u8>>, Js
         map.insert(key, bytes.to_vec());
     }
     Ok(map)
+}
+
+/// A library indexed with `embedder`'s vectors.
+fn settings(embedder: &WasmEmbedder) -> LibrarySettings {
+    let e = &embedder.embedder;
+    LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer }
 }
 
 fn progress_object(p: &Progress) -> JsValue {
@@ -90,9 +96,7 @@ impl WasmLibrary {
     /// a new one) for `embedder`, whose vectors it indexes. A library built with another
     /// embedder, or by a newer docmem, is an error.
     pub fn open(entries: js_sys::Object, embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
-        let e = &embedder.embedder;
-        let settings = LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer };
-        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings).map_err(err)?;
+        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)).map_err(err)?;
         Ok(WasmLibrary { library })
     }
 
@@ -101,13 +105,11 @@ impl WasmLibrary {
     #[wasm_bindgen(js_name = importLibrary)]
     pub fn import_library(bytes: &[u8], embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
         let entries = unarchive(bytes).map_err(err)?;
-        let e = &embedder.embedder;
-        let settings = LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer };
         let mut store = JournalStore::default();
         for (k, v) in &entries {
             docmem_core::library::Store::write(&mut store, k, v).map_err(err)?;
         }
-        let library = Library::open(store, &settings).map_err(err)?;
+        let library = Library::open(store, &settings(embedder)).map_err(err)?;
         Ok(WasmLibrary { library })
     }
 
@@ -117,12 +119,8 @@ impl WasmLibrary {
     #[wasm_bindgen(js_name = addDocument)]
     pub fn add_document(&mut self, title: &str, text: &str, chunker: &str, embedder: &mut WasmEmbedder) -> Result<String, JsError> {
         let kind: ChunkerKind = chunker.parse().map_err(|e: docmem_core::chunk::UnknownChunker| err(e))?;
-        let options = match kind {
-            // The same ~128-token passages as the CLI's default.
-            ChunkerKind::Sentence => ChunkOptions { size: Some(128), overlap: Some(16) },
-            _ => ChunkOptions::default(),
-        };
-        let mut method = MemoryMethod::Chunker { kind, options };
+        let (size, overlap) = passage_sizes(kind, None, None);
+        let mut method = MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } };
         self.add(title, text, &mut method, embedder, None)
     }
 

@@ -93,6 +93,17 @@ pub struct ChunkOptions {
     pub overlap: Option<usize>,
 }
 
+/// Chunk sizes for retrieval passages where the caller gave none: the sentence chunker's
+/// own defaults are 1024-token windows, which suit summarization; retrieval (and a
+/// library's chunk layer) wants passages of about 128 tokens. Every front end (CLI, wasm)
+/// makes a library's baseline chunks with these.
+pub fn passage_sizes(kind: ChunkerKind, size: Option<usize>, overlap: Option<usize>) -> (Option<usize>, Option<usize>) {
+    match kind {
+        ChunkerKind::Sentence => (size.or(Some(128)), overlap.or(Some(16))),
+        _ => (size, overlap),
+    }
+}
+
 /// Why a chunker could not run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
