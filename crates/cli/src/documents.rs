@@ -8,6 +8,7 @@ use clap::Args;
 use docmem_core::library::Library;
 use docmem_runtime::store::DirStore;
 
+use crate::input::count;
 use crate::CliError;
 
 #[derive(Args)]
@@ -54,19 +55,18 @@ pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
     }
     let m = lib.manifest();
     let n = m.documents.len();
-    let noun = if n == 1 { "document" } else { "documents" };
-    writeln!(out, "{n} {noun}, embedder {} ({} dimensions), {} index", m.embedder, m.dim, m.mode.name())?;
+    writeln!(out, "{}, embedder {} ({} dimensions), {} index", count(n, "document"), m.embedder, m.dim, m.mode.name())?;
     for d in &m.documents {
         let fallback = if d.fallback.is_some() { ", fell back to the sentence chunker" } else { "" };
-        writeln!(out, "{}  {}  {} bytes, {} chunks, by {}{fallback}", d.id, d.title, d.bytes, d.scenarios, d.reader)?;
+        writeln!(out, "{}  {}  {} bytes, {}, by {}{fallback}", d.id, d.title, d.bytes, count(d.scenarios, "chunk"), d.reader)?;
         if a.outline {
             let (_, memory) = lib.get(d.id)?;
             if memory.outline.is_empty() {
-                writeln!(out, "    (no outline: {} plain chunks)", memory.scenarios.len())?;
+                writeln!(out, "    (no outline: {})", count(memory.scenarios.len(), "plain chunk"))?;
             }
             for (i, item) in memory.outline.iter().enumerate() {
                 let chunks = memory.scenarios.iter().filter(|s| s.outline_item == Some(i as u32)).count();
-                writeln!(out, "    {}. {item}  ({chunks} chunks)", i + 1)?;
+                writeln!(out, "    {}. {item}  ({})", i + 1, count(chunks, "chunk"))?;
             }
         }
     }

@@ -268,7 +268,14 @@ fn report(
     } else if !added {
         writeln!(out, "{}: already in the library ({}), skipped", r.file, r.id)?;
     } else {
-        write!(out, "{}: added {} chunks, {} outline items in {:.1} s", r.file, r.scenarios, r.outline, r.seconds)?;
+        write!(
+            out,
+            "{}: added {}, {} in {:.1} s",
+            r.file,
+            crate::input::count(r.scenarios, "chunk"),
+            crate::input::count(r.outline, "outline item"),
+            r.seconds
+        )?;
         match r.fallback {
             Some(why) => writeln!(out, " (fell back to the sentence chunker: {why})")?,
             None => writeln!(out)?,

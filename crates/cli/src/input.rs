@@ -38,3 +38,12 @@ pub fn read_document(path: &Path) -> Result<Document, CliError> {
 pub fn file_label(path: &Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
+
+/// `n` and a noun, plural unless `n` is 1: "1 chunk", "5 chunks".
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
