@@ -301,7 +301,44 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
         // SAFETY: as above.
         return unsafe { kernel_fma(x, cols, n, panel, acc) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if n == MR {
+        // SAFETY: `x` holds MR rows of `cols` values and `panel` `cols · NR` values.
+        return unsafe { kernel_simd128(x, cols, panel, acc) };
+    }
     kernel_body::<false>(x, cols, n, panel, acc)
+}
+
+/// The full tile in wasm: MR tokens × 8 rows in 2·MR `simd128` accumulators. Written out
+/// because the vectorized generic loop loaded each activation as a scalar and splatted it
+/// in a second instruction; `v128_load32_splat` does both, and the loop keeps the
+/// accumulators in registers (wasm has no FMA without relaxed SIMD: a multiply and an add).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {
+    use core::arch::wasm32::*;
+    debug_assert!(x.len() >= MR * cols && panel.len() >= cols * NR);
+    let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+    let mut c = [[f32x4_splat(0.0); 2]; MR];
+    for k in 0..cols {
+        // SAFETY: k < cols, rows i < MR and lanes < NR are inside the slices (checked by
+        // the caller's sizes).
+        unsafe {
+            let w0 = v128_load(wp.add(k * NR) as *const v128);
+            let w1 = v128_load(wp.add(k * NR + 4) as *const v128);
+            for (i, ci) in c.iter_mut().enumerate() {
+                let xi = v128_load32_splat(xp.add(i * cols + k) as *const u32);
+                ci[0] = f32x4_add(ci[0], f32x4_mul(xi, w0));
+                ci[1] = f32x4_add(ci[1], f32x4_mul(xi, w1));
+            }
+        }
+    }
+    for (out, ci) in acc.iter_mut().zip(&c) {
+        // SAFETY: each row of `acc` holds NR = 8 floats.
+        unsafe {
+            v128_store(out.as_mut_ptr() as *mut v128, ci[0]);
+            v128_store(out.as_mut_ptr().add(4) as *mut v128, ci[1]);
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
