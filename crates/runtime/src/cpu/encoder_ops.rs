@@ -193,11 +193,16 @@ fn attend_body<const FMA: bool>(
         return;
     }
     let padded = tokens.div_ceil(KB) * KB;
-    scratch.clear();
-    scratch.resize(d * padded + padded * d + QB * padded + QB * d, 0.0);
+    // Grown, never cleared: every value read below is written first (padded key columns
+    // give scores that are never read), so stale values from an earlier call are harmless.
+    let need = d * padded + padded * d + QB * padded + QB * d;
+    if scratch.len() < need {
+        scratch.resize(need, 0.0);
+    }
     let (kt, rest) = scratch.split_at_mut(d * padded);
     let (vv, rest) = rest.split_at_mut(padded * d);
-    let (scores, qblock) = rest.split_at_mut(QB * padded);
+    let (scores, rest) = rest.split_at_mut(QB * padded);
+    let qblock = &mut rest[..QB * d];
     for j in 0..tokens {
         for c in 0..d {
             kt[c * padded + j] = k[j * stride + c] * scale;

@@ -21,6 +21,7 @@
 //! activations stay in L2 while the panels pass over them, and an F16 panel is expanded
 //! once per token block into the task's scratch.
 
+use super::encoder_ops::gelu;
 use super::threads::Threads;
 use super::{bf16, madd, SharedMut};
 
@@ -139,8 +140,20 @@ impl PanelMatrix {
     }
 }
 
-/// `out[t · w.rows + r] = bias[r] + Σ_k x[t · w.cols + k] · W[r][k]` for every token `t`.
-pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>, out: &mut [f32]) {
+/// What is applied to each output after the bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epilogue {
+    /// Nothing: `W·x + b`.
+    None,
+    /// GELU (erf form): `gelu(W·x + b)`, applied by each task to its own rectangle of the
+    /// output while it is still in cache, instead of in a second pass over the whole
+    /// (tokens × intermediate) buffer.
+    Gelu,
+}
+
+/// `out[t · w.rows + r] = f(bias[r] + Σ_k x[t · w.cols + k] · W[r][k])` for every token `t`,
+/// `f` the [`Epilogue`].
+pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>, epilogue: Epilogue, out: &mut [f32]) {
     let tokens = x.len() / w.cols.max(1);
     assert_eq!(x.len(), tokens * w.cols, "activation size");
     assert_eq!(out.len(), tokens * w.rows, "output size");
@@ -178,6 +191,17 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
             }
         }
     };
+    // Applies the epilogue to the task's rectangle: tokens t0..t1, panels p0..p1.
+    let finish = |(t0, t1): (usize, usize), (p0, p1): (usize, usize)| {
+        if epilogue == Epilogue::Gelu {
+            let (c0, c1) = (p0 * NR, (p1 * NR).min(w.rows));
+            for t in t0..t1 {
+                // SAFETY: as in `store`: this task alone wrote these outputs, inside `out`.
+                let row = unsafe { core::slice::from_raw_parts_mut(ptr.get().add(t * w.rows + c0), c1 - c0) };
+                gelu(row);
+            }
+        }
+    };
     threads.for_each(token_blocks * groups, |task| {
         let (tb, g) = (task / groups, task % groups);
         let (t0, t1) = (tb * TOKEN_BLOCK, ((tb + 1) * TOKEN_BLOCK).min(tokens));
@@ -207,6 +231,7 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
                 }
                 p += 2;
             }
+            finish((t0, t1), (p0, p1));
             return;
         }
         let mut scratch = Vec::new();
@@ -243,6 +268,7 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
                 t += n;
             }
         }
+        finish((t0, t1), (p0, p1));
     });
 }
 
@@ -451,7 +477,7 @@ mod tests {
             for ty in [PanelType::F32, PanelType::F16, PanelType::Q8_0, PanelType::Bf16] {
                 let m = PanelMatrix::from_rows(&w, rows, cols, ty);
                 let mut out = vec![f32::NAN; tokens * rows];
-                gemm(&Threads::new(threads), &x, &m, Some(&bias), &mut out);
+                gemm(&Threads::new(threads), &x, &m, Some(&bias), Epilogue::None, &mut out);
                 // F16 weights are off by up to 2^-11 relative, Q8_0 by half a step of 1/127
                 // of their block's largest (|w| ≤ 1 here).
                 let tol = match ty {
@@ -464,6 +490,12 @@ mod tests {
                 for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                     assert!((a - b).abs() <= tol, "{ty:?} {rows}x{cols}, {tokens} tokens, output {i}: {a} vs {b}");
                 }
+                // The GELU epilogue is GELU of the same outputs, every one of them.
+                let mut fused = vec![f32::NAN; tokens * rows];
+                gemm(&Threads::new(threads), &x, &m, Some(&bias), Epilogue::Gelu, &mut fused);
+                for (i, (a, b)) in fused.iter().zip(&out).enumerate() {
+                    assert_eq!(*a, crate::cpu::encoder_ops::gelu1(*b), "{ty:?} gelu epilogue, output {i}");
+                }
             }
         }
     }
@@ -471,6 +503,6 @@ mod tests {
     #[test]
     fn no_tokens_is_no_work() {
         let m = PanelMatrix::from_rows(&[1.0; 4], 2, 2, PanelType::F32);
-        gemm(&Threads::new(1), &[], &m, None, &mut []);
+        gemm(&Threads::new(1), &[], &m, None, Epilogue::None, &mut []);
     }
 }
