@@ -285,6 +285,7 @@ const VERBATIM_END_CHARS: usize = 32;
 fn pattern_ends(chunk: &ChunkPattern) -> (Vec<char>, Vec<char>) {
     match chunk {
         ChunkPattern::Masked { prefix, suffix } => (normalize_pattern(prefix), normalize_pattern(suffix)),
+        ChunkPattern::Units { .. } => (Vec::new(), Vec::new()),
         ChunkPattern::Verbatim(text) => {
             let all = normalize_pattern(text);
             if all.len() <= 2 * VERBATIM_END_CHARS {
@@ -318,27 +319,49 @@ fn join_core(into: &mut String, more: &str) {
 
 /// Align a parsed memory to `text`. See the module docs for the method.
 pub fn align_memory(text: &str, parsed: &ParsedMemory, params: &AlignParams) -> AlignedMemory {
+    align_memory_units(text, parsed, &[], params)
+}
+
+/// [`align_memory`] for a reader that was shown `text` as numbered units (`units`, from
+/// [`crate::reader::NumberedText`]): a [`ChunkPattern::Units`] range is placed exactly on
+/// its units (counted as exact); masked and verbatim chunks are aligned as usual. Ranges
+/// out of order or out of bounds fail like unplaceable patterns.
+pub fn align_memory_units(text: &str, parsed: &ParsedMemory, units: &[Span], params: &AlignParams) -> AlignedMemory {
     let norm = NormText::new(text);
     let matcher = Matcher { norm: &norm, params };
     let n_scen = parsed.scenarios.len();
     let mut stats = AlignmentStats { chunks: n_scen as u32, ..AlignmentStats::default() };
 
-    // 1-2: place each chunk; `None` for failures.
+    // 1-2: place each chunk (byte spans); `None` for failures. Chunks must start in
+    // document order.
     let mut placed: Vec<Option<(usize, usize)>> = Vec::with_capacity(n_scen);
-    let mut cursor = 0usize;
-    let mut last_start: Option<usize> = None;
+    let mut cursor = 0usize; // in normalized characters
+    let mut last_start: Option<usize> = None; // in bytes
     for sc in &parsed.scenarios {
-        let (prefix, suffix) = pattern_ends(&sc.chunk);
-        match matcher.place(&prefix, &suffix, cursor) {
-            Some((s, e, kind)) if last_start.is_none_or(|ls| s > ls) && e > s => {
+        let found = match sc.chunk {
+            ChunkPattern::Units { first, last } => {
+                let (a, b) = (first as usize, last as usize);
+                (a >= 1 && a <= b && b <= units.len()).then(|| (units[a - 1].start, units[b - 1].end, MatchKind::Exact, None))
+            }
+            _ => {
+                let (prefix, suffix) = pattern_ends(&sc.chunk);
+                matcher
+                    .place(&prefix, &suffix, cursor)
+                    .filter(|&(s, e, _)| e > s)
+                    .map(|(s, e, kind)| (norm.starts[s], norm.ends[e - 1], kind, Some(e)))
+            }
+        };
+        match found {
+            Some((bs, be, kind, next_cursor)) if last_start.is_none_or(|ls| bs > ls) && be > bs => {
                 match kind {
                     MatchKind::Exact => stats.exact += 1,
                     MatchKind::Fuzzy => stats.fuzzy += 1,
                 }
-                let (bs, be) = (norm.starts[s], norm.ends[e - 1]);
                 placed.push(Some((bs, be)));
-                cursor = e;
-                last_start = Some(s);
+                if let Some(c) = next_cursor {
+                    cursor = c;
+                }
+                last_start = Some(bs);
             }
             _ => {
                 stats.failed += 1;
@@ -509,6 +532,20 @@ mod tests {
         assert_eq!(a.stats.exact, 2);
         assert_eq!(a.scenarios[0].span.slice(text), Some("文档记忆是一种方法。"));
         assert_eq!(a.scenarios[1].outline_item, Some(1));
+    }
+
+    #[test]
+    fn unit_ranges_place_exactly_and_bad_ones_fail() {
+        let text = "One. Two. Three. Four.";
+        let units = crate::reader::NumberedText::new(text);
+        let sc = |first, last| ParsedScenario { chunk: ChunkPattern::Units { first, last }, core: alloc::format!("c{first}") };
+        let parsed = ParsedMemory { scenarios: vec![sc(1, 2), sc(9, 9), sc(3, 4)], ..ParsedMemory::default() };
+        let m = align_memory_units(text, &parsed, units.units(), &no_merge());
+        let spans: Vec<&str> = m.scenarios.iter().map(|s| s.span.slice(text).unwrap()).collect();
+        assert_eq!(spans, ["One. Two. ", "Three. Four."]);
+        assert_eq!((m.stats.exact, m.stats.failed), (2, 1));
+        assert_eq!(m.scenarios[0].core, "c1\nc9", "the failed chunk's core joins the chunk before it");
+        assert_eq!(m.stats.coverage_before_repair, 1.0);
     }
 
     #[test]

@@ -42,6 +42,14 @@ pub enum ChunkPattern {
     },
     /// The chunk's whole text, written out.
     Verbatim(String),
+    /// Units `first..=last` of the numbered view the reader was shown
+    /// ([`crate::reader::NumberedText`]), 1-based.
+    Units {
+        /// The first unit's number.
+        first: u32,
+        /// The last unit's number.
+        last: u32,
+    },
 }
 
 /// One `<scenario>`: its chunk pattern and core content.
@@ -483,7 +491,24 @@ fn mask_positions(s: &str) -> Vec<(usize, usize)> {
     found
 }
 
+/// A chunk written as unit numbers: `3-7`, `[3]-[7]`, `3–7`, `3 to 7`, `3至7`, or one
+/// number. Brackets and white space are ignored.
+fn unit_range(chunk: &str) -> Option<(u32, u32)> {
+    let s: String = chunk.chars().filter(|c| !c.is_whitespace() && !matches!(c, '[' | ']' | '【' | '】' | '［' | '］')).collect();
+    let s = s.trim_end_matches(['.', '。']);
+    let split = s.find(|c: char| !c.is_ascii_digit());
+    let Some(at) = split else { return s.parse().ok().map(|n| (n, n)) };
+    let first: u32 = s[..at].parse().ok()?;
+    let rest = &s[at..];
+    let sep = ["-", "–", "—", "~", "～", "至", "到", "to", ","].into_iter().find(|p| rest.starts_with(p))?;
+    let last: u32 = rest[sep.len()..].parse().ok()?;
+    Some((first, last))
+}
+
 fn chunk_pattern(chunk: &str, index: usize, warnings: &mut Vec<ParseWarning>) -> Option<ChunkPattern> {
+    if let Some((first, last)) = unit_range(chunk) {
+        return Some(ChunkPattern::Units { first, last });
+    }
     let masks = mask_positions(chunk);
     match (masks.first(), masks.last()) {
         (Some(&(first, _)), Some(&(_, last_end))) => {
@@ -562,6 +587,26 @@ mod tests {
 
     fn masked(p: &str, s: &str) -> ChunkPattern {
         ChunkPattern::Masked { prefix: p.into(), suffix: s.into() }
+    }
+
+    #[test]
+    fn unit_ranges() {
+        let out = "<outline>\nA\nB\nC\n</outline>\n<scenario>\n<chunk>1-3</chunk>\nCore A\n</scenario>\n<scenario><chunk>[4] – [6]</chunk>B</scenario><scenario><chunk>7</chunk>C</scenario><scenario><chunk>8至9</chunk>D</scenario>";
+        let p = parse_memreader_output(out);
+        let chunks: Vec<&ChunkPattern> = p.scenarios.iter().map(|s| &s.chunk).collect();
+        assert_eq!(
+            chunks,
+            [
+                &ChunkPattern::Units { first: 1, last: 3 },
+                &ChunkPattern::Units { first: 4, last: 6 },
+                &ChunkPattern::Units { first: 7, last: 7 },
+                &ChunkPattern::Units { first: 8, last: 9 }
+            ]
+        );
+        assert_eq!(p.scenarios[0].core, "Core A");
+        // Text that merely starts with a number is not a range.
+        assert!(matches!(chunk_pattern("1440 was the year[MASK]in Mainz.", 0, &mut Vec::new()), Some(ChunkPattern::Masked { .. })));
+        assert!(matches!(chunk_pattern("3 - x", 0, &mut Vec::new()), Some(ChunkPattern::Verbatim(_))));
     }
 
     #[test]

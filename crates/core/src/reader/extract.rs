@@ -22,10 +22,11 @@ use core::cell::RefCell;
 
 use super::fallback::{fallback_reason, FallbackPolicy};
 use super::model::{Generated, ModelError, ReaderModel, SampleSpec};
+use super::numbered::NumberedText;
 use super::prompt::{choose_prompt, ReaderPrompt};
 use super::scoring::{score_candidate, ScoringLimits};
 use super::window::{plan_windows, stitch, WindowMemory};
-use crate::align::{align_memory, AlignParams, AlignmentStats};
+use crate::align::{align_memory_units, AlignParams, AlignmentStats};
 use crate::chunk::{sentence_chunks, ApproxTokenCounter, SentenceParams, TokenCounter};
 use crate::document::Document;
 use crate::memory::{DocumentMemory, MemoryScores, Provenance, SamplingRecord, Scenario, MEMORY_FORMAT_VERSION};
@@ -223,6 +224,9 @@ fn read_window(
         seed: settings.seed.wrapping_add(i as u64),
     }));
     let user_turn = prompt.render(window_text);
+    let instruction = prompt.render("");
+    // The units a numbered prompt showed, for placing `<chunk>FIRST-LAST</chunk>`.
+    let units = if prompt.numbered() { NumberedText::new(window_text).units().to_vec() } else { Vec::new() };
     let mut cancelled = false;
     let generated = reader.generate(&user_turn, &specs, max_new, &mut |done, _: &Generated| {
         cancelled = !progress(Stage::Reading, done);
@@ -243,8 +247,16 @@ fn read_window(
             continue;
         }
         seen.push(&g.text);
-        let parsed = parse_memreader_output(&g.text);
-        let aligned = align_memory(window_text, &parsed, &settings.align);
+        let mut parsed = parse_memreader_output(&g.text);
+        // Small readers sometimes copy the prompt's worked example (a core about tea in a
+        // document about printing): a core found word for word in the instruction is not
+        // the document's, so it is dropped (the chunk stays).
+        for sc in &mut parsed.scenarios {
+            if sc.core.len() >= 12 && instruction.contains(sc.core.as_str()) {
+                sc.core.clear();
+            }
+        }
+        let aligned = align_memory_units(window_text, &parsed, &units, &settings.align);
         if aligned.stats.coverage_before_repair >= best_stats.coverage_before_repair {
             best_stats = aligned.stats.clone();
         }
@@ -309,7 +321,8 @@ pub fn extract_memory(
 ) -> Result<DocumentMemory, ModelError> {
     let name = reader.name();
     let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
-    let chinese = matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink) || doc.language == "zh";
+    let chinese =
+        matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered) || doc.language == "zh";
     let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
     let available = reader.context_tokens().saturating_sub(overhead);
     if available < 64 {
@@ -437,6 +450,8 @@ mod tests {
     struct FakeReader {
         context: usize,
         garbage: bool,
+        /// Named as a MemReader checkpoint, so it gets the [MASK] prompt (else numbered).
+        memreader: bool,
         calls: usize,
         prefills: usize,
     }
@@ -461,7 +476,11 @@ mod tests {
 
     impl ReaderModel for FakeReader {
         fn name(&self) -> String {
-            "fake-1.5b".into()
+            if self.memreader {
+                "fake-memreader-1.5b".into()
+            } else {
+                "fake-1.5b".into()
+            }
         }
         fn context_tokens(&self) -> usize {
             self.context
@@ -484,6 +503,27 @@ mod tests {
                     format!("KEY {}\nmore", chunk.split_whitespace().next().unwrap_or(""))
                 } else if self.garbage {
                     "I am sorry, I cannot do that.".into()
+                } else if user_turn.contains("FIRST-LAST") {
+                    // The numbered prompt: groups of 1 + i % 3 units, named by number.
+                    let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
+                    let units = doc.lines().filter(|l| l.starts_with('[')).count();
+                    let group = 1 + i % 3;
+                    let mut s = String::from("<outline>\n");
+                    let starts: Vec<usize> = (1..=units).step_by(group).collect();
+                    for k in &starts {
+                        s += &format!("Part {k}\n");
+                    }
+                    s += "</outline>\n";
+                    for k in starts {
+                        // The first core copies the prompt's example, as small models do.
+                        let core = if k == 1 {
+                            "Dutch traders brought tea from Java to Europe in the early 1600s.".to_string()
+                        } else {
+                            format!("About unit {k}")
+                        };
+                        s += &format!("<scenario>\n<chunk>{k}-{}</chunk>\n{core}\n</scenario>\n", (k + group - 1).min(units));
+                    }
+                    s
                 } else {
                     let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
                     let sentences: Vec<&str> = split_sentences(doc).iter().filter_map(|s| s.slice(doc)).collect();
@@ -518,8 +558,14 @@ mod tests {
 
     #[test]
     fn one_window_four_candidates_best_chosen_by_rrf() {
+        for (memreader, prompt) in [(true, "en-think"), (false, "en-numbered")] {
+            one_window_four_candidates(memreader, prompt);
+        }
+    }
+
+    fn one_window_four_candidates(memreader: bool, prompt: &str) {
         let doc = Document::new("s.txt", story(6));
-        let mut reader = FakeReader { context: 4096, garbage: false, calls: 0, prefills: 0 };
+        let mut reader = FakeReader { context: 4096, garbage: false, memreader, calls: 0, prefills: 0 };
         let mut reports = Vec::new();
         let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| {
             reports.push(*p);
@@ -534,8 +580,9 @@ mod tests {
         // Every sentence starts with a capital: finer cuts score clearer, and all cores
         // complete the same; candidate 0 (greedy, one sentence per chunk) or 3 wins.
         assert_eq!(m.scenarios.len(), 6);
-        assert!(m.provenance.reader.starts_with("fake-1.5b (en-think prompt)"));
+        assert!(m.provenance.reader.contains(&format!("1.5b ({prompt} prompt)")), "{}", m.provenance.reader);
         assert_eq!(m.outline.len(), 6);
+        assert!(m.scenarios.iter().all(|s| !s.core.contains("Dutch traders")), "a core copied from the prompt's example is dropped");
         assert_eq!(reports.last().unwrap().stage, Stage::Done);
         assert!(reports.iter().any(|p| p.stage == Stage::Scoring));
         assert!(reports.windows(2).all(|w| w[1].candidates_done >= w[0].candidates_done));
@@ -544,7 +591,7 @@ mod tests {
     #[test]
     fn garbage_falls_back_to_sentence_chunks_with_cores() {
         let doc = Document::new("s.txt", story(5));
-        let mut reader = FakeReader { context: 4096, garbage: true, calls: 0, prefills: 0 };
+        let mut reader = FakeReader { context: 4096, garbage: true, memreader: false, calls: 0, prefills: 0 };
         let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |_| true).unwrap();
         m.check(&doc).unwrap();
         assert!(m.provenance.fallback.as_deref().unwrap().contains("no parsable"));
@@ -555,7 +602,7 @@ mod tests {
     fn long_documents_are_read_in_windows_and_stitched() {
         let doc = Document::new("long.txt", story(60));
         // About 14 words a sentence; a 400-token context gives windows of ~180 words.
-        let mut reader = FakeReader { context: 400, garbage: false, calls: 0, prefills: 0 };
+        let mut reader = FakeReader { context: 400, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let settings = ExtractSettings { samples: 1, overlap_tokens: 30, ..ExtractSettings::default() };
         let mut windows = 0;
         let m = extract_memory(&doc, &mut reader, None, &settings, &mut |p| {
@@ -575,11 +622,11 @@ mod tests {
     #[test]
     fn cancelling_stops_and_a_tiny_context_is_an_error() {
         let doc = Document::new("s.txt", story(3));
-        let mut reader = FakeReader { context: 4096, garbage: false, calls: 0, prefills: 0 };
+        let mut reader = FakeReader { context: 4096, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let r = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| p.candidates_done < 2);
         assert_eq!(r.unwrap_err(), ModelError::Cancelled);
         assert!(reader.calls <= 2);
-        let mut tiny = FakeReader { context: 100, garbage: false, calls: 0, prefills: 0 };
+        let mut tiny = FakeReader { context: 100, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let e = extract_memory(&doc, &mut tiny, None, &ExtractSettings::default(), &mut |_| true).unwrap_err();
         assert!(e.to_string().contains("context (100 tokens)"), "{e}");
     }

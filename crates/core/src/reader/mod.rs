@@ -7,6 +7,7 @@
 pub mod extract;
 pub mod fallback;
 pub mod model;
+pub mod numbered;
 pub mod prompt;
 pub mod scoring;
 pub mod window;
@@ -14,5 +15,6 @@ pub mod window;
 pub use extract::{extract_memory, ExtractSettings, Progress, Stage};
 pub use fallback::{fallback_reason, FallbackPolicy};
 pub use model::{Generated, ModelError, ReaderModel, SampleSpec};
+pub use numbered::NumberedText;
 pub use prompt::{choose_prompt, ReaderPrompt};
 pub use window::{plan_windows, stitch, Stitched, WindowMemory};

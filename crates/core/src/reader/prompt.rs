@@ -14,7 +14,9 @@
 //! otherwise) and by the model's name (no reasoning step for a 7B reader, as its training
 //! had none). The text is sent as the user turn of the model's chat template.
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
+
+use super::numbered::NumberedText;
 use core::fmt;
 use core::str::FromStr;
 
@@ -34,6 +36,11 @@ pub enum ReaderPrompt {
     EnglishThink,
     /// English, memory only.
     English,
+    /// English, the document shown as numbered sentences and chunks named by number
+    /// ([`crate::reader::NumberedText`]): for readers that are not MemReader checkpoints.
+    EnglishNumbered,
+    /// Chinese, numbered sentences (as [`ReaderPrompt::EnglishNumbered`]).
+    ChineseNumbered,
     /// A user's own text; `{document}` is replaced by the document.
     Custom(String),
 }
@@ -44,7 +51,7 @@ pub struct UnknownPrompt(pub String);
 
 impl fmt::Display for UnknownPrompt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown reader prompt '{}' (expected auto, zh-think, zh, en-think or en)", self.0)
+        write!(f, "unknown reader prompt '{}' (expected auto, zh-think, zh, en-think, en, en-numbered or zh-numbered)", self.0)
     }
 }
 
@@ -60,6 +67,8 @@ impl FromStr for ReaderPrompt {
             "zh" => ReaderPrompt::Chinese,
             "en-think" => ReaderPrompt::EnglishThink,
             "en" => ReaderPrompt::English,
+            "en-numbered" => ReaderPrompt::EnglishNumbered,
+            "zh-numbered" => ReaderPrompt::ChineseNumbered,
             other => return Err(UnknownPrompt(other.into())),
         })
     }
@@ -74,6 +83,8 @@ impl ReaderPrompt {
             ReaderPrompt::Chinese => "zh",
             ReaderPrompt::EnglishThink => "en-think",
             ReaderPrompt::English => "en",
+            ReaderPrompt::EnglishNumbered => "en-numbered",
+            ReaderPrompt::ChineseNumbered => "zh-numbered",
             ReaderPrompt::Custom(_) => "custom",
         }
     }
@@ -87,17 +98,29 @@ impl ReaderPrompt {
         }
     }
 
+    /// Whether the reader is shown numbered units and names chunks by number.
+    pub fn numbered(&self) -> bool {
+        matches!(self, ReaderPrompt::EnglishNumbered | ReaderPrompt::ChineseNumbered)
+    }
+
     /// The user turn for `document`. [`ReaderPrompt::Auto`] renders as English with
-    /// reasoning; resolve it with [`choose_prompt`] first.
+    /// reasoning; resolve it with [`choose_prompt`] first. The numbered variants show
+    /// `NumberedText::new(document)`.
     pub fn render(&self, document: &str) -> String {
         let template = match self {
             ReaderPrompt::ChineseThink => assemble(&ZH, true),
             ReaderPrompt::Chinese => assemble(&ZH, false),
             ReaderPrompt::EnglishThink | ReaderPrompt::Auto => assemble(&EN, true),
             ReaderPrompt::English => assemble(&EN, false),
+            ReaderPrompt::EnglishNumbered => EN_NUMBERED.into(),
+            ReaderPrompt::ChineseNumbered => ZH_NUMBERED.into(),
             ReaderPrompt::Custom(t) => t.clone(),
         };
-        if template.contains("{document}") {
+        if self.numbered() {
+            let view = NumberedText::new(document);
+            let last = view.len().to_string();
+            template.replacen("{last}", &last, 1).replacen("{document}", &view.render(document), 1)
+        } else if template.contains("{document}") {
             template.replacen("{document}", document, 1)
         } else {
             let mut s = template;
@@ -116,9 +139,14 @@ pub fn choose_prompt(setting: &ReaderPrompt, language: &str, model: &str) -> Rea
         return setting.clone();
     }
     let lower = model.to_ascii_lowercase();
+    let chinese = language == "zh" || language.starts_with("zh-");
+    // Only MemReader checkpoints were trained to name chunks by their ends around [MASK];
+    // other models are shown numbered sentences (see `numbered.rs` for why).
+    if !lower.contains("memreader") {
+        return if chinese { ReaderPrompt::ChineseNumbered } else { ReaderPrompt::EnglishNumbered };
+    }
     // MemReader-7B was trained without the reasoning block; smaller readers with it.
     let thinks = !(lower.contains("7b") || lower.contains("-7-") || lower.contains("7-b"));
-    let chinese = language == "zh" || language.starts_with("zh-");
     match (chinese, thinks) {
         (true, true) => ReaderPrompt::ChineseThink,
         (true, false) => ReaderPrompt::Chinese,
@@ -162,6 +190,70 @@ Document:
 {document}",
 };
 
+/// The numbered-sentence instruction. `{last}` is the last unit's number.
+const EN_NUMBERED: &str = "You are a domain expert who reads carefully. Read the document below as an expert would and build its document memory. The document is shown as numbered sentences; a blank line separates paragraphs.
+
+Write exactly this format, nothing else:
+<outline>
+the document's logical outline in document order, one point per line
+</outline>
+then, for each group of consecutive sentences that forms one complete unit of meaning (usually a paragraph, or a heading with the text under it):
+<scenario>
+<chunk>FIRST-LAST</chunk>
+the core content of that group in your own words: concise, but keep every name, number, date and fact
+</scenario>
+
+FIRST and LAST are sentence numbers. The groups follow the document's order: the first starts at 1, each starts right after the previous one ends, and the last ends at {last}. Use the same language as the document.
+
+Example, for a five-sentence text about tea:
+<outline>
+How tea reached Europe
+Tea in London
+</outline>
+<scenario>
+<chunk>1-3</chunk>
+Dutch traders brought tea from Java to Europe in the early 1600s.
+</scenario>
+<scenario>
+<chunk>4-5</chunk>
+By 1700 London coffee houses sold tea.
+</scenario>
+
+Document:
+{document}";
+
+/// The numbered-sentence instruction in Chinese.
+const ZH_NUMBERED: &str = "你是一位擅长阅读的领域专家。请像专家一样通读下面的文档，为它构建文档记忆。文档按句编号，段落之间有空行。
+
+严格按以下格式输出，不要写其他内容：
+<outline>
+按文档顺序写出逻辑大纲，每行一个要点
+</outline>
+然后，把连续的、构成一个完整意义单元的句子（通常是一个段落，或一个标题及其下的文字）分为一组，每组写成：
+<scenario>
+<chunk>起始编号-结束编号</chunk>
+用你自己的话写出该组的核心内容：简洁，但保留所有人名、数字、日期和事实
+</scenario>
+
+各组按文档顺序排列：第一组从1开始，每组紧接上一组结束处开始，最后一组到{last}结束。使用与文档相同的语言。
+
+示例（一段五句的关于茶的文字）：
+<outline>
+茶如何传入欧洲
+茶在伦敦
+</outline>
+<scenario>
+<chunk>1-3</chunk>
+十七世纪初，荷兰商人把茶从爪哇带到欧洲。
+</scenario>
+<scenario>
+<chunk>4-5</chunk>
+到1700年，伦敦的咖啡馆已经出售茶。
+</scenario>
+
+文档：
+{document}";
+
 fn assemble(parts: &Parts, think: bool) -> String {
     let mut s = String::from(parts.opening);
     s.push_str(if think { parts.think } else { parts.no_think });
@@ -178,7 +270,8 @@ mod tests {
         let auto = ReaderPrompt::Auto;
         assert_eq!(choose_prompt(&auto, "zh", "MemReader-1.5B-Q4_K_M.gguf"), ReaderPrompt::ChineseThink);
         assert_eq!(choose_prompt(&auto, "zh", "MemReader-7B.gguf"), ReaderPrompt::Chinese);
-        assert_eq!(choose_prompt(&auto, "en", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), ReaderPrompt::EnglishThink);
+        assert_eq!(choose_prompt(&auto, "en", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"), ReaderPrompt::EnglishNumbered);
+        assert_eq!(choose_prompt(&auto, "zh", "SmolLM2-135M-Instruct.Q4_1.gguf"), ReaderPrompt::ChineseNumbered);
         assert_eq!(choose_prompt(&auto, "und", "memreader-7b"), ReaderPrompt::English);
         assert_eq!(choose_prompt(&ReaderPrompt::Chinese, "en", "x"), ReaderPrompt::Chinese, "a named variant is kept");
     }
@@ -195,6 +288,13 @@ mod tests {
             assert_eq!(p.name().parse::<ReaderPrompt>().as_ref(), Ok(&p));
         }
         assert!(ReaderPrompt::Chinese.render("x").contains("文档"));
+        for p in [ReaderPrompt::EnglishNumbered, ReaderPrompt::ChineseNumbered] {
+            let text = p.render("One here. Two there.\n\nThree.");
+            assert!(text.ends_with("[1] One here.\n[2] Two there.\n\n[3] Three.\n"), "{text}");
+            assert!(text.contains("到3结束") || text.contains("ends at 3."), "{text}");
+            assert!(p.numbered() && !p.thinks());
+            assert_eq!(p.name().parse::<ReaderPrompt>().as_ref(), Ok(&p));
+        }
         let custom = ReaderPrompt::Custom("Read: {document} -- end".into());
         assert_eq!(custom.render("D"), "Read: D -- end");
         assert_eq!(ReaderPrompt::Custom("no marker".into()).render("D"), "no marker\n\nD");
