@@ -205,6 +205,7 @@ export class DocMem {
     if (!this.#ready || this.#running || this.#queue.length === 0) return;
     const job = this.#queue.shift();
     this.#running = job;
+    if (this.#cancel) Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
     this.#worker.post({ id: job.id, op: job.op, args: job.args });
   }
 

@@ -269,7 +269,6 @@ const ops = {
 port.on(async ({ id, op, args }) => {
   const emit = (data) => port.post({ id, type: 'event', data });
   try {
-    if (cancelFlag) Atomics.store(cancelFlag, 0, 0);
     if (!ops[op]) throw new DocMemError(codes.INTERNAL, `unknown request '${op}'`);
     if (op !== 'init' && !lib) throw new DocMemError(codes.INTERNAL, 'the worker is not initialised');
     port.post({ id, type: 'result', data: await ops[op](args || {}, emit) });
