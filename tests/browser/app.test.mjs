@@ -126,8 +126,12 @@ try {
   await page.screenshot({ path: path.join(out, 'desktop-citation.png'), fullPage: false });
 
   await page.setViewportSize({ width: 375, height: 812 });
-  await page.locator('#answer-box').scrollIntoViewIfNeeded();
-  await page.screenshot({ path: path.join(out, 'phone-375.png'), fullPage: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: path.join(out, 'phone-375-top.png') });
+  await page.locator('#ask-h').evaluate((e) => e.scrollIntoView());
+  await page.screenshot({ path: path.join(out, 'phone-375-answer.png') });
+  await page.locator('mark#cited').evaluate((e) => e.scrollIntoView({ block: 'center' }));
+  await page.screenshot({ path: path.join(out, 'phone-375-citation.png') });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   assert.ok(overflow <= 0, `no sideways scrolling at 375 px (${overflow} px too wide)`);
   await page.setViewportSize({ width: 1280, height: 900 });
