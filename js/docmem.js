@@ -148,7 +148,20 @@ export class DocMem {
     this.#ready = false;
     await new Promise((resolve, reject) => {
       worker.onError((e) => {
-        if (!this.#ready) reject(new DocMemError(codes.INTERNAL, e.message));
+        if (worker !== this.#worker) return;
+        const failed = new DocMemError(codes.INTERNAL, `the docmem worker failed: ${e.message}`);
+        if (!this.#ready) {
+          reject(failed);
+          return;
+        }
+        // A crash mid-request (out of memory, say): fail it and start a fresh worker.
+        if (this.#running) this.#finish(this.#running, failed);
+        this.#ready = false;
+        worker.terminate();
+        this.#worker = null;
+        this.#start().catch((err) => {
+          for (const j of this.#queue.splice(0)) this.#finish(j, err);
+        });
       });
       worker.onMessage((m) => {
         if (worker !== this.#worker) return; // a terminated worker's late message
