@@ -30,3 +30,18 @@ if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wbg" ]; the
   step "installing wasm-bindgen-cli $wbg (about 5 minutes, once)"
   cargo install wasm-bindgen-cli --version "$wbg"
 fi
+
+# The browser tests: Chromium from Debian (headless, WebGPU through SwiftShader) and
+# playwright-core from npm at the version package-lock.json pins, into ./node_modules.
+if [ ! -x /usr/bin/chromium ]; then
+  step "installing chromium (Debian package, once)"
+  sudo_=""
+  [ "$(id -u)" = 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+pw=$(node -p "require('./package-lock.json').packages['node_modules/playwright-core'].version")
+if [ "$(node -p "try { require('./node_modules/playwright-core/package.json').version } catch { '' }")" != "$pw" ]; then
+  step "installing playwright-core $pw (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi

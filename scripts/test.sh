@@ -31,6 +31,9 @@ cargo test --workspace --locked 2>&1 | tee "$log"
 step "wasm (release, simd128; the one wasm32 build): the LM and the embedder in Node, against llama.cpp and sentence-transformers"
 bash scripts/wasm-test.sh
 
+step "browser: the web app in headless Chromium (models, add a document, cited answer, reload, offline, CPU fallback)"
+bash scripts/browser-test.sh
+
 step_done
 # One closing line for the whole run (cargo ends with doc-test runs that hold no tests).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -36,6 +36,13 @@ pub fn chunk_text(text: &str, chunker: &str, size: u32, overlap: u32) -> Result<
     to_json(&spans)
 }
 
+/// The readable text of an HTML document, as the CLI reads `.html` files (for a host
+/// without an HTML parser, such as a worker or Node).
+#[wasm_bindgen(js_name = htmlToText)]
+pub fn html_to_text(html: &str) -> String {
+    docmem_core::html::html_to_text(html)
+}
+
 /// Parse a MemReader's raw output and align its chunks to `document`. Returns JSON
 /// `{"parse": {…}, "scenarios": […], "stats": {…}}`.
 #[wasm_bindgen(js_name = parseAndAlign)]

@@ -212,6 +212,12 @@ impl WasmLibrary {
         to_json(memory)
     }
 
+    /// A document's text, into which its memory's spans (UTF-8 byte offsets) point.
+    pub fn text(&self, doc: &str) -> Result<String, JsError> {
+        let (document, _) = self.library.get(self.doc_id(doc)?).map_err(err)?;
+        Ok(document.text.clone())
+    }
+
     /// Remove a document from every layer. False when it was not there.
     #[wasm_bindgen(js_name = removeDocument)]
     pub fn remove_document(&mut self, doc: &str) -> Result<bool, JsError> {

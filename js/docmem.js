@@ -1,0 +1,362 @@
+// docmem's main-thread client. Every method is async and only sends a request to the
+// worker (worker.js), where the wasm package does the work; requests run one at a time,
+// in order. The same API runs in browsers (a module Web Worker, models in the Cache API,
+// the library in IndexedDB) and in Node >= 20 (a worker thread, models and the library in
+// directories).
+//
+//   const dm = await DocMem.open('notes', { models: '/models/models.json', onProgress });
+//   await dm.addDocument(file, { onProgress, signal });
+//   const { answer, citations } = await dm.ask('Who brought printing to England?', { onToken });
+
+import { DocMemError, abortError, codes, fromWire } from './errors.js';
+
+export { DocMemError, codes } from './errors.js';
+
+const isNode = typeof window === 'undefined' && typeof self === 'undefined' && typeof process !== 'undefined';
+
+const SUFFIXES = /\.(txt|md|markdown|html?)$/i;
+
+/** A model manifest ({embedder, reader, answerer}, each {name, files: [{path, url, size,
+ * sha256}]}) with every url made absolute against `base`. */
+function resolveManifest(manifest, base) {
+  const out = {};
+  for (const role of ['embedder', 'reader', 'answerer']) {
+    const m = manifest[role];
+    if (!m) continue;
+    out[role] = { name: m.name, files: m.files.map((f) => ({ ...f, url: base ? new URL(f.url, base).href : f.url })) };
+  }
+  if (!out.embedder || !out.reader) {
+    throw new DocMemError(codes.MODEL_FETCH_FAILED, 'the model manifest names no embedder or no reader');
+  }
+  return out;
+}
+
+/** The manifest at `url`, from the network, else (offline) from the model cache. */
+async function fetchManifest(url) {
+  const cacheName = 'docmem-models';
+  try {
+    const response = await fetch(url, { cache: 'no-cache' });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    if (globalThis.caches) await (await caches.open(cacheName)).put(url, response.clone());
+    return await response.json();
+  } catch (e) {
+    const cached = globalThis.caches ? await (await caches.open(cacheName)).match(url) : undefined;
+    if (cached) return cached.json();
+    throw new DocMemError(codes.MODEL_FETCH_FAILED, `model manifest ${url}: ${e.message}`, { cause: e });
+  }
+}
+
+function firstHeading(text) {
+  const m = /^\s*#+\s+(.+)$/m.exec(text) || /^\s*(\S.{0,60})/.exec(text);
+  return m ? m[1].trim() : 'untitled';
+}
+
+/** A worker of either kind behind one small interface. */
+async function spawnWorker(workerUrl) {
+  if (isNode) {
+    const { Worker } = await import('node:worker_threads');
+    const wk = new Worker(workerUrl);
+    return {
+      post: (m) => wk.postMessage(m),
+      onMessage: (f) => wk.on('message', f),
+      onError: (f) => wk.on('error', f),
+      terminate: () => wk.terminate(),
+    };
+  }
+  const wk = new Worker(workerUrl, { type: 'module', name: 'docmem' });
+  return {
+    post: (m) => wk.postMessage(m),
+    onMessage: (f) => wk.addEventListener('message', (e) => f(e.data)),
+    onError: (f) => wk.addEventListener('error', (e) => f(new Error(e.message || 'the docmem worker failed to start'))),
+    terminate: () => wk.terminate(),
+  };
+}
+
+export class DocMem {
+  #name;
+  #options;
+  #init; // the init request's arguments (sent again after a restart)
+  #worker = null;
+  #ready = false;
+  #queue = [];
+  #running = null;
+  #nextId = 1;
+  #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one
+  #info = null;
+  #closed = false;
+
+  /**
+   * Open (or create) the library `libraryName`, fetching the models on first use.
+   * options: models (manifest URL or object), backend ('auto' | 'cpu' | 'webgpu'),
+   * method ('mom' | 'sentence' | …), samples, onProgress, and in Node storageDir and
+   * modelCacheDir; wasm ({js, wasm} URLs of the web package) and workerUrl where the
+   * defaults (../pkg/ beside js/) do not fit.
+   */
+  static async open(libraryName = 'default', options = {}) {
+    const dm = new DocMem(libraryName, options);
+    await dm.#prepare();
+    try {
+      await dm.#start();
+    } catch (e) {
+      dm.close();
+      throw e;
+    }
+    return dm;
+  }
+
+  constructor(libraryName, options) {
+    this.#name = libraryName;
+    this.#options = options;
+  }
+
+  async #prepare() {
+    const o = this.#options;
+    let models = o.models ?? (isNode ? undefined : new URL('/models/models.json', location.href).href);
+    if (!models) throw new DocMemError(codes.MODEL_FETCH_FAILED, 'no models given');
+    let base = null;
+    if (typeof models === 'string' || models instanceof URL) {
+      base = String(models);
+      models = await fetchManifest(base);
+    }
+    const pkg = o.wasm ?? (await defaultWasm());
+    let storageDir;
+    let modelCacheDir;
+    if (isNode) {
+      const path = await import('node:path');
+      const os = await import('node:os');
+      const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
+      storageDir = o.storageDir ?? path.join(cache, 'libraries', encodeURIComponent(this.#name));
+      modelCacheDir = o.modelCacheDir ?? path.join(cache, 'model-cache');
+    }
+    const shared = typeof SharedArrayBuffer !== 'undefined' && (isNode || globalThis.crossOriginIsolated === true);
+    const cancel = shared ? new SharedArrayBuffer(4) : null;
+    this.#cancel = cancel ? new Int32Array(cancel) : null;
+    this.#init = {
+      libraryName: this.#name,
+      models: resolveManifest(models, base),
+      wasm: { js: String(pkg.js), wasm: String(pkg.wasm) },
+      backend: o.backend ?? 'auto',
+      storageDir,
+      modelCacheDir,
+      cancel,
+    };
+  }
+
+  async #start() {
+    const worker = await spawnWorker(this.#options.workerUrl ?? new URL('./worker.js', import.meta.url));
+    this.#worker = worker;
+    this.#ready = false;
+    await new Promise((resolve, reject) => {
+      worker.onError((e) => {
+        if (worker !== this.#worker) return;
+        const failed = new DocMemError(codes.INTERNAL, `the docmem worker failed: ${e.message}`);
+        if (!this.#ready) {
+          reject(failed);
+          return;
+        }
+        // A crash mid-request (out of memory, say): fail it and start a fresh worker.
+        if (this.#running) this.#finish(this.#running, failed);
+        this.#ready = false;
+        worker.terminate();
+        this.#worker = null;
+        this.#start().catch((err) => {
+          for (const j of this.#queue.splice(0)) this.#finish(j, err);
+        });
+      });
+      worker.onMessage((m) => {
+        if (worker !== this.#worker) return; // a terminated worker's late message
+        if (m.type === 'ready') resolve();
+        else this.#onMessage(m);
+      });
+    });
+    this.#info = await this.#send('init', this.#init, { onEvent: this.#options.onProgress, first: true });
+    this.#ready = true;
+    this.#pump();
+  }
+
+  /** Which backend runs the models, and why: {name, label, reason, webgpuAdapter}. */
+  get backend() {
+    return this.#info.backend;
+  }
+
+  /** The models in use: {reader, answerer, embedder, fromCache}. */
+  get models() {
+    return this.#info.models;
+  }
+
+  get name() {
+    return this.#name;
+  }
+
+  // A request straight to the worker, ahead of the queue (init).
+  #send(op, args, { onEvent, first }) {
+    return new Promise((resolve, reject) => {
+      const job = { id: this.#nextId++, op, args, resolve, reject, onEvent, first };
+      this.#running = job;
+      this.#worker.post({ id: job.id, op, args });
+    });
+  }
+
+  #call(op, args = {}, { signal, onEvent, cancellable = false } = {}) {
+    if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
+    return new Promise((resolve, reject) => {
+      if (signal && signal.aborted) {
+        reject(abortError());
+        return;
+      }
+      const job = { id: this.#nextId++, op, args, resolve, reject, onEvent, signal, cancellable };
+      if (signal) {
+        job.onAbort = () => this.#abort(job);
+        signal.addEventListener('abort', job.onAbort, { once: true });
+      }
+      this.#queue.push(job);
+      this.#pump();
+    });
+  }
+
+  #pump() {
+    if (!this.#ready || this.#running || this.#queue.length === 0) return;
+    const job = this.#queue.shift();
+    this.#running = job;
+    if (this.#cancel) Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
+    this.#worker.post({ id: job.id, op: job.op, args: job.args });
+  }
+
+  #onMessage(m) {
+    const job = this.#running;
+    if (!job || m.id !== job.id) return;
+    if (m.type === 'event') {
+      if (job.onEvent) job.onEvent(m.data);
+      return;
+    }
+    this.#finish(job, m.type === 'error' ? fromWire(m.error) : null, m.data);
+  }
+
+  #finish(job, error, data) {
+    if (job.signal && job.onAbort) job.signal.removeEventListener('abort', job.onAbort);
+    if (this.#running === job) this.#running = null;
+    if (error) job.reject(error);
+    else job.resolve(data);
+    if (!job.first) this.#pump();
+  }
+
+  #abort(job) {
+    const queued = this.#queue.indexOf(job);
+    if (queued >= 0) {
+      this.#queue.splice(queued, 1);
+      this.#finish(job, abortError());
+      return;
+    }
+    if (this.#running !== job) return;
+    if (this.#cancel && job.cancellable) {
+      // The worker's callbacks see the flag and stop; it answers with ABORTED.
+      Atomics.store(this.#cancel, 0, 1);
+      return;
+    }
+    // No way to reach into a synchronous call: end the worker and start another. The
+    // library is as stored, since writes are applied only after a call succeeds.
+    this.#worker.terminate();
+    this.#worker = null;
+    this.#ready = false;
+    this.#finish(job, abortError());
+    this.#start().catch((e) => {
+      for (const j of this.#queue.splice(0)) this.#finish(j, e);
+    });
+  }
+
+  /**
+   * Add a document (a File/Blob named .txt, .md or .html, or a string) and write its
+   * memory. onProgress gets {stage: 'reading' | 'candidates' | 'indexing', fraction, …}.
+   * Resolves to {id, title, added, chunks, outline, fallback}.
+   */
+  async addDocument(fileOrText, { title, onProgress, signal, method, samples } = {}) {
+    let text;
+    let html = false;
+    if (typeof fileOrText === 'string') {
+      text = fileOrText;
+      title = title ?? firstHeading(text);
+    } else if (fileOrText && typeof fileOrText.text === 'function') {
+      const name = fileOrText.name ?? title ?? 'untitled.txt';
+      if (!SUFFIXES.test(name)) {
+        throw new DocMemError(codes.BAD_DOCUMENT, `'${name}' is not a .txt, .md or .html file`);
+      }
+      html = /\.html?$/i.test(name);
+      title = title ?? name;
+      try {
+        text = await fileOrText.text();
+      } catch (e) {
+        throw new DocMemError(codes.BAD_DOCUMENT, `'${name}' could not be read: ${e.message}`);
+      }
+    } else {
+      throw new DocMemError(codes.BAD_DOCUMENT, 'a document is a File, a Blob or a string');
+    }
+    const o = this.#options;
+    const m = method ?? o.method ?? 'mom';
+    const args = { title, text, html, method: m, samples: samples ?? o.samples ?? 1 };
+    return this.#call('add', args, { signal, onEvent: onProgress, cancellable: m === 'mom' });
+  }
+
+  /**
+   * Answer a question from the library, streaming text to onToken. Resolves to {answer,
+   * citations: [{n, document: {id, title}, span: {start, end}, text, core, outline,
+   * ranks}], sources, notInDocuments, …}; spans index the document's text as JS strings do.
+   */
+  ask(question, { k = 8, maxTokens = 256, onToken, signal } = {}) {
+    const onEvent = onToken ? (d) => onToken(d.token) : undefined;
+    return this.#call('ask', { question, k, maxTokens }, { signal, onEvent, cancellable: true });
+  }
+
+  /** The documents: [{id, title, language, bytes, chunks, reader, fallback}]. */
+  documents() {
+    return this.#call('documents');
+  }
+
+  /** A document's text and memory: {id, title, text, outline, scenarios: [{span, core,
+   * outlineItem}], provenance}. */
+  memory(docId) {
+    return this.#call('memory', { id: docId });
+  }
+
+  removeDocument(docId) {
+    return this.#call('remove', { id: docId });
+  }
+
+  /** The whole library as bytes (a file to keep or move). */
+  exportLibrary() {
+    return this.#call('exportLibrary');
+  }
+
+  /** Replace the library with an exported one. */
+  importLibrary(bytes) {
+    return this.#call('importLibrary', { bytes: bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes) });
+  }
+
+  /** End the worker; pending requests fail with CLOSED. */
+  close() {
+    this.#closed = true;
+    if (this.#worker) this.#worker.terminate();
+    this.#worker = null;
+    const closed = new DocMemError(codes.CLOSED, 'this DocMem is closed');
+    for (const j of this.#queue.splice(0)) j.reject(closed);
+    if (this.#running) this.#running.reject(closed);
+    this.#running = null;
+  }
+}
+
+async function defaultWasm() {
+  if (isNode) {
+    const path = await import('node:path');
+    const os = await import('node:os');
+    const { pathToFileURL } = await import('node:url');
+    const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
+    const dir = path.join(cache, 'wasm-pkg-web');
+    return {
+      js: pathToFileURL(path.join(dir, 'docmem_wasm.js')).href,
+      wasm: pathToFileURL(path.join(dir, 'docmem_wasm_bg.wasm')).href,
+    };
+  }
+  return {
+    js: new URL('../pkg/docmem_wasm.js', import.meta.url).href,
+    wasm: new URL('../pkg/docmem_wasm_bg.wasm', import.meta.url).href,
+  };
+}

@@ -1,0 +1,187 @@
+// Types of the docmem npm package (js/docmem.js). Hand-written; kept beside the code.
+
+/** Stable error codes: branch on `error.code`, show `error.message`. */
+export type DocMemErrorCode =
+  | 'WEBGPU_UNAVAILABLE'
+  | 'MODEL_FETCH_FAILED'
+  | 'MODEL_CHECKSUM_MISMATCH'
+  | 'MODEL_LOAD_FAILED'
+  | 'QUOTA_EXCEEDED'
+  | 'STORAGE_FAILED'
+  | 'BAD_DOCUMENT'
+  | 'BAD_QUESTION'
+  | 'BAD_LIBRARY'
+  | 'NOT_FOUND'
+  | 'ABORTED'
+  | 'CLOSED'
+  | 'INTERNAL';
+
+export declare const codes: { readonly [K in DocMemErrorCode]: K };
+
+export declare class DocMemError extends Error {
+  readonly name: 'DocMemError';
+  readonly code: DocMemErrorCode;
+}
+
+/** One model file: where to get it and what it must be. */
+export interface ModelFile {
+  /** The file's name inside the model (e.g. `config.json`, `1_Pooling/config.json`). */
+  path: string;
+  /** Where to fetch it; relative URLs resolve against the manifest's URL. Node also takes `file:` URLs. */
+  url: string;
+  /** Size in bytes (for progress). */
+  size?: number;
+  /** Hex sha256; a download that differs is refused (MODEL_CHECKSUM_MISMATCH). */
+  sha256: string;
+}
+
+export interface ModelSpec {
+  /** The model's name (memories record it; a GGUF's file name). */
+  name: string;
+  files: ModelFile[];
+}
+
+/** What scripts/serve.mjs generates as /models/models.json. */
+export interface ModelManifest {
+  embedder: ModelSpec;
+  reader: ModelSpec;
+  /** Defaults to the reader. */
+  answerer?: ModelSpec;
+}
+
+export type IngestMethod = 'mom' | 'sentence' | 'fixed' | 'recursive' | 'semantic';
+
+export interface OpenOptions {
+  /** A manifest URL (browser default: /models/models.json) or the manifest itself. */
+  models?: string | URL | ModelManifest;
+  /** 'webgpu' fails with WEBGPU_UNAVAILABLE where it cannot run (today: always; issue #6). */
+  backend?: 'auto' | 'cpu' | 'webgpu';
+  /** How addDocument writes memories unless told (default 'mom'). */
+  method?: IngestMethod;
+  /** Sampled MoM candidates besides the greedy one (default 1). */
+  samples?: number;
+  /** Model download and load progress. */
+  onProgress?: (p: LoadProgress) => void;
+  /** Node: the library's directory (default $DOCMEM_CACHE/libraries/<name>). */
+  storageDir?: string;
+  /** Node: where downloaded models are kept (default $DOCMEM_CACHE/model-cache). */
+  modelCacheDir?: string;
+  /** The web wasm package, where ../pkg/ beside js/ does not fit. */
+  wasm?: { js: string | URL; wasm: string | URL };
+  /** The worker script, where ./worker.js beside docmem.js does not fit. */
+  workerUrl?: string | URL;
+}
+
+export type LoadProgress =
+  | { stage: 'download'; model: string; file: string; loaded: number; total: number; fraction: number }
+  | { stage: 'loading'; fraction: number };
+
+export interface IngestProgress {
+  stage: 'reading' | 'candidates' | 'indexing';
+  /** 0..1 within the stage. */
+  fraction: number;
+  /** MoM only: the reader's own stage and position. */
+  detail?: 'reading' | 'scoring' | 'fallback' | 'done';
+  window?: number;
+  windows?: number;
+  tokensDone?: number;
+  tokensTotal?: number;
+  candidatesDone?: number;
+  candidatesTotal?: number;
+}
+
+export interface BackendInfo {
+  name: 'cpu-wasm-simd128';
+  /** 'CPU (wasm simd128)' */
+  label: string;
+  /** Why not WebGPU: 'WebGPU backend not built yet' or 'no WebGPU adapter'. */
+  reason: string;
+  webgpuAdapter: boolean;
+  threads: number;
+}
+
+/** A span of a document's text in JS string indices (UTF-16 code units), end exclusive. */
+export interface Span {
+  start: number;
+  end: number;
+}
+
+export interface Added {
+  id: string;
+  title: string;
+  /** False when the same content was already in the library. */
+  added: boolean;
+  chunks: number;
+  outline: number;
+  /** Why the reader's memory fell back to sentence chunks, if it did. */
+  fallback: string | null;
+}
+
+export interface DocumentInfo {
+  id: string;
+  title: string;
+  language: string;
+  bytes: number;
+  chunks: number;
+  /** The reader model or chunker that wrote the memory. */
+  reader: string;
+  fallback: string | null;
+}
+
+export interface Memory {
+  id: string;
+  title: string;
+  text: string;
+  outline: string[];
+  scenarios: { span: Span; byteSpan: { start: number; end: number }; core: string; outlineItem: number | null }[];
+  provenance: Record<string, unknown>;
+}
+
+export interface Citation {
+  /** The passage's number in the prompt: the answer's `[n]`. */
+  n: number;
+  document: { id: string; title: string };
+  span: Span;
+  byteSpan: { start: number; end: number };
+  text: string;
+  core: string;
+  outline: string | null;
+  /** Where each layer's lists ranked it. */
+  ranks: { layer: string; kind: string; rank: number; score: number }[];
+  score: number;
+}
+
+export interface Answer {
+  answer: string;
+  notInDocuments: boolean;
+  /** The passages the answer cites. */
+  citations: Citation[];
+  /** 'model' (the answer's own [n]), 'overlap' (the passages holding its words) or 'none'. */
+  citationsFrom: string;
+  /** Every passage shown to the answerer. */
+  sources: Citation[];
+  finish: string;
+  seconds: { retrieve: number; prefill: number; decode: number };
+}
+
+export declare class DocMem {
+  /** Open (or create) a library; fetches and checks the models on first use. */
+  static open(libraryName?: string, options?: OpenOptions): Promise<DocMem>;
+  readonly name: string;
+  readonly backend: BackendInfo;
+  readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean };
+  /** A File/Blob named .txt, .md or .html, or a string. */
+  addDocument(
+    fileOrText: Blob | string,
+    options?: { title?: string; onProgress?: (p: IngestProgress) => void; signal?: AbortSignal; method?: IngestMethod; samples?: number },
+  ): Promise<Added>;
+  ask(question: string, options?: { k?: number; maxTokens?: number; onToken?: (text: string) => void; signal?: AbortSignal }): Promise<Answer>;
+  documents(): Promise<DocumentInfo[]>;
+  memory(docId: string): Promise<Memory>;
+  removeDocument(docId: string): Promise<boolean>;
+  exportLibrary(): Promise<Uint8Array>;
+  /** Replace the library with an exported one (BAD_LIBRARY if it is not one). */
+  importLibrary(bytes: Uint8Array | ArrayBuffer): Promise<boolean>;
+  /** End the worker; pending requests fail with CLOSED. */
+  close(): void;
+}

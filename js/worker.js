@@ -1,0 +1,279 @@
+// The docmem worker: everything that takes time runs here, off the page's main thread
+// (a module Web Worker in browsers, a worker thread in Node). It loads the wasm package,
+// fetches and checks the models, opens the library from storage, and answers one request
+// at a time from the main-thread client (docmem.js):
+//   main → worker  {id, op, args}
+//   worker → main  {id, type: 'event', data} (progress, tokens), then
+//                  {id, type: 'result', data} or {id, type: 'error', error: {code, message}}
+// The wasm calls are synchronous, so a request is cancelled through a shared flag that the
+// progress and token callbacks read (or, without SharedArrayBuffer, by the client
+// terminating this worker). Storage sees a change only after the call has succeeded: the
+// library's journal is applied in one transaction.
+
+import { DocMemError, codes, toWire } from './errors.js';
+import { byteToUtf16 } from './spans.js';
+
+const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
+
+let port;
+if (isNode) {
+  const { parentPort } = await import('node:worker_threads');
+  port = { post: (m) => parentPort.postMessage(m), on: (f) => parentPort.on('message', f) };
+} else {
+  port = { post: (m) => self.postMessage(m), on: (f) => self.addEventListener('message', (e) => f(e.data)) };
+}
+
+let w; // the wasm package's module
+let embedder;
+let reader;
+let answerer;
+let lib;
+let store;
+let cancelFlag = null; // Int32Array over a SharedArrayBuffer: 1 = cancel the current request
+const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
+
+const cancelled = () => cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1;
+
+// A wasm error's message → its code.
+function classify(e) {
+  if (e instanceof DocMemError) return e;
+  const m = String(e && e.message ? e.message : e);
+  const rules = [
+    [/^cancelled$/, codes.ABORTED],
+    [/has no text/, codes.BAD_DOCUMENT],
+    [/question is empty/, codes.BAD_QUESTION],
+    [/^no document /, codes.NOT_FOUND],
+    [/not an exported docmem library|damaged|archive/, codes.BAD_LIBRARY],
+  ];
+  const hit = rules.find(([re]) => re.test(m));
+  return new DocMemError(hit ? hit[1] : codes.INTERNAL, m);
+}
+
+async function detectBackend(preference) {
+  let adapter = null;
+  try {
+    adapter = globalThis.navigator && navigator.gpu ? await navigator.gpu.requestAdapter() : null;
+  } catch {
+    adapter = null;
+  }
+  const reason = adapter ? 'WebGPU backend not built yet' : 'no WebGPU adapter';
+  if (preference === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU was required: ${reason}`);
+  return { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)', reason, webgpuAdapter: adapter !== null, threads: 1 };
+}
+
+/** Fetch every file of the models (progress over all bytes), then load them. */
+async function loadModels(models, cacheDir, emit) {
+  const { WebModelCache, FsModelCache } = await import('./model-cache.js');
+  const cache = isNode ? new FsModelCache(cacheDir) : new WebModelCache();
+  const unique = new Map();
+  for (const role of ['embedder', 'reader', 'answerer']) {
+    if (models[role] && !unique.has(models[role].name)) unique.set(models[role].name, models[role]);
+  }
+  const all = [...unique.values()].flatMap((m) => m.files.map((f) => ({ model: m.name, file: f })));
+  const total = all.reduce((s, x) => s + (x.file.size || 0), 0);
+  const loaded = new Map();
+  let fromCache = true;
+  const got = new Map();
+  for (const { model, file } of all) {
+    const f = await cache.file(file, (n, _t, cached) => {
+      loaded.set(file.url, n);
+      if (!cached) fromCache = false;
+      const sum = [...loaded.values()].reduce((a, b) => a + b, 0);
+      emit({ stage: 'download', model, file: file.path, loaded: sum, total, fraction: total ? sum / total : 1 });
+    });
+    got.set(file.url, f);
+  }
+  const load = (what, fn) => {
+    try {
+      return fn();
+    } catch (e) {
+      throw new DocMemError(codes.MODEL_LOAD_FAILED, `${what}: ${e.message}`);
+    }
+  };
+  emit({ stage: 'loading', fraction: 0 });
+  const lms = new Map();
+  const lm = (spec) => {
+    if (!lms.has(spec.name)) {
+      const f = got.get(spec.files[0].url);
+      const m = load(spec.name, () => w.Lm.fromReader(f.size, (offset, length) => f.read(offset, length)));
+      m.setName(spec.name);
+      lms.set(spec.name, m);
+    }
+    return lms.get(spec.name);
+  };
+  const files = {};
+  for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
+  embedder = load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
+  reader = lm(models.reader);
+  answerer = lm(models.answerer || models.reader);
+  for (const f of got.values()) f.close?.();
+  emit({ stage: 'loading', fraction: 1 });
+  return fromCache;
+}
+
+async function persist() {
+  const writes = lib.takeWrites();
+  try {
+    await store.apply(writes);
+  } catch (e) {
+    // The library in memory is ahead of storage: reopen it as stored.
+    lib.free();
+    lib = w.Library.open(await store.entries(), embedder);
+    throw e;
+  }
+}
+
+function docText(id) {
+  if (!texts.has(id)) {
+    const text = lib.text(id);
+    texts.set(id, { text, at: byteToUtf16(text) });
+  }
+  return texts.get(id);
+}
+
+function mapSpan(id, span) {
+  const { at } = docText(id);
+  return { start: at(span.start), end: at(span.end) };
+}
+
+const ops = {
+  async init(a, emit) {
+    cancelFlag = a.cancel ? new Int32Array(a.cancel) : null;
+    w = await import(a.wasm.js);
+    const source = isNode ? (await import('node:fs')).readFileSync(new URL(a.wasm.wasm)) : a.wasm.wasm;
+    await w.default({ module_or_path: source });
+    const backend = await detectBackend(a.backend);
+    const fromCache = await loadModels(a.models, a.modelCacheDir, emit);
+    if (isNode) {
+      const { DirStore } = await import('./dir-store.js');
+      store = await DirStore.open(a.storageDir);
+    } else {
+      const { IdbStore } = await import('./idb-store.js');
+      store = await IdbStore.open(a.libraryName);
+    }
+    lib = w.Library.open(await store.entries(), embedder);
+    const name = (role) => (a.models[role] || a.models.reader).name;
+    return {
+      backend,
+      models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache },
+    };
+  },
+
+  async add(a, emit) {
+    const text = a.html ? w.htmlToText(a.text) : a.text;
+    if (!text.trim()) throw new DocMemError(codes.BAD_DOCUMENT, `'${a.title}' has no text`);
+    let json;
+    if (a.method === 'mom') {
+      const stages = { reading: 'reading', fallback: 'reading', scoring: 'candidates', done: 'indexing' };
+      json = lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, (p) => {
+        if (cancelled()) return false;
+        emit({ ...p, stage: stages[p.stage] || p.stage, detail: p.stage, fraction: p.stage === 'done' ? 0 : p.fraction });
+        return true;
+      });
+    } else {
+      emit({ stage: 'indexing', fraction: 0 });
+      json = lib.addDocument(a.title, text, a.method, embedder);
+    }
+    const r = JSON.parse(json);
+    emit({ stage: 'indexing', fraction: 1 });
+    await persist();
+    return { id: r.id, title: a.title, added: r.added, chunks: r.chunks, outline: r.outline, fallback: r.fallback };
+  },
+
+  async ask(a, emit) {
+    let stopped = false;
+    const json = lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, (piece) => {
+      if (cancelled()) {
+        stopped = true;
+        return false;
+      }
+      emit({ token: piece });
+      return true;
+    });
+    if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
+    const r = JSON.parse(json);
+    const sources = r.sources.map((s) => ({
+      n: s.n,
+      document: { id: String(s.doc_id), title: s.title },
+      span: mapSpan(String(s.doc_id), s.span),
+      byteSpan: s.span,
+      text: s.text,
+      core: s.core,
+      outline: s.outline,
+      ranks: s.ranks,
+      score: s.score,
+    }));
+    return {
+      answer: r.answer,
+      notInDocuments: r.not_in_documents,
+      citations: sources.filter((s) => r.cited.includes(s.n)),
+      citationsFrom: r.citations_from,
+      sources,
+      finish: r.finish,
+      seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
+    };
+  },
+
+  async documents() {
+    return JSON.parse(lib.documents()).documents.map((d) => ({
+      id: String(d.id),
+      title: d.title,
+      language: d.language,
+      bytes: d.bytes,
+      chunks: d.scenarios,
+      reader: d.reader,
+      fallback: d.fallback ?? null,
+    }));
+  },
+
+  async memory({ id }) {
+    const m = JSON.parse(lib.memory(id));
+    const { text } = docText(id);
+    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === id);
+    return {
+      id,
+      title: entry ? entry.title : id,
+      text,
+      outline: m.outline,
+      scenarios: m.scenarios.map((s) => ({
+        span: mapSpan(id, s.span),
+        byteSpan: s.span,
+        core: s.core,
+        outlineItem: s.outline_item ?? null,
+      })),
+      provenance: m.provenance,
+    };
+  },
+
+  async remove({ id }) {
+    const removed = lib.removeDocument(id);
+    texts.delete(id);
+    await persist();
+    return removed;
+  },
+
+  async exportLibrary() {
+    return lib.exportLibrary();
+  },
+
+  async importLibrary({ bytes }) {
+    const imported = w.Library.importLibrary(bytes, embedder);
+    await store.apply(imported.takeWrites(), { replace: true });
+    lib.free();
+    lib = imported;
+    texts.clear();
+    return true;
+  },
+};
+
+port.on(async ({ id, op, args }) => {
+  const emit = (data) => port.post({ id, type: 'event', data });
+  try {
+    if (!ops[op]) throw new DocMemError(codes.INTERNAL, `unknown request '${op}'`);
+    if (op !== 'init' && !lib) throw new DocMemError(codes.INTERNAL, 'the worker is not initialised');
+    port.post({ id, type: 'result', data: await ops[op](args || {}, emit) });
+  } catch (e) {
+    port.post({ id, type: 'error', error: toWire(classify(e)) });
+  }
+});
+port.post({ type: 'ready' });

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The web app in headless Chromium (playwright-core; scripts/setup.sh installs both):
+# models, adding the example, a cited answer, persistence, offline, the CPU fallback.
+# Needs the web wasm package that scripts/wasm-test.sh binds, and the test models.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$DOCMEM_ROOT"
+if [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
+  echo "docmem: no web wasm package in $DOCMEM_CACHE/wasm-pkg-web; run bash scripts/wasm-test.sh first" >&2
+  exit 1
+fi
+node tests/browser/app.test.mjs

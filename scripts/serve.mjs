@@ -1,0 +1,187 @@
+// The docmem web app's server (Node, no dependencies): www/ at /, the npm package at
+// /js/, the wasm package for the web at /pkg/ and the models at /models/, with a
+// generated /models/models.json (url, size, sha256 of each file; hashes computed once and
+// cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
+// cancel flag) and carries the Content-Security-Policy: no inline script, wasm allowed.
+//
+//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]
+// Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
+const modelsDir = process.env.DOCMEM_MODELS || path.join(cache, 'models');
+const args = process.argv.slice(2);
+const arg = (name, fallback) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const port = Number(arg('--port', process.env.PORT ?? 8080));
+const readerFile = arg('--reader', 'SmolLM2-135M-Instruct.Q4_1.gguf');
+const embedderDir = 'all-MiniLM-L6-v2';
+
+export const CSP = [
+  "default-src 'self'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "worker-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const MIME = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.md': 'text/markdown; charset=utf-8',
+  '.txt': 'text/plain; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.ts': 'text/plain; charset=utf-8',
+};
+
+// URL prefix → directory.
+const mounts = [
+  ['/js/', path.join(root, 'js')],
+  ['/pkg/', path.join(cache, 'wasm-pkg-web')],
+  ['/examples/', path.join(root, 'examples')],
+  ['/', path.join(root, 'www')],
+];
+
+// sha256 of a model file, cached by path, size and mtime (a 98 MB hash takes a while).
+const hashCacheFile = path.join(cache, 'serve-sha256.json');
+let hashCache = {};
+try {
+  hashCache = JSON.parse(fs.readFileSync(hashCacheFile, 'utf8'));
+} catch {
+  hashCache = {};
+}
+function sha256(file) {
+  const st = fs.statSync(file);
+  const key = `${file}:${st.size}:${st.mtimeMs}`;
+  if (!hashCache[key]) {
+    const h = createHash('sha256');
+    const fd = fs.openSync(file, 'r');
+    const buf = Buffer.alloc(1 << 22);
+    let n;
+    while ((n = fs.readSync(fd, buf, 0, buf.length, null)) > 0) h.update(buf.subarray(0, n));
+    fs.closeSync(fd);
+    hashCache[key] = h.digest('hex');
+    fs.writeFileSync(hashCacheFile, JSON.stringify(hashCache, null, 1));
+  }
+  return hashCache[key];
+}
+
+function fileEntry(rel) {
+  const file = path.join(modelsDir, rel);
+  return { path: path.basename(rel) === rel ? rel : rel.split('/').slice(1).join('/'), url: rel.split('/').map(encodeURIComponent).join('/'), size: fs.statSync(file).size, sha256: sha256(file) };
+}
+
+// The manifest the app loads: urls relative to /models/models.json.
+function manifest() {
+  const embedderFiles = [];
+  const walk = (sub) => {
+    for (const e of fs.readdirSync(path.join(modelsDir, sub), { withFileTypes: true })) {
+      if (e.name.startsWith('.')) continue;
+      const rel = `${sub}/${e.name}`;
+      if (e.isDirectory()) walk(rel);
+      else embedderFiles.push(fileEntry(rel));
+    }
+  };
+  walk(embedderDir);
+  const reader = { name: readerFile, files: [fileEntry(readerFile)] };
+  return { embedder: { name: embedderDir, files: embedderFiles }, reader, answerer: reader };
+}
+
+let manifestJson = null;
+const served = new Set(); // model files the manifest lists: nothing else under /models/
+
+function headers(type, extra = {}) {
+  return {
+    'content-type': type,
+    'cross-origin-opener-policy': 'same-origin',
+    'cross-origin-embedder-policy': 'require-corp',
+    'cross-origin-resource-policy': 'same-origin',
+    'content-security-policy': CSP,
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    ...extra,
+  };
+}
+
+function sendFile(req, res, file, cacheControl) {
+  fs.stat(file, (err, st) => {
+    if (err || !st.isFile()) {
+      res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
+      return;
+    }
+    const type = MIME[path.extname(file).toLowerCase()] || 'application/octet-stream';
+    res.writeHead(200, headers(type, { 'content-length': st.size, 'cache-control': cacheControl }));
+    if (req.method === 'HEAD') res.end();
+    else fs.createReadStream(file).pipe(res);
+  });
+}
+
+const server = http.createServer((req, res) => {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.writeHead(405, headers('text/plain; charset=utf-8')).end();
+    return;
+  }
+  let pathname;
+  try {
+    pathname = decodeURIComponent(new URL(req.url, 'http://localhost').pathname);
+  } catch {
+    res.writeHead(400, headers('text/plain; charset=utf-8')).end();
+    return;
+  }
+  if (pathname === '/models/models.json') {
+    try {
+      if (!manifestJson) {
+        const m = manifest();
+        for (const role of ['embedder', 'reader']) for (const f of m[role].files) served.add(decodeURIComponent(f.url));
+        manifestJson = JSON.stringify(m, null, 1);
+      }
+    } catch (e) {
+      res.writeHead(500, headers('text/plain; charset=utf-8')).end(`models missing in ${modelsDir}: ${e.message}\n(run bash scripts/fetch-models.sh)\n`);
+      return;
+    }
+    res.writeHead(200, headers(MIME['.json'], { 'cache-control': 'no-cache' })).end(manifestJson);
+    return;
+  }
+  if (pathname.startsWith('/models/')) {
+    const rel = pathname.slice('/models/'.length);
+    if (!served.has(rel)) {
+      res.writeHead(404, headers('text/plain; charset=utf-8')).end('not a served model file\n');
+      return;
+    }
+    sendFile(req, res, path.join(modelsDir, rel), 'public, max-age=31536000, immutable');
+    return;
+  }
+  for (const [prefix, dir] of mounts) {
+    if (!pathname.startsWith(prefix)) continue;
+    let rel = pathname.slice(prefix.length);
+    if (rel === '' || rel.endsWith('/')) rel += 'index.html';
+    const file = path.resolve(dir, rel);
+    if (!file.startsWith(dir + path.sep)) break;
+    sendFile(req, res, file, 'no-cache');
+    return;
+  }
+  res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
+});
+
+server.listen(port, '127.0.0.1', () => {
+  console.log(`docmem: serving on http://127.0.0.1:${server.address().port}/`);
+});

@@ -1,0 +1,173 @@
+// The web app in headless Chromium (playwright-core driving /usr/bin/chromium): models
+// downloaded and checked, examples/printing-press.md added, a streamed answer to "Who
+// brought printing to England?" whose citation link highlights a span of the document,
+// the library still there after a reload, the app and models loading with the server
+// gone (offline), and a run without WebGPU. Backend: CPU (wasm simd128) in both runs.
+// Screenshots (desktop and 375 px) go to tests/browser/out/.
+//
+//   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const out = path.join(root, 'tests/browser/out');
+fs.mkdirSync(out, { recursive: true });
+const example = path.join(root, 'examples/printing-press.md');
+const exampleText = fs.readFileSync(example, 'utf8');
+const QUESTION = 'Who brought printing to England?';
+const MINUTES = 60_000;
+
+const COMMON = ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const WEBGPU = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-vulkan=swiftshader', '--use-webgpu-adapter=swiftshader'];
+const NO_WEBGPU = ['--disable-features=WebGPU,Vulkan'];
+
+const times = {};
+const timed = async (name, f) => {
+  const t = performance.now();
+  const r = await f();
+  times[name] = ((performance.now() - t) / 1000).toFixed(1);
+  console.log(`  ${name}: ${times[name]} s`);
+  return r;
+};
+
+const servers = new Set();
+process.on('exit', () => servers.forEach((c) => c.kill()));
+
+function serve() {
+  const child = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  servers.add(child);
+  return new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(String(d));
+      if (m) resolve({ url: m[1], stop: () => child.kill() });
+    });
+    child.on('exit', (code) => reject(new Error(`the server exited (${code})`)));
+  });
+}
+
+async function launch(profile, flags) {
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    args: [...COMMON, ...flags],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  return { context, page, problems };
+}
+
+async function ready(page, url) {
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready="true"], #error:not([hidden])', { timeout: 10 * MINUTES });
+  const error = await page.locator('#error').evaluate((e) => (e.hidden ? '' : e.textContent));
+  assert.equal(error, '', `the app failed to start: ${error}`);
+}
+
+const docTitles = (page) => page.locator('#doc-list li[data-id] .doc-open').allTextContents();
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-browser-'));
+const profile = path.join(tmp, 'profile');
+let server = await serve();
+console.log(`browser test against ${server.url}`);
+
+// ---- run 1: WebGPU flags (SwiftShader); the models are CPU ones until issue #6 ----
+let { context, page, problems } = await launch(profile, WEBGPU);
+try {
+  await timed('first visit: models downloaded, checked and loaded', () => ready(page, server.url));
+  const backend = await page.locator('#backend').textContent();
+  const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
+  assert.match(backend, /^CPU \(wasm simd128\) — /);
+  assert.ok(backend.endsWith(adapter ? 'WebGPU backend not built yet' : 'no WebGPU adapter'), backend);
+  console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
+  assert.match(await page.locator('#models').textContent(), /SmolLM2-135M.*all-MiniLM-L6-v2/);
+  assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');
+
+  // Add the example with the method the app offers by default (sentence chunks).
+  await page.setInputFiles('#files', example);
+  await timed('add printing-press.md (sentence chunks, embedded in wasm)', () =>
+    page.waitForSelector('#doc-list li[data-id]', { timeout: 10 * MINUTES }),
+  );
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+
+  await page.evaluate(() => delete document.querySelector('#answer-box').dataset.seconds);
+  await page.fill('#question', QUESTION);
+  await timed('ask: answer streamed and cited', async () => {
+    await page.click('#ask-button');
+    await page.waitForSelector('#answer-box[data-seconds]', { timeout: 10 * MINUTES });
+  });
+  assert.ok((await page.locator('#answer a.cite').count()) > 0, 'the answer links a citation');
+  const answer = await page.locator('#answer').textContent();
+  const box = page.locator('#answer-box');
+  console.log(`  answer: ${JSON.stringify(answer)} (${await box.getAttribute('data-seconds')} s, first token ${await box.getAttribute('data-first-token')} s)`);
+  await page.screenshot({ path: path.join(out, 'desktop-answer.png'), fullPage: true });
+
+  // A citation link opens the document with the cited span marked.
+  const link = page.locator('#answer a.cite').first();
+  const cited = await link.textContent();
+  await link.click();
+  await page.waitForSelector('mark#cited');
+  const marked = await page.locator('mark#cited').textContent();
+  const shownText = await page.locator('#doc-text').textContent();
+  assert.ok(marked.trim().length > 20, `marked: ${marked}`);
+  assert.ok(shownText.includes(marked), 'the marked span is inside the document text');
+  assert.ok(exampleText.includes(marked.trim()), 'and inside the file that was added');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'cited', 'focus moves to the cited span');
+  console.log(`  ${cited} marks: ${JSON.stringify(marked.slice(0, 80))}…`);
+  await page.screenshot({ path: path.join(out, 'desktop-citation.png'), fullPage: false });
+
+  await page.setViewportSize({ width: 375, height: 812 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: path.join(out, 'phone-375-top.png') });
+  await page.locator('#ask-h').evaluate((e) => e.scrollIntoView());
+  await page.screenshot({ path: path.join(out, 'phone-375-answer.png') });
+  await page.locator('mark#cited').evaluate((e) => e.scrollIntoView({ block: 'center' }));
+  await page.screenshot({ path: path.join(out, 'phone-375-citation.png') });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `no sideways scrolling at 375 px (${overflow} px too wide)`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // Reload: the library is still there, the models come from the browser's cache.
+  await timed('reload: models from the Cache API, library from IndexedDB', () => ready(page, server.url));
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.match(await page.locator('#model-label').textContent(), /cache/);
+  assert.deepEqual(problems, []);
+} finally {
+  await context.close();
+}
+
+// ---- offline: the server is gone; the app, engine, models and library are all local ----
+server.stop();
+({ context, page, problems } = await launch(profile, WEBGPU));
+try {
+  await timed('offline visit (server stopped)', () => ready(page, new URL('/', server.url).href));
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+} finally {
+  await context.close();
+}
+
+// ---- run 2: WebGPU off: the CPU fallback says why ----
+server = await serve();
+({ context, page, problems } = await launch(path.join(tmp, 'profile-cpu'), NO_WEBGPU));
+try {
+  await timed('visit without WebGPU (fresh profile: models downloaded again)', () => ready(page, server.url));
+  const backend = await page.locator('#backend').textContent();
+  assert.equal(backend, 'CPU (wasm simd128) — no WebGPU adapter');
+  console.log(`  backend: ${backend}`);
+  assert.deepEqual(problems, []);
+} finally {
+  await context.close();
+  server.stop();
+}
+
+fs.rmSync(tmp, { recursive: true, force: true });
+console.log(`browser test: ok (${Object.entries(times).map(([k, v]) => `${k} ${v} s`).join('; ')})`);

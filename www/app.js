@@ -1,0 +1,385 @@
+// The docmem web app: drop documents, watch their memories being written, ask, follow
+// citations. All work happens in the DocMem worker; this file only draws. Document text
+// and model output are put on the page with textContent, never as HTML.
+import { DocMem } from '/js/docmem.js';
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === 'text') node.textContent = v;
+    else if (k === 'class') node.className = v;
+    else if (k === 'dataset') Object.assign(node.dataset, v);
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+};
+const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+const secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
+
+let dm = null;
+const memories = new Map(); // doc id → memory (with text)
+let shown = null; // the document in the view
+
+function showError(e) {
+  const box = $('error');
+  box.textContent = e && e.code ? `${e.message} (${e.code})` : String(e && e.message ? e.message : e);
+  box.hidden = false;
+}
+function clearError() {
+  $('error').hidden = true;
+}
+
+function modelProgress(p) {
+  const bar = $('model-progress');
+  const label = $('model-label');
+  if (p.stage === 'download') {
+    bar.value = p.fraction;
+    label.textContent = `Models: ${mb(p.loaded)} of ${mb(p.total)}`;
+  } else if (p.stage === 'loading') {
+    bar.removeAttribute('value');
+    label.textContent = 'Loading the models into the engine…';
+  }
+}
+
+// ---- documents -------------------------------------------------------------------
+
+async function refreshDocuments() {
+  const docs = await dm.documents();
+  const list = $('doc-list');
+  for (const li of [...list.querySelectorAll('li[data-id]')]) li.remove();
+  for (const d of docs) {
+    const how = d.fallback ? `${d.reader}; fell back to sentence chunks` : d.reader;
+    list.append(
+      el(
+        'li',
+        { class: 'doc', dataset: { id: d.id } },
+        el('button', { type: 'button', class: 'link doc-open', text: d.title, onclick: () => openDocument(d.id) }),
+        el('span', { class: 'muted doc-meta', text: `${d.chunks} chunk${d.chunks === 1 ? '' : 's'} · ${how}` }),
+        el('button', {
+          type: 'button',
+          class: 'icon secondary',
+          'aria-label': `Remove ${d.title}`,
+          title: `Remove ${d.title}`,
+          text: '×',
+          onclick: () => removeDocument(d),
+        }),
+      ),
+    );
+  }
+  $('no-docs').hidden = docs.length > 0 || list.querySelector('li') !== null;
+}
+
+const STAGES = { reading: 'Reading', candidates: 'Scoring candidates', indexing: 'Indexing', download: 'Downloading' };
+
+async function addFiles(files) {
+  clearError();
+  const method = $('method').value;
+  for (const file of files) {
+    const bar = el('progress', { max: '1', 'aria-label': `Memory of ${file.name}` });
+    const status = el('span', { class: 'muted', text: 'waiting…' });
+    const item = el('li', { class: 'doc pending' }, el('span', { class: 'doc-title', text: file.name }), status, bar);
+    $('doc-list').append(item);
+    $('no-docs').hidden = true;
+    const t0 = performance.now();
+    dm.addDocument(file, {
+      method,
+      onProgress: (p) => {
+        bar.value = p.fraction;
+        const where = p.stage === 'reading' && p.windows > 1 ? ` (part ${p.window} of ${p.windows})` : '';
+        status.textContent = `${STAGES[p.stage] || p.stage}${where} ${Math.round(p.fraction * 100)}%`;
+      },
+    })
+      .then(async (r) => {
+        item.remove();
+        await refreshDocuments();
+        const li = document.querySelector(`li[data-id="${r.id}"] .doc-meta`);
+        if (li) li.textContent += r.added ? ` · written in ${secs(performance.now() - t0)}` : ' · already in the library';
+      })
+      .catch((e) => {
+        status.textContent = `not added: ${e.message}`;
+        item.classList.add('failed');
+        bar.remove();
+      });
+  }
+}
+
+async function removeDocument(d) {
+  clearError();
+  try {
+    await dm.removeDocument(d.id);
+    memories.delete(d.id);
+    if (shown === d.id) $('doc-view').hidden = true;
+    await refreshDocuments();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+// ---- the document view -----------------------------------------------------------
+
+async function memoryOf(id) {
+  if (!memories.has(id)) memories.set(id, await dm.memory(id));
+  return memories.get(id);
+}
+
+/** The text with each chunk shaded, and `cite` (a span) inside one <mark>. */
+function renderText(m, cite) {
+  const box = $('doc-text');
+  box.replaceChildren();
+  const pieces = [];
+  let at = 0;
+  m.scenarios.forEach((s, i) => {
+    if (s.span.start > at) pieces.push({ start: at, end: s.span.start, chunk: -1 });
+    const cuts = [s.span.start, s.span.end];
+    if (cite) for (const c of [cite.start, cite.end]) if (c > s.span.start && c < s.span.end) cuts.push(c);
+    cuts.sort((a, b) => a - b);
+    for (let k = 0; k + 1 < cuts.length; k++) pieces.push({ start: cuts[k], end: cuts[k + 1], chunk: i });
+    at = s.span.end;
+  });
+  if (at < m.text.length) pieces.push({ start: at, end: m.text.length, chunk: -1 });
+  let mark = null;
+  const seen = new Set();
+  for (const p of pieces) {
+    const inCite = cite && p.start >= cite.start && p.end <= cite.end && p.end > p.start;
+    const span = el('span', { class: p.chunk < 0 ? 'gap' : `chunk c${p.chunk % 2}`, text: m.text.slice(p.start, p.end) });
+    if (p.chunk >= 0 && !seen.has(p.chunk)) {
+      span.id = `chunk-${p.chunk}`;
+      seen.add(p.chunk);
+    }
+    if (inCite) {
+      if (!mark) {
+        mark = el('mark', { id: 'cited', class: 'cited', tabindex: '-1' });
+        box.append(mark);
+      }
+      mark.append(span);
+    } else {
+      box.append(span);
+    }
+  }
+  return mark;
+}
+
+function renderOutline(m) {
+  const tree = $('outline');
+  tree.replaceChildren();
+  const jump = (i) => () => {
+    const target = document.getElementById(`chunk-${i}`);
+    if (target) {
+      target.scrollIntoView({ block: 'center', behavior: 'smooth' });
+      target.classList.add('flash');
+      setTimeout(() => target.classList.remove('flash'), 1200);
+    }
+  };
+  const chunkItem = (s, i) =>
+    el(
+      'li',
+      {},
+      el('button', { type: 'button', class: 'link', text: `Chunk ${i + 1}`, onclick: jump(i) }),
+      s.core ? el('p', { class: 'core', text: s.core }) : el('p', { class: 'core muted', text: m.text.slice(s.span.start, Math.min(s.span.end, s.span.start + 90)).trim() + '…' }),
+    );
+  const groups = new Map();
+  m.scenarios.forEach((s, i) => {
+    const key = s.outlineItem ?? -1;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(chunkItem(s, i));
+  });
+  m.outline.forEach((item, k) => {
+    const chunks = groups.get(k) || [];
+    tree.append(el('li', {}, el('details', { open: '' }, el('summary', { text: item }), el('ul', {}, ...chunks))));
+  });
+  if (groups.has(-1)) {
+    const label = m.outline.length ? 'Not under an outline item' : 'Chunks (no outline: written by a chunker)';
+    tree.append(el('li', {}, el('details', { open: '' }, el('summary', { text: label }), el('ul', {}, ...groups.get(-1)))));
+  }
+}
+
+async function openDocument(id, cite) {
+  clearError();
+  try {
+    const m = await memoryOf(id);
+    shown = id;
+    $('view-h').textContent = m.title;
+    const p = m.provenance;
+    $('view-meta').textContent = `${m.scenarios.length} chunks, ${m.outline.length} outline items · memory by ${p.reader}${p.fallback ? ` (fell back: ${p.fallback})` : ''}`;
+    renderOutline(m);
+    const mark = renderText(m, cite);
+    $('doc-view').hidden = false;
+    const target = mark || $('doc-view');
+    target.scrollIntoView({ block: mark ? 'center' : 'start' });
+    if (mark) mark.focus({ preventScroll: true });
+  } catch (e) {
+    showError(e);
+  }
+}
+
+// ---- asking ----------------------------------------------------------------------
+
+let asking = null;
+
+function citeLink(source) {
+  return el('a', {
+    href: `#source-${source.n}`,
+    class: 'cite',
+    text: `[${source.n}]`,
+    title: `${source.document.title}${source.outline ? ` — ${source.outline}` : ''}`,
+    onclick: (e) => {
+      e.preventDefault();
+      openDocument(source.document.id, source.span);
+    },
+  });
+}
+
+function renderAnswer(r) {
+  const answer = $('answer');
+  answer.replaceChildren();
+  const byN = new Map(r.sources.map((s) => [s.n, s]));
+  const parts = r.answer.split(/(\[\d+(?:\s*,\s*\d+)*\])/);
+  for (const part of parts) {
+    const m = /^\[([\d,\s]+)\]$/.exec(part);
+    const ns = m ? m[1].split(',').map((x) => Number(x.trim())) : [];
+    if (m && ns.every((n) => byN.has(n))) ns.forEach((n) => answer.append(citeLink(byN.get(n))));
+    else answer.append(document.createTextNode(part));
+  }
+  // An answer without its own [n] still links the passages that hold its words.
+  if (!answer.querySelector('a.cite') && r.citations.length > 0) {
+    answer.append(' ');
+    for (const c of r.citations) answer.append(citeLink(c));
+  }
+  if (r.notInDocuments) answer.append(el('span', { class: 'muted', text: ' (the documents do not say)' }));
+  const cited = new Set(r.citations.map((c) => c.n));
+  const item = (s) =>
+    el(
+      'li',
+      { id: `source-${s.n}` },
+      citeLink(s),
+      ' ',
+      el('strong', { text: s.document.title }),
+      s.outline ? el('span', { class: 'muted', text: ` — ${s.outline}` }) : null,
+      el('p', { class: 'snippet', text: s.core || s.text.slice(0, 180) + (s.text.length > 180 ? '…' : '') }),
+    );
+  $('sources').replaceChildren(...r.sources.filter((s) => cited.has(s.n)).map(item));
+  $('sources-h').textContent = cited.size ? 'Cited' : 'No passage cited';
+  const others = r.sources.filter((s) => !cited.has(s.n));
+  $('other-sources').replaceChildren(...others.map(item));
+  $('other-count').textContent = String(others.length);
+  $('others').hidden = others.length === 0;
+}
+
+async function ask(question) {
+  clearError();
+  const answer = $('answer');
+  $('answer-box').hidden = false;
+  answer.textContent = '';
+  $('sources').replaceChildren();
+  $('sources-h').textContent = '';
+  $('others').hidden = true;
+  $('ask-button').disabled = true;
+  $('stop').hidden = false;
+  asking = new AbortController();
+  const t0 = performance.now();
+  let first = 0;
+  try {
+    const r = await dm.ask(question, {
+      k: 4, // passages shown to the answerer: each costs prefill time on the CPU
+      signal: asking.signal,
+      onToken: (t) => {
+        if (!first) first = performance.now() - t0;
+        answer.textContent += t;
+      },
+    });
+    renderAnswer(r);
+    $('answer-box').dataset.seconds = ((performance.now() - t0) / 1000).toFixed(1);
+    $('answer-box').dataset.firstToken = (first / 1000).toFixed(1);
+  } catch (e) {
+    if (e.code !== 'ABORTED') showError(e);
+    else answer.append(el('span', { class: 'muted', text: ' (stopped)' }));
+  } finally {
+    $('ask-button').disabled = false;
+    $('stop').hidden = true;
+    asking = null;
+  }
+}
+
+// ---- start -----------------------------------------------------------------------
+
+function wire() {
+  $('files').addEventListener('change', (e) => {
+    addFiles([...e.target.files]);
+    e.target.value = '';
+  });
+  const drop = $('drop');
+  drop.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    drop.classList.add('over');
+  });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', (e) => {
+    e.preventDefault();
+    drop.classList.remove('over');
+    addFiles([...e.dataTransfer.files]);
+  });
+  const method = $('method');
+  method.value = localStorage.getItem('docmem-method') || 'sentence';
+  method.addEventListener('change', () => localStorage.setItem('docmem-method', method.value));
+  $('ask-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const q = $('question').value.trim();
+    if (q && !asking) ask(q);
+  });
+  $('stop').addEventListener('click', () => asking && asking.abort());
+  $('export').addEventListener('click', async () => {
+    try {
+      const bytes = await dm.exportLibrary();
+      const a = el('a', { href: URL.createObjectURL(new Blob([bytes])), download: 'library.docmem' });
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+    } catch (e) {
+      showError(e);
+    }
+  });
+  $('import').addEventListener('change', async (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';
+    if (!file) return;
+    try {
+      await dm.importLibrary(new Uint8Array(await file.arrayBuffer()));
+      memories.clear();
+      $('doc-view').hidden = true;
+      await refreshDocuments();
+    } catch (err) {
+      showError(err);
+    }
+  });
+}
+
+async function start() {
+  wire();
+  for (const b of document.querySelectorAll('#ask-form button, #export, #files, #import')) b.disabled = true;
+  if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
+  const backend = new URLSearchParams(location.search).get('backend') || 'auto';
+  const t0 = performance.now();
+  try {
+    dm = await DocMem.open('default', { onProgress: modelProgress, backend });
+  } catch (e) {
+    $('model-label').textContent = 'The models could not be loaded.';
+    $('backend').textContent = e.code === 'WEBGPU_UNAVAILABLE' ? 'WebGPU unavailable' : 'not started';
+    showError(e);
+    return;
+  }
+  const b = dm.backend;
+  $('backend').textContent = `${b.label} — ${b.reason}`;
+  $('backend').dataset.name = b.name;
+  const m = dm.models;
+  $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (embedder)` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (embedder)`;
+  $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}.`;
+  $('model-progress').value = 1;
+  $('model-status').classList.add('done');
+  document.body.dataset.ready = 'true';
+  for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
+  await refreshDocuments();
+}
+
+start();
