@@ -160,8 +160,8 @@ const ops = {
   },
 
   async add(a, emit) {
+    // An empty text is refused by the library itself ("has no text" → BAD_DOCUMENT).
     const text = a.html ? w.htmlToText(a.text) : a.text;
-    if (!text.trim()) throw new DocMemError(codes.BAD_DOCUMENT, `'${a.title}' has no text`);
     let json;
     if (a.method === 'mom') {
       const stages = { reading: 'reading', fallback: 'reading', scoring: 'candidates', done: 'indexing' };

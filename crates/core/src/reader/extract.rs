@@ -22,7 +22,6 @@ use core::cell::RefCell;
 
 use super::fallback::{fallback_reason, FallbackPolicy};
 use super::model::{Generated, ModelError, ReaderModel, SampleSpec};
-use super::numbered::NumberedText;
 use super::prompt::{choose_prompt, ReaderPrompt};
 use super::scoring::{score_candidate, ScoringLimits};
 use super::window::{plan_windows, stitch, WindowMemory};
@@ -223,10 +222,9 @@ fn read_window(
         top_p: settings.top_p,
         seed: settings.seed.wrapping_add(i as u64),
     }));
-    let user_turn = prompt.render(window_text);
+    // `units`: what a numbered prompt showed, for placing `<chunk>FIRST-LAST</chunk>`.
+    let (user_turn, units) = prompt.render_with_units(window_text);
     let instruction = prompt.render("");
-    // The units a numbered prompt showed, for placing `<chunk>FIRST-LAST</chunk>`.
-    let units = if prompt.numbered() { NumberedText::new(window_text).units().to_vec() } else { Vec::new() };
     let mut cancelled = false;
     let generated = reader.generate(&user_turn, &specs, max_new, &mut |done, _: &Generated| {
         cancelled = !progress(Stage::Reading, done);

@@ -15,8 +15,10 @@
 //! had none). The text is sent as the user turn of the model's chat template.
 
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 
 use super::numbered::NumberedText;
+use crate::span::Span;
 use core::fmt;
 use core::str::FromStr;
 
@@ -107,6 +109,12 @@ impl ReaderPrompt {
     /// reasoning; resolve it with [`choose_prompt`] first. The numbered variants show
     /// `NumberedText::new(document)`.
     pub fn render(&self, document: &str) -> String {
+        self.render_with_units(document).0
+    }
+
+    /// [`ReaderPrompt::render`], and for a numbered variant the units it showed (the
+    /// spans `<chunk>FIRST-LAST</chunk>` refers to; empty for the other variants).
+    pub fn render_with_units(&self, document: &str) -> (String, Vec<Span>) {
         let template = match self {
             ReaderPrompt::ChineseThink => assemble(&ZH, true),
             ReaderPrompt::Chinese => assemble(&ZH, false),
@@ -119,15 +127,18 @@ impl ReaderPrompt {
         if self.numbered() {
             let view = NumberedText::new(document);
             let last = view.len().to_string();
-            template.replacen("{last}", &last, 1).replacen("{document}", &view.render(document), 1)
-        } else if template.contains("{document}") {
+            let text = template.replacen("{last}", &last, 1).replacen("{document}", &view.render(document), 1);
+            return (text, view.units().to_vec());
+        }
+        let text = if template.contains("{document}") {
             template.replacen("{document}", document, 1)
         } else {
             let mut s = template;
             s.push_str("\n\n");
             s.push_str(document);
             s
-        }
+        };
+        (text, Vec::new())
     }
 }
 
