@@ -87,6 +87,10 @@ pub struct RetrievalEvalArgs {
     /// figures were measured).
     #[arg(long)]
     pub dense_only: bool,
+    /// Layer weights of mom's three-layer variant, e.g. `outline=0.25,core=0.5,chunk`
+    /// (as `docmem search --layers`; default: the library's tuned weights).
+    #[arg(long)]
+    pub layers: Option<String>,
     /// The reader model for mom [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
@@ -410,6 +414,14 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
     let by_id: HashMap<DocId, &Document> = set.documents.iter().map(|d| (d.id, d)).collect();
     let chunk_text = |hit: &RetrievedChunk| by_id.get(&hit.doc_id).and_then(|d| hit.span.slice(&d.text)).map(str::to_string);
     let params = search_params(a);
+    let three_layer_params = match &a.layers {
+        Some(list) => SearchParams {
+            layer_weights: SearchParams::parse_layer_weights(list)
+                .map_err(|e| CliError::BadArgument { message: format!("--layers: {e}") })?,
+            ..params.clone()
+        },
+        None => params.clone(),
+    };
     let docs = set.documents.len().max(1) as f64;
 
     let mut rows = Vec::new();
@@ -425,7 +437,11 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
             let t = Instant::now();
             let index = build_index(mode, &set.documents, &m.memories, embedder.as_mut())?;
             let index_seconds = t.elapsed().as_secs_f64();
-            let scores = score_questions(&index, &questions, &chunk_text, &BUDGETS, &RANK_CUTOFFS, &params)?;
+            let params = match mode {
+                RetrievalMode::ThreeLayer => &three_layer_params,
+                _ => &params,
+            };
+            let scores = score_questions(&index, &questions, &chunk_text, &BUDGETS, &RANK_CUTOFFS, params)?;
             let name = if method.chunker.is_none() { format!("mom ({})", mode.name()) } else { method.label.clone() };
             eprintln!(
                 "docmem eval: {name}: recall {:.3} / {:.3} / {:.3} at 500 / 1000 / 2000 characters",

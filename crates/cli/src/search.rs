@@ -22,9 +22,11 @@ pub struct SearchArgs {
     /// Passages per question.
     #[arg(long, default_value_t = 8)]
     pub k: usize,
-    /// Layers searched and fused, comma-separated: outline, core, chunk.
-    #[arg(long, default_value = "outline,core,chunk")]
-    pub layers: String,
+    /// Layers searched and fused, comma-separated, each with an optional weight:
+    /// e.g. `chunk`, or `outline=0.25,core=0.5,chunk` (a layer not named is not
+    /// searched). Default: the library's tuned weights (`SearchParams::default`).
+    #[arg(long)]
+    pub layers: Option<String>,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
     /// One JSON object per question: {"question", "passages": [...]}.
@@ -38,27 +40,20 @@ struct Result<'a> {
     passages: &'a [Source],
 }
 
-/// The layer weights for `--layers` (1 for a named layer, 0 for the others).
+/// The layer weights for `--layers`.
 fn layer_weights(list: &str) -> std::result::Result<[(Layer, f64); 3], CliError> {
-    let mut weights = [(Layer::Outline, 0.0), (Layer::Core, 0.0), (Layer::Chunk, 0.0)];
-    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let i = ["outline", "core", "chunk"]
-            .iter()
-            .position(|l| *l == name)
-            .ok_or_else(|| CliError::BadArgument { message: format!("--layers: '{name}' is not one of outline, core, chunk") })?;
-        weights[i].1 = 1.0;
-    }
-    if weights.iter().all(|(_, w)| *w == 0.0) {
-        return Err(CliError::BadArgument { message: "--layers names no layer".into() });
-    }
-    Ok(weights)
+    SearchParams::parse_layer_weights(list).map_err(|e| CliError::BadArgument { message: format!("--layers: {e}") })
 }
 
 pub fn run(a: &SearchArgs) -> std::result::Result<(), CliError> {
     if a.k == 0 {
         return Err(CliError::BadArgument { message: "--k must be at least 1".into() });
     }
-    let params = SearchParams { k: a.k, layer_weights: layer_weights(&a.layers)?, ..SearchParams::default() };
+    let params = SearchParams { k: a.k, ..SearchParams::default() };
+    let params = match &a.layers {
+        Some(list) => SearchParams { layer_weights: layer_weights(list)?, ..params },
+        None => params,
+    };
     let mut embedder = a.embedder.open()?;
     let library = crate::ask::open_library(&a.library, embedder.as_ref())?;
     let questions: Vec<String> = match &a.question {

@@ -2,7 +2,8 @@
 //!
 //! score(d) = Σ_lists w_l / (k + rank_l(d)), ranks counted from 1, k = 60 by default
 //! (Cormack et al., 2009; the same formula Elasticsearch's `rrf` retriever and ranx's
-//! `rrf` fusion apply). Only the first `window` entries of each list take part
+//! `rrf` fusion apply); a list may give several ids one rank (ties). Only the entries of
+//! rank up to `window` in each list take part
 //! (Elasticsearch's `rank_window_size`); a document absent from a list adds nothing to its
 //! score. Ties are broken deterministically: the better best single rank wins, then the
 //! earlier first appearance (reading the lists in order, each from its top).
@@ -37,12 +38,17 @@ pub struct RankedList<'a, Id> {
     pub ids: &'a [Id],
     /// The list's weight w_l (1.0 for plain RRF).
     pub weight: f64,
+    /// Each id's rank when ids share one (ties), non-decreasing and parallel to `ids`;
+    /// `None`: the position from 1. A list whose items stand for several ids (an outline
+    /// item for each chunk under it) gives them the item's rank, so a broad item does not
+    /// take ranks 1 to n by itself.
+    pub ranks: Option<&'a [u32]>,
 }
 
 impl<'a, Id> RankedList<'a, Id> {
     /// A list with weight 1.
     pub fn new(ids: &'a [Id]) -> Self {
-        RankedList { ids, weight: 1.0 }
+        RankedList { ids, weight: 1.0, ranks: None }
     }
 }
 
@@ -88,8 +94,11 @@ impl<Id: Copy + Eq + Hash> RrfFuser<Id> {
         self.seen_in_list.clear();
         for (li, list) in lists.iter().enumerate() {
             let marker = li + 1;
-            for (r, &id) in list.ids.iter().take(params.window).enumerate() {
-                let rank = r + 1;
+            for (r, &id) in list.ids.iter().enumerate() {
+                let rank = list.ranks.and_then(|ranks| ranks.get(r)).map_or(r + 1, |&t| t as usize);
+                if rank > params.window {
+                    break;
+                }
                 let next = self.fused.len();
                 let slot = *self.slots.entry(id).or_insert(next);
                 if slot == next {
@@ -140,6 +149,22 @@ mod tests {
     }
 
     #[test]
+    fn tied_ranks_score_alike_and_respect_the_window() {
+        // An item standing for three ids (rank 1) and one for a fourth (rank 2): the three
+        // share 1/61, the fourth gets 1/62, not 1/64; a window of 1 drops the fourth.
+        let ids_ = ['a', 'b', 'c', 'd'];
+        let ranks = [1u32, 1, 1, 2];
+        let list = RankedList { ids: &ids_, weight: 1.0, ranks: Some(&ranks) };
+        let f = rrf(&[list], &RrfParams::default());
+        for x in &f[..3] {
+            assert!((x.score - 1.0 / 61.0).abs() < 1e-15, "{x:?}");
+        }
+        assert_eq!(f[3].id, 'd');
+        assert!((f[3].score - 1.0 / 62.0).abs() < 1e-15);
+        assert_eq!(ids(&rrf(&[list], &RrfParams { k: 60.0, window: 1 })), ['a', 'b', 'c']);
+    }
+
+    #[test]
     fn elasticsearch_formula() {
         // Elasticsearch's RRF reference: score(d) = Σ_q 1 / (rank_constant + rank(result(q), d)),
         // ranks from 1, nothing added for a query whose results lack d; rank_constant ≥ 1 is
@@ -161,7 +186,7 @@ mod tests {
         let l1 = ['x', 'y', 'z'];
         let l2 = ['z', 'z', 'y'];
         let p = RrfParams { k: 60.0, window: 2 };
-        let f = rrf(&[RankedList { ids: &l1, weight: 1.0 }, RankedList { ids: &l2, weight: 3.0 }], &p);
+        let f = rrf(&[RankedList { ids: &l1, weight: 1.0, ranks: None }, RankedList { ids: &l2, weight: 3.0, ranks: None }], &p);
         // Window 2: l1 gives x, y; l2 gives z (once; the repeat is ignored).
         assert_eq!(ids(&f), ['z', 'x', 'y']);
         assert!((f[0].score - 3.0 / 61.0).abs() < 1e-15);

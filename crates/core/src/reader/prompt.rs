@@ -206,7 +206,7 @@ const EN_NUMBERED: &str = "You are a domain expert who reads carefully. Read the
 
 Write exactly this format, nothing else:
 <outline>
-the document's logical outline in document order, one point per line
+a short title in words for each group below, in the same order, one per line (titles, never sentence numbers)
 </outline>
 then, for each group of consecutive sentences that forms one complete unit of meaning (usually a paragraph, or a heading with the text under it):
 <scenario>
@@ -238,7 +238,7 @@ const ZH_NUMBERED: &str = "你是一位擅长阅读的领域专家。请像专�
 
 严格按以下格式输出，不要写其他内容：
 <outline>
-按文档顺序写出逻辑大纲，每行一个要点
+为下面的每一组写一个简短的文字标题，顺序相同，每行一个（写标题，不要写句子编号）
 </outline>
 然后，把连续的、构成一个完整意义单元的句子（通常是一个段落，或一个标题及其下的文字）分为一组，每组写成：
 <scenario>
