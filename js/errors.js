@@ -6,11 +6,13 @@ export const codes = Object.freeze({
   MODEL_FETCH_FAILED: 'MODEL_FETCH_FAILED', // a model file could not be downloaded
   MODEL_CHECKSUM_MISMATCH: 'MODEL_CHECKSUM_MISMATCH', // a downloaded file's sha256 is not the pinned one
   MODEL_LOAD_FAILED: 'MODEL_LOAD_FAILED', // the files arrived but the runtime refused them
+  MODEL_FAILED: 'MODEL_FAILED', // a loaded model failed while running (its context is full, …)
   QUOTA_EXCEEDED: 'QUOTA_EXCEEDED', // the browser's storage quota is full
   STORAGE_FAILED: 'STORAGE_FAILED', // IndexedDB / the library directory failed otherwise
   BAD_DOCUMENT: 'BAD_DOCUMENT', // empty, unreadable or unsupported document
   BAD_QUESTION: 'BAD_QUESTION', // empty question
   BAD_LIBRARY: 'BAD_LIBRARY', // an import that is not a docmem library, or a damaged one
+  BAD_ARGUMENT: 'BAD_ARGUMENT', // an option that is not valid (an unknown chunker, …)
   NOT_FOUND: 'NOT_FOUND', // no such document
   ABORTED: 'ABORTED', // the AbortSignal fired
   CLOSED: 'CLOSED', // the DocMem was closed

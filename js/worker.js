@@ -34,19 +34,13 @@ const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
 
 const cancelled = () => cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1;
 
-// A wasm error's message → its code.
+// Any error thrown while serving a request → a DocMemError with a stable code.
 function classify(e) {
   if (e instanceof DocMemError) return e;
-  const m = String(e && e.message ? e.message : e);
-  const rules = [
-    [/^cancelled$/, codes.ABORTED],
-    [/has no text/, codes.BAD_DOCUMENT],
-    [/question is empty/, codes.BAD_QUESTION],
-    [/^no document /, codes.NOT_FOUND],
-    [/not an exported docmem library|damaged|archive/, codes.BAD_LIBRARY],
-  ];
-  const hit = rules.find(([re]) => re.test(m));
-  return new DocMemError(hit ? hit[1] : codes.INTERNAL, m);
+  // Errors from the wasm module carry the Rust error's stable code (core's ErrorCode).
+  const message = String(e && e.message ? e.message : e);
+  const code = e && typeof e.code === 'string' && e.code in codes ? e.code : codes.INTERNAL;
+  return new DocMemError(code, message);
 }
 
 async function detectBackend(preference) {
@@ -160,7 +154,7 @@ const ops = {
   },
 
   async add(a, emit) {
-    // An empty text is refused by the library itself ("has no text" → BAD_DOCUMENT).
+    // An empty text is refused by ingest itself (IngestError::EmptyDocument → BAD_DOCUMENT).
     const text = a.html ? w.htmlToText(a.text) : a.text;
     let json;
     if (a.method === 'mom') {

@@ -101,6 +101,7 @@ async function addFiles(files) {
       .catch((e) => {
         status.textContent = `not added: ${e.message}`;
         item.classList.add('failed');
+        if (e.code) item.dataset.code = e.code;
         bar.remove();
       });
   }

@@ -2,7 +2,8 @@
 // downloaded and checked, examples/printing-press.md added, a streamed answer to "Who
 // brought printing to England?" whose citation link highlights a span of the document,
 // the library still there after a reload, the app and models loading with the server
-// gone (offline), and a run without WebGPU. Backend: CPU (wasm simd128) in both runs.
+// gone (offline), and a run without WebGPU that also fills the storage quota (the add is
+// refused with QUOTA_EXCEEDED, nothing half-written). Backend: CPU (wasm simd128) in both runs.
 // Screenshots (desktop and 375 px) go to tests/browser/out/.
 //
 //   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
@@ -164,6 +165,26 @@ try {
   assert.equal(backend, 'CPU (wasm simd128) — no WebGPU adapter');
   console.log(`  backend: ${backend}`);
   assert.deepEqual(problems, []);
+
+  // A full storage quota: Chromium is told (DevTools protocol) that the origin may hold
+  // only what it holds now plus 4 KB; adding a document must fail with QUOTA_EXCEEDED and
+  // leave the library as it was, and work once the quota is back.
+  const origin = new URL(server.url).origin;
+  const cdp = await context.newCDPSession(page);
+  const { usage } = await page.evaluate(() => navigator.storage.estimate());
+  await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + 4096 });
+  await page.setInputFiles('#files', example);
+  const failed = page.locator('#doc-list li.failed');
+  await failed.waitFor({ timeout: 10 * MINUTES });
+  assert.equal(await failed.getAttribute('data-code'), 'QUOTA_EXCEEDED', await failed.textContent());
+  console.log(`  full quota: ${await failed.locator('.muted').textContent()}`);
+  await page.screenshot({ path: path.join(out, 'quota-exceeded.png') });
+  await ready(page, server.url);
+  assert.deepEqual(await docTitles(page), [], 'nothing half-written after the refused add');
+  await cdp.send('Storage.overrideQuotaForOrigin', { origin });
+  await page.setInputFiles('#files', example);
+  await page.waitForSelector('#doc-list li[data-id]', { timeout: 10 * MINUTES });
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
 } finally {
   await context.close();
   server.stop();

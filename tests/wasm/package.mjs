@@ -97,6 +97,8 @@ const pageText = (await dm.memory(page.id)).text;
 assert.ok(pageText.includes('The clock struck one') && !pageText.includes('x()') && !pageText.includes('<p>'), pageText);
 await assert.rejects(dm.addDocument(new File(['%PDF'], 'scan.pdf')), { code: 'BAD_DOCUMENT' });
 await assert.rejects(dm.addDocument('   ', { title: 'empty.txt', method: 'sentence' }), { code: 'BAD_DOCUMENT' });
+// Codes come from the Rust error's type (core's ErrorCode), not from its message.
+await assert.rejects(dm.addDocument('Some text.', { title: 'odd.txt', method: 'paragraphs' }), { code: 'BAD_ARGUMENT', message: /paragraphs/ });
 
 // A streamed answer; each citation's span is its text inside the document.
 let streamed = '';

@@ -20,7 +20,8 @@
 //! - [`index`]: flat, int8 and HNSW vector search, segments with tombstones, BM25, and a
 //!   checksummed binary format;
 //! - [`retrieve`]: three-layer (outline, core, chunk) retrieval fused with RRF, plus the two
-//!   variants the MoM paper compares it with.
+//!   variants the MoM paper compares it with;
+//! - [`error_code`]: the stable category ([`ErrorCode`]) of every error, for the bindings.
 #![cfg_attr(not(feature = "std"), no_std)]
 // One audited exception: the AVX2 dispatch in `vector` (see its docs).
 #![deny(unsafe_code)]
@@ -33,6 +34,7 @@ pub mod answer;
 pub mod chunk;
 pub mod document;
 pub mod embed;
+pub mod error_code;
 pub mod eval;
 #[doc(hidden)]
 pub mod fuzz_harness;
@@ -54,6 +56,7 @@ pub mod vector;
 pub use align::{align_memory, AlignParams, AlignedMemory, AlignmentStats};
 pub use document::{DocId, Document};
 pub use embed::{EmbedError, EmbedRole, Embedder, HashingEmbedder};
+pub use error_code::{ErrorCode, HasErrorCode};
 pub use memory::{DocumentMemory, MemoryError, Provenance, Scenario};
 pub use parse::{parse_memreader_output, ChunkPattern, ParseWarning, ParsedMemory, ParsedScenario};
 pub use rrf::{RankedList, RrfFuser, RrfParams};

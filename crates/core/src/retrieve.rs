@@ -188,13 +188,7 @@ pub struct SearchParams {
 
 impl Default for SearchParams {
     fn default() -> Self {
-        SearchParams {
-            k: 8,
-            window: 50,
-            rrf_k: 60.0,
-            lexical: true,
-            layer_weights: DEFAULT_LAYER_WEIGHTS,
-        }
+        SearchParams { k: 8, window: 50, rrf_k: 60.0, lexical: true, layer_weights: DEFAULT_LAYER_WEIGHTS }
     }
 }
 
@@ -213,10 +207,8 @@ impl SearchParams {
                 Some((n, w)) => (n.trim(), Some(w.trim())),
                 None => (item, None),
             };
-            let i = ["outline", "core", "chunk"]
-                .iter()
-                .position(|l| *l == name)
-                .ok_or_else(|| LayerWeightsError::UnknownLayer(name.into()))?;
+            let i =
+                ["outline", "core", "chunk"].iter().position(|l| *l == name).ok_or_else(|| LayerWeightsError::UnknownLayer(name.into()))?;
             weights[i].1 = match weight {
                 None => 1.0,
                 Some(w) => match w.parse::<f64>() {
@@ -759,7 +751,8 @@ impl MemoryIndex {
                 lists.push(list);
             }
         }
-        let ranked: Vec<RankedList<'_, u32>> = lists.iter().map(|l| RankedList { ids: &l.chunks, weight: l.weight, ranks: Some(&l.ranks) }).collect();
+        let ranked: Vec<RankedList<'_, u32>> =
+            lists.iter().map(|l| RankedList { ids: &l.chunks, weight: l.weight, ranks: Some(&l.ranks) }).collect();
         let fused = fuser.fuse(&ranked, &RrfParams { k: params.rrf_k, window: params.window });
         let mut out = Vec::with_capacity(params.k.min(fused.len()));
         for f in fused.iter().take(params.k) {

@@ -9,7 +9,7 @@ use std::fmt;
 use docmem_core::chunk::{chunk_with, ChunkError, ChunkOptions, ChunkerKind};
 use docmem_core::library::{Library, LibraryError, Store};
 use docmem_core::reader::{extract_memory, ExtractSettings, ModelError, Progress};
-use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
+use docmem_core::{Document, DocumentMemory, Embedder, ErrorCode, HasErrorCode, Scorer};
 
 use crate::lm::{Backend, LmReader};
 
@@ -48,6 +48,11 @@ pub enum IngestError {
     Library(LibraryError),
     /// The progress callback asked to stop.
     Cancelled,
+    /// The document has no text (nothing but white space).
+    EmptyDocument {
+        /// Its title.
+        title: String,
+    },
 }
 
 impl fmt::Display for IngestError {
@@ -57,11 +62,24 @@ impl fmt::Display for IngestError {
             IngestError::Chunk(e) => write!(f, "{e}"),
             IngestError::Library(e) => write!(f, "{e}"),
             IngestError::Cancelled => write!(f, "cancelled"),
+            IngestError::EmptyDocument { title } => write!(f, "'{title}' has no text"),
         }
     }
 }
 
 impl std::error::Error for IngestError {}
+
+impl HasErrorCode for IngestError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            IngestError::Reader(e) => e.code(),
+            IngestError::Chunk(e) => e.code(),
+            IngestError::Library(e) => e.code(),
+            IngestError::Cancelled => ErrorCode::Aborted,
+            IngestError::EmptyDocument { .. } => ErrorCode::BadDocument,
+        }
+    }
+}
 
 impl From<LibraryError> for IngestError {
     fn from(e: LibraryError) -> Self {
@@ -88,6 +106,9 @@ pub fn ingest<S: Store, B: Backend>(
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Ingested, IngestError> {
+    if doc.text.trim().is_empty() {
+        return Err(IngestError::EmptyDocument { title: doc.title.clone() });
+    }
     if library.contains(doc.id) {
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
     }
@@ -145,5 +166,17 @@ mod tests {
         let again = ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true).unwrap();
         assert!(!again.added);
         assert_eq!(again.memory, first.memory);
+    }
+
+    #[test]
+    fn an_empty_document_is_refused_with_its_code_and_the_library_is_unchanged() {
+        let mut embedder = HashingEmbedder::new(64);
+        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let mut method: MemoryMethod<'_, CpuTransformer> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        let e = ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true).unwrap_err();
+        assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
+        assert_eq!(e.code(), ErrorCode::BadDocument);
+        assert!(library.documents().is_empty());
     }
 }

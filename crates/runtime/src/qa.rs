@@ -11,7 +11,7 @@ use docmem_core::answer::{answer_prompt, attribute, cited, says_not_in_documents
 use docmem_core::library::{Library, LibraryError, Store};
 use docmem_core::retrieve::{ListRank, SearchParams};
 use docmem_core::text::detect_language;
-use docmem_core::{DocId, Embedder, Span};
+use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
 use serde::Serialize;
 
 use crate::chat::ChatMessage;
@@ -27,6 +27,16 @@ pub enum QaError {
     Lm(LmError),
     /// The question is empty.
     EmptyQuestion,
+}
+
+impl HasErrorCode for QaError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            QaError::Library(e) => e.code(),
+            QaError::Lm(e) => e.code(),
+            QaError::EmptyQuestion => ErrorCode::BadQuestion,
+        }
+    }
 }
 
 impl fmt::Display for QaError {

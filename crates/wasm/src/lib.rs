@@ -2,8 +2,9 @@
 //!
 //! The wasm-bindgen layer: it translates between JavaScript and the Rust crates and holds
 //! no logic of its own. Inputs arrive as strings and numbers, outputs leave as JSON strings
-//! (parsed by the TypeScript wrapper the npm package ships in a later issue), and every
-//! failure becomes a JS `Error` whose message names what was wrong. Nothing here panics on
+//! (parsed by the `js/` client), and every failure becomes a JS `Error` whose message names
+//! what was wrong and whose `code` is the error's stable [`ErrorCode`] (`BAD_DOCUMENT`,
+//! `QUOTA_EXCEEDED`, …; the mapping is core's [`HasErrorCode`]). Nothing here panics on
 //! user input.
 //!
 //! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
@@ -14,25 +15,38 @@
 //! with the browser issue.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
-use docmem_core::{align_memory, parse_memreader_output, AlignParams, HashingEmbedder};
+use docmem_core::{align_memory, parse_memreader_output, AlignParams, ErrorCode, HasErrorCode, HashingEmbedder};
 use wasm_bindgen::prelude::*;
 
 mod library;
 pub use library::WasmLibrary;
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, JsError> {
-    serde_json::to_string(value).map_err(|e| JsError::new(&format!("cannot encode result: {e}")))
+/// A JS `Error` with `message` and `code`.
+fn error_with(code: ErrorCode, message: impl std::fmt::Display) -> JsValue {
+    let error = js_sys::Error::new(&message.to_string());
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = js_sys::Reflect::set(&error, &JsValue::from_str("code"), &JsValue::from_str(code.as_str()));
+    error.into()
+}
+
+/// `e` as a JS `Error` carrying its code.
+fn coded(e: impl std::fmt::Display + HasErrorCode) -> JsValue {
+    error_with(e.code(), e)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, JsValue> {
+    serde_json::to_string(value).map_err(|e| error_with(ErrorCode::Internal, format!("cannot encode result: {e}")))
 }
 
 /// Chunk `text` with `chunker` (`fixed`, `sentence`, `recursive` or `semantic`); `size` and
 /// `overlap` of 0 mean the chunker's default. Returns JSON `[{"start":…,"end":…}, …]`
 /// (UTF-8 byte offsets).
 #[wasm_bindgen(js_name = chunkText)]
-pub fn chunk_text(text: &str, chunker: &str, size: u32, overlap: u32) -> Result<String, JsError> {
-    let kind: ChunkerKind = chunker.parse().map_err(|e: docmem_core::chunk::UnknownChunker| JsError::new(&e.to_string()))?;
+pub fn chunk_text(text: &str, chunker: &str, size: u32, overlap: u32) -> Result<String, JsValue> {
+    let kind: ChunkerKind = chunker.parse().map_err(coded)?;
     let options = ChunkOptions { size: (size > 0).then_some(size as usize), overlap: (overlap > 0).then_some(overlap as usize) };
     let mut embedder = HashingEmbedder::new(384);
-    let spans = chunk_with(kind, text, options, Some(&mut embedder)).map_err(|e| JsError::new(&e.to_string()))?;
+    let spans = chunk_with(kind, text, options, Some(&mut embedder)).map_err(coded)?;
     to_json(&spans)
 }
 
@@ -46,7 +60,7 @@ pub fn html_to_text(html: &str) -> String {
 /// Parse a MemReader's raw output and align its chunks to `document`. Returns JSON
 /// `{"parse": {…}, "scenarios": […], "stats": {…}}`.
 #[wasm_bindgen(js_name = parseAndAlign)]
-pub fn parse_and_align(document: &str, reader_output: &str) -> Result<String, JsError> {
+pub fn parse_and_align(document: &str, reader_output: &str) -> Result<String, JsValue> {
     let parsed = parse_memreader_output(reader_output);
     let aligned = align_memory(document, &parsed, &AlignParams::default());
     to_json(&serde_json::json!({ "parse": parsed, "scenarios": aligned.scenarios, "stats": aligned.stats }))
@@ -64,11 +78,11 @@ pub struct WasmLm {
 impl WasmLm {
     /// Load a model from the bytes of a GGUF file.
     #[wasm_bindgen(constructor)]
-    pub fn new(gguf: Vec<u8>) -> Result<WasmLm, JsError> {
+    pub fn new(gguf: Vec<u8>) -> Result<WasmLm, JsValue> {
         let src = docmem_runtime::source::MemorySource::new(gguf);
         let lm =
             docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
-                .map_err(|e| JsError::new(&e.to_string()))?;
+                .map_err(coded)?;
         Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
@@ -76,10 +90,10 @@ impl WasmLm {
     /// synchronous reader (Node's `fs.readSync`; in a browser worker `FileReaderSync` over
     /// `File.slice`, or a synchronous range request), so the file is never whole in memory.
     #[wasm_bindgen(js_name = fromReader)]
-    pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsError> {
+    pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsValue> {
         use docmem_runtime::source::{RangeSource, SourceError};
         if !(0.0..=9.0e15).contains(&length) {
-            return Err(JsError::new(&format!("model length {length} is not a byte count")));
+            return Err(error_with(ErrorCode::BadArgument, format!("model length {length} is not a byte count")));
         }
         let fail = |msg: String| SourceError::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
         let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), SourceError> {
@@ -98,7 +112,7 @@ impl WasmLm {
         let src = RangeSource::new(length as u64, 1 << 20, Box::new(reader));
         let lm =
             docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
-                .map_err(|e| JsError::new(&e.to_string()))?;
+                .map_err(coded)?;
         Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
@@ -110,31 +124,31 @@ impl WasmLm {
     }
 
     /// Token ids of `text` (no BOS), as JSON.
-    pub fn tokenize(&self, text: &str) -> Result<String, JsError> {
-        let ids = self.lm.tokenizer.encode(text).map_err(|e| JsError::new(&e.to_string()))?;
+    pub fn tokenize(&self, text: &str) -> Result<String, JsValue> {
+        let ids = self.lm.tokenizer.encode(text).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         to_json(&ids)
     }
 
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
     /// top_k, repetition_penalty, seed, max_tokens, stop; all optional). Returns JSON
     /// `{"text", "tokens", "prompt_tokens", "finish", "prefill_seconds", "decode_seconds"}`.
-    pub fn generate(&self, prompt: &str, params: &str) -> Result<String, JsError> {
+    pub fn generate(&self, prompt: &str, params: &str) -> Result<String, JsValue> {
         let params: docmem_runtime::lm::SamplingParams =
-            serde_json::from_str(params).map_err(|e| JsError::new(&format!("sampling parameters: {e}")))?;
+            serde_json::from_str(params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
         let g = self
             .lm
             .generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))
-            .map_err(|e| JsError::new(&e.to_string()))?;
+            .map_err(coded)?;
         to_json(&g)
     }
 }
 
 /// `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
-fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsError> {
+fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue> {
     use docmem_runtime::embed::Precision;
     match p {
         "" => Ok(Precision::DEFAULT),
-        p => Precision::parse(p).ok_or_else(|| JsError::new(&format!("precision '{p}' is not one of {}", Precision::NAMES))),
+        p => Precision::parse(p).ok_or_else(|| error_with(ErrorCode::BadArgument, format!("precision '{p}' is not one of {}", Precision::NAMES))),
     }
 }
 
@@ -153,29 +167,29 @@ impl WasmEmbedder {
     /// `config_sentence_transformers.json`, `tokenizer_config.json`) to its bytes as a
     /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
     #[wasm_bindgen(constructor)]
-    pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
+    pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsValue> {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
         let precision = parse_precision(precision)?;
         let mut map = std::collections::BTreeMap::new();
         for entry in js_sys::Object::entries(&files).iter() {
             let pair: js_sys::Array = entry.unchecked_into();
-            let key = pair.get(0).as_string().ok_or_else(|| JsError::new("a file name is not a string"))?;
+            let key = pair.get(0).as_string().ok_or_else(|| error_with(ErrorCode::BadArgument, "a file name is not a string"))?;
             let bytes =
-                pair.get(1).dyn_into::<js_sys::Uint8Array>().map_err(|_| JsError::new(&format!("file '{key}' is not a Uint8Array")))?;
+                pair.get(1).dyn_into::<js_sys::Uint8Array>().map_err(|_| error_with(ErrorCode::BadArgument, format!("file '{key}' is not a Uint8Array")))?;
             map.insert(key, bytes.to_vec());
         }
         let embedder =
-            Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(|e| JsError::new(&e.to_string()))?;
+            Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
         Ok(WasmEmbedder { embedder })
     }
 
     /// Load from the bytes of a GGUF file in llama.cpp's `bert` layout.
     #[wasm_bindgen(js_name = fromGguf)]
-    pub fn from_gguf(gguf: Vec<u8>, name: &str, precision: &str) -> Result<WasmEmbedder, JsError> {
+    pub fn from_gguf(gguf: Vec<u8>, name: &str, precision: &str) -> Result<WasmEmbedder, JsValue> {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
         let src = docmem_runtime::source::MemorySource::new(gguf);
         let options = EmbedderOptions { precision: parse_precision(precision)?, threads: 1 };
-        let embedder = Embedder::from_gguf(&src, name.to_owned(), options).map_err(|e| JsError::new(&e.to_string()))?;
+        let embedder = Embedder::from_gguf(&src, name.to_owned(), options).map_err(coded)?;
         Ok(WasmEmbedder { embedder })
     }
 
@@ -191,16 +205,16 @@ impl WasmEmbedder {
 
     /// Embed `texts` (as queries when `query`, else as passages). Returns
     /// `{vectors: Float32Array (texts × dim, row by row), truncated: number}`.
-    pub fn embed(&self, texts: Vec<String>, query: bool) -> Result<js_sys::Object, JsError> {
+    pub fn embed(&self, texts: Vec<String>, query: bool) -> Result<js_sys::Object, JsValue> {
         use docmem_runtime::embed::EmbedRole;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
-        let out = self.embedder.embed(&refs, role).map_err(|e| JsError::new(&e.to_string()))?;
+        let out = self.embedder.embed(&refs, role).map_err(coded)?;
         let flat: Vec<f32> = out.vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
-        set("vectors", &js_sys::Float32Array::from(flat.as_slice())).map_err(|_| JsError::new("cannot build the result"))?;
-        set("truncated", &JsValue::from_f64(out.truncated as f64)).map_err(|_| JsError::new("cannot build the result"))?;
+        set("vectors", &js_sys::Float32Array::from(flat.as_slice())).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+        set("truncated", &JsValue::from_f64(out.truncated as f64)).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
         Ok(result)
     }
 }

@@ -15,17 +15,13 @@ use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{RetrievalMode, SearchParams};
-use docmem_core::{DocId, Document, Embedder};
+use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::ingest::{ingest, MemoryMethod};
 use docmem_runtime::lm::LmReader;
 use docmem_runtime::qa::{ask, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
-use crate::{to_json, WasmEmbedder, WasmLm};
-
-fn err(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
-}
+use crate::{coded, error_with, to_json, WasmEmbedder, WasmLm};
 
 /// A library (documents, memories, the three layers' indexes) held in wasm memory.
 #[wasm_bindgen(js_name = Library)]
@@ -34,15 +30,15 @@ pub struct WasmLibrary {
 }
 
 /// `{key: Uint8Array}` → entries.
-fn entries_from(object: &js_sys::Object) -> Result<BTreeMap<String, Vec<u8>>, JsError> {
+fn entries_from(object: &js_sys::Object) -> Result<BTreeMap<String, Vec<u8>>, JsValue> {
     let mut map = BTreeMap::new();
     for entry in js_sys::Object::entries(object).iter() {
         let pair: js_sys::Array = entry.unchecked_into();
-        let key = pair.get(0).as_string().ok_or_else(|| JsError::new("a library key is not a string"))?;
+        let key = pair.get(0).as_string().ok_or_else(|| error_with(ErrorCode::BadArgument, "a library key is not a string"))?;
         let bytes = pair
             .get(1)
             .dyn_into::<js_sys::Uint8Array>()
-            .map_err(|_| JsError::new(&format!("library entry '{key}' is not a Uint8Array")))?;
+            .map_err(|_| error_with(ErrorCode::BadArgument, format!("library entry '{key}' is not a Uint8Array")))?;
         map.insert(key, bytes.to_vec());
     }
     Ok(map)
@@ -80,13 +76,13 @@ fn progress_object(p: &Progress) -> JsValue {
 
 impl WasmLibrary {
     /// The document whose id prints as `s` (as `documents()` lists them).
-    fn doc_id(&self, s: &str) -> Result<DocId, JsError> {
+    fn doc_id(&self, s: &str) -> Result<DocId, JsValue> {
         self.library
             .documents()
             .iter()
             .map(|d| d.id)
             .find(|id| id.to_string() == s)
-            .ok_or_else(|| JsError::new(&format!("no document '{s}' in the library")))
+            .ok_or_else(|| error_with(ErrorCode::NotFound, format!("no document '{s}' in the library")))
     }
 }
 
@@ -95,21 +91,21 @@ impl WasmLibrary {
     /// Open a library from the entries its storage holds (`{key: Uint8Array}`; empty for
     /// a new one) for `embedder`, whose vectors it indexes. A library built with another
     /// embedder, or by a newer docmem, is an error.
-    pub fn open(entries: js_sys::Object, embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
-        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)).map_err(err)?;
+    pub fn open(entries: js_sys::Object, embedder: &WasmEmbedder) -> Result<WasmLibrary, JsValue> {
+        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)).map_err(coded)?;
         Ok(WasmLibrary { library })
     }
 
     /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
     /// journal, so `takeWrites` gives the storage everything to store.
     #[wasm_bindgen(js_name = importLibrary)]
-    pub fn import_library(bytes: &[u8], embedder: &WasmEmbedder) -> Result<WasmLibrary, JsError> {
-        let entries = unarchive(bytes).map_err(err)?;
+    pub fn import_library(bytes: &[u8], embedder: &WasmEmbedder) -> Result<WasmLibrary, JsValue> {
+        let entries = unarchive(bytes).map_err(coded)?;
         let mut store = JournalStore::default();
         for (k, v) in &entries {
-            docmem_core::library::Store::write(&mut store, k, v).map_err(err)?;
+            docmem_core::library::Store::write(&mut store, k, v).map_err(coded)?;
         }
-        let library = Library::open(store, &settings(embedder)).map_err(err)?;
+        let library = Library::open(store, &settings(embedder)).map_err(coded)?;
         Ok(WasmLibrary { library })
     }
 
@@ -117,8 +113,8 @@ impl WasmLibrary {
     /// `semantic`): plain chunks, no outline or cores. Returns JSON `{id, added, chunks,
     /// outline, fallback}`; `added` is false when the same content was already there.
     #[wasm_bindgen(js_name = addDocument)]
-    pub fn add_document(&mut self, title: &str, text: &str, chunker: &str, embedder: &mut WasmEmbedder) -> Result<String, JsError> {
-        let kind: ChunkerKind = chunker.parse().map_err(|e: docmem_core::chunk::UnknownChunker| err(e))?;
+    pub fn add_document(&mut self, title: &str, text: &str, chunker: &str, embedder: &mut WasmEmbedder) -> Result<String, JsValue> {
+        let kind: ChunkerKind = chunker.parse().map_err(coded)?;
         let (size, overlap) = passage_sizes(kind, None, None);
         let mut method = MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } };
         self.add(title, text, &mut method, embedder, None)
@@ -138,7 +134,7 @@ impl WasmLibrary {
         reader: &WasmLm,
         samples: u32,
         progress: Option<js_sys::Function>,
-    ) -> Result<String, JsError> {
+    ) -> Result<String, JsValue> {
         let mut method = MemoryMethod::Mom {
             reader: LmReader::new(&reader.lm, reader.name.clone()),
             scorer: None,
@@ -154,16 +150,13 @@ impl WasmLibrary {
         method: &mut MemoryMethod<'_, docmem_runtime::cpu::transformer::CpuTransformer>,
         embedder: &mut WasmEmbedder,
         progress: Option<js_sys::Function>,
-    ) -> Result<String, JsError> {
-        if text.trim().is_empty() {
-            return Err(JsError::new(&format!("'{title}' has no text")));
-        }
+    ) -> Result<String, JsValue> {
         let doc = Document::new(title, text);
         let mut report = |p: &Progress| match &progress {
             Some(f) => !matches!(f.call1(&JsValue::NULL, &progress_object(p)), Ok(v) if v == JsValue::FALSE),
             None => true,
         };
-        let done = ingest(&mut self.library, &doc, method, &mut embedder.embedder, &mut report).map_err(err)?;
+        let done = ingest(&mut self.library, &doc, method, &mut embedder.embedder, &mut report).map_err(coded)?;
         to_json(&serde_json::json!({
             "id": doc.id.to_string(),
             "added": done.added,
@@ -175,9 +168,9 @@ impl WasmLibrary {
 
     /// Retrieval without an answer: the `k` best passages through the three layers, JSON
     /// `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
-    pub fn search(&self, question: &str, k: u32, embedder: &mut WasmEmbedder) -> Result<String, JsError> {
+    pub fn search(&self, question: &str, k: u32, embedder: &mut WasmEmbedder) -> Result<String, JsValue> {
         let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
-        to_json(&retrieve(&self.library, &mut embedder.embedder, question, &params, 0).map_err(err)?)
+        to_json(&retrieve(&self.library, &mut embedder.embedder, question, &params, 0).map_err(coded)?)
     }
 
     /// Answer `question` from the library with `answerer`, streaming text pieces to
@@ -191,38 +184,38 @@ impl WasmLibrary {
         embedder: &mut WasmEmbedder,
         answerer: &WasmLm,
         on_token: Option<js_sys::Function>,
-    ) -> Result<String, JsError> {
+    ) -> Result<String, JsValue> {
         let params = AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() };
         let answer = ask(&self.library, &mut embedder.embedder, &answerer.lm, question, &params, |piece| match &on_token {
             Some(f) if matches!(f.call1(&JsValue::NULL, &piece.into()), Ok(v) if v == JsValue::FALSE) => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
         })
-        .map_err(err)?;
+        .map_err(coded)?;
         to_json(&answer)
     }
 
     /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.
-    pub fn documents(&self) -> Result<String, JsError> {
+    pub fn documents(&self) -> Result<String, JsValue> {
         to_json(self.library.manifest())
     }
 
     /// A document's memory (outline, scenarios with spans and cores, provenance) as JSON.
-    pub fn memory(&self, doc: &str) -> Result<String, JsError> {
-        let (_, memory) = self.library.get(self.doc_id(doc)?).map_err(err)?;
+    pub fn memory(&self, doc: &str) -> Result<String, JsValue> {
+        let (_, memory) = self.library.get(self.doc_id(doc)?).map_err(coded)?;
         to_json(memory)
     }
 
     /// A document's text, into which its memory's spans (UTF-8 byte offsets) point.
-    pub fn text(&self, doc: &str) -> Result<String, JsError> {
-        let (document, _) = self.library.get(self.doc_id(doc)?).map_err(err)?;
+    pub fn text(&self, doc: &str) -> Result<String, JsValue> {
+        let (document, _) = self.library.get(self.doc_id(doc)?).map_err(coded)?;
         Ok(document.text.clone())
     }
 
     /// Remove a document from every layer. False when it was not there.
     #[wasm_bindgen(js_name = removeDocument)]
-    pub fn remove_document(&mut self, doc: &str) -> Result<bool, JsError> {
+    pub fn remove_document(&mut self, doc: &str) -> Result<bool, JsValue> {
         let id = self.doc_id(doc)?;
-        self.library.remove(id).map_err(err)
+        self.library.remove(id).map_err(coded)
     }
 
     /// The changes since the last call, in order, for the storage to apply in one

@@ -275,14 +275,18 @@ fn attend_body<const FMA: bool>(
 /// scalar strided stores were a tenth of the attention's time.
 #[inline(always)]
 fn pack_keys<const FMA: bool>(k: &[f32], stride: usize, (tokens, d): (usize, usize), scale: f32, kt: &mut [f32], kt_stride: usize) {
-    let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if FMA && d.is_multiple_of(8) && tokens >= 8 {
-        done = tokens / 8 * 8;
+    let done = if FMA && d.is_multiple_of(8) && tokens >= 8 {
+        let done = tokens / 8 * 8;
         assert!(k.len() >= (done - 1) * stride + d && kt.len() >= (d - 1) * kt_stride + done);
         // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
         unsafe { pack_keys_avx2(k, stride, (done, d), scale, kt, kt_stride) };
-    }
+        done
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
     for j in done..tokens {
         for c in 0..d {
             kt[c * kt_stride + j] = k[j * stride + c] * scale;

@@ -43,6 +43,12 @@ pub enum EmbedderError {
     },
 }
 
+impl docmem_core::HasErrorCode for EmbedderError {
+    fn code(&self) -> docmem_core::ErrorCode {
+        docmem_core::ErrorCode::ModelLoadFailed
+    }
+}
+
 impl fmt::Display for EmbedderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -136,6 +136,20 @@ pub enum LmError {
     },
 }
 
+impl docmem_core::HasErrorCode for LmError {
+    fn code(&self) -> docmem_core::ErrorCode {
+        use docmem_core::ErrorCode;
+        match self {
+            LmError::Source(_) | LmError::Gguf(_) | LmError::Model(_) | LmError::Tokenizer(_) | LmError::Golden { .. } => {
+                ErrorCode::ModelLoadFailed
+            }
+            // The template runs per prompt, so its failure is the loaded model's.
+            LmError::Chat(_) | LmError::ContextFull { .. } => ErrorCode::ModelFailed,
+            LmError::EmptyPrompt => ErrorCode::BadArgument,
+        }
+    }
+}
+
 impl fmt::Display for LmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

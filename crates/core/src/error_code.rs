@@ -1,0 +1,185 @@
+//! Stable error codes: one small, closed vocabulary for every binding.
+//!
+//! Each error type keeps its own variants and messages (they say exactly what went wrong);
+//! [`HasErrorCode`] maps them onto [`ErrorCode`], the category a caller branches on. The
+//! npm package's errors carry it as `code` (`"BAD_DOCUMENT"`, `"QUOTA_EXCEEDED"`, …), so
+//! JavaScript never has to read a Rust message to decide what happened. The mapping lives
+//! here, beside the errors, and not in the bindings, which only translate.
+
+use crate::chunk::{ChunkError, UnknownChunker};
+use crate::embed::EmbedError;
+use crate::index::IndexError;
+#[cfg(feature = "serde")]
+use crate::library::{ArchiveError, LibraryError, StoreError};
+use crate::memory::MemoryError;
+use crate::reader::ModelError;
+use crate::retrieve::{LayerWeightsError, RetrieveError};
+
+/// What kind of failure an error is. The names are part of the public API: they never
+/// change meaning, and new ones may be added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// A setting or argument the caller gave is not valid (an unknown chunker, a zero size).
+    BadArgument,
+    /// The document cannot be taken: empty, unreadable or of an unsupported kind.
+    BadDocument,
+    /// The question is empty.
+    BadQuestion,
+    /// The library (or an imported one) is damaged, from a newer version, or was built
+    /// with another embedder.
+    BadLibrary,
+    /// No such document.
+    NotFound,
+    /// The caller cancelled.
+    Aborted,
+    /// The storage is full (a browser's quota, a full disk).
+    QuotaExceeded,
+    /// The storage failed otherwise.
+    StorageFailed,
+    /// A model's files were refused (missing, malformed, unsupported).
+    ModelLoadFailed,
+    /// A loaded model failed while running (its context is full, its backend failed).
+    ModelFailed,
+    /// Anything else; the message says what.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as the bindings spell it (`SCREAMING_SNAKE_CASE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadArgument => "BAD_ARGUMENT",
+            ErrorCode::BadDocument => "BAD_DOCUMENT",
+            ErrorCode::BadQuestion => "BAD_QUESTION",
+            ErrorCode::BadLibrary => "BAD_LIBRARY",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Aborted => "ABORTED",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
+            ErrorCode::StorageFailed => "STORAGE_FAILED",
+            ErrorCode::ModelLoadFailed => "MODEL_LOAD_FAILED",
+            ErrorCode::ModelFailed => "MODEL_FAILED",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+/// An error that knows its [`ErrorCode`].
+pub trait HasErrorCode {
+    /// The error's category.
+    fn code(&self) -> ErrorCode;
+}
+
+#[cfg(feature = "serde")]
+impl HasErrorCode for StoreError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            StoreError::Full { .. } => ErrorCode::QuotaExceeded,
+            StoreError::Io { .. } => ErrorCode::StorageFailed,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl HasErrorCode for LibraryError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            LibraryError::Store(e) => e.code(),
+            LibraryError::UnsupportedVersion { .. } | LibraryError::EmbedderMismatch { .. } | LibraryError::Corrupt { .. } => {
+                ErrorCode::BadLibrary
+            }
+            LibraryError::Retrieve(e) => e.code(),
+            LibraryError::NoSuchDocument { .. } => ErrorCode::NotFound,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl HasErrorCode for ArchiveError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::BadLibrary
+    }
+}
+
+impl HasErrorCode for RetrieveError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            RetrieveError::Embed(e) => e.code(),
+            // A memory that does not fit its document, an index that refused a vector or
+            // is full: faults of ours or of the model, not of the caller's input.
+            RetrieveError::Memory(_) | RetrieveError::Index(_) | RetrieveError::Full => ErrorCode::Internal,
+        }
+    }
+}
+
+impl HasErrorCode for EmbedError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::ModelFailed
+    }
+}
+
+impl HasErrorCode for IndexError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Internal
+    }
+}
+
+impl HasErrorCode for MemoryError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::Internal
+    }
+}
+
+impl HasErrorCode for ChunkError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            ChunkError::Embed(e) => e.code(),
+            ChunkError::ZeroSize | ChunkError::OverlapTooLarge { .. } | ChunkError::NeedsEmbedder => ErrorCode::BadArgument,
+        }
+    }
+}
+
+impl HasErrorCode for UnknownChunker {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::BadArgument
+    }
+}
+
+impl HasErrorCode for LayerWeightsError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::BadArgument
+    }
+}
+
+impl HasErrorCode for ModelError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            ModelError::Cancelled => ErrorCode::Aborted,
+            ModelError::Backend { .. } => ErrorCode::ModelFailed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::String;
+
+    #[test]
+    fn codes_are_spelled_as_the_npm_package_documents_them() {
+        assert_eq!(ErrorCode::QuotaExceeded.as_str(), "QUOTA_EXCEEDED");
+        assert_eq!(ErrorCode::BadDocument.as_str(), "BAD_DOCUMENT");
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn nested_errors_take_the_innermost_cause() {
+        let full = LibraryError::Store(StoreError::Full { key: String::from("manifest") });
+        assert_eq!(full.code(), ErrorCode::QuotaExceeded);
+        let missing = LibraryError::NoSuchDocument { id: crate::Document::new("t", "x").id };
+        assert_eq!(missing.code(), ErrorCode::NotFound);
+        assert_eq!(ArchiveError::NotAnArchive.code(), ErrorCode::BadLibrary);
+        assert_eq!(ModelError::Cancelled.code(), ErrorCode::Aborted);
+        assert_eq!(ChunkError::ZeroSize.code(), ErrorCode::BadArgument);
+    }
+}
