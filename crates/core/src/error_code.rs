@@ -94,6 +94,27 @@ impl HasErrorCode for LibraryError {
     }
 }
 
+/// Errors whose every variant has one code.
+macro_rules! one_code {
+    ($($error:ty => $code:ident),* $(,)?) => {
+        $(impl HasErrorCode for $error {
+            fn code(&self) -> ErrorCode {
+                ErrorCode::$code
+            }
+        })*
+    };
+}
+
+one_code! {
+    // An index that refused a vector, a memory that does not fit its document: faults of
+    // ours or of the model, not of the caller's input.
+    IndexError => Internal,
+    MemoryError => Internal,
+    UnknownChunker => BadArgument,
+    LayerWeightsError => BadArgument,
+    EmbedError => ModelFailed,
+}
+
 #[cfg(feature = "serde")]
 impl HasErrorCode for ArchiveError {
     fn code(&self) -> ErrorCode {
@@ -112,42 +133,12 @@ impl HasErrorCode for RetrieveError {
     }
 }
 
-impl HasErrorCode for EmbedError {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::ModelFailed
-    }
-}
-
-impl HasErrorCode for IndexError {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::Internal
-    }
-}
-
-impl HasErrorCode for MemoryError {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::Internal
-    }
-}
-
 impl HasErrorCode for ChunkError {
     fn code(&self) -> ErrorCode {
         match self {
             ChunkError::Embed(e) => e.code(),
             ChunkError::ZeroSize | ChunkError::OverlapTooLarge { .. } | ChunkError::NeedsEmbedder => ErrorCode::BadArgument,
         }
-    }
-}
-
-impl HasErrorCode for UnknownChunker {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::BadArgument
-    }
-}
-
-impl HasErrorCode for LayerWeightsError {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::BadArgument
     }
 }
 

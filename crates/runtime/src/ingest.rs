@@ -173,7 +173,8 @@ mod tests {
         let mut embedder = HashingEmbedder::new(64);
         let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
-        let mut method: MemoryMethod<'_, CpuTransformer> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        let mut method: MemoryMethod<'_, CpuTransformer> =
+            MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let e = ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true).unwrap_err();
         assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);

@@ -135,10 +135,8 @@ impl WasmLm {
     pub fn generate(&self, prompt: &str, params: &str) -> Result<String, JsValue> {
         let params: docmem_runtime::lm::SamplingParams =
             serde_json::from_str(params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
-        let g = self
-            .lm
-            .generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))
-            .map_err(coded)?;
+        let g =
+            self.lm.generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(())).map_err(coded)?;
         to_json(&g)
     }
 }
@@ -148,7 +146,8 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
     use docmem_runtime::embed::Precision;
     match p {
         "" => Ok(Precision::DEFAULT),
-        p => Precision::parse(p).ok_or_else(|| error_with(ErrorCode::BadArgument, format!("precision '{p}' is not one of {}", Precision::NAMES))),
+        p => Precision::parse(p)
+            .ok_or_else(|| error_with(ErrorCode::BadArgument, format!("precision '{p}' is not one of {}", Precision::NAMES))),
     }
 }
 
@@ -174,12 +173,13 @@ impl WasmEmbedder {
         for entry in js_sys::Object::entries(&files).iter() {
             let pair: js_sys::Array = entry.unchecked_into();
             let key = pair.get(0).as_string().ok_or_else(|| error_with(ErrorCode::BadArgument, "a file name is not a string"))?;
-            let bytes =
-                pair.get(1).dyn_into::<js_sys::Uint8Array>().map_err(|_| error_with(ErrorCode::BadArgument, format!("file '{key}' is not a Uint8Array")))?;
+            let bytes = pair
+                .get(1)
+                .dyn_into::<js_sys::Uint8Array>()
+                .map_err(|_| error_with(ErrorCode::BadArgument, format!("file '{key}' is not a Uint8Array")))?;
             map.insert(key, bytes.to_vec());
         }
-        let embedder =
-            Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
+        let embedder = Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
         Ok(WasmEmbedder { embedder })
     }
 
@@ -213,8 +213,10 @@ impl WasmEmbedder {
         let flat: Vec<f32> = out.vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
-        set("vectors", &js_sys::Float32Array::from(flat.as_slice())).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
-        set("truncated", &JsValue::from_f64(out.truncated as f64)).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+        set("vectors", &js_sys::Float32Array::from(flat.as_slice()))
+            .map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+        set("truncated", &JsValue::from_f64(out.truncated as f64))
+            .map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
         Ok(result)
     }
 }
