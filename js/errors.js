@@ -38,13 +38,13 @@ export function toWire(e) {
 }
 
 export function fromWire(w) {
-  return new DocMemError(w.code in codes ? w.code : codes.INTERNAL, w.message);
+  return new DocMemError(Object.hasOwn(codes, w.code) ? w.code : codes.INTERNAL, w.message);
 }
 
 /** A storage failure: the quota, or anything else. */
 export function storageError(e, what) {
   const quota = e && (e.name === 'QuotaExceededError' || e.code === 'ENOSPC' || e.code === 22);
   return quota
-    ? new DocMemError(codes.QUOTA_EXCEEDED, `storage quota exceeded while ${what}`, { cause: e })
+    ? new DocMemError(codes.QUOTA_EXCEEDED, `storage quota exceeded while ${what}: remove documents or free space in this browser's storage`, { cause: e })
     : new DocMemError(codes.STORAGE_FAILED, `${what} failed: ${e && e.message ? e.message : e}`, { cause: e });
 }

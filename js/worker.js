@@ -39,8 +39,12 @@ function classify(e) {
   if (e instanceof DocMemError) return e;
   // Errors from the wasm module carry the Rust error's stable code (core's ErrorCode).
   const message = String(e && e.message ? e.message : e);
-  const code = e && typeof e.code === 'string' && e.code in codes ? e.code : codes.INTERNAL;
-  return new DocMemError(code, message);
+  return new DocMemError(knownCode(e) || codes.INTERNAL, message);
+}
+
+/** The error's `code` when it is one of ours, else null. */
+function knownCode(e) {
+  return e && typeof e.code === 'string' && Object.hasOwn(codes, e.code) ? e.code : null;
 }
 
 async function detectBackend(preference) {
@@ -81,7 +85,8 @@ async function loadModels(models, cacheDir, emit) {
     try {
       return fn();
     } catch (e) {
-      throw new DocMemError(codes.MODEL_LOAD_FAILED, `${what}: ${e.message}`);
+      // A code from the Rust error (BAD_ARGUMENT for a precision, …) is kept.
+      throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${what}: ${e.message}`);
     }
   };
   emit({ stage: 'loading', fraction: 0 });

@@ -378,9 +378,10 @@ async function start() {
   $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}.`;
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
-  document.body.dataset.ready = 'true';
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
   await refreshDocuments();
+  // Ready once the stored library is listed (tests read the list right after this).
+  document.body.dataset.ready = 'true';
 }
 
 start();

@@ -167,23 +167,30 @@ try {
   assert.deepEqual(problems, []);
 
   // A full storage quota: Chromium is told (DevTools protocol) that the origin may hold
-  // only what it holds now plus 4 KB; adding a document must fail with QUOTA_EXCEEDED and
-  // leave the library as it was, and work once the quota is back.
+  // only what it holds now; adding a document must fail with QUOTA_EXCEEDED and leave the
+  // library as it was (the worker reopens it from storage), and the same add must work,
+  // without a reload, once the quota is back.
   const origin = new URL(server.url).origin;
   const cdp = await context.newCDPSession(page);
   const { usage } = await page.evaluate(() => navigator.storage.estimate());
-  await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage + 4096 });
+  await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize: usage });
   await page.setInputFiles('#files', example);
   const failed = page.locator('#doc-list li.failed');
   await failed.waitFor({ timeout: 10 * MINUTES });
   assert.equal(await failed.getAttribute('data-code'), 'QUOTA_EXCEEDED', await failed.textContent());
   console.log(`  full quota: ${await failed.locator('.muted').textContent()}`);
   await page.screenshot({ path: path.join(out, 'quota-exceeded.png') });
-  await ready(page, server.url);
   assert.deepEqual(await docTitles(page), [], 'nothing half-written after the refused add');
   await cdp.send('Storage.overrideQuotaForOrigin', { origin });
   await page.setInputFiles('#files', example);
   await page.waitForSelector('#doc-list li[data-id]', { timeout: 10 * MINUTES });
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  const meta = await page.waitForFunction(() => {
+    const t = document.querySelector('#doc-list li[data-id] .doc-meta')?.textContent || '';
+    return /written in|already in the library/.test(t) && t;
+  });
+  assert.match(await meta.jsonValue(), /written in/, 'written now, not found in the library in memory');
+  await ready(page, server.url);
   assert.deepEqual(await docTitles(page), ['printing-press.md']);
 } finally {
   await context.close();

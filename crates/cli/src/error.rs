@@ -26,6 +26,11 @@ pub enum CliError {
         /// Why.
         source: docmem_runtime::pdf::PdfError,
     },
+    /// A file with no text (empty, white space only, or a PDF without a text layer).
+    EmptyFile {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file type docmem does not read.
     UnsupportedFile {
         /// The file.
@@ -65,6 +70,7 @@ impl CliError {
             | CliError::NotUtf8 { .. }
             | CliError::Pdf { .. }
             | CliError::UnsupportedFile { .. }
+            | CliError::EmptyFile { .. }
             | CliError::BadArgument { .. } => 2,
             _ => 1,
         }
@@ -76,6 +82,7 @@ impl fmt::Display for CliError {
         match self {
             CliError::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             CliError::NotUtf8 { path } => write!(f, "{} is not UTF-8 text", path.display()),
+            CliError::EmptyFile { path } => write!(f, "{}: no text in the file", path.display()),
             CliError::UnsupportedFile { path } => {
                 write!(f, "{}: unsupported file type (docmem reads .txt, .md, .html and .pdf)", path.display())
             }

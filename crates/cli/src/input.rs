@@ -30,6 +30,10 @@ pub fn read_document(path: &Path) -> Result<Document, CliError> {
         }
         _ => String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?,
     };
+    // Refused here, before any model work, rather than by ingest midway through a batch.
+    if text.trim().is_empty() {
+        return Err(CliError::EmptyFile { path: path.to_path_buf() });
+    }
     let title = file_label(path);
     Ok(Document::new(title, text))
 }

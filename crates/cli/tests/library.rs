@@ -178,6 +178,27 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     );
     assert_eq!(files(&lib), before, "nothing written");
     std::fs::remove_file(&broken).unwrap();
+    // An empty file stops the batch before anything is read or written, naming the file.
+    let blank = lib.with_extension("blank.txt");
+    std::fs::write(&blank, " \n\n ").unwrap();
+    let new_doc = folder.join("new.txt");
+    std::fs::write(&new_doc, "A document that is not in the library yet.").unwrap();
+    let out = docmem(&[
+        "ingest",
+        "--library",
+        &l,
+        "--chunker",
+        "sentence",
+        "--embedder",
+        "hashing",
+        &new_doc.display().to_string(),
+        &blank.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("blank.txt: no text in the file"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(files(&lib), before, "nothing written, not even the good file before it");
+    std::fs::remove_file(&blank).unwrap();
+    std::fs::remove_file(&new_doc).unwrap();
     // Another embedder cannot search this library.
     let out = docmem(&["ask", "bells?", "--library", &l, "--embedder", "/nonexistent-model"]);
     assert_eq!(out.status.code(), Some(2));

@@ -156,10 +156,31 @@ mod tests {
     use super::*;
     use alloc::string::String;
 
+    const ALL: [ErrorCode; 11] = [
+        ErrorCode::BadArgument,
+        ErrorCode::BadDocument,
+        ErrorCode::BadQuestion,
+        ErrorCode::BadLibrary,
+        ErrorCode::NotFound,
+        ErrorCode::Aborted,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::StorageFailed,
+        ErrorCode::ModelLoadFailed,
+        ErrorCode::ModelFailed,
+        ErrorCode::Internal,
+    ];
+
     #[test]
-    fn codes_are_spelled_as_the_npm_package_documents_them() {
-        assert_eq!(ErrorCode::QuotaExceeded.as_str(), "QUOTA_EXCEEDED");
-        assert_eq!(ErrorCode::BadDocument.as_str(), "BAD_DOCUMENT");
+    fn every_code_is_one_the_npm_package_knows() {
+        // The worker turns a code missing from `codes` into INTERNAL, so each must be there
+        // (and in the TypeScript union).
+        let errors_js = include_str!("../../../js/errors.js");
+        let types = include_str!("../../../js/index.d.ts");
+        for code in ALL {
+            let s = code.as_str();
+            assert!(errors_js.contains(&alloc::format!("{s}: '{s}'")), "{s} is not in js/errors.js");
+            assert!(types.contains(&alloc::format!("'{s}'")), "{s} is not in js/index.d.ts");
+        }
     }
 
     #[cfg(feature = "serde")]

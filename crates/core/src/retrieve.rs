@@ -151,23 +151,26 @@ pub struct SearchScratch {
     hits: Vec<Hit>,
 }
 
-/// Whether `text` holds a letter of any script (see [`MemoryIndex::add_checked`]).
+/// Whether a summary (outline item or core) holds a letter of any script; one without is
+/// not indexed. A small reader sometimes writes sentence numbers ("1", "[3]", "4-7") as
+/// outline items; such an entry matches queries at random, and in the fusion random ranks
+/// are noise that pushes the right chunk down (measured: three-layer recall@1 0.17 against
+/// the chunk layer's 0.71 with an all-numbers outline). Chunk texts are always indexed.
 fn carries_words(text: &str) -> bool {
     text.chars().any(char::is_alphabetic)
 }
 
-/// The default layer weights: the chunk layer leads, the outline and core layers only
-/// break near-ties.
+/// The default layer weights: the chunk layer leads; the outline and core layers can move
+/// a chunk a few places, not carry one to the top by themselves.
 ///
 /// Chosen on the dev split of the shared SQuAD sample (two articles, 72 questions, the
-/// 1.5B reader's memories; `docmem eval retrieval --split dev --layers ...`): with RRF's
-/// k = 60 the gap between neighbouring top ranks is about 1/3600, so any summary weight
-/// above a few hundredths reorders the top. Recall at 1,000 characters was 0.806 for the
-/// chunk layer alone, 0.792 with the core layer at 0.02, 0.750 at 0.05, 0.708 at 0.1,
-/// 0.569 at 0.5 and 0.514 at 1 (equal weights): the cores are summaries, and questions
-/// about one detail are better matched by the text itself. The outline layer could not be
-/// measured there (that reader wrote sentence numbers as outline items, which the index
-/// skips) and gets the core's weight.
+/// 1.5B reader's memories; `docmem eval retrieval --split dev --layers ...`). With RRF's
+/// k = 60 neighbouring top ranks differ by about 1/3600, so a summary layer weighted above
+/// a few hundredths reorders the top. Recall at 1,000 characters: equal weights 0.333,
+/// chunk layer alone 0.792, outline and core at 0.02 each 0.806 (this default, also the
+/// best at 500 characters: 0.597), core at 0.05 0.819 (one question more, but two fewer at
+/// 500), outline at 0.1 0.764, outline at 0.25 0.583. The cores and titles are summaries;
+/// a question about one detail is better matched by the text itself.
 pub const DEFAULT_LAYER_WEIGHTS: [(Layer, f64); 3] = [(Layer::Outline, 0.02), (Layer::Core, 0.02), (Layer::Chunk, 1.0)];
 
 /// Search settings.
@@ -451,11 +454,6 @@ impl MemoryIndex {
         }
     }
 
-    /// Whether a summary (outline item or core) has a letter in it. A small reader
-    /// sometimes writes sentence numbers ("1", "[3]", "4-7") as outline items; such an
-    /// entry matches queries at random, and in the fusion random ranks are noise that
-    /// pushes the right chunk down (measured: three-layer recall@1 0.17 against the
-    /// chunk layer's 0.71 with an all-numbers outline). Chunks are always indexed.
     fn add_checked(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<(), RetrieveError> {
         // Plan every item and embed them all before touching the index.
         let mut chunk_ids = Vec::with_capacity(memory.scenarios.len());
@@ -504,11 +502,9 @@ impl MemoryIndex {
                 Layer::Combined => {
                     for (i, s) in memory.scenarios.iter().enumerate() {
                         let outline = s.outline_item.and_then(|o| memory.outline.get(o as usize)).map_or("", String::as_str);
-                        let parts: Vec<String> = [outline, s.core.as_str(), chunk_text(i)]
-                            .iter()
-                            .filter(|t| !t.trim().is_empty())
-                            .map(|t| String::from(*t))
-                            .collect();
+                        let summaries = [outline, s.core.as_str()].into_iter().filter(|t| carries_words(t));
+                        let parts: Vec<String> =
+                            summaries.chain([chunk_text(i)]).filter(|t| !t.trim().is_empty()).map(String::from).collect();
                         if !parts.is_empty() {
                             pending.push(Pending { layer: pos, chunks: alloc::vec![chunk_ids[i]], text: parts.join("\n"), parts });
                         }

@@ -21,7 +21,8 @@ use hashbrown::HashMap;
 pub struct RrfParams {
     /// The rank constant k (default 60).
     pub k: f64,
-    /// How many entries of each list take part (default: all).
+    /// The deepest rank of each list that takes part (default: all). Where a list gives
+    /// several ids one rank, all of them at a rank up to `window` take part.
     pub window: usize,
 }
 
@@ -93,6 +94,10 @@ impl<Id: Copy + Eq + Hash> RrfFuser<Id> {
         self.fused.clear();
         self.seen_in_list.clear();
         for (li, list) in lists.iter().enumerate() {
+            debug_assert!(
+                list.ranks.is_none_or(|r| r.len() == list.ids.len() && r.windows(2).all(|w| w[0] <= w[1])),
+                "ranks must be parallel to ids and non-decreasing"
+            );
             let marker = li + 1;
             for (r, &id) in list.ids.iter().enumerate() {
                 let rank = list.ranks.and_then(|ranks| ranks.get(r)).map_or(r + 1, |&t| t as usize);

@@ -209,7 +209,8 @@ impl WasmEmbedder {
         use docmem_runtime::embed::EmbedRole;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
-        let out = self.embedder.embed(&refs, role).map_err(coded)?;
+        // Loading is over: any failure now is the running model's.
+        let out = self.embedder.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         let flat: Vec<f32> = out.vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
