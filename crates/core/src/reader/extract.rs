@@ -203,6 +203,24 @@ fn fallback_window(
     Ok(out)
 }
 
+/// "412 tokens", or "768 tokens, the limit" when the reply was cut there.
+fn reply_length(tokens: usize, max_new: usize) -> String {
+    if tokens >= max_new {
+        format!("{tokens} tokens, the limit")
+    } else {
+        format!("{tokens} tokens")
+    }
+}
+
+/// The first `chars` characters of `text` on one line, with "…" when cut.
+fn excerpt(text: &str, chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &flat[..at]),
+        None => flat,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn read_window(
     text: &str,
@@ -260,7 +278,15 @@ fn read_window(
         }
         match fallback_reason(&parsed, &aligned, &settings.fallback) {
             Some(reason) => {
-                first_reason.get_or_insert(reason);
+                first_reason.get_or_insert_with(|| {
+                    if parsed.scenarios.is_empty() {
+                        // Say what it wrote instead, so the provenance explains the fallback
+                        // (a reply cut at the token limit, an echo of the document, …).
+                        format!("{reason} ({}; it began {:?})", reply_length(g.tokens, max_new), excerpt(&g.text, 80))
+                    } else {
+                        reason
+                    }
+                });
             }
             None => acceptable.push(Candidate { index, outline: parsed.outline, scenarios: aligned.scenarios, stats: aligned.stats }),
         }
@@ -587,12 +613,22 @@ mod tests {
     }
 
     #[test]
+    fn a_fallback_names_the_reply_length_and_its_start() {
+        assert_eq!(reply_length(768, 768), "768 tokens, the limit");
+        assert_eq!(reply_length(12, 768), "12 tokens");
+        assert_eq!(excerpt("<outline>\n  诺曼人\n历史", 12), "<outline> 诺曼…");
+        assert_eq!(excerpt("short", 80), "short");
+    }
+
+    #[test]
     fn garbage_falls_back_to_sentence_chunks_with_cores() {
         let doc = Document::new("s.txt", story(5));
         let mut reader = FakeReader { context: 4096, garbage: true, memreader: false, calls: 0, prefills: 0 };
         let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |_| true).unwrap();
         m.check(&doc).unwrap();
-        assert!(m.provenance.fallback.as_deref().unwrap().contains("no parsable"));
+        let why = m.provenance.fallback.as_deref().unwrap();
+        assert!(why.contains("no parsable"), "{why}");
+        assert!(why.contains("it began \"I am sorry, I cannot do that.\""), "what it wrote instead is named: {why}");
         assert!(m.scenarios.iter().all(|s| s.core.starts_with("KEY ")), "{:?}", m.scenarios);
     }
 
