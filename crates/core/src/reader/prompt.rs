@@ -202,25 +202,26 @@ Document:
 };
 
 /// The numbered-sentence instruction. `{last}` is the last unit's number.
+///
+/// The groups come first and the outline (one title per group) last, unlike MoM's
+/// format: a 1.5B reader asked for the outline first sometimes kept listing names in it
+/// until the token limit, leaving no `<scenario>` (3 of 7 windows of one article). Written
+/// last, a runaway outline costs only titles; the parser takes an outline block anywhere.
 const EN_NUMBERED: &str = "You are a domain expert who reads carefully. Read the document below as an expert would and build its document memory. The document is shown as numbered sentences; a blank line separates paragraphs.
 
-Write exactly this format, nothing else:
-<outline>
-a short title in words for each group below, in the same order, one per line (titles, never sentence numbers)
-</outline>
-then, for each group of consecutive sentences that forms one complete unit of meaning (usually a paragraph, or a heading with the text under it):
+Write exactly this format, nothing else. First, for each group of consecutive sentences that forms one complete unit of meaning (usually a paragraph, or a heading with the text under it):
 <scenario>
 <chunk>FIRST-LAST</chunk>
 the core content of that group in your own words: concise, but keep every name, number, date and fact
 </scenario>
+then, after the last group:
+<outline>
+a short title in words for each group above, in the same order, one per line (titles, never sentence numbers)
+</outline>
 
 FIRST and LAST are sentence numbers. The groups follow the document's order: the first starts at 1, each starts right after the previous one ends, and the last ends at {last}. Use the same language as the document.
 
 Example, for a five-sentence text about tea:
-<outline>
-How tea reached Europe
-Tea in London
-</outline>
 <scenario>
 <chunk>1-3</chunk>
 Dutch traders brought tea from Java to Europe in the early 1600s.
@@ -229,30 +230,30 @@ Dutch traders brought tea from Java to Europe in the early 1600s.
 <chunk>4-5</chunk>
 By 1700 London coffee houses sold tea.
 </scenario>
+<outline>
+How tea reached Europe
+Tea in London
+</outline>
 
 Document:
 {document}";
 
-/// The numbered-sentence instruction in Chinese.
+/// The numbered-sentence instruction in Chinese (groups first, outline last, as in English).
 const ZH_NUMBERED: &str = "你是一位擅长阅读的领域专家。请像专家一样通读下面的文档，为它构建文档记忆。文档按句编号，段落之间有空行。
 
-严格按以下格式输出，不要写其他内容：
-<outline>
-为下面的每一组写一个简短的文字标题，顺序相同，每行一个（写标题，不要写句子编号）
-</outline>
-然后，把连续的、构成一个完整意义单元的句子（通常是一个段落，或一个标题及其下的文字）分为一组，每组写成：
+严格按以下格式输出，不要写其他内容。先把连续的、构成一个完整意义单元的句子（通常是一个段落，或一个标题及其下的文字）分为一组，每组写成：
 <scenario>
 <chunk>起始编号-结束编号</chunk>
 用你自己的话写出该组的核心内容：简洁，但保留所有人名、数字、日期和事实
 </scenario>
+最后一组之后写：
+<outline>
+为上面的每一组写一个简短的文字标题，顺序相同，每行一个（写标题，不要写句子编号）
+</outline>
 
 各组按文档顺序排列：第一组从1开始，每组紧接上一组结束处开始，最后一组到{last}结束。使用与文档相同的语言。
 
 示例（一段五句的关于茶的文字）：
-<outline>
-茶如何传入欧洲
-茶在伦敦
-</outline>
 <scenario>
 <chunk>1-3</chunk>
 十七世纪初，荷兰商人把茶从爪哇带到欧洲。
@@ -261,6 +262,10 @@ const ZH_NUMBERED: &str = "你是一位擅长阅读的领域专家。请像专�
 <chunk>4-5</chunk>
 到1700年，伦敦的咖啡馆已经出售茶。
 </scenario>
+<outline>
+茶如何传入欧洲
+茶在伦敦
+</outline>
 
 文档：
 {document}";
