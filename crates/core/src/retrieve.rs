@@ -169,8 +169,10 @@ fn carries_words(text: &str) -> bool {
 /// a few hundredths reorders the top. Recall at 1,000 characters: equal weights 0.333,
 /// chunk layer alone 0.792, outline and core at 0.02 each 0.806 (this default, also the
 /// best at 500 characters: 0.597), core at 0.05 0.819 (one question more, but two fewer at
-/// 500), outline at 0.1 0.764, outline at 0.25 0.583. The cores and titles are summaries;
-/// a question about one detail is better matched by the text itself.
+/// 500), outline at 0.1 0.764, outline at 0.25 0.583 (memories of the outline-first
+/// prompt). On the groups-first prompt's memories every setting from 0 to 0.05 lies within
+/// two dev questions. The cores and titles are summaries; a question about one detail is
+/// better matched by the text itself.
 pub const DEFAULT_LAYER_WEIGHTS: [(Layer, f64); 3] = [(Layer::Outline, 0.02), (Layer::Core, 0.02), (Layer::Chunk, 1.0)];
 
 /// Search settings.
