@@ -613,11 +613,15 @@ mod tests {
     fn an_outline_after_the_scenarios_is_read_too() {
         // The numbered prompts ask for the groups first and the titles last; a reply cut
         // inside the outline keeps every scenario and the titles written so far.
-        let out = parse_memreader_output("<scenario><chunk>1-3</chunk>A</scenario>\n<scenario><chunk>4-5</chunk>B</scenario>\n<outline>\nTitle A\nTitle B\n</outline>");
+        let out = parse_memreader_output(
+            "<scenario><chunk>1-3</chunk>A</scenario>\n<scenario><chunk>4-5</chunk>B</scenario>\n<outline>\nTitle A\nTitle B\n</outline>",
+        );
         assert_eq!(out.scenarios.len(), 2);
         assert_eq!(out.outline, vec!["Title A", "Title B"]);
         assert_eq!(out.warnings, vec![ParseWarning::NoThink]);
-        let cut = parse_memreader_output("<scenario><chunk>1-3</chunk>A</scenario><scenario><chunk>4-5</chunk>B</scenario><outline>\nTitle A\nTit");
+        let cut = parse_memreader_output(
+            "<scenario><chunk>1-3</chunk>A</scenario><scenario><chunk>4-5</chunk>B</scenario><outline>\nTitle A\nTit",
+        );
         assert_eq!(cut.scenarios.len(), 2);
         assert_eq!(cut.outline, vec!["Title A", "Tit"]);
     }
