@@ -201,3 +201,60 @@ fn a_bert_gguf_gives_the_same_tokens_and_vectors_as_the_safetensors_model() {
     let err = Embedder::from_gguf(&llama, "x".into(), EmbedderOptions::default()).unwrap_err().to_string();
     assert!(err.contains("architecture 'llama'"), "{err}");
 }
+
+/// MiniLM rewritten as an XLM-RoBERTa checkpoint: `model_type` `xlm-roberta`,
+/// `pad_token_id` 1, tensors under `roberta.`, and a position table of 514 rows whose first
+/// two are junk. Hugging Face's XLM-R is BERT whose position ids start at
+/// `padding_idx + 1` = 2, so this checkpoint computes exactly what MiniLM computes, and
+/// MiniLM (checked against sentence-transformers above) is its reference. No multilingual
+/// model can be fetched from a registry package here; this keeps the xlm-roberta path
+/// (config, prefix, position offset, truncation limit) under a numeric test.
+fn minilm_as_xlm_roberta() -> std::collections::BTreeMap<String, Vec<u8>> {
+    use docmem_runtime::safetensors::{Dtype, SafetensorsFile};
+    let dir = common::model_dir("all-MiniLM-L6-v2");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    config["model_type"] = "xlm-roberta".into();
+    config["pad_token_id"] = 1.into();
+    config["max_position_embeddings"] = 514.into();
+    let src = docmem_runtime::source::FileSource::open(&dir.join("model.safetensors")).unwrap();
+    let st = SafetensorsFile::read(&src).unwrap();
+    let mut tensors = Vec::new();
+    let mut data = Vec::new();
+    for name in st.names().map(str::to_owned).collect::<Vec<_>>() {
+        let Some(info) = st.tensor(&name).filter(|i| matches!(i.dtype, Dtype::F32)) else { continue }; // position_ids
+        let mut values = st.read_f32(&src, &name, &info.shape).unwrap();
+        let mut shape = info.shape.clone();
+        if name.ends_with("position_embeddings.weight") {
+            let junk = vec![3.0f32; 2 * shape[1] as usize];
+            values.splice(0..0, junk);
+            shape[0] += 2;
+        }
+        tensors.push((format!("roberta.{}", name.trim_start_matches("bert.")), shape));
+        data.push(values);
+    }
+    let mut weights = Vec::new();
+    docmem_runtime::safetensors::write::<std::io::Error>(&tensors, Dtype::F32, &mut weights, |i| Ok(std::mem::take(&mut data[i]))).unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("config.json".to_owned(), serde_json::to_vec(&config).unwrap());
+    files.insert("model.safetensors".to_owned(), weights);
+    for f in ["tokenizer.json", "modules.json", "1_Pooling/config.json"] {
+        files.insert(f.to_owned(), std::fs::read(dir.join(f)).unwrap());
+    }
+    files
+}
+
+#[test]
+fn an_xlm_roberta_checkpoint_reads_positions_after_the_padding_index() {
+    let g = golden();
+    let texts: Vec<&str> = g.texts.iter().map(String::as_str).collect();
+    let reference = load(Precision::F32);
+    let want = reference.embed(&texts, EmbedRole::Passage).unwrap();
+    let e =
+        Embedder::from_files(minilm_as_xlm_roberta(), "minilm-xlmr", EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+    let got = e.embed(&texts, EmbedRole::Passage).unwrap();
+    assert_eq!(got.truncated, want.truncated, "the same truncation limit (514 positions less the offset of 2)");
+    for (i, (a, b)) in got.vectors.iter().zip(&want.vectors).enumerate() {
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.999_99, "text {i} ({:?}): cosine {cos} against the same weights read as bert", texts[i]);
+    }
+}
