@@ -415,11 +415,7 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
     let chunk_text = |hit: &RetrievedChunk| by_id.get(&hit.doc_id).and_then(|d| hit.span.slice(&d.text)).map(str::to_string);
     let params = search_params(a);
     let three_layer_params = match &a.layers {
-        Some(list) => SearchParams {
-            layer_weights: SearchParams::parse_layer_weights(list)
-                .map_err(|e| CliError::BadArgument { message: format!("--layers: {e}") })?,
-            ..params.clone()
-        },
+        Some(list) => SearchParams { layer_weights: crate::search::layer_weights(list)?, ..params.clone() },
         None => params.clone(),
     };
     let docs = set.documents.len().max(1) as f64;

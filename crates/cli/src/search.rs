@@ -40,8 +40,8 @@ struct Result<'a> {
     passages: &'a [Source],
 }
 
-/// The layer weights for `--layers`.
-fn layer_weights(list: &str) -> std::result::Result<[(Layer, f64); 3], CliError> {
+/// The layer weights for `--layers` (also `docmem eval retrieval --layers`).
+pub(crate) fn layer_weights(list: &str) -> std::result::Result<[(Layer, f64); 3], CliError> {
     SearchParams::parse_layer_weights(list).map_err(|e| CliError::BadArgument { message: format!("--layers: {e}") })
 }
 
