@@ -95,6 +95,8 @@ struct PathsFigures {
     paths: usize,
     /// Tokens generated over all paths (each run).
     tokens: usize,
+    /// Tokens of each path (a path that ends early leaves the batch narrower).
+    lengths: Vec<usize>,
     sequential_tok_s: f64,
     batched_tok_s: f64,
     /// `batched_tok_s / sequential_tok_s`.
@@ -183,7 +185,16 @@ fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<Pat
     let tokens: usize = batched.iter().map(|g| g.tokens.len()).sum();
     let identical = batched.iter().zip(&sequential).all(|(b, s)| b.tokens == s.tokens);
     let (batched_tok_s, sequential_tok_s) = (tokens as f64 / batched_s, tokens as f64 / sequential_s);
-    Ok(PathsFigures { paths: a.paths, tokens, sequential_tok_s, batched_tok_s, ratio: batched_tok_s / sequential_tok_s, identical })
+    let lengths = batched.iter().map(|g| g.tokens.len()).collect();
+    Ok(PathsFigures {
+        paths: a.paths,
+        tokens,
+        lengths,
+        sequential_tok_s,
+        batched_tok_s,
+        ratio: batched_tok_s / sequential_tok_s,
+        identical,
+    })
 }
 
 /// MoM's paths (as [`bench_paths`]) on the MemReader prompt of a real document, batched,
@@ -324,9 +335,10 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     }
     if let Some(m) = &report.multi_path {
         println!(
-            "{} paths ({} tokens): one batch {:.1} t/s, one after another {:.1} t/s, ratio {:.2}x{}",
+            "{} paths ({} tokens: {:?}): one batch {:.1} t/s, one after another {:.1} t/s, ratio {:.2}x{}",
             m.paths,
             m.tokens,
+            m.lengths,
             m.batched_tok_s,
             m.sequential_tok_s,
             m.ratio,

@@ -297,7 +297,7 @@ mod tests {
             assert_eq!(relaid.to_f32(), plain.to_f32());
             // One token, a small batch, a batch of whole fours and one with a remainder
             // past a token block.
-            for tokens in [1, 3, 8, 19] {
+            for tokens in [1, 2, 3, 8, 19] {
                 let x = activations(cols * tokens, tokens as u64);
                 let run = |w: &QMatrix| {
                     let mut acts = Activations::default();
@@ -324,7 +324,7 @@ mod tests {
             let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 11 + r as u64)).collect();
             let plain = QMatrix::new(ty, rows, cols, data).unwrap();
             for w in [plain.clone(), plain.for_matmul()] {
-                for tokens in [2, 4, 5, 9] {
+                for tokens in [2, 3, 4, 5, 7, 9] {
                     let x = activations(cols * tokens, 40 + tokens as u64);
                     let mut acts = Activations::default();
                     acts.set(&x, cols);

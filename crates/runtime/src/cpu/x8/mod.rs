@@ -13,7 +13,9 @@
 //! The integer sums are the same exact integers, and every float step is, lane by lane,
 //! the one the row-wise kernel takes for that row, so results are bit-identical to them
 //! (tested in each type's module and in `matmul`). Where AVX-512 is present, Q4_K is laid
-//! in 8-byte pieces instead of 4 ([`q4k`]), read by AVX-512 kernels. Only the matmul reads this layout; it
+//! in 8-byte pieces instead of 4 ([`q4k`]), read by AVX-512 kernels
+//! (with `vpdpbusd` / `vpdpwssd` where AVX-512 VNNI is present: the same integers in fewer
+//! instructions, which is what batched decoding is bound by on a CPU). Only the matmul reads this layout; it
 //! is chosen at load time where the AVX2 kernels run ([`available`]), for Q4_K ([`q4k`])
 //! and Q6_K ([`q6k`]) matrices whose row count is a multiple of eight.
 
@@ -68,6 +70,16 @@ fn has_avx512_vl() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
+}
+
+/// Whether the AVX-512 VNNI kernels run here (`vpdpbusd` / `vpdpwssd` on 512- and
+/// 256-bit vectors: AVX-512 VNNI and VL). They form the same exact integer sums with fewer
+/// instructions, so results stay bit-identical; `DOCMEM_NO_VNNI` turns them off, to compare.
+#[cfg(target_arch = "x86_64")]
+fn has_vnni() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| has_avx512_vl() && is_x86_feature_detected!("avx512vnni") && std::env::var_os("DOCMEM_NO_VNNI").is_none())
 }
 
 /// The piece size (bytes of one row side by side with the next row's) of `ty`'s layout on
@@ -155,6 +167,11 @@ pub(crate) fn matmul_rows(
     debug_assert!(available());
     let group_bytes = cols / 256 * block_bytes(ty);
     let put8 = |t: usize, r: usize, v: [f32; 8]| v.iter().enumerate().for_each(|(i, &v)| put(t, r + i, v));
+    // Results of tokens `t..` for rows `r..r + 8`; how many tokens they were.
+    let emit = |t: usize, r: usize, v: &[[f32; 8]]| {
+        v.iter().enumerate().for_each(|(k, &v)| put8(t + k, r, v));
+        v.len()
+    };
     for tb in (0..qs.len()).step_by(token_block) {
         let te = (tb + token_block).min(qs.len());
         for r in (r0..r1).step_by(ROWS) {
@@ -163,15 +180,30 @@ pub(crate) fn matmul_rows(
             // matrix's width (checked by the caller), and `data` is one row group.
             unsafe {
                 match (ty, batch) {
-                    (GgmlType::Q6K, Batch::Small) => (tb..te).for_each(|t| put8(t, r, q6k::gemv(data, &qs[t]))),
-                    (GgmlType::Q6K, Batch::Decode) => {
-                        // The same order as one token, each sub-block unpacked once for
-                        // four (AVX-512VL) or two tokens.
+                    (GgmlType::Q6K, Batch::Small | Batch::Decode) => {
+                        // Each token in the one-token order (which is also llama.cpp's for
+                        // a small batch), each sub-block unpacked once for four (AVX-512VL),
+                        // three (AVX-512VL) or two tokens.
                         let mut t = tb;
+                        if has_vnni() {
+                            while t < te {
+                                t += match &qs[t..te] {
+                                    [a] => emit(t, r, &q6k::gemv_vnni(data, [a])),
+                                    [a, b] => emit(t, r, &q6k::gemv_vnni(data, [a, b])),
+                                    [a, b, c] => emit(t, r, &q6k::gemv_vnni(data, [a, b, c])),
+                                    [a, b, c, d, ..] => emit(t, r, &q6k::gemv_vnni(data, [a, b, c, d])),
+                                    [] => break,
+                                };
+                            }
+                        }
                         while has_avx512_vl() && t + 4 <= te {
                             let v = q6k::gemv4_512(data, [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]]);
+                            t += emit(t, r, &v);
+                        }
+                        if has_avx512_vl() && t + 3 == te {
+                            let v = q6k::gemv3_512(data, [&qs[t], &qs[t + 1], &qs[t + 2]]);
                             v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
-                            t += 4;
+                            t += 3;
                         }
                         while t + 2 <= te {
                             let v = q6k::gemv2(data, [&qs[t], &qs[t + 1]]);
@@ -184,30 +216,46 @@ pub(crate) fn matmul_rows(
                         let mut t = tb;
                         while t + 4 <= te {
                             let v = q6k::gemm_tiled_4tok(data, [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]]);
-                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
-                            t += 4;
+                            t += emit(t, r, &v);
                         }
                         (t..te).for_each(|t| put8(t, r, q6k::gemv_tiled(data, &qs[t])));
                     }
                     _ => {
-                        // Q4_K: groups of four tokens, then the rest one by one, as llama.cpp.
-                        // `Decode`: four tokens at a time still, in the one-token order.
-                        let wide = piece(ty) == 8;
+                        // Q4_K: groups of four tokens, then the rest, as llama.cpp. The rest
+                        // are in the one-token order (llama.cpp runs them one by one) but
+                        // share one pass over the weights. `Decode`: four tokens at a time
+                        // still, in the one-token order.
+                        // Kernel families: AVX2 (4-byte pieces), AVX-512, AVX-512 VNNI.
+                        let family = match (piece(ty) == 8, has_vnni()) {
+                            (false, _) => 0,
+                            (true, false) => 1,
+                            (true, true) => 2,
+                        };
                         let mut t = tb;
                         while t + 4 <= te {
                             let four = [&qs[t], &qs[t + 1], &qs[t + 2], &qs[t + 3]];
-                            let v = match (wide, batch == Batch::Decode) {
-                                (true, false) => q4k::gemm_4tok_512(data, four),
-                                (false, false) => q4k::gemm_4tok(data, four),
-                                (true, true) => q4k::gemm_4tok_512_gemv_order(data, four),
-                                (false, true) => q4k::gemm_4tok_gemv_order(data, four),
+                            let v = match (family, batch == Batch::Decode) {
+                                (0, false) => q4k::gemm_4tok(data, four),
+                                (1, false) => q4k::gemm_4tok_512(data, four),
+                                (_, false) => q4k::gemm_4tok_vnni(data, four),
+                                (0, true) => q4k::gemm_gemv_order(data, four),
+                                (1, true) => q4k::gemm_512_gemv_order(data, four),
+                                (_, true) => q4k::gemm_vnni_gemv_order(data, four),
                             };
-                            v.into_iter().enumerate().for_each(|(k, v)| put8(t + k, r, v));
-                            t += 4;
+                            t += emit(t, r, &v);
                         }
-                        for (t, q) in qs.iter().enumerate().take(te).skip(t) {
-                            put8(t, r, if wide { q4k::gemv_512(data, q) } else { q4k::gemv(data, q) });
-                        }
+                        match (family, &qs[t..te]) {
+                            (_, []) => 0,
+                            (0, [a]) => emit(t, r, &q4k::gemm_gemv_order(data, [a])),
+                            (0, [a, b]) => emit(t, r, &q4k::gemm_gemv_order(data, [a, b])),
+                            (0, [a, b, c, ..]) => emit(t, r, &q4k::gemm_gemv_order(data, [a, b, c])),
+                            (1, [a]) => emit(t, r, &q4k::gemm_512_gemv_order(data, [a])),
+                            (1, [a, b]) => emit(t, r, &q4k::gemm_512_gemv_order(data, [a, b])),
+                            (1, [a, b, c, ..]) => emit(t, r, &q4k::gemm_512_gemv_order(data, [a, b, c])),
+                            (_, [a]) => emit(t, r, &q4k::gemm_vnni_gemv_order(data, [a])),
+                            (_, [a, b]) => emit(t, r, &q4k::gemm_vnni_gemv_order(data, [a, b])),
+                            (_, [a, b, c, ..]) => emit(t, r, &q4k::gemm_vnni_gemv_order(data, [a, b, c])),
+                        };
                     }
                 }
             }

@@ -79,7 +79,7 @@ fn pack_scales_mins_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemm_4tok_512_gemv_order, gemm_4tok_gemv_order, gemv, gemv_512};
+pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemm_4tok_vnni, gemm_512_gemv_order, gemm_gemv_order, gemm_vnni_gemv_order};
 
 /// Kernels over the re-laid blocks: AVX2 for 4-byte pieces, AVX-512 for 8-byte pieces.
 /// The float steps are the same in both, lane by lane; only how the integer sums are
@@ -127,74 +127,22 @@ mod kernels {
         _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x, x))
     }
 
-    /// Group `g`'s integer sums (lane `r`: row `r`) for one token from 4-byte pieces.
-    #[inline(always)]
-    unsafe fn group_sum_avx2(b: *const u8, y: *const i8, g: usize) -> __m256i {
-        let mask = _mm256_set1_epi8(0x0F);
-        let (mut plo, mut phi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for c in 0..8 {
-            let w = _mm256_loadu_si256(b.add(QUANTS + 256 * g + 32 * c) as *const __m256i);
-            let lo = _mm256_and_si256(w, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-            plo = _mm256_add_epi16(plo, _mm256_maddubs_epi16(lo, bcast4(y.add(64 * g + 4 * c))));
-            phi = _mm256_add_epi16(phi, _mm256_maddubs_epi16(hi, bcast4(y.add(64 * g + 32 + 4 * c))));
-        }
-        _mm256_add_epi32(_mm256_madd_epi16(plo, scale_pairs(b, 2 * g)), _mm256_madd_epi16(phi, scale_pairs(b, 2 * g + 1)))
-    }
-
-    /// Eight rows (re-laid `data`, one row group) against one token, in llama.cpp's
-    /// one-token order: per super-block, `acc = fma(Σ, d·dy, acc)`, minimums likewise;
-    /// lane `r` of the result is row `r`. `WIDE`: 8-byte pieces, summed with AVX-512.
-    #[inline(always)]
-    unsafe fn gemv_body<const WIDE: bool>(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
-        let (mut acc, mut mins) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
-            let b = b.as_ptr();
-            let y = q.q8k.as_ptr().add(256 * i);
-            let sub = sub_sums(q, i);
-            let (mut sumi, mut summ) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-            for g in 0..4 {
-                let s = if WIDE { group_sum_512(b, y, g) } else { group_sum_avx2(b, y, g) };
-                sumi = _mm256_add_epi32(sumi, s);
-                summ = _mm256_add_epi32(summ, group_mins(b, sub, g));
-            }
-            let dy = _mm256_set1_ps(*q.q8k_d.get_unchecked(i));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(halfs(b), dy), acc);
-            mins = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(halfs(b.add(16)), dy), mins);
-        }
-        let mut out = [0f32; 8];
-        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_sub_ps(acc, mins));
-        out
-    }
-
-    /// [`gemv_body`] on 4-byte pieces.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn gemv(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
-        gemv_body::<false>(data, q)
-    }
-
-    /// [`gemv_body`] on 8-byte pieces, with AVX-512.
-    #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-    pub(crate) unsafe fn gemv_512(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
-        gemv_body::<true>(data, q)
-    }
-
-    /// Per super-block state of four tokens: activation pointers, `d·dy` and `dmin·dy`,
+    /// Per super-block state of `N` tokens: activation pointers, `d·dy` and `dmin·dy`,
     /// and sub-block sums.
-    struct Tokens4 {
-        y: [*const i8; 4],
-        dd: [__m256; 4],
-        dm: [__m256; 4],
-        sub: [__m128i; 4],
+    struct Tokens<const N: usize> {
+        y: [*const i8; N],
+        dd: [__m256; N],
+        dm: [__m256; N],
+        sub: [__m128i; N],
     }
 
-    /// [`Tokens4`] for super-block `i` (re-laid block `b`).
+    /// [`Tokens`] for super-block `i` (re-laid block `b`).
     #[inline(always)]
-    unsafe fn tokens4(b: *const u8, qs: &[&QuantizedRow; 4], i: usize) -> Tokens4 {
+    unsafe fn tokens<const N: usize>(b: *const u8, qs: &[&QuantizedRow; N], i: usize) -> Tokens<N> {
         let (d, dmin) = (halfs(b), halfs(b.add(16)));
         // Plain loops, not closures: a closure would not inherit the target features.
-        let mut t = Tokens4 { y: [std::ptr::null(); 4], dd: [d; 4], dm: [dmin; 4], sub: [_mm_setzero_si128(); 4] };
-        for k in 0..4 {
+        let mut t = Tokens { y: [std::ptr::null(); N], dd: [d; N], dm: [dmin; N], sub: [_mm_setzero_si128(); N] };
+        for k in 0..N {
             t.y[k] = qs[k].q8k.as_ptr().add(256 * i);
             let dy = _mm256_set1_ps(*qs[k].q8k_d.get_unchecked(i));
             (t.dd[k], t.dm[k]) = (_mm256_mul_ps(d, dy), _mm256_mul_ps(dmin, dy));
@@ -203,20 +151,11 @@ mod kernels {
         t
     }
 
-    /// One group's integer sums (`sumi[k]`: token `k`, row lanes) into the accumulators.
+    /// The tokens' results, `acc − mins`.
     #[inline(always)]
-    unsafe fn accumulate4(b: *const u8, t: &Tokens4, g: usize, sumi: [__m256i; 4], acc: &mut [__m256; 4], mins: &mut [__m256; 4]) {
-        for k in 0..4 {
-            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[k]), t.dd[k], acc[k]);
-            mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_mins(b, t.sub[k], g)), t.dm[k], mins[k]);
-        }
-    }
-
-    /// The four tokens' results, `acc − mins`.
-    #[inline(always)]
-    unsafe fn finish4(acc: [__m256; 4], mins: [__m256; 4]) -> [[f32; 8]; 4] {
-        let mut out = [[0f32; 8]; 4];
-        for k in 0..4 {
+    unsafe fn finish<const N: usize>(acc: [__m256; N], mins: [__m256; N]) -> [[f32; 8]; N] {
+        let mut out = [[0f32; 8]; N];
+        for k in 0..N {
             _mm256_storeu_ps(out[k].as_mut_ptr(), _mm256_sub_ps(acc[k], mins[k]));
         }
         out
@@ -226,41 +165,46 @@ mod kernels {
     /// (floats accumulated per 64-value group); `out[k]` lane `r` is token `k`, row `r`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
-        gemm_4tok_body::<false>(data, qs)
+        gemm_body::<false, 4>(data, qs)
     }
 
-    /// [`gemm_4tok`] with each token in the one-token order of [`gemv`] (integer sums
-    /// of the four groups first, then one float step per super-block): bit-identical to
-    /// four `gemv` calls, with the weights read once (batched decoding of independent
-    /// sequences).
+    /// Eight rows (4-byte pieces) against `N` tokens (1 to 4), each token in llama.cpp's
+    /// one-token order (per super-block: integer sums of the four groups first, then one
+    /// float step, `acc = fma(Σ, d·dy, acc)`, minimums likewise): bit-identical to `N`
+    /// one-token calls, with the weights read once
+    /// (batched decoding of independent sequences, and the odd tokens after a batch's
+    /// fours).
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(crate) unsafe fn gemm_4tok_gemv_order(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
-        gemm_4tok_body::<true>(data, qs)
+    pub(crate) unsafe fn gemm_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        gemm_body::<true, N>(data, qs)
     }
 
-    /// The four-token kernels' integer sums for one group into the float accumulators:
-    /// per group (llama.cpp's four-token order) or, with `ONE`, summed in integers over
-    /// the super-block's four groups and added once (the one-token order).
+    /// The batched kernels' integer sums for one group into the float accumulators: per
+    /// group (llama.cpp's four-token order) or, with `ONE`, summed in integers over the
+    /// super-block's four groups and added once (the one-token order).
     #[inline(always)]
-    unsafe fn add_group<const ONE: bool>(
+    unsafe fn add_group<const ONE: bool, const N: usize>(
         b: *const u8,
-        t: &Tokens4,
+        t: &Tokens<N>,
         g: usize,
-        sumi: [__m256i; 4],
-        held: &mut ([__m256i; 4], [__m256i; 4]),
-        acc: &mut [__m256; 4],
-        mins: &mut [__m256; 4],
+        sumi: [__m256i; N],
+        held: &mut ([__m256i; N], [__m256i; N]),
+        acc: &mut [__m256; N],
+        mins: &mut [__m256; N],
     ) {
         if !ONE {
-            accumulate4(b, t, g, sumi, acc, mins);
+            for k in 0..N {
+                acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[k]), t.dd[k], acc[k]);
+                mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_mins(b, t.sub[k], g)), t.dm[k], mins[k]);
+            }
             return;
         }
-        for k in 0..4 {
+        for k in 0..N {
             held.0[k] = _mm256_add_epi32(held.0[k], sumi[k]);
             held.1[k] = _mm256_add_epi32(held.1[k], group_mins(b, t.sub[k], g));
         }
         if g == 3 {
-            for k in 0..4 {
+            for k in 0..N {
                 acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(held.0[k]), t.dd[k], acc[k]);
                 mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(held.1[k]), t.dm[k], mins[k]);
             }
@@ -268,34 +212,34 @@ mod kernels {
     }
 
     #[inline(always)]
-    unsafe fn gemm_4tok_body<const ONE: bool>(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+    unsafe fn gemm_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mask = _mm256_set1_epi8(0x0F);
-        let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+        let (mut acc, mut mins) = ([_mm256_setzero_ps(); N], [_mm256_setzero_ps(); N]);
         for (i, b) in data.chunks_exact(BLOCK).enumerate() {
             let b = b.as_ptr();
-            let t = tokens4(b, &qs, i);
-            let mut held = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+            let t = tokens(b, &qs, i);
+            let mut held = ([_mm256_setzero_si256(); N], [_mm256_setzero_si256(); N]);
             for g in 0..4 {
-                let mut plo = [_mm256_setzero_si256(); 4];
-                let mut phi = [_mm256_setzero_si256(); 4];
+                let mut plo = [_mm256_setzero_si256(); N];
+                let mut phi = [_mm256_setzero_si256(); N];
                 for c in 0..8 {
                     let w = _mm256_loadu_si256(b.add(QUANTS + 256 * g + 32 * c) as *const __m256i);
                     let lo = _mm256_and_si256(w, mask);
                     let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-                    for k in 0..4 {
+                    for k in 0..N {
                         plo[k] = _mm256_add_epi16(plo[k], _mm256_maddubs_epi16(lo, bcast4(t.y[k].add(64 * g + 4 * c))));
                         phi[k] = _mm256_add_epi16(phi[k], _mm256_maddubs_epi16(hi, bcast4(t.y[k].add(64 * g + 32 + 4 * c))));
                     }
                 }
                 let (s_lo, s_hi) = (scale_pairs(b, 2 * g), scale_pairs(b, 2 * g + 1));
-                let mut sumi = [_mm256_setzero_si256(); 4];
-                for k in 0..4 {
+                let mut sumi = [_mm256_setzero_si256(); N];
+                for k in 0..N {
                     sumi[k] = _mm256_add_epi32(_mm256_madd_epi16(plo[k], s_lo), _mm256_madd_epi16(phi[k], s_hi));
                 }
-                add_group::<ONE>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
+                add_group::<ONE, N>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
             }
         }
-        finish4(acc, mins)
+        finish(acc, mins)
     }
 
     /// Sub-blocks `2g` and `2g+1`'s scales as 32 i16 each, row `r`'s at lanes `4r..4r+4`
@@ -320,63 +264,119 @@ mod kernels {
         _mm512_set1_epi64(std::ptr::read_unaligned(p as *const i64))
     }
 
-    /// Group `g`'s integer sums (lane `r`: row `r`) for one token from 8-byte pieces.
-    #[inline(always)]
-    unsafe fn group_sum_512(b: *const u8, y: *const i8, g: usize) -> __m256i {
-        let mask = _mm512_set1_epi8(0x0F);
-        let (mut plo, mut phi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
-        for p in 0..4 {
-            let w = _mm512_loadu_si512(b.add(QUANTS + 256 * g + 64 * p) as *const _);
-            let lo = _mm512_and_si512(w, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
-            plo = _mm512_add_epi16(plo, _mm512_maddubs_epi16(lo, bcast8(y.add(64 * g + 8 * p))));
-            phi = _mm512_add_epi16(phi, _mm512_maddubs_epi16(hi, bcast8(y.add(64 * g + 32 + 8 * p))));
-        }
-        let (s_lo, s_hi) = scale_quads(b, g);
-        fold_pairs(_mm512_add_epi32(_mm512_madd_epi16(plo, s_lo), _mm512_madd_epi16(phi, s_hi)))
-    }
-
     /// [`gemm_4tok`] for 8-byte pieces, with AVX-512.
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
-        gemm_4tok_512_body::<false>(data, qs)
+        gemm_512_body::<false, 4>(data, qs)
     }
 
-    /// [`gemm_4tok_gemv_order`] for 8-byte pieces, with AVX-512.
+    /// [`gemm_gemv_order`] for 8-byte pieces, with AVX-512.
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
-    pub(crate) unsafe fn gemm_4tok_512_gemv_order(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
-        gemm_4tok_512_body::<true>(data, qs)
+    pub(crate) unsafe fn gemm_512_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        gemm_512_body::<true, N>(data, qs)
+    }
+
+    /// [`gemm_4tok`] for 8-byte pieces, with AVX-512 VNNI ([`gemm_vnni_body`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_4tok_vnni(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+        gemm_vnni_body::<false, 4>(data, qs)
+    }
+
+    /// [`gemm_gemv_order`] for 8-byte pieces, with AVX-512 VNNI ([`gemm_vnni_body`]).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemm_vnni_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        gemm_vnni_body::<true, N>(data, qs)
     }
 
     #[inline(always)]
-    unsafe fn gemm_4tok_512_body<const ONE: bool>(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
+    unsafe fn gemm_512_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mask = _mm512_set1_epi8(0x0F);
-        let (mut acc, mut mins) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+        let (mut acc, mut mins) = ([_mm256_setzero_ps(); N], [_mm256_setzero_ps(); N]);
         for (i, b) in data.chunks_exact(BLOCK).enumerate() {
             let b = b.as_ptr();
-            let t = tokens4(b, &qs, i);
-            let mut held = ([_mm256_setzero_si256(); 4], [_mm256_setzero_si256(); 4]);
+            let t = tokens(b, &qs, i);
+            let mut held = ([_mm256_setzero_si256(); N], [_mm256_setzero_si256(); N]);
             for g in 0..4 {
-                let mut plo = [_mm512_setzero_si512(); 4];
-                let mut phi = [_mm512_setzero_si512(); 4];
+                let mut plo = [_mm512_setzero_si512(); N];
+                let mut phi = [_mm512_setzero_si512(); N];
                 for p in 0..4 {
                     let w = _mm512_loadu_si512(b.add(QUANTS + 256 * g + 64 * p) as *const _);
                     let lo = _mm512_and_si512(w, mask);
                     let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
-                    for k in 0..4 {
+                    for k in 0..N {
                         plo[k] = _mm512_add_epi16(plo[k], _mm512_maddubs_epi16(lo, bcast8(t.y[k].add(64 * g + 8 * p))));
                         phi[k] = _mm512_add_epi16(phi[k], _mm512_maddubs_epi16(hi, bcast8(t.y[k].add(64 * g + 32 + 8 * p))));
                     }
                 }
                 let (s_lo, s_hi) = scale_quads(b, g);
-                let mut sumi = [_mm256_setzero_si256(); 4];
-                for k in 0..4 {
+                let mut sumi = [_mm256_setzero_si256(); N];
+                for k in 0..N {
                     sumi[k] = fold_pairs(_mm512_add_epi32(_mm512_madd_epi16(plo[k], s_lo), _mm512_madd_epi16(phi[k], s_hi)));
                 }
-                add_group::<ONE>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
+                add_group::<ONE, N>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
             }
         }
-        finish4(acc, mins)
+        finish(acc, mins)
+    }
+
+    /// Sub-block `s`'s scale of row `r` in 32-bit lanes `2r` and `2r+1`, as the low 16
+    /// bits of each (the high 16 bits zero), for `vpdpwssd` against sums held in 32 bits.
+    #[inline(always)]
+    unsafe fn scale_dwords(b: *const u8, s: usize) -> __m512i {
+        let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(b.add(SCALES + 8 * s) as *const __m128i));
+        _mm512_or_si512(q, _mm512_slli_epi64(q, 32))
+    }
+
+    /// [`gemm_512_body`] with AVX-512 VNNI: `vpdpbusd` sums four weight × activation
+    /// products straight into 32-bit lanes (two per row and 8-byte piece), and `vpdpwssd`
+    /// multiplies those sums by the sub-block scales and adds them up. A lane's sum over a
+    /// 32-value sub-block's half is at most 16 · 15 · 127 < 2^15, so it is exact in the low
+    /// 16 bits `vpdpwssd` reads (the high 16 bits meet a zero scale). The integers are the
+    /// same as [`gemm_512_body`]'s, so every float step and result is too. With `ONE`, the
+    /// pairs of lanes are folded once per super-block instead of once per group.
+    #[inline(always)]
+    unsafe fn gemm_vnni_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let (mut acc, mut mins) = ([_mm256_setzero_ps(); N], [_mm256_setzero_ps(); N]);
+        for (i, b) in data.chunks_exact(BLOCK).enumerate() {
+            let b = b.as_ptr();
+            let t = tokens(b, &qs, i);
+            let mut wide = [_mm512_setzero_si512(); N];
+            let mut held = ([_mm256_setzero_si256(); N], [_mm256_setzero_si256(); N]);
+            for g in 0..4 {
+                let mut plo = [_mm512_setzero_si512(); N];
+                let mut phi = [_mm512_setzero_si512(); N];
+                for p in 0..4 {
+                    let w = _mm512_loadu_si512(b.add(QUANTS + 256 * g + 64 * p) as *const _);
+                    let lo = _mm512_and_si512(w, mask);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), mask);
+                    for k in 0..N {
+                        plo[k] = _mm512_dpbusd_epi32(plo[k], lo, bcast8(t.y[k].add(64 * g + 8 * p)));
+                        phi[k] = _mm512_dpbusd_epi32(phi[k], hi, bcast8(t.y[k].add(64 * g + 32 + 8 * p)));
+                    }
+                }
+                let (s_lo, s_hi) = (scale_dwords(b, 2 * g), scale_dwords(b, 2 * g + 1));
+                if ONE {
+                    for k in 0..N {
+                        wide[k] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(wide[k], plo[k], s_lo), phi[k], s_hi);
+                        held.1[k] = _mm256_add_epi32(held.1[k], group_mins(b, t.sub[k], g));
+                    }
+                    if g == 3 {
+                        for k in 0..N {
+                            acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fold_pairs(wide[k])), t.dd[k], acc[k]);
+                            mins[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(held.1[k]), t.dm[k], mins[k]);
+                        }
+                    }
+                } else {
+                    let mut sumi = [_mm256_setzero_si256(); N];
+                    for k in 0..N {
+                        sumi[k] = fold_pairs(_mm512_dpwssd_epi32(_mm512_madd_epi16(plo[k], s_lo), phi[k], s_hi));
+                    }
+                    add_group::<false, N>(b, &t, g, sumi, &mut held, &mut acc, &mut mins);
+                }
+            }
+        }
+        finish(acc, mins)
     }
 }
 
@@ -398,19 +398,40 @@ mod tests {
         let qs = q8k_rows(4, cols, 11);
         let four_qs = [&qs[0], &qs[1], &qs[2], &qs[3]];
         let row = |r: usize| &data[r * cols / 256 * SRC_BLOCK..][..cols / 256 * SRC_BLOCK];
+        // One to four tokens through a decode kernel, flattened per token.
+        macro_rules! one_to_four {
+            ($kernel:ident, $x:expr) => {
+                [
+                    $kernel($x, [&qs[0]]).to_vec(),
+                    $kernel($x, [&qs[0], &qs[1]]).to_vec(),
+                    $kernel($x, [&qs[0], &qs[1], &qs[2]]).to_vec(),
+                    $kernel($x, four_qs).to_vec(),
+                ]
+                .concat()
+            };
+        }
         // SAFETY: `available` checked the CPU features; sizes match by construction.
-        let mut results = vec![("AVX2", unsafe { (gemv(&x4, &qs[0]), gemm_4tok(&x4, four_qs)) })];
+        let mut results = vec![("AVX2", unsafe { (gemm_gemv_order(&x4, [&qs[0]])[0], gemm_4tok(&x4, four_qs)) })];
         // SAFETY: as above.
-        let mut decode = vec![("AVX2", unsafe { gemm_4tok_gemv_order(&x4, four_qs) })];
+        let mut decode = vec![("AVX2", unsafe { one_to_four!(gemm_gemv_order, &x4) })];
         if super::super::has_avx512() {
             // SAFETY: `has_avx512` checked the CPU features.
-            results.push(("AVX-512", unsafe { (gemv_512(&x8, &qs[0]), gemm_4tok_512(&x8, four_qs)) }));
+            results.push(("AVX-512", unsafe { (gemm_512_gemv_order(&x8, [&qs[0]])[0], gemm_4tok_512(&x8, four_qs)) }));
             // SAFETY: as above.
-            decode.push(("AVX-512", unsafe { gemm_4tok_512_gemv_order(&x8, four_qs) }));
+            decode.push(("AVX-512", unsafe { one_to_four!(gemm_512_gemv_order, &x8) }));
         }
-        // The decode kernel is four one-token ones, bit for bit.
-        for (name, four) in decode {
-            for (k, got) in four.iter().enumerate() {
+        if super::super::has_vnni() {
+            // SAFETY: `has_vnni` checked the CPU features.
+            results.push(("AVX-512 VNNI", unsafe { (gemm_vnni_gemv_order(&x8, [&qs[0]])[0], gemm_4tok_vnni(&x8, four_qs)) }));
+            // SAFETY: as above.
+            decode.push(("AVX-512 VNNI", unsafe { one_to_four!(gemm_vnni_gemv_order, &x8) }));
+        }
+        // The decode kernels are one-token ones, bit for bit. Flattened entry `i` is
+        // token `TOKEN[i]` of its call.
+        const TOKEN: [usize; 10] = [0, 0, 1, 0, 1, 2, 0, 1, 2, 3];
+        for (name, tokens) in decode {
+            assert_eq!(tokens.len(), TOKEN.len());
+            for (&k, got) in TOKEN.iter().zip(&tokens) {
                 for (r, got) in got.iter().enumerate() {
                     let want = dot_row(GgmlType::Q4K, row(r), &[], &qs[k], Batch::Small);
                     assert_eq!(got.to_bits(), want.to_bits(), "{name} decode row {r} token {k}: {got} vs {want}");

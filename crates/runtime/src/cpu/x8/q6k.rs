@@ -98,7 +98,7 @@ pub(super) fn block_row(b: &[u8], lane: usize, out: &mut Vec<u8>) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use kernels::{gemm_tiled_4tok, gemv, gemv2, gemv4_512, gemv_tiled};
+pub(crate) use kernels::{gemm_tiled_4tok, gemv, gemv2, gemv3_512, gemv4_512, gemv_tiled, gemv_vnni};
 
 /// AVX2 kernels over the re-laid blocks.
 #[cfg(target_arch = "x86_64")]
@@ -136,7 +136,18 @@ mod kernels {
     /// with `bs` the activation's 16-value sums of super-block `i`.
     #[inline(always)]
     unsafe fn offset(b: *const u8, q: &QuantizedRow, i: usize, l: usize) -> __m256i {
-        let pair = _mm256_blend_epi16(widen_i8(b.add(SCALES + 32 * l)), widen_i8(b.add(SCALES + 32 * l + 16)), 0xAA);
+        offset_with(scale_pair(b, l), q, i, l)
+    }
+
+    /// The scales [`offset`] pairs for original lane `l` (the same for every token).
+    #[inline(always)]
+    unsafe fn scale_pair(b: *const u8, l: usize) -> __m256i {
+        _mm256_blend_epi16(widen_i8(b.add(SCALES + 32 * l)), widen_i8(b.add(SCALES + 32 * l + 16)), 0xAA)
+    }
+
+    /// [`offset`] from its [`scale_pair`].
+    #[inline(always)]
+    unsafe fn offset_with(pair: __m256i, q: &QuantizedRow, i: usize, l: usize) -> __m256i {
         let bs = _mm256_set1_epi32(std::ptr::read_unaligned(q.q8k_bsums.as_ptr().add(16 * i + 2 * l) as *const i32));
         _mm256_slli_epi32(_mm256_madd_epi16(pair, bs), 5)
     }
@@ -197,9 +208,10 @@ mod kernels {
     /// decoding of independent sequences): every sub-block is unpacked once for the `N`.
     /// Sub-blocks of even `j` feed lanes 0–3 and odd ones lanes 4–7, so taking the even ones
     /// first keeps each lane's integer sums in `gemv`'s order while only half the
-    /// accumulators are live at a time.
+    /// accumulators are live at a time. `VNNI`: each chunk's scaled sum is added with one
+    /// `vpdpwssd` instead of `vpmaddwd` and `vpaddd` (the same exact integers).
     #[inline(always)]
-    unsafe fn gemv_n<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+    unsafe fn gemv_n<const N: usize, const VNNI: bool>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mut f = [[_mm256_setzero_ps(); 8]; N];
         for (i, b) in data.chunks_exact(BLOCK).enumerate() {
             let b = b.as_ptr();
@@ -216,16 +228,24 @@ mod kernels {
                     for k in 0..N {
                         for (m, v) in v.into_iter().enumerate() {
                             let c = 4 * j + m;
-                            a[k][c % 8] =
-                                _mm256_add_epi32(a[k][c % 8], _mm256_madd_epi16(_mm256_maddubs_epi16(v, bcast4(y[k].add(4 * c))), s));
+                            let p = _mm256_maddubs_epi16(v, bcast4(y[k].add(4 * c)));
+                            a[k][c % 8] = if VNNI {
+                                _mm256_dpwssd_epi32(a[k][c % 8], p, s)
+                            } else {
+                                _mm256_add_epi32(a[k][c % 8], _mm256_madd_epi16(p, s))
+                            };
                         }
                     }
                 }
             }
+            let mut d = [_mm256_setzero_ps(); N];
             for k in 0..N {
-                let d = _mm256_mul_ps(_mm256_set1_ps(*qs[k].q8k_d.get_unchecked(i)), halfs(b));
-                for l in 0..8 {
-                    f[k][l] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(a[k][l], offset(b, qs[k], i, l))), f[k][l]);
+                d[k] = _mm256_mul_ps(_mm256_set1_ps(*qs[k].q8k_d.get_unchecked(i)), halfs(b));
+            }
+            for l in 0..8 {
+                let pair = scale_pair(b, l);
+                for k in 0..N {
+                    f[k][l] = _mm256_fmadd_ps(d[k], _mm256_cvtepi32_ps(_mm256_sub_epi32(a[k][l], offset_with(pair, qs[k], i, l))), f[k][l]);
                 }
             }
         }
@@ -243,13 +263,25 @@ mod kernels {
     /// [`gemv_n`] for two tokens (AVX2: sixteen registers hold their live accumulators).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemv2(data: &[u8], qs: [&QuantizedRow; 2]) -> [[f32; 8]; 2] {
-        gemv_n(data, qs)
+        gemv_n::<2, false>(data, qs)
+    }
+
+    /// [`gemv_n`] for three tokens, where AVX-512VL gives 32 vector registers.
+    #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv3_512(data: &[u8], qs: [&QuantizedRow; 3]) -> [[f32; 8]; 3] {
+        gemv_n::<3, false>(data, qs)
     }
 
     /// [`gemv_n`] for four tokens, where AVX-512VL gives 32 vector registers.
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
     pub(crate) unsafe fn gemv4_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
-        gemv_n(data, qs)
+        gemv_n::<4, false>(data, qs)
+    }
+
+    /// [`gemv_n`] for one to four tokens with AVX-512 VNNI (on 256-bit vectors).
+    #[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2,fma,f16c")]
+    pub(crate) unsafe fn gemv_vnni<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
+        gemv_n::<N, true>(data, qs)
     }
 
     /// Eight rows against one token in the tiled matmul's order (eight tokens or more).
@@ -348,11 +380,26 @@ mod tests {
         }
         if super::super::has_avx512_vl() {
             // SAFETY: `has_avx512_vl` checked the CPU features.
-            let four = unsafe { gemv4_512(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]) };
-            for (k, got) in four.iter().enumerate() {
-                for (r, got) in got.iter().enumerate() {
-                    let want = dot_row(GgmlType::Q6K, row(r), &[], &qs[k], Batch::Small);
-                    assert_eq!(got.to_bits(), want.to_bits(), "vec_dot order, four tokens, row {r} token {k}: {got} vs {want}");
+            let (three, four) =
+                unsafe { (gemv3_512(&x, [&qs[0], &qs[1], &qs[2]]).to_vec(), gemv4_512(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]).to_vec()) };
+            let mut all = vec![("three", three), ("four", four)];
+            if super::super::has_vnni() {
+                // SAFETY: `has_vnni` checked the CPU features.
+                all.extend(unsafe {
+                    [
+                        ("VNNI one", gemv_vnni(&x, [&qs[0]]).to_vec()),
+                        ("VNNI two", gemv_vnni(&x, [&qs[0], &qs[1]]).to_vec()),
+                        ("VNNI three", gemv_vnni(&x, [&qs[0], &qs[1], &qs[2]]).to_vec()),
+                        ("VNNI four", gemv_vnni(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]).to_vec()),
+                    ]
+                });
+            }
+            for (name, got) in all {
+                for (k, got) in got.iter().enumerate() {
+                    for (r, got) in got.iter().enumerate() {
+                        let want = dot_row(GgmlType::Q6K, row(r), &[], &qs[k], Batch::Small);
+                        assert_eq!(got.to_bits(), want.to_bits(), "vec_dot order, {name} tokens, row {r} token {k}: {got} vs {want}");
+                    }
                 }
             }
         }
