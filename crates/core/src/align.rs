@@ -50,6 +50,11 @@ pub struct AlignParams {
     pub merge_below_chars: usize,
     /// ...when the merged chunk has at most this many characters.
     pub merge_max_chars: usize,
+    /// Most characters of a [MASK] prefix (its first ones) and suffix (its last ones)
+    /// matched against the document. The reader is asked for a few words; a longer end
+    /// places the chunk no better, and fuzzy matching costs its length × the search window,
+    /// so this bounds the alignment work a misbehaving reader can cause.
+    pub max_pattern_chars: usize,
 }
 
 impl Default for AlignParams {
@@ -62,6 +67,7 @@ impl Default for AlignParams {
             backtrack_chars: 32,
             merge_below_chars: 50,
             merge_max_chars: 250,
+            max_pattern_chars: 64,
         }
     }
 }
@@ -282,9 +288,14 @@ impl Matcher<'_> {
 /// Long verbatim chunks are matched by their ends, like masked ones.
 const VERBATIM_END_CHARS: usize = 32;
 
-fn pattern_ends(chunk: &ChunkPattern) -> (Vec<char>, Vec<char>) {
+fn pattern_ends(chunk: &ChunkPattern, max_chars: usize) -> (Vec<char>, Vec<char>) {
     match chunk {
-        ChunkPattern::Masked { prefix, suffix } => (normalize_pattern(prefix), normalize_pattern(suffix)),
+        ChunkPattern::Masked { prefix, suffix } => {
+            let (mut prefix, mut suffix) = (normalize_pattern(prefix), normalize_pattern(suffix));
+            prefix.truncate(max_chars);
+            suffix.drain(..suffix.len().saturating_sub(max_chars));
+            (prefix, suffix)
+        }
         ChunkPattern::Units { .. } => (Vec::new(), Vec::new()),
         ChunkPattern::Verbatim(text) => {
             let all = normalize_pattern(text);
@@ -344,7 +355,7 @@ pub fn align_memory_units(text: &str, parsed: &ParsedMemory, units: &[Span], par
                 (a >= 1 && a <= b && b <= units.len()).then(|| (units[a - 1].start, units[b - 1].end, MatchKind::Exact, None))
             }
             _ => {
-                let (prefix, suffix) = pattern_ends(&sc.chunk);
+                let (prefix, suffix) = pattern_ends(&sc.chunk, params.max_pattern_chars);
                 matcher
                     .place(&prefix, &suffix, cursor)
                     .filter(|&(s, e, _)| e > s)
@@ -459,6 +470,28 @@ mod tests {
 
     fn no_merge() -> AlignParams {
         AlignParams { merge_below_chars: 0, ..AlignParams::default() }
+    }
+
+    /// Megabyte-scale [MASK] ends once made fuzzy matching cost their length × the search
+    /// window (twenty unplaceable 1.5k-character prefixes on 20 KB: 0.4 s).
+    #[test]
+    fn long_mask_ends_are_capped_so_alignment_work_stays_bounded() {
+        let text: String = (0..2500).map(|i| alloc::format!("w{} ", i * 7 % 1000)).collect();
+        let junk = "qz".repeat(1500);
+        let chunks: Vec<(&str, &str)> = (0..50).map(|_| (junk.as_str(), junk.as_str())).collect();
+        let start = std::time::Instant::now();
+        let out = align_memory(&text, &memory(&chunks), &AlignParams::default());
+        let took = start.elapsed().as_secs_f64();
+        assert!(took < 1.0, "{took:.2} s for fifty 3,000-character unplaceable ends");
+        assert!(out.stats.failed > 0);
+        // A long end copied from the document still places its chunk where it starts.
+        let (a, b) = (text.find("w14 ").unwrap(), text.find("w700 ").unwrap());
+        let long_prefix = &text[a..a + 1500];
+        let suffix = &text[b - 20..b];
+        let out = align_memory(&text, &memory(&[(long_prefix, suffix)]), &no_merge());
+        assert_eq!((out.stats.exact, out.stats.failed), (1, 0), "{:?}", out.stats);
+        // (The one chunk then grows to tile the document; placed on its own it starts at `a`.)
+        assert!(out.stats.coverage_before_repair > 0.0 && out.stats.coverage_before_repair < 1.0);
     }
 
     #[test]

@@ -612,7 +612,7 @@ impl MemoryIndex {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let invalid = |what| DecodeError::Invalid { what };
         let mode = RetrievalMode::from_code(r.u8()?).ok_or(invalid("retrieval mode"))?;
-        let dim = r.u32()? as usize;
+        let dim = r.dim()?;
         let next_id = r.u32()?;
         let mut idx = MemoryIndex::new(mode, dim, segments.clone());
         let n_layers = r.count(1)?;
@@ -632,10 +632,16 @@ impl MemoryIndex {
             for _ in 0..n {
                 let id = r.u32()?;
                 let chunks = r.u32s()?;
-                if id >= next_id || !l.vectors.contains(id) {
+                if id >= next_id || !l.vectors.contains(id) || !l.lexical.contains(id) {
                     return Err(invalid("layer item"));
                 }
                 l.item_chunks.insert(id, chunks);
+            }
+            // Every vector and every BM25 entry is an item (the items were checked to be in
+            // both, so equal counts leave none over): an id without one would be found by
+            // a search with nothing to return, and would collide with a later add.
+            if l.vectors.len() != l.item_chunks.len() || l.lexical.len() != l.item_chunks.len() {
+                return Err(invalid("layer entry without an item"));
             }
         }
         let read_doc_id = |r: &mut Reader<'_>| -> Result<DocId, DecodeError> {
@@ -656,6 +662,9 @@ impl MemoryIndex {
             if span.start > span.end {
                 return Err(invalid("chunk span"));
             }
+            if id >= next_id {
+                return Err(invalid("chunk id"));
+            }
             idx.chunks.insert(id, ChunkRef { doc_id, scenario, span });
         }
         let n = r.count(40)?;
@@ -667,8 +676,8 @@ impl MemoryIndex {
             for _ in 0..n_items {
                 let layer = r.u8()?;
                 let item = r.u32()?;
-                if layer as usize >= idx.layers.len() {
-                    return Err(invalid("item layer"));
+                if !idx.layers.get(layer as usize).is_some_and(|l| l.item_chunks.contains_key(&item)) {
+                    return Err(invalid("document item"));
                 }
                 items.push((layer, item));
             }
@@ -850,6 +859,40 @@ mod tests {
             assert!(!idx.remove_document(doc.id));
             assert!(idx.search_text("copper", &mut e, &SearchParams::default()).unwrap().is_empty());
         }
+    }
+
+    #[test]
+    fn a_decoded_index_with_stray_ids_is_refused_so_a_later_add_cannot_fail_half_way() {
+        let (doc, memory) = doc_with_memory();
+        let e = HashingEmbedder::new(64);
+        let decode = |idx: &MemoryIndex| MemoryIndex::from_bytes(&idx.to_bytes(), SegmentParams::default());
+        let fresh = || {
+            let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 64, SegmentParams::default());
+            idx.add_document(&doc, &memory, &mut HashingEmbedder::new(64)).unwrap();
+            idx
+        };
+        assert!(decode(&fresh()).is_ok());
+        // A vector (the id the next add would take) with no item entry.
+        let mut idx = fresh();
+        let id = idx.next_id;
+        idx.layers[0].vectors.add(id, &e.embed_one("stray")).unwrap();
+        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "layer entry without an item" });
+        // A BM25 entry with no item entry.
+        let mut idx = fresh();
+        let id = idx.next_id;
+        idx.layers[1].lexical.add(id, "stray").unwrap();
+        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "layer entry without an item" });
+        // A chunk id the counter would hand out again.
+        let mut idx = fresh();
+        let id = idx.next_id;
+        idx.chunks.insert(id, ChunkRef { doc_id: doc.id, scenario: 0, span: Span::new(0, 1) });
+        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "chunk id" });
+        // A document naming an item that is not there.
+        let mut idx = fresh();
+        if let Some(d) = idx.docs.values_mut().next() {
+            d.items.push((0, 999_999));
+        }
+        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "document item" });
     }
 
     #[test]

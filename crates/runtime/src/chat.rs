@@ -35,12 +35,21 @@ pub enum ChatError {
         /// What minijinja said.
         message: String,
     },
+    /// Rendering took more steps than the limit ([`ChatTemplate::with_step_limit`]): the
+    /// template loops too long to be a chat template.
+    StepLimit {
+        /// The limit, in template instructions.
+        steps: u64,
+    },
 }
 
 impl fmt::Display for ChatError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ChatError::Template { message } => write!(f, "chat template: {message}"),
+            ChatError::StepLimit { steps } => {
+                write!(f, "chat template: rendering took more than {steps} steps (the template step limit), so it was stopped")
+            }
         }
     }
 }
@@ -50,9 +59,14 @@ impl std::error::Error for ChatError {}
 /// ChatML, the fallback template.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/// Template instructions one render may take by default: real chat templates take a few
+/// thousand per message; a template that loops for ever stops here in well under a second.
+pub const DEFAULT_RENDER_STEPS: u64 = 2_000_000;
+
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    steps: u64,
     bos: String,
     eos: String,
 }
@@ -81,7 +95,22 @@ impl ChatTemplate {
             Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
         });
         env.add_template_owned("chat", source.unwrap_or(CHATML).to_owned()).map_err(template_err)?;
-        Ok(ChatTemplate { env, bos: bos.to_owned(), eos: eos.to_owned() })
+        let mut t = ChatTemplate { env, steps: 0, bos: bos.to_owned(), eos: eos.to_owned() };
+        t.set_step_limit(DEFAULT_RENDER_STEPS);
+        Ok(t)
+    }
+
+    /// The template with at most `steps` template instructions per render (a model file's
+    /// template is untrusted input: this bounds the time it can take). Recursion is bounded
+    /// by minijinja itself.
+    pub fn with_step_limit(mut self, steps: u64) -> Self {
+        self.set_step_limit(steps);
+        self
+    }
+
+    fn set_step_limit(&mut self, steps: u64) {
+        self.steps = steps;
+        self.env.set_fuel(Some(steps));
     }
 
     /// The prompt text for `messages`; with `add_generation_prompt`, it ends where the
@@ -94,7 +123,7 @@ impl ChatTemplate {
             bos_token => self.bos,
             eos_token => self.eos,
         })
-        .map_err(template_err)
+        .map_err(|e| if e.kind() == ErrorKind::OutOfFuel { ChatError::StepLimit { steps: self.steps } } else { template_err(e) })
     }
 }
 
@@ -107,6 +136,22 @@ mod tests {
         let t = ChatTemplate::new(None, "", "").unwrap();
         let p = t.render(&[ChatMessage::new("user", "Hi")], true).unwrap();
         assert_eq!(p, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    }
+
+    #[test]
+    fn a_template_that_loops_for_ever_stops_at_the_step_limit() {
+        let src = "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}";
+        let t = ChatTemplate::new(Some(src), "", "").unwrap().with_step_limit(100_000);
+        let start = std::time::Instant::now();
+        let err = t.render(&[ChatMessage::new("user", "x")], false).unwrap_err();
+        assert!(matches!(err, ChatError::StepLimit { steps: 100_000 }), "{err}");
+        assert!(err.to_string().contains("step limit"), "{err}");
+        assert!(start.elapsed().as_secs_f64() < 5.0);
+        // The default limit stops it too, and leaves real templates alone.
+        let t = ChatTemplate::new(Some(src), "", "").unwrap();
+        assert!(matches!(t.render(&[ChatMessage::new("user", "x")], false), Err(ChatError::StepLimit { .. })));
+        let many: Vec<ChatMessage> = (0..200).map(|i| ChatMessage::new("user", &format!("message {i}"))).collect();
+        assert!(ChatTemplate::new(None, "", "").unwrap().render(&many, true).is_ok());
     }
 
     #[test]

@@ -242,6 +242,14 @@ fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures,
 }
 
 /// MoM's candidates: one greedy path, the rest sampled at temperature 0.7, top-p 0.8.
+/// A prompt of `n` ordinary tokens, as llama-bench uses random ones: ids cycling through
+/// the vocabulary, away from the first and last hundred (where special tokens usually
+/// sit) when the vocabulary is large enough to leave any.
+fn bench_prompt(vocab: usize, n: usize) -> Vec<u32> {
+    let (lo, span) = if vocab > 400 { (100, vocab - 200) } else { (0, vocab.max(1)) };
+    (0..n).map(|i| (lo + (i * 7919) % span) as u32).collect()
+}
+
 fn mom_paths(n: usize, max_tokens: usize) -> Vec<SamplingParams> {
     (0..n)
         .map(|i| SamplingParams {
@@ -265,9 +273,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
     let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context, ..Default::default() })?;
     let backend = &lm.backend;
-    // A prompt of ordinary tokens (ids 100.. cycling), as llama-bench uses random ones.
-    let vocab = backend.config().vocab as u32;
-    let prompt: Vec<u32> = (0..a.prompt_tokens as u32).map(|i| 100 + (i * 7919) % (vocab - 200)).collect();
+    let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
     // Warm-up (page in weights, spin up threads).
     let mut warm = backend.new_cache();
     Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last)?;
@@ -375,4 +381,19 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         );
     }
     parity_result()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bench_prompt;
+
+    #[test]
+    fn a_tiny_vocabulary_gives_a_bench_prompt_without_underflow() {
+        for vocab in [0, 1, 2, 150, 200, 401, 49152] {
+            let p = bench_prompt(vocab, 64);
+            assert_eq!(p.len(), 64);
+            assert!(p.iter().all(|&t| (t as usize) < vocab.max(1)), "vocab {vocab}: {p:?}");
+        }
+        assert!(bench_prompt(49152, 512).iter().all(|&t| (100..49052).contains(&t)));
+    }
 }

@@ -71,6 +71,11 @@ impl Bm25Index {
         self.slot_of.is_empty()
     }
 
+    /// True when `id` is indexed.
+    pub fn contains(&self, id: u32) -> bool {
+        self.slot_of.contains_key(&id)
+    }
+
     /// Index `text` under a new id.
     pub fn add(&mut self, id: u32, text: &str) -> Result<(), IndexError> {
         if self.slot_of.contains_key(&id) {

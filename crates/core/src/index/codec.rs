@@ -12,6 +12,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+/// The largest vector dimension an index file may declare (embedding models use up to a
+/// few thousand).
+pub const MAX_DIM: usize = 1 << 16;
+
 const MAGIC: &[u8; 4] = b"DMIX";
 const HEADER: usize = 4 + 4 + 2 + 8;
 
@@ -229,6 +233,16 @@ impl<'a> Reader<'a> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
+    /// A vector dimension: a u32 in `1..=MAX_DIM`. Checked here, before anything sized by
+    /// it is allocated (an empty index with a 4-billion dimension is otherwise consistent,
+    /// and a query vector for it would take 16 GB).
+    pub fn dim(&mut self) -> Result<usize, DecodeError> {
+        let d = self.u32()? as usize;
+        if d == 0 || d > MAX_DIM {
+            return Err(DecodeError::Invalid { what: "dimension" });
+        }
+        Ok(d)
+    }
     /// A u64.
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let b = self.take(8)?;
@@ -318,6 +332,29 @@ mod tests {
         bad[20] ^= 1;
         assert_eq!(Reader::open(&bad, *b"TEST", 1).err(), Some(DecodeError::ChecksumMismatch));
         assert_eq!(Reader::open(b"nope", *b"TEST", 1).err(), Some(DecodeError::BadMagic));
+    }
+
+    /// A 30-byte index file declaring a 4-billion dimension once made the fuzz harness's
+    /// probe query (and any caller's) ask for 16 GB.
+    #[test]
+    fn a_huge_declared_dimension_is_refused_before_anything_is_sized_by_it() {
+        use crate::index::{FlatIndex, SegmentParams, SegmentedIndex};
+        let flat = |dim: u32| {
+            let mut w = Writer::new();
+            w.u32(dim);
+            w.u8(0);
+            w.u32s(&[]);
+            w.f32s(&[]);
+            w.finish(*b"FLAT", 1)
+        };
+        for dim in [0, u32::MAX, MAX_DIM as u32 + 1] {
+            assert_eq!(FlatIndex::from_bytes(&flat(dim)).err(), Some(DecodeError::Invalid { what: "dimension" }), "dim {dim}");
+        }
+        assert!(FlatIndex::from_bytes(&flat(384)).is_ok());
+        let mut w = Writer::new();
+        w.u32(u32::MAX);
+        let seg = w.finish(*b"SEGX", 1);
+        assert_eq!(SegmentedIndex::from_bytes(&seg, SegmentParams::default()).err(), Some(DecodeError::Invalid { what: "dimension" }));
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl FlatIndex {
     /// Deserialize, checking every length.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
-        let dim = r.u32()? as usize;
+        let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
         let ids = r.u32s()?;
         let rows = r.f32s()?;

@@ -412,7 +412,7 @@ impl HnswSegment {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let bad = |what| DecodeError::Invalid { what };
-        let dim = r.u32()? as usize;
+        let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
         let m = r.usize()?;
         let ef_construction = r.usize()?;

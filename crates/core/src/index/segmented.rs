@@ -172,7 +172,7 @@ impl SegmentedIndex {
     /// Deserialize, checking that segments agree with each other.
     pub fn from_bytes(bytes: &[u8], params: SegmentParams) -> Result<Self, DecodeError> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
-        let dim = r.u32()? as usize;
+        let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
         let seal_threshold = r.usize()?;
         let max_sealed = r.usize()?;
@@ -225,8 +225,9 @@ impl VectorIndex for SegmentedIndex {
         self.fresh.search_prepared(&q, &mut top);
         let mut hits = Vec::new();
         for seg in &self.sealed {
-            // Ask for enough extra to survive the tombstones in this segment.
-            let want = k + seg.dead.len();
+            // Ask for enough extra to survive the tombstones in this segment (never more
+            // than it holds: `k` comes from the caller and may be huge).
+            let want = k.saturating_add(seg.dead.len()).min(seg.index.len());
             seg.index.with_scratch(|s| seg.index.search_with(&q, want, seg.index.params().ef_search.max(want), s, &mut hits));
             for h in hits.iter().filter(|h| !seg.dead.contains(&h.id)) {
                 top.push(*h);
@@ -244,6 +245,22 @@ mod tests {
 
     fn random(rng: &mut impl Rng, dim: usize) -> Vec<f32> {
         (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect()
+    }
+
+    #[test]
+    fn a_huge_k_neither_overflows_nor_allocates_it() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        let params = SegmentParams { seal_threshold: 20, max_sealed: 3, ..SegmentParams::default() };
+        let mut idx = SegmentedIndex::new(6, Metric::Cosine, params);
+        for id in 0..50u32 {
+            idx.add(id, &random(&mut rng, 6)).unwrap();
+        }
+        assert!(idx.remove(3), "a tombstone in a sealed segment");
+        for k in [usize::MAX, usize::MAX - 1, 1 << 40] {
+            let hits = idx.search(&random(&mut rng, 6), k).unwrap();
+            assert_eq!(hits.len(), 49, "k = {k}");
+            assert!(hits.iter().all(|h| h.id != 3));
+        }
     }
 
     #[test]

@@ -66,7 +66,26 @@ pub enum TokenizerError {
         /// What the `tokenizers` crate said.
         message: String,
     },
+    /// A per-token metadata array does not have one entry per token.
+    LengthMismatch {
+        /// The array's key.
+        key: &'static str,
+        /// Tokens in the vocabulary.
+        tokens: usize,
+        /// Entries found.
+        found: usize,
+    },
+    /// A token id is past [`MAX_VOCABULARY`] (a vocabulary that large would be held as that
+    /// many strings).
+    VocabularyTooLarge {
+        /// The largest id found.
+        id: u64,
+    },
 }
+
+/// The most token ids a vocabulary may span. The largest real vocabularies have about
+/// 256k tokens; a file that claims more is refused before anything is allocated for it.
+pub const MAX_VOCABULARY: usize = 1 << 21;
 
 impl fmt::Display for TokenizerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -82,6 +101,12 @@ impl fmt::Display for TokenizerError {
             TokenizerError::Library { message } => write!(f, "tokenizer: {message}"),
             TokenizerError::UnknownId { id } => write!(f, "token id {id} is outside the vocabulary"),
             TokenizerError::HfJson { message } => write!(f, "tokenizer.json: {message}"),
+            TokenizerError::LengthMismatch { key, tokens, found } => {
+                write!(f, "tokenizer metadata '{key}' has {found} entries for {tokens} tokens")
+            }
+            TokenizerError::VocabularyTooLarge { id } => {
+                write!(f, "token id {id} is past the vocabulary limit of {MAX_VOCABULARY} ids")
+            }
         }
     }
 }
@@ -170,6 +195,13 @@ impl Tokenizer {
         let tokens = strings(gguf, "tokenizer.ggml.tokens")?;
         let types = ints(gguf, "tokenizer.ggml.token_type")?.unwrap_or_default();
         let n = tokens.len();
+        if n > MAX_VOCABULARY {
+            return Err(TokenizerError::VocabularyTooLarge { id: n as u64 - 1 });
+        }
+        // Types are looked up by token position: one per token, or none at all.
+        if !types.is_empty() && types.len() != n {
+            return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.token_type", tokens: n, found: types.len() });
+        }
         let bos = id(gguf, "tokenizer.ggml.bos_token_id", n);
         let eos = id(gguf, "tokenizer.ggml.eos_token_id", n);
         let (mut inner, pre, default_add_bos) = match model {
@@ -233,7 +265,11 @@ impl Tokenizer {
         let inner = HfTokenizer::from_bytes(json).map_err(|e| hf_err(&e))?;
         let raw: serde_json::Value = serde_json::from_slice(json).map_err(|e| hf_err(&e))?;
         let vocab = inner.get_vocab(true);
-        let n = vocab.values().map(|&i| i as usize + 1).max().unwrap_or(0);
+        let largest = vocab.values().copied().max();
+        if let Some(id) = largest.filter(|&i| i as usize >= MAX_VOCABULARY) {
+            return Err(TokenizerError::VocabularyTooLarge { id: u64::from(id) });
+        }
+        let n = largest.map_or(0, |i| i as usize + 1);
         let mut tokens = vec![String::new(); n];
         for (t, &i) in &vocab {
             tokens[i as usize] = t.clone();

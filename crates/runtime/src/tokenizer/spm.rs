@@ -22,7 +22,7 @@ const SPACE: &str = "\u{2581}";
 /// Build the BPE equivalent of a SentencePiece vocabulary.
 pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result<HfTokenizer, TokenizerError> {
     if scores.len() != tokens.len() {
-        return Err(TokenizerError::Metadata { key: "tokenizer.ggml.scores" });
+        return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.scores", tokens: tokens.len(), found: scores.len() });
     }
     let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
     let mut ranked: Vec<(f32, u32, String, String)> = Vec::new();

@@ -90,3 +90,27 @@ fn sentencepiece_merges_by_score_with_byte_fallback() {
     assert_eq!(t.decode(&[8, 6]).unwrap(), "ab a");
     assert_eq!(t.token_bytes(9 + 0xC3).unwrap(), vec![0xC3]);
 }
+
+#[test]
+fn a_token_type_array_longer_than_the_token_list_is_an_error() {
+    let mut file = toy_bpe();
+    let n = 20;
+    file.metadata.insert("tokenizer.ggml.token_type".into(), i32s(&vec![1; n + 5]));
+    let err = Tokenizer::from_gguf(&file).unwrap_err();
+    assert!(matches!(err, TokenizerError::LengthMismatch { key: "tokenizer.ggml.token_type", tokens: 20, found: 25 }), "{err}");
+    assert!(err.to_string().contains("25 entries for 20 tokens"), "{err}");
+}
+
+#[test]
+fn a_tokenizer_json_with_a_huge_token_id_is_refused_before_allocating() {
+    let json = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+        "pre_tokenizer":null,"post_processor":null,"decoder":null,
+        "model":{"type":"WordLevel","vocab":{"a":0,"b":4000000000},"unk_token":"a"}}"#;
+    let err = Tokenizer::from_hf(json, &serde_json::Value::Null).unwrap_err();
+    assert!(matches!(err, TokenizerError::VocabularyTooLarge { id: 4_000_000_000 }), "{err}");
+    // A dense vocabulary still loads.
+    let json = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+        "pre_tokenizer":null,"post_processor":null,"decoder":null,
+        "model":{"type":"WordLevel","vocab":{"a":0,"b":1},"unk_token":"a"}}"#;
+    assert!(Tokenizer::from_hf(json, &serde_json::Value::Null).is_ok());
+}
