@@ -33,12 +33,17 @@ fi
 
 # The browser tests: Chromium from Debian (headless, WebGPU through SwiftShader) and
 # playwright-core from npm at the version package-lock.json pins, into ./node_modules.
-if [ ! -x /usr/bin/chromium ]; then
-  step "installing chromium (Debian package, once)"
+# The GPU kernels' tests run natively on Vulkan through llvmpipe (Debian's
+# mesa-vulkan-drivers), so they need no GPU.
+debs=""
+[ -x /usr/bin/chromium ] || debs="$debs chromium"
+dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || debs="$debs mesa-vulkan-drivers libvulkan1"
+if [ -n "$debs" ]; then
+  step "installing Debian packages:$debs (once)"
   sudo_=""
   [ "$(id -u)" = 0 ] || sudo_="sudo"
   $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends $debs >/dev/null
 fi
 pw=$(node -p "require('./package-lock.json').packages['node_modules/playwright-core'].version")
 if [ "$(node -p "try { require('./node_modules/playwright-core/package.json').version } catch { '' }")" != "$pw" ]; then

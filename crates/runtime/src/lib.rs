@@ -17,6 +17,8 @@ pub mod chat;
 pub mod cpu;
 pub mod embed;
 pub mod gguf;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 pub mod ingest;
 pub mod lm;
 pub mod model;

@@ -159,6 +159,18 @@ pub fn rope(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: u
     rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
 }
 
+/// RoPE's (cos, sin) for position `pos`, one per pair: the angle starts at `pos` and is
+/// multiplied by `theta_scale` from pair to pair, as llama.cpp computes it. The GPU backend
+/// uploads these rather than computing them in a shader, whose `sin`/`cos` on angles in
+/// the thousands are not specified precisely enough.
+pub fn rope_angles(pos: usize, theta_scale: f32, out: &mut [(f32, f32)]) {
+    let mut theta = pos as f32;
+    for c in out.iter_mut() {
+        *c = (theta.cos(), theta.sin());
+        theta *= theta_scale;
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rope_fma(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
@@ -170,11 +182,7 @@ fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, 
     // The angles are the same for every head: compute them once.
     let mut cs = [(0f32, 0f32); 256];
     let pairs = (nd / 2).min(cs.len());
-    let mut theta = pos as f32;
-    for c in cs.iter_mut().take(pairs) {
-        *c = (theta.cos(), theta.sin());
-        theta *= theta_scale;
-    }
+    rope_angles(pos, theta_scale, &mut cs[..pairs]);
     for head in x.chunks_exact_mut(head_dim) {
         for (i, &(c, s)) in cs.iter().enumerate().take(pairs) {
             let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };

@@ -312,7 +312,7 @@ fn trace(name: &str, layer: usize, v: &[f32]) {
 }
 
 /// `out = x / rms(x) · w`, row by row (`w.len()` wide), summing squares in f64.
-fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
         let ss: f64 = xr.iter().map(|&a| f64::from(a * a)).sum();
         let mean = (ss / w.len() as f64) as f32;

@@ -1,0 +1,236 @@
+//! Weights and activations on the GPU.
+//!
+//! Weights keep their GGUF blocks, read by the shaders as `u32` words. A block whose size is
+//! not a multiple of four bytes is re-laid at upload so every block starts on a word: Q8_0's
+//! 34 bytes become 36 (its f16 scale, two zero bytes, its 32 values). A matrix larger than
+//! the device's largest binding is split by rows into several buffers. Uploads go in writes
+//! of at most [`MAX_WRITE_BYTES`], so a caller streaming a tensor never needs it whole.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use super::device::{Gpu, GpuError};
+use crate::gguf::GgmlType;
+
+/// The largest single write to a GPU buffer.
+pub const MAX_WRITE_BYTES: usize = 64 << 20;
+
+/// How a tensor type's blocks lie in GPU words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BlockLayout {
+    /// Values per block.
+    pub values: usize,
+    /// Bytes per block in the file.
+    pub file_bytes: usize,
+    /// Words per block on the GPU.
+    pub words: usize,
+}
+
+/// The GPU layout of `ty`, or `None` when no kernel reads it yet.
+pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+    match ty {
+        GgmlType::F32 => Some(BlockLayout { values: 1, file_bytes: 4, words: 1 }),
+        GgmlType::Q4_1 => Some(BlockLayout { values: 32, file_bytes: 20, words: 5 }),
+        GgmlType::Q8_0 => Some(BlockLayout { values: 32, file_bytes: 34, words: 9 }),
+        _ => None,
+    }
+}
+
+/// `ty`'s file blocks (`src`, whole blocks) in GPU words, appended to `out` as bytes.
+fn relay_blocks(ty: GgmlType, src: &[u8], out: &mut Vec<u8>) {
+    match ty {
+        GgmlType::Q8_0 => {
+            for b in src.chunks_exact(34) {
+                out.extend_from_slice(&b[..2]);
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&b[2..]);
+            }
+        }
+        _ => out.extend_from_slice(src),
+    }
+}
+
+/// A storage buffer of `bytes` (rounded up to a word).
+fn storage(gpu: &Gpu, bytes: usize, label: &str) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: (bytes.max(4).div_ceil(4) * 4) as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    })
+}
+
+/// Write `data` at the start of `buffer` in pieces of at most [`MAX_WRITE_BYTES`].
+fn write(gpu: &Gpu, buffer: &wgpu::Buffer, data: &[u8]) {
+    for (i, piece) in data.chunks(MAX_WRITE_BYTES).enumerate() {
+        gpu.queue.write_buffer(buffer, (i * MAX_WRITE_BYTES) as u64, piece);
+    }
+}
+
+/// One row range of a matrix, in its own buffer.
+#[derive(Debug)]
+pub(crate) struct MatrixPart {
+    pub first_row: usize,
+    pub rows: usize,
+    pub buffer: wgpu::Buffer,
+}
+
+/// A weight matrix on the GPU: `rows` × `cols` in GGUF blocks of `ty`.
+#[derive(Debug)]
+pub struct GpuMatrix {
+    /// Block format.
+    pub ty: GgmlType,
+    /// Output features.
+    pub rows: usize,
+    /// Input features.
+    pub cols: usize,
+    pub(crate) parts: Vec<MatrixPart>,
+}
+
+impl GpuMatrix {
+    /// Upload `data` (`rows` rows of `cols` values in `ty`'s blocks, GGUF's layout), split
+    /// by rows where it is larger than the device's largest binding.
+    pub fn upload(gpu: &Gpu, ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<GpuMatrix, GpuError> {
+        Self::upload_in_parts(gpu, ty, rows, cols, data, gpu.max_binding_bytes() as usize)
+    }
+
+    /// [`GpuMatrix::upload`] with parts of at most `part_bytes` (whole rows; at least one).
+    pub(crate) fn upload_in_parts(
+        gpu: &Gpu,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        part_bytes: usize,
+    ) -> Result<GpuMatrix, GpuError> {
+        let layout = block_layout(ty).ok_or_else(|| GpuError::UnsupportedType { ty: format!("{ty:?}") })?;
+        if !cols.is_multiple_of(layout.values) {
+            return Err(GpuError::Shape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols });
+        }
+        let blocks = cols / layout.values;
+        let file_row = blocks * layout.file_bytes;
+        if data.len() != rows * file_row {
+            return Err(GpuError::Shape { what: "matrix data (bytes)", expected: rows * file_row, got: data.len() });
+        }
+        let gpu_row = blocks * layout.words * 4;
+        let per_part = (part_bytes / gpu_row.max(1)).max(1);
+        let mut parts = Vec::new();
+        let mut relaid = Vec::new();
+        for first_row in (0..rows.max(1)).step_by(per_part) {
+            let n = per_part.min(rows - first_row.min(rows));
+            let buffer = storage(gpu, n * gpu_row, "weights");
+            // Re-lay and write a bounded run of rows at a time.
+            let rows_per_write = (MAX_WRITE_BYTES / gpu_row.max(1)).max(1);
+            for r in (0..n).step_by(rows_per_write) {
+                let m = rows_per_write.min(n - r);
+                let src = &data[(first_row + r) * file_row..(first_row + r + m) * file_row];
+                relaid.clear();
+                relay_blocks(ty, src, &mut relaid);
+                gpu.queue.write_buffer(&buffer, (r * gpu_row) as u64, &relaid);
+            }
+            parts.push(MatrixPart { first_row, rows: n, buffer });
+        }
+        gpu.check()?;
+        Ok(GpuMatrix { ty, rows, cols, parts })
+    }
+}
+
+/// A vector (or a batch of rows) of f32 on the GPU.
+#[derive(Debug)]
+pub struct GpuVector {
+    /// Elements.
+    pub len: usize,
+    pub(crate) buffer: wgpu::Buffer,
+}
+
+impl GpuVector {
+    /// `len` zeros.
+    pub fn zeros(gpu: &Gpu, len: usize) -> GpuVector {
+        let buffer = storage(gpu, len * 4, "activations");
+        GpuVector { len, buffer }
+    }
+
+    /// A copy of `values`.
+    pub fn from_slice(gpu: &Gpu, values: &[f32]) -> GpuVector {
+        let v = Self::zeros(gpu, values.len());
+        v.write(gpu, values);
+        v
+    }
+
+    /// Overwrite the start of the vector with `values`.
+    pub fn write(&self, gpu: &Gpu, values: &[f32]) {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        write(gpu, &self.buffer, &bytes);
+    }
+
+    /// The values, read back once the GPU has finished what was submitted before.
+    pub async fn read(&self, gpu: &Gpu) -> Result<Vec<f32>, GpuError> {
+        let size = (self.len * 4) as u64;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("read-back"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
+        enc.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
+        gpu.queue.submit([enc.finish()]);
+        let slot = Arc::new(Mutex::new(MapSlot::default()));
+        let sink = slot.clone();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            if let Ok(mut s) = sink.lock() {
+                s.result = Some(r.map_err(|e| e.to_string()));
+                if let Some(w) = s.waker.take() {
+                    w.wake();
+                }
+            }
+        });
+        // Natively this runs the callback; in a browser the event loop does.
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+        MapWait { slot }.await.map_err(|message| GpuError::Readback { message })?;
+        gpu.check()?;
+        let view = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Readback { message: e.to_string() })?;
+        let out = view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// [`GpuVector::read`], waiting for it (native targets).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_blocking(&self, gpu: &Gpu) -> Result<Vec<f32>, GpuError> {
+        pollster::block_on(self.read(gpu))
+    }
+}
+
+#[derive(Default)]
+struct MapSlot {
+    result: Option<Result<(), String>>,
+    waker: Option<Waker>,
+}
+
+/// Resolves when a `map_async` callback has run.
+struct MapWait {
+    slot: Arc<Mutex<MapSlot>>,
+}
+
+impl Future for MapWait {
+    type Output = Result<(), String>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Ok(mut s) = self.slot.lock() else { return Poll::Ready(Err("the read-back state was poisoned".into())) };
+        match s.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

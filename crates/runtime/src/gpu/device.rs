@@ -1,0 +1,198 @@
+//! The GPU device: one adapter, the limits the work needs requested from it (never assumed),
+//! and errors that say what was missing so the caller can fall back to the CPU backend.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use docmem_core::{ErrorCode, HasErrorCode};
+
+/// Why the GPU backend cannot run, or failed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// No adapter was found (no WebGPU in this browser, no Vulkan/Metal/D3D12 driver).
+    NoAdapter {
+        /// What wgpu said.
+        message: String,
+    },
+    /// The adapter offers less than a limit the work needs.
+    MissingLimit {
+        /// The WebGPU limit's name.
+        limit: &'static str,
+        /// What the work needs.
+        needed: u64,
+        /// What the adapter offers.
+        offered: u64,
+    },
+    /// The adapter refused to create the device.
+    RequestDevice {
+        /// What wgpu said.
+        message: String,
+    },
+    /// The device reported an error (out of memory, a lost device, a rejected command).
+    Device {
+        /// What the device said.
+        message: String,
+    },
+    /// A result could not be read back from the GPU.
+    Readback {
+        /// What went wrong.
+        message: String,
+    },
+    /// An operand's size does not fit the operation.
+    Shape {
+        /// Which operand.
+        what: &'static str,
+        /// The size the operation needs.
+        expected: usize,
+        /// The size given.
+        got: usize,
+    },
+    /// A tensor type the GPU kernels do not read yet.
+    UnsupportedType {
+        /// The GGUF type's name.
+        ty: String,
+    },
+}
+
+impl fmt::Display for GpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuError::NoAdapter { message } => write!(f, "no GPU adapter: {message}"),
+            GpuError::MissingLimit { limit, needed, offered } => {
+                write!(f, "the GPU adapter's {limit} is {offered}, and {needed} is needed")
+            }
+            GpuError::RequestDevice { message } => write!(f, "the GPU adapter refused the device: {message}"),
+            GpuError::Device { message } => write!(f, "GPU device error: {message}"),
+            GpuError::Readback { message } => write!(f, "could not read a result back from the GPU: {message}"),
+            GpuError::Shape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
+            GpuError::UnsupportedType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
+        }
+    }
+}
+
+impl std::error::Error for GpuError {}
+
+impl HasErrorCode for GpuError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            GpuError::NoAdapter { .. } | GpuError::MissingLimit { .. } | GpuError::RequestDevice { .. } => ErrorCode::WebgpuUnavailable,
+            GpuError::UnsupportedType { .. } => ErrorCode::ModelLoadFailed,
+            GpuError::Device { .. } | GpuError::Readback { .. } => ErrorCode::ModelFailed,
+            GpuError::Shape { .. } => ErrorCode::Internal,
+        }
+    }
+}
+
+/// What the caller needs from the device.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Bytes of the largest single buffer binding the work needs (0: whatever the adapter
+    /// offers). A tensor larger than the adapter's binding limit is split by rows instead,
+    /// so this is only a floor below which the backend is refused.
+    pub min_binding_bytes: u64,
+    /// Use a CPU adapter (llvmpipe, SwiftShader) when no real GPU is found: tests do this.
+    pub allow_cpu_adapter: bool,
+}
+
+/// A device and its queue, with the limits granted.
+pub struct Gpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    f16: bool,
+    /// The first error the device reported outside any call (a lost device, say); checked
+    /// after every submission.
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+impl fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gpu").field("adapter", &self.info.name).field("backend", &self.info.backend).finish_non_exhaustive()
+    }
+}
+
+impl Gpu {
+    /// Find an adapter and create a device with the limits the work needs.
+    pub async fn new(options: &GpuOptions) -> Result<Gpu, GpuError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::PRIMARY,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter { message: e.to_string() })?;
+        let info = adapter.get_info();
+        if info.device_type == wgpu::DeviceType::Cpu && !options.allow_cpu_adapter {
+            return Err(GpuError::NoAdapter { message: format!("only a CPU adapter ({}) was found", info.name) });
+        }
+        let offered = adapter.limits();
+        let binding = offered.max_storage_buffer_binding_size;
+        if binding < options.min_binding_bytes {
+            return Err(GpuError::MissingLimit {
+                limit: "maxStorageBufferBindingSize",
+                needed: options.min_binding_bytes,
+                offered: binding,
+            });
+        }
+        // The WebGPU defaults every adapter must offer, raised to the adapter's own buffer
+        // limits (weights are large) and nothing else.
+        let mut limits = wgpu::Limits::downlevel_defaults();
+        limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size;
+        limits.max_buffer_size = offered.max_buffer_size;
+        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("docmem"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice { message: e.to_string() })?;
+        let lost = Arc::new(Mutex::new(None));
+        let sink = lost.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut first) = sink.lock() {
+                first.get_or_insert_with(|| e.to_string());
+            }
+        }));
+        Ok(Gpu { device, queue, info, limits, f16, lost })
+    }
+
+    /// [`Gpu::new`], waiting for it (native targets).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new_blocking(options: &GpuOptions) -> Result<Gpu, GpuError> {
+        pollster::block_on(Self::new(options))
+    }
+
+    /// The adapter's name and driver, e.g. `llvmpipe (LLVM 15.0.6, 256 bits), Vulkan`.
+    pub fn describe(&self) -> String {
+        format!("{}, {:?}", self.info.name, self.info.backend)
+    }
+
+    /// Whether the adapter could run f16 shaders (`shader-f16`).
+    pub fn has_f16(&self) -> bool {
+        self.f16
+    }
+
+    /// The largest buffer binding granted, in bytes.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size
+    }
+
+    /// The first error the device has reported, if any (as an error to return).
+    pub(crate) fn check(&self) -> Result<(), GpuError> {
+        match self.lost.lock().ok().and_then(|first| first.clone()) {
+            Some(message) => Err(GpuError::Device { message }),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The compiled WGSL kernels and how they are dispatched.
+//!
+//! Each kernel is one WGSL file under `wgsl/`, compiled once per device. A call records a
+//! dispatch into the caller's command encoder; nothing runs until the caller submits, so
+//! a whole forward pass can go in one command buffer. Parameters travel in a small uniform
+//! buffer per call for now; the model runner will keep those in a pool (the token loop must
+//! not create buffers).
+
+use super::buffers::{block_layout, GpuMatrix, GpuVector};
+use super::device::{Gpu, GpuError};
+use crate::gguf::GgmlType;
+
+/// Threads per workgroup in every kernel (the WGSL files say the same).
+const WORKGROUP: u32 = 64;
+/// The most workgroups along one dispatch dimension WebGPU guarantees.
+const MAX_GROUPS: u32 = 65_535;
+
+/// The compiled kernels of one device.
+#[derive(Debug)]
+pub struct Kernels {
+    matvec_f32: wgpu::ComputePipeline,
+    matvec_q4_1: wgpu::ComputePipeline,
+    matvec_q8_0: wgpu::ComputePipeline,
+    rms_norm: wgpu::ComputePipeline,
+    rope: wgpu::ComputePipeline,
+    swiglu: wgpu::ComputePipeline,
+    add: wgpu::ComputePipeline,
+    softmax: wgpu::ComputePipeline,
+}
+
+/// Workgroup reductions, prepended to the kernels that sum or take maxima.
+const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
+/// The matrix × vector kernel, after a block format's `block_dot`.
+const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
+/// The element-wise kernel, after an operation's `op`.
+const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
+
+/// A pipeline from WGSL pieces joined in order (WGSL has no includes).
+fn pipeline(gpu: &Gpu, name: &str, pieces: &[&str]) -> wgpu::ComputePipeline {
+    let source = pieces.join("\n");
+    let module = gpu
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) });
+    gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(name),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// A uniform buffer holding `words` (each a u32 or an f32's bits).
+fn params(gpu: &Gpu, words: &[u32]) -> wgpu::Buffer {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("params"),
+        size: bytes.len().next_multiple_of(16) as u64,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    gpu.queue.write_buffer(&buffer, 0, &bytes);
+    buffer
+}
+
+/// Workgroups for `n` items, one item per workgroup: `(x, y)` with `x · y ≥ n`.
+fn groups_2d(n: u32) -> (u32, u32) {
+    let x = n.clamp(1, MAX_GROUPS);
+    (x, n.div_ceil(x).max(1))
+}
+
+/// Fail unless `len` is `expected`.
+fn shape(what: &'static str, len: usize, expected: usize) -> Result<(), GpuError> {
+    if len == expected {
+        Ok(())
+    } else {
+        Err(GpuError::Shape { what, expected, got: len })
+    }
+}
+
+fn u32_of(n: usize, what: &'static str) -> Result<u32, GpuError> {
+    u32::try_from(n).map_err(|_| GpuError::Shape { what, expected: u32::MAX as usize, got: n })
+}
+
+impl Kernels {
+    /// Compile every kernel for `gpu`.
+    pub fn new(gpu: &Gpu) -> Kernels {
+        Kernels {
+            matvec_f32: pipeline(gpu, "matvec_f32", &[REDUCE, include_str!("wgsl/matvec_f32.wgsl"), MATVEC]),
+            matvec_q4_1: pipeline(gpu, "matvec_q4_1", &[REDUCE, include_str!("wgsl/matvec_q4_1.wgsl"), MATVEC]),
+            matvec_q8_0: pipeline(gpu, "matvec_q8_0", &[REDUCE, include_str!("wgsl/matvec_q8_0.wgsl"), MATVEC]),
+            rms_norm: pipeline(gpu, "rms_norm", &[REDUCE, include_str!("wgsl/rms_norm.wgsl")]),
+            rope: pipeline(gpu, "rope", &[include_str!("wgsl/rope.wgsl")]),
+            swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
+            add: pipeline(gpu, "add", &[include_str!("wgsl/add.wgsl"), ELEMENTWISE]),
+            softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
+        }
+    }
+
+    /// Record one dispatch of `pipeline` with `buffers` at bindings 0.. and `words` as the
+    /// uniform after them.
+    fn dispatch(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        words: &[u32],
+        groups: (u32, u32, u32),
+    ) {
+        let uniform = params(gpu, words);
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> =
+            buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() }).collect();
+        entries.push(wgpu::BindGroupEntry { binding: buffers.len() as u32, resource: uniform.as_entire_binding() });
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+    }
+
+    /// `y[t] = w · x[t]` for each of `tokens` rows of `x` (`tokens × w.cols`); `y` holds
+    /// `tokens × w.rows`.
+    pub fn matvec(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        w: &GpuMatrix,
+        x: &GpuVector,
+        tokens: usize,
+        y: &GpuVector,
+    ) -> Result<(), GpuError> {
+        shape("matvec input", x.len, tokens * w.cols)?;
+        shape("matvec output", y.len, tokens * w.rows)?;
+        let pipeline = match w.ty {
+            GgmlType::F32 => &self.matvec_f32,
+            GgmlType::Q4_1 => &self.matvec_q4_1,
+            GgmlType::Q8_0 => &self.matvec_q8_0,
+            ty => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
+        };
+        let values = block_layout(w.ty).map_or(1, |l| l.values);
+        let tokens = u32_of(tokens, "matvec tokens")?;
+        if tokens > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "matvec tokens", expected: MAX_GROUPS as usize, got: tokens as usize });
+        }
+        for part in &w.parts {
+            let rows = u32_of(part.rows, "matrix rows")?;
+            let (gx, gy) = groups_2d(rows);
+            let words = [
+                rows,
+                u32_of(w.cols / values, "matrix blocks")?,
+                u32_of(w.cols, "matrix columns")?,
+                u32_of(w.rows, "matrix rows")?,
+                u32_of(part.first_row, "matrix rows")?,
+                gx,
+                0,
+                0,
+            ];
+            self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tokens));
+        }
+        Ok(())
+    }
+
+    /// `y = rms_norm(x) · weight` over rows of `weight.len` values.
+    pub fn rms_norm(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        x: &GpuVector,
+        weight: &GpuVector,
+        eps: f32,
+        y: &GpuVector,
+    ) -> Result<(), GpuError> {
+        let n = weight.len.max(1);
+        shape("rms_norm input", x.len, x.len / n * n)?;
+        shape("rms_norm output", y.len, x.len)?;
+        let rows = u32_of(x.len / n, "rms_norm rows")?;
+        if rows > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
+        }
+        let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), 0];
+        self.dispatch(gpu, enc, &self.rms_norm, &[&x.buffer, &weight.buffer, &y.buffer], &words, (rows, 1, 1));
+        Ok(())
+    }
+
+    /// Rotate `x` (`tokens × heads × head_dim`) in place by the angles `angles` holds for
+    /// each token (`tokens × pairs` (cos, sin) pairs, flattened; see
+    /// [`crate::cpu::attention::rope_angles`]).
+    #[allow(clippy::too_many_arguments)] // the shape of one RoPE call
+    pub fn rope(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        x: &GpuVector,
+        angles: &GpuVector,
+        (tokens, heads, head_dim, pairs): (usize, usize, usize, usize),
+        neox: bool,
+    ) -> Result<(), GpuError> {
+        shape("rope input", x.len, tokens * heads * head_dim)?;
+        shape("rope angles", angles.len, tokens * pairs * 2)?;
+        if 2 * pairs > head_dim {
+            return Err(GpuError::Shape { what: "rope pairs", expected: head_dim / 2, got: pairs });
+        }
+        let n = u32_of(tokens * heads * pairs, "rope pairs")?;
+        let words = [
+            u32_of(head_dim, "head_dim")?,
+            u32_of(heads, "heads")?,
+            u32_of(pairs, "pairs")?,
+            u32::from(neox),
+            u32_of(tokens, "tokens")?,
+            0,
+            0,
+            0,
+        ];
+        let groups = n.div_ceil(WORKGROUP);
+        if groups > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "rope pairs", expected: (MAX_GROUPS * WORKGROUP) as usize, got: n as usize });
+        }
+        self.dispatch(gpu, enc, &self.rope, &[&x.buffer, &angles.buffer], &words, (groups.max(1), 1, 1));
+        Ok(())
+    }
+
+    /// `gate = silu(gate) · up`, element by element.
+    pub fn swiglu(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
+        self.elementwise(gpu, enc, &self.swiglu, gate, up, "swiglu")
+    }
+
+    /// `a += b`, element by element.
+    pub fn add(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
+        self.elementwise(gpu, enc, &self.add, a, b, "add")
+    }
+
+    fn elementwise(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        a: &GpuVector,
+        b: &GpuVector,
+        what: &'static str,
+    ) -> Result<(), GpuError> {
+        shape(what, b.len, a.len)?;
+        let n = u32_of(a.len, what)?;
+        let groups = n.div_ceil(WORKGROUP);
+        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        self.dispatch(gpu, enc, pipeline, &[&a.buffer, &b.buffer], &[n, 0, 0, 0], (gx, gy, 1));
+        Ok(())
+    }
+
+    /// Each row of `n` values of `x`, in place: `softmax(scale · row)`.
+    pub fn softmax(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, n: usize, scale: f32) -> Result<(), GpuError> {
+        let n = n.max(1);
+        shape("softmax input", x.len, x.len / n * n)?;
+        let rows = u32_of(x.len / n, "softmax rows")?;
+        if rows > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "softmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
+        }
+        self.dispatch(gpu, enc, &self.softmax, &[&x.buffer], &[u32_of(n, "softmax width")?, rows, scale.to_bits(), 0], (rows, 1, 1));
+        Ok(())
+    }
+
+    /// Submit what `record` records, as one command buffer, and check the device.
+    pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
+        record(&mut enc)?;
+        gpu.queue.submit([enc.finish()]);
+        gpu.check()
+    }
+}

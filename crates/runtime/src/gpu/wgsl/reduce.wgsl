@@ -1,0 +1,33 @@
+// Workgroup reductions over 64 threads (prepended to the kernels that use them). Every
+// thread of the workgroup must call them, in uniform control flow.
+
+const WG: u32 = 64u;
+var<workgroup> partial: array<f32, 64>;
+
+fn workgroup_sum(lid: u32, v: f32) -> f32 {
+    partial[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            partial[lid] += partial[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = partial[0];
+    workgroupBarrier();
+    return total;
+}
+
+fn workgroup_max(lid: u32, v: f32) -> f32 {
+    partial[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            partial[lid] = max(partial[lid], partial[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let top = partial[0];
+    workgroupBarrier();
+    return top;
+}
