@@ -84,6 +84,10 @@ impl HasErrorCode for GpuError {
     }
 }
 
+/// Storage buffers the widest kernel binds (attention: query, keys, values, scores,
+/// output); WebGPU guarantees 8.
+const STORAGE_BUFFERS: u32 = 5;
+
 /// What the caller needs from the device.
 #[derive(Clone, Debug, Default)]
 pub struct GpuOptions {
@@ -142,9 +146,17 @@ impl Gpu {
                 offered: binding,
             });
         }
-        // The WebGPU defaults every adapter must offer, raised to the adapter's own buffer
-        // limits (weights are large) and nothing else.
+        if offered.max_storage_buffers_per_shader_stage < STORAGE_BUFFERS {
+            return Err(GpuError::MissingLimit {
+                limit: "maxStorageBuffersPerShaderStage",
+                needed: u64::from(STORAGE_BUFFERS),
+                offered: u64::from(offered.max_storage_buffers_per_shader_stage),
+            });
+        }
+        // The lowest limits wgpu knows, raised to what the kernels need (storage buffers
+        // per kernel) and to the adapter's own buffer sizes (weights are large).
         let mut limits = wgpu::Limits::downlevel_defaults();
+        limits.max_storage_buffers_per_shader_stage = STORAGE_BUFFERS;
         limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size;
         limits.max_buffer_size = offered.max_buffer_size;
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);

@@ -26,6 +26,24 @@ pub struct Kernels {
     swiglu: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     softmax: wgpu::ComputePipeline,
+    kv_store: wgpu::ComputePipeline,
+    attention: wgpu::ComputePipeline,
+}
+
+/// The shape of one attention call: `tokens` new query rows (positions `n_past..`) of
+/// `heads` heads, over a cache of `kv_heads` heads of `head_dim` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Values per head.
+    pub head_dim: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (a divisor of `heads`).
+    pub kv_heads: usize,
+    /// New query rows.
+    pub tokens: usize,
+    /// Positions already in the cache before them.
+    pub n_past: usize,
 }
 
 /// Workgroup reductions, prepended to the kernels that sum or take maxima.
@@ -95,6 +113,8 @@ impl Kernels {
             swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
             add: pipeline(gpu, "add", &[include_str!("wgsl/add.wgsl"), ELEMENTWISE]),
             softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
+            kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
+            attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
         }
     }
 
@@ -261,6 +281,87 @@ impl Kernels {
             return Err(GpuError::Shape { what: "softmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         self.dispatch(gpu, enc, &self.softmax, &[&x.buffer], &[u32_of(n, "softmax width")?, rows, scale.to_bits(), 0], (rows, 1, 1));
+        Ok(())
+    }
+
+    /// Append `tokens` rows of `width` floats from `src` to `cache` at row `n_past`
+    /// (rounded to f16 precision, as the cache is kept).
+    #[allow(clippy::too_many_arguments)] // the shape of one cache write
+    pub fn kv_store(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        src: &GpuVector,
+        cache: &GpuVector,
+        width: usize,
+        tokens: usize,
+        n_past: usize,
+    ) -> Result<(), GpuError> {
+        shape("cache rows", src.len, width * tokens)?;
+        if cache.len < (n_past + tokens) * width {
+            return Err(GpuError::Shape { what: "cache", expected: (n_past + tokens) * width, got: cache.len });
+        }
+        let n = u32_of(width * tokens, "cache rows")?;
+        let groups = n.div_ceil(WORKGROUP);
+        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        let words = [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, 0];
+        self.dispatch(gpu, enc, &self.kv_store, &[&src.buffer, &cache.buffer], &words, (gx, gy, 1));
+        Ok(())
+    }
+
+    /// Causal attention of the query rows `q` (`tokens × heads × head_dim`) over the caches
+    /// `k` and `v` (rows `0..n_past + tokens` filled), into `out` (the shape of `q`);
+    /// `scores` is scratch of at least `tokens × heads × (n_past + tokens)` floats.
+    #[allow(clippy::too_many_arguments)] // the operands of one attention call
+    pub fn attention(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        q: &GpuVector,
+        (k, v): (&GpuVector, &GpuVector),
+        scores: &GpuVector,
+        out: &GpuVector,
+        a: AttentionShape,
+    ) -> Result<(), GpuError> {
+        let rows = a.tokens * a.heads * a.head_dim;
+        shape("attention queries", q.len, rows)?;
+        shape("attention output", out.len, rows)?;
+        if a.kv_heads == 0 || !a.heads.is_multiple_of(a.kv_heads) {
+            return Err(GpuError::Shape { what: "attention kv heads", expected: a.heads, got: a.kv_heads });
+        }
+        let filled = (a.n_past + a.tokens) * a.kv_heads * a.head_dim;
+        for (what, cache) in [("key cache", k), ("value cache", v)] {
+            if cache.len < filled {
+                return Err(GpuError::Shape { what, expected: filled, got: cache.len });
+            }
+        }
+        let ctx = a.n_past + a.tokens;
+        if scores.len < a.tokens * a.heads * ctx {
+            return Err(GpuError::Shape { what: "attention scores", expected: a.tokens * a.heads * ctx, got: scores.len });
+        }
+        let (heads, tokens) = (u32_of(a.heads, "heads")?, u32_of(a.tokens, "tokens")?);
+        if heads > MAX_GROUPS || tokens > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "attention tokens", expected: MAX_GROUPS as usize, got: a.tokens.max(a.heads) });
+        }
+        let scale = 1.0 / (a.head_dim as f32).sqrt();
+        let words = [
+            u32_of(a.head_dim, "head_dim")?,
+            heads,
+            u32_of(a.kv_heads, "kv heads")?,
+            tokens,
+            u32_of(a.n_past, "cache position")?,
+            u32_of(ctx, "context")?,
+            scale.to_bits(),
+            0,
+        ];
+        self.dispatch(
+            gpu,
+            enc,
+            &self.attention,
+            &[&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer],
+            &words,
+            (heads, tokens, 1),
+        );
         Ok(())
     }
 

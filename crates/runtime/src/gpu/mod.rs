@@ -10,7 +10,8 @@
 //! assumed, one error type), weight and activation buffers ([`GpuMatrix`], [`GpuVector`]:
 //! uploads in writes of at most 64 MiB, read-back), and the first kernels ([`Kernels`]):
 //! matrix × vector for f32, Q4_1 and Q8_0 (SmolLM2's types), RMSNorm, RoPE from an angle
-//! table, SwiGLU, residual add and softmax, each in its own WGSL file under `wgsl/` and
+//! table, SwiGLU, residual add, softmax, the f16-rounded K/V cache write and causal
+//! grouped-query attention over it, each in its own WGSL file under `wgsl/` and
 //! tested against the CPU reference (`tests.rs`, on Vulkan/llvmpipe in `npm test`). The
 //! whole-model runner (one command buffer per token, a buffer pool, sampling on the GPU)
 //! and the K-quant kernels come next; the CPU backend stays the reference throughout.
@@ -26,4 +27,4 @@ mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
-pub use kernels::Kernels;
+pub use kernels::{AttentionShape, Kernels};

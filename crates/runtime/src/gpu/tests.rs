@@ -167,3 +167,63 @@ fn shapes_and_types_are_checked() {
     assert_eq!(err, GpuError::Shape { what: "matvec input", expected: 64, got: 63 });
     assert!(err.to_string().contains("63 elements where 64 are needed"), "{err}");
 }
+
+/// Attention against a plain f64 reference on the same f16-rounded query, keys and values:
+/// grouped heads, a prefix already cached and several new tokens (each seeing only the
+/// positions up to its own).
+#[test]
+fn attention_over_the_cache_matches_a_plain_reference() {
+    let gpu = gpu();
+    let k = Kernels::new(&gpu);
+    let (head_dim, heads, kv_heads, n_past, tokens) = (64, 6, 2, 37, 3);
+    let kvw = kv_heads * head_dim;
+    let total = n_past + tokens;
+    let (keys, values) = (activations(total * kvw, 11), activations(total * kvw, 12));
+    let q = activations(tokens * heads * head_dim, 13);
+    let (gk, gv) = (GpuVector::zeros(&gpu, (total + 5) * kvw), GpuVector::zeros(&gpu, (total + 5) * kvw));
+    // The prefix in one write, the new tokens' rows in another.
+    let (kp, vp) = (GpuVector::from_slice(&gpu, &keys[..n_past * kvw]), GpuVector::from_slice(&gpu, &values[..n_past * kvw]));
+    let (kn, vn) = (GpuVector::from_slice(&gpu, &keys[n_past * kvw..]), GpuVector::from_slice(&gpu, &values[n_past * kvw..]));
+    let (gq, scores, out) =
+        (GpuVector::from_slice(&gpu, &q), GpuVector::zeros(&gpu, tokens * heads * total), GpuVector::zeros(&gpu, q.len()));
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past };
+    k.run(&gpu, |enc| {
+        k.kv_store(&gpu, enc, &kp, &gk, kvw, n_past, 0)?;
+        k.kv_store(&gpu, enc, &vp, &gv, kvw, n_past, 0)?;
+        k.kv_store(&gpu, enc, &kn, &gk, kvw, tokens, n_past)?;
+        k.kv_store(&gpu, enc, &vn, &gv, kvw, tokens, n_past)?;
+        k.attention(&gpu, enc, &gq, (&gk, &gv), &scores, &out, shape)
+    })
+    .unwrap();
+    let round = |v: &[f32]| {
+        let mut v = v.to_vec();
+        crate::cpu::f16_round_all(&mut v);
+        v
+    };
+    let (keys, values, q) = (round(&keys), round(&values), round(&q));
+    // The cache holds the rounded rows.
+    assert_close("key cache", &gk.read_blocking(&gpu).unwrap()[..total * kvw], &keys, |_| 0.0);
+    let mut want = vec![0f32; q.len()];
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    for t in 0..tokens {
+        for h in 0..heads {
+            let kvh = h / (heads / kv_heads);
+            let qh = &q[(t * heads + h) * head_dim..][..head_dim];
+            let n = n_past + t + 1;
+            let s: Vec<f64> = (0..n)
+                .map(|j| {
+                    qh.iter().zip(&keys[j * kvw + kvh * head_dim..][..head_dim]).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            for d in 0..head_dim {
+                let acc: f64 = (0..n).map(|j| e[j] * f64::from(values[j * kvw + kvh * head_dim + d])).sum();
+                want[(t * heads + h) * head_dim + d] = (acc / sum) as f32;
+            }
+        }
+    }
+    assert_close("attention", &out.read_blocking(&gpu).unwrap(), &want, |i| 2e-5 * want[i].abs() + 2e-6);
+}

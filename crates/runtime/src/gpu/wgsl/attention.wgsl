@@ -1,0 +1,66 @@
+// Causal grouped-query attention of `tokens` new query rows over a layer's cache (reduce.wgsl
+// is prepended). Token t (at position n_past + t) of head h attends to positions
+// 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup per (head, token). The
+// scores go to a scratch buffer (contexts are longer than workgroup memory), then softmax,
+// then each thread sums the weighted values of its dimensions. The query is rounded to f16
+// precision first, as the CPU backend rounds it for llama.cpp's f16 cache.
+
+struct Params {
+    head_dim: u32,
+    heads: u32,
+    kv_heads: u32,
+    tokens: u32,
+    n_past: u32,
+    ctx: u32,       // scratch row length (at least n_past + tokens)
+    scale: f32,
+    _pad0: u32,
+}
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn f16_round(x: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let h = wg.x;
+    let t = wg.y;
+    let kvh = h / (p.heads / p.kv_heads);
+    let n = p.n_past + t + 1u;
+    let qo = (t * p.heads + h) * p.head_dim;
+    let so = (t * p.heads + h) * p.ctx;
+    let kv_stride = p.kv_heads * p.head_dim;
+    var m = -3.4028235e38;
+    for (var j = lid.x; j < n; j += WG) {
+        let ko = j * kv_stride + kvh * p.head_dim;
+        var s = 0.0;
+        for (var d = 0u; d < p.head_dim; d++) {
+            s += f16_round(q[qo + d]) * k[ko + d];
+        }
+        s *= p.scale;
+        scores[so + j] = s;
+        m = max(m, s);
+    }
+    let top = workgroup_max(lid.x, m);
+    var sum = 0.0;
+    for (var j = lid.x; j < n; j += WG) {
+        let e = exp(scores[so + j] - top);
+        scores[so + j] = e;
+        sum += e;
+    }
+    let total = workgroup_sum(lid.x, sum);
+    storageBarrier();
+    for (var d = lid.x; d < p.head_dim; d += WG) {
+        var acc = 0.0;
+        for (var j = 0u; j < n; j++) {
+            acc += scores[so + j] * v[j * kv_stride + kvh * p.head_dim + d];
+        }
+        out[qo + d] = acc / total;
+    }
+}
