@@ -60,6 +60,20 @@ impl QMatrix {
         self
     }
 
+    /// The whole matrix in GGUF's layout (copied out of a re-laid matrix).
+    pub fn gguf_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if !self.interleaved {
+            return (&self.data[..]).into();
+        }
+        let mut out = Vec::with_capacity(self.row_bytes * self.rows);
+        let mut row = Vec::new();
+        for r in 0..self.rows {
+            x8::row(self.ty, &self.data, self.cols / 256, r, &mut row);
+            out.extend_from_slice(&row);
+        }
+        out.into()
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.data.len()

@@ -28,6 +28,19 @@ pub struct Kernels {
     softmax: wgpu::ComputePipeline,
     kv_store: wgpu::ComputePipeline,
     attention: wgpu::ComputePipeline,
+    quantize_q8: wgpu::ComputePipeline,
+}
+
+/// Whether the matrix × vector kernel for `ty` reads activations quantized to 8 bits
+/// ([`Kernels::quantize_q8`]), as the CPU backend's kernel for it does.
+pub fn reads_q8(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0)
+}
+
+/// Floats that `n` activations take quantized: their q values, then a (d, s) pair per
+/// block of 32.
+pub fn q8_len(n: usize) -> usize {
+    n + n / 16
 }
 
 /// The shape of one attention call: `tokens` new query rows (positions `n_past..`) of
@@ -115,6 +128,7 @@ impl Kernels {
             softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
             kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
+            quantize_q8: pipeline(gpu, "quantize_q8", &[include_str!("wgsl/quantize_q8.wgsl")]),
         }
     }
 
@@ -144,8 +158,22 @@ impl Kernels {
         pass.dispatch_workgroups(groups.0, groups.1, groups.2);
     }
 
+    /// Quantize the activations `x` (a multiple of 32 values) into `q` ([`q8_len`] floats)
+    /// for the kernels that [`reads_q8`].
+    pub fn quantize_q8(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, q: &GpuVector) -> Result<(), GpuError> {
+        shape("quantized activations", q.len, q8_len(x.len))?;
+        if !x.len.is_multiple_of(32) {
+            return Err(GpuError::Shape { what: "activations to quantize", expected: x.len.next_multiple_of(32), got: x.len });
+        }
+        let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
+        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        self.dispatch(gpu, enc, &self.quantize_q8, &[&x.buffer, &q.buffer], &[u32_of(x.len, "activations")?, 0, 0, 0], (gx, gy, 1));
+        Ok(())
+    }
+
     /// `y[t] = w · x[t]` for each of `tokens` rows of `x` (`tokens × w.cols`); `y` holds
-    /// `tokens × w.rows`.
+    /// `tokens × w.rows`. Where the weight type [`reads_q8`], `x` is the rows quantized
+    /// ([`Kernels::quantize_q8`], [`q8_len`] floats).
     pub fn matvec(
         &self,
         gpu: &Gpu,
@@ -155,7 +183,8 @@ impl Kernels {
         tokens: usize,
         y: &GpuVector,
     ) -> Result<(), GpuError> {
-        shape("matvec input", x.len, tokens * w.cols)?;
+        let inputs = tokens * w.cols;
+        shape("matvec input", x.len, if reads_q8(w.ty) { q8_len(inputs) } else { inputs })?;
         shape("matvec output", y.len, tokens * w.rows)?;
         let pipeline = match w.ty {
             GgmlType::F32 => &self.matvec_f32,
@@ -178,7 +207,7 @@ impl Kernels {
                 u32_of(w.rows, "matrix rows")?,
                 u32_of(part.first_row, "matrix rows")?,
                 gx,
-                0,
+                u32_of(inputs, "matvec input")?,
                 0,
             ];
             self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tokens));

@@ -12,9 +12,11 @@
 //! matrix × vector for f32, Q4_1 and Q8_0 (SmolLM2's types), RMSNorm, RoPE from an angle
 //! table, SwiGLU, residual add, softmax, the f16-rounded K/V cache write and causal
 //! grouped-query attention over it, each in its own WGSL file under `wgsl/` and
-//! tested against the CPU reference (`tests.rs`, on Vulkan/llvmpipe in `npm test`). The
-//! whole-model runner (one command buffer per token, a buffer pool, sampling on the GPU)
-//! and the K-quant kernels come next; the CPU backend stays the reference throughout.
+//! tested against the CPU reference (`tests.rs`, on Vulkan/llvmpipe in `npm test`); and
+//! [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command buffer per
+//! forward pass), checked against the CPU backend on SmolLM2 (`tests/gpu_parity.rs`). A
+//! buffer pool, sampling on the GPU and the K-quant kernels come next; the CPU backend
+//! stays the reference throughout.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
@@ -22,9 +24,11 @@
 mod buffers;
 mod device;
 mod kernels;
+mod model;
 #[cfg(test)]
 mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
-pub use kernels::{AttentionShape, Kernels};
+pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels};
+pub use model::{GpuKvCache, GpuTransformer};

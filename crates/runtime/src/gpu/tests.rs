@@ -2,6 +2,9 @@
 //! adapter wgpu finds (here Vulkan on llvmpipe, from Debian's `mesa-vulkan-drivers`, which
 //! `scripts/setup.sh` installs). A failure names the element and both values.
 //!
+//! Matrix products with Q4_1 and Q8_0 weights read activations quantized to 8 bits, as the
+//! CPU's kernels do; the quantization itself must give the CPU's values exactly.
+//!
 //! Tolerances: the GPU sums in another order than the CPU (a 64-thread tree), and its `exp`
 //! is not libm's, so results agree to rounding, not bit for bit: matrix products within
 //! 1e-5 of the sum of the magnitudes of their terms, element-wise kernels within 2e-6
@@ -44,15 +47,33 @@ fn matvec_case(gpu: &Gpu, k: &Kernels, ty: GgmlType, rows: usize, cols: usize, t
     if let Some(bytes) = part_bytes {
         assert!(w.parts.len() > 1, "{bytes}-byte parts should split {rows} rows");
     }
-    let (gx, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, tokens * rows));
-    k.run(gpu, |enc| k.matvec(gpu, enc, &w, &gx, tokens, &gy)).unwrap();
+    let (gx, gq, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, tokens * rows));
+    k.run(gpu, |enc| {
+        k.quantize_q8(gpu, enc, &gx, &gq)?;
+        k.matvec(gpu, enc, &w, if reads_q8(ty) { &gq } else { &gx }, tokens, &gy)
+    })
+    .unwrap();
     let got = gy.read_blocking(gpu).unwrap();
     let mut want = vec![0f32; tokens * rows];
     let mut scale = vec![0f32; tokens * rows];
     for t in 0..tokens {
+        let xt = &x[t * cols..(t + 1) * cols];
+        // The CPU's own kernel, on the activations quantized as it quantizes them.
+        let mut q = crate::cpu::act::QuantizedRow::default();
+        q.quantize_q8(xt);
         for r in 0..rows {
-            let (row, xt) = (&dense[r * cols..(r + 1) * cols], &x[t * cols..(t + 1) * cols]);
-            want[t * rows + r] = row.iter().zip(xt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>() as f32;
+            let row = &dense[r * cols..(r + 1) * cols];
+            want[t * rows + r] = if reads_q8(ty) {
+                crate::cpu::dot::dot_row(
+                    ty,
+                    &data[r * data.len() / rows..(r + 1) * data.len() / rows],
+                    xt,
+                    &q,
+                    crate::cpu::dot::Batch::Small,
+                )
+            } else {
+                row.iter().zip(xt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>() as f32
+            };
             scale[t * rows + r] = row.iter().zip(xt).map(|(&a, &b)| (a * b).abs()).sum();
         }
     }
@@ -68,6 +89,23 @@ fn matvec_kernels_match_the_cpu_reference() {
         matvec_case(&gpu, &k, ty, 37, 256, 1, None);
         matvec_case(&gpu, &k, ty, 70, 2048, 3, None);
     }
+}
+
+#[test]
+fn activations_quantize_exactly_as_on_the_cpu() {
+    let gpu = gpu();
+    let k = Kernels::new(&gpu);
+    let mut x = activations(32 * 40, 21);
+    x[32..64].fill(0.0); // an all-zero block
+    x[70] = 3.0; // 63.5 once scaled by 127 / 6: a rounding tie, or next to one
+    x[71] = -6.0;
+    let (gx, gq) = (GpuVector::from_slice(&gpu, &x), GpuVector::zeros(&gpu, q8_len(x.len())));
+    k.run(&gpu, |enc| k.quantize_q8(&gpu, enc, &gx, &gq)).unwrap();
+    let got = gq.read_blocking(&gpu).unwrap();
+    let mut q = crate::cpu::act::QuantizedRow::default();
+    q.quantize_q8(&x);
+    let want: Vec<f32> = q.q8.iter().map(|&v| f32::from(v)).chain(q.q8_d.iter().zip(&q.q8_s).flat_map(|(&d, &s)| [d, s])).collect();
+    assert_close("quantized activations", &got, &want, |_| 0.0);
 }
 
 #[test]
@@ -164,8 +202,9 @@ fn shapes_and_types_are_checked() {
     let w = GpuMatrix::upload(&gpu, GgmlType::Q8_0, 1, 64, &data).unwrap();
     let (x, y) = (GpuVector::zeros(&gpu, 63), GpuVector::zeros(&gpu, 1));
     let err = k.run(&gpu, |enc| k.matvec(&gpu, enc, &w, &x, 1, &y)).unwrap_err();
-    assert_eq!(err, GpuError::Shape { what: "matvec input", expected: 64, got: 63 });
-    assert!(err.to_string().contains("63 elements where 64 are needed"), "{err}");
+    // Q8_0 reads the 64 values quantized: 64 q values and 2 (d, s) pairs.
+    assert_eq!(err, GpuError::Shape { what: "matvec input", expected: 68, got: 63 });
+    assert!(err.to_string().contains("63 elements where 68 are needed"), "{err}");
 }
 
 /// Attention against a plain f64 reference on the same f16-rounded query, keys and values:
@@ -219,9 +258,12 @@ fn attention_over_the_cache_matches_a_plain_reference() {
             let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
             let sum: f64 = e.iter().sum();
+            // Probabilities rounded to f16, as the CPU backend (and llama.cpp) rounds them.
+            let mut probs: Vec<f32> = e.iter().map(|x| (x / sum) as f32).collect();
+            crate::cpu::f16_round_all(&mut probs);
             for d in 0..head_dim {
-                let acc: f64 = (0..n).map(|j| e[j] * f64::from(values[j * kvw + kvh * head_dim + d])).sum();
-                want[(t * heads + h) * head_dim + d] = (acc / sum) as f32;
+                let acc: f64 = (0..n).map(|j| f64::from(probs[j]) * f64::from(values[j * kvw + kvh * head_dim + d])).sum();
+                want[(t * heads + h) * head_dim + d] = acc as f32;
             }
         }
     }

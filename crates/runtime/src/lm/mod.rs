@@ -134,6 +134,9 @@ pub enum LmError {
         /// The field.
         what: String,
     },
+    /// The GPU backend failed (or could not start: the CPU backend can run instead).
+    #[cfg(feature = "gpu")]
+    Gpu(crate::gpu::GpuError),
 }
 
 impl docmem_core::HasErrorCode for LmError {
@@ -146,6 +149,8 @@ impl docmem_core::HasErrorCode for LmError {
             // The template runs per prompt, so its failure is the loaded model's.
             LmError::Chat(_) | LmError::ContextFull { .. } => ErrorCode::ModelFailed,
             LmError::EmptyPrompt => ErrorCode::BadArgument,
+            #[cfg(feature = "gpu")]
+            LmError::Gpu(e) => docmem_core::HasErrorCode::code(e),
         }
     }
 }
@@ -161,6 +166,8 @@ impl fmt::Display for LmError {
             LmError::ContextFull { needed, limit } => write!(f, "{needed} tokens do not fit the context window of {limit}"),
             LmError::EmptyPrompt => write!(f, "the prompt is empty"),
             LmError::Golden { what } => write!(f, "golden file: '{what}' is missing or malformed"),
+            #[cfg(feature = "gpu")]
+            LmError::Gpu(e) => write!(f, "{e}"),
         }
     }
 }
@@ -171,6 +178,8 @@ macro_rules! from_err {
     ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
 }
 from_err!(SourceError => Source, GgufError => Gguf, ModelError => Model, TokenizerError => Tokenizer, ChatError => Chat);
+#[cfg(feature = "gpu")]
+from_err!(crate::gpu::GpuError => Gpu);
 
 /// What to generate from.
 #[derive(Clone, Copy, Debug)]
@@ -380,6 +389,12 @@ impl<B: Backend> Lm<B> {
     /// Wrap a backend with its tokenizer and template.
     pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
         Lm { tokenizer, chat, backend, context }
+    }
+
+    /// The same model on another backend built from this one (the GPU backend is built
+    /// from the loaded CPU weights).
+    pub fn map_backend<C: Backend, E>(self, build: impl FnOnce(B) -> Result<C, E>) -> Result<Lm<C>, E> {
+        Ok(Lm { tokenizer: self.tokenizer, chat: self.chat, backend: build(self.backend)?, context: self.context })
     }
 
     /// Hyper-parameters.

@@ -2,8 +2,9 @@
 // is prepended). Token t (at position n_past + t) of head h attends to positions
 // 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup per (head, token). The
 // scores go to a scratch buffer (contexts are longer than workgroup memory), then softmax,
-// then each thread sums the weighted values of its dimensions. The query is rounded to f16
-// precision first, as the CPU backend rounds it for llama.cpp's f16 cache.
+// then each thread sums the weighted values of its dimensions. The query, and each
+// normalised probability, are rounded to f16 precision, as the CPU backend rounds them for
+// llama.cpp's f16 cache (whose products take f16 operands).
 
 struct Params {
     head_dim: u32,
@@ -54,13 +55,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         scores[so + j] = e;
         sum += e;
     }
-    let total = workgroup_sum(lid.x, sum);
+    let inv = 1.0 / workgroup_sum(lid.x, sum);
     storageBarrier();
     for (var d = lid.x; d < p.head_dim; d += WG) {
         var acc = 0.0;
         for (var j = 0u; j < n; j++) {
-            acc += scores[so + j] * v[j * kv_stride + kvh * p.head_dim + d];
+            acc += f16_round(scores[so + j] * inv) * v[j * kv_stride + kvh * p.head_dim + d];
         }
-        out[qo + d] = acc / total;
+        out[qo + d] = acc;
     }
 }

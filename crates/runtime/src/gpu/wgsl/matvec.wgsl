@@ -2,7 +2,8 @@
 // when larger than a binding): one workgroup per row and token, its 64 threads taking
 // blocks in turn, then a tree sum. The block format's file, prepended, defines
 // `BLOCK_VALUES` and `block_dot(block, xo)`: block `block` (an index over the part's
-// blocks) against x[xo .. xo + BLOCK_VALUES].
+// blocks) against x[xo .. xo + BLOCK_VALUES] (the activations as f32, or quantized by
+// quantize_q8.wgsl, as the format's CPU kernel reads them).
 
 struct Params {
     rows: u32,       // rows in this part
@@ -11,7 +12,7 @@ struct Params {
     out_rows: u32,   // rows of the whole matrix (y's row length)
     first_row: u32,  // this part's first row in the whole matrix
     row_groups: u32, // workgroups along x (rows past 65535 continue along y)
-    _pad0: u32,
+    scales_at: u32,  // quantized activations: where their (d, s) pairs start in x
     _pad1: u32,
 }
 

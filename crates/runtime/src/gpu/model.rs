@@ -1,0 +1,284 @@
+//! A decoder on the GPU: the CPU backend's model, layer for layer, in WGSL kernels, behind
+//! the same [`Backend`] trait, so [`crate::lm::Lm`] generates with it unchanged.
+//!
+//! A forward pass records every layer into one command buffer and reads back only the
+//! logits. The token embeddings stay on the CPU (one row per token is looked up and
+//! uploaded); the rest of the weights live in GPU buffers. The K/V cache is one pair of
+//! buffers per layer that grows by doubling; forking a sequence copies its filled rows on
+//! the GPU.
+//!
+//! Not yet: a pool for the per-call parameter and scratch buffers (each forward creates
+//! its own), sampling on the GPU (the logits come back whole), the K-quant kernels (so the
+//! 1.5B reader does not run here yet), and streaming weights from the file straight to the
+//! GPU (they are uploaded from the loaded CPU model).
+
+use super::buffers::GpuVector;
+use super::device::{Gpu, GpuError};
+use super::kernels::{q8_len, reads_q8, AttentionShape, Kernels};
+use super::GpuMatrix;
+use crate::cpu::attention::rope_angles;
+use crate::cpu::matmul::QMatrix;
+use crate::cpu::transformer::{CpuTransformer, Logits};
+use crate::lm::{Backend, LmError};
+use crate::model::ModelConfig;
+
+/// One layer's weights on the GPU.
+#[derive(Debug)]
+struct GpuLayer {
+    attn_norm: GpuVector,
+    wq: GpuMatrix,
+    wk: GpuMatrix,
+    wv: GpuMatrix,
+    biases: [Option<Vec<f32>>; 3],
+    wo: GpuMatrix,
+    ffn_norm: GpuVector,
+    w_gate: GpuMatrix,
+    w_up: GpuMatrix,
+    w_down: GpuMatrix,
+}
+
+/// The decoder on a GPU device.
+#[derive(Debug)]
+pub struct GpuTransformer {
+    gpu: Gpu,
+    kernels: Kernels,
+    cfg: ModelConfig,
+    token_embd: QMatrix,
+    layers: Vec<GpuLayer>,
+    output_norm: GpuVector,
+    head: GpuMatrix,
+    theta_scale: f32,
+}
+
+/// A sequence's K/V cache on the GPU.
+#[derive(Debug)]
+pub struct GpuKvCache {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    k: Vec<GpuVector>,
+    v: Vec<GpuVector>,
+    len: usize,
+    /// Rows each layer's buffers hold.
+    capacity: usize,
+    kv_width: usize,
+}
+
+impl Clone for GpuKvCache {
+    fn clone(&self) -> Self {
+        let rows = self.capacity;
+        let copy = |src: &GpuVector| {
+            let dst = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kv cache"),
+                size: src.buffer.size(),
+                usage: src.buffer.usage(),
+                mapped_at_creation: false,
+            });
+            let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("fork") });
+            let filled = (self.len * self.kv_width * 4) as u64;
+            if filled > 0 {
+                enc.copy_buffer_to_buffer(&src.buffer, 0, &dst, 0, filled);
+            }
+            self.queue.submit([enc.finish()]);
+            GpuVector { len: rows * self.kv_width, buffer: dst }
+        };
+        GpuKvCache {
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            k: self.k.iter().map(copy).collect(),
+            v: self.v.iter().map(copy).collect(),
+            len: self.len,
+            capacity: self.capacity,
+            kv_width: self.kv_width,
+        }
+    }
+}
+
+/// Rows a new cache holds before it first grows.
+const FIRST_CAPACITY: usize = 256;
+
+impl GpuTransformer {
+    /// Upload a loaded CPU model's weights to `gpu`.
+    pub fn from_cpu(gpu: Gpu, cpu: &CpuTransformer) -> Result<GpuTransformer, GpuError> {
+        let matrix = |m: &QMatrix| GpuMatrix::upload(&gpu, m.ty, m.rows, m.cols, &m.gguf_bytes());
+        let mut layers = Vec::with_capacity(cpu.weights.layers.len());
+        for l in &cpu.weights.layers {
+            layers.push(GpuLayer {
+                attn_norm: GpuVector::from_slice(&gpu, &l.attn_norm),
+                wq: matrix(&l.wq)?,
+                wk: matrix(&l.wk)?,
+                wv: matrix(&l.wv)?,
+                biases: [l.bq.clone(), l.bk.clone(), l.bv.clone()],
+                wo: matrix(&l.wo)?,
+                ffn_norm: GpuVector::from_slice(&gpu, &l.ffn_norm),
+                w_gate: matrix(&l.w_gate)?,
+                w_up: matrix(&l.w_up)?,
+                w_down: matrix(&l.w_down)?,
+            });
+        }
+        let output_norm = GpuVector::from_slice(&gpu, &cpu.weights.output_norm);
+        let head = matrix(cpu.weights.lm_head())?;
+        let cfg = cpu.cfg.clone();
+        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
+        let kernels = Kernels::new(&gpu);
+        gpu.check()?;
+        Ok(GpuTransformer { gpu, kernels, cfg, token_embd: cpu.weights.token_embd.clone(), layers, output_norm, head, theta_scale })
+    }
+
+    /// The device this model runs on (its adapter, for reports).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn cache_buffers(&self, rows: usize) -> Vec<GpuVector> {
+        (0..self.cfg.n_layer).map(|_| GpuVector::zeros(&self.gpu, rows * self.cfg.kv_width())).collect()
+    }
+
+    /// Make room for `more` rows, doubling the buffers (and copying what they hold).
+    fn reserve(&self, cache: &mut GpuKvCache, more: usize) {
+        let need = cache.len + more;
+        if need <= cache.capacity {
+            return;
+        }
+        let rows = need.next_power_of_two().max(FIRST_CAPACITY);
+        let (k, v) = (self.cache_buffers(rows), self.cache_buffers(rows));
+        let mut enc = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("grow cache") });
+        let filled = (cache.len * cache.kv_width * 4) as u64;
+        if filled > 0 {
+            for (old, new) in cache.k.iter().zip(&k).chain(cache.v.iter().zip(&v)) {
+                enc.copy_buffer_to_buffer(&old.buffer, 0, &new.buffer, 0, filled);
+            }
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        (cache.k, cache.v, cache.capacity) = (k, v, rows);
+    }
+
+    /// Append `tokens` to `cache`; logits of the last row or of every row.
+    fn run(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
+        let cfg = &self.cfg;
+        let (t_n, e, kvw, hd) = (tokens.len(), cfg.n_embd, cfg.kv_width(), cfg.head_dim);
+        if t_n == 0 {
+            return Ok(Vec::new());
+        }
+        self.reserve(cache, t_n);
+        let gpu = &self.gpu;
+        let k = &self.kernels;
+        let n_past = cache.len;
+        // Token embeddings, looked up on the CPU.
+        let mut x = Vec::with_capacity(t_n * e);
+        let mut row = Vec::with_capacity(e);
+        for &t in tokens {
+            self.token_embd.row_f32((t as usize).min(cfg.vocab - 1), &mut row);
+            x.extend_from_slice(&row);
+        }
+        // RoPE's angles for the new positions, computed as the CPU backend computes them.
+        let pairs = cfg.rope_dims / 2;
+        let mut angles = Vec::with_capacity(t_n * pairs * 2);
+        let mut cs = vec![(0f32, 0f32); pairs];
+        for p in n_past..n_past + t_n {
+            rope_angles(p, self.theta_scale, &mut cs);
+            angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+        }
+        let zeros = |n: usize| GpuVector::zeros(gpu, n);
+        let x = GpuVector::from_slice(gpu, &x);
+        let angles = GpuVector::from_slice(gpu, &angles);
+        let (h, q, kk, vv, attn, o) = (
+            zeros(t_n * e),
+            zeros(t_n * cfg.n_head * hd),
+            zeros(t_n * kvw),
+            zeros(t_n * kvw),
+            zeros(t_n * cfg.n_head * hd),
+            zeros(t_n * e),
+        );
+        let (gate, up) = (zeros(t_n * cfg.n_ff), zeros(t_n * cfg.n_ff));
+        // Quantized copies of the matrices' inputs, for the kernels that read them so.
+        let (hq, attn_q, gate_q) = (zeros(q8_len(t_n * e)), zeros(q8_len(t_n * cfg.n_head * hd)), zeros(q8_len(t_n * cfg.n_ff)));
+        let scores = zeros(t_n * cfg.n_head * (n_past + t_n));
+        // Biases (qwen2), repeated for each token.
+        let biases: Vec<[Option<GpuVector>; 3]> = self
+            .layers
+            .iter()
+            .map(|l| l.biases.each_ref().map(|b| b.as_ref().map(|b| GpuVector::from_slice(gpu, &b.repeat(t_n)))))
+            .collect();
+        let logit_rows = if which == Logits::All { t_n } else { 1 };
+        let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
+        let normed_q = zeros(q8_len(logit_rows * e));
+        let shape = AttentionShape { head_dim: hd, heads: cfg.n_head, kv_heads: cfg.n_head_kv, tokens: t_n, n_past };
+        let neox = cfg.arch.rope_neox();
+        k.run(gpu, |enc| {
+            // `w · x` with `x` (f32) or its quantized copy `xq`, as `w`'s kernel reads it.
+            let product = |enc: &mut wgpu::CommandEncoder, w: &GpuMatrix, (x, xq): (&GpuVector, &GpuVector), y: &GpuVector| {
+                k.matvec(gpu, enc, w, if reads_q8(w.ty) { xq } else { x }, t_n, y)
+            };
+            for (l, w) in self.layers.iter().enumerate() {
+                k.rms_norm(gpu, enc, &x, &w.attn_norm, cfg.rms_eps, &h)?;
+                k.quantize_q8(gpu, enc, &h, &hq)?;
+                product(enc, &w.wq, (&h, &hq), &q)?;
+                product(enc, &w.wk, (&h, &hq), &kk)?;
+                product(enc, &w.wv, (&h, &hq), &vv)?;
+                for (out, bias) in [&q, &kk, &vv].into_iter().zip(&biases[l]) {
+                    if let Some(b) = bias {
+                        k.add(gpu, enc, out, b)?;
+                    }
+                }
+                k.rope(gpu, enc, &q, &angles, (t_n, cfg.n_head, hd, pairs), neox)?;
+                k.rope(gpu, enc, &kk, &angles, (t_n, cfg.n_head_kv, hd, pairs), neox)?;
+                k.kv_store(gpu, enc, &kk, &cache.k[l], kvw, t_n, n_past)?;
+                k.kv_store(gpu, enc, &vv, &cache.v[l], kvw, t_n, n_past)?;
+                k.attention(gpu, enc, &q, (&cache.k[l], &cache.v[l]), &scores, &attn, shape)?;
+                k.quantize_q8(gpu, enc, &attn, &attn_q)?;
+                product(enc, &w.wo, (&attn, &attn_q), &o)?;
+                k.add(gpu, enc, &x, &o)?;
+                k.rms_norm(gpu, enc, &x, &w.ffn_norm, cfg.rms_eps, &h)?;
+                k.quantize_q8(gpu, enc, &h, &hq)?;
+                product(enc, &w.w_gate, (&h, &hq), &gate)?;
+                product(enc, &w.w_up, (&h, &hq), &up)?;
+                k.swiglu(gpu, enc, &gate, &up)?;
+                k.quantize_q8(gpu, enc, &gate, &gate_q)?;
+                product(enc, &w.w_down, (&gate, &gate_q), &o)?;
+                k.add(gpu, enc, &x, &o)?;
+            }
+            let from = ((t_n - logit_rows) * e * 4) as u64;
+            enc.copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
+            k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
+            k.quantize_q8(gpu, enc, &normed, &normed_q)?;
+            k.matvec(gpu, enc, &self.head, if reads_q8(self.head.ty) { &normed_q } else { &normed }, logit_rows, &logits)
+        })?;
+        cache.len += t_n;
+        logits.read_blocking(gpu)
+    }
+}
+
+impl Backend for GpuTransformer {
+    type Cache = GpuKvCache;
+
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn new_cache(&self) -> GpuKvCache {
+        GpuKvCache {
+            device: self.gpu.device.clone(),
+            queue: self.gpu.queue.clone(),
+            k: Vec::new(),
+            v: Vec::new(),
+            len: 0,
+            capacity: 0,
+            kv_width: self.cfg.kv_width(),
+        }
+    }
+
+    fn cache_len(&self, cache: &GpuKvCache) -> usize {
+        cache.len
+    }
+
+    fn truncate(&self, cache: &mut GpuKvCache, len: usize) {
+        cache.len = cache.len.min(len);
+    }
+
+    fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad }));
+        }
+        Ok(self.run(cache, tokens, which)?)
+    }
+}
