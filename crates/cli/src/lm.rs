@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{log_prob, Lm, LoadOptions, Prompt, SamplingParams};
+use docmem_runtime::lm::{log_prob, Backend, Lm, LoadOptions, Prompt, SamplingParams};
 use docmem_runtime::tokenizer::Tokenizer;
 use serde::Serialize;
 
@@ -19,6 +19,28 @@ pub enum BackendKind {
     /// The CPU (SIMD kernels, all cores).
     #[default]
     Cpu,
+    /// The GPU through WebGPU's native APIs (Vulkan, Metal, D3D12); a CPU adapter such as
+    /// llvmpipe is taken when no GPU is found, and named on stderr.
+    #[cfg(feature = "gpu")]
+    Gpu,
+}
+
+/// Run `$body` with `$lm` bound to the model on the backend `$args` asks for (the commands
+/// are generic over [`Backend`]).
+macro_rules! with_lm {
+    ($args:expr, |$lm:ident| $body:expr) => {
+        match $args.backend {
+            BackendKind::Cpu => {
+                let $lm = $args.load()?;
+                $body
+            }
+            #[cfg(feature = "gpu")]
+            BackendKind::Gpu => {
+                let $lm = $args.load_gpu()?;
+                $body
+            }
+        }
+    };
 }
 
 /// Options every LM command shares.
@@ -41,9 +63,19 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// The model on the CPU.
     pub fn load(&self) -> Result<Lm, CliError> {
-        let BackendKind::Cpu = self.backend;
         Ok(Lm::load(&self.model, &LoadOptions { threads: self.threads, context: 0, quant: self.quant.into() })?)
+    }
+
+    /// The model on the GPU (loaded, then uploaded); the adapter is named on stderr.
+    #[cfg(feature = "gpu")]
+    pub fn load_gpu(&self) -> Result<Lm<docmem_runtime::gpu::GpuTransformer>, CliError> {
+        use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
+        use docmem_runtime::lm::LmError;
+        let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }).map_err(LmError::from)?;
+        eprintln!("[backend: gpu, {}]", gpu.describe());
+        Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, &cpu)).map_err(LmError::from)?)
     }
 }
 
@@ -107,7 +139,10 @@ pub struct GenerateArgs {
 }
 
 pub fn generate(a: &GenerateArgs) -> Result<(), CliError> {
-    let lm = a.model.load()?;
+    with_lm!(a.model, |lm| generate_with(a, &lm))
+}
+
+fn generate_with<B: Backend>(a: &GenerateArgs, lm: &Lm<B>) -> Result<(), CliError> {
     let params = SamplingParams {
         temperature: a.temperature,
         top_p: a.top_p,
@@ -180,7 +215,10 @@ struct TopToken {
 }
 
 pub fn logits(a: &LogitsArgs) -> Result<(), CliError> {
-    let lm = a.model.load()?;
+    with_lm!(a.model, |lm| logits_with(a, &lm))
+}
+
+fn logits_with<B: Backend>(a: &LogitsArgs, lm: &Lm<B>) -> Result<(), CliError> {
     let (ids, logits) = lm.next_token_logits(Prompt::Text(&a.prompt))?;
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let k = a.top.min(order.len()).max(1);
