@@ -95,7 +95,8 @@ fn params(gpu: &Gpu, words: &[u32]) -> wgpu::Buffer {
     buffer
 }
 
-/// Workgroups for `n` items, one item per workgroup: `(x, y)` with `x · y ≥ n`.
+/// A grid of `n` workgroups as `(x, y)` with `x · y ≥ n` and `x` at most 65,535 (the
+/// kernels number them `x + y · 65535`).
 fn groups_2d(n: u32) -> (u32, u32) {
     let x = n.clamp(1, MAX_GROUPS);
     (x, n.div_ceil(x).max(1))
@@ -166,7 +167,7 @@ impl Kernels {
             return Err(GpuError::Shape { what: "activations to quantize", expected: x.len.next_multiple_of(32), got: x.len });
         }
         let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
-        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        let (gx, gy) = groups_2d(groups);
         self.dispatch(gpu, enc, &self.quantize_q8, &[&x.buffer, &q.buffer], &[u32_of(x.len, "activations")?, 0, 0, 0], (gx, gy, 1));
         Ok(())
     }
@@ -296,7 +297,7 @@ impl Kernels {
         shape(what, b.len, a.len)?;
         let n = u32_of(a.len, what)?;
         let groups = n.div_ceil(WORKGROUP);
-        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        let (gx, gy) = groups_2d(groups);
         self.dispatch(gpu, enc, pipeline, &[&a.buffer, &b.buffer], &[n, 0, 0, 0], (gx, gy, 1));
         Ok(())
     }
@@ -332,7 +333,7 @@ impl Kernels {
         }
         let n = u32_of(width * tokens, "cache rows")?;
         let groups = n.div_ceil(WORKGROUP);
-        let (gx, gy) = if groups > MAX_GROUPS { (MAX_GROUPS, groups.div_ceil(MAX_GROUPS)) } else { (groups.max(1), 1) };
+        let (gx, gy) = groups_2d(groups);
         let words = [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, 0];
         self.dispatch(gpu, enc, &self.kv_store, &[&src.buffer, &cache.buffer], &words, (gx, gy, 1));
         Ok(())
