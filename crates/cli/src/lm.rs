@@ -75,7 +75,7 @@ impl ModelArgs {
         use docmem_runtime::lm::LmError;
         let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }).map_err(LmError::from)?;
         eprintln!("[backend: gpu, {}]", gpu.describe());
-        Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, &cpu)).map_err(LmError::from)?)
+        Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(LmError::from)?)
     }
 }
 

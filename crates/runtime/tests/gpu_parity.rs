@@ -33,7 +33,7 @@ fn smollm2() -> Lm {
 fn on_gpu(lm: Lm) -> Lm<GpuTransformer> {
     let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() })
         .unwrap_or_else(|e| panic!("{e}: the GPU tests need a Vulkan driver (scripts/setup.sh installs mesa-vulkan-drivers)"));
-    lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, &cpu)).unwrap()
+    lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).unwrap()
 }
 
 #[test]

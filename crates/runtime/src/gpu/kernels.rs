@@ -277,10 +277,12 @@ impl Kernels {
 
     /// `gate = silu(gate) · up`, element by element.
     pub fn swiglu(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
+        shape("swiglu", up.len, gate.len)?;
         self.elementwise(gpu, enc, &self.swiglu, gate, up, "swiglu")
     }
 
-    /// `a += b`, element by element.
+    /// `a += b`, element by element; `b` may be shorter and repeat (a bias added to each of
+    /// `a`'s rows), its length dividing `a`'s.
     pub fn add(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
         self.elementwise(gpu, enc, &self.add, a, b, "add")
     }
@@ -294,11 +296,13 @@ impl Kernels {
         b: &GpuVector,
         what: &'static str,
     ) -> Result<(), GpuError> {
-        shape(what, b.len, a.len)?;
+        if b.len == 0 || !a.len.is_multiple_of(b.len) {
+            return Err(GpuError::Shape { what, expected: a.len, got: b.len });
+        }
         let n = u32_of(a.len, what)?;
         let groups = n.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
-        self.dispatch(gpu, enc, pipeline, &[&a.buffer, &b.buffer], &[n, 0, 0, 0], (gx, gy, 1));
+        self.dispatch(gpu, enc, pipeline, &[&a.buffer, &b.buffer], &[n, u32_of(b.len, what)?, 0, 0], (gx, gy, 1));
         Ok(())
     }
 

@@ -29,7 +29,8 @@ struct GpuLayer {
     wq: GpuMatrix,
     wk: GpuMatrix,
     wv: GpuMatrix,
-    biases: [Option<Vec<f32>>; 3],
+    /// Query, key and value biases (qwen2), added to every token's row.
+    biases: [Option<GpuVector>; 3],
     wo: GpuMatrix,
     ffn_norm: GpuVector,
     w_gate: GpuMatrix,
@@ -97,8 +98,9 @@ impl Clone for GpuKvCache {
 const FIRST_CAPACITY: usize = 256;
 
 impl GpuTransformer {
-    /// Upload a loaded CPU model's weights to `gpu`.
-    pub fn from_cpu(gpu: Gpu, cpu: &CpuTransformer) -> Result<GpuTransformer, GpuError> {
+    /// Upload a loaded CPU model's weights to `gpu`; the token embeddings move over as they
+    /// are (looked up on the CPU), not copied.
+    pub fn from_cpu(gpu: Gpu, cpu: CpuTransformer) -> Result<GpuTransformer, GpuError> {
         let matrix = |m: &QMatrix| GpuMatrix::upload(&gpu, m.ty, m.rows, m.cols, &m.gguf_bytes());
         let mut layers = Vec::with_capacity(cpu.weights.layers.len());
         for l in &cpu.weights.layers {
@@ -107,7 +109,7 @@ impl GpuTransformer {
                 wq: matrix(&l.wq)?,
                 wk: matrix(&l.wk)?,
                 wv: matrix(&l.wv)?,
-                biases: [l.bq.clone(), l.bk.clone(), l.bv.clone()],
+                biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(&gpu, b))),
                 wo: matrix(&l.wo)?,
                 ffn_norm: GpuVector::from_slice(&gpu, &l.ffn_norm),
                 w_gate: matrix(&l.w_gate)?,
@@ -121,7 +123,7 @@ impl GpuTransformer {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = Kernels::new(&gpu);
         gpu.check()?;
-        Ok(GpuTransformer { gpu, kernels, cfg, token_embd: cpu.weights.token_embd.clone(), layers, output_norm, head, theta_scale })
+        Ok(GpuTransformer { gpu, kernels, cfg, token_embd: cpu.weights.token_embd, layers, output_norm, head, theta_scale })
     }
 
     /// The device this model runs on (its adapter, for reports).
@@ -193,12 +195,6 @@ impl GpuTransformer {
         // Quantized copies of the matrices' inputs, for the kernels that read them so.
         let (hq, attn_q, gate_q) = (zeros(q8_len(t_n * e)), zeros(q8_len(t_n * cfg.n_head * hd)), zeros(q8_len(t_n * cfg.n_ff)));
         let scores = zeros(t_n * cfg.n_head * (n_past + t_n));
-        // Biases (qwen2), repeated for each token.
-        let biases: Vec<[Option<GpuVector>; 3]> = self
-            .layers
-            .iter()
-            .map(|l| l.biases.each_ref().map(|b| b.as_ref().map(|b| GpuVector::from_slice(gpu, &b.repeat(t_n)))))
-            .collect();
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let normed_q = zeros(q8_len(logit_rows * e));
@@ -215,7 +211,7 @@ impl GpuTransformer {
                 product(enc, &w.wq, (&h, &hq), &q)?;
                 product(enc, &w.wk, (&h, &hq), &kk)?;
                 product(enc, &w.wv, (&h, &hq), &vv)?;
-                for (out, bias) in [&q, &kk, &vv].into_iter().zip(&biases[l]) {
+                for (out, bias) in [&q, &kk, &vv].into_iter().zip(&w.biases) {
                     if let Some(b) = bias {
                         k.add(gpu, enc, out, b)?;
                     }

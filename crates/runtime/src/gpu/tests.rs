@@ -178,6 +178,13 @@ fn elementwise_kernels_match_the_cpu_reference() {
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
     assert_close("add", &ga.read_blocking(&gpu).unwrap(), &want, |_| 0.0);
 
+    // A bias repeated over rows (Qwen's q/k/v biases, one row per token).
+    let bias = activations(750, 6);
+    let ga = GpuVector::from_slice(&gpu, &a);
+    k.run(&gpu, |enc| k.add(&gpu, enc, &ga, &GpuVector::from_slice(&gpu, &bias))).unwrap();
+    let want: Vec<f32> = a.iter().enumerate().map(|(i, x)| x + bias[i % 750]).collect();
+    assert_close("add a repeated bias", &ga.read_blocking(&gpu).unwrap(), &want, |_| 0.0);
+
     let (rows, width, scale) = (4, 750, 0.125f32);
     let ga = GpuVector::from_slice(&gpu, &a);
     k.run(&gpu, |enc| k.softmax(&gpu, enc, &ga, width, scale)).unwrap();

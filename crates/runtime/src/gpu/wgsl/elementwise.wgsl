@@ -1,10 +1,10 @@
-// Element-wise kernels over two vectors: `a[i] = op(a[i], b[i])` for i < n, 64 elements a
-// workgroup, workgroups past 65535 continuing along y. The operation's file, prepended,
-// defines `op`.
+// Element-wise kernels over two vectors: `a[i] = op(a[i], b[i % b_len])` for i < n (b
+// repeats: a bias added to every token's row), 64 elements a workgroup, workgroups past
+// 65535 continuing along y. The operation's file, prepended, defines `op`.
 
 struct Params {
     n: u32,
-    _pad0: u32,
+    b_len: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -19,5 +19,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (i >= p.n) {
         return;
     }
-    a[i] = op(a[i], b[i]);
+    a[i] = op(a[i], b[i % p.b_len]);
 }
