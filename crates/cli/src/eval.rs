@@ -71,7 +71,8 @@ pub struct RetrievalEvalArgs {
     /// Use only the first N articles (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit_docs: usize,
-    /// Use only the first N answerable questions of the split (0: all).
+    /// Use only N answerable questions of the split, evenly spaced over it so that every
+    /// article is asked about (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit_questions: usize,
     /// Which questions are scored: dev (about 30%, by a hash of the question id; tune
@@ -154,8 +155,16 @@ fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
         set.questions.retain(|q| q.document < a.limit_docs);
     }
     set.questions.retain(|q| !q.answers.is_empty() && a.split.includes(&q.id));
-    if a.limit_questions > 0 {
-        set.questions.truncate(a.limit_questions);
+    let n = set.questions.len();
+    if a.limit_questions > 0 && a.limit_questions < n {
+        // Question i·n/limit for i in 0..limit: a fixed, even spread over the split.
+        let keep: Vec<usize> = (0..a.limit_questions).map(|i| i * n / a.limit_questions).collect();
+        let mut i = 0;
+        set.questions.retain(|_| {
+            let kept = keep.binary_search(&i).is_ok();
+            i += 1;
+            kept
+        });
     }
     Ok(set)
 }
@@ -532,7 +541,7 @@ struct QaReport {
 }
 
 fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
-    use docmem_core::answer::{answer_prompt, says_not_in_documents, Memory};
+    use docmem_core::answer::{answer_prompt, says_not_in_documents, without_citations, Memory};
     use docmem_core::eval::{budget_parts, exact_match, f1, search_to_fill};
     use docmem_core::score::informational_support;
     use docmem_runtime::chat::ChatMessage;
@@ -583,7 +592,8 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
                 lm.generate(Prompt::Chat(&messages), &SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() }, |_| {
                     std::ops::ControlFlow::Continue(())
                 })?;
-            let answer = g.text.trim().lines().next().unwrap_or("").to_string();
+            // The first line, without its citation markers, is the answer scored.
+            let answer = without_citations(g.text.trim().lines().next().unwrap_or(""));
             let golds: Vec<&str> = question.answers.iter().map(String::as_str).collect();
             em += exact_match(&answer, &golds);
             f += f1(&answer, &golds);

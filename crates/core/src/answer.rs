@@ -34,11 +34,11 @@ pub struct Memory<'a> {
 pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> String {
     let mut s = String::new();
     if chinese {
-        s.push_str("请只根据下面编号的文档记忆回答问题。用 [编号] 注明所依据的记忆，例如 [1]。");
+        s.push_str("请只根据下面编号的文档记忆回答问题。先给出答案，用问题所需的最少字词，然后用 [编号] 注明所依据的记忆，例如 [1]。");
         s.push_str(&format!("如果这些记忆中没有答案，只回答：{NOT_IN_DOCUMENTS_ZH}。不要编造。\n\n"));
     } else {
         s.push_str("Answer the question using only the numbered document memories below. ");
-        s.push_str("Cite the memories you use by number, like [1]. ");
+        s.push_str("Give the answer first, in as few words as the question needs, then cite the memories you used by number, like [1]. ");
         s.push_str(&format!("If they do not contain the answer, reply only: {NOT_IN_DOCUMENTS}. Do not make anything up.\n\n"));
     }
     for (i, m) in memories.iter().enumerate() {
@@ -61,27 +61,48 @@ pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> 
     s
 }
 
+/// Each citation marker in `answer`: its byte range (brackets included) and the numbers
+/// it holds. A marker is `[n]`, `[n, m]` or `[n，m]`: digits, commas and spaces only.
+fn citation_markers(answer: &str) -> Vec<(core::ops::Range<usize>, Vec<usize>)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(open) = answer[at..].find('[').map(|i| i + at) {
+        let Some(close) = answer[open + 1..].find(']').map(|i| i + open + 1) else { break };
+        let inside = &answer[open + 1..close];
+        if !inside.is_empty() && inside.chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ' || c == '，') {
+            let numbers = inside.split([',', ' ', '，']).filter_map(|p| p.parse::<usize>().ok()).collect();
+            out.push((open..close + 1, numbers));
+            at = close + 1;
+        } else {
+            at = open + 1;
+        }
+    }
+    out
+}
+
 /// The memory numbers (from 1, each once, in order of first mention) cited in `answer`
 /// as `[n]`, `[n, m]` or `[n][m]`, keeping only 1..=`count`.
 pub fn cited(answer: &str, count: usize) -> Vec<usize> {
     let mut out = Vec::new();
-    let mut rest = answer;
-    while let Some(open) = rest.find('[') {
-        rest = &rest[open + 1..];
-        let Some(close) = rest.find(']') else { break };
-        let inside = &rest[..close];
-        if inside.chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ' || c == '，') {
-            for part in inside.split([',', ' ', '，']) {
-                if let Ok(n) = part.parse::<usize>() {
-                    if (1..=count).contains(&n) && !out.contains(&n) {
-                        out.push(n);
-                    }
-                }
-            }
+    for n in citation_markers(answer).into_iter().flat_map(|(_, numbers)| numbers) {
+        if (1..=count).contains(&n) && !out.contains(&n) {
+            out.push(n);
         }
-        rest = &rest[close + 1..];
     }
     out
+}
+
+/// `answer` without its citation markers (what exact match and F1 compare: "Richard I
+/// [2]" is the answer "Richard I").
+pub fn without_citations(answer: &str) -> String {
+    let mut out = String::with_capacity(answer.len());
+    let mut at = 0;
+    for (range, _) in citation_markers(answer) {
+        out.push_str(&answer[at..range.start]);
+        at = range.end;
+    }
+    out.push_str(&answer[at..]);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// True when the answer is the refusal (in English or Chinese), possibly with
@@ -116,6 +137,15 @@ pub fn attribute(answer: &str, sources: &[&str]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn citations_are_stripped_for_scoring_and_other_brackets_kept() {
+        assert_eq!(without_citations("Richard I [2]."), "Richard I .");
+        assert_eq!(without_citations("[1][3] In 1455 [2, 4]"), "In 1455");
+        assert_eq!(without_citations("the [a] list [x1]"), "the [a] list [x1]");
+        assert_eq!(without_citations("[4]"), "");
+        assert_eq!(cited("[1][3] In 1455 [2, 4] [9]", 4), [1, 3, 2, 4]);
+    }
 
     #[test]
     fn prompt_numbers_memories_and_states_the_rules() {
