@@ -96,7 +96,7 @@ export interface BackendInfo {
   name: 'cpu-wasm-simd128';
   /** 'CPU (wasm simd128)' */
   label: string;
-  /** Why not WebGPU: 'WebGPU backend not built yet' or 'no WebGPU adapter'. */
+  /** Why not WebGPU: 'no WebGPU adapter', the adapter and its kernel checks' outcome, or why they failed. */
   reason: string;
   webgpuAdapter: boolean;
   threads: number;

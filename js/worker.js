@@ -37,8 +37,11 @@ const cancelled = () => cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1
 // Any error thrown while serving a request → a DocMemError with a stable code.
 function classify(e) {
   if (e instanceof DocMemError) return e;
+  // A trap is a Rust panic: the module kept its message and location (and refuses every
+  // later call with an INTERNAL error naming it).
+  const panic = e instanceof WebAssembly.RuntimeError && w && typeof w.lastPanic === 'function' ? w.lastPanic() : null;
   // Errors from the wasm module carry the Rust error's stable code (core's ErrorCode).
-  const message = String(e && e.message ? e.message : e);
+  const message = panic || String(e && e.message ? e.message : e);
   return new DocMemError(knownCode(e) || codes.INTERNAL, message);
 }
 
@@ -54,7 +57,17 @@ async function detectBackend(preference) {
   } catch {
     adapter = null;
   }
-  const reason = adapter ? 'WebGPU backend not built yet' : 'no WebGPU adapter';
+  let reason = 'no WebGPU adapter';
+  if (adapter) {
+    // The kernel checks (each WGSL kernel against the CPU reference) on this adapter:
+    // a driver that computes wrongly is never trusted with a model.
+    try {
+      const c = await w.webgpuCheck(true);
+      reason = `WebGPU on ${c.adapter}: ${c.checks} kernel checks pass; the models do not run on it yet`;
+    } catch (e) {
+      reason = `WebGPU failed its kernel checks: ${e && e.message ? e.message : e}`;
+    }
+  }
   if (preference === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU was required: ${reason}`);
   return { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)', reason, webgpuAdapter: adapter !== null, threads: 1 };
 }

@@ -2,8 +2,9 @@
 # Build the wasm package (simd128, release: the one wasm build of `npm test`), bind it for
 # Node and for the web from the same .wasm, and run the wasm checks: the LM on SmolLM2
 # against llama.cpp, the embedder on all-MiniLM-L6-v2 against sentence-transformers, the
-# document library (ingest, search, answers, persistence) on both, and the npm package's
-# DocMem client in Node.
+# document library (ingest, search, answers, persistence) on both, the npm package's
+# DocMem client in Node, and every export called with bad arguments (an Error each time,
+# never a trap; a panic's message reaches console.error and the next call).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 pkg="$DOCMEM_CACHE/wasm-pkg-node"
 wasm="$DOCMEM_CACHE/target-wasm-simd/wasm32-unknown-unknown/release/docmem_wasm.wasm"
@@ -21,3 +22,4 @@ node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2
   "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
+node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"

@@ -74,6 +74,59 @@ async function ready(page, url) {
   assert.equal(error, '', `the app failed to start: ${error}`);
 }
 
+/**
+ * WebGPU in the page (SwiftShader): every kernel check of docmem_runtime::gpu::checks on
+ * the browser's adapter, then SmolLM2 on the CPU and on WebGPU from the same file: the
+ * logits of a prompt within the tolerance the native parity test states (1.0 absolute,
+ * same top token on every row), and the greedy continuation, whose agreement is printed
+ * (at least the first two tokens must agree, as natively).
+ */
+async function webgpuInPage(page) {
+  const r = await page.evaluate(async () => {
+    const w = await import('/pkg/docmem_wasm.js');
+    await w.default();
+    const seconds = {};
+    const clock = async (name, f) => {
+      const t = performance.now();
+      const r = await f();
+      seconds[name] = ((performance.now() - t) / 1000).toFixed(1);
+      return r;
+    };
+    const check = await clock('checks', () => w.webgpuCheck(true));
+    const manifest = await (await fetch('/models/models.json')).json();
+    const bytes = new Uint8Array(await (await fetch(new URL(manifest.reader.files[0].url, new URL('/models/', location.href)))).arrayBuffer());
+    const cpu = new w.Lm(bytes);
+    // Short, as SwiftShader takes 10-20 s per token of SmolLM2 on two cores.
+    const prompt = 'Gutenberg printed the';
+    const tokens = JSON.parse(cpu.tokenize(prompt));
+    const want = cpu.logits(Uint32Array.from(tokens));
+    const steps = 4;
+    const cpuGreedy = JSON.parse(cpu.generate(prompt, JSON.stringify({ temperature: 0, max_tokens: steps }))).tokens;
+    const gpu = await clock('upload', () => w.GpuLm.fromLm(new w.Lm(bytes), true));
+    const got = await clock('prompt', () => gpu.logits(Uint32Array.from(tokens)));
+    const vocab = want.length / tokens.length;
+    let maxDiff = 0;
+    let sameTop = 0;
+    const top = (a, row) => {
+      let best = row * vocab;
+      for (let i = row * vocab; i < (row + 1) * vocab; i++) if (a[i] > a[best]) best = i;
+      return best - row * vocab;
+    };
+    for (let i = 0; i < want.length; i++) maxDiff = Math.max(maxDiff, Math.abs(want[i] - got[i]));
+    for (let row = 0; row < tokens.length; row++) sameTop += top(want, row) === top(got, row);
+    const gpuGreedy = Array.from(await clock('greedy', () => gpu.greedy(Uint32Array.from(tokens), cpuGreedy.length)));
+    let agree = 0;
+    while (agree < cpuGreedy.length && cpuGreedy[agree] === gpuGreedy[agree]) agree++;
+    return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length };
+  });
+  console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
+  assert.equal(r.check.checks, 9);
+  assert.ok(r.length, 'as many logits on WebGPU as on the CPU');
+  assert.ok(r.maxDiff <= 1.0, `logits within 1.0 of the CPU's (${r.maxDiff})`);
+  assert.equal(r.sameTop, r.rows, 'the same top token on every row');
+  assert.ok(r.agree >= 2, `greedy continuations agree for at least 2 tokens (${r.agree})`);
+}
+
 const docTitles = (page) => page.locator('#doc-list li[data-id] .doc-open').allTextContents();
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-browser-'));
@@ -81,17 +134,19 @@ const profile = path.join(tmp, 'profile');
 let server = await serve();
 console.log(`browser test against ${server.url}`);
 
-// ---- run 1: WebGPU flags (SwiftShader); the models are CPU ones until issue #6 ----
+// ---- run 1: WebGPU flags (SwiftShader): kernel checks and SmolLM2 parity in the page; the app's models on the CPU ----
 let { context, page, problems } = await launch(profile, WEBGPU);
 try {
   await timed('first visit: models downloaded, checked and loaded', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
   assert.match(backend, /^CPU \(wasm simd128\) — /);
-  assert.ok(backend.endsWith(adapter ? 'WebGPU backend not built yet' : 'no WebGPU adapter'), backend);
+  assert.match(backend, adapter ? /WebGPU on .*: 9 kernel checks pass; the models do not run on it yet$/ : /no WebGPU adapter$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
   assert.match(await page.locator('#models').textContent(), /SmolLM2-135M.*all-MiniLM-L6-v2/);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');
+  assert.ok(adapter, 'SwiftShader gives the page a WebGPU adapter under these flags');
+  await timed('WebGPU: kernel checks and SmolLM2 parity in the page', () => webgpuInPage(page));
 
   // Add the example with the method the app offers by default (sentence chunks).
   await page.setInputFiles('#files', example);

@@ -1,11 +1,14 @@
-//! Writes the seed corpus for the fuzz targets into `fuzz/corpus/`: MemReader outputs
-//! (well-formed and broken) paired with documents, and one serialized index of each kind.
+//! Writes the seed corpus for the core's fuzz targets into `fuzz/corpus/`: MemReader
+//! outputs (well-formed and broken) paired with documents, adversarial ones at megabyte
+//! scale (in `memreader_adversarial`'s repeat notation), one serialized index of each
+//! kind, and damage to a library's files.
 //!
 //! `cargo run -p docmem-core --example make_fuzz_seeds`
 
 use std::path::Path;
 
 use docmem_core::embed::HashingEmbedder;
+use docmem_core::fuzz_harness::damage;
 use docmem_core::index::{Bm25Index, Bm25Params, FlatIndex, HnswParams, HnswSegment, Int8Index, Metric, SegmentParams, SegmentedIndex};
 use docmem_core::retrieve::{MemoryIndex, RetrievalMode};
 use docmem_core::{Document, DocumentMemory, Span};
@@ -56,6 +59,57 @@ fn main() -> std::io::Result<()> {
     let mut mi = MemoryIndex::new(RetrievalMode::ThreeLayer, 8, SegmentParams::default());
     mi.add_document(&d, &memory, &mut e).map_err(std::io::Error::other)?;
     std::fs::write(dir.join("seed-memory-index"), mi.to_bytes())?;
+    // Adversarial reader output. `R(n)` (the bytes 0xFE n) repeats what precedes it since
+    // the last repeat 2^n times (see `fuzz_harness::expand`), so 2^15 copies of a 31-byte
+    // sentence are a 1 MB prefix in a seed of a hundred bytes.
+    const R: u8 = 0xFE;
+    let sentence = "The harbor froze every winter. ".as_bytes();
+    let cat = |parts: &[&[u8]]| parts.concat();
+    let d = doc.as_bytes();
+    let adversarial: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        ("tags-inside-think", d.to_vec(), "<think>I will write <outline> then <scenario><chunk>The harbor[MASK]bay.</chunk></scenario>, and </outline> too</think><outline>1. Harbor</outline><scenario><chunk>The harbor[MASK]the bay.</chunk>Ice.</scenario>".into()),
+        ("full-width-tags", d.to_vec(), "＜think＞先想＜／think＞＜outline＞一、港口＜／outline＞＜scenario＞＜chunk＞The harbor［MASK］the bay.＜／chunk＞冰。＜／scenario＞＜ＳＣＥＮＡＲＩＯ＞＜ｃｈｕｎｋ＞Copper【MASK】方法。".into()),
+        ("missing-closers", d.to_vec(), "<outline>1. A<scenario><chunk>The harbor[MASK]bay.<scenario><chunk>Copper[MASK]<chunk></chunk><outline>".into()),
+        ("megabyte-prefix", d.to_vec(), cat(&[b"<scenario><chunk>", sentence, &[R, 15], b"[MASK]the hills.</chunk>core</scenario>"])),
+        ("megabyte-suffix", d.to_vec(), cat(&[b"<scenario><chunk>The harbor[MASK]", sentence, &[R, 15], b"</chunk>core</scenario>"])),
+        ("megabyte-document", cat(&[sentence, &[R, 15], b"\n\nCopper was mined in the hills."]), "<scenario><chunk>The harbor[MASK]winter.</chunk>a</scenario><scenario><chunk>Copper[MASK]hills.</chunk>b</scenario>".into()),
+        ("thousand-scenarios", cat(&[sentence, &[R, 10]]), cat(&[b"<scenario><chunk>The harbor[MASK]winter.</chunk>c</scenario>", &[R, 10]])),
+        ("unclosed-tags", d.to_vec(), cat(&[b"<think>", &[R, 16], b"<scenario><chunk>", &[R, 14]])),
+        ("numbered-ranges", cat(&[sentence, &[R, 6], b"Ships waited."]), "<scenario><chunk>1-2</chunk>a</scenario><scenario><chunk>3-4294967295</chunk>b</scenario><chunk>0-1</chunk>".into()),
+        ("tags-inside-chunk", d.to_vec(), cat(&[b"<scenario><chunk>The harbor</think>[MASK]<outline>the bay.</chunk>x", &[R, 20], b"</scenario>"])),
+    ];
+    let dir = root.join("memreader_adversarial");
+    std::fs::create_dir_all(&dir)?;
+    for (name, document, output) in adversarial {
+        std::fs::write(dir.join(format!("seed-{name}")), cat(&[&document, &[0xFF], &output]))?;
+    }
+
+    // Damage to a library's files: none (each retrieval mode), then one kind at a time.
+    // Keys in order: documents/<a>.json, documents/<b>.json, index/<g>.bin, manifest.json,
+    // memories/<a>.json, memories/<b>.json.
+    let dir = root.join("library_dir");
+    std::fs::create_dir_all(&dir)?;
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        ("intact-three-layer", vec![0]),
+        ("intact-single-vector", vec![1]),
+        ("intact-mixed", vec![2]),
+        ("intact-chunks", vec![3]),
+        ("manifest-truncated", [vec![0], damage::record(3, damage::TRUNCATE, 40, &[])].concat()),
+        ("manifest-generation", [vec![0], damage::record(3, damage::REPLACE, 0, br#"{"format_version":1,"generation":99,"embedder":"hashing-16","dim":16,"mode":"three-layer","documents":[]}"#)].concat()),
+        ("manifest-dim", [vec![0], damage::record(3, damage::OVERWRITE, 0, br#"{"format_version":1,"generation":4,"embedder":"hashing-16","dim":3"#)].concat()),
+        ("index-flipped", [vec![0], damage::record(2, damage::FLIP, 100, &[0x55; 8])].concat()),
+        ("index-truncated", [vec![1], damage::record(2, damage::TRUNCATE, 300, &[])].concat()),
+        ("index-removed", [vec![0], damage::record(2, damage::REMOVE, 0, &[])].concat()),
+        ("document-removed", [vec![0], damage::record(0, damage::REMOVE, 0, &[])].concat()),
+        ("document-text-changed", [vec![0], damage::record(1, damage::REPLACE, 0, br#"{"id":"0","title":"x","text":"short","language":"en"}"#)].concat()),
+        ("memory-span-past-end", [vec![2], damage::record(4, damage::REPLACE, 0, br#"{"format_version":1,"doc_id":"0","outline":["a"],"scenarios":[{"span":{"start":0,"end":99999},"core":"c","outline_item":7}],"provenance":{"reader":"r"}}"#)].concat()),
+        ("memory-garbage", [vec![3], damage::record(5, damage::INSERT, 10, b"\xff\x00{[")].concat()),
+        ("extra-keys", [vec![0], damage::record(0, damage::EXTRA_KEY, 7, b"junk"), damage::record(0, damage::EXTRA_KEY, 8, b"")].concat()),
+        ("everything", [vec![0], damage::record(2, damage::FLIP, 64, &[1, 2, 3]), damage::record(4, damage::TRUNCATE, 30, &[]), damage::record(3, damage::FLIP, 20, &[0x20])].concat()),
+    ];
+    for (name, bytes) in seeds {
+        std::fs::write(dir.join(format!("seed-{name}")), bytes)?;
+    }
     println!("seeds written under {}", root.display());
     Ok(())
 }

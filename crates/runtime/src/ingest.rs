@@ -53,6 +53,15 @@ pub enum IngestError {
         /// Its title.
         title: String,
     },
+    /// The document's text is longer than [`IngestLimits::max_document_bytes`].
+    DocumentTooLarge {
+        /// Its title.
+        title: String,
+        /// Bytes of text it has (UTF-8).
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for IngestError {
@@ -63,6 +72,9 @@ impl fmt::Display for IngestError {
             IngestError::Library(e) => write!(f, "{e}"),
             IngestError::Cancelled => write!(f, "cancelled"),
             IngestError::EmptyDocument { title } => write!(f, "'{title}' has no text"),
+            IngestError::DocumentTooLarge { title, bytes, limit } => {
+                write!(f, "'{title}' has {bytes} bytes of text, over the document size limit (max_document_bytes) of {limit}")
+            }
         }
     }
 }
@@ -76,7 +88,7 @@ impl HasErrorCode for IngestError {
             IngestError::Chunk(e) => e.code(),
             IngestError::Library(e) => e.code(),
             IngestError::Cancelled => ErrorCode::Aborted,
-            IngestError::EmptyDocument { .. } => ErrorCode::BadDocument,
+            IngestError::EmptyDocument { .. } | IngestError::DocumentTooLarge { .. } => ErrorCode::BadDocument,
         }
     }
 }
@@ -96,9 +108,39 @@ pub struct Ingested {
     pub added: bool,
 }
 
+/// The most bytes of text a document may have by default: 16 MiB, several times the text
+/// of the longest books (a 1,500-page novel is about 3 MB), and small enough that a
+/// library holding a few such documents (text, memory, JSON and index, several copies of
+/// the text in all) stays well inside a wasm page's 4 GiB of memory.
+pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 16 << 20;
+
+/// Limits on what [`ingest_with_limits`] takes; each refusal is a typed error naming its
+/// limit, and leaves the library as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IngestLimits {
+    /// Most bytes of document text (UTF-8); longer documents are refused with
+    /// [`IngestError::DocumentTooLarge`]. Default [`DEFAULT_MAX_DOCUMENT_BYTES`].
+    pub max_document_bytes: usize,
+}
+
+impl Default for IngestLimits {
+    fn default() -> Self {
+        IngestLimits { max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES }
+    }
+}
+
+impl IngestLimits {
+    /// These limits with at most `bytes` bytes of document text.
+    pub fn with_max_document_bytes(mut self, bytes: usize) -> Self {
+        self.max_document_bytes = bytes;
+        self
+    }
+}
+
 /// Write `doc`'s memory with `method` and add it to `library` (atomically: on any error,
 /// or a cancel from `progress`, the library is as it was). A document whose content is
-/// already there is not read again.
+/// already there is not read again. The default [`IngestLimits`] apply.
 pub fn ingest<S: Store, B: Backend>(
     library: &mut Library<S>,
     doc: &Document,
@@ -106,8 +148,23 @@ pub fn ingest<S: Store, B: Backend>(
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Ingested, IngestError> {
+    ingest_with_limits(library, doc, method, embedder, progress, &IngestLimits::default())
+}
+
+/// [`ingest`] under `limits`: a document past one is refused before any work is done.
+pub fn ingest_with_limits<S: Store, B: Backend>(
+    library: &mut Library<S>,
+    doc: &Document,
+    method: &mut MemoryMethod<'_, B>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    limits: &IngestLimits,
+) -> Result<Ingested, IngestError> {
     if doc.text.trim().is_empty() {
         return Err(IngestError::EmptyDocument { title: doc.title.clone() });
+    }
+    if doc.text.len() > limits.max_document_bytes {
+        return Err(IngestError::DocumentTooLarge { title: doc.title.clone(), bytes: doc.text.len(), limit: limits.max_document_bytes });
     }
     if library.contains(doc.id) {
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
@@ -179,5 +236,25 @@ mod tests {
         assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);
         assert!(library.documents().is_empty());
+    }
+
+    #[test]
+    fn a_document_over_the_size_limit_is_refused_naming_the_limit_and_the_library_is_unchanged() {
+        let mut embedder = HashingEmbedder::new(64);
+        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let mut method: MemoryMethod<'_, CpuTransformer> =
+            MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        let doc = Document::new("long.txt", "The bell rang at noon. ".repeat(10));
+        let limits = IngestLimits::default().with_max_document_bytes(100);
+        let e = ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits).unwrap_err();
+        assert!(matches!(e, IngestError::DocumentTooLarge { bytes: 230, limit: 100, .. }), "{e}");
+        assert!(e.to_string().contains("max_document_bytes"), "{e}");
+        assert_eq!(e.code(), ErrorCode::BadDocument);
+        assert!(library.documents().is_empty());
+        // At the limit it goes in; the default limit is the documented one.
+        let limits = IngestLimits::default().with_max_document_bytes(230);
+        assert!(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits).unwrap().added);
+        assert_eq!(IngestLimits::default().max_document_bytes, DEFAULT_MAX_DOCUMENT_BYTES);
     }
 }

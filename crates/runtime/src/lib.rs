@@ -12,10 +12,26 @@
 //! API; BERT-family sentence embedders on the same kernels ([`embed`]); and the hashing
 //! embedder used when no embedding model is present. The WebGPU backend comes with the
 //! next runtime issue.
+//!
+//! ## Unsafe code
+//!
+//! `unsafe` is denied crate-wide. The modules that need it (SIMD kernels chosen by
+//! run-time CPU feature detection, the memory map, the thread pool's lifetime-erased job
+//! pointer, and the raw output pointers its tasks write disjoint parts of) each carry one
+//! audited module-level `#[allow(unsafe_code)]` that says why (`cpu` itself allows it item
+//! by item, as a module-level allow there would cover every `cpu` submodule). Every
+//! `unsafe fn` documents its contract under `# Safety` and every `unsafe` block says why it
+//! holds in a `// SAFETY:` comment (`clippy::missing_safety_doc`,
+//! `clippy::undocumented_unsafe_blocks`).
+
+#![deny(unsafe_code)]
+#![warn(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
 pub mod chat;
 pub mod cpu;
 pub mod embed;
+#[doc(hidden)]
+pub mod fuzz_harness;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
@@ -29,6 +45,8 @@ pub mod quant;
 pub mod safetensors;
 pub mod source;
 pub mod store;
+#[cfg(any(test, feature = "gpu"))]
+pub(crate) mod testdata;
 pub mod tokenizer;
 
 pub use docmem_core;

@@ -11,6 +11,10 @@
 //!   synchronous `File.slice` / HTTP range reads, through a small chunk cache so that the
 //!   header parser's many small reads become a few large ones.
 
+// Unsafe code: `MmapSource` maps the model file: `memmap2::Mmap::map` is `unsafe` because
+// the mapping is only sound while no one truncates or rewrites the file.
+#![allow(unsafe_code)]
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -155,9 +159,10 @@ impl MmapSource {
     pub fn open(path: &Path) -> Result<Self, SourceError> {
         let io = |source| SourceError::Io { what: path.display().to_string(), source };
         let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only; the file staying unchanged while mapped is the
-        // documented assumption of this type (there is no way to enforce it).
-        #[allow(unsafe_code)]
+        // SAFETY: `Mmap::map` is unsafe because the file could change under the map while
+        // the `&[u8]` it hands out is alive. The map is read-only (we never write through
+        // it); the file staying unchanged while mapped is the documented assumption of this
+        // type (there is no way to enforce it).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         Ok(MmapSource { map })
     }

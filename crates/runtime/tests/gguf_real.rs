@@ -1,11 +1,10 @@
 //! The GGUF parser on a real model file (fetched by `scripts/fetch-models.sh`, which
-//! `npm test` runs first), and the GGUF fuzz corpus.
+//! `npm test` runs first). (The GGUF fuzz corpus runs in `tests/fuzz_corpus.rs`.)
 
 mod common;
 
-use common::{manifest_dir, model};
+use common::model;
 
-use docmem_core::fuzz_harness::run_corpus_dir;
 use docmem_runtime::gguf::{GgmlType, GgufFile, MetaValue};
 use docmem_runtime::source::FileSource;
 
@@ -28,11 +27,4 @@ fn smollm2_header() {
     let end = f.tensors.iter().map(|t| t.offset + t.size).max().unwrap();
     assert!(end <= std::fs::metadata(model("SmolLM2-135M-Instruct.Q4_1.gguf")).unwrap().len());
     assert!(f.tensors.iter().all(|t| (t.offset - f.data_offset).is_multiple_of(f.alignment)));
-}
-
-#[test]
-fn gguf_fuzz_corpus() {
-    let dir = manifest_dir().join("../../fuzz/corpus/gguf");
-    let n = run_corpus_dir(&dir, docmem_runtime::gguf::testing::fuzz_read).unwrap_or_else(|e| panic!("{e}"));
-    assert!(n >= 3, "the gguf corpus has only {n} files");
 }

@@ -79,6 +79,26 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     eprintln!("greedy: the first {same} of 16 tokens agree\n  GPU {:?}\n  CPU {:?}", got.text, want.text);
     assert!(same >= 2, "greedy tokens diverge at {same}: GPU {:?} vs CPU {:?}", got.text, want.text);
 
+    // The same greedy run with the pick made on the GPU (4 bytes read back per token, not
+    // the logits) gives the tokens the CPU sampler picked from the GPU's logits.
+    let ids = gpu.prompt_tokens(text).unwrap();
+    let picked = pollster::block_on(gpu.backend.greedy_async(&ids, 6)).unwrap();
+    assert_eq!(picked, got.tokens[..6], "the GPU's argmax against the sampler's greedy pick");
+
+    // After its first steps, decoding takes every buffer from the pool: none is created
+    // per token.
+    let model = &gpu.backend;
+    let mut cache = model.new_cache();
+    let mut next = pollster::block_on(model.forward_greedy(&mut cache, &ids)).unwrap().unwrap();
+    for _ in 0..2 {
+        next = pollster::block_on(model.forward_greedy(&mut cache, &[next])).unwrap().unwrap();
+    }
+    let created = model.gpu().buffers_created();
+    for _ in 0..4 {
+        next = pollster::block_on(model.forward_greedy(&mut cache, &[next])).unwrap().unwrap();
+    }
+    assert_eq!(model.gpu().buffers_created(), created, "buffers created while decoding four more tokens");
+
     // A forked cache continues like the original.
     let prefix = gpu.prefill(Prompt::Text("Paper was made from")).unwrap();
     let a =

@@ -5,7 +5,9 @@
 //! (parsed by the `js/` client), and every failure becomes a JS `Error` whose message names
 //! what was wrong and whose `code` is the error's stable [`ErrorCode`] (`BAD_DOCUMENT`,
 //! `QUOTA_EXCEEDED`, …; the mapping is core's [`HasErrorCode`]). Nothing here panics on
-//! user input.
+//! user input: arguments are read and type-checked in `boundary`, not by wasm-bindgen's
+//! glue, and a panic all the same (a bug) is reported by the hook there (its message and
+//! location go to `console.error`, and every later call throws it as `INTERNAL`).
 //!
 //! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
 //! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (one thread, in linear
@@ -18,7 +20,12 @@ use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::{align_memory, parse_memreader_output, AlignParams, ErrorCode, HasErrorCode, HashingEmbedder};
 use wasm_bindgen::prelude::*;
 
+mod boundary;
+#[cfg(feature = "gpu")]
+mod gpu;
 mod library;
+#[cfg(feature = "gpu")]
+pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
 
 /// A JS `Error` with `message` and `code`.
@@ -42,27 +49,41 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, JsValue> {
 /// `overlap` of 0 mean the chunker's default. Returns JSON `[{"start":…,"end":…}, …]`
 /// (UTF-8 byte offsets).
 #[wasm_bindgen(js_name = chunkText)]
-pub fn chunk_text(text: &str, chunker: &str, size: u32, overlap: u32) -> Result<String, JsValue> {
+pub fn chunk_text(
+    #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
+    size: f64,
+    overlap: f64,
+) -> Result<String, JsValue> {
+    boundary::ready()?;
+    let (text, chunker) = (boundary::string(&text, "text")?, boundary::string(&chunker, "chunker")?);
+    let (size, overlap) = (boundary::count(size, "size", u32::MAX)?, boundary::count(overlap, "overlap", u32::MAX)?);
     let kind: ChunkerKind = chunker.parse().map_err(coded)?;
     let options = ChunkOptions { size: (size > 0).then_some(size as usize), overlap: (overlap > 0).then_some(overlap as usize) };
     let mut embedder = HashingEmbedder::new(384);
-    let spans = chunk_with(kind, text, options, Some(&mut embedder)).map_err(coded)?;
+    let spans = chunk_with(kind, &text, options, Some(&mut embedder)).map_err(coded)?;
     to_json(&spans)
 }
 
 /// The readable text of an HTML document, as the CLI reads `.html` files (for a host
 /// without an HTML parser, such as a worker or Node).
 #[wasm_bindgen(js_name = htmlToText)]
-pub fn html_to_text(html: &str) -> String {
-    docmem_core::html::html_to_text(html)
+pub fn html_to_text(#[wasm_bindgen(unchecked_param_type = "string")] html: JsValue) -> Result<String, JsValue> {
+    boundary::ready()?;
+    Ok(docmem_core::html::html_to_text(&boundary::string(&html, "html")?))
 }
 
 /// Parse a MemReader's raw output and align its chunks to `document`. Returns JSON
 /// `{"parse": {…}, "scenarios": […], "stats": {…}}`.
 #[wasm_bindgen(js_name = parseAndAlign)]
-pub fn parse_and_align(document: &str, reader_output: &str) -> Result<String, JsValue> {
-    let parsed = parse_memreader_output(reader_output);
-    let aligned = align_memory(document, &parsed, &AlignParams::default());
+pub fn parse_and_align(
+    #[wasm_bindgen(unchecked_param_type = "string")] document: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] reader_output: JsValue,
+) -> Result<String, JsValue> {
+    boundary::ready()?;
+    let (document, reader_output) = (boundary::string(&document, "document")?, boundary::string(&reader_output, "reader output")?);
+    let parsed = parse_memreader_output(&reader_output);
+    let aligned = align_memory(&document, &parsed, &AlignParams::default());
     to_json(&serde_json::json!({ "parse": parsed, "scenarios": aligned.scenarios, "stats": aligned.stats }))
 }
 
@@ -78,8 +99,9 @@ pub struct WasmLm {
 impl WasmLm {
     /// Load a model from the bytes of a GGUF file.
     #[wasm_bindgen(constructor)]
-    pub fn new(gguf: Vec<u8>) -> Result<WasmLm, JsValue> {
-        let src = docmem_runtime::source::MemorySource::new(gguf);
+    pub fn new(#[wasm_bindgen(unchecked_param_type = "Uint8Array")] gguf: JsValue) -> Result<WasmLm, JsValue> {
+        boundary::ready()?;
+        let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
         let lm =
             docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
                 .map_err(coded)?;
@@ -92,6 +114,7 @@ impl WasmLm {
     #[wasm_bindgen(js_name = fromReader)]
     pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsValue> {
         use docmem_runtime::source::{RangeSource, SourceError};
+        boundary::ready()?;
         if !(0.0..=9.0e15).contains(&length) {
             return Err(error_with(ErrorCode::BadArgument, format!("model length {length} is not a byte count")));
         }
@@ -119,24 +142,52 @@ impl WasmLm {
     /// Name the model (its file name, say): memories record it, and the reader prompt is
     /// chosen by it (MemReader checkpoints get their own variant).
     #[wasm_bindgen(js_name = setName)]
-    pub fn set_name(&mut self, name: &str) {
-        self.name = name.to_owned();
+    pub fn set_name(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> Result<(), JsValue> {
+        boundary::ready()?;
+        self.name = boundary::string(&name, "name")?;
+        Ok(())
     }
 
     /// Token ids of `text` (no BOS), as JSON.
-    pub fn tokenize(&self, text: &str) -> Result<String, JsValue> {
-        let ids = self.lm.tokenizer.encode(text).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+    pub fn tokenize(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let ids = self.lm.tokenizer.encode(&boundary::string(&text, "text")?).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         to_json(&ids)
+    }
+
+    /// Logits of every position of `tokens` (one row of the vocabulary's size per token),
+    /// for comparing backends.
+    pub fn logits(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue) -> Result<Vec<f32>, JsValue> {
+        use docmem_runtime::lm::Backend;
+        boundary::ready()?;
+        let tokens = boundary::token_ids(&tokens, "tokens")?;
+        if tokens.is_empty() {
+            return Err(error_with(ErrorCode::BadArgument, "no tokens"));
+        }
+        if tokens.len() > self.lm.context() {
+            return Err(error_with(
+                ErrorCode::BadArgument,
+                format!("{} tokens, more than the context of {}", tokens.len(), self.lm.context()),
+            ));
+        }
+        let backend = &self.lm.backend;
+        Backend::forward(backend, &mut backend.new_cache(), &tokens, docmem_runtime::cpu::transformer::Logits::All).map_err(coded)
     }
 
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
     /// top_k, repetition_penalty, seed, max_tokens, stop; all optional). Returns JSON
     /// `{"text", "tokens", "prompt_tokens", "finish", "prefill_seconds", "decode_seconds"}`.
-    pub fn generate(&self, prompt: &str, params: &str) -> Result<String, JsValue> {
+    pub fn generate(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] prompt: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] params: JsValue,
+    ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (prompt, params) = (boundary::string(&prompt, "prompt")?, boundary::string(&params, "sampling parameters")?);
         let params: docmem_runtime::lm::SamplingParams =
-            serde_json::from_str(params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
+            serde_json::from_str(&params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
         let g =
-            self.lm.generate(docmem_runtime::lm::Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(())).map_err(coded)?;
+            self.lm.generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())).map_err(coded)?;
         to_json(&g)
     }
 }
@@ -166,47 +217,58 @@ impl WasmEmbedder {
     /// `config_sentence_transformers.json`, `tokenizer_config.json`) to its bytes as a
     /// `Uint8Array`. `precision` is `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
     #[wasm_bindgen(constructor)]
-    pub fn new(files: js_sys::Object, name: &str, precision: &str) -> Result<WasmEmbedder, JsValue> {
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] precision: JsValue,
+    ) -> Result<WasmEmbedder, JsValue> {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
-        let precision = parse_precision(precision)?;
+        boundary::ready()?;
+        let name = boundary::string(&name, "name")?;
+        let precision = parse_precision(&boundary::string(&precision, "precision")?)?;
         let mut map = std::collections::BTreeMap::new();
-        for entry in js_sys::Object::entries(&files).iter() {
-            let pair: js_sys::Array = entry.unchecked_into();
-            let key = pair.get(0).as_string().ok_or_else(|| error_with(ErrorCode::BadArgument, "a file name is not a string"))?;
-            let bytes = pair
-                .get(1)
-                .dyn_into::<js_sys::Uint8Array>()
-                .map_err(|_| error_with(ErrorCode::BadArgument, format!("file '{key}' is not a Uint8Array")))?;
-            map.insert(key, bytes.to_vec());
+        for (key, value) in boundary::entries(&files, "the model's files")? {
+            let bytes = boundary::bytes(&value, &format!("file '{key}'"), ErrorCode::ModelLoadFailed)?;
+            map.insert(key, bytes);
         }
-        let embedder = Embedder::from_files(map, name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
+        let embedder = Embedder::from_files(map, &name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
         Ok(WasmEmbedder { embedder })
     }
 
     /// Load from the bytes of a GGUF file in llama.cpp's `bert` layout.
     #[wasm_bindgen(js_name = fromGguf)]
-    pub fn from_gguf(gguf: Vec<u8>, name: &str, precision: &str) -> Result<WasmEmbedder, JsValue> {
+    pub fn from_gguf(
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] gguf: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] precision: JsValue,
+    ) -> Result<WasmEmbedder, JsValue> {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
-        let src = docmem_runtime::source::MemorySource::new(gguf);
-        let options = EmbedderOptions { precision: parse_precision(precision)?, threads: 1 };
-        let embedder = Embedder::from_gguf(&src, name.to_owned(), options).map_err(coded)?;
+        boundary::ready()?;
+        let name = boundary::string(&name, "name")?;
+        let options = EmbedderOptions { precision: parse_precision(&boundary::string(&precision, "precision")?)?, threads: 1 };
+        let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
+        let embedder = Embedder::from_gguf(&src, name, options).map_err(coded)?;
         Ok(WasmEmbedder { embedder })
     }
 
     /// The vector dimension.
-    pub fn dim(&self) -> usize {
-        self.embedder.dim()
+    pub fn dim(&self) -> Result<usize, JsValue> {
+        boundary::ready()?;
+        Ok(self.embedder.dim())
     }
 
     /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`).
-    pub fn precision(&self) -> String {
-        self.embedder.precision().name().to_owned()
+    pub fn precision(&self) -> Result<String, JsValue> {
+        boundary::ready()?;
+        Ok(self.embedder.precision().name().to_owned())
     }
 
     /// Embed `texts` (as queries when `query`, else as passages). Returns
     /// `{vectors: Float32Array (texts × dim, row by row), truncated: number}`.
-    pub fn embed(&self, texts: Vec<String>, query: bool) -> Result<js_sys::Object, JsValue> {
+    pub fn embed(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> Result<js_sys::Object, JsValue> {
         use docmem_runtime::embed::EmbedRole;
+        boundary::ready()?;
+        let texts = boundary::strings(&texts, "texts")?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
         // Loading is over: any failure now is the running model's.

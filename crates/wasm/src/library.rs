@@ -21,7 +21,12 @@ use docmem_runtime::lm::LmReader;
 use docmem_runtime::qa::{ask, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
+use crate::boundary::{self, count, string};
 use crate::{coded, error_with, to_json, WasmEmbedder, WasmLm};
+
+/// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
+/// memory is 4 GiB at most.
+const MAX_SAMPLES: u32 = 16;
 
 /// A library (documents, memories, the three layers' indexes) held in wasm memory.
 #[wasm_bindgen(js_name = Library)]
@@ -30,16 +35,11 @@ pub struct WasmLibrary {
 }
 
 /// `{key: Uint8Array}` → entries.
-fn entries_from(object: &js_sys::Object) -> Result<BTreeMap<String, Vec<u8>>, JsValue> {
+fn entries_from(object: &JsValue) -> Result<BTreeMap<String, Vec<u8>>, JsValue> {
     let mut map = BTreeMap::new();
-    for entry in js_sys::Object::entries(object).iter() {
-        let pair: js_sys::Array = entry.unchecked_into();
-        let key = pair.get(0).as_string().ok_or_else(|| error_with(ErrorCode::BadArgument, "a library key is not a string"))?;
-        let bytes = pair
-            .get(1)
-            .dyn_into::<js_sys::Uint8Array>()
-            .map_err(|_| error_with(ErrorCode::BadArgument, format!("library entry '{key}' is not a Uint8Array")))?;
-        map.insert(key, bytes.to_vec());
+    for (key, value) in boundary::entries(object, "the library's entries")? {
+        let bytes = boundary::bytes(&value, &format!("library entry '{key}'"), ErrorCode::BadLibrary)?;
+        map.insert(key, bytes);
     }
     Ok(map)
 }
@@ -91,7 +91,11 @@ impl WasmLibrary {
     /// Open a library from the entries its storage holds (`{key: Uint8Array}`; empty for
     /// a new one) for `embedder`, whose vectors it indexes. A library built with another
     /// embedder, or by a newer docmem, is an error.
-    pub fn open(entries: js_sys::Object, embedder: &WasmEmbedder) -> Result<WasmLibrary, JsValue> {
+    pub fn open(
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue,
+        embedder: &WasmEmbedder,
+    ) -> Result<WasmLibrary, JsValue> {
+        boundary::ready()?;
         let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)).map_err(coded)?;
         Ok(WasmLibrary { library })
     }
@@ -99,8 +103,13 @@ impl WasmLibrary {
     /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
     /// journal, so `takeWrites` gives the storage everything to store.
     #[wasm_bindgen(js_name = importLibrary)]
-    pub fn import_library(bytes: &[u8], embedder: &WasmEmbedder) -> Result<WasmLibrary, JsValue> {
-        let entries = unarchive(bytes).map_err(coded)?;
+    pub fn import_library(
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+        embedder: &WasmEmbedder,
+    ) -> Result<WasmLibrary, JsValue> {
+        boundary::ready()?;
+        let bytes = boundary::bytes(&bytes, "the exported library", ErrorCode::BadLibrary)?;
+        let entries = unarchive(&bytes).map_err(coded)?;
         let mut store = JournalStore::default();
         for (k, v) in &entries {
             docmem_core::library::Store::write(&mut store, k, v).map_err(coded)?;
@@ -113,11 +122,19 @@ impl WasmLibrary {
     /// `semantic`): plain chunks, no outline or cores. Returns JSON `{id, added, chunks,
     /// outline, fallback}`; `added` is false when the same content was already there.
     #[wasm_bindgen(js_name = addDocument)]
-    pub fn add_document(&mut self, title: &str, text: &str, chunker: &str, embedder: &mut WasmEmbedder) -> Result<String, JsValue> {
-        let kind: ChunkerKind = chunker.parse().map_err(coded)?;
+    pub fn add_document(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
+        embedder: &mut WasmEmbedder,
+    ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (title, text) = (string(&title, "title")?, string(&text, "text")?);
+        let kind: ChunkerKind = string(&chunker, "chunker")?.parse().map_err(coded)?;
         let (size, overlap) = passage_sizes(kind, None, None);
         let mut method = MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } };
-        self.add(title, text, &mut method, embedder, None)
+        self.add(&title, &text, &mut method, embedder, None)
     }
 
     /// Add a document whose memory `reader` writes (MoM: outline, cores, chunks; the best
@@ -128,19 +145,22 @@ impl WasmLibrary {
     #[wasm_bindgen(js_name = addDocumentWithReader)]
     pub fn add_document_with_reader(
         &mut self,
-        title: &str,
-        text: &str,
+        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
         embedder: &mut WasmEmbedder,
         reader: &WasmLm,
-        samples: u32,
+        samples: f64,
         progress: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (title, text) = (string(&title, "title")?, string(&text, "text")?);
+        let samples = count(samples, "samples", MAX_SAMPLES)?;
         let mut method = MemoryMethod::Mom {
             reader: LmReader::new(&reader.lm, reader.name.clone()),
             scorer: None,
             settings: ExtractSettings { samples: samples as usize, ..ExtractSettings::default() },
         };
-        self.add(title, text, &mut method, embedder, progress)
+        self.add(&title, &text, &mut method, embedder, progress)
     }
 
     fn add(
@@ -168,9 +188,16 @@ impl WasmLibrary {
 
     /// Retrieval without an answer: the `k` best passages through the three layers, JSON
     /// `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
-    pub fn search(&self, question: &str, k: u32, embedder: &mut WasmEmbedder) -> Result<String, JsValue> {
+    pub fn search(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        embedder: &mut WasmEmbedder,
+    ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (question, k) = (string(&question, "question")?, count(k, "k", u32::MAX)?);
         let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
-        to_json(&retrieve(&self.library, &mut embedder.embedder, question, &params, 0).map_err(coded)?)
+        to_json(&retrieve(&self.library, &mut embedder.embedder, &question, &params, 0).map_err(coded)?)
     }
 
     /// Answer `question` from the library with `answerer`, streaming text pieces to
@@ -178,15 +205,18 @@ impl WasmLibrary {
     /// citations_from, sources, …}`.
     pub fn ask(
         &self,
-        question: &str,
-        k: u32,
-        max_tokens: u32,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        max_tokens: f64,
         embedder: &mut WasmEmbedder,
         answerer: &WasmLm,
         on_token: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let question = string(&question, "question")?;
+        let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
         let params = AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() };
-        let answer = ask(&self.library, &mut embedder.embedder, &answerer.lm, question, &params, |piece| match &on_token {
+        let answer = ask(&self.library, &mut embedder.embedder, &answerer.lm, &question, &params, |piece| match &on_token {
             Some(f) if matches!(f.call1(&JsValue::NULL, &piece.into()), Ok(v) if v == JsValue::FALSE) => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
         })
@@ -196,43 +226,49 @@ impl WasmLibrary {
 
     /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.
     pub fn documents(&self) -> Result<String, JsValue> {
+        boundary::ready()?;
         to_json(self.library.manifest())
     }
 
     /// A document's memory (outline, scenarios with spans and cores, provenance) as JSON.
-    pub fn memory(&self, doc: &str) -> Result<String, JsValue> {
-        let (_, memory) = self.library.get(self.doc_id(doc)?).map_err(coded)?;
+    pub fn memory(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (_, memory) = self.library.get(self.doc_id(&string(&doc, "document id")?)?).map_err(coded)?;
         to_json(memory)
     }
 
     /// A document's text, into which its memory's spans (UTF-8 byte offsets) point.
-    pub fn text(&self, doc: &str) -> Result<String, JsValue> {
-        let (document, _) = self.library.get(self.doc_id(doc)?).map_err(coded)?;
+    pub fn text(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (document, _) = self.library.get(self.doc_id(&string(&doc, "document id")?)?).map_err(coded)?;
         Ok(document.text.clone())
     }
 
     /// Remove a document from every layer. False when it was not there.
     #[wasm_bindgen(js_name = removeDocument)]
-    pub fn remove_document(&mut self, doc: &str) -> Result<bool, JsValue> {
-        let id = self.doc_id(doc)?;
+    pub fn remove_document(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<bool, JsValue> {
+        boundary::ready()?;
+        let id = self.doc_id(&string(&doc, "document id")?)?;
         self.library.remove(id).map_err(coded)
     }
 
     /// The changes since the last call, in order, for the storage to apply in one
     /// transaction: an array of `[key, Uint8Array]` (write) and `[key, null]` (delete).
     #[wasm_bindgen(js_name = takeWrites)]
-    pub fn take_writes(&mut self) -> js_sys::Array {
+    pub fn take_writes(&mut self) -> Result<js_sys::Array, JsValue> {
+        boundary::ready()?;
         let out = js_sys::Array::new();
         for (key, value) in self.library.store_mut().take_journal() {
             let v = value.map_or(JsValue::NULL, |b| js_sys::Uint8Array::from(b.as_slice()).into());
             out.push(&js_sys::Array::of2(&key.into(), &v));
         }
-        out
+        Ok(out)
     }
 
     /// The whole library as one byte string (see `docmem_core::library::archive`).
     #[wasm_bindgen(js_name = exportLibrary)]
-    pub fn export_library(&mut self) -> Vec<u8> {
-        archive(self.library.store_mut().entries())
+    pub fn export_library(&mut self) -> Result<Vec<u8>, JsValue> {
+        boundary::ready()?;
+        Ok(archive(self.library.store_mut().entries()))
     }
 }

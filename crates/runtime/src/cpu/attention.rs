@@ -7,6 +7,9 @@
 
 // Indexed loops spell out ggml's lane layout; iterator chains would hide it.
 #![allow(clippy::needless_range_loop)]
+// Unsafe code: the AVX2 + FMA + F16C copy of the head's loops (`#[target_feature]`), called
+// only after run-time feature detection (`has_fma`).
+#![allow(unsafe_code)]
 
 use super::ggml_order::{dot_f16, reduce16, Order, LANES};
 use super::mathfn::exp_shifted;
@@ -44,20 +47,28 @@ pub struct Scratch {
 pub fn attend(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: the CPU has AVX2 and FMA (checked at run time).
+        // SAFETY: `has_fma` (`avx2::available`) found AVX2, FMA and F16C, the features
+        // `attend_fma` enables.
         return unsafe { attend_fma(h, scratch, out) };
     }
     attend_portable(h, scratch, out)
 }
 
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (`has_fma`, which is `avx2::available`). The body
+/// is the safe portable code compiled with those features, plus the ggml-order AVX2
+/// kernels, which check their slice lengths.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     use super::ggml_order::avx2;
     let ops = Ops {
-        // SAFETY (all three): this function runs only where AVX2, FMA and F16C are present.
+        // SAFETY: this function runs only where AVX2, FMA and F16C are present (its own
+        // contract); `dot_f16` checks its lengths itself.
         dot: |x: &[f32], y: &[f32], o| unsafe { avx2::dot_f16(x, y, o) },
+        // SAFETY: as for `dot`; `axpy` checks its lengths itself.
         axpy: |a, x: &[f32], y: &mut [f32]| unsafe { avx2::axpy(a, x, y) },
+        // SAFETY: as for `dot` (F16C is among the features).
         f16_round: |x| unsafe { super::avx2::f16_round(x) },
     };
     attend_body(h, scratch, out, ops)
@@ -153,7 +164,7 @@ where
 pub fn rope(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `rope_fma` enables.
         return unsafe { rope_fma(x, head_dim, rope_dims, neox, pos, theta_scale) };
     }
     rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
@@ -171,6 +182,9 @@ pub fn rope_angles(pos: usize, theta_scale: f32, out: &mut [(f32, f32)]) {
     }
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). The body is the safe portable code, compiled
+/// with those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rope_fma(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {

@@ -3,7 +3,17 @@
 //! integer arithmetic 32 lanes at a time: nibbles are unpacked to bytes, multiplied with
 //! the int8 activations by `maddubs` (u8 × i8 → i16 pairs), widened by `madd`, scaled and
 //! accumulated in f32. Tested against the scalar kernels in `dot.rs`.
+//!
+//! Safety: every `unsafe fn` here needs AVX2, FMA and F16C on the running CPU
+//! ([`available`]; the kernels enable them with `#[target_feature]`, and the
+//! `#[inline(always)]` helpers, which have no target features of their own, are only
+//! called from those kernels), plus the pointer and length conditions its `# Safety`
+//! section names: the kernels read activations through raw pointers, unchecked. The safe
+//! entry points (`dot_row`, `dot_4rows`, `dot_4tokens`) are only called after `available()`.
 
+// Unsafe code: every kernel here is AVX2 / FMA / F16C intrinsics (`#[target_feature]`) on
+// raw pointers into weight blocks and activations, called only after `available()` found
+// the features at run time.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
@@ -15,6 +25,9 @@ use crate::gguf::GgmlType;
 use crate::quant::scales_mins_k4;
 
 /// The half-precision float at byte `i` of `b`, converted by the F16C instruction.
+///
+/// # Safety
+/// The CPU must have F16C (see the module docs); `b[i]` and `b[i + 1]` are bounds-checked.
 #[inline(always)]
 unsafe fn f16_at(b: &[u8], i: usize) -> f32 {
     let h = u16::from_le_bytes([b[i], b[i + 1]]);
@@ -39,23 +52,47 @@ pub fn available() -> bool {
 #[inline]
 pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow, batch: Batch) -> Option<f32> {
     debug_assert!(available());
-    // SAFETY: callers check `available()` first, so the target features are present; the
-    // kernels read only within `row` and `q`, whose lengths match (one weight row, one
-    // activation row of the same width).
+    let len = row.len();
+    // SAFETY: the features: the one caller, `dot::dot_row`, checks `available()` first
+    // (debug-asserted above). The lengths: the kernels read only whole blocks of `row`, and
+    // for each of them read `q`'s values (and, for the K-quants, block sums) unchecked;
+    // each arm checks with `q8_covers` / `q8k_covers` that `q` holds at least that much
+    // (`dot::dot_row` is public and passes whatever `q` it is given; a short one gets
+    // `None` here, and the bounds-checked scalar kernel). The scales and sums the kernels
+    // index per block (`q8_d`, `q8_s`, `q8k_d`) are bounds-checked.
     unsafe {
         match ty {
-            GgmlType::Q4_1 => Some(q4_1(row, q)),
-            GgmlType::Q4_0 => Some(q4_0(row, q)),
-            GgmlType::Q8_0 => Some(q8_0(row, q)),
-            GgmlType::Q4K => Some(q4k(row, q)),
-            GgmlType::Q6K if batch == Batch::Large => Some(q6k_tiled(row, q)),
-            GgmlType::Q6K => Some(q6k(row, q)),
+            GgmlType::Q4_1 if q8_covers(q, len, 20) => Some(q4_1(row, q)),
+            GgmlType::Q4_0 if q8_covers(q, len, 18) => Some(q4_0(row, q)),
+            GgmlType::Q8_0 if q8_covers(q, len, 34) => Some(q8_0(row, q)),
+            GgmlType::Q4K if q8k_covers(q, len, 144) => Some(q4k(row, q)),
+            GgmlType::Q6K if batch == Batch::Large && q8k_covers(q, len, 210) => Some(q6k_tiled(row, q)),
+            GgmlType::Q6K if q8k_covers(q, len, 210) => Some(q6k(row, q)),
             _ => None,
         }
     }
 }
 
+/// Whether `q` holds at least the Q8 values the one-row kernels read unchecked for a row of
+/// `len` bytes: 32 per whole `block_bytes` block. (`q8_fits`, for the multi-row kernels,
+/// asks for exactly the row's activations, scales included.)
+#[inline(always)]
+fn q8_covers(q: &QuantizedRow, len: usize, block_bytes: usize) -> bool {
+    q.q8.len() / 32 >= len / block_bytes
+}
+
+/// Whether `q` holds at least the Q8_K values and block sums the one-row kernels read
+/// unchecked for a row of `len` bytes: 256 and 16 per whole `block_bytes` super-block.
+#[inline(always)]
+fn q8k_covers(q: &QuantizedRow, len: usize, block_bytes: usize) -> bool {
+    let blocks = len / block_bytes;
+    q.q8k.len() / 256 >= blocks && q.q8k_bsums.len() / 16 >= blocks
+}
+
 /// `x` rounded to half precision (nearest, ties to even) and back, by F16C.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn f16_round(x: f32) -> f32 {
@@ -63,6 +100,10 @@ pub unsafe fn f16_round(x: f32) -> f32 {
 }
 
 /// [`f16_round`] over a slice, eight at a time.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); the loads and stores stay
+/// inside `v`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn f16_round_all(v: &mut [f32]) {
     let mut chunks = v.chunks_exact_mut(8);
@@ -75,6 +116,10 @@ pub unsafe fn f16_round_all(v: &mut [f32]) {
     }
 }
 
+/// The sum of the eight lanes of `v`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum(v: __m256) -> f32 {
     let lo = _mm256_castps256_ps128(v);
@@ -86,6 +131,10 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 /// 16 bytes of packed nibbles → 32 bytes: low nibbles then high nibbles.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `p` must be valid for
+/// reading 16 bytes (any alignment).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn nibbles(p: *const u8) -> __m256i {
     let x = _mm_loadu_si128(p as *const __m128i);
@@ -94,11 +143,20 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 }
 
 /// Σ u8 × i8 over 32 lanes, as 8 i32 lanes.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn mul_sum_u8_i8(a: __m256i, b: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))
 }
 
+/// One Q4_1 row against one activation row.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8` must hold at least 32
+/// values per whole 20-byte block of `row` (read unchecked; `q.q8_d` and `q.q8_s` are
+/// indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
@@ -116,6 +174,10 @@ unsafe fn q4_1(row: &[u8], q: &QuantizedRow) -> f32 {
 
 /// Ask for the `bytes` at `p` (a few blocks ahead of a row stream) to be in L1: with four
 /// row streams per kernel and two threads, the hardware prefetcher alone falls behind.
+///
+/// # Safety
+/// Nothing beyond x86_64's baseline (SSE): a prefetch is a hint that never faults, so `p`
+/// and the addresses after it (formed with `wrapping_add`) need not be valid.
 #[inline(always)]
 unsafe fn prefetch(p: *const u8, bytes: usize) {
     let mut off = 0;
@@ -126,6 +188,10 @@ unsafe fn prefetch(p: *const u8, bytes: usize) {
 }
 
 /// The half-precision pair at byte `i` of `p` (a block's `d` and `m`), in one conversion.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `p` must be valid for
+/// reading 4 bytes (any alignment).
 #[inline(always)]
 unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
     let v = _mm_cvtph_ps(_mm_cvtsi32_si128(std::ptr::read_unaligned(p as *const i32)));
@@ -133,6 +199,10 @@ unsafe fn f16_pair(p: *const u8) -> (f32, f32) {
 }
 
 /// One Q4_1 block against one activation block, accumulated as [`q4_1`] does.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `y` must be valid for
+/// reading 32 bytes (any alignment).
 #[inline(always)]
 unsafe fn q4_1_step(w: __m256i, dm: (f32, f32), y: *const i8, dy: f32, sy: f32, acc: &mut __m256, mins: &mut f32) {
     let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(w, _mm256_loadu_si256(y as *const __m256i)));
@@ -142,6 +212,12 @@ unsafe fn q4_1_step(w: __m256i, dm: (f32, f32), y: *const i8, dy: f32, sy: f32, 
 
 /// Four Q4_1 rows against one activation row (decode): bit-identical to four [`q4_1`]
 /// calls, with the activation block loaded once and four independent chains.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With
+/// `n = rows[0].len() / 20` blocks, every `rows[k]` must hold at least `20 · n` bytes,
+/// `q.q8` at least `32 · n` values and `q.q8_d`, `q.q8_s` at least `n` (all read
+/// unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -161,6 +237,11 @@ unsafe fn q4_1_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
 }
 
 /// One Q4_1 row against four activation rows (prefill): the block is unpacked once.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With `n = row.len() / 20`
+/// blocks, every `qs[k]` must hold at least `32 · n` values in `q8` and `n` in `q8_d` and
+/// `q8_s` (read unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -179,6 +260,10 @@ unsafe fn q4_1_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
 
 /// One Q8_0 block against one activation block: `|w| · (y with w's sign)`, the u8 × i8
 /// product `maddubs` takes.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `y` must be valid for
+/// reading 32 bytes (any alignment).
 #[inline(always)]
 unsafe fn q8_0_step(w: __m256i, absw: __m256i, d: f32, y: *const i8, dy: f32, acc: &mut __m256) {
     let y = _mm256_loadu_si256(y as *const __m256i);
@@ -187,6 +272,11 @@ unsafe fn q8_0_step(w: __m256i, absw: __m256i, d: f32, y: *const i8, dy: f32, ac
 }
 
 /// Four Q8_0 rows against one activation row (bit-identical to four [`q8_0`] calls).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With
+/// `n = rows[0].len() / 34` blocks, every `rows[k]` must hold at least `34 · n` bytes,
+/// `q.q8` at least `32 · n` values and `q.q8_d` at least `n` (all read unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -206,6 +296,11 @@ unsafe fn q8_0_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
 }
 
 /// One Q8_0 row against four activation rows.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With `n = row.len() / 34`
+/// blocks, every `qs[k]` must hold at least `32 · n` values in `q8` and `n` in `q8_d` (read
+/// unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -240,8 +335,10 @@ pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f3
     if rows.iter().any(|r| r.len() != len) {
         return None;
     }
-    // SAFETY: features checked by the caller; every row has `len` bytes of whole blocks
-    // and the activation row has the matching number of values and scales (checked).
+    // SAFETY: the features: the one caller, `dot::dot_4rows`, checks `available()` first
+    // (debug-asserted above). The lengths: every row has `len` bytes (checked above) and
+    // `q8_fits` / `q8k_fits` check that `q` holds exactly the values, scales and sums of a
+    // row of `len` bytes in whole blocks, which is what the chosen kernel reads.
     unsafe {
         match ty {
             GgmlType::Q4_1 if q8_fits(q, len, 20) => Some(q4_1_4rows(rows, q)),
@@ -259,7 +356,9 @@ pub fn dot_4rows(ty: GgmlType, rows: [&[u8]; 4], q: &QuantizedRow) -> Option<[f3
 pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batch) -> Option<[f32; 4]> {
     debug_assert!(available());
     let len = row.len();
-    // SAFETY: as in `dot_4rows`.
+    // SAFETY: the features: the one caller, `dot::dot_4tokens`, checks `available()` first
+    // (debug-asserted above). The lengths: each arm checks with `q8_fits` / `q8k_fits` that
+    // all four activation rows hold exactly what the kernel reads for a row of `len` bytes.
     unsafe {
         match ty {
             GgmlType::Q4_1 if qs.iter().all(|q| q8_fits(q, len, 20)) => Some(q4_1_4tok(row, qs)),
@@ -274,6 +373,12 @@ pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batc
     }
 }
 
+/// One Q4_0 row against one activation row.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8` must hold at least 32
+/// values per whole 18-byte block of `row` (read unchecked; `q.q8_d` is indexed with bounds
+/// checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
@@ -286,6 +391,12 @@ unsafe fn q4_0(row: &[u8], q: &QuantizedRow) -> f32 {
     hsum(acc)
 }
 
+/// One Q8_0 row against one activation row.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8` must hold at least 32
+/// values per whole 34-byte block of `row` (read unchecked; `q.q8_d` is indexed with bounds
+/// checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
@@ -301,6 +412,10 @@ unsafe fn q8_0(row: &[u8], q: &QuantizedRow) -> f32 {
 
 /// The minimum terms of a super-block's four 64-value groups (lane g: Σ over sub-blocks
 /// 2g, 2g + 1 of minimum × the sub-block's activation sum), from the block sums.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `bsums` must be valid for
+/// reading 16 `i16` (any alignment).
 #[inline(always)]
 unsafe fn q4k_group_mins(mins: &[u8; 8], bsums: *const i16) -> __m128i {
     let b = _mm256_loadu_si256(bsums as *const __m256i);
@@ -321,6 +436,10 @@ unsafe fn q4k_group_mins(mins: &[u8; 8], bsums: *const i16) -> __m128i {
 
 /// Group `g` of a Q4_K super-block unpacked: its low nibbles (sub-block 2g) and high
 /// nibbles (sub-block 2g + 1), 32 bytes each.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `b` must be valid for
+/// reading `16 + 32 · (g + 1)` bytes (all of a 144-byte Q4_K block for `g < 4`).
 #[inline(always)]
 unsafe fn q4k_unpack_group(b: *const u8, g: usize) -> (__m256i, __m256i) {
     let mask = _mm256_set1_epi8(0x0F);
@@ -330,6 +449,10 @@ unsafe fn q4k_unpack_group(b: *const u8, g: usize) -> (__m256i, __m256i) {
 
 /// Σ over one unpacked 64-value group (scales `s_lo`, `s_hi` applied) against the 64
 /// activations at `y`, as 8 i32 lanes whose sum is the group's integer dot product.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `y` must be valid for
+/// reading 64 bytes (any alignment).
 #[inline(always)]
 unsafe fn q4k_group_dot((lo, hi): (__m256i, __m256i), s_lo: u8, s_hi: u8, y: *const i8) -> __m256i {
     let y1 = _mm256_loadu_si256(y as *const __m256i);
@@ -341,6 +464,11 @@ unsafe fn q4k_group_dot((lo, hi): (__m256i, __m256i), s_lo: u8, s_hi: u8, y: *co
 
 /// One Q4_K super-block against one activation block: the integer sum (8 lanes) and the
 /// four groups' minimum terms.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `b` must hold a whole
+/// 144-byte Q4_K super-block (bytes 16.. are read unchecked), `q.q8k` at least
+/// `256 · (i + 1)` values and `q.q8k_bsums` at least `16 · (i + 1)`.
 #[inline(always)]
 unsafe fn q4k_block(b: &[u8], q: &QuantizedRow, i: usize) -> (__m256i, __m128i) {
     let (sc, m) = scales_mins_k4(&b[4..16]);
@@ -353,6 +481,9 @@ unsafe fn q4k_block(b: &[u8], q: &QuantizedRow, i: usize) -> (__m256i, __m128i) 
 }
 
 /// Lane k = the sum of the eight lanes of `v[k]`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
 #[inline(always)]
 unsafe fn hsum4_i32(v: [__m256i; 4]) -> __m128i {
     let a = _mm256_hadd_epi32(v[0], v[1]);
@@ -362,6 +493,10 @@ unsafe fn hsum4_i32(v: [__m256i; 4]) -> __m128i {
 }
 
 /// Lanes 0..4 of an i32 vector summed.
+///
+/// # Safety
+/// Nothing beyond x86_64's baseline SSE2 (it uses no other instructions); `unsafe` like the
+/// kernels it is inlined into.
 #[inline(always)]
 unsafe fn hsum_i32x4(v: __m128i) -> i32 {
     let s = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
@@ -369,6 +504,11 @@ unsafe fn hsum_i32x4(v: __m128i) -> i32 {
 }
 
 /// One Q4_K row against one token (llama.cpp's one-token order).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8k` must hold at least
+/// 256 values and `q.q8k_bsums` 16 per whole 144-byte block of `row` (read unchecked;
+/// `q.q8k_d` is indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
     let (mut acc, mut mins) = (0f32, 0f32);
@@ -382,6 +522,12 @@ unsafe fn q4k(row: &[u8], q: &QuantizedRow) -> f32 {
 }
 
 /// Four Q4_K rows against one token (decode); bit-identical to four [`q4k`] calls.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With
+/// `n = rows[0].len() / 144` blocks, every `rows[k]` must hold at least `144 · n` bytes,
+/// and `q` at least `256 · n` values in `q8k`, `n` in `q8k_d` and `16 · n` in `q8k_bsums`
+/// (all read unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
     let (mut acc, mut mins) = (_mm_setzero_ps(), _mm_setzero_ps());
@@ -411,6 +557,11 @@ unsafe fn q4k_4rows(rows: [&[u8]; 4], q: &QuantizedRow) -> [f32; 4] {
 
 /// One Q4_K row against four tokens (prefill), in llama.cpp's four-token order (floats
 /// accumulated per 64-value group): not bit-identical to [`q4k`], as in llama.cpp.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With `n = row.len() / 144`
+/// blocks, every `qs[k]` must hold at least `256 · n` values in `q8k` and `16 · n` in
+/// `q8k_bsums` (read unchecked; `q8k_d` is indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let (mut acc, mut mins) = (_mm_setzero_ps(), _mm_setzero_ps());
@@ -436,6 +587,10 @@ unsafe fn q4k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
 }
 
 /// Transpose a 4 × 4 matrix of i32 held as four rows.
+///
+/// # Safety
+/// Nothing beyond x86_64's baseline SSE2 (it uses no other instructions); `unsafe` like the
+/// kernels it is inlined into.
 #[inline(always)]
 unsafe fn transpose4(r: &mut [__m128i; 4]) {
     let t0 = _mm_unpacklo_epi32(r[0], r[1]);
@@ -447,6 +602,10 @@ unsafe fn transpose4(r: &mut [__m128i; 4]) {
 
 /// A Q6_K super-block's 256 six-bit values as unsigned bytes (0..64; the −32 offset is
 /// applied through the activation block sums), in activation order: 8 × 32 lanes.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `b` must be valid for
+/// reading 192 bytes (a Q6_K block's `ql` and `qh`).
 #[inline(always)]
 unsafe fn q6k_unpack(b: *const u8) -> [__m256i; 8] {
     let m4 = _mm256_set1_epi8(0x0F);
@@ -468,6 +627,11 @@ unsafe fn q6k_unpack(b: *const u8) -> [__m256i; 8] {
 /// One unpacked Q6_K super-block (scales `sc`) against activation block `i`, as
 /// llama.cpp's `ggml_vec_dot_q6_K_q8_K` keeps it: eight i32 lanes, each less its share of
 /// the −32 offset (lane L: 32 · Σ over scales 2L, 2L + 1 of scale · block sum).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `sc` must hold at least 16
+/// bytes, `q.q8k` at least `256 · (i + 1)` values and `q.q8k_bsums` at least `16 · (i + 1)`
+/// (all read unchecked).
 #[inline(always)]
 unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[u8], q: &QuantizedRow, i: usize) -> __m256i {
     let y = q.q8k.as_ptr().add(256 * i);
@@ -485,6 +649,12 @@ unsafe fn q6k_block(qv: &[__m256i; 8], sc: &[u8], q: &QuantizedRow, i: usize) ->
     _mm256_sub_epi32(sumi, offset)
 }
 
+/// One Q6_K row against one token (llama.cpp's `vec_dot` order).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8k` must hold at least
+/// 256 values and `q.q8k_bsums` 16 per whole 210-byte block of `row` (read unchecked;
+/// `q.q8k_d` is indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = _mm256_setzero_ps();
@@ -499,6 +669,11 @@ unsafe fn q6k(row: &[u8], q: &QuantizedRow) -> f32 {
 
 /// One Q6_K row against four activation rows: each super-block unpacked once;
 /// bit-identical to four [`q6k`] calls.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With `n = row.len() / 210`
+/// blocks, every `qs[k]` must hold at least `256 · n` values in `q8k`, `n` in `q8k_d` and
+/// `16 · n` in `q8k_bsums` (all read unchecked).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = [_mm256_setzero_ps(); 4];
@@ -518,6 +693,11 @@ unsafe fn q6k_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
 // `acc = fma(dx · Σ, dy, acc)`.
 
 /// One Q6_K row against one token in the tiled matmul's order.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8k` must hold at least
+/// 256 values and `q.q8k_bsums` 16 per whole 210-byte block of `row` (read unchecked;
+/// `q.q8k_d` is indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_tiled(row: &[u8], q: &QuantizedRow) -> f32 {
     let mut acc = 0f32;
@@ -532,6 +712,11 @@ unsafe fn q6k_tiled(row: &[u8], q: &QuantizedRow) -> f32 {
 /// [`q6k_tiled`] calls). Only each super-block's total is needed here, so the unpacked
 /// weights and the scale vectors are shared by the four tokens and one horizontal sum
 /// serves all four.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). With `n = row.len() / 210`
+/// blocks, every `qs[k]` must hold at least `256 · n` values in `q8k` and `16 · n` in
+/// `q8k_bsums` (read unchecked; `q8k_d` is indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_tiled_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     let mut acc = _mm_setzero_ps();
@@ -564,6 +749,10 @@ unsafe fn q6k_tiled_4tok(row: &[u8], qs: [&QuantizedRow; 4]) -> [f32; 4] {
     out
 }
 
+/// The sum of the eight i32 lanes of `v`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -599,7 +788,7 @@ mod tests {
         let mut v: Vec<f32> = (0..1000).map(|i| (i as f32 * 0.731).sin() * 10f32.powi(i % 12 - 6)).collect();
         v.extend([0.0, -0.0, 65504.0, 65520.0, 1e-8, f32::INFINITY, 6.1e-5, 1.0 + 1.0 / 2048.0]);
         let want: Vec<u32> = v.iter().map(|&x| crate::quant::f16_round(x).to_bits()).collect();
-        // SAFETY: the features are present.
+        // SAFETY: `available()` (checked above) found AVX2, FMA and F16C.
         unsafe { f16_round_all(&mut v) };
         assert_eq!(v.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want);
     }

@@ -17,6 +17,10 @@
 //! Elsewhere (no AVX-512 BF16, and in wasm) the panels expand to f32 for the f32 kernel:
 //! a bf16 value is the top half of an f32, so expanding is a shift.
 
+// Unsafe code: the AVX-512 BF16 kernel: `#[target_feature]` intrinsics, called only after
+// run-time feature detection (`has_avx512_bf16`), with raw-pointer vector loads.
+#![allow(unsafe_code)]
+
 use super::gemm::NR;
 
 /// f32 → bf16 with round-to-nearest-even (as `VCVTNEPS2BF16` and PyTorch do); NaN stays

@@ -50,6 +50,10 @@ impl Batch {
 
 /// `row · x` for one weight row in `ty`'s block format; `q` holds `x` quantized in
 /// [`act_format`]`(ty)`; `batch` is the size class of the matmul it belongs to.
+///
+/// Panics (the portable kernel's bounds checks) when `x` or `q` holds fewer activations
+/// than `row` has weights; the SIMD kernels run only where `q` is long enough, so a short
+/// `q` is never read past its end.
 #[inline]
 pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow, batch: Batch) -> f32 {
     #[cfg(target_arch = "x86_64")]
@@ -195,45 +199,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::quant::dequantize;
 
-    /// Deterministic pseudo-random bytes.
-    pub(crate) fn bytes(n: usize, seed: u64) -> Vec<u8> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 24) as u8
-            })
-            .collect()
-    }
-
-    /// A weight row of `n` elements with small, finite half-float scales.
-    pub(crate) fn weight_row(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
-        let bb = ty.block_bytes() as usize;
-        let mut row = bytes(n / ty.block_elements() as usize * bb, seed);
-        let half = |row: &mut [u8], at: usize| {
-            row[at..at + 2].copy_from_slice(&crate::quant::f32_to_f16(0.01 + (at % 7) as f32 * 0.003).to_le_bytes())
-        };
-        for b in row.chunks_exact_mut(bb) {
-            match ty {
-                GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => half(b, 0),
-                GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4K | GgmlType::Q5K => {
-                    half(b, 0);
-                    half(b, 2);
-                }
-                GgmlType::Q6K => half(b, 208),
-                GgmlType::F16 => half(b, 0),
-                GgmlType::F32 => b.copy_from_slice(&0.25f32.to_le_bytes()),
-                GgmlType::BF16 => b.copy_from_slice(&[0x80, 0x3E]),
-            }
-        }
-        row
-    }
-
-    pub(crate) fn activations(n: usize, seed: u64) -> Vec<f32> {
-        bytes(n, seed).iter().map(|&b| (f32::from(b) - 127.5) / 40.0).collect()
-    }
+    pub(crate) use crate::testdata::{activations, weight_row};
 
     pub(crate) const TYPES: [GgmlType; 11] = GgmlType::ALL;
 
@@ -261,6 +227,37 @@ pub(crate) mod tests {
             let norm: f32 = w.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
             let got = dot_row_scalar(ty, &row, &x, &q);
             assert!((got - exact).abs() <= 0.02 * norm + 1e-4, "{ty}: {got} vs {exact} (norm {norm})");
+        }
+    }
+
+    /// Issue #20: `dot_row` is safe and public, and the SIMD kernels read the activations
+    /// unchecked, so a `QuantizedRow` holding fewer activations than the weight row has
+    /// weights (an empty one, or one quantized from a row a block narrower) must never reach
+    /// them. It panics on the portable kernel's bounds checks instead, for every type and
+    /// batch class, where before it read past the end of `q` on AVX2 machines.
+    #[test]
+    fn a_short_quantized_row_is_never_read_past_its_end() {
+        let n = 512;
+        for ty in TYPES {
+            let per = match act_format(ty) {
+                ActFormat::Q8 => 32,
+                ActFormat::Q8K => 256,
+                ActFormat::F32 => continue,
+            };
+            let row = weight_row(ty, n, 3);
+            let x = activations(n, 5);
+            for q in [QuantizedRow::default(), quantized(&x[..n - per], ty)] {
+                for batch in [Batch::Small, Batch::Large, Batch::Decode] {
+                    let read = std::panic::catch_unwind(|| dot_row(ty, &row, &x, &q, batch));
+                    assert!(read.is_err(), "{ty} {batch:?}: {} activations read for a row of {n}", q.len);
+                }
+            }
+            // A row long enough still runs, with the same value as the exact-width one.
+            let (q, wider) = (quantized(&x, ty), quantized(&[&x[..], &x[..per]].concat(), ty));
+            for batch in [Batch::Small, Batch::Large, Batch::Decode] {
+                let (a, b) = (dot_row(ty, &row, &x, &q, batch), dot_row(ty, &row, &x, &wider, batch));
+                assert_eq!(a.to_bits(), b.to_bits(), "{ty} {batch:?}");
+            }
         }
     }
 }

@@ -11,6 +11,15 @@
 //! Every loop body is a plain `#[inline(always)]` function, compiled once portably and
 //! once for AVX2 + FMA (chosen at run time, as the quantized kernels are); in wasm the
 //! portable copy is vectorized for `simd128`.
+//!
+//! Safety: the `_fma` and `_avx2` functions are `unsafe` because they enable AVX2 and FMA
+//! with `#[target_feature]`; they run only after `has_fma()` found both. The `_avx2` tiles
+//! also read and write through raw pointers: their callers assert the slice sizes first.
+
+// Unsafe code: the AVX2 + FMA copies of the loops and the explicit AVX2 attention tiles:
+// `#[target_feature]` functions called only after run-time feature detection (`has_fma`),
+// with raw-pointer vector loads and stores.
+#![allow(unsafe_code)]
 
 use super::madd;
 
@@ -19,12 +28,15 @@ use super::madd;
 pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `layer_norm_fma` enables.
         return unsafe { layer_norm_fma(x, gamma, beta, eps) };
     }
     layer_norm_body(x, gamma, beta, eps)
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). The body is the safe portable code, compiled
+/// with those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn layer_norm_fma(x: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
@@ -84,12 +96,15 @@ fn max8(v: &[f32]) -> f32 {
 pub fn gelu(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `gelu_fma` enables.
         return unsafe { gelu_fma(x) };
     }
     x.iter_mut().for_each(|v| *v = gelu1(*v));
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). The body is the safe portable code, compiled
+/// with those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gelu_fma(x: &mut [f32]) {
@@ -156,12 +171,15 @@ pub fn attend(
 ) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `attend_fma` enables.
         return unsafe { attend_fma(q, k, v, stride, (tokens, head_dim), scale, out, out_stride, scratch) };
     }
     attend_body::<false>(q, k, v, stride, (tokens, head_dim), scale, out, out_stride, scratch)
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). The body is the portable code compiled with
+/// those features; with `FMA` set it calls the `_avx2` tiles, after asserting their sizes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
@@ -279,7 +297,8 @@ fn pack_keys<const FMA: bool>(k: &[f32], stride: usize, (tokens, d): (usize, usi
     let done = if FMA && d.is_multiple_of(8) && tokens >= 8 {
         let done = tokens / 8 * 8;
         assert!(k.len() >= (done - 1) * stride + d && kt.len() >= (d - 1) * kt_stride + done);
-        // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
+        // SAFETY: `FMA` is set only inside `attend_fma`, which runs only where AVX2 and FMA
+        // are present; `done` and `d` are multiples of 8 and the sizes are asserted above.
         unsafe { pack_keys_avx2(k, stride, (done, d), scale, kt, kt_stride) };
         done
     } else {
@@ -295,6 +314,11 @@ fn pack_keys<const FMA: bool>(k: &[f32], stride: usize, (tokens, d): (usize, usi
 }
 
 /// [`pack_keys`] for a multiple of eight tokens and of eight dimensions.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA. `tokens` and `d` must be multiples of 8, `k` must hold
+/// at least `(tokens − 1) · stride + d` values and `kt` at least
+/// `(d − 1) · kt_stride + tokens` (read and written unchecked; [`pack_keys`] asserts this).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pack_keys_avx2(k: &[f32], stride: usize, (tokens, d): (usize, usize), scale: f32, kt: &mut [f32], kt_stride: usize) {
@@ -303,8 +327,9 @@ unsafe fn pack_keys_avx2(k: &[f32], stride: usize, (tokens, d): (usize, usize), 
     let s = _mm256_set1_ps(scale);
     for j0 in (0..tokens).step_by(8) {
         for c0 in (0..d).step_by(8) {
-            // SAFETY: the caller checked that rows j0..j0+8 of d keys and rows c0..c0+8
-            // of `tokens` columns are inside the slices.
+            // SAFETY: AVX2 is enabled here; j0 + 8 ≤ tokens and c0 + 8 ≤ d (both multiples
+            // of 8), so the caller's sizes put rows j0..j0+8, columns c0..c0+8 of the keys
+            // and rows c0..c0+8, columns j0..j0+8 of `kt` inside the slices.
             unsafe {
                 let r: [__m256; 8] = core::array::from_fn(|i| _mm256_mul_ps(_mm256_loadu_ps(kp.add((j0 + i) * stride + c0)), s));
                 // The usual 8×8 transpose: interleave pairs, then quads, then halves.
@@ -349,7 +374,8 @@ fn score_block<const FMA: bool>(qblock: &[f32], d: usize, kt: &[f32], kt_stride:
     #[cfg(target_arch = "x86_64")]
     if FMA {
         assert!(qblock.len() >= QB * d && kt.len() >= (d - 1) * kt_stride + KB && scores.len() >= (QB - 1) * s_stride + KB);
-        // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
+        // SAFETY: `FMA` is set only inside `attend_fma`, which runs only where AVX2 and FMA
+        // are present; the sizes are asserted above.
         return unsafe { score_block_avx2(qblock, d, kt, kt_stride, scores, s_stride) };
     }
     for r in 0..QB {
@@ -364,6 +390,11 @@ fn score_block<const FMA: bool>(qblock: &[f32], d: usize, kt: &[f32], kt_stride:
     }
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA. `qblock` must hold at least `QB · d` values, `kt` at
+/// least `(d − 1) · kt_stride + KB` and `scores` at least `(QB − 1) · s_stride + KB` (read
+/// and written unchecked; [`score_block`] asserts this). On x86_64 `KB` is 16, the two
+/// vectors read per key row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn score_block_avx2(qblock: &[f32], d: usize, kt: &[f32], kt_stride: usize, scores: &mut [f32], s_stride: usize) {
@@ -371,8 +402,8 @@ unsafe fn score_block_avx2(qblock: &[f32], d: usize, kt: &[f32], kt_stride: usiz
     let (qp, kp, sp) = (qblock.as_ptr(), kt.as_ptr(), scores.as_mut_ptr());
     let mut acc = [[_mm256_setzero_ps(); 2]; QB];
     for c in 0..d {
-        // SAFETY: the caller checked that QB rows of d queries, d rows of KB keys and QB
-        // rows of KB scores are inside the slices.
+        // SAFETY: AVX2 and FMA are enabled here; c < d, so by the caller's sizes key row c
+        // (16 = KB values) and query values r · d + c (r < QB) are inside the slices.
         unsafe {
             let k0 = _mm256_loadu_ps(kp.add(c * kt_stride));
             let k1 = _mm256_loadu_ps(kp.add(c * kt_stride + 8));
@@ -384,7 +415,8 @@ unsafe fn score_block_avx2(qblock: &[f32], d: usize, kt: &[f32], kt_stride: usiz
         }
     }
     for (r, a) in acc.iter().enumerate() {
-        // SAFETY: as above.
+        // SAFETY: r < QB, so by the caller's sizes the 16 = KB scores at r · s_stride are
+        // inside `scores`.
         unsafe {
             _mm256_storeu_ps(sp.add(r * s_stride), a[0]);
             _mm256_storeu_ps(sp.add(r * s_stride + 8), a[1]);
@@ -399,7 +431,8 @@ fn output_block<const FMA: bool>(scores: &[f32], s_stride: usize, tokens: usize,
     #[cfg(target_arch = "x86_64")]
     if FMA {
         assert!(scores.len() >= (QB - 1) * s_stride + tokens && vv.len() >= (tokens - 1) * d + DB);
-        // SAFETY: FMA is set only inside `attend_fma` (AVX2 + FMA checked); sizes above.
+        // SAFETY: `FMA` is set only inside `attend_fma`, which runs only where AVX2 and FMA
+        // are present; the sizes are asserted above.
         return unsafe { output_block_avx2(scores, s_stride, tokens, vv, d, acc) };
     }
     for (r, a) in acc.iter_mut().enumerate() {
@@ -412,6 +445,10 @@ fn output_block<const FMA: bool>(scores: &[f32], s_stride: usize, tokens: usize,
     }
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA. `scores` must hold at least
+/// `(QB − 1) · s_stride + tokens` values and `vv` at least `(tokens − 1) · d + DB` (read
+/// unchecked; [`output_block`] asserts this).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn output_block_avx2(scores: &[f32], s_stride: usize, tokens: usize, vv: &[f32], d: usize, acc: &mut [[f32; DB]; QB]) {
@@ -419,8 +456,9 @@ unsafe fn output_block_avx2(scores: &[f32], s_stride: usize, tokens: usize, vv: 
     let (sp, vp) = (scores.as_ptr(), vv.as_ptr());
     let mut c = [[_mm256_setzero_ps(); 2]; QB];
     for j in 0..tokens {
-        // SAFETY: the caller checked that QB rows of `tokens` scores and `tokens` rows of
-        // DB values are inside the slices.
+        // SAFETY: AVX2 and FMA are enabled here; j < tokens, so by the caller's sizes the
+        // DB = 16 values of row j of `vv` and score r · s_stride + j (r < QB) are inside the
+        // slices.
         unsafe {
             let v0 = _mm256_loadu_ps(vp.add(j * d));
             let v1 = _mm256_loadu_ps(vp.add(j * d + 8));

@@ -21,6 +21,11 @@
 //! activations stay in L2 while the panels pass over them, and an F16 panel is expanded
 //! once per token block into the task's scratch.
 
+// Unsafe code: the AVX2 + FMA, AVX-512 BF16 and wasm `simd128` micro-kernels (raw-pointer
+// vector loads, the x86 ones chosen by run-time feature detection), and the tasks' writes
+// to disjoint rectangles of the output through a shared raw pointer.
+#![allow(unsafe_code)]
+
 use super::encoder_ops::gelu;
 use super::threads::Threads;
 use super::{bf16, madd, SharedMut};
@@ -215,15 +220,19 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
                 let mut t = t0;
                 while t < t1 {
                     let n = (t1 - t).min(bf16::MR_BF16);
-                    // SAFETY: `bf16_pairs` exists only where the CPU has AVX-512 BF16; its
-                    // rows are padded to whole tiles, and each panel holds `per` values.
                     if p + 1 < p1 {
                         let mut acc = [[[0f32; NR]; 2]; bf16::MR_BF16];
+                        // SAFETY: `bf16_pairs` exists only where `has_avx512_bf16()` found
+                        // AVX-512 F and BF16. `t` is a multiple of MR_BF16 below `tokens`,
+                        // and `activation_pairs` pads the rows to whole tiles, so
+                        // `xb[t · kp..]` holds MR_BF16 · kp values; the two panels' slice is
+                        // `2 · per` = 2 · kp · 2 · NR values (bounds-checked).
                         unsafe { bf16::kernel::<2>(&xb[t * kp..], kp, &v[p * per..(p + 2) * per], &mut acc) };
                         store(n, &|i| acc[i][0], t, p);
                         store(n, &|i| acc[i][1], t, p + 1);
                     } else {
                         let mut acc = [[[0f32; NR]; 1]; bf16::MR_BF16];
+                        // SAFETY: as above, with one panel of `per` values.
                         unsafe { bf16::kernel::<1>(&xb[t * kp..], kp, &v[p * per..(p + 1) * per], &mut acc) };
                         store(n, &|i| acc[i][0], t, p);
                     }
@@ -278,7 +287,8 @@ fn expand_f16(src: &[u16], out: &mut Vec<f32>) {
     out.reserve(src.len());
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2, FMA and F16C.
+        // SAFETY: `has_fma` found AVX2, FMA and F16C, the features `expand_f16_f16c`
+        // enables.
         return unsafe { expand_f16_f16c(src, out) };
     }
     out.extend(src.iter().map(|&h| crate::quant::f16_to_f32(h)));
@@ -297,6 +307,9 @@ fn expand_q8(q: &[i8], d: &[f32], out: &mut Vec<f32>) {
     }
 }
 
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (`has_fma`); the loads and stores stay inside `src`
+/// and a local array.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn expand_f16_f16c(src: &[u16], out: &mut Vec<f32>) {
@@ -304,7 +317,8 @@ unsafe fn expand_f16_f16c(src: &[u16], out: &mut Vec<f32>) {
     let mut chunks = src.chunks_exact(8);
     for c in &mut chunks {
         let mut v = [0f32; 8];
-        // SAFETY: `c` holds eight u16 and `v` eight f32; unaligned load and store.
+        // SAFETY: F16C and AVX are enabled here; `c` holds eight u16 and `v` eight f32
+        // (unaligned load and store).
         unsafe {
             let h = _mm_loadu_si128(c.as_ptr().cast());
             _mm256_storeu_ps(v.as_mut_ptr(), _mm256_cvtph_ps(h));
@@ -320,16 +334,19 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
         if n == MR {
-            // SAFETY: `has_fma` checks AVX2 and FMA; `x` holds MR rows of `cols` values
-            // and `panel` `cols · NR` values.
+            // SAFETY: `has_fma` found AVX2 and FMA. The sizes: `gemm` passes `x` as the
+            // `n · cols` values of its tokens (n == MR here) and a panel of `cols · NR`
+            // values. They are not checked here (`kernel` is private; debug-asserted in
+            // the kernel).
             return unsafe { kernel_6x16_avx2(x, cols, panel, acc) };
         }
-        // SAFETY: as above.
+        // SAFETY: `has_fma` found AVX2 and FMA; `kernel_fma` is safe code otherwise.
         return unsafe { kernel_fma(x, cols, n, panel, acc) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     if n == MR {
-        // SAFETY: `x` holds MR rows of `cols` values and `panel` `cols · NR` values.
+        // SAFETY: as for `kernel_6x16_avx2` above: `gemm` passes MR rows of `cols` values
+        // and a panel of `cols · NR` values.
         return unsafe { kernel_simd128(x, cols, panel, acc) };
     }
     kernel_body::<false>(x, cols, n, panel, acc)
@@ -339,6 +356,11 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
 /// because the vectorized generic loop loaded each activation as a scalar and splatted it
 /// in a second instruction; `v128_load32_splat` does both, and the loop keeps the
 /// accumulators in registers (wasm has no FMA without relaxed SIMD: a multiply and an add).
+///
+/// # Safety
+/// `x` must hold at least `MR · cols` values and `panel` at least `cols · NR` (read
+/// unchecked). The build has `simd128` (the function exists only then), so no run-time
+/// check is needed.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {
     use core::arch::wasm32::*;
@@ -367,6 +389,9 @@ unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32;
     }
 }
 
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). The body is the safe portable code, compiled
+/// with those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_fma(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {
@@ -378,6 +403,10 @@ unsafe fn kernel_fma(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut 
 /// loads, set the pace (the register-blocking of BLIS's Haswell kernel). Zen 4 and Intel
 /// cores with AVX-512 reach the same peak this way, 512-bit FMAs being two 256-bit ones
 /// there or clocked down.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA (`has_fma`). `x` must hold at least `MR · cols` values
+/// and `panel` at least `cols · NR` (read unchecked; debug-asserted).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_6x16_avx2(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {

@@ -12,6 +12,11 @@
 //! The softmax sums each 16 exponentials by the tree into an f64. Every step is one
 //! rounding, so any machine reproduces it exactly.
 
+// Unsafe code: the AVX2 + FMA copies of the dot product and the `P·V` update
+// (`#[target_feature]` functions called only after run-time feature detection, with
+// raw-pointer vector loads and stores).
+#![allow(unsafe_code)]
+
 /// Lanes per vector and vectors per step of ggml's 512-bit half-precision dot product.
 pub const LANES: usize = 16;
 
@@ -91,12 +96,14 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
 /// [`dot_f16`] and the `P·V` update in AVX2 + FMA: each 16-lane accumulator is two 8-lane
 /// registers doing the same per-lane fused multiply-adds, so the results are bit-identical.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 pub mod avx2 {
     use super::{reduce16, Order, LANES};
     use std::arch::x86_64::*;
 
     /// Two 8-lane halves of a 16-lane vector to an array.
+    ///
+    /// # Safety
+    /// The CPU must have AVX (the stores go to a local array).
     #[inline(always)]
     unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; LANES] {
         let mut a = [0f32; LANES];
@@ -108,7 +115,8 @@ pub mod avx2 {
     /// [`super::dot_f16`], vectorized.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `y` at least as long as `x`.
+    /// The CPU must have AVX2 and FMA (`has_fma`). The lengths are not a safety condition:
+    /// a `y` shorter than `x` panics.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
         let hd = x.len();
@@ -145,7 +153,8 @@ pub mod avx2 {
     /// `y[i] = a·x[i] + y[i]`, fused, for every `i < y.len()`.
     ///
     /// # Safety
-    /// The CPU must have AVX2 and FMA; `x` at least as long as `y`.
+    /// The CPU must have AVX2 and FMA (`has_fma`). The lengths are not a safety condition:
+    /// an `x` shorter than `y` panics.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
         let n = y.len();
@@ -180,13 +189,13 @@ mod tests {
             for n in [64, 80, 128] {
                 let (x, y) = (&x[..n], &y[..n]);
                 for order in [Order::VecDot, Order::Tiled] {
-                    // SAFETY: AVX2 and FMA are present.
+                    // SAFETY: `has_fma()` (checked above) found AVX2 and FMA.
                     let fast = unsafe { avx2::dot_f16(x, y, order) };
                     assert_eq!(fast.to_bits(), dot_f16(x, y, order).to_bits(), "n={n} {order:?}");
                 }
                 let mut a: Vec<f32> = y.to_vec();
                 let mut b = a.clone();
-                // SAFETY: as above.
+                // SAFETY: as above: AVX2 and FMA are present.
                 unsafe { avx2::axpy(0.3, x, &mut a) };
                 b.iter_mut().zip(x).for_each(|(b, x)| *b = 0.3f32.mul_add(*x, *b));
                 assert_eq!(a, b);

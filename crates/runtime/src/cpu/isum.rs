@@ -78,6 +78,8 @@ pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
     }
 }
 
+// Unsafe code: `v128_load` reads 16 bytes through a raw pointer (each call checks the slice
+// is long enough first).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[allow(unsafe_code)]
 mod simd {

@@ -7,6 +7,11 @@
 //! SwiGLU bit-identical to llama.cpp's, not merely close. Every step is one IEEE operation
 //! or fused multiply-add, so the scalar form here equals the vector form lane by lane.
 
+// Unsafe code: AVX2 + FMA `exp` and SwiGLU: `#[target_feature]` functions called only after
+// run-time feature detection (`has_fma`), with unaligned raw-pointer vector loads and
+// stores.
+#![allow(unsafe_code)]
+
 #[inline(always)]
 fn c(bits: u32) -> f32 {
     f32::from_bits(bits)
@@ -59,7 +64,7 @@ pub fn silu(x: f32) -> f32 {
 pub fn exp_shifted(v: &mut [f32], sub: f32) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `avx2::exp_shifted` enables.
         return unsafe { avx2::exp_shifted(v, sub) };
     }
     v.iter_mut().for_each(|x| *x = expf(*x - sub));
@@ -69,7 +74,7 @@ pub fn exp_shifted(v: &mut [f32], sub: f32) {
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
-        // SAFETY: `has_fma` checks AVX2 and FMA.
+        // SAFETY: `has_fma` found AVX2 and FMA, the features `avx2::swiglu` enables.
         return unsafe { avx2::swiglu(gate, up) };
     }
     gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
@@ -78,7 +83,6 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
 /// [`expf`] eight lanes at a time: the same operations, so the same bits. Vectors with a
 /// lane outside the normal range of `2^n` take the scalar path.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 mod avx2 {
     use std::arch::x86_64::*;
 
@@ -86,6 +90,10 @@ mod avx2 {
 
     /// `expf` of each lane, or `None` where a lane needs [`super::scale_by_pow2`]'s
     /// special cases (results outside the normal range).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (it is inlined into the `#[target_feature]` functions
+    /// below, which enable them).
     #[inline(always)]
     unsafe fn expf8(x: __m256) -> Option<__m256> {
         let set = |bits: u32| _mm256_set1_ps(c(bits));
@@ -111,6 +119,8 @@ mod avx2 {
         Some(_mm256_mul_ps(j, pow2))
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`has_fma`); the loads and stores stay inside `v`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn exp_shifted(v: &mut [f32], sub: f32) {
         let s = _mm256_set1_ps(sub);
@@ -125,6 +135,9 @@ mod avx2 {
         chunks.into_remainder().iter_mut().for_each(|x| *x = expf(*x - sub));
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA (`has_fma`); the loads and stores stay inside the
+    /// first `min(gate.len(), up.len())` values of each slice.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn swiglu(gate: &mut [f32], up: &[f32]) {
         let n = gate.len().min(up.len());

@@ -6,6 +6,10 @@
 //! a weight row is read from memory once per batch, not once per token (prefill is then
 //! compute-bound, as it should be).
 
+// Unsafe code: the tasks of a product write disjoint elements of the outputs through shared
+// raw pointers (`OutPtr`).
+#![allow(unsafe_code)]
+
 use super::act::{ActFormat, QuantizedRow};
 use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row, Batch};
 use super::threads::Threads;
@@ -163,6 +167,7 @@ struct OutPtr(*mut f32);
 // SAFETY: tasks write disjoint indices (a task owns a row range of one job) and the
 // pointer outlives them (the scope of `matmul_many`).
 unsafe impl Send for OutPtr {}
+// SAFETY: as for `Send`: the tasks sharing it write disjoint indices, never the same one.
 unsafe impl Sync for OutPtr {}
 
 /// For each `(w, out)`: `out[t · w.rows + r] = w.row(r) · x_t` for every token `t`. All
@@ -208,7 +213,10 @@ pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&Q
             let w = mats[j];
             let (ptr, rows) = outs[j];
             let q = |t: usize| acts.q.get(t).unwrap_or(&EMPTY);
-            // SAFETY: (t, r) is in bounds (checked sizes above) and owned by this task.
+            // SAFETY: every caller passes t < tokens and r0 ≤ r < r1 ≤ rows, inside `out`
+            // (its size is asserted above), and rows r0..r1 of job j belong to this task
+            // alone (`rows_per_task` cuts whole groups of eight, so the re-laid kernels'
+            // eight-row writes stay inside r0..r1 too).
             let put = |t: usize, r: usize, v: f32| unsafe { *ptr.0.add(t * rows + r) = v };
             if w.interleaved {
                 #[cfg(target_arch = "x86_64")]
@@ -359,6 +367,32 @@ mod tests {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Issue #20: `Activations` has public fields, so its quantized rows can be shorter
+    /// than its width says (replaced after `prepare`). Every kernel family (plain and
+    /// re-laid; one token, a small and a large batch) then panics on a length check
+    /// instead of reading past the end of the short row.
+    #[test]
+    fn short_activation_rows_are_never_read_past_their_end() {
+        let (rows, cols) = (8, 512);
+        for ty in [GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q4_1, GgmlType::Q8_0] {
+            let data: Vec<u8> = (0..rows).flat_map(|r| weight_row(ty, cols, 5 + r as u64)).collect();
+            let plain = QMatrix::new(ty, rows, cols, data).unwrap();
+            for w in [plain.clone(), plain.for_matmul()] {
+                for tokens in [1, 5, 9] {
+                    let mut acts = Activations::default();
+                    acts.set(&activations(cols * tokens, 9), cols);
+                    acts.prepare(act_format(ty));
+                    acts.q[tokens - 1] = QuantizedRow::default();
+                    let mut out = vec![0f32; rows * tokens];
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        matmul(&Threads::new(1), &mut acts, &w, &mut out);
+                    }));
+                    assert!(run.is_err(), "{ty:?}, {tokens} tokens: a short activation row was read");
                 }
             }
         }

@@ -49,9 +49,15 @@ pub(crate) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 /// it (every user says which part a task owns).
 #[derive(Clone, Copy)]
 pub(crate) struct SharedMut(pub(crate) *mut f32);
+// Unsafe code in this module is allowed item by item (here and on `f16_round_all`), not
+// by a module-level `#![allow(unsafe_code)]`: that would extend to every `cpu` submodule.
 // SAFETY: users give each task a disjoint range, and the buffer outlives the tasks (they
 // run inside `Threads::for_each`, which returns when all are done).
+#[allow(unsafe_code)]
 unsafe impl Send for SharedMut {}
+// SAFETY: as for `Send`: tasks sharing the pointer write disjoint ranges of a buffer that
+// outlives them, so no two threads touch the same element.
+#[allow(unsafe_code)]
 unsafe impl Sync for SharedMut {}
 
 impl SharedMut {
@@ -63,6 +69,7 @@ impl SharedMut {
 
 /// Round every value to half precision and back (F16C where present): the K/V cache and
 /// the attention's queries are half precision in llama.cpp.
+#[allow(unsafe_code)] // calls the F16C kernel after run-time feature detection
 pub(crate) fn f16_round_all(v: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if has_fma() {

@@ -12,6 +12,8 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod pool {
+    // Unsafe code: `run` hands the job closure to the helper threads as a lifetime-erased
+    // raw pointer (scoped sharing: it returns only after every helper is done with it).
     #![allow(unsafe_code)]
 
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -26,7 +28,8 @@ mod pool {
     /// Valid while `Pool::run` waits for the helpers (it returns only when all are done).
     #[derive(Clone, Copy)]
     struct JobPtr(*const (dyn Fn(usize) + Sync));
-    // SAFETY: the pointee is `Sync` and outlives every use (see `JobPtr`).
+    // SAFETY: the pointee is `Sync`, so sharing it with the helper threads is sound, and
+    // it outlives every use (see `JobPtr` and `Pool::run`).
     unsafe impl Send for JobPtr {}
 
     struct Shared {
@@ -102,9 +105,11 @@ mod pool {
         pub fn run(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
             let s = &*self.shared;
             let _turn = s.running.lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY (lifetime erasure): helpers use the pointer only between the epoch
-            // bump below and their `busy` decrement, and we wait for `busy == 0` before
-            // returning, so `f` outlives every use.
+            // SAFETY: a lifetime erasure (the types are the same otherwise). Helpers use the
+            // pointer only between the epoch bump below and their `busy` decrement, and we
+            // wait for `busy == 0` (even when our own share of the tasks panics: it is run
+            // under `catch_unwind`) before clearing `job` and returning, so `f` outlives
+            // every use.
             let erased: JobPtr = JobPtr(unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
             *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(erased);
             s.tasks.store(tasks, Ordering::Release);
@@ -172,7 +177,8 @@ mod pool {
             }
             let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(JobPtr(f)) = job {
-                // SAFETY: see `JobPtr`: `run` keeps the job alive until `busy` reaches 0.
+                // SAFETY: see `JobPtr`: `run` keeps the job alive until `busy` reaches 0,
+                // and this helper decrements `busy` only after its last use of `f`.
                 let f = unsafe { &*f };
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f))).is_err() {
                     s.panicked.store(true, Ordering::Release);

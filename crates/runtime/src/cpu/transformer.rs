@@ -10,6 +10,10 @@
 //! precision (llama.cpp keeps K/V in f16 and converts the other operand to f16); RMSNorm
 //! sums in f64; RoPE angles advance by repeated multiplication in f32.
 
+// Unsafe code: attention tasks write disjoint (token, head) slices of the output through a
+// shared raw pointer (`SyncPtr`).
+#![allow(unsafe_code)]
+
 use super::attention::{attend, rope, Head, Scratch};
 use super::dot::Batch;
 use super::ggml_order::{dot_f16, Order};
@@ -91,6 +95,7 @@ pub struct CpuTransformer {
 struct SyncPtr(*mut f32);
 // SAFETY: tasks write disjoint (token, head) slices of a buffer that outlives them.
 unsafe impl Send for SyncPtr {}
+// SAFETY: as for `Send`: the tasks sharing it write disjoint slices, never the same value.
 unsafe impl Sync for SyncPtr {}
 
 impl SyncPtr {
@@ -259,7 +264,10 @@ impl CpuTransformer {
             let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].to_vec();
             super::f16_round_all(&mut qh);
             let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
-            // SAFETY: this task alone writes out[t, head hh].
+            // SAFETY: this task alone writes out[t, head hh], the `hd` values at
+            // t · e + hh · hd: inside `out` (t_n × n_embd values, allocated so by `run`)
+            // because t < t_n and `n_head · head_dim ≤ n_embd` (`head_dim = n_embd / n_head`
+            // in both config loaders).
             let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
             SCRATCH.with_borrow_mut(|scratch| {
                 let inv = attend(&head, scratch, dst);

@@ -170,6 +170,24 @@ impl EmbedderConfig {
 }
 
 impl BertShape {
+    /// How many weights an encoder of this shape has (`None` past `u64`): checked against
+    /// the file that should hold them before anything is allocated for them, since every
+    /// width here comes from the configuration.
+    pub fn parameters(&self) -> Option<u64> {
+        let [v, h, l, i, p, t] =
+            [self.vocab, self.hidden, self.layers, self.intermediate, self.max_positions, self.type_vocab].map(|x| x as u64);
+        // Embeddings and their norm; per layer Q, K, V and the output (weights and biases),
+        // two norms, and the feed-forward up and down.
+        let embeddings = v.checked_add(p)?.checked_add(t)?.checked_add(2)?.checked_mul(h)?;
+        let per_layer = h
+            .checked_mul(h)?
+            .checked_mul(4)?
+            .checked_add(h.checked_mul(8)?)?
+            .checked_add(h.checked_mul(i)?.checked_mul(2)?)?
+            .checked_add(i.checked_add(h)?)?;
+        embeddings.checked_add(per_layer.checked_mul(l)?)
+    }
+
     /// From a Hugging Face `config.json` of a BERT model.
     pub fn from_config(c: &Value, file: &str) -> Result<Self, EmbedderError> {
         let kind = c.get("model_type").and_then(Value::as_str).unwrap_or("");

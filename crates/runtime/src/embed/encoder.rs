@@ -15,6 +15,10 @@
 //! multiplied with f32 activations by the float GEMM ([`crate::cpu::gemm`]); the word
 //! embeddings are a [`QMatrix`] in the same precision, read a row per token.
 
+// Unsafe code: the (sequence, head) attention tasks and the row-chunk tasks write disjoint
+// parts of shared buffers through a raw pointer (`SharedMut`).
+#![allow(unsafe_code)]
+
 use super::config::{BertShape, Pooling};
 use super::error::EmbedderError;
 use crate::cpu::encoder_ops::{attend, layer_norm};
@@ -229,7 +233,9 @@ impl Encoder {
                     attend(q, k, v, 3 * h, (len, d), scale, &mut out[..len * d], d, scratch);
                     for (i, o) in out[..len * d].chunks_exact(d).enumerate() {
                         // SAFETY: this task alone writes row start+i, columns
-                        // head·d..(head+1)·d of `ctx` (one sequence, one head), inside it.
+                        // head·d..(head+1)·d of `ctx` (one sequence, one head): inside it, as
+                        // start + i < total, `ctx` holds total × h values and
+                        // heads · d ≤ h; `o` holds d values and does not overlap `ctx`.
                         unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), ctx_ptr.get().add((start + i) * h + head * d), d) };
                     }
                 });
@@ -319,7 +325,8 @@ fn par_rows(threads: &Threads, data: &mut [f32], width: usize, f: impl Fn(usize,
     let ptr = SharedMut(data.as_mut_ptr());
     threads.for_each(rows.div_ceil(per.max(1)), |c| {
         let (r0, r1) = (c * per, ((c + 1) * per).min(rows));
-        // SAFETY: chunk c alone covers rows r0..r1, inside `data`.
+        // SAFETY: chunk c alone covers rows r0..r1 (r1 ≤ rows = data.len() / width), so the
+        // slice is inside `data` and no other task touches it.
         let part = unsafe { std::slice::from_raw_parts_mut(ptr.get().add(r0 * width), (r1 - r0) * width) };
         f(r0, part);
     });

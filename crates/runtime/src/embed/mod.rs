@@ -100,6 +100,23 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
+/// Refuse a shape whose weights, at `bits` bits each at least, would not fit in the
+/// `bytes` of the file meant to hold them: the encoder allocates for its widths before it
+/// reads each tensor, and the widths come from the configuration (a fuzz finding: a
+/// `hidden_size` of 16777215 asked for petabytes and aborted the process).
+fn weights_fit(shape: &BertShape, bytes: u64, bits: u64, config: &str, weights: &str) -> Result<(), EmbedderError> {
+    match shape.parameters() {
+        Some(n) if n.saturating_mul(bits) / 8 <= bytes => Ok(()),
+        n => Err(EmbedderError::BadConfig {
+            file: config.to_owned(),
+            reason: match n {
+                Some(n) => format!("its shape has {n} weights, more than the {bytes} bytes of {weights} can hold"),
+                None => "its shape has more weights than any file can hold".to_owned(),
+            },
+        }),
+    }
+}
+
 /// The prefixes under which checkpoints store the encoder's tensors.
 const PREFIXES: [&str; 4] = ["", "bert.", "roberta.", "model."];
 
@@ -127,6 +144,8 @@ impl Embedder {
     pub fn from_gguf(src: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
         let file = crate::gguf::GgufFile::read(src).map_err(|e| EmbedderError::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
         let (config, tokenizer) = gguf::read_config(&file)?;
+        // No supported block format stores a weight in fewer than 4 bits.
+        weights_fit(&config.shape, src.len(), 4, "GGUF metadata", "the GGUF file")?;
         let read = |name: &str, shape: &[usize]| gguf::read_tensor(&file, src, name, shape);
         Self::assemble(config, tokenizer, &read, name, options)
     }
@@ -147,8 +166,10 @@ impl Embedder {
         let tok_bytes = files
             .read("tokenizer.json")?
             .ok_or_else(|| EmbedderError::MissingFile { path: files.describe("tokenizer.json"), reason: "not found".into() })?;
-        let tokenizer = Tokenizer::from_bytes(&tok_bytes).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        let (tokenizer, _) = crate::tokenizer::hf_tokenizer_from_json(&tok_bytes).map_err(|reason| EmbedderError::Tokenizer { reason })?;
         let file = SafetensorsFile::read(weights)?;
+        // Safetensors weights are loaded from F32, F16 or BF16: 16 bits at least.
+        weights_fit(&config.shape, weights.len(), 16, &files.describe("config.json"), "model.safetensors")?;
         let prefix = PREFIXES.into_iter().find(|p| file.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_some()).unwrap_or("");
         let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedderError> {
             let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();

@@ -2,7 +2,8 @@
 //!
 //! Weights keep their GGUF blocks, read by the shaders as `u32` words. A block whose size is
 //! not a multiple of four bytes is re-laid at upload so every block starts on a word: Q8_0's
-//! 34 bytes become 36 (its f16 scale, two zero bytes, its 32 values). A matrix larger than
+//! 34 bytes become 36 (its f16 scale, two zero bytes, its 32 values); Q6_K's 210 become
+//! 212 (two zero bytes after its scale). A matrix larger than
 //! the device's largest binding is split by rows into several buffers. Uploads go in writes
 //! of at most [`MAX_WRITE_BYTES`], so a caller streaming a tensor never needs it whole.
 
@@ -12,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use super::device::{Gpu, GpuError};
+use super::pool::Use;
 use crate::gguf::GgmlType;
 
 /// The largest single write to a GPU buffer.
@@ -34,6 +36,8 @@ pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
         GgmlType::F32 => Some(BlockLayout { values: 1, file_bytes: 4, words: 1 }),
         GgmlType::Q4_1 => Some(BlockLayout { values: 32, file_bytes: 20, words: 5 }),
         GgmlType::Q8_0 => Some(BlockLayout { values: 32, file_bytes: 34, words: 9 }),
+        GgmlType::Q4K => Some(BlockLayout { values: 256, file_bytes: 144, words: 36 }),
+        GgmlType::Q6K => Some(BlockLayout { values: 256, file_bytes: 210, words: 53 }),
         _ => None,
     }
 }
@@ -46,6 +50,12 @@ fn relay_blocks(ty: GgmlType, src: &[u8], out: &mut Vec<u8>) {
                 out.extend_from_slice(&b[..2]);
                 out.extend_from_slice(&[0, 0]);
                 out.extend_from_slice(&b[2..]);
+            }
+        }
+        GgmlType::Q6K => {
+            for b in src.chunks_exact(210) {
+                out.extend_from_slice(b);
+                out.extend_from_slice(&[0, 0]);
             }
         }
         _ => out.extend_from_slice(src),
@@ -171,18 +181,13 @@ impl GpuVector {
         if size == 0 {
             return Ok(Vec::new());
         }
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("read-back"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = gpu.pool.take(&gpu.device, Use::Read, size as usize);
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
         enc.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
         gpu.queue.submit([enc.finish()]);
         let slot = Arc::new(Mutex::new(MapSlot::default()));
         let sink = slot.clone();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| {
             if let Ok(mut s) = sink.lock() {
                 s.result = Some(r.map_err(|e| e.to_string()));
                 if let Some(w) = s.waker.take() {
@@ -195,10 +200,11 @@ impl GpuVector {
         let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
         MapWait { slot }.await.map_err(|message| GpuError::Readback { message })?;
         gpu.check()?;
-        let view = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Readback { message: e.to_string() })?;
+        let view = staging.slice(..size).get_mapped_range().map_err(|e| GpuError::Readback { message: e.to_string() })?;
         let out = view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         drop(view);
         staging.unmap();
+        gpu.pool.give(Use::Read, staging);
         Ok(out)
     }
 

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use docmem_core::{ErrorCode, HasErrorCode};
 
+use super::pool::BufferPool;
+
 /// Why the GPU backend cannot run, or failed.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -53,6 +55,20 @@ pub enum GpuError {
         /// The GGUF type's name.
         ty: String,
     },
+    /// A kernel's result on this adapter differs from the CPU reference beyond its
+    /// tolerance ([`crate::gpu::checks`]): the adapter is not to be trusted.
+    WrongResult {
+        /// Which check.
+        check: String,
+        /// The first element out of tolerance.
+        index: usize,
+        /// The GPU's value.
+        gpu: f32,
+        /// The CPU reference's value.
+        cpu: f32,
+        /// The tolerance at that element.
+        tolerance: f32,
+    },
 }
 
 impl fmt::Display for GpuError {
@@ -67,6 +83,9 @@ impl fmt::Display for GpuError {
             GpuError::Readback { message } => write!(f, "could not read a result back from the GPU: {message}"),
             GpuError::Shape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
             GpuError::UnsupportedType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
+            GpuError::WrongResult { check, index, gpu, cpu, tolerance } => {
+                write!(f, "{check}: element {index}: GPU {gpu} vs CPU {cpu} (tolerance {tolerance})")
+            }
         }
     }
 }
@@ -76,7 +95,9 @@ impl std::error::Error for GpuError {}
 impl HasErrorCode for GpuError {
     fn code(&self) -> ErrorCode {
         match self {
-            GpuError::NoAdapter { .. } | GpuError::MissingLimit { .. } | GpuError::RequestDevice { .. } => ErrorCode::WebgpuUnavailable,
+            GpuError::NoAdapter { .. } | GpuError::MissingLimit { .. } | GpuError::RequestDevice { .. } | GpuError::WrongResult { .. } => {
+                ErrorCode::WebgpuUnavailable
+            }
             GpuError::UnsupportedType { .. } => ErrorCode::ModelLoadFailed,
             GpuError::Device { .. } | GpuError::Readback { .. } => ErrorCode::ModelFailed,
             GpuError::Shape { .. } => ErrorCode::Internal,
@@ -109,6 +130,8 @@ pub struct Gpu {
     /// The first error the device reported outside any call (a lost device, say); checked
     /// after every submission.
     lost: Arc<Mutex<Option<String>>>,
+    /// Scratch, parameter and read-back buffers kept for reuse.
+    pub(crate) pool: BufferPool,
 }
 
 impl fmt::Debug for Gpu {
@@ -176,7 +199,7 @@ impl Gpu {
                 first.get_or_insert_with(|| e.to_string());
             }
         }));
-        Ok(Gpu { device, queue, info, limits, f16, lost })
+        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default() })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -186,8 +209,12 @@ impl Gpu {
     }
 
     /// The adapter's name and driver, e.g. `llvmpipe (LLVM 15.0.6, 256 bits), Vulkan`.
+    /// Browsers do not tell the adapter's name: then only the API is named.
     pub fn describe(&self) -> String {
-        format!("{}, {:?}", self.info.name, self.info.backend)
+        match self.info.name.as_str() {
+            "" => format!("{:?}", self.info.backend),
+            name => format!("{name}, {:?}", self.info.backend),
+        }
     }
 
     /// Whether the adapter could run f16 shaders (`shader-f16`).
@@ -198,6 +225,12 @@ impl Gpu {
     /// The largest buffer binding granted, in bytes.
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size
+    }
+
+    /// Buffers the pool has created so far (decoding stops creating them after its first
+    /// steps).
+    pub fn buffers_created(&self) -> usize {
+        self.pool.created()
     }
 
     /// The first error the device has reported, if any (as an error to return).

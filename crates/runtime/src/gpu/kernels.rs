@@ -8,6 +8,7 @@
 
 use super::buffers::{block_layout, GpuMatrix, GpuVector};
 use super::device::{Gpu, GpuError};
+use super::pool::Use;
 use crate::gguf::GgmlType;
 
 /// Threads per workgroup in every kernel (the WGSL files say the same).
@@ -21,11 +22,14 @@ pub struct Kernels {
     matvec_f32: wgpu::ComputePipeline,
     matvec_q4_1: wgpu::ComputePipeline,
     matvec_q8_0: wgpu::ComputePipeline,
+    matvec_q4_k: wgpu::ComputePipeline,
+    matvec_q6_k: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     softmax: wgpu::ComputePipeline,
+    argmax: wgpu::ComputePipeline,
     kv_store: wgpu::ComputePipeline,
     attention: wgpu::ComputePipeline,
     quantize_q8: wgpu::ComputePipeline,
@@ -83,14 +87,10 @@ fn pipeline(gpu: &Gpu, name: &str, pieces: &[&str]) -> wgpu::ComputePipeline {
 }
 
 /// A uniform buffer holding `words` (each a u32 or an f32's bits).
+/// A parameter block holding `words`, from the pool; held until the work is submitted.
 fn params(gpu: &Gpu, words: &[u32]) -> wgpu::Buffer {
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("params"),
-        size: bytes.len().next_multiple_of(16) as u64,
-        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+    let buffer = gpu.pool.take(&gpu.device, Use::Uniform, bytes.len().next_multiple_of(16));
     gpu.queue.write_buffer(&buffer, 0, &bytes);
     buffer
 }
@@ -122,11 +122,14 @@ impl Kernels {
             matvec_f32: pipeline(gpu, "matvec_f32", &[REDUCE, include_str!("wgsl/matvec_f32.wgsl"), MATVEC]),
             matvec_q4_1: pipeline(gpu, "matvec_q4_1", &[REDUCE, include_str!("wgsl/matvec_q4_1.wgsl"), MATVEC]),
             matvec_q8_0: pipeline(gpu, "matvec_q8_0", &[REDUCE, include_str!("wgsl/matvec_q8_0.wgsl"), MATVEC]),
+            matvec_q4_k: pipeline(gpu, "matvec_q4_k", &[REDUCE, include_str!("wgsl/matvec_q4_k.wgsl"), MATVEC]),
+            matvec_q6_k: pipeline(gpu, "matvec_q6_k", &[REDUCE, include_str!("wgsl/matvec_q6_k.wgsl"), MATVEC]),
             rms_norm: pipeline(gpu, "rms_norm", &[REDUCE, include_str!("wgsl/rms_norm.wgsl")]),
             rope: pipeline(gpu, "rope", &[include_str!("wgsl/rope.wgsl")]),
             swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
             add: pipeline(gpu, "add", &[include_str!("wgsl/add.wgsl"), ELEMENTWISE]),
             softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
+            argmax: pipeline(gpu, "argmax", &[include_str!("wgsl/argmax.wgsl")]),
             kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
             quantize_q8: pipeline(gpu, "quantize_q8", &[include_str!("wgsl/quantize_q8.wgsl")]),
@@ -157,6 +160,7 @@ impl Kernels {
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        gpu.pool.hold(Use::Uniform, uniform.clone());
     }
 
     /// Quantize the activations `x` (a multiple of 32 values) into `q` ([`q8_len`] floats)
@@ -191,9 +195,15 @@ impl Kernels {
             GgmlType::F32 => &self.matvec_f32,
             GgmlType::Q4_1 => &self.matvec_q4_1,
             GgmlType::Q8_0 => &self.matvec_q8_0,
+            GgmlType::Q4K => &self.matvec_q4_k,
+            GgmlType::Q6K => &self.matvec_q6_k,
             ty => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
         };
-        let values = block_layout(w.ty).map_or(1, |l| l.values);
+        // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
+        let values = match w.ty {
+            GgmlType::Q4K | GgmlType::Q6K => 32,
+            ty => block_layout(ty).map_or(1, |l| l.values),
+        };
         let tokens = u32_of(tokens, "matvec tokens")?;
         if tokens > MAX_GROUPS {
             return Err(GpuError::Shape { what: "matvec tokens", expected: MAX_GROUPS as usize, got: tokens as usize });
@@ -318,6 +328,22 @@ impl Kernels {
         Ok(())
     }
 
+    /// For each row of `width` values of `x`, the index of its largest value (the first of
+    /// equal ones), into `out` (one slot per row, holding the index's bits: read it back
+    /// with `f32::to_bits`).
+    pub fn argmax(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, width: usize, out: &GpuVector) -> Result<(), GpuError> {
+        let width = width.max(1);
+        let rows = x.len / width;
+        shape("argmax input", x.len, rows * width)?;
+        shape("argmax output", out.len, rows)?;
+        let rows = u32_of(rows, "argmax rows")?;
+        if rows > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "argmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
+        }
+        self.dispatch(gpu, enc, &self.argmax, &[&x.buffer, &out.buffer], &[u32_of(width, "argmax width")?, rows, 0, 0], (rows, 1, 1));
+        Ok(())
+    }
+
     /// Append `tokens` rows of `width` floats from `src` to `cache` at row `n_past`
     /// (rounded to f16 precision, as the cache is kept).
     #[allow(clippy::too_many_arguments)] // the shape of one cache write
@@ -402,8 +428,32 @@ impl Kernels {
     /// Submit what `record` records, as one command buffer, and check the device.
     pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
-        record(&mut enc)?;
-        gpu.queue.submit([enc.finish()]);
+        let recorded = record(&mut enc);
+        if recorded.is_ok() {
+            gpu.queue.submit([enc.finish()]);
+        }
+        // Submitted, or dropped unsubmitted: either way nothing will read the parameter
+        // blocks recorded, so they go back to the pool.
+        gpu.pool.submitted();
+        recorded?;
         gpu.check()
+    }
+
+    /// `len` floats of scratch from the pool (contents undefined: every kernel writes its
+    /// output whole before anything reads it); give it back with [`Kernels::recycle`].
+    pub fn scratch(&self, gpu: &Gpu, len: usize) -> GpuVector {
+        GpuVector { len, buffer: gpu.pool.take(&gpu.device, Use::Storage, len * 4) }
+    }
+
+    /// [`Kernels::scratch`] holding `values`.
+    pub fn scratch_from(&self, gpu: &Gpu, values: &[f32]) -> GpuVector {
+        let v = self.scratch(gpu, values.len());
+        v.write(gpu, values);
+        v
+    }
+
+    /// Give scratch back once the work using it is submitted.
+    pub fn recycle(&self, gpu: &Gpu, v: GpuVector) {
+        gpu.pool.give(Use::Storage, v.buffer);
     }
 }

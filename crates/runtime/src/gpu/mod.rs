@@ -22,9 +22,11 @@
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
 
 mod buffers;
+pub mod checks;
 mod device;
 mod kernels;
 mod model;
+mod pool;
 #[cfg(test)]
 mod tests;
 

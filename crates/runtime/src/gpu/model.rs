@@ -7,10 +7,15 @@
 //! buffers per layer that grows by doubling; forking a sequence copies its filled rows on
 //! the GPU.
 //!
-//! Not yet: a pool for the per-call parameter and scratch buffers (each forward creates
-//! its own), sampling on the GPU (the logits come back whole), the K-quant kernels (so the
-//! 1.5B reader does not run here yet), and streaming weights from the file straight to the
-//! GPU (they are uploaded from the loaded CPU model).
+//! Scratch, parameter blocks and read-back buffers come from the device's pool
+//! ([`super::pool`]): after its first steps, decoding creates no buffer per token (a test
+//! counts them). Greedy decoding picks the token on the GPU ([`GpuTransformer::forward_greedy`],
+//! 4 bytes back per token); sampled decoding reads the logits back.
+//!
+//! Not yet: bind groups are still made per dispatch (not cached), top-k/top-p sampling on
+//! the GPU, a tiled matmul for prefill (prompts go through the matrix × vector kernels one
+//! token row per workgroup), and streaming weights from the file straight to the GPU
+//! (they are uploaded from the loaded CPU model).
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
@@ -19,6 +24,7 @@ use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::{CpuTransformer, Logits};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::lm::{Backend, LmError};
 use crate::model::ModelConfig;
 
@@ -154,12 +160,68 @@ impl GpuTransformer {
         (cache.k, cache.v, cache.capacity) = (k, v, rows);
     }
 
-    /// Append `tokens` to `cache`; logits of the last row or of every row.
-    fn run(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
+    /// Append `tokens` to `cache` and read back the logits of the last row or of every
+    /// row. This is the forward pass a browser can run: it waits for the read-back without
+    /// blocking (natively, [`Backend::forward`] blocks on it).
+    pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
+        match self.submit(cache, tokens, which, false)? {
+            Some(logits) => self.read_and_recycle(logits).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Append `tokens` to `cache` and pick the most likely next token on the GPU (the
+    /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
+    pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, GpuError> {
+        match self.submit(cache, tokens, Logits::Last, true)? {
+            Some(pick) => Ok(self.read_and_recycle(pick).await?.first().map(|v| v.to_bits())),
+            None => Ok(None),
+        }
+    }
+
+    /// A pass's result, read back; its buffer goes back to the pool.
+    async fn read_and_recycle(&self, v: GpuVector) -> Result<Vec<f32>, GpuError> {
+        let out = v.read(&self.gpu).await;
+        self.kernels.recycle(&self.gpu, v);
+        out
+    }
+
+    /// The greedy continuation of `prompt`: `n` tokens, each the most likely one, picked on
+    /// the GPU ([`GpuTransformer::forward_greedy`]).
+    pub async fn greedy_async(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, GpuError> {
+        let mut cache = self.new_cache();
+        let mut out = Vec::with_capacity(n);
+        let mut next = if n > 0 { self.forward_greedy(&mut cache, prompt).await? } else { None };
+        while let Some(token) = next {
+            out.push(token);
+            next = if out.len() < n { self.forward_greedy(&mut cache, &[token]).await? } else { None };
+        }
+        Ok(out)
+    }
+
+    /// An empty sequence.
+    pub fn new_cache(&self) -> GpuKvCache {
+        GpuKvCache {
+            device: self.gpu.device.clone(),
+            queue: self.gpu.queue.clone(),
+            k: Vec::new(),
+            v: Vec::new(),
+            len: 0,
+            capacity: 0,
+            kv_width: self.cfg.kv_width(),
+        }
+    }
+
+    /// Record and submit the forward pass of `tokens` after `cache`; the buffer the logits
+    /// will be in, or with `pick` the last row's most likely token (`None` for no tokens).
+    fn submit(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits, pick: bool) -> Result<Option<GpuVector>, GpuError> {
         let cfg = &self.cfg;
         let (t_n, e, kvw, hd) = (tokens.len(), cfg.n_embd, cfg.kv_width(), cfg.head_dim);
         if t_n == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab) {
+            return Err(GpuError::Shape { what: "token id (the vocabulary's size)", expected: cfg.vocab, got: bad as usize });
         }
         self.reserve(cache, t_n);
         let gpu = &self.gpu;
@@ -169,7 +231,7 @@ impl GpuTransformer {
         let mut x = Vec::with_capacity(t_n * e);
         let mut row = Vec::with_capacity(e);
         for &t in tokens {
-            self.token_embd.row_f32((t as usize).min(cfg.vocab - 1), &mut row);
+            self.token_embd.row_f32(t as usize, &mut row);
             x.extend_from_slice(&row);
         }
         // RoPE's angles for the new positions, computed as the CPU backend computes them.
@@ -180,9 +242,10 @@ impl GpuTransformer {
             rope_angles(p, self.theta_scale, &mut cs);
             angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
         }
-        let zeros = |n: usize| GpuVector::zeros(gpu, n);
-        let x = GpuVector::from_slice(gpu, &x);
-        let angles = GpuVector::from_slice(gpu, &angles);
+        // Scratch from the pool (back to it below, once the pass is submitted).
+        let zeros = |n: usize| k.scratch(gpu, n);
+        let x = k.scratch_from(gpu, &x);
+        let angles = k.scratch_from(gpu, &angles);
         let (h, q, kk, vv, attn, o) = (
             zeros(t_n * e),
             zeros(t_n * cfg.n_head * hd),
@@ -198,6 +261,7 @@ impl GpuTransformer {
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let normed_q = zeros(q8_len(logit_rows * e));
+        let picked = zeros(if pick { logit_rows } else { 0 });
         let shape = AttentionShape { head_dim: hd, heads: cfg.n_head, kv_heads: cfg.n_head_kv, tokens: t_n, n_past };
         let neox = cfg.arch.rope_neox();
         k.run(gpu, |enc| {
@@ -237,13 +301,24 @@ impl GpuTransformer {
             enc.copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
             k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
             k.quantize_q8(gpu, enc, &normed, &normed_q)?;
-            k.matvec(gpu, enc, &self.head, if reads_q8(self.head.ty) { &normed_q } else { &normed }, logit_rows, &logits)
+            k.matvec(gpu, enc, &self.head, if reads_q8(self.head.ty) { &normed_q } else { &normed }, logit_rows, &logits)?;
+            if pick {
+                k.argmax(gpu, enc, &logits, cfg.vocab, &picked)?;
+            }
+            Ok(())
         })?;
         cache.len += t_n;
-        logits.read_blocking(gpu)
+        let (result, spare) = if pick { (picked, logits) } else { (logits, picked) };
+        for v in [x, angles, h, q, kk, vv, attn, o, gate, up, hq, attn_q, gate_q, scores, last, normed, normed_q, spare] {
+            k.recycle(gpu, v);
+        }
+        Ok(Some(result))
     }
 }
 
+/// Natively the backend blocks on the read-back; a browser cannot, and calls
+/// [`GpuTransformer::forward_async`] instead.
+#[cfg(not(target_arch = "wasm32"))]
 impl Backend for GpuTransformer {
     type Cache = GpuKvCache;
 
@@ -252,15 +327,7 @@ impl Backend for GpuTransformer {
     }
 
     fn new_cache(&self) -> GpuKvCache {
-        GpuKvCache {
-            device: self.gpu.device.clone(),
-            queue: self.gpu.queue.clone(),
-            k: Vec::new(),
-            v: Vec::new(),
-            len: 0,
-            capacity: 0,
-            kv_width: self.cfg.kv_width(),
-        }
+        GpuTransformer::new_cache(self)
     }
 
     fn cache_len(&self, cache: &GpuKvCache) -> usize {
@@ -275,6 +342,9 @@ impl Backend for GpuTransformer {
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
             return Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad }));
         }
-        Ok(self.run(cache, tokens, which)?)
+        match self.submit(cache, tokens, which, false)? {
+            Some(logits) => Ok(pollster::block_on(self.read_and_recycle(logits))?),
+            None => Ok(Vec::new()),
+        }
     }
 }

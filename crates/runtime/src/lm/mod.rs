@@ -16,6 +16,7 @@ mod paths;
 mod reader;
 mod sampler;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -318,7 +319,6 @@ impl Lm<CpuTransformer> {
     /// Load a Hugging Face checkpoint directory, quantizing its matrices to `opts.quant`.
     pub fn load_hf(dir: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
         let ck = HfCheckpoint::open(dir)?;
-        let cfg = ModelConfig::from_hf(&ck.config)?;
         let tok_config = match std::fs::read(dir.join("tokenizer_config.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| ModelError::Config { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
@@ -326,7 +326,30 @@ impl Lm<CpuTransformer> {
         };
         let json = std::fs::read(dir.join("tokenizer.json"))
             .map_err(|e| SourceError::Io { what: dir.join("tokenizer.json").display().to_string(), source: e })?;
-        let tokenizer = Tokenizer::from_hf(&json, &tok_config)?;
+        Self::from_hf_parts(ck, &json, &tok_config, opts)
+    }
+
+    /// Load a Hugging Face checkpoint from files held in memory by name, as a page or
+    /// worker hands them over: `config.json`, `model.safetensors`, `tokenizer.json`, and
+    /// `tokenizer_config.json` where the model has one.
+    pub fn load_hf_files(mut files: BTreeMap<String, Vec<u8>>, opts: &LoadOptions) -> Result<Self, LmError> {
+        let missing = |name: &str| ModelError::Config { reason: format!("{name} is missing") };
+        let weights = files.remove("model.safetensors").ok_or_else(|| missing("model.safetensors"))?;
+        let ck = HfCheckpoint::from_memory(files.get("config.json").ok_or_else(|| missing("config.json"))?, weights)?;
+        let tok_config = match files.get("tokenizer_config.json") {
+            Some(bytes) => {
+                serde_json::from_slice(bytes).map_err(|e| ModelError::Config { reason: format!("tokenizer_config.json: {e}") })?
+            }
+            None => serde_json::Value::Null,
+        };
+        let json = files.get("tokenizer.json").ok_or_else(|| missing("tokenizer.json"))?;
+        Self::from_hf_parts(ck, json, &tok_config, opts)
+    }
+
+    /// The model of an opened checkpoint, its `tokenizer.json` and `tokenizer_config.json`.
+    fn from_hf_parts(ck: HfCheckpoint, json: &[u8], tok_config: &serde_json::Value, opts: &LoadOptions) -> Result<Self, LmError> {
+        let cfg = ModelConfig::from_hf(&ck.config)?;
+        let tokenizer = Tokenizer::from_hf(json, tok_config)?;
         // `chat_template` is a string, or a list of named templates ("default" first).
         let template = tok_config.get("chat_template").and_then(|t| {
             t.as_str().map(str::to_owned).or_else(|| {
@@ -395,6 +418,12 @@ impl<B: Backend> Lm<B> {
     /// from the loaded CPU weights).
     pub fn map_backend<C: Backend, E>(self, build: impl FnOnce(B) -> Result<C, E>) -> Result<Lm<C>, E> {
         Ok(Lm { tokenizer: self.tokenizer, chat: self.chat, backend: build(self.backend)?, context: self.context })
+    }
+
+    /// The tokenizer and the decoder, apart (in a browser the GPU decoder runs through
+    /// its async forward pass, outside `Lm`'s blocking loop).
+    pub fn into_parts(self) -> (Tokenizer, B) {
+        (self.tokenizer, self.backend)
     }
 
     /// Hyper-parameters.

@@ -16,7 +16,7 @@ use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
 use crate::quant::{quantize_q4_0, quantize_q8_0};
 use crate::safetensors::{SafetensorsError, SafetensorsFile};
-use crate::source::{ByteSource, FileSource};
+use crate::source::{ByteSource, FileSource, MemorySource};
 
 /// The block format matrices are quantized to on load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -29,11 +29,12 @@ pub enum LoadQuant {
     Q4_0,
 }
 
-/// An opened checkpoint directory: its configuration and safetensors files.
+/// An opened checkpoint: its configuration and safetensors files (in a directory, or in
+/// memory).
 pub struct HfCheckpoint {
     /// `config.json`.
     pub config: serde_json::Value,
-    files: Vec<(FileSource, SafetensorsFile)>,
+    files: Vec<(Box<dyn ByteSource>, SafetensorsFile)>,
 }
 
 impl std::fmt::Debug for HfCheckpoint {
@@ -75,17 +76,31 @@ impl HfCheckpoint {
         } else {
             vec![dir.join("model.safetensors")]
         };
-        let mut files = Vec::new();
+        let mut files: Vec<(Box<dyn ByteSource>, SafetensorsFile)> = Vec::new();
         for path in names {
             let src = FileSource::open(&path).map_err(|e| ModelError::Safetensors(SafetensorsError::Read(e)))?;
             let st = SafetensorsFile::read(&src).map_err(ModelError::Safetensors)?;
-            files.push((src, st));
+            files.push((Box::new(src), st));
         }
         Ok(HfCheckpoint { config, files })
     }
 
-    fn find(&self, name: &str) -> Option<&(FileSource, SafetensorsFile)> {
+    /// A checkpoint held in memory: `config.json`'s bytes and one `model.safetensors`
+    /// (what a page or worker hands over). Only the header is parsed here.
+    pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, ModelError> {
+        let config = serde_json::from_slice(config).map_err(|e| ModelError::Config { reason: format!("config.json: {e}") })?;
+        let src = MemorySource::new(safetensors);
+        let st = SafetensorsFile::read(&src).map_err(ModelError::Safetensors)?;
+        Ok(HfCheckpoint { config, files: vec![(Box::new(src), st)] })
+    }
+
+    fn find(&self, name: &str) -> Option<&(Box<dyn ByteSource>, SafetensorsFile)> {
         self.files.iter().find(|(_, st)| st.tensor(name).is_some())
+    }
+
+    /// How many tensors the checkpoint's files hold.
+    pub fn tensor_count(&self) -> usize {
+        self.files.iter().map(|(_, st)| st.names().count()).sum()
     }
 
     /// Whether a tensor exists in any shard.
@@ -96,7 +111,7 @@ impl HfCheckpoint {
     /// A tensor in f32, checked against `shape` (outermost first).
     pub fn read_f32(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, ModelError> {
         let (src, st) = self.find(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
-        st.read_f32(src as &dyn ByteSource, name, shape).map_err(ModelError::Safetensors)
+        st.read_f32(src.as_ref(), name, shape).map_err(ModelError::Safetensors)
     }
 }
 
@@ -213,7 +228,9 @@ impl Weights {
             })
         };
         let llama = cfg.arch == Arch::Llama;
-        let mut layers = Vec::with_capacity(cfg.n_layer);
+        // The layer count comes from config.json: reserve no more layers than the
+        // checkpoint has tensors (see `Weights::load`).
+        let mut layers = Vec::with_capacity(cfg.n_layer.min(ck.tensor_count()));
         for i in 0..cfg.n_layer {
             let n = |s: &str| format!("model.layers.{i}.{s}");
             let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {

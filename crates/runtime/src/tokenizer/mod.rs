@@ -178,6 +178,16 @@ fn with_turn_ends(mut stop_ids: Vec<u32>, tokens: &[String], special: &[bool]) -
     stop_ids
 }
 
+/// A Hugging Face tokenizer from `tokenizer.json` bytes, with the JSON as a value. The
+/// bytes are parsed as JSON first, and malformed JSON is an error here: the `tokenizers`
+/// crate (0.22) panics instead of erring on malformed JSON inside the `decoder` object
+/// (`.expect("Helper")` in its decoder deserializer; a fuzz finding).
+pub(crate) fn hf_tokenizer_from_json(json: &[u8]) -> Result<(HfTokenizer, serde_json::Value), String> {
+    let raw: serde_json::Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    let inner = HfTokenizer::from_bytes(json).map_err(|e| e.to_string())?;
+    Ok((inner, raw))
+}
+
 /// Whether a tokenizer.json component (or any in its sequence) has `"type": name`.
 fn mentions_type(v: &serde_json::Value, name: &str) -> bool {
     match v {
@@ -261,9 +271,7 @@ impl Tokenizer {
     /// Build a Hugging Face tokenizer from its `tokenizer.json` bytes, with the model's
     /// `tokenizer_config.json` (BOS/EOS tokens, `add_bos_token`; `null` when absent).
     pub fn from_hf(json: &[u8], config: &serde_json::Value) -> Result<Self, TokenizerError> {
-        let hf_err = |e: &dyn fmt::Display| TokenizerError::HfJson { message: e.to_string() };
-        let inner = HfTokenizer::from_bytes(json).map_err(|e| hf_err(&e))?;
-        let raw: serde_json::Value = serde_json::from_slice(json).map_err(|e| hf_err(&e))?;
+        let (inner, raw) = hf_tokenizer_from_json(json).map_err(|message| TokenizerError::HfJson { message })?;
         let vocab = inner.get_vocab(true);
         let largest = vocab.values().copied().max();
         if let Some(id) = largest.filter(|&i| i as usize >= MAX_VOCABULARY) {

@@ -25,10 +25,15 @@ pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result
         return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.scores", tokens: tokens.len(), found: scores.len() });
     }
     let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
+    // Both halves of a merge are pieces, so a cut is worth a look-up only where both
+    // halves have the length of some piece. Without this filter every cut of every piece
+    // was hashed: quadratic in a piece's length, and a model file with one 1 MB token
+    // took minutes to load (a fuzz finding).
+    let lengths: std::collections::HashSet<usize> = tokens.iter().map(String::len).collect();
     let mut ranked: Vec<(f32, u32, String, String)> = Vec::new();
     for (id, piece) in tokens.iter().enumerate() {
-        let cuts: Vec<usize> = piece.char_indices().map(|(i, _)| i).skip(1).collect();
-        for cut in cuts {
+        let cuts = piece.char_indices().map(|(i, _)| i).skip(1);
+        for cut in cuts.filter(|&cut| lengths.contains(&cut) && lengths.contains(&(piece.len() - cut))) {
             let (a, b) = piece.split_at(cut);
             if vocab.contains_key(a) && vocab.contains_key(b) {
                 ranked.push((scores[id], id as u32, a.to_owned(), b.to_owned()));

@@ -91,6 +91,30 @@ fn sentencepiece_merges_by_score_with_byte_fallback() {
     assert_eq!(t.token_bytes(9 + 0xC3).unwrap(), vec![0xC3]);
 }
 
+/// Regression (issue 20, fuzzing the GGUF load path): building the merges looked up both
+/// halves of every cut of every piece, quadratic in a piece's length, so a model file with
+/// one 1 MB token took about two minutes to load. Only cuts where both halves have the
+/// length of some piece are looked up now; merges between long pieces are still found.
+#[test]
+fn a_sentencepiece_vocabulary_with_a_megabyte_token_builds_quickly_and_keeps_its_merges() {
+    let (huge, x, y) = ("a".repeat(1 << 20), "x".repeat(5000), "y".repeat(5000));
+    let xy = format!("{x}{y}");
+    let names = ["<unk>", "a", "aa", huge.as_str(), x.as_str(), y.as_str(), xy.as_str()];
+    let g = gguf(vec![
+        ("tokenizer.ggml.model", MetaValue::String("llama".into())),
+        ("tokenizer.ggml.tokens", strs(&names)),
+        ("tokenizer.ggml.scores", MetaValue::Array((0..names.len()).map(|i| MetaValue::F32(-(i as f32))).collect())),
+    ]);
+    let start = std::time::Instant::now();
+    let t = Tokenizer::from_gguf(&g).unwrap();
+    assert!(start.elapsed().as_secs_f64() < 1.0, "{:?}", start.elapsed());
+    assert_eq!(t.encode("aa").unwrap().last(), Some(&2));
+    let json: serde_json::Value = serde_json::from_str(&t.to_hf_json().unwrap()).unwrap();
+    let merges = json["model"]["merges"].as_array().unwrap();
+    assert!(merges.contains(&serde_json::json!([x, y])), "the merge of two long pieces is kept");
+    assert!(merges.contains(&serde_json::json!(["a", "a"])));
+}
+
 #[test]
 fn a_token_type_array_longer_than_the_token_list_is_an_error() {
     let mut file = toy_bpe();
@@ -113,4 +137,20 @@ fn a_tokenizer_json_with_a_huge_token_id_is_refused_before_allocating() {
         "pre_tokenizer":null,"post_processor":null,"decoder":null,
         "model":{"type":"WordLevel","vocab":{"a":0,"b":1},"unk_token":"a"}}"#;
     assert!(Tokenizer::from_hf(json, &serde_json::Value::Null).is_ok());
+}
+
+/// Regression (issue 20, fuzzing Hugging Face checkpoints): malformed JSON inside the
+/// `decoder` object made the `tokenizers` crate panic (`.expect("Helper")`) instead of
+/// returning an error. The JSON is parsed first now, so it is a typed error.
+#[test]
+fn a_tokenizer_json_with_malformed_json_in_its_decoder_is_an_error_not_a_panic() {
+    for decoder in [r#"{"type": 1: 2}"#, r#"{"a" "b"}"#, r#"{1: 2}"#, "{\"a\": \"\u{1}\"}", r#"{"a": "\ud800"}"#] {
+        let json = format!(
+            r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":null,"post_processor":null,"decoder":{decoder},
+            "model":{{"type":"WordLevel","vocab":{{"a":0}},"unk_token":"a"}}}}"#
+        );
+        let err = Tokenizer::from_hf(json.as_bytes(), &serde_json::Value::Null).unwrap_err();
+        assert!(matches!(err, TokenizerError::HfJson { .. }), "{decoder}: {err}");
+    }
 }

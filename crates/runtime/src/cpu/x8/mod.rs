@@ -18,6 +18,20 @@
 //! instructions, which is what batched decoding is bound by on a CPU). Only the matmul reads this layout; it
 //! is chosen at load time where the AVX2 kernels run ([`available`]), for Q4_K ([`q4k`])
 //! and Q6_K ([`q6k`]) matrices whose row count is a multiple of eight.
+//!
+//! Safety: the kernels of [`q4k`] and [`q6k`] are `unsafe fn`s with one contract. The
+//! running CPU must have the features each enables with `#[target_feature]` (AVX2, FMA and
+//! F16C for all, found by [`available`]; AVX-512 F and BW, VL, VNNI for the wider ones,
+//! found by `has_avx512`, `has_avx512_vl`, `has_vnni`). And with `n = data.len() / BLOCK`
+//! whole re-laid blocks in `data`, every activation row passed must hold at least `256 · n`
+//! values in `q8k`, `n` in `q8k_d` and `16 · n` in `q8k_bsums`, which the kernels read
+//! through raw pointers and `get_unchecked`: an activation row quantized (Q8_K) from a row
+//! of the matrix's width holds exactly that. A trailing partial block of `data` is ignored.
+
+// Unsafe code: the re-laid K-quant kernels (this module's dispatch and `simd` helpers, and
+// the `q4k` and `q6k` kernels, which this allow covers too) are AVX2 / AVX-512 intrinsics
+// on raw pointers into the blocks, called only after run-time feature detection.
+#![allow(unsafe_code)]
 
 pub mod q4k;
 pub mod q6k;
@@ -165,6 +179,14 @@ pub(crate) fn matmul_rows(
     put: impl Fn(usize, usize, f32),
 ) {
     debug_assert!(available());
+    // The kernels read `cols / 256` blocks of every activation row unchecked, and
+    // `Activations` has public fields, so its rows are checked here rather than trusted to
+    // be quantized at this width: once per call and token, not per row.
+    let blocks = cols / 256;
+    assert!(
+        qs.iter().all(|q| q.q8k.len() / 256 >= blocks && q.q8k_d.len() >= blocks && q.q8k_bsums.len() / 16 >= blocks),
+        "activation rows shorter than the matrix's {cols} columns"
+    );
     let group_bytes = cols / 256 * block_bytes(ty);
     let put8 = |t: usize, r: usize, v: [f32; 8]| v.iter().enumerate().for_each(|(i, &v)| put(t, r + i, v));
     // Results of tokens `t..` for rows `r..r + 8`; how many tokens they were.
@@ -176,8 +198,13 @@ pub(crate) fn matmul_rows(
         let te = (tb + token_block).min(qs.len());
         for r in (r0..r1).step_by(ROWS) {
             let data = &data[r / ROWS * group_bytes..][..group_bytes];
-            // SAFETY: `available` found the CPU features; each activation row has the
-            // matrix's width (checked by the caller), and `data` is one row group.
+            // SAFETY: the features: the matrix is re-laid only where `available()` holds
+            // (debug-asserted above), the AVX-512 kernels run only under `has_avx512_vl()`,
+            // `has_vnni()` or `piece(ty) == 8` (which is `has_avx512()`), and each of those
+            // implies the features the kernel enables. The lengths: `data` is one row group,
+            // `cols / 256` whole blocks (sliced with bounds checks), and every activation row
+            // in `qs` holds at least what the kernels read for `cols / 256` blocks (asserted
+            // above).
             unsafe {
                 match (ty, batch) {
                     (GgmlType::Q6K, Batch::Small | Batch::Decode) => {
@@ -265,29 +292,41 @@ pub(crate) fn matmul_rows(
 
 /// SIMD helpers shared by the re-laid kernels.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 mod simd {
     use std::arch::x86_64::*;
 
     /// The 16 bytes at `p` (unsigned) widened to sixteen i16 lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `p` must be valid for reading 16 bytes (any alignment).
     #[inline(always)]
     pub unsafe fn widen_u8(p: *const u8) -> __m256i {
         _mm256_cvtepu8_epi16(_mm_loadu_si128(p as *const __m128i))
     }
 
     /// The 16 bytes at `p` (signed) widened to sixteen i16 lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `p` must be valid for reading 16 bytes (any alignment).
     #[inline(always)]
     pub unsafe fn widen_i8(p: *const u8) -> __m256i {
         _mm256_cvtepi8_epi16(_mm_loadu_si128(p as *const __m128i))
     }
 
     /// The four activation bytes at `p` in every 32-bit lane.
+    ///
+    /// # Safety
+    /// The CPU must have AVX; `p` must be valid for reading 4 bytes (any alignment).
     #[inline(always)]
     pub unsafe fn bcast4(p: *const i8) -> __m256i {
         _mm256_set1_epi32(std::ptr::read_unaligned(p as *const i32))
     }
 
     /// The eight half floats at `p` (one per row) as f32 lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX and F16C; `p` must be valid for reading 16 bytes (any
+    /// alignment).
     #[inline(always)]
     pub unsafe fn halfs(p: *const u8) -> __m256 {
         _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))

@@ -12,6 +12,12 @@
 //!   `qs[32g+Pp .. 32g+Pp+P]` of row `r` (low nibbles: sub-block `2g`, values
 //!   `Pp..Pp+P`; high nibbles: sub-block `2g+1`, the same values).
 
+// Unsafe code: the AVX2 / AVX-512 (VNNI) kernels over the re-laid blocks:
+// `#[target_feature]` intrinsics on raw pointers into the blocks and the activations,
+// called only after run-time feature detection (the parent module's `available`,
+// `has_avx512`, `has_vnni`).
+#![allow(unsafe_code)]
+
 use super::ROWS;
 use crate::quant::scales_mins_k4;
 
@@ -85,7 +91,7 @@ pub(crate) use kernels::{gemm_4tok, gemm_4tok_512, gemm_4tok_vnni, gemm_512_gemv
 /// The float steps are the same in both, lane by lane; only how the integer sums are
 /// formed differs.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code, clippy::needless_range_loop)] // parallel per-token arrays read best indexed
+#[allow(clippy::needless_range_loop)] // parallel per-token arrays read best indexed
 mod kernels {
     use std::arch::x86_64::*;
 
@@ -95,6 +101,10 @@ mod kernels {
 
     /// Token `q`'s 32-value sub-block sums of super-block `i` as eight i16 (pairs per
     /// group: dword `g` holds sub-blocks `2g`, `2g+1`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `q.q8k_bsums` must hold at least `16 · (i + 1)` values (read
+    /// unchecked).
     #[inline(always)]
     unsafe fn sub_sums(q: &QuantizedRow, i: usize) -> __m128i {
         let b = _mm256_loadu_si256(q.q8k_bsums.as_ptr().add(16 * i) as *const __m256i);
@@ -102,6 +112,9 @@ mod kernels {
     }
 
     /// Dword `g` of `v` in every lane.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
     #[inline(always)]
     unsafe fn dword(v: __m128i, g: usize) -> __m256i {
         let s = match g {
@@ -114,6 +127,10 @@ mod kernels {
     }
 
     /// Group `g`'s minimum term for each row (lane `r`): `m[2g]·Σ[2g] + m[2g+1]·Σ[2g+1]`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `b` must be valid for reading `MINS + 16 · (g + 1)` bytes
+    /// (inside one re-laid block for `g < 4`).
     #[inline(always)]
     unsafe fn group_mins(b: *const u8, sub: __m128i, g: usize) -> __m256i {
         _mm256_madd_epi16(widen_u8(b.add(MINS + 16 * g)), dword(sub, g))
@@ -121,6 +138,10 @@ mod kernels {
 
     /// Sub-block `s`'s scales as sixteen i16, row `r`'s at lanes `2r` and `2r+1` (the
     /// 16-bit lanes a 4-byte piece of row `r` gives after `maddubs`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `b` must be valid for reading `SCALES + 8 · (s + 1)` bytes
+    /// (inside one re-laid block for `s < 8`).
     #[inline(always)]
     unsafe fn scale_pairs(b: *const u8, s: usize) -> __m256i {
         let x = _mm_loadl_epi64(b.add(SCALES + 8 * s) as *const __m128i);
@@ -137,6 +158,11 @@ mod kernels {
     }
 
     /// [`Tokens`] for super-block `i` (re-laid block `b`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C. `b` must be valid for reading 32 bytes, and
+    /// every `qs[k]` must hold at least `256 · (i + 1)` values in `q8k`, `i + 1` in `q8k_d`
+    /// and `16 · (i + 1)` in `q8k_bsums` (read unchecked).
     #[inline(always)]
     unsafe fn tokens<const N: usize>(b: *const u8, qs: &[&QuantizedRow; N], i: usize) -> Tokens<N> {
         let (d, dmin) = (halfs(b), halfs(b.add(16)));
@@ -152,6 +178,9 @@ mod kernels {
     }
 
     /// The tokens' results, `acc − mins`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX.
     #[inline(always)]
     unsafe fn finish<const N: usize>(acc: [__m256; N], mins: [__m256; N]) -> [[f32; 8]; N] {
         let mut out = [[0f32; 8]; N];
@@ -163,6 +192,11 @@ mod kernels {
 
     /// Eight rows (4-byte pieces) against four tokens, in llama.cpp's four-token order
     /// (floats accumulated per 64-value group); `out[k]` lane `r` is token `k`, row `r`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         gemm_body::<false, 4>(data, qs)
@@ -174,6 +208,11 @@ mod kernels {
     /// one-token calls, with the weights read once
     /// (batched decoding of independent sequences, and the odd tokens after a batch's
     /// fours).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         gemm_body::<true, N>(data, qs)
@@ -182,6 +221,10 @@ mod kernels {
     /// The batched kernels' integer sums for one group into the float accumulators: per
     /// group (llama.cpp's four-token order) or, with `ONE`, summed in integers over the
     /// super-block's four groups and added once (the one-token order).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `b` must be valid for reading
+    /// `MINS + 16 · (g + 1)` bytes (inside one re-laid block for `g < 4`).
     #[inline(always)]
     unsafe fn add_group<const ONE: bool, const N: usize>(
         b: *const u8,
@@ -211,6 +254,11 @@ mod kernels {
         }
     }
 
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C (it is inlined into [`gemm_4tok`] and
+    /// [`gemm_gemv_order`], which enable them); every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[inline(always)]
     unsafe fn gemm_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mask = _mm256_set1_epi8(0x0F);
@@ -244,6 +292,10 @@ mod kernels {
 
     /// Sub-blocks `2g` and `2g+1`'s scales as 32 i16 each, row `r`'s at lanes `4r..4r+4`
     /// (the 16-bit lanes an 8-byte piece of row `r` gives after `maddubs`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW and AVX2; `b` must be valid for reading
+    /// `SCALES + 16 · (g + 1)` bytes (inside one re-laid block for `g < 4`).
     #[inline(always)]
     unsafe fn scale_quads(b: *const u8, g: usize) -> (__m512i, __m512i) {
         let both = _mm512_castsi256_si512(widen_u8(b.add(SCALES + 16 * g)));
@@ -253,41 +305,72 @@ mod kernels {
     }
 
     /// Row `r`'s two 32-bit lanes (`2r`, `2r+1`) added, as eight lanes.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F.
     #[inline(always)]
     unsafe fn fold_pairs(v: __m512i) -> __m256i {
         _mm512_cvtepi64_epi32(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32)))
     }
 
     /// The eight activation bytes at `p` in every 64-bit lane.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F; `p` must be valid for reading 8 bytes (any alignment).
     #[inline(always)]
     unsafe fn bcast8(p: *const i8) -> __m512i {
         _mm512_set1_epi64(std::ptr::read_unaligned(p as *const i64))
     }
 
     /// [`gemm_4tok`] for 8-byte pieces, with AVX-512.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW, AVX2, FMA and F16C (`has_avx512`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         gemm_512_body::<false, 4>(data, qs)
     }
 
     /// [`gemm_gemv_order`] for 8-byte pieces, with AVX-512.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW, AVX2, FMA and F16C (`has_avx512`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_512_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         gemm_512_body::<true, N>(data, qs)
     }
 
     /// [`gemm_4tok`] for 8-byte pieces, with AVX-512 VNNI ([`gemm_vnni_body`]).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C (`has_vnni`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_4tok_vnni(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         gemm_vnni_body::<false, 4>(data, qs)
     }
 
     /// [`gemm_gemv_order`] for 8-byte pieces, with AVX-512 VNNI ([`gemm_vnni_body`]).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C (`has_vnni`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_vnni_gemv_order<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         gemm_vnni_body::<true, N>(data, qs)
     }
 
+    /// # Safety
+    /// The CPU must have AVX-512 F and BW, AVX2, FMA and F16C (it is inlined into the
+    /// `_512` kernels, which enable them); every activation row must hold the Q8_K values,
+    /// scales and sums of `data.len() / BLOCK` super-blocks (the parent module's Safety
+    /// section).
     #[inline(always)]
     unsafe fn gemm_512_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mask = _mm512_set1_epi8(0x0F);
@@ -321,6 +404,10 @@ mod kernels {
 
     /// Sub-block `s`'s scale of row `r` in 32-bit lanes `2r` and `2r+1`, as the low 16
     /// bits of each (the high 16 bits zero), for `vpdpwssd` against sums held in 32 bits.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F; `b` must be valid for reading `SCALES + 8 · (s + 1)`
+    /// bytes (inside one re-laid block for `s < 8`).
     #[inline(always)]
     unsafe fn scale_dwords(b: *const u8, s: usize) -> __m512i {
         let q = _mm512_cvtepu8_epi64(_mm_loadl_epi64(b.add(SCALES + 8 * s) as *const __m128i));
@@ -334,6 +421,12 @@ mod kernels {
     /// 16 bits `vpdpwssd` reads (the high 16 bits meet a zero scale). The integers are the
     /// same as [`gemm_512_body`]'s, so every float step and result is too. With `ONE`, the
     /// pairs of lanes are folded once per super-block instead of once per group.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW, VL and VNNI, AVX2, FMA and F16C (it is inlined into
+    /// the `_vnni` kernels, which enable them); every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[inline(always)]
     unsafe fn gemm_vnni_body<const ONE: bool, const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mask = _mm512_set1_epi8(0x0F);

@@ -17,6 +17,12 @@
 //!   nibbles of chunks `4j` (low) and `4j+1` (high), the same for `4j+2` and `4j+3`, then
 //!   the two high bits of the four chunks (bits 0–1, 2–3, 4–5, 6–7).
 
+// Unsafe code: the AVX2 / AVX-512 (VNNI) kernels over the re-laid blocks:
+// `#[target_feature]` intrinsics on raw pointers into the blocks and the activations,
+// called only after run-time feature detection (the parent module's `available`,
+// `has_avx512_vl`, `has_vnni`).
+#![allow(unsafe_code)]
+
 use super::ROWS;
 
 /// Bytes of one GGUF Q6_K super-block.
@@ -102,7 +108,7 @@ pub(crate) use kernels::{gemm_tiled_4tok, gemv, gemv2, gemv3_512, gemv4_512, gem
 
 /// AVX2 kernels over the re-laid blocks.
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code, clippy::needless_range_loop)] // parallel per-token arrays read best indexed
+#[allow(clippy::needless_range_loop)] // parallel per-token arrays read best indexed
 mod kernels {
     use std::arch::x86_64::*;
 
@@ -111,12 +117,19 @@ mod kernels {
     use super::{BLOCK, QUANTS, SCALES};
 
     /// The two bits at the bottom of each byte of `x`, moved to bits 4–5.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
     #[inline(always)]
     unsafe fn top(x: __m256i, m2: __m256i) -> __m256i {
         _mm256_slli_epi16(_mm256_and_si256(x, m2), 4)
     }
 
     /// Sub-block `j`'s four chunks for the eight rows, as unsigned bytes `0..64`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `b` must be valid for reading `QUANTS + 96 · (j + 1)` bytes
+    /// (inside one re-laid block for `j < 16`).
     #[inline(always)]
     unsafe fn unpack(b: *const u8, j: usize) -> [__m256i; 4] {
         let (m4, m2) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
@@ -134,18 +147,29 @@ mod kernels {
 
     /// Lane `r`: row `r`'s offset term of original lane `L`, `32·(s[2L]·bs[2L] + s[2L+1]·bs[2L+1])`
     /// with `bs` the activation's 16-value sums of super-block `i`.
+    ///
+    /// # Safety
+    /// As [`scale_pair`] and [`offset_with`].
     #[inline(always)]
     unsafe fn offset(b: *const u8, q: &QuantizedRow, i: usize, l: usize) -> __m256i {
         offset_with(scale_pair(b, l), q, i, l)
     }
 
     /// The scales [`offset`] pairs for original lane `l` (the same for every token).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `b` must be valid for reading `SCALES + 32 · (l + 1)` bytes
+    /// (inside one re-laid block for `l < 8`).
     #[inline(always)]
     unsafe fn scale_pair(b: *const u8, l: usize) -> __m256i {
         _mm256_blend_epi16(widen_i8(b.add(SCALES + 32 * l)), widen_i8(b.add(SCALES + 32 * l + 16)), 0xAA)
     }
 
     /// [`offset`] from its [`scale_pair`].
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `q.q8k_bsums` must hold at least `16 · i + 2 · l + 2` values
+    /// (read unchecked).
     #[inline(always)]
     unsafe fn offset_with(pair: __m256i, q: &QuantizedRow, i: usize, l: usize) -> __m256i {
         let bs = _mm256_set1_epi32(std::ptr::read_unaligned(q.q8k_bsums.as_ptr().add(16 * i + 2 * l) as *const i32));
@@ -153,6 +177,11 @@ mod kernels {
     }
 
     /// Super-block `i`'s exact integer sum for each row, offset included (the tiled order's Σ).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `b` must be valid for reading one whole re-laid block
+    /// (`BLOCK` bytes), `q.q8k` must hold at least `256 · (i + 1)` values and `q.q8k_bsums`
+    /// at least `16 · (i + 1)` (read unchecked).
     #[inline(always)]
     unsafe fn total(b: *const u8, q: &QuantizedRow, i: usize) -> __m256i {
         let y = q.q8k.as_ptr().add(256 * i);
@@ -176,6 +205,11 @@ mod kernels {
     }
 
     /// Eight rows against one token in `vec_dot`'s order (fewer than eight tokens).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemv(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
         let mut f = [_mm256_setzero_ps(); 8];
@@ -210,6 +244,12 @@ mod kernels {
     /// first keeps each lane's integer sums in `gemv`'s order while only half the
     /// accumulators are live at a time. `VNNI`: each chunk's scaled sum is added with one
     /// `vpdpwssd` instead of `vpmaddwd` and `vpaddd` (the same exact integers).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C, and with `VNNI` also AVX-512 F, VL and VNNI
+    /// (it is inlined into the kernels below, which enable them); every activation row must
+    /// hold the Q8_K values, scales and sums of `data.len() / BLOCK` super-blocks (the
+    /// parent module's Safety section).
     #[inline(always)]
     unsafe fn gemv_n<const N: usize, const VNNI: bool>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         let mut f = [[_mm256_setzero_ps(); 8]; N];
@@ -261,30 +301,55 @@ mod kernels {
     }
 
     /// [`gemv_n`] for two tokens (AVX2: sixteen registers hold their live accumulators).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemv2(data: &[u8], qs: [&QuantizedRow; 2]) -> [[f32; 8]; 2] {
         gemv_n::<2, false>(data, qs)
     }
 
     /// [`gemv_n`] for three tokens, where AVX-512VL gives 32 vector registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and VL, AVX2, FMA and F16C (`has_avx512_vl`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
     pub(crate) unsafe fn gemv3_512(data: &[u8], qs: [&QuantizedRow; 3]) -> [[f32; 8]; 3] {
         gemv_n::<3, false>(data, qs)
     }
 
     /// [`gemv_n`] for four tokens, where AVX-512VL gives 32 vector registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F and VL, AVX2, FMA and F16C (`has_avx512_vl`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
     pub(crate) unsafe fn gemv4_512(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         gemv_n::<4, false>(data, qs)
     }
 
     /// [`gemv_n`] for one to four tokens with AVX-512 VNNI (on 256-bit vectors).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, VL and VNNI, AVX2, FMA and F16C (`has_vnni`); every
+    /// activation row must hold the Q8_K values, scales and sums of `data.len() / BLOCK`
+    /// super-blocks (the parent module's Safety section).
     #[target_feature(enable = "avx512f,avx512vl,avx512vnni,avx2,fma,f16c")]
     pub(crate) unsafe fn gemv_vnni<const N: usize>(data: &[u8], qs: [&QuantizedRow; N]) -> [[f32; 8]; N] {
         gemv_n::<N, true>(data, qs)
     }
 
     /// Eight rows against one token in the tiled matmul's order (eight tokens or more).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemv_tiled(data: &[u8], q: &QuantizedRow) -> [f32; 8] {
         let mut acc = _mm256_setzero_ps();
@@ -300,6 +365,11 @@ mod kernels {
 
     /// Eight rows against four tokens in the tiled matmul's order: each sub-block is
     /// unpacked once for the four.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every activation row must hold the Q8_K
+    /// values, scales and sums of `data.len() / BLOCK` super-blocks (the parent module's
+    /// Safety section).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(crate) unsafe fn gemm_tiled_4tok(data: &[u8], qs: [&QuantizedRow; 4]) -> [[f32; 8]; 4] {
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -369,6 +439,7 @@ mod tests {
         let row = |r: usize| &data[r * cols / 256 * SRC_BLOCK..][..cols / 256 * SRC_BLOCK];
         // SAFETY: `available` checked the CPU features; sizes match by construction.
         let (small, tiled) = unsafe { (gemv(&x, &qs[0]), gemv_tiled(&x, &qs[0])) };
+        // SAFETY: as above.
         let four = unsafe { gemm_tiled_4tok(&x, [&qs[0], &qs[1], &qs[2], &qs[3]]) };
         // SAFETY: as above.
         let two = unsafe { gemv2(&x, [&qs[0], &qs[1]]) };

@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let qo = (t * p.heads + h) * p.head_dim;
     let so = (t * p.heads + h) * p.ctx;
     let kv_stride = p.kv_heads * p.head_dim;
-    var m = -3.4028235e38;
+    var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)
     for (var j = lid.x; j < n; j += WG) {
         let ko = j * kv_stride + kvh * p.head_dim;
         var s = 0.0;

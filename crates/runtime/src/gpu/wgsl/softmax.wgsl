@@ -14,7 +14,7 @@ struct Params {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let o = wg.x * p.n;
-    var m = -3.4028235e38;
+    var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)
     for (var i = lid.x; i < p.n; i += WG) {
         m = max(m, x[o + i] * p.scale);
     }

@@ -1,0 +1,327 @@
+//! Every kernel against the CPU reference, on the adapter at hand: seeded inputs, the
+//! GPU's result read back, the first element out of tolerance reported as
+//! [`GpuError::WrongResult`] (the check, the index and both values).
+//!
+//! Why these are library code and not only tests: the same checks run natively in
+//! `cargo test` (Vulkan on llvmpipe), in headless Chromium on SwiftShader through
+//! `wasm-bindgen-test` (`crates/wasm/tests/webgpu.rs`), and can run on a user's adapter
+//! before it is trusted with a model ([`run_all`]), since drivers do get shaders wrong.
+//! They are async because a browser can only read a GPU buffer back through its event loop.
+//!
+//! Tolerances: the GPU sums in another order than the CPU (a 64-thread tree), and its `exp`
+//! is not libm's, so results agree to rounding, not bit for bit: matrix products within
+//! 1e-5 of the sum of the magnitudes of their terms, element-wise kernels within 2e-6
+//! relative (plus 1e-7 absolute), RoPE within 1e-6, attention within 2e-5 relative plus
+//! one f16 step of one probability (its probabilities are rounded to f16, and an `exp` a
+//! few ulps off may round one the other way). 8-bit activation quantization must give the
+//! CPU's values exactly.
+
+use super::{q8_len, reads_q8, AttentionShape, Gpu, GpuError, GpuMatrix, GpuVector, Kernels};
+use crate::cpu::act::QuantizedRow;
+use crate::cpu::matmul::QMatrix;
+use crate::gguf::GgmlType;
+use crate::testdata::{activations, weight_row};
+
+/// The checks [`run`] knows, in the order [`run_all`] runs them.
+pub const CHECKS: [&str; 9] =
+    ["matvec", "matvec_k_quants", "quantize_q8", "split_matrix", "rms_norm", "rope", "elementwise", "attention", "argmax"];
+
+/// Run one check by name ([`CHECKS`]).
+pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
+    run_with(gpu, &Kernels::new(gpu), name).await
+}
+
+/// Run every check (the pipelines compiled once); the number run.
+pub async fn run_all(gpu: &Gpu) -> Result<usize, GpuError> {
+    let k = Kernels::new(gpu);
+    for name in CHECKS {
+        run_with(gpu, &k, name).await?;
+    }
+    Ok(CHECKS.len())
+}
+
+async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
+    match name {
+        "matvec" => {
+            for ty in [GgmlType::F32, GgmlType::Q4_1, GgmlType::Q8_0] {
+                // Rows not a multiple of anything; several blocks per row; a batch of tokens.
+                matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
+                matvec_case(gpu, k, ty, 70, 2048, 3, None).await?;
+            }
+            Ok(())
+        }
+        "matvec_k_quants" => {
+            for ty in [GgmlType::Q4K, GgmlType::Q6K] {
+                matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
+                matvec_case(gpu, k, ty, 70, 1536, 3, None).await?;
+            }
+            Ok(())
+        }
+        "quantize_q8" => quantize_q8(gpu, k).await,
+        "split_matrix" => {
+            // Parts of 7 rows (Q8_0: 8 blocks of 36 bytes per 256-value row).
+            matvec_case(gpu, k, GgmlType::Q8_0, 100, 256, 2, Some(7 * 8 * 36)).await?;
+            matvec_case(gpu, k, GgmlType::Q4_1, 50, 512, 1, Some(3 * 16 * 20)).await?;
+            // Q6_K blocks are re-laid from 210 to 212 bytes.
+            matvec_case(gpu, k, GgmlType::Q6K, 30, 512, 1, Some(4 * 2 * 212)).await
+        }
+        "rms_norm" => rms_norm(gpu, k).await,
+        "rope" => rope(gpu, k).await,
+        "elementwise" => elementwise(gpu, k).await,
+        "attention" => attention(gpu, k).await,
+        "argmax" => argmax(gpu, k).await,
+        _ => Err(GpuError::Shape { what: "check name (see gpu::checks::CHECKS)", expected: CHECKS.len(), got: 0 }),
+    }
+}
+
+/// `Ok` when `got[i]` is within `tol(i)` of `want[i]` for every `i`.
+fn compare(check: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) -> Result<(), GpuError> {
+    if got.len() != want.len() {
+        return Err(GpuError::Shape { what: "check result", expected: want.len(), got: got.len() });
+    }
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        // A NaN on either side fails too.
+        let within = (g - w).abs() <= tol(i);
+        if !within {
+            return Err(GpuError::WrongResult { check: check.to_string(), index: i, gpu: g, cpu: w, tolerance: tol(i) });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[test]
+fn a_difference_past_the_tolerance_or_a_nan_is_reported_with_its_index() {
+    assert!(compare("c", &[1.0, 2.0], &[1.0, 2.05], |_| 0.1).is_ok());
+    let e = compare("c", &[1.0, 2.0], &[1.0, 2.5], |_| 0.1).unwrap_err();
+    assert_eq!(e.to_string(), "c: element 1: GPU 2 vs CPU 2.5 (tolerance 0.1)");
+    assert!(matches!(compare("c", &[f32::NAN], &[1.0], |_| 1e9), Err(GpuError::WrongResult { index: 0, .. })));
+}
+
+/// `rows × cols` in `ty`, the GPU product against `tokens` activation rows, and the CPU
+/// reference (the CPU's own kernel on the same 8-bit activations for the types that read
+/// them so; dequantized weights and f64 sums for the rest) with each output's sum of |terms|.
+async fn matvec_case(
+    gpu: &Gpu,
+    k: &Kernels,
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    tokens: usize,
+    part_bytes: Option<usize>,
+) -> Result<(), GpuError> {
+    let data: Vec<u8> = if ty == GgmlType::F32 {
+        activations(rows * cols, 9).iter().flat_map(|v| v.to_le_bytes()).collect()
+    } else {
+        (0..rows).flat_map(|r| weight_row(ty, cols, 100 + r as u64)).collect()
+    };
+    let dense = QMatrix::new(ty, rows, cols, data.clone())
+        .ok_or(GpuError::Shape { what: "check matrix (bytes)", expected: rows * cols, got: data.len() })?
+        .to_f32();
+    let x = activations(tokens * cols, 3);
+    let w = match part_bytes {
+        Some(bytes) => GpuMatrix::upload_in_parts(gpu, ty, rows, cols, &data, bytes)?,
+        None => GpuMatrix::upload(gpu, ty, rows, cols, &data)?,
+    };
+    if part_bytes.is_some() && w.parts.len() < 2 {
+        return Err(GpuError::Shape { what: "matrix parts", expected: 2, got: w.parts.len() });
+    }
+    let (gx, gq, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, tokens * rows));
+    k.run(gpu, |enc| {
+        k.quantize_q8(gpu, enc, &gx, &gq)?;
+        k.matvec(gpu, enc, &w, if reads_q8(ty) { &gq } else { &gx }, tokens, &gy)
+    })?;
+    let got = gy.read(gpu).await?;
+    let mut want = vec![0f32; tokens * rows];
+    let mut scale = vec![0f32; tokens * rows];
+    let row_bytes = data.len() / rows;
+    for t in 0..tokens {
+        let xt = &x[t * cols..(t + 1) * cols];
+        let mut q = QuantizedRow::default();
+        q.quantize_q8(xt);
+        for r in 0..rows {
+            let row = &dense[r * cols..(r + 1) * cols];
+            want[t * rows + r] = if reads_q8(ty) {
+                crate::cpu::dot::dot_row(ty, &data[r * row_bytes..(r + 1) * row_bytes], xt, &q, crate::cpu::dot::Batch::Small)
+            } else {
+                row.iter().zip(xt).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>() as f32
+            };
+            scale[t * rows + r] = row.iter().zip(xt).map(|(&a, &b)| (a * b).abs()).sum();
+        }
+    }
+    compare(&format!("{ty:?} matvec {rows}×{cols}, {tokens} tokens"), &got, &want, |i| 1e-5 * scale[i] + 1e-6)
+}
+
+async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let mut x = activations(32 * 40, 21);
+    x[32..64].fill(0.0); // an all-zero block
+    x[70] = 3.0; // 63.5 once scaled by 127 / 6: a rounding tie, or next to one
+    x[71] = -6.0;
+    let (gx, gq) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, q8_len(x.len())));
+    k.run(gpu, |enc| k.quantize_q8(gpu, enc, &gx, &gq))?;
+    let got = gq.read(gpu).await?;
+    let mut q = QuantizedRow::default();
+    q.quantize_q8(&x);
+    let want: Vec<f32> = q.q8.iter().map(|&v| f32::from(v)).chain(q.q8_d.iter().zip(&q.q8_s).flat_map(|(&d, &s)| [d, s])).collect();
+    compare("quantized activations", &got, &want, |_| 0.0)
+}
+
+async fn rms_norm(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let (n, rows) = (576, 5);
+    let (x, weight) = (activations(n * rows, 1), activations(n, 2));
+    let mut want = vec![0f32; n * rows];
+    crate::cpu::transformer::rms_norm(&x, &weight, 1e-5, &mut want);
+    let (gx, gw, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &weight), GpuVector::zeros(gpu, n * rows));
+    k.run(gpu, |enc| k.rms_norm(gpu, enc, &gx, &gw, 1e-5, &gy))?;
+    compare("rms_norm", &gy.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)
+}
+
+async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let (heads, head_dim) = (3, 64);
+    let positions = [0usize, 1, 17, 900];
+    let theta_scale = 10_000f32.powf(-2.0 / 64.0);
+    for (neox, rope_dims) in [(false, 64), (true, 64), (false, 32)] {
+        let pairs = rope_dims / 2;
+        let x = activations(positions.len() * heads * head_dim, 7);
+        let mut want = x.clone();
+        let mut angles = Vec::new();
+        for (t, &pos) in positions.iter().enumerate() {
+            crate::cpu::attention::rope(
+                &mut want[t * heads * head_dim..(t + 1) * heads * head_dim],
+                head_dim,
+                rope_dims,
+                neox,
+                pos,
+                theta_scale,
+            );
+            let mut cs = vec![(0f32, 0f32); pairs];
+            crate::cpu::attention::rope_angles(pos, theta_scale, &mut cs);
+            angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+        }
+        let (gx, ga) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &angles));
+        k.run(gpu, |enc| k.rope(gpu, enc, &gx, &ga, (positions.len(), heads, head_dim, pairs), neox))?;
+        compare(&format!("rope (neox {neox}, {rope_dims} dims)"), &gx.read(gpu).await?, &want, |_| 1e-6)?;
+    }
+    Ok(())
+}
+
+async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let n = 3000;
+    let (a, b) = (activations(n, 4), activations(n, 5));
+    let mut want = a.clone();
+    crate::cpu::mathfn::swiglu(&mut want, &b);
+    let (ga, gb) = (GpuVector::from_slice(gpu, &a), GpuVector::from_slice(gpu, &b));
+    k.run(gpu, |enc| k.swiglu(gpu, enc, &ga, &gb))?;
+    compare("swiglu", &ga.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)?;
+
+    let ga = GpuVector::from_slice(gpu, &a);
+    k.run(gpu, |enc| k.add(gpu, enc, &ga, &gb))?;
+    let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    compare("add", &ga.read(gpu).await?, &want, |_| 0.0)?;
+
+    // A bias repeated over rows (Qwen's q/k/v biases, one row per token).
+    let bias = activations(750, 6);
+    let ga = GpuVector::from_slice(gpu, &a);
+    k.run(gpu, |enc| k.add(gpu, enc, &ga, &GpuVector::from_slice(gpu, &bias)))?;
+    let want: Vec<f32> = a.iter().enumerate().map(|(i, x)| x + bias[i % 750]).collect();
+    compare("add a repeated bias", &ga.read(gpu).await?, &want, |_| 0.0)?;
+
+    let (rows, width, scale) = (4, 750, 0.125f32);
+    let ga = GpuVector::from_slice(gpu, &a);
+    k.run(gpu, |enc| k.softmax(gpu, enc, &ga, width, scale))?;
+    let mut want = Vec::new();
+    for row in a.chunks_exact(width).take(rows) {
+        let top = row.iter().map(|&v| f64::from(v * scale)).fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|&v| (f64::from(v * scale) - top).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        want.extend(e.iter().map(|v| (v / sum) as f32));
+    }
+    compare("softmax", &ga.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)
+}
+
+/// Attention against a plain f64 reference on the same f16-rounded query, keys and values:
+/// grouped heads, a prefix already cached and several new tokens (each seeing only the
+/// positions up to its own).
+async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let (head_dim, heads, kv_heads, n_past, tokens) = (64, 6, 2, 37, 3);
+    let kvw = kv_heads * head_dim;
+    let total = n_past + tokens;
+    let (keys, values) = (activations(total * kvw, 11), activations(total * kvw, 12));
+    let q = activations(tokens * heads * head_dim, 13);
+    let (gk, gv) = (GpuVector::zeros(gpu, (total + 5) * kvw), GpuVector::zeros(gpu, (total + 5) * kvw));
+    // The prefix in one write, the new tokens' rows in another.
+    let (kp, vp) = (GpuVector::from_slice(gpu, &keys[..n_past * kvw]), GpuVector::from_slice(gpu, &values[..n_past * kvw]));
+    let (kn, vn) = (GpuVector::from_slice(gpu, &keys[n_past * kvw..]), GpuVector::from_slice(gpu, &values[n_past * kvw..]));
+    let (gq, scores, out) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, tokens * heads * total), GpuVector::zeros(gpu, q.len()));
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past };
+    k.run(gpu, |enc| {
+        k.kv_store(gpu, enc, &kp, &gk, kvw, n_past, 0)?;
+        k.kv_store(gpu, enc, &vp, &gv, kvw, n_past, 0)?;
+        k.kv_store(gpu, enc, &kn, &gk, kvw, tokens, n_past)?;
+        k.kv_store(gpu, enc, &vn, &gv, kvw, tokens, n_past)?;
+        k.attention(gpu, enc, &gq, (&gk, &gv), &scores, &out, shape)
+    })?;
+    let round = |v: &[f32]| {
+        let mut v = v.to_vec();
+        crate::cpu::f16_round_all(&mut v);
+        v
+    };
+    let (keys, values, q) = (round(&keys), round(&values), round(&q));
+    // The cache holds the rounded rows.
+    compare("key cache", &gk.read(gpu).await?[..total * kvw], &keys, |_| 0.0)?;
+    let mut want = vec![0f32; q.len()];
+    // A probability that lies next to an f16 rounding boundary may round either way, as
+    // `exp` is allowed a few ulps (SwiftShader's differs from llvmpipe's): each output may
+    // differ by one f16 step of one probability times its value.
+    let mut flip = vec![0f32; q.len()];
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    for t in 0..tokens {
+        for h in 0..heads {
+            let kvh = h / (heads / kv_heads);
+            let qh = &q[(t * heads + h) * head_dim..][..head_dim];
+            let n = n_past + t + 1;
+            let s: Vec<f64> = (0..n)
+                .map(|j| {
+                    qh.iter().zip(&keys[j * kvw + kvh * head_dim..][..head_dim]).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            // Probabilities rounded to f16, as the CPU backend (and llama.cpp) rounds them.
+            let mut probs: Vec<f32> = e.iter().map(|x| (x / sum) as f32).collect();
+            crate::cpu::f16_round_all(&mut probs);
+            for d in 0..head_dim {
+                let value = |j: usize| values[j * kvw + kvh * head_dim + d];
+                let acc: f64 = (0..n).map(|j| f64::from(probs[j]) * f64::from(value(j))).sum();
+                want[(t * heads + h) * head_dim + d] = acc as f32;
+                flip[(t * heads + h) * head_dim + d] = (0..n).map(|j| f16_ulp(probs[j]) * value(j).abs()).fold(0.0, f32::max);
+            }
+        }
+    }
+    compare("attention", &out.read(gpu).await?, &want, |i| 2e-5 * want[i].abs() + 2e-6 + flip[i])
+}
+
+/// Rows with their largest value anywhere, a tie (the first must win), and a row of one
+/// repeated value.
+async fn argmax(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    let width = 1000;
+    let mut x = activations(4 * width, 31);
+    x[width + 777] = 9.0;
+    x[width + 5] = 9.0;
+    x[2 * width..3 * width].fill(-1.5);
+    let (gx, out) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, 4));
+    k.run(gpu, |enc| k.argmax(gpu, enc, &gx, width, &out))?;
+    let got: Vec<f32> = out.read(gpu).await?.iter().map(|v| v.to_bits() as f32).collect();
+    let want: Vec<f32> = x
+        .chunks_exact(width)
+        .map(|row| row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best }) as f32)
+        .collect();
+    compare("argmax", &got, &want, |_| 0.0)
+}
+
+/// The gap between `x` and the next f16 (subnormals included).
+fn f16_ulp(x: f32) -> f32 {
+    2f32.powf(x.abs().log2().floor().max(-14.0) - 10.0)
+}

@@ -1,0 +1,50 @@
+// Greedy decoding's pick on the GPU, so that 4 bytes come back per token instead of the
+// logits: for each row of `width` values, the index of its largest value (the first of
+// equal ones, as the CPU picks), written as the index's bits into an f32 slot.
+
+struct Params {
+    width: u32,
+    rows: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+const NONE: u32 = 0xffffffffu;
+var<workgroup> best_value: array<f32, 64>;
+var<workgroup> best_index: array<u32, 64>;
+
+// Whether (v, i) goes before (bv, bi): larger, or equal and earlier; nothing beats a
+// real entry.
+fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
+    return i != NONE && (bi == NONE || v > bv || (v == bv && i < bi));
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let base = wg.x * p.width;
+    var v = 0.0;
+    var idx = NONE;
+    for (var i = lid.x; i < p.width; i += 64u) {
+        if (better(x[base + i], i, v, idx)) {
+            v = x[base + i];
+            idx = i;
+        }
+    }
+    best_value[lid.x] = v;
+    best_index[lid.x] = idx;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+        if (lid.x < s && better(best_value[lid.x + s], best_index[lid.x + s], best_value[lid.x], best_index[lid.x])) {
+            best_value[lid.x] = best_value[lid.x + s];
+            best_index[lid.x] = best_index[lid.x + s];
+        }
+        workgroupBarrier();
+    }
+    if (lid.x == 0u) {
+        out[wg.x] = bitcast<f32>(best_index[0]);
+    }
+}

@@ -1,0 +1,548 @@
+// Hostile arguments at the wasm boundary (issue #20): every function, constructor and
+// method the wasm package exports is called with bad arguments — wrong JS types, empty and
+// huge values, NaN, objects that only pretend to be arrays, Uint8Arrays that are not
+// UTF-8 or not a model, freed objects, callbacks that throw or call back in. Each call
+// must either return or throw an `Error` with a message; a `WebAssembly.RuntimeError`
+// (a trap: a Rust panic or abort) fails the check. Afterwards every object still works.
+// Exports not named here (new ones) are called too, with every wrong type in every
+// position. Last, in a second instance of the module, a deliberate panic: its message
+// and location reach console.error and lastPanic(), and later calls throw INTERNAL.
+//
+//   node tests/wasm/bad-arguments.cjs PKG_DIR MODELS_DIR
+// (scripts/wasm-test.sh builds PKG_DIR with wasm-bindgen --target nodejs.)
+'use strict';
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { types } = require('node:util');
+const { readTree } = require('./common.cjs');
+
+const [pkgDir, modelsDir] = process.argv.slice(2);
+const wasm = require(path.resolve(pkgDir, 'docmem_wasm.js'));
+const { Embedder, Library, Lm } = wasm;
+const t0 = performance.now();
+
+// ---- the check -------------------------------------------------------------------------
+
+let calls = 0;
+let errors = 0;
+const failures = [];
+
+/** A short name for a value in a failure message. */
+function describe(v) {
+  if (typeof v === 'string') return v.length > 24 ? `string(${v.length})` : JSON.stringify(v);
+  if (typeof v === 'symbol' || typeof v === 'bigint') return `${v.toString()}${typeof v === 'bigint' ? 'n' : ''}`;
+  if (typeof v === 'function') return 'function';
+  if (v === null || typeof v !== 'object') return String(v);
+  if (types.isProxy(v)) return 'Proxy';
+  if (ArrayBuffer.isView(v)) return `${v.constructor.name}(${v.length})`;
+  if (Array.isArray(v)) return `array(${v.length})`;
+  return (v.constructor && v.constructor.name) || 'object';
+}
+
+/** Judge what a call threw (or a promise it returned rejected with). */
+function judge(what, e) {
+  if (e instanceof WebAssembly.RuntimeError) {
+    failures.push(`${what}: trapped (${e.message})`);
+    if (process.env.DOCMEM_VERBOSE) console.error(failures[failures.length - 1], e.stack);
+  } else if (!(e instanceof Error)) failures.push(`${what}: threw a non-Error ${describe(e)}`);
+  else if (typeof e.message !== 'string' || e.message.length === 0) failures.push(`${what}: threw an Error without a message`);
+  else errors += 1;
+  return e;
+}
+
+/** Promises returned by calls (async exports): each must settle, within a minute. */
+const pending = [];
+function settles(what, promise) {
+  return new Promise((done) => {
+    const timer = setTimeout(() => {
+      failures.push(`${what}: its promise never settled (a trap inside an async export leaves it so)`);
+      done();
+    }, 60_000);
+    Promise.resolve(promise).then(
+      () => done(clearTimeout(timer)),
+      (e) => done(clearTimeout(timer), judge(`${what} (rejected)`, e)),
+    );
+  });
+}
+// Node exits with 0 when only unsettled promises are left: that is not a pass.
+let finished = false;
+process.on('exit', (code) => {
+  if (!finished && code === 0) {
+    console.error(`wasm bad arguments: the check did not finish\n${failures.join('\n')}`);
+    process.exitCode = 1;
+  }
+});
+// A trap in an async export's continuation surfaces outside any call: count it too
+// (anything else thrown there is this script's own failure).
+for (const event of ['uncaughtException', 'unhandledRejection']) {
+  process.on(event, (e) => {
+    if (!(e instanceof WebAssembly.RuntimeError)) {
+      console.error(e);
+      process.exit(1);
+    }
+    judge(`an async export, later (${event})`, e);
+  });
+}
+
+/** Run `f` (one call with bad arguments): it returns, or throws an Error with a message. */
+function call(what, f) {
+  calls += 1;
+  try {
+    const r = f();
+    if (r && typeof r.then === 'function') pending.push(settles(what, r));
+    return r;
+  } catch (e) {
+    return judge(what, e);
+  }
+}
+
+/**
+ * Call `f(...args)` once per bad value in each position named in `bad` (position →
+ * values), the other positions keeping `good`'s argument.
+ */
+function sweep(name, f, good, bad) {
+  for (const [at, values] of Object.entries(bad)) {
+    for (const v of values) {
+      const args = good.slice();
+      args[Number(at)] = v;
+      const t = performance.now();
+      call(`${name} argument ${at} = ${describe(v)}`, () => f(...args));
+      const ms = performance.now() - t;
+      if (process.env.DOCMEM_VERBOSE && ms > 1000) console.error(`slow: ${name} argument ${at} = ${describe(v)}: ${(ms / 1000).toFixed(1)} s`);
+    }
+  }
+}
+
+// ---- bad values ------------------------------------------------------------------------
+
+/** Bytes that are not UTF-8: stray continuation bytes, overlong and surrogate encodings, 0xFF. */
+const notUtf8 = Uint8Array.of(0xc3, 0x28, 0xa0, 0xa1, 0xe2, 0x28, 0xa1, 0xf0, 0x90, 0x28, 0xbc, 0xff, 0xfe, 0xed, 0xa0, 0x80, 0xc0, 0xaf);
+/** Values of every JS type, none of them what any parameter wants. */
+const wrongTypes = [
+  undefined,
+  null,
+  true,
+  0,
+  -1,
+  NaN,
+  Infinity,
+  1e12,
+  10n,
+  Symbol('bad'),
+  {},
+  [],
+  ['a', 1, null],
+  () => 1,
+  Object.create(null),
+  new Date(0),
+  notUtf8,
+  new Uint8Array(0),
+  new Float64Array(4),
+  new ArrayBuffer(8),
+  // Array-likes whose length is huge: nothing may allocate by it.
+  { length: 1e12 },
+  { length: 2 ** 31 },
+  new Proxy({}, {
+    ownKeys() {
+      throw new Error('hostile proxy: no keys');
+    },
+    get() {
+      throw new Error('hostile proxy: no properties');
+    },
+  }),
+];
+/** Strings that are odd but strings. */
+const oddStrings = ['', ' ', '\0', '\ud800 lone surrogates \udfff', '\u202e\u{1F916}'.repeat(1000), 'x'.repeat(200_000)];
+const strings = [...oddStrings, ...wrongTypes];
+/** Where a count or size is taken. */
+const sizes = [NaN, -1, -0, 1.5, 1e12, 2 ** 32, 2 ** 32 - 1, 2 ** 53, Infinity, -Infinity, '7', ...wrongTypes];
+
+// A GGUF file and broken copies of it.
+const smolPath = path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf');
+const smol = new Uint8Array(fs.readFileSync(smolPath));
+const u64At = (bytes, at, value) => {
+  const b = bytes.slice();
+  new DataView(b.buffer).setBigUint64(at, value, true);
+  return b;
+};
+const head = smol.subarray(0, 4 << 20); // the metadata, tokenizer included
+const badGgufs = [
+  new Uint8Array(0),
+  notUtf8,
+  Uint8Array.from('GGUF', (c) => c.charCodeAt(0)),
+  Uint8Array.of(0x47, 0x47, 0x55, 0x46, 3, 0, 0, 0, ...new Array(16).fill(0xff)),
+  smol.subarray(0, 100),
+  smol.subarray(0, 64 << 10),
+  head,
+  u64At(head, 8, 2n ** 40n), // tensor count
+  u64At(head, 16, 2n ** 40n), // metadata count
+  u64At(head, 24, 2n ** 40n), // the first key's length
+  u64At(head, 24, 2n ** 64n - 1n),
+  (() => {
+    // The first key's bytes not UTF-8.
+    const b = head.slice();
+    b.set(notUtf8.subarray(0, 8), 32);
+    return b;
+  })(),
+  (() => {
+    // The architecture's name not UTF-8.
+    const b = head.slice();
+    const at = Buffer.from(b.buffer, b.byteOffset, b.length).indexOf('llama');
+    b.fill(0xff, at, at + 5);
+    return b;
+  })(),
+  smol.subarray(0, smol.length - 1000), // tensor data cut short
+];
+/** A Uint8Array larger than wasm32 memory can hold (Node may refuse to make one). */
+let huge = null;
+try {
+  huge = new Uint8Array(2 ** 32 - 1);
+} catch {
+  huge = null;
+}
+const bytesValues = [...badGgufs, ...wrongTypes, ...(huge ? [huge] : [])];
+
+// ---- the objects to call methods on ----------------------------------------------------
+
+const minilm = readTree(path.join(modelsDir, 'all-MiniLM-L6-v2'));
+const embedder = new Embedder(minilm, 'all-MiniLM-L6-v2', '');
+const lm = new Lm(smol);
+lm.setName('SmolLM2-135M-Instruct.Q4_1.gguf');
+const lib = Library.open({}, embedder);
+const doc = JSON.parse(lib.addDocument('press.md', 'Gutenberg printed the Bible in 1455. Caxton brought printing to England in 1476.', 'sentence', embedder));
+lib.takeWrites();
+const exported = lib.exportLibrary();
+const freed = Library.open({}, embedder);
+freed.free();
+// Documents added by the sweeps go here, so that `lib` stays one short document and the
+// answers' prompts stay short.
+const scratch = Library.open({}, embedder);
+const stop = () => false; // cancels at the first progress report or token
+
+// ---- free functions --------------------------------------------------------------------
+
+sweep('chunkText', wasm.chunkText, ['One. Two. Three.', 'sentence', 0, 0], {
+  0: strings,
+  1: [...strings, 'nope', 'SENTENCE'],
+  2: sizes,
+  3: sizes,
+});
+for (const chunker of ['fixed', 'sentence', 'recursive', 'semantic']) {
+  for (const [size, overlap] of [[1, 0], [1, 1], [2, 5], [1, 2 ** 32 - 1], [2 ** 32 - 1, 2 ** 32 - 1], [1e12, 1e12]]) {
+    call(`chunkText ${chunker} size ${size} overlap ${overlap}`, () => wasm.chunkText('One sentence. Another one here. \u{1F916}'.repeat(20), chunker, size, overlap));
+  }
+}
+sweep('htmlToText', wasm.htmlToText, ['<p>x</p>'], { 0: [...strings, '<', '<script>', '<!--', '&#xFFFFFFFF;&#0;&#xD800;', '<a '.repeat(10_000)] });
+sweep('parseAndAlign', wasm.parseAndAlign, ['Some text here.', '<chunk>Some text</chunk>'], {
+  0: strings,
+  1: [...strings, '<chunk>', '</chunk>'.repeat(1000), '<chunk>4-2</chunk>', '<chunk>1-4294967296</chunk>', '<outline>\n- a\n</outline>'.repeat(100)],
+});
+
+// ---- Lm --------------------------------------------------------------------------------
+
+sweep('new Lm', (b) => new Lm(b), [smol], { 0: bytesValues });
+const reads = {
+  zeros: (_o, n) => new Uint8Array(n),
+  ones: (_o, n) => new Uint8Array(n).fill(0xff),
+  short: (o, n) => smol.subarray(o, o + Math.max(0, n - 1)),
+  long: (o, n) => new Uint8Array(n + 1),
+  string: () => 'bytes',
+  undefined: () => undefined,
+  array: (_o, n) => new Array(n).fill(0),
+  throwsError: () => {
+    throw new Error('read failed');
+  },
+  throwsString: () => {
+    throw 'read failed';
+  },
+  smolThenZeros: (o, n) => (o < 1 << 20 ? smol.subarray(o, o + n) : new Uint8Array(n)),
+};
+sweep('Lm.fromReader', Lm.fromReader, [smol.length, (o, n) => smol.subarray(o, o + n)], {
+  0: [0, 24, 1e12, 9e15, ...sizes],
+  1: [...Object.values(reads), ...wrongTypes],
+});
+sweep('Lm.setName', (n) => lm.setName(n), ['SmolLM2-135M-Instruct.Q4_1.gguf'], { 0: strings });
+lm.setName('SmolLM2-135M-Instruct.Q4_1.gguf');
+sweep('Lm.tokenize', (t) => lm.tokenize(t), ['hello'], { 0: strings });
+sweep('Lm.generate', (p, q) => lm.generate(p, q), ['Hi', '{"max_tokens":2}'], {
+  0: [...strings, 'word '.repeat(5000)],
+  1: [
+    ...strings,
+    '{',
+    'null',
+    '[]',
+    '"x"',
+    '{"max_tokens":1e12}',
+    '{"max_tokens":18446744073709551616}',
+    '{"max_tokens":-1}',
+    '{"max_tokens":0}',
+    '{"temperature":-1,"max_tokens":2}',
+    '{"temperature":1e38,"max_tokens":2}',
+    '{"temperature":1e-38,"max_tokens":2}',
+    '{"top_p":-1,"temperature":1,"max_tokens":2}',
+    '{"top_p":0,"temperature":1,"max_tokens":2}',
+    '{"top_p":1e38,"temperature":1,"max_tokens":2}',
+    '{"top_k":4294967295,"temperature":1,"max_tokens":2}',
+    '{"top_k":1,"temperature":1,"max_tokens":2}',
+    '{"repetition_penalty":0,"temperature":1,"max_tokens":2}',
+    '{"repetition_penalty":-5,"temperature":1,"max_tokens":2}',
+    '{"repetition_penalty":1e38,"max_tokens":2}',
+    '{"repetition_window":4294967295,"max_tokens":2}',
+    '{"seed":18446744073709551615,"temperature":1,"max_tokens":2}',
+    '{"stop":[""],"max_tokens":2}',
+    '{"stop":["\\u0000","\\ud800"],"max_tokens":2}',
+    '{"stop":"x","max_tokens":2}',
+    '{"unknown":1,"max_tokens":2}',
+  ],
+});
+
+// ---- Embedder --------------------------------------------------------------------------
+
+const withFile = (name, bytes) => ({ ...minilm, [name]: bytes });
+const enc = (s) => new TextEncoder().encode(s);
+sweep('new Embedder', (f, n, p) => new Embedder(f, n, p), [minilm, 'all-MiniLM-L6-v2', ''], {
+  0: [
+    ...wrongTypes,
+    { 'config.json': enc('{}') },
+    withFile('config.json', notUtf8),
+    withFile('config.json', enc('{"hidden_size":4294967296,"num_attention_heads":0}')),
+    withFile('config.json', enc('{"hidden_size":384,"num_attention_heads":0,"num_hidden_layers":6,"intermediate_size":1536,"vocab_size":30522,"max_position_embeddings":512}')),
+    withFile('model.safetensors', notUtf8),
+    withFile('model.safetensors', u64At(minilm['model.safetensors'].subarray(0, 4096), 0, 2n ** 40n)),
+    withFile('model.safetensors', minilm['model.safetensors'].subarray(0, 4096)),
+    withFile('tokenizer.json', notUtf8),
+    withFile('tokenizer.json', enc('{"model":{"type":"WordPiece","vocab":{}}}')),
+    withFile('modules.json', notUtf8),
+    withFile('1_Pooling/config.json', enc('{"word_embedding_dimension":-1}')),
+    withFile('tokenizer.json', 'not bytes'),
+    { ...minilm, 42: new Uint8Array(1) },
+  ],
+  1: strings,
+  2: [...strings, 'f64', 'Q8_0 ', 'int4'],
+});
+sweep('Embedder.fromGguf', Embedder.fromGguf, [head, 'x', ''], { 0: [...bytesValues, smol], 1: strings, 2: strings });
+sweep('Embedder.embed', (t, q) => embedder.embed(t, q), [['hello'], false], {
+  0: [
+    ...wrongTypes,
+    [],
+    [''],
+    [notUtf8],
+    [1, 2],
+    [null],
+    [undefined],
+    [Symbol('s')],
+    ['\ud800\udfff'],
+    ['x '.repeat(100_000)],
+    new Array(300).fill('a text'),
+  ],
+  1: wrongTypes,
+});
+call('Embedder.dim with junk arguments', () => embedder.dim(1e12, null));
+call('Embedder.precision with junk arguments', () => embedder.precision(notUtf8));
+
+// ---- Library ---------------------------------------------------------------------------
+
+sweep('Library.open', Library.open, [{}, embedder], {
+  0: [
+    ...wrongTypes,
+    { 'manifest.json': notUtf8 },
+    { 'manifest.json': enc('{}') },
+    { 'manifest.json': enc('{"format_version":4294967296}') },
+    { 'manifest.json': enc('null') },
+    { 'manifest.json': 'text' },
+    { 'manifest.json': new Uint8Array(0) },
+    { 'manifest.json': { length: 1e12 } },
+    { '../../etc/passwd': new Uint8Array(1) },
+  ],
+  1: [...wrongTypes, freed, lm, Object.create(Embedder.prototype)],
+});
+sweep('Library.importLibrary', Library.importLibrary, [exported, embedder], {
+  0: [...bytesValues, exported.subarray(0, 10), exported.subarray(0, exported.length - 1), u64At(exported, 8, 2n ** 40n)],
+  1: [...wrongTypes, freed, lm],
+});
+sweep('Library.addDocument', (...a) => scratch.addDocument(...a), ['t.txt', 'Bells rang at noon.', 'sentence', embedder], {
+  0: strings,
+  1: strings,
+  2: [...strings, 'mom', 'nope'],
+  3: [...wrongTypes, freed, lm, Object.create(Embedder.prototype)],
+});
+sweep(
+  'Library.addDocumentWithReader',
+  (...a) => scratch.addDocumentWithReader(...a),
+  ['bells.txt', 'The bell rang at noon and again at dusk.', embedder, lm, 0, stop],
+  {
+    0: strings,
+    1: strings,
+    2: [...wrongTypes, freed, lm],
+    3: [...wrongTypes, freed, embedder],
+    4: sizes,
+  },
+);
+// Progress callbacks that are not functions, that throw, or that call back into the
+// library (which is busy): each run goes on or stops, and throws nothing worse.
+for (const [name, progress] of [
+  ['a number', 42],
+  ['an object', {}],
+  ['a throwing function', () => {
+    throw new Error('progress failed');
+  }],
+  ['a function throwing a string', () => {
+    throw 'progress failed';
+  }],
+  ['a re-entrant function', () => {
+    scratch.documents();
+    return false;
+  }],
+  ['a function calling into the busy embedder', () => {
+    embedder.dim();
+    return false;
+  }],
+]) {
+  call(`Library.addDocumentWithReader progress = ${name}`, () => scratch.addDocumentWithReader('bells.txt', 'Bells.', embedder, lm, 0, progress));
+}
+scratch.takeWrites();
+sweep('Library.search', (...a) => lib.search(...a), ['printing', 2, embedder], {
+  0: strings,
+  1: sizes,
+  2: [...wrongTypes, freed, lm],
+});
+// Each answer that gets past its arguments prefills a prompt (seconds in wasm), so the
+// counts and callbacks here are the ones that do not repeat another's path.
+const askSizes = [NaN, -1, 1.5, 1e12, 2 ** 32, 2 ** 32 - 1, Infinity, 10n, Symbol('k'), { length: 1e12 }];
+sweep('Library.ask', (...a) => lib.ask(...a), ['Who printed the Bible?', 1, 1, embedder, lm, stop], {
+  0: strings,
+  1: askSizes,
+  2: askSizes,
+  3: [...wrongTypes, freed, lm],
+  4: [...wrongTypes, freed, embedder],
+  5: [
+    42,
+    { length: 1e12 },
+    () => {
+      throw new Error('on token failed');
+    },
+    () => {
+      lib.removeDocument(doc.id);
+      return false;
+    },
+  ],
+});
+for (const method of ['memory', 'text', 'removeDocument']) {
+  sweep(`Library.${method}`, (d) => lib[method](d), ['nope'], { 0: [...strings, `${doc.id}\0`, doc.id.toUpperCase()] });
+}
+call('Library.documents with junk arguments', () => lib.documents(notUtf8, 1e12));
+call('Library.takeWrites with junk arguments', () => lib.takeWrites(null));
+call('Library.exportLibrary with junk arguments', () => lib.exportLibrary({ length: 1e12 }));
+for (const method of ['documents', 'takeWrites', 'exportLibrary', 'free']) {
+  call(`Library.${method} on a freed library`, () => freed[method]());
+}
+call('Library.search on an object that only looks like a library', () => Library.prototype.search.call({}, 'x', 1, embedder));
+
+call('Lm.logits', () => lm.logits([1, 2]));
+sweep('Lm.logits', (t) => lm.logits(t), [[1, 2]], {
+  0: [...wrongTypes, [], [2 ** 32], [2 ** 32 - 1], [-1], [1.5], [NaN], ['1'], new Uint32Array([4e9]), new Array(100_000).fill(1)],
+});
+
+// ---- every other export: each wrong type in every position -----------------------------
+
+const explicit = {
+  functions: new Set(['chunkText', 'htmlToText', 'parseAndAlign', 'lastPanic', '__panicForTests']),
+  Lm: new Set(['fromReader', 'setName', 'tokenize', 'generate', 'logits']),
+  Embedder: new Set(['fromGguf', 'embed', 'dim', 'precision']),
+  Library: new Set(['open', 'importLibrary', 'addDocument', 'addDocumentWithReader', 'search', 'ask', 'memory', 'text', 'removeDocument', 'documents', 'takeWrites', 'exportLibrary']),
+};
+const instances = new Map([[Lm, lm], [Embedder, embedder], [Library, lib]]);
+const skip = new Set(['constructor', 'free', '__destroy_into_raw', '__wrap', 'length', 'name', 'prototype']);
+const generic = [];
+const each = (name, f, arity) => {
+  generic.push(name);
+  call(`${name}()`, () => f());
+  for (const v of wrongTypes) call(`${name}(${describe(v)} × ${arity})`, () => f(...new Array(Math.max(arity, 1)).fill(v)));
+};
+for (const [name, value] of Object.entries(wasm)) {
+  if (typeof value !== 'function') continue;
+  const isClass = /^class\b/.test(Function.prototype.toString.call(value));
+  if (!isClass) {
+    if (!explicit.functions.has(name)) each(name, value, value.length);
+    continue;
+  }
+  const known = explicit[name] || new Set();
+  if (!instances.has(value)) each(`new ${name}`, (...a) => new value(...a), value.length);
+  for (const s of Object.getOwnPropertyNames(value)) {
+    if (!skip.has(s) && !known.has(s) && typeof value[s] === 'function') each(`${name}.${s}`, (...a) => value[s](...a), value[s].length);
+  }
+  for (const m of Object.getOwnPropertyNames(value.prototype)) {
+    if (skip.has(m) || known.has(m) || typeof value.prototype[m] !== 'function') continue;
+    // On our instance of the class where there is one, else on one without a Rust object.
+    const self = instances.get(value) || Object.create(value.prototype);
+    each(`${name}.prototype.${m}`, (...a) => self[m](...a), value.prototype[m].length);
+  }
+}
+Promise.all(pending).then(finish);
+
+// ---- afterwards, everything still works ------------------------------------------------
+
+function finish() {
+  finished = true;
+  const problems = failures.length;
+  stillWorks();
+  panicHook();
+  if (failures.length) {
+    console.error(failures.join('\n'));
+    console.error(`wasm bad arguments: ${failures.length} failures (${problems} in ${calls} calls with bad arguments)`);
+    process.exit(1);
+  }
+  console.log(
+    `wasm bad arguments: ${calls} calls with bad arguments (${generic.length} more exports with every wrong type in every position${generic.length ? `: ${generic.join(', ')}` : ''}), ` +
+      `${errors} threw an Error, none trapped; the module works afterwards; a panic reaches console.error, lastPanic() and the next call (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
+}
+
+function stillWorks() {
+  try {
+    assert.deepEqual(JSON.parse(wasm.chunkText('One. Two.', 'sentence', 0, 0)).length, 1);
+    assert.equal(wasm.htmlToText('<p>still</p>').trim(), 'still');
+    assert.ok(JSON.parse(lm.tokenize('hello')).length > 0);
+    assert.equal(JSON.parse(lm.generate('Hello', '{"max_tokens":2}')).tokens.length, 2);
+    assert.equal(embedder.embed(['hello'], true).vectors.length, embedder.dim());
+    const docs = JSON.parse(lib.documents()).documents;
+    assert.ok(docs.some((d) => d.id === doc.id), 'the document is still there');
+    assert.ok(JSON.parse(lib.search('Who brought printing to England?', 2, embedder)).some((h) => h.text.includes('Caxton')));
+    assert.ok(Library.importLibrary(lib.exportLibrary(), embedder).documents().includes(doc.id));
+    assert.equal(wasm.lastPanic(), undefined, `no call panicked: ${wasm.lastPanic()}`);
+  } catch (e) {
+    failures.push(`the module does not work after the bad calls: ${e instanceof WebAssembly.RuntimeError ? 'trapped: ' : ''}${e.message}`);
+  }
+}
+
+// ---- the panic hook, in a second instance of the module --------------------------------
+
+function panicHook() {
+  const bindings = require.resolve(path.resolve(pkgDir, 'docmem_wasm.js'));
+  delete require.cache[bindings];
+  const second = require(bindings);
+  assert.notEqual(second, wasm);
+  const logged = [];
+  const consoleError = console.error;
+  console.error = (...a) => logged.push(a.join(' '));
+  let trap = null;
+  try {
+    second.__panicForTests();
+  } catch (e) {
+    trap = e;
+  } finally {
+    console.error = consoleError;
+  }
+  try {
+    assert.ok(trap instanceof WebAssembly.RuntimeError, `a panic traps: ${trap}`);
+    assert.match(second.lastPanic(), /panicked at crates.wasm.src.boundary\.rs:\d+:\d+: a panic on purpose, for the tests/);
+    assert.deepEqual(logged, [second.lastPanic()], 'the panic went to console.error');
+    assert.throws(() => second.chunkText('One. Two.', 'sentence', 0, 0), (e) => e instanceof Error && e.code === 'INTERNAL' && e.message.includes('a panic on purpose'));
+    // The first instance is untouched.
+    assert.equal(wasm.lastPanic(), undefined);
+    assert.equal(JSON.parse(wasm.chunkText('One. Two.', 'sentence', 0, 0)).length, 1);
+  } catch (e) {
+    failures.push(`the panic hook: ${e.message}`);
+}
+}
