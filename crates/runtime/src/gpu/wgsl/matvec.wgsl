@@ -21,6 +21,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// Byte `i` of the weights counted from word `base` (the K-quant formats' packed scales
+// and values).
+fn weight_byte(base: u32, i: u32) -> u32 {
+    return (w[base + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
+}
+
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let row = wg.x + wg.y * p.row_groups;

@@ -7,10 +7,6 @@
 
 const BLOCK_VALUES: u32 = 32u;
 
-fn q4k_byte(base: u32, i: u32) -> u32 {
-    return (w[base + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
-}
-
 fn block_dot(block: u32, xo: u32) -> f32 {
     let base = (block / 8u) * 36u;
     let j = block % 8u;
@@ -20,11 +16,11 @@ fn block_dot(block: u32, xo: u32) -> f32 {
     var sc: u32;
     var mn: u32;
     if (j < 4u) {
-        sc = q4k_byte(sb, j) & 63u;
-        mn = q4k_byte(sb, j + 4u) & 63u;
+        sc = weight_byte(sb, j) & 63u;
+        mn = weight_byte(sb, j + 4u) & 63u;
     } else {
-        sc = (q4k_byte(sb, j + 4u) & 0xFu) | ((q4k_byte(sb, j - 4u) >> 6u) << 4u);
-        mn = (q4k_byte(sb, j + 4u) >> 4u) | ((q4k_byte(sb, j) >> 6u) << 4u);
+        sc = (weight_byte(sb, j + 4u) & 0xFu) | ((weight_byte(sb, j - 4u) >> 6u) << 4u);
+        mn = (weight_byte(sb, j + 4u) >> 4u) | ((weight_byte(sb, j) >> 6u) << 4u);
     }
     let qs = base + 4u + 8u * (j / 2u);
     let shift = 4u * (j % 2u);

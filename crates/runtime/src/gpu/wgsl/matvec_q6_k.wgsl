@@ -8,10 +8,6 @@
 
 const BLOCK_VALUES: u32 = 32u;
 
-fn q6k_byte(base: u32, i: u32) -> u32 {
-    return (w[base + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
-}
-
 fn block_dot(block: u32, xo: u32) -> f32 {
     let base = (block / 8u) * 53u;
     let j = block % 8u;
@@ -23,13 +19,13 @@ fn block_dot(block: u32, xo: u32) -> f32 {
     let qh = 128u + 32u * half;
     // Scales for values 0..16 and 16..32 of this sub-block.
     let si = 192u + 8u * half + 2u * r;
-    let sc0 = f32(extractBits(bitcast<i32>(q6k_byte(base, si)), 0u, 8u));
-    let sc1 = f32(extractBits(bitcast<i32>(q6k_byte(base, si + 1u)), 0u, 8u));
+    let sc0 = f32(extractBits(bitcast<i32>(weight_byte(base, si)), 0u, 8u));
+    let sc1 = f32(extractBits(bitcast<i32>(weight_byte(base, si + 1u)), 0u, 8u));
     var s0 = 0.0;
     var s1 = 0.0;
     for (var l = 0u; l < 32u; l++) {
-        let lo = (q6k_byte(base, ql + l) >> low_shift) & 0xFu;
-        let hi = (q6k_byte(base, qh + l) >> (2u * r)) & 3u;
+        let lo = (weight_byte(base, ql + l) >> low_shift) & 0xFu;
+        let hi = (weight_byte(base, qh + l) >> (2u * r)) & 3u;
         let q = f32(i32(lo | (hi << 4u)) - 32) * x[xo + l];
         if (l < 16u) {
             s0 += q;
