@@ -30,8 +30,9 @@ fn main() -> std::io::Result<()> {
     std::fs::write(dir.join("seed-llama-gpt2-chatml"), tiny_lm("llama", TinyTokenizer::Gpt2, None))?;
     std::fs::write(dir.join("seed-qwen2-spm-smollm"), tiny_lm("qwen2", TinyTokenizer::Spm, smollm))?;
     std::fs::write(dir.join("seed-llama-spm-smollm"), tiny_lm("llama", TinyTokenizer::Spm, smollm))?;
-    // A SentencePiece piece of 128 kB: building the merges was quadratic in its length.
-    let long = TinyLm { tokenizer: TinyTokenizer::Spm, long_token: 128 << 10, ..TinyLm::default() };
+    // A SentencePiece piece of 256 kB: building the merges was quadratic in its length
+    // (3 s for this one; linear now).
+    let long = TinyLm { tokenizer: TinyTokenizer::Spm, long_token: 256 << 10, ..TinyLm::default() };
     std::fs::write(dir.join("seed-spm-long-token"), long.build())?;
     let hostile = [
         ("loop", "{% for i in range(100000) %}{% for j in range(100000) %}{{ i }}{% endfor %}{% endfor %}"),

@@ -15,6 +15,14 @@ use docmem_runtime::source::MemorySource;
 
 docmem_core::counting_allocator!();
 
+/// The allocation meter counts the whole process, so the tests of this binary run one at
+/// a time: a neighbour's allocations must not count toward a corpus input's peak (nor its
+/// work toward an input's time).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn run(target: &str, harness: fn(&[u8])) {
     let dir = manifest_dir().join("../../fuzz/corpus").join(target);
     let report = run_corpus(&dir, harness).unwrap_or_else(|e| panic!("{target}: {e}"));
@@ -24,16 +32,19 @@ fn run(target: &str, harness: fn(&[u8])) {
 
 #[test]
 fn gguf_corpus() {
+    let _one_at_a_time = serial();
     run("gguf", docmem_runtime::gguf::testing::fuzz_read);
 }
 
 #[test]
 fn gguf_load_corpus() {
+    let _one_at_a_time = serial();
     run("gguf_load", docmem_runtime::fuzz_harness::gguf_load);
 }
 
 #[test]
 fn hf_checkpoint_corpus() {
+    let _one_at_a_time = serial();
     run("hf_checkpoint", docmem_runtime::fuzz_harness::hf_checkpoint);
 }
 
@@ -45,6 +56,7 @@ fn opts() -> LoadOptions {
 /// template, and generates.
 #[test]
 fn the_tiny_gguf_seeds_load_and_generate() {
+    let _one_at_a_time = serial();
     for (arch, tok, template) in [
         ("llama", TinyTokenizer::Gpt2, None),
         ("qwen2", TinyTokenizer::Spm, Some(seeds::SMOLLM_TEMPLATE)),
@@ -64,6 +76,7 @@ fn the_tiny_gguf_seeds_load_and_generate() {
 /// through the fuzz input format, and the decoder's tokens match the GGUF it came from.
 #[test]
 fn the_tiny_hf_seeds_load_from_memory() {
+    let _one_at_a_time = serial();
     let gguf = Lm::load_from(&MemorySource::new(tiny_lm("llama", TinyTokenizer::Gpt2, None)), &opts()).unwrap();
     let files = seeds::tiny_hf_lm("llama", TinyTokenizer::Gpt2, None).unwrap();
     assert_eq!(hf_files(&hf_input(&files)), files, "the fuzz input format keeps every file");
@@ -95,13 +108,11 @@ fn the_tiny_hf_seeds_load_from_memory() {
 /// Fuzz finding (gguf_load, issue 20): RMSNorm weights near zero (here 1e-39) make
 /// activations so small that the int8 activation quantizer's inverse scale `127 / amax`
 /// is infinite; every element rounds to `i32::MAX` and the block's sum overflows, a panic
-/// in builds with overflow checks (tests, fuzzing). The fix belongs in
-/// `cpu/act.rs::quantize_q8` (clamp each rounded value to ±127, bit-identical whenever the
-/// scale is finite); until it lands this stays ignored, and the fuzz inputs that hit it
-/// stay out of the corpus.
+/// in builds with overflow checks (tests, fuzzing). `cpu/act.rs::quantize_q8` now clamps
+/// each rounded value to ±127 (bit-identical whenever the scale is finite).
 #[test]
-#[ignore = "needs the clamp in cpu/act.rs quantize_q8 (a fuzz finding)"]
 fn a_model_whose_activations_underflow_runs_without_overflowing() {
+    let _one_at_a_time = serial();
     use docmem_runtime::gguf::testing::TinyLm;
     let lm = Lm::load_from(&MemorySource::new(TinyLm { norm: 1e-39, ..TinyLm::default() }.build()), &opts()).unwrap();
     let ids = lm.tokenizer.encode("hello world").unwrap();
@@ -116,6 +127,7 @@ fn a_model_whose_activations_underflow_runs_without_overflowing() {
 /// for petabytes and aborted). Each is now an error, with a small allocation peak.
 #[test]
 fn a_model_claiming_millions_of_layers_or_huge_widths_is_refused_without_reserving_memory() {
+    let _one_at_a_time = serial();
     use docmem_core::fuzz_harness::meter::measure;
     use docmem_runtime::gguf::testing::TinyLm;
     let edit_config = |mut files: std::collections::BTreeMap<String, Vec<u8>>, key: &str, value: u64| {
