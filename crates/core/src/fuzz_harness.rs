@@ -436,6 +436,22 @@ pub mod meter {
         }
     }
 
+    /// Hold while a test of a corpus-replay binary runs: the allocation meter counts the
+    /// whole process, so that binary's tests run one at a time (a neighbour's allocations
+    /// must not count toward an input's peak, nor its work toward an input's time).
+    pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        static ONE: Mutex<()> = Mutex::new(());
+        ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Replay `corpus_root/<target>` through `harness` ([`run_corpus`]) for a test: print
+    /// the report, panic on a failure or on fewer than `min_inputs` files.
+    pub fn replay(corpus_root: &Path, target: &str, harness: fn(&[u8]), min_inputs: usize) {
+        let report = run_corpus(&corpus_root.join(target), harness).unwrap_or_else(|e| panic!("{target}: {e}"));
+        std::println!("fuzz corpus {target}: {report}");
+        assert!(report.inputs >= min_inputs, "the {target} corpus has only {} files", report.inputs);
+    }
+
     /// Run every file of a corpus directory through `harness`, measured. Fails, naming
     /// every file that panicked or passed a limit (with its time and peak), after running
     /// them all; the allocation limit is checked only when a counting allocator is

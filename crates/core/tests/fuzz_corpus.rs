@@ -3,46 +3,35 @@
 //! run without a nightly toolchain or libFuzzer. Each case is measured as the fuzz targets
 //! measure it: over 1 s or a 256 MiB allocation peak is a failure naming the file.
 
-use docmem_core::fuzz_harness::meter::run_corpus;
+use docmem_core::fuzz_harness::meter::{one_at_a_time, replay};
 
 docmem_core::counting_allocator!();
 
-/// The allocation meter counts the whole process, so the tests of this binary run one at
-/// a time: a neighbour's allocations must not count toward a corpus input's peak (nor its
-/// work toward an input's time).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn run(target: &str, harness: fn(&[u8])) {
-    let dir = manifest_dir().join("../../fuzz/corpus").join(target);
-    let report = run_corpus(&dir, harness).unwrap_or_else(|e| panic!("{target}: {e}"));
-    println!("fuzz corpus {target}: {report}");
-    assert!(report.inputs >= 5, "the {target} corpus has only {} files", report.inputs);
+    replay(&manifest_dir().join("../../fuzz/corpus"), target, harness, 5);
 }
 
 #[test]
 fn memreader_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("memreader", docmem_core::fuzz_harness::memreader);
 }
 
 #[test]
 fn memreader_adversarial_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("memreader_adversarial", docmem_core::fuzz_harness::memreader_adversarial);
 }
 
 #[test]
 fn index_decode_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("index_decode", docmem_core::fuzz_harness::index_decode);
 }
 
 #[test]
 fn library_dir_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("library_dir", docmem_core::fuzz_harness::library_dir);
 }
 
@@ -50,7 +39,7 @@ fn library_dir_corpus() {
 /// limits is reported as over them, naming the limit.
 #[test]
 fn the_meter_measures_time_and_peak_allocation() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     use docmem_core::fuzz_harness::meter::{measure, Cost, PEAK_LIMIT};
     let (cost, outcome) = measure(|| {
         let v = std::hint::black_box(vec![1u8; 1 << 20]);
@@ -67,7 +56,7 @@ fn the_meter_measures_time_and_peak_allocation() {
 /// documents searchable, so the damage is what the fuzzer explores.
 #[test]
 fn the_intact_sample_library_opens_and_answers() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     use docmem_core::library::{Library, MemStore};
     use docmem_core::retrieve::{RetrievalMode, SearchParams};
     for mode in RetrievalMode::ALL {

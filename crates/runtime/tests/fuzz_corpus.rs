@@ -6,7 +6,7 @@
 mod common;
 
 use common::manifest_dir;
-use docmem_core::fuzz_harness::meter::run_corpus;
+use docmem_core::fuzz_harness::meter::{one_at_a_time, replay};
 use docmem_runtime::embed::{Embedder, EmbedderOptions, Precision};
 use docmem_runtime::fuzz_harness::{hf_files, hf_input, safetensors_header, seeds};
 use docmem_runtime::gguf::testing::{tiny_lm, TinyTokenizer};
@@ -15,36 +15,25 @@ use docmem_runtime::source::MemorySource;
 
 docmem_core::counting_allocator!();
 
-/// The allocation meter counts the whole process, so the tests of this binary run one at
-/// a time: a neighbour's allocations must not count toward a corpus input's peak (nor its
-/// work toward an input's time).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn run(target: &str, harness: fn(&[u8])) {
-    let dir = manifest_dir().join("../../fuzz/corpus").join(target);
-    let report = run_corpus(&dir, harness).unwrap_or_else(|e| panic!("{target}: {e}"));
-    println!("fuzz corpus {target}: {report}");
-    assert!(report.inputs >= 3, "the {target} corpus has only {} files", report.inputs);
+    replay(&manifest_dir().join("../../fuzz/corpus"), target, harness, 3);
 }
 
 #[test]
 fn gguf_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("gguf", docmem_runtime::gguf::testing::fuzz_read);
 }
 
 #[test]
 fn gguf_load_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("gguf_load", docmem_runtime::fuzz_harness::gguf_load);
 }
 
 #[test]
 fn hf_checkpoint_corpus() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     run("hf_checkpoint", docmem_runtime::fuzz_harness::hf_checkpoint);
 }
 
@@ -56,7 +45,7 @@ fn opts() -> LoadOptions {
 /// template, and generates.
 #[test]
 fn the_tiny_gguf_seeds_load_and_generate() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     for (arch, tok, template) in [
         ("llama", TinyTokenizer::Gpt2, None),
         ("qwen2", TinyTokenizer::Spm, Some(seeds::SMOLLM_TEMPLATE)),
@@ -76,7 +65,7 @@ fn the_tiny_gguf_seeds_load_and_generate() {
 /// through the fuzz input format, and the decoder's tokens match the GGUF it came from.
 #[test]
 fn the_tiny_hf_seeds_load_from_memory() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     let gguf = Lm::load_from(&MemorySource::new(tiny_lm("llama", TinyTokenizer::Gpt2, None)), &opts()).unwrap();
     let files = seeds::tiny_hf_lm("llama", TinyTokenizer::Gpt2, None).unwrap();
     assert_eq!(hf_files(&hf_input(&files)), files, "the fuzz input format keeps every file");
@@ -112,7 +101,7 @@ fn the_tiny_hf_seeds_load_from_memory() {
 /// each rounded value to ±127 (bit-identical whenever the scale is finite).
 #[test]
 fn a_model_whose_activations_underflow_runs_without_overflowing() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     use docmem_runtime::gguf::testing::TinyLm;
     let lm = Lm::load_from(&MemorySource::new(TinyLm { norm: 1e-39, ..TinyLm::default() }.build()), &opts()).unwrap();
     let ids = lm.tokenizer.encode("hello world").unwrap();
@@ -127,7 +116,7 @@ fn a_model_whose_activations_underflow_runs_without_overflowing() {
 /// for petabytes and aborted). Each is now an error, with a small allocation peak.
 #[test]
 fn a_model_claiming_millions_of_layers_or_huge_widths_is_refused_without_reserving_memory() {
-    let _one_at_a_time = serial();
+    let _serial = one_at_a_time();
     use docmem_core::fuzz_harness::meter::measure;
     use docmem_runtime::gguf::testing::TinyLm;
     let edit_config = |mut files: std::collections::BTreeMap<String, Vec<u8>>, key: &str, value: u64| {
