@@ -207,12 +207,6 @@ impl GpuVector {
         gpu.pool.give(Use::Read, staging);
         Ok(out)
     }
-
-    /// [`GpuVector::read`], waiting for it (native targets).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_blocking(&self, gpu: &Gpu) -> Result<Vec<f32>, GpuError> {
-        pollster::block_on(self.read(gpu))
-    }
 }
 
 #[derive(Default)]
