@@ -174,7 +174,7 @@ export class DocMem {
     this.#pump();
   }
 
-  /** Which backend runs the models, and why: {name, label, reason, webgpuAdapter}. */
+  /** Which backend runs the models, and why: {name, label, reason, webgpuAdapter, software}. */
   get backend() {
     return this.#info.backend;
   }

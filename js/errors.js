@@ -16,6 +16,7 @@ export const codes = Object.freeze({
   NOT_FOUND: 'NOT_FOUND', // no such document
   ABORTED: 'ABORTED', // the AbortSignal fired
   CLOSED: 'CLOSED', // the DocMem was closed
+  BUSY: 'BUSY', // the wasm object is in use by a call still running (the worker queues requests, so only direct users of the wasm package see it)
   INTERNAL: 'INTERNAL', // anything else (the message says what)
 });
 

@@ -16,6 +16,7 @@ export type DocMemErrorCode =
   | 'NOT_FOUND'
   | 'ABORTED'
   | 'CLOSED'
+  | 'BUSY'
   | 'INTERNAL';
 
 export declare const codes: { readonly [K in DocMemErrorCode]: K };
@@ -56,7 +57,11 @@ export type IngestMethod = 'mom' | 'sentence' | 'fixed' | 'recursive' | 'semanti
 export interface OpenOptions {
   /** A manifest URL (browser default: /models/models.json) or the manifest itself. */
   models?: string | URL | ModelManifest;
-  /** 'webgpu' fails with WEBGPU_UNAVAILABLE where it cannot run (today: always; issue #6). */
+  /**
+   * 'auto' (default): WebGPU on a hardware adapter whose kernel checks pass, else the CPU.
+   * 'webgpu': WebGPU on any adapter that passes them (software ones included), else
+   * WEBGPU_UNAVAILABLE. 'cpu': wasm on the CPU.
+   */
   backend?: 'auto' | 'cpu' | 'webgpu';
   /** How addDocument writes memories unless told (default 'mom'). */
   method?: IngestMethod;
@@ -93,12 +98,15 @@ export interface IngestProgress {
 }
 
 export interface BackendInfo {
-  name: 'cpu-wasm-simd128';
-  /** 'CPU (wasm simd128)' */
+  /** Where the reader and answerer run (the embedder runs in wasm either way). */
+  name: 'cpu-wasm-simd128' | 'webgpu';
+  /** 'CPU (wasm simd128)' or 'WebGPU' */
   label: string;
-  /** Why not WebGPU: 'no WebGPU adapter', the adapter and its kernel checks' outcome, or why they failed. */
+  /** WebGPU: the adapter and its kernel checks. CPU: why not WebGPU ('no WebGPU adapter', a software adapter, failed checks). */
   reason: string;
   webgpuAdapter: boolean;
+  /** WebGPU on a software adapter (SwiftShader), as backend 'webgpu' allows. */
+  software?: boolean;
   threads: number;
 }
 

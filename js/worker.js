@@ -5,10 +5,18 @@
 //   main → worker  {id, op, args}
 //   worker → main  {id, type: 'event', data} (progress, tokens), then
 //                  {id, type: 'result', data} or {id, type: 'error', error: {code, message}}
-// The wasm calls are synchronous, so a request is cancelled through a shared flag that the
-// progress and token callbacks read (or, without SharedArrayBuffer, by the client
-// terminating this worker). Storage sees a change only after the call has succeeded: the
-// library's journal is applied in one transaction.
+// Requests are served one at a time, in the order they arrive (a queue: with the models
+// on WebGPU an ingest or an answer is a Promise that spans many turns of the event loop).
+// A request is cancelled through a shared flag that the progress and token callbacks read
+// (or, without SharedArrayBuffer, by the client terminating this worker). Storage sees a
+// change only after the call has succeeded: the library's journal is applied in one
+// transaction.
+//
+// Backend: 'cpu' runs the models in wasm; 'webgpu' moves the reader and answerer onto the
+// browser's WebGPU adapter (any adapter whose kernel checks pass, software ones included)
+// or fails with WEBGPU_UNAVAILABLE; 'auto' takes WebGPU when the adapter is a hardware
+// one and passes the checks, and otherwise runs on the CPU and says why (a software
+// adapter such as SwiftShader is slower than wasm on the same cores).
 
 import { DocMemError, codes, toWire } from './errors.js';
 import { byteToUtf16 } from './spans.js';
@@ -27,6 +35,7 @@ let w; // the wasm package's module
 let embedder;
 let reader;
 let answerer;
+let onGpu = false; // reader and answerer are GpuLm objects (WebGPU), not Lm (wasm CPU)
 let lib;
 let store;
 let cancelFlag = null; // Int32Array over a SharedArrayBuffer: 1 = cancel the current request
@@ -50,7 +59,11 @@ function knownCode(e) {
   return e && typeof e.code === 'string' && Object.hasOwn(codes, e.code) ? e.code : null;
 }
 
+const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)', threads: 1 };
+
+/** Which backend runs the models (see the header), with the reason in words. */
 async function detectBackend(preference) {
+  if (preference === 'cpu') return { ...CPU, reason: 'the CPU backend was asked for', webgpuAdapter: false };
   let adapter = null;
   try {
     adapter = globalThis.navigator && navigator.gpu ? await navigator.gpu.requestAdapter() : null;
@@ -63,13 +76,29 @@ async function detectBackend(preference) {
     // a driver that computes wrongly is never trusted with a model.
     try {
       const c = await w.webgpuCheck(true);
-      reason = `WebGPU on ${c.adapter}: ${c.checks} kernel checks pass; the models do not run on it yet`;
+      const passed = `${c.checks} kernel checks pass`;
+      if (!c.software || preference === 'webgpu') {
+        return { name: 'webgpu', label: 'WebGPU', reason: `${c.adapter}${c.software ? ' (a software adapter)' : ''}: ${passed}`, webgpuAdapter: true, software: c.software, threads: 1 };
+      }
+      reason = `WebGPU on ${c.adapter} is a software adapter (${passed}): the CPU runs the models faster`;
     } catch (e) {
       reason = `WebGPU failed its kernel checks: ${e && e.message ? e.message : e}`;
     }
   }
   if (preference === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU was required: ${reason}`);
-  return { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)', reason, webgpuAdapter: adapter !== null, threads: 1 };
+  return { ...CPU, reason, webgpuAdapter: adapter !== null };
+}
+
+/** Move the reader and the answerer (one model or two) onto WebGPU. */
+async function moveModelsToGpu(allowSoftware) {
+  const moved = new Map();
+  const move = async (m) => {
+    if (!moved.has(m)) moved.set(m, await w.GpuLm.fromLm(m, allowSoftware));
+    return moved.get(m);
+  };
+  reader = await move(reader);
+  answerer = await move(answerer);
+  onGpu = true;
 }
 
 /** Fetch every file of the models (progress over all bytes), then load them. */
@@ -154,8 +183,18 @@ const ops = {
     w = await import(a.wasm.js);
     const source = isNode ? (await import('node:fs')).readFileSync(new URL(a.wasm.wasm)) : a.wasm.wasm;
     await w.default({ module_or_path: source });
-    const backend = await detectBackend(a.backend);
-    const fromCache = await loadModels(a.models, a.modelCacheDir, emit);
+    let backend = await detectBackend(a.backend);
+    let fromCache = await loadModels(a.models, a.modelCacheDir, emit);
+    if (backend.name === 'webgpu') {
+      try {
+        await moveModelsToGpu(backend.software);
+      } catch (e) {
+        // The Lm objects were handed over: load them again for the CPU.
+        if (a.backend === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU could not take the models: ${e.message}`);
+        fromCache = await loadModels(a.models, a.modelCacheDir, emit);
+        backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
+      }
+    }
     if (isNode) {
       const { DirStore } = await import('./dir-store.js');
       store = await DirStore.open(a.storageDir);
@@ -177,11 +216,14 @@ const ops = {
     let json;
     if (a.method === 'mom') {
       const stages = { reading: 'reading', fallback: 'reading', scoring: 'candidates', done: 'indexing' };
-      json = lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, (p) => {
+      const progress = (p) => {
         if (cancelled()) return false;
         emit({ ...p, stage: stages[p.stage] || p.stage, detail: p.stage, fraction: p.stage === 'done' ? 0 : p.fraction });
         return true;
-      });
+      };
+      json = onGpu
+        ? await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress)
+        : lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress);
     } else {
       emit({ stage: 'indexing', fraction: 0 });
       json = lib.addDocument(a.title, text, a.method, embedder);
@@ -194,14 +236,17 @@ const ops = {
 
   async ask(a, emit) {
     let stopped = false;
-    const json = lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, (piece) => {
+    const onToken = (piece) => {
       if (cancelled()) {
         stopped = true;
         return false;
       }
       emit({ token: piece });
       return true;
-    });
+    };
+    const json = onGpu
+      ? await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken)
+      : lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     const r = JSON.parse(json);
     const sources = r.sources.map((s) => ({
@@ -278,7 +323,7 @@ const ops = {
   },
 };
 
-port.on(async ({ id, op, args }) => {
+async function serve({ id, op, args }) {
   const emit = (data) => port.post({ id, type: 'event', data });
   try {
     if (!ops[op]) throw new DocMemError(codes.INTERNAL, `unknown request '${op}'`);
@@ -287,5 +332,11 @@ port.on(async ({ id, op, args }) => {
   } catch (e) {
     port.post({ id, type: 'error', error: toWire(classify(e)) });
   }
+}
+
+// One request at a time, in arrival order.
+let queue = Promise.resolve();
+port.on((message) => {
+  queue = queue.then(() => serve(message));
 });
 port.post({ type: 'ready' });

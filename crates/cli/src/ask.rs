@@ -65,13 +65,13 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
     let mut out = std::io::stdout().lock();
     let json = a.json;
-    let answer = ask(&library, embedder.as_mut(), &lm, &a.question, &params, |piece| {
+    let answer = docmem_runtime::block_on(ask(&library, embedder.as_mut(), &lm, &a.question, &params, |piece| {
         if !json {
             let _ = write!(out, "{piece}");
             let _ = out.flush();
         }
         ControlFlow::Continue(())
-    })?;
+    }))?;
     if json {
         serde_json::to_writer_pretty(&mut out, &answer).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;

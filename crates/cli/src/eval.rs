@@ -23,6 +23,7 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::eval::squad::{parse_squad, SquadSet};
 use docmem_core::eval::{score_questions, EvalQuestion, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::index::SegmentParams;
+use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ModelError, ReaderModel, SampleSpec};
 use docmem_core::retrieve::{MemoryIndex, RetrievalMode, RetrievedChunk, SearchParams};
 use docmem_core::{DocId, Document, DocumentMemory, EmbedRole, ScoreError, Scorer};
@@ -247,10 +248,14 @@ struct TimedReader<R> {
 }
 
 impl<R: Scorer> Scorer for TimedReader<R> {
-    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
         self.inner.continuation_logprobs(pairs)
     }
-    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
+    fn next_token_logprobs<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        candidates: &'a [&'a str],
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
         self.inner.next_token_logprobs(prompt, candidates)
     }
     fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
@@ -268,20 +273,22 @@ impl<R: ReaderModel> ReaderModel for TimedReader<R> {
     fn chat_overhead_tokens(&mut self) -> usize {
         self.inner.chat_overhead_tokens()
     }
-    fn generate(
-        &mut self,
-        user_turn: &str,
-        specs: &[SampleSpec],
+    fn generate<'a>(
+        &'a mut self,
+        user_turn: &'a str,
+        specs: &'a [SampleSpec],
         max_tokens: usize,
-        after_each: &mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> Result<Vec<Generated>, ModelError> {
-        let t = Instant::now();
-        let out = self.inner.generate(user_turn, specs, max_tokens, after_each);
-        self.seconds += t.elapsed().as_secs_f64();
-        if let Ok(g) = &out {
-            self.tokens += g.iter().map(|g| g.tokens).sum::<usize>();
-        }
-        out
+        after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+        boxed(async move {
+            let t = Instant::now();
+            let out = self.inner.generate(user_turn, specs, max_tokens, after_each).await;
+            self.seconds += t.elapsed().as_secs_f64();
+            if let Ok(g) = &out {
+                self.tokens += g.iter().map(|g| g.tokens).sum::<usize>();
+            }
+            out
+        })
     }
 }
 
@@ -373,7 +380,7 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
         let t = Instant::now();
         let mut reader = TimedReader { inner: LmReader::new(model, name.clone()), tokens: 0, seconds: 0.0 };
         let mut last = usize::MAX;
-        let memory = extract_memory(doc, &mut reader, None, &settings, &mut |p| {
+        let memory = docmem_runtime::block_on(extract_memory(doc, &mut reader, None, &settings, &mut |p| {
             if p.candidates_done != last {
                 last = p.candidates_done;
                 eprintln!(
@@ -389,7 +396,7 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
                 );
             }
             true
-        })?;
+        }))?;
         let cached =
             CachedMemory { memory, seconds: t.elapsed().as_secs_f64(), reader_tokens: reader.tokens, reader_seconds: reader.seconds };
         // Written whole and renamed into place: an interrupted run leaves no half file.
@@ -588,10 +595,11 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
                 owned.iter().map(|(t, o, c, x)| Memory { title: t, outline: o.as_deref(), core: c, text: x }).collect();
             let prompt = answer_prompt(&question.question, &shown, false);
             let messages = [ChatMessage::new("user", &prompt)];
-            let g =
-                lm.generate(Prompt::Chat(&messages), &SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() }, |_| {
-                    std::ops::ControlFlow::Continue(())
-                })?;
+            let g = docmem_runtime::block_on(lm.generate(
+                Prompt::Chat(&messages),
+                &SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() },
+                |_| std::ops::ControlFlow::Continue(()),
+            ))?;
             // The first line, without its citation markers, is the answer scored.
             let answer = without_citations(g.text.trim().lines().next().unwrap_or(""));
             let golds: Vec<&str> = question.answers.iter().map(String::as_str).collect();
@@ -600,7 +608,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
             refusals += usize::from(says_not_in_documents(&answer));
             let rendered = lm.render_chat(&messages)?;
             let gold = format!(" {}", golds.first().copied().unwrap_or(""));
-            if let Some(lps) = lm.score(&[(rendered.as_str(), gold.as_str())])?.first() {
+            if let Some(lps) = docmem_runtime::block_on(lm.score(&[(rendered.as_str(), gold.as_str())]))?.first() {
                 if let Some(v) = informational_support(lps) {
                     nll += v;
                     nll_n += 1;

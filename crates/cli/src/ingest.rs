@@ -201,10 +201,10 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         };
         let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
         let label = doc.title.clone();
-        let done = ingest(&mut library, doc, &mut method, embedder.as_mut(), &mut |p| {
+        let done = docmem_runtime::block_on(ingest(&mut library, doc, &mut method, embedder.as_mut(), &mut |p| {
             line.show(&label, p);
             true
-        })?;
+        }))?;
         report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
     }
     Ok(())

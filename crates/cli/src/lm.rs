@@ -161,7 +161,7 @@ fn generate_with<B: Backend>(a: &GenerateArgs, lm: &Lm<B>) -> Result<(), CliErro
     let prompt = if a.chat { Prompt::Chat(&messages) } else { Prompt::Text(&a.prompt) };
     let mut out = std::io::stdout().lock();
     let mut write_err = None;
-    let g = lm.generate(prompt, &params, |piece| {
+    let g = docmem_runtime::block_on(lm.generate(prompt, &params, |piece| {
         if a.json {
             return ControlFlow::Continue(());
         }
@@ -172,7 +172,7 @@ fn generate_with<B: Backend>(a: &GenerateArgs, lm: &Lm<B>) -> Result<(), CliErro
                 ControlFlow::Break(())
             }
         }
-    })?;
+    }))?;
     if let Some(e) = write_err {
         return Err(CliError::Output(e));
     }
@@ -219,7 +219,7 @@ pub fn logits(a: &LogitsArgs) -> Result<(), CliError> {
 }
 
 fn logits_with<B: Backend>(a: &LogitsArgs, lm: &Lm<B>) -> Result<(), CliError> {
-    let (ids, logits) = lm.next_token_logits(Prompt::Text(&a.prompt))?;
+    let (ids, logits) = docmem_runtime::block_on(lm.next_token_logits(Prompt::Text(&a.prompt)))?;
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     let k = a.top.min(order.len()).max(1);
     order.select_nth_unstable_by(k - 1, |&x, &y| logits[y as usize].total_cmp(&logits[x as usize]).then(x.cmp(&y)));

@@ -44,6 +44,9 @@ pub enum ErrorCode {
     /// No WebGPU device could be had (no adapter, or one without the limits the model
     /// needs); the CPU backend can run instead.
     WebgpuUnavailable,
+    /// The object is in use by a call still running (an ingest or an answer waiting on the
+    /// GPU): await that call first.
+    Busy,
     /// Anything else; the message says what.
     Internal,
 }
@@ -63,6 +66,7 @@ impl ErrorCode {
             ErrorCode::ModelLoadFailed => "MODEL_LOAD_FAILED",
             ErrorCode::ModelFailed => "MODEL_FAILED",
             ErrorCode::WebgpuUnavailable => "WEBGPU_UNAVAILABLE",
+            ErrorCode::Busy => "BUSY",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -160,7 +164,7 @@ mod tests {
     use super::*;
     use alloc::string::String;
 
-    const ALL: [ErrorCode; 12] = [
+    const ALL: [ErrorCode; 13] = [
         ErrorCode::BadArgument,
         ErrorCode::BadDocument,
         ErrorCode::BadQuestion,
@@ -172,6 +176,7 @@ mod tests {
         ErrorCode::ModelLoadFailed,
         ErrorCode::ModelFailed,
         ErrorCode::WebgpuUnavailable,
+        ErrorCode::Busy,
         ErrorCode::Internal,
     ];
 

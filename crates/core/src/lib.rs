@@ -21,7 +21,8 @@
 //!   checksummed binary format;
 //! - [`retrieve`]: three-layer (outline, core, chunk) retrieval fused with RRF, plus the two
 //!   variants the MoM paper compares it with;
-//! - [`error_code`]: the stable category ([`ErrorCode`]) of every error, for the bindings.
+//! - [`error_code`]: the stable category ([`ErrorCode`]) of every error, for the bindings;
+//! - [`local_future`]: why the model traits are async, and their future type.
 #![cfg_attr(not(feature = "std"), no_std)]
 // One audited exception: the AVX2 dispatch in `vector` (see its docs).
 #![deny(unsafe_code)]
@@ -42,6 +43,7 @@ pub mod html;
 pub mod index;
 #[cfg(feature = "serde")]
 pub mod library;
+pub mod local_future;
 pub mod memory;
 pub mod parse;
 pub mod reader;

@@ -16,6 +16,7 @@
 //! - **Informational support**: the mean negative log-likelihood of the reference answer's
 //!   tokens given the retrieved context; lower means the context supports the answer better.
 
+use crate::local_future::LocalBoxFuture;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -58,10 +59,15 @@ impl std::error::Error for ScoreError {}
 pub trait Scorer {
     /// For each `(context, continuation)` pair, the natural-log probability of each token of
     /// the continuation given the context and the tokens before it.
-    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError>;
+    /// Async: a scorer on WebGPU waits for its logits ([`crate::local_future`]).
+    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>>;
     /// Log-probabilities of each candidate as the next token(s) after `prompt` (for a
     /// multi-token candidate, the sum over its tokens).
-    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError>;
+    fn next_token_logprobs<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        candidates: &'a [&'a str],
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>>;
     /// Number of tokens of `text` in this scorer's tokenizer.
     fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError>;
 }

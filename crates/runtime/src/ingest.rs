@@ -141,18 +141,18 @@ impl IngestLimits {
 /// Write `doc`'s memory with `method` and add it to `library` (atomically: on any error,
 /// or a cancel from `progress`, the library is as it was). A document whose content is
 /// already there is not read again. The default [`IngestLimits`] apply.
-pub fn ingest<S: Store, B: Backend>(
+pub async fn ingest<S: Store, B: Backend>(
     library: &mut Library<S>,
     doc: &Document,
     method: &mut MemoryMethod<'_, B>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Ingested, IngestError> {
-    ingest_with_limits(library, doc, method, embedder, progress, &IngestLimits::default())
+    ingest_with_limits(library, doc, method, embedder, progress, &IngestLimits::default()).await
 }
 
 /// [`ingest`] under `limits`: a document past one is refused before any work is done.
-pub fn ingest_with_limits<S: Store, B: Backend>(
+pub async fn ingest_with_limits<S: Store, B: Backend>(
     library: &mut Library<S>,
     doc: &Document,
     method: &mut MemoryMethod<'_, B>,
@@ -169,13 +169,13 @@ pub fn ingest_with_limits<S: Store, B: Backend>(
     if library.contains(doc.id) {
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
     }
-    let memory = write_memory(doc, method, embedder, progress)?;
+    let memory = write_memory(doc, method, embedder, progress).await?;
     let added = library.add(doc, &memory, embedder)?;
     Ok(Ingested { memory, added })
 }
 
 /// `doc`'s memory by `method`, without storing it.
-pub fn write_memory<B: Backend>(
+pub async fn write_memory<B: Backend>(
     doc: &Document,
     method: &mut MemoryMethod<'_, B>,
     embedder: &mut dyn Embedder,
@@ -192,7 +192,8 @@ pub fn write_memory<B: Backend>(
                 let go_on = progress(p);
                 cancelled |= !go_on;
                 go_on
-            });
+            })
+            .await;
             match memory {
                 Err(_) if cancelled => Err(IngestError::Cancelled),
                 m => m.map_err(IngestError::Reader),
@@ -218,9 +219,9 @@ mod tests {
         let doc = Document::new("bells.txt", "The bell rang at noon. It rang again at dusk, twice.");
         let mut method: MemoryMethod<'_, CpuTransformer> =
             MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size: Some(8), overlap: Some(0) } };
-        let first = ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true).unwrap();
+        let first = crate::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
         assert!(first.added && !first.memory.scenarios.is_empty());
-        let again = ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true).unwrap();
+        let again = crate::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
         assert!(!again.added);
         assert_eq!(again.memory, first.memory);
     }
@@ -232,7 +233,8 @@ mod tests {
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let mut method: MemoryMethod<'_, CpuTransformer> =
             MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
-        let e = ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true).unwrap_err();
+        let e = crate::block_on(ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true))
+            .unwrap_err();
         assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);
         assert!(library.documents().is_empty());
@@ -247,14 +249,14 @@ mod tests {
             MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let doc = Document::new("long.txt", "The bell rang at noon. ".repeat(10));
         let limits = IngestLimits::default().with_max_document_bytes(100);
-        let e = ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits).unwrap_err();
+        let e = crate::block_on(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits)).unwrap_err();
         assert!(matches!(e, IngestError::DocumentTooLarge { bytes: 230, limit: 100, .. }), "{e}");
         assert!(e.to_string().contains("max_document_bytes"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);
         assert!(library.documents().is_empty());
         // At the limit it goes in; the default limit is the documented one.
         let limits = IngestLimits::default().with_max_document_bytes(230);
-        assert!(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits).unwrap().added);
+        assert!(crate::block_on(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits)).unwrap().added);
         assert_eq!(IngestLimits::default().max_document_bytes, DEFAULT_MAX_DOCUMENT_BYTES);
     }
 }

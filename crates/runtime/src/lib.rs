@@ -51,6 +51,28 @@ pub mod tokenizer;
 
 pub use docmem_core;
 
+/// Run `future` to its end on this thread. The models' methods are async (a browser's GPU
+/// answers through the event loop: see `docmem_core::local_future`); natively, and for the
+/// CPU backend everywhere, their futures finish without the event loop, so the CLI, the
+/// tests and the synchronous wasm exports wait on them here.
+///
+/// In wasm32 a future that is not ready when first polled cannot be waited for (the thread
+/// is the event loop): that is a bug in the caller, which must await it instead, and
+/// panics with that message.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        pollster::block_on(future)
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        match docmem_core::local_future::poll_once(future) {
+            Some(out) => out,
+            None => panic!("block_on: this future waits on the browser's event loop; await it instead"),
+        }
+    }
+}
+
 use docmem_core::embed::{EmbedError, EmbedRole};
 use docmem_core::{Embedder, HashingEmbedder};
 

@@ -174,15 +174,27 @@ pub fn retrieve<S: Store>(
     Ok(sources)
 }
 
-/// Answer `question` from `library`, streaming answer text to `on_text`.
-pub fn ask<S: Store, B: Backend>(
+/// A question with its evidence, put into the answerer's prompt: what [`answer`] needs.
+/// Apart from [`answer`] because retrieval borrows the library and the embedder briefly,
+/// while generation may wait on a GPU for a long time (in a browser, across the event
+/// loop), holding neither.
+#[derive(Clone, Debug)]
+pub struct AnswerPrompt {
+    /// The memories shown, numbered from 1.
+    pub sources: Vec<Source>,
+    /// The user turn: the question and the numbered memories.
+    pub user_turn: String,
+    /// Seconds spent retrieving.
+    pub retrieve_seconds: f64,
+}
+
+/// Retrieve the evidence for `question` from `library` and build the answer prompt.
+pub fn prepare<S: Store>(
     library: &Library<S>,
     embedder: &mut dyn Embedder,
-    lm: &Lm<B>,
     question: &str,
     params: &AskParams,
-    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<Answer, QaError> {
+) -> Result<AnswerPrompt, QaError> {
     // Not `Instant`: it panics in wasm32-unknown-unknown.
     let t = crate::lm::now_seconds();
     let search = SearchParams { k: params.k.max(1), ..SearchParams::default() };
@@ -191,10 +203,22 @@ pub fn ask<S: Store, B: Backend>(
     let memories: Vec<Memory<'_>> =
         sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
     let chinese = detect_language(question) == "zh";
-    let prompt = answer_prompt(question, &memories, chinese);
-    let messages = [ChatMessage::new("user", &prompt)];
-    let sampling = SamplingParams { max_tokens: params.max_tokens, ..SamplingParams::default() };
-    let g = lm.generate(Prompt::Chat(&messages), &sampling, &mut on_text)?;
+    let user_turn = answer_prompt(question, &memories, chinese);
+    Ok(AnswerPrompt { sources, user_turn, retrieve_seconds })
+}
+
+/// Generate the answer to a prepared question with `lm` (at most `max_tokens`), streaming
+/// its text to `on_text`, and read its citations.
+pub async fn answer<B: Backend>(
+    prompt: AnswerPrompt,
+    lm: &Lm<B>,
+    max_tokens: usize,
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<Answer, QaError> {
+    let AnswerPrompt { sources, user_turn, retrieve_seconds } = prompt;
+    let messages = [ChatMessage::new("user", &user_turn)];
+    let sampling = SamplingParams { max_tokens, ..SamplingParams::default() };
+    let g = lm.generate(Prompt::Chat(&messages), &sampling, &mut on_text).await?;
     let answer = g.text.trim().to_string();
     let not_in_documents = says_not_in_documents(&answer);
     let mut citations = cited(&answer, sources.len());
@@ -217,4 +241,18 @@ pub fn ask<S: Store, B: Backend>(
         decode_seconds: g.decode_seconds,
         finish: g.finish,
     })
+}
+
+/// Answer `question` from `library`, streaming answer text to `on_text`: [`prepare`], then
+/// [`answer`].
+pub async fn ask<S: Store, B: Backend>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    lm: &Lm<B>,
+    question: &str,
+    params: &AskParams,
+    on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<Answer, QaError> {
+    let prompt = prepare(library, embedder, question, params)?;
+    answer(prompt, lm, params.max_tokens, on_text).await
 }

@@ -56,7 +56,7 @@ fn the_tiny_gguf_seeds_load_and_generate() {
         let text = lm.render_chat(&messages).unwrap();
         assert!(text.contains("<|im_start|>user\nhello world<|im_end|>"), "{text}");
         let params = docmem_runtime::lm::SamplingParams { max_tokens: 4, ..Default::default() };
-        let g = lm.generate(Prompt::Chat(&messages), &params, |_| std::ops::ControlFlow::Continue(())).unwrap();
+        let g = docmem_runtime::block_on(lm.generate(Prompt::Chat(&messages), &params, |_| std::ops::ControlFlow::Continue(()))).unwrap();
         assert!(g.prompt_tokens > 5, "{arch} {tok:?}: {g:?}");
     }
 }
@@ -105,7 +105,7 @@ fn a_model_whose_activations_underflow_runs_without_overflowing() {
     use docmem_runtime::gguf::testing::TinyLm;
     let lm = Lm::load_from(&MemorySource::new(TinyLm { norm: 1e-39, ..TinyLm::default() }.build()), &opts()).unwrap();
     let ids = lm.tokenizer.encode("hello world").unwrap();
-    let prefix = lm.prefill_tokens(ids).unwrap();
+    let prefix = docmem_runtime::block_on(lm.prefill_tokens(ids)).unwrap();
     assert_eq!(prefix.last_logits().len(), lm.config().vocab);
 }
 

@@ -30,12 +30,11 @@ proptest! {
         let lm = model(if spm { TinyTokenizer::Spm } else { TinyTokenizer::Gpt2 });
         let params = SamplingParams { temperature, top_p: 1.0, top_k: 0, seed, max_tokens, stop: stop.clone(), ..SamplingParams::default() };
         let mut streamed = String::new();
-        let g = lm
-            .generate(Prompt::Text("abc de"), &params, |piece| {
-                streamed.push_str(piece);
-                ControlFlow::Continue(())
-            })
-            .expect("generation on a tiny model");
+        let g = docmem_runtime::block_on(lm.generate(Prompt::Text("abc de"), &params, |piece| {
+            streamed.push_str(piece);
+            ControlFlow::Continue(())
+        }))
+        .expect("generation on a tiny model");
         prop_assert_eq!(&streamed, &g.text);
         prop_assert!(g.tokens.len() <= max_tokens, "{} tokens for a budget of {max_tokens}", g.tokens.len());
         for s in stop.iter().filter(|s| !s.is_empty()) {

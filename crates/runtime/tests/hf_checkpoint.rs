@@ -76,16 +76,16 @@ fn a_checkpoint_written_from_gguf_loads_back_with_the_same_behaviour() {
     let params = SamplingParams { max_tokens: 16, ..Default::default() };
     let mut worst = 0f32;
     for prompt in PROMPTS {
-        let (_, want) = gguf.next_token_logits(Prompt::Text(prompt)).unwrap();
-        let (_, got) = hf.next_token_logits(Prompt::Text(prompt)).unwrap();
+        let (_, want) = docmem_runtime::block_on(gguf.next_token_logits(Prompt::Text(prompt))).unwrap();
+        let (_, got) = docmem_runtime::block_on(hf.next_token_logits(Prompt::Text(prompt))).unwrap();
         assert_eq!(docmem_runtime::lm::argmax(&got), docmem_runtime::lm::argmax(&want), "top-1 after {prompt:?}");
         let mut order: Vec<usize> = (0..want.len()).collect();
         order.sort_by(|&a, &b| want[b].total_cmp(&want[a]));
         for &id in &order[..20] {
             worst = worst.max((log_prob(&got, id as u32) - log_prob(&want, id as u32)).abs());
         }
-        let a = gguf.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(())).unwrap();
-        let b = hf.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(())).unwrap();
+        let a = docmem_runtime::block_on(gguf.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))).unwrap();
+        let b = docmem_runtime::block_on(hf.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))).unwrap();
         let same = a.tokens.iter().zip(&b.tokens).take_while(|(x, y)| x == y).count();
         eprintln!("{prompt:?}: {same}/{} greedy tokens identical", a.tokens.len());
         assert!(same >= 4, "greedy continuation of {prompt:?} diverges at token {same}");
@@ -98,8 +98,8 @@ fn a_checkpoint_written_from_gguf_loads_back_with_the_same_behaviour() {
     // running the Q4_0 path end to end with the GGUF's choice still among its top 20.
     let q4 = Lm::load(&dir.0, &LoadOptions { quant: LoadQuant::Q4_0, ..Default::default() }).unwrap();
     assert_eq!(q4.backend.weights.layers[0].wq.ty, docmem_runtime::gguf::GgmlType::Q4_0);
-    let (_, want) = gguf.next_token_logits(Prompt::Text(PROMPTS[0])).unwrap();
-    let (_, got) = q4.next_token_logits(Prompt::Text(PROMPTS[0])).unwrap();
+    let (_, want) = docmem_runtime::block_on(gguf.next_token_logits(Prompt::Text(PROMPTS[0]))).unwrap();
+    let (_, got) = docmem_runtime::block_on(q4.next_token_logits(Prompt::Text(PROMPTS[0]))).unwrap();
     let top = docmem_runtime::lm::argmax(&want) as usize;
     let rank = got.iter().filter(|&&v| v > got[top]).count();
     eprintln!(

@@ -26,23 +26,23 @@ fn a_batched_step_equals_each_sequence_alone_bit_for_bit() {
     let vocab = b.config().vocab;
     let prompt = lm.tokenizer.encode_prompt("The printing press was invented by").unwrap();
     let mut base = b.new_cache();
-    Backend::forward(b, &mut base, &prompt, Logits::Last).unwrap();
+    docmem_runtime::block_on(Backend::forward(b, &mut base, &prompt, Logits::Last)).unwrap();
     // Sequences of different lengths (one forked twice and grown), one, two and three new
     // tokens each (three: a drafted run verified in one pass).
     let mut longer = base.clone();
-    Backend::forward(b, &mut longer, &[1000, 2000], Logits::Last).unwrap();
+    docmem_runtime::block_on(Backend::forward(b, &mut longer, &[1000, 2000], Logits::Last)).unwrap();
     let starts = [base.clone(), longer, base.clone(), base.clone()];
     let feeds: [&[u32]; 4] = [&[42], &[314, 15], &[7], &[271, 828, 1001]];
     let mut want = Vec::new();
     for (cache, feed) in starts.iter().zip(feeds) {
         let mut c = cache.clone();
         for &t in feed {
-            want.extend(Backend::forward(b, &mut c, &[t], Logits::Last).unwrap());
+            want.extend(docmem_runtime::block_on(Backend::forward(b, &mut c, &[t], Logits::Last)).unwrap());
         }
     }
     let mut caches = starts.clone();
     let mut seqs: Vec<(&mut _, &[u32])> = caches.iter_mut().zip(feeds).collect();
-    let got = Backend::forward_batch(b, &mut seqs).unwrap();
+    let got = docmem_runtime::block_on(Backend::forward_batch(b, &mut seqs)).unwrap();
     assert_eq!(got.len(), 7 * vocab);
     for row in 0..7 {
         let r = row * vocab..(row + 1) * vocab;
@@ -63,16 +63,16 @@ fn specs(max_tokens: usize) -> Vec<SamplingParams> {
 fn generate_paths_equals_sequential_generation() {
     let lm = smollm2();
     let messages = [ChatMessage::new("user", "Write two sentences about the printing press.")];
-    let prefix = lm.prefill(Prompt::Chat(&messages)).unwrap();
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
     // Greedy + three sampled paths (MoM's settings), then paths that leave the batch
     // early: a short max_tokens, and a stop string.
     let mut paths = specs(48);
     paths[2].max_tokens = 5;
     paths[3].stop = vec![" the".to_owned()];
-    let batched = lm.generate_paths(&prefix, &paths).unwrap();
+    let batched = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
     assert_eq!(batched.len(), 4);
     for (i, (p, g)) in paths.iter().zip(&batched).enumerate() {
-        let want = lm.generate_after(&prefix, "", p, |_| ControlFlow::Continue(())).unwrap();
+        let want = docmem_runtime::block_on(lm.generate_after(&prefix, "", p, |_| ControlFlow::Continue(()))).unwrap();
         assert_eq!(g.tokens, want.tokens, "path {i}: tokens");
         assert_eq!(g.text, want.text, "path {i}: text");
         assert_eq!(g.finish, want.finish, "path {i}: finish");
@@ -81,34 +81,33 @@ fn generate_paths_equals_sequential_generation() {
     assert_eq!(batched[2].tokens.len(), 5);
     assert_eq!(batched[2].finish, Finish::Length);
     // Sampled paths are reproducible, and the seeds make them differ.
-    let again = lm.generate_paths(&prefix, &paths).unwrap();
+    let again = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
     for (a, b) in batched.iter().zip(&again) {
         assert_eq!(a.tokens, b.tokens);
     }
-    let sampled = lm.generate_paths(&prefix, &specs(24)).unwrap();
+    let sampled = docmem_runtime::block_on(lm.generate_paths(&prefix, &specs(24))).unwrap();
     assert!(sampled[1..].iter().any(|g| g.tokens != sampled[1].tokens) || sampled[1].tokens != sampled[0].tokens, "seeds should matter");
 }
 
 #[test]
 fn paths_are_reported_as_they_end_and_can_be_cancelled() {
     let lm = smollm2();
-    let prefix = lm.prefill(Prompt::Text("Once upon a time")).unwrap();
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Text("Once upon a time"))).unwrap();
     let mut paths = specs(12);
     paths[1].max_tokens = 3;
     paths[3].max_tokens = 0;
     let mut ended = Vec::new();
-    let out = lm
-        .generate_paths_with(&prefix, &paths, |i, g| {
-            ended.push((i, g.tokens.len()));
-            ControlFlow::Continue(())
-        })
-        .unwrap();
+    let out = docmem_runtime::block_on(lm.generate_paths_with(&prefix, &paths, |i, g| {
+        ended.push((i, g.tokens.len()));
+        ControlFlow::Continue(())
+    }))
+    .unwrap();
     assert_eq!(ended.first(), Some(&(3, 0)), "a path with nothing to generate ends first");
     assert_eq!(ended.get(1), Some(&(1, 3)));
     assert_eq!(ended.len(), 4);
     assert!(out[0].tokens.len() <= 12);
     // Breaking at the first path to end returns the others as they were, cancelled.
-    let out = lm.generate_paths_with(&prefix, &paths[..3], |_, _| ControlFlow::Break(())).unwrap();
+    let out = docmem_runtime::block_on(lm.generate_paths_with(&prefix, &paths[..3], |_, _| ControlFlow::Break(()))).unwrap();
     assert_eq!(out[1].finish, Finish::Length);
     assert_eq!(out[1].tokens.len(), 3);
     assert_eq!(out[0].finish, Finish::Cancelled);
@@ -123,13 +122,14 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     let doc = "Johannes Gutenberg introduced printing to Europe with his mechanical movable-type printing press. \
                His work started the Printing Revolution in Europe, which is regarded as a milestone of the second millennium.";
     let messages = [ChatMessage::new("user", &format!("Copy this text exactly:\n\n{doc}"))];
-    let prefix = lm.prefill(Prompt::Chat(&messages)).unwrap();
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
     let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
     let mut paths = specs(40);
     paths.truncate(2);
     paths[1] = SamplingParams { max_tokens: 25, ..Default::default() };
-    let plain = lm.generate_paths(&prefix, &paths).unwrap();
-    let drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
+    let plain = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
+    let drafted =
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
     for (i, (a, b)) in plain.iter().zip(&drafted).enumerate() {
         assert_eq!(a.tokens, b.tokens, "path {i}");
         assert_eq!(a.text, b.text);
@@ -140,8 +140,10 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     assert!(acc > 0 && acc <= d, "drafted {d}, accepted {acc}");
     // Sampled paths with drafts run, are reproducible and end as asked.
     let sampled = specs(20);
-    let a = lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
-    let b = lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(())).unwrap();
+    let a =
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
+    let b =
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
     for (a, b) in a.iter().zip(&b) {
         assert_eq!(a.tokens, b.tokens);
         assert!(a.tokens.len() <= 20);

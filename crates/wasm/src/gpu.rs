@@ -5,13 +5,17 @@
 
 use std::rc::Rc;
 
+use docmem_core::Document;
 use docmem_core::ErrorCode;
 use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
-use docmem_runtime::tokenizer::Tokenizer;
+use docmem_runtime::ingest::{ingest, MemoryMethod};
+use docmem_runtime::lm::{Lm, LmReader};
+use docmem_runtime::qa;
 use wasm_bindgen::prelude::*;
 
-use crate::{boundary, coded, error_with, WasmLm};
+use crate::library::{self, WasmLibrary};
+use crate::{boundary, busy, coded, error_with, to_json, WasmEmbedder, WasmLm};
 
 /// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
 /// shared and service workers): refuse first, with the reason.
@@ -39,7 +43,8 @@ async fn device(allow_cpu_adapter: bool) -> Result<Gpu, JsValue> {
 }
 
 /// Run every kernel check (`docmem_runtime::gpu::checks`) on this browser's WebGPU adapter.
-/// Resolves to `{adapter, checks}` (the adapter's name, the number of checks passed);
+/// Resolves to `{adapter, checks, software}` (the adapter's name, the number of checks
+/// passed, whether it is a software adapter: a browser's fallback, SwiftShader);
 /// rejects with a `WEBGPU_UNAVAILABLE` error naming the check, the element and both values
 /// when the adapter computes a kernel wrongly, or when there is no usable adapter.
 /// `allowCpuAdapter` accepts a software adapter (SwiftShader), as tests do.
@@ -50,42 +55,43 @@ pub async fn webgpu_check(allow_cpu_adapter: bool) -> Result<JsValue, JsValue> {
     let out = js_sys::Object::new();
     let _ = js_sys::Reflect::set(&out, &"adapter".into(), &gpu.describe().into());
     let _ = js_sys::Reflect::set(&out, &"checks".into(), &(passed as f64).into());
+    let _ = js_sys::Reflect::set(&out, &"software".into(), &gpu.is_software().into());
     Ok(out.into())
 }
 
-struct Model {
-    tokenizer: Tokenizer,
-    decoder: GpuTransformer,
-}
-
-/// A GGUF decoder on the browser's WebGPU adapter.
+/// A GGUF model on the browser's WebGPU adapter: the decoder runs there, the tokenizer and
+/// the token embeddings stay in wasm memory.
 #[wasm_bindgen(js_name = GpuLm)]
 pub struct WasmGpuLm {
-    model: Rc<Model>,
+    /// Shared with the Promises of calls still running.
+    lm: Rc<Lm<GpuTransformer>>,
+    /// The name the model is known by (provenance, prompt choice).
+    name: String,
 }
 
 #[wasm_bindgen(js_class = GpuLm)]
 impl WasmGpuLm {
-    /// Move a loaded model (`Lm`, which this consumes) onto the GPU.
+    /// Move a loaded model (`Lm`, which this consumes) onto the GPU. `allowCpuAdapter`
+    /// accepts a software adapter (SwiftShader), as tests do.
     #[wasm_bindgen(js_name = fromLm)]
     pub async fn from_lm(lm: WasmLm, allow_cpu_adapter: bool) -> Result<WasmGpuLm, JsValue> {
         let gpu = device(allow_cpu_adapter).await?;
-        let (tokenizer, cpu) = lm.lm.into_parts();
-        let decoder = GpuTransformer::from_cpu(gpu, cpu).map_err(coded)?;
-        Ok(WasmGpuLm { model: Rc::new(Model { tokenizer, decoder }) })
+        let name = lm.name;
+        let lm = lm.lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(coded)?;
+        Ok(WasmGpuLm { lm: Rc::new(lm), name })
     }
 
     /// The adapter's name and backend.
     pub fn adapter(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        Ok(self.model.decoder.gpu().describe())
+        Ok(self.lm.backend.gpu().describe())
     }
 
     /// Token ids of `text` (no BOS).
     pub fn tokenize(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> Result<Vec<u32>, JsValue> {
         boundary::ready()?;
         let text = boundary::string(&text, "text")?;
-        self.model.tokenizer.encode(&text).map_err(|e| error_with(ErrorCode::ModelFailed, e))
+        self.lm.tokenizer.encode(&text).map_err(|e| error_with(ErrorCode::ModelFailed, e))
     }
 
     /// `tokens` read from JavaScript: ids of this model's vocabulary, at least one.
@@ -101,24 +107,87 @@ impl WasmGpuLm {
     /// Logits of every position of `tokens` (a `Float32Array`, one vocabulary-sized row per
     /// token).
     pub fn logits(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue) -> js_sys::Promise {
-        let model = self.model.clone();
+        let lm = self.lm.clone();
         let tokens = self.tokens(&tokens);
         wasm_bindgen_futures::future_to_promise(async move {
             let tokens = tokens?;
-            let mut cache = model.decoder.new_cache();
-            let rows = model.decoder.forward_async(&mut cache, &tokens, Logits::All).await.map_err(coded)?;
+            let mut cache = lm.backend.new_cache();
+            let rows = lm.backend.forward_async(&mut cache, &tokens, Logits::All).await.map_err(coded)?;
             Ok(js_sys::Float32Array::from(rows.as_slice()).into())
         })
     }
 
     /// The greedy continuation of `tokens`: `n` token ids (a `Uint32Array`).
     pub fn greedy(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue, n: f64) -> js_sys::Promise {
-        let model = self.model.clone();
+        let lm = self.lm.clone();
         let args = self.tokens(&tokens).and_then(|t| Ok((t, boundary::count(n, "n", 4096)?)));
         wasm_bindgen_futures::future_to_promise(async move {
             let (tokens, n) = args?;
-            let ids = model.decoder.greedy_async(&tokens, n as usize).await.map_err(coded)?;
+            let ids = lm.backend.greedy_async(&tokens, n as usize).await.map_err(coded)?;
             Ok(js_sys::Uint32Array::from(ids.as_slice()).into())
+        })
+    }
+}
+
+/// Ingest and answers with a model on WebGPU: Promises, as the GPU answers through the
+/// event loop. Each holds the library (and, while ingesting, the embedder) until it
+/// settles; a call on them meanwhile gets a `BUSY` error.
+#[wasm_bindgen(js_class = Library)]
+impl WasmLibrary {
+    /// `addDocumentWithReader` with a reader on WebGPU. Resolves to the same JSON.
+    // The library and embedder are held across the GPU's awaits on purpose: every other
+    // entry point borrows them with `try_borrow*` and answers BUSY meanwhile.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = addDocumentWithGpuReader)]
+    pub fn add_document_with_gpu_reader(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+        embedder: &WasmEmbedder,
+        reader: &WasmGpuLm,
+        samples: f64,
+        progress: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let args = boundary::ready()
+            .and_then(|()| Ok((boundary::string(&title, "title")?, boundary::string(&text, "text")?, library::extract_settings(samples)?)));
+        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
+        let (lm, name) = (reader.lm.clone(), reader.name.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (title, text, settings) = args?;
+            let doc = Document::new(&title, &text);
+            let done = {
+                let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
+                let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+                let mut method = MemoryMethod::Mom { reader: LmReader::new(&lm, name), scorer: None, settings };
+                let mut report = library::progress_reporter(progress);
+                ingest(&mut library, &doc, &mut method, &mut *embedder, &mut report).await.map_err(coded)?
+            };
+            Ok(library::added_json(&doc, &done)?.into())
+        })
+    }
+
+    /// `ask` with an answerer on WebGPU: retrieval runs now (on the CPU), generation on the
+    /// GPU. Resolves to the same JSON.
+    #[wasm_bindgen(js_name = askOnGpu)]
+    pub fn ask_on_gpu(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        max_tokens: f64,
+        embedder: &WasmEmbedder,
+        answerer: &WasmGpuLm,
+        on_token: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let prepared = boundary::ready().and_then(|()| {
+            let (question, params) = (boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?);
+            let prompt = qa::prepare(&*self.get()?, &mut *embedder.get()?, &question, &params).map_err(coded)?;
+            Ok((prompt, params.max_tokens))
+        });
+        let lm = answerer.lm.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (prompt, max_tokens) = prepared?;
+            let answer = qa::answer(prompt, &lm, max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
+            Ok(to_json(&answer)?.into())
         })
     }
 }

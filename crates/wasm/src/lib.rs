@@ -13,8 +13,11 @@
 //! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (one thread, in linear
 //! memory), [`WasmEmbedder`], a BERT-family sentence embedder on the same kernels, and
 //! [`WasmLibrary`], a document library (ingest, search, cited answers) whose changes the
-//! JavaScript side persists. The `DocMem` client (workers, model cache, IndexedDB) comes
-//! with the browser issue.
+//! JavaScript side persists; with the `gpu` feature, `webgpuCheck`, `GpuLm` (a model moved
+//! onto WebGPU) and the library's `addDocumentWithGpuReader` and `askOnGpu`, which return
+//! Promises (a page reads GPU results back only through its event loop; on the CPU the
+//! same runtime futures are ready at once, and the exports stay synchronous). The `DocMem`
+//! client (worker, model cache, IndexedDB) is in `js/`.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::{align_memory, parse_memreader_output, AlignParams, ErrorCode, HasErrorCode, HashingEmbedder};
@@ -171,7 +174,13 @@ impl WasmLm {
             ));
         }
         let backend = &self.lm.backend;
-        Backend::forward(backend, &mut backend.new_cache(), &tokens, docmem_runtime::cpu::transformer::Logits::All).map_err(coded)
+        docmem_runtime::block_on(Backend::forward(
+            backend,
+            &mut backend.new_cache(),
+            &tokens,
+            docmem_runtime::cpu::transformer::Logits::All,
+        ))
+        .map_err(coded)
     }
 
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
@@ -186,8 +195,10 @@ impl WasmLm {
         let (prompt, params) = (boundary::string(&prompt, "prompt")?, boundary::string(&params, "sampling parameters")?);
         let params: docmem_runtime::lm::SamplingParams =
             serde_json::from_str(&params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
-        let g =
-            self.lm.generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())).map_err(coded)?;
+        let g = docmem_runtime::block_on(
+            self.lm.generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())),
+        )
+        .map_err(coded)?;
         to_json(&g)
     }
 }
@@ -206,7 +217,25 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
 /// models) on the CPU backend inside WebAssembly.
 #[wasm_bindgen(js_name = Embedder)]
 pub struct WasmEmbedder {
-    embedder: docmem_runtime::embed::Embedder,
+    /// Shared with calls still running: an ingest or answer on the GPU holds it across the
+    /// event loop (see [`WasmEmbedder::get`]).
+    embedder: std::rc::Rc<std::cell::RefCell<docmem_runtime::embed::Embedder>>,
+}
+
+impl WasmEmbedder {
+    fn wrap(embedder: docmem_runtime::embed::Embedder) -> Self {
+        WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder)) }
+    }
+
+    /// The embedder, unless a call still running holds it (then a `BUSY` error).
+    fn get(&self) -> Result<std::cell::RefMut<'_, docmem_runtime::embed::Embedder>, JsValue> {
+        self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))
+    }
+}
+
+/// The `BUSY` error for `what`, held by a call still running.
+fn busy(what: &str) -> JsValue {
+    error_with(ErrorCode::Busy, format!("{what} is in use by a call still running (an ingest or an answer): await it first"))
 }
 
 #[wasm_bindgen(js_class = Embedder)]
@@ -232,7 +261,7 @@ impl WasmEmbedder {
             map.insert(key, bytes);
         }
         let embedder = Embedder::from_files(map, &name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
-        Ok(WasmEmbedder { embedder })
+        Ok(WasmEmbedder::wrap(embedder))
     }
 
     /// Load from the bytes of a GGUF file in llama.cpp's `bert` layout.
@@ -248,19 +277,19 @@ impl WasmEmbedder {
         let options = EmbedderOptions { precision: parse_precision(&boundary::string(&precision, "precision")?)?, threads: 1 };
         let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
         let embedder = Embedder::from_gguf(&src, name, options).map_err(coded)?;
-        Ok(WasmEmbedder { embedder })
+        Ok(WasmEmbedder::wrap(embedder))
     }
 
     /// The vector dimension.
     pub fn dim(&self) -> Result<usize, JsValue> {
         boundary::ready()?;
-        Ok(self.embedder.dim())
+        Ok(self.get()?.dim())
     }
 
     /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`).
     pub fn precision(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        Ok(self.embedder.precision().name().to_owned())
+        Ok(self.get()?.precision().name().to_owned())
     }
 
     /// Embed `texts` (as queries when `query`, else as passages). Returns
@@ -272,7 +301,7 @@ impl WasmEmbedder {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
         // Loading is over: any failure now is the running model's.
-        let out = self.embedder.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+        let out = self.get()?.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         let flat: Vec<f32> = out.vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());

@@ -7,31 +7,38 @@
 //! in one transaction (a tab closed midway leaves the stored library as it was). In Node
 //! the same journal goes to files. Ingest, search and answers are the runtime's
 //! (`docmem_runtime::ingest`, `docmem_runtime::qa`); this file only translates.
+//!
+//! The library sits in an `Rc<RefCell<…>>` because an ingest or an answer on WebGPU
+//! (`crate::gpu`) is a Promise that holds it across the event loop; a call made meanwhile
+//! gets a `BUSY` error rather than a half-written library (the npm package's worker queues
+//! its requests, so it never sees one).
 
+use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
+use std::rc::Rc;
 
 use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{RetrievalMode, SearchParams};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
-use docmem_runtime::ingest::{ingest, MemoryMethod};
+use docmem_runtime::ingest::{ingest, Ingested, MemoryMethod};
 use docmem_runtime::lm::LmReader;
 use docmem_runtime::qa::{ask, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
 use crate::boundary::{self, count, string};
-use crate::{coded, error_with, to_json, WasmEmbedder, WasmLm};
+use crate::{busy, coded, error_with, to_json, WasmEmbedder, WasmLm};
 
 /// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
 /// memory is 4 GiB at most.
-const MAX_SAMPLES: u32 = 16;
+pub(crate) const MAX_SAMPLES: u32 = 16;
 
 /// A library (documents, memories, the three layers' indexes) held in wasm memory.
 #[wasm_bindgen(js_name = Library)]
 pub struct WasmLibrary {
-    library: Library<JournalStore>,
+    pub(crate) library: Rc<RefCell<Library<JournalStore>>>,
 }
 
 /// `{key: Uint8Array}` → entries.
@@ -45,9 +52,50 @@ fn entries_from(object: &JsValue) -> Result<BTreeMap<String, Vec<u8>>, JsValue> 
 }
 
 /// A library indexed with `embedder`'s vectors.
-fn settings(embedder: &WasmEmbedder) -> LibrarySettings {
-    let e = &embedder.embedder;
-    LibrarySettings { embedder: Embedder::name(e), dim: Embedder::dim(e), mode: RetrievalMode::ThreeLayer }
+fn settings(embedder: &WasmEmbedder) -> Result<LibrarySettings, JsValue> {
+    let e = embedder.get()?;
+    Ok(LibrarySettings { embedder: Embedder::name(&*e), dim: Embedder::dim(&*e), mode: RetrievalMode::ThreeLayer })
+}
+
+/// `progress` (a JS function given `{stage, …, fraction}` that returns `false` to cancel)
+/// as ingest's progress callback.
+pub(crate) fn progress_reporter(progress: Option<js_sys::Function>) -> impl FnMut(&Progress) -> bool {
+    move |p: &Progress| match &progress {
+        Some(f) => !matches!(f.call1(&JsValue::NULL, &progress_object(p)), Ok(v) if v == JsValue::FALSE),
+        None => true,
+    }
+}
+
+/// `onToken` (a JS function given each piece of text that returns `false` to stop) as the
+/// answer's text callback.
+pub(crate) fn token_sink(on_token: Option<js_sys::Function>) -> impl FnMut(&str) -> ControlFlow<()> {
+    move |piece: &str| match &on_token {
+        Some(f) if matches!(f.call1(&JsValue::NULL, &piece.into()), Ok(v) if v == JsValue::FALSE) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    }
+}
+
+/// What `addDocument` and its variants return: JSON `{id, added, chunks, outline, fallback}`.
+pub(crate) fn added_json(doc: &Document, done: &Ingested) -> Result<String, JsValue> {
+    to_json(&serde_json::json!({
+        "id": doc.id.to_string(),
+        "added": done.added,
+        "chunks": done.memory.scenarios.len(),
+        "outline": done.memory.outline.len(),
+        "fallback": done.memory.provenance.fallback,
+    }))
+}
+
+/// The sampled candidates per window asked for, checked.
+pub(crate) fn extract_settings(samples: f64) -> Result<ExtractSettings, JsValue> {
+    let samples = count(samples, "samples", MAX_SAMPLES)?;
+    Ok(ExtractSettings { samples: samples as usize, ..ExtractSettings::default() })
+}
+
+/// `k` and `maxTokens` of an answer, checked.
+pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> {
+    let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
+    Ok(AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() })
 }
 
 fn progress_object(p: &Progress) -> JsValue {
@@ -75,9 +123,23 @@ fn progress_object(p: &Progress) -> JsValue {
 }
 
 impl WasmLibrary {
+    fn wrap(library: Library<JournalStore>) -> Self {
+        WasmLibrary { library: Rc::new(RefCell::new(library)) }
+    }
+
+    /// The library, unless a call still running holds it.
+    pub(crate) fn get(&self) -> Result<Ref<'_, Library<JournalStore>>, JsValue> {
+        self.library.try_borrow().map_err(|_| busy("the library"))
+    }
+
+    /// The library to change, unless a call still running holds it.
+    pub(crate) fn get_mut(&self) -> Result<RefMut<'_, Library<JournalStore>>, JsValue> {
+        self.library.try_borrow_mut().map_err(|_| busy("the library"))
+    }
+
     /// The document whose id prints as `s` (as `documents()` lists them).
     fn doc_id(&self, s: &str) -> Result<DocId, JsValue> {
-        self.library
+        self.get()?
             .documents()
             .iter()
             .map(|d| d.id)
@@ -96,8 +158,8 @@ impl WasmLibrary {
         embedder: &WasmEmbedder,
     ) -> Result<WasmLibrary, JsValue> {
         boundary::ready()?;
-        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)).map_err(coded)?;
-        Ok(WasmLibrary { library })
+        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)?).map_err(coded)?;
+        Ok(WasmLibrary::wrap(library))
     }
 
     /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
@@ -114,8 +176,8 @@ impl WasmLibrary {
         for (k, v) in &entries {
             docmem_core::library::Store::write(&mut store, k, v).map_err(coded)?;
         }
-        let library = Library::open(store, &settings(embedder)).map_err(coded)?;
-        Ok(WasmLibrary { library })
+        let library = Library::open(store, &settings(embedder)?).map_err(coded)?;
+        Ok(WasmLibrary::wrap(library))
     }
 
     /// Add a document with a baseline chunker (`sentence`, `fixed`, `recursive`,
@@ -154,15 +216,15 @@ impl WasmLibrary {
     ) -> Result<String, JsValue> {
         boundary::ready()?;
         let (title, text) = (string(&title, "title")?, string(&text, "text")?);
-        let samples = count(samples, "samples", MAX_SAMPLES)?;
         let mut method = MemoryMethod::Mom {
             reader: LmReader::new(&reader.lm, reader.name.clone()),
             scorer: None,
-            settings: ExtractSettings { samples: samples as usize, ..ExtractSettings::default() },
+            settings: extract_settings(samples)?,
         };
         self.add(&title, &text, &mut method, embedder, progress)
     }
 
+    /// Ingest on the CPU backend, whose futures are ready when first polled.
     fn add(
         &mut self,
         title: &str,
@@ -172,18 +234,10 @@ impl WasmLibrary {
         progress: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
         let doc = Document::new(title, text);
-        let mut report = |p: &Progress| match &progress {
-            Some(f) => !matches!(f.call1(&JsValue::NULL, &progress_object(p)), Ok(v) if v == JsValue::FALSE),
-            None => true,
-        };
-        let done = ingest(&mut self.library, &doc, method, &mut embedder.embedder, &mut report).map_err(coded)?;
-        to_json(&serde_json::json!({
-            "id": doc.id.to_string(),
-            "added": done.added,
-            "chunks": done.memory.scenarios.len(),
-            "outline": done.memory.outline.len(),
-            "fallback": done.memory.provenance.fallback,
-        }))
+        let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
+        let mut report = progress_reporter(progress);
+        let done = docmem_runtime::block_on(ingest(&mut library, &doc, method, &mut *embedder, &mut report)).map_err(coded)?;
+        added_json(&doc, &done)
     }
 
     /// Retrieval without an answer: the `k` best passages through the three layers, JSON
@@ -197,7 +251,7 @@ impl WasmLibrary {
         boundary::ready()?;
         let (question, k) = (string(&question, "question")?, count(k, "k", u32::MAX)?);
         let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
-        to_json(&retrieve(&self.library, &mut embedder.embedder, &question, &params, 0).map_err(coded)?)
+        to_json(&retrieve(&*self.get()?, &mut *embedder.get()?, &question, &params, 0).map_err(coded)?)
     }
 
     /// Answer `question` from the library with `answerer`, streaming text pieces to
@@ -213,34 +267,34 @@ impl WasmLibrary {
         on_token: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
         boundary::ready()?;
-        let question = string(&question, "question")?;
-        let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
-        let params = AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() };
-        let answer = ask(&self.library, &mut embedder.embedder, &answerer.lm, &question, &params, |piece| match &on_token {
-            Some(f) if matches!(f.call1(&JsValue::NULL, &piece.into()), Ok(v) if v == JsValue::FALSE) => ControlFlow::Break(()),
-            _ => ControlFlow::Continue(()),
-        })
-        .map_err(coded)?;
+        let (question, params) = (string(&question, "question")?, ask_params(k, max_tokens)?);
+        let (library, mut embedder) = (self.get()?, embedder.get()?);
+        let answer = docmem_runtime::block_on(ask(&library, &mut *embedder, &answerer.lm, &question, &params, token_sink(on_token)))
+            .map_err(coded)?;
         to_json(&answer)
     }
 
     /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.
     pub fn documents(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        to_json(self.library.manifest())
+        to_json(self.get()?.manifest())
     }
 
     /// A document's memory (outline, scenarios with spans and cores, provenance) as JSON.
     pub fn memory(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
         boundary::ready()?;
-        let (_, memory) = self.library.get(self.doc_id(&string(&doc, "document id")?)?).map_err(coded)?;
+        let id = self.doc_id(&string(&doc, "document id")?)?;
+        let library = self.get()?;
+        let (_, memory) = library.get(id).map_err(coded)?;
         to_json(memory)
     }
 
     /// A document's text, into which its memory's spans (UTF-8 byte offsets) point.
     pub fn text(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
         boundary::ready()?;
-        let (document, _) = self.library.get(self.doc_id(&string(&doc, "document id")?)?).map_err(coded)?;
+        let id = self.doc_id(&string(&doc, "document id")?)?;
+        let library = self.get()?;
+        let (document, _) = library.get(id).map_err(coded)?;
         Ok(document.text.clone())
     }
 
@@ -249,7 +303,7 @@ impl WasmLibrary {
     pub fn remove_document(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<bool, JsValue> {
         boundary::ready()?;
         let id = self.doc_id(&string(&doc, "document id")?)?;
-        self.library.remove(id).map_err(coded)
+        self.get_mut()?.remove(id).map_err(coded)
     }
 
     /// The changes since the last call, in order, for the storage to apply in one
@@ -258,7 +312,7 @@ impl WasmLibrary {
     pub fn take_writes(&mut self) -> Result<js_sys::Array, JsValue> {
         boundary::ready()?;
         let out = js_sys::Array::new();
-        for (key, value) in self.library.store_mut().take_journal() {
+        for (key, value) in self.get_mut()?.store_mut().take_journal() {
             let v = value.map_or(JsValue::NULL, |b| js_sys::Uint8Array::from(b.as_slice()).into());
             out.push(&js_sys::Array::of2(&key.into(), &v));
         }
@@ -269,6 +323,6 @@ impl WasmLibrary {
     #[wasm_bindgen(js_name = exportLibrary)]
     pub fn export_library(&mut self) -> Result<Vec<u8>, JsValue> {
         boundary::ready()?;
-        Ok(archive(self.library.store_mut().entries()))
+        Ok(archive(self.get_mut()?.store_mut().entries()))
     }
 }

@@ -173,12 +173,12 @@ fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<Pat
     let (mut batched_s, mut sequential_s) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..a.rounds.max(1) {
         let t0 = Instant::now();
-        batched = lm.generate_paths(prefix, &paths)?;
+        batched = docmem_runtime::block_on(lm.generate_paths(prefix, &paths))?;
         batched_s = batched_s.min(t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
         sequential.clear();
         for p in &paths {
-            sequential.push(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(()))?);
+            sequential.push(docmem_runtime::block_on(lm.generate_after(prefix, "", p, |_| ControlFlow::Continue(())))?);
         }
         sequential_s = sequential_s.min(t1.elapsed().as_secs_f64());
     }
@@ -208,17 +208,17 @@ fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures,
     }
     let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
     let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
-    let prefix = lm.prefill(Prompt::Chat(&messages))?;
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
     let paths = mom_paths(a.paths, a.gen_tokens);
     let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
     let (mut plain, mut drafted) = (Vec::new(), Vec::new());
     let (mut plain_s, mut drafted_s) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..a.rounds.max(1) {
         let t0 = Instant::now();
-        plain = lm.generate_paths(&prefix, &paths)?;
+        plain = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths))?;
         plain_s = plain_s.min(t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
-        drafted = lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))?;
+        drafted = docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(())))?;
         drafted_s = drafted_s.min(t1.elapsed().as_secs_f64());
     }
     let tokens: usize = plain.iter().map(|g| g.tokens.len()).sum();
@@ -276,15 +276,15 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
     // Warm-up (page in weights, spin up threads).
     let mut warm = backend.new_cache();
-    Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last)?;
+    docmem_runtime::block_on(Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last))?;
     let t0 = Instant::now();
-    let prefix = lm.prefill_tokens(prompt)?;
+    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt))?;
     let prefill = t0.elapsed().as_secs_f64();
     let mut cache = prefix.cache().clone();
     let mut next = argmax(prefix.last_logits());
     let t1 = Instant::now();
     for _ in 0..a.gen_tokens {
-        let l = Backend::forward(backend, &mut cache, &[next], Logits::Last)?;
+        let l = docmem_runtime::block_on(Backend::forward(backend, &mut cache, &[next], Logits::Last))?;
         next = argmax(&l);
     }
     let decode = t1.elapsed().as_secs_f64();

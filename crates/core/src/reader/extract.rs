@@ -179,7 +179,7 @@ fn first_line(text: &str) -> String {
 }
 
 /// Sentence chunks of the window with a one-line core each, from the reader.
-fn fallback_window(
+async fn fallback_window(
     window_text: &str,
     chinese: bool,
     reader: &mut dyn ReaderModel,
@@ -196,7 +196,7 @@ fn fallback_window(
             format!("State the key point of the following text in one line.\n\nText:\n{chunk}")
         };
         let greedy = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }];
-        let reply = reader.generate(&ask, &greedy, 64, &mut |_, _| true)?;
+        let reply = reader.generate(&ask, &greedy, 64, &mut |_, _| true).await?;
         let core = reply.first().map(|g| first_line(&g.text)).unwrap_or_default();
         out.push(Scenario { span, core, outline_item: None });
     }
@@ -222,7 +222,7 @@ fn excerpt(text: &str, chars: usize) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn read_window(
+async fn read_window(
     text: &str,
     window: Span,
     prompt: &ReaderPrompt,
@@ -244,10 +244,12 @@ fn read_window(
     let (user_turn, units) = prompt.render_with_units(window_text);
     let instruction = prompt.render("");
     let mut cancelled = false;
-    let generated = reader.generate(&user_turn, &specs, max_new, &mut |done, _: &Generated| {
-        cancelled = !progress(Stage::Reading, done);
-        !cancelled
-    });
+    let generated = reader
+        .generate(&user_turn, &specs, max_new, &mut |done, _: &Generated| {
+            cancelled = !progress(Stage::Reading, done);
+            !cancelled
+        })
+        .await;
     if cancelled {
         return Err(ModelError::Cancelled);
     }
@@ -296,7 +298,7 @@ fn read_window(
         if !progress(Stage::Fallback, generated.len()) {
             return Err(ModelError::Cancelled);
         }
-        let scenarios = fallback_window(window_text, chinese, reader, settings)?;
+        let scenarios = fallback_window(window_text, chinese, reader, settings).await?;
         let reason = first_reason.unwrap_or_else(|| "the reader wrote nothing".into());
         return Ok(WindowResult {
             memory: WindowMemory { window, outline: Vec::new(), scenarios },
@@ -318,7 +320,7 @@ fn read_window(
                 Some(s) => &mut **s,
                 None => &mut *reader,
             };
-            all.push(score_candidate(window_text, &c.scenarios, s, &settings.scoring).map_err(backend)?);
+            all.push(score_candidate(window_text, &c.scenarios, s, &settings.scoring).await.map_err(backend)?);
         }
         let ranked = select_candidates(&all, settings.rrf_k);
         let best = ranked[0];
@@ -336,7 +338,10 @@ fn read_window(
 /// Extract a document's memory with `reader`, scoring candidates with `scorer` (the
 /// reader itself when `None`). `progress` is called as work advances; returning false
 /// cancels with [`ModelError::Cancelled`]. The memory's spans tile the document.
-pub fn extract_memory(
+///
+/// Async because the models are ([`crate::local_future`]); with a CPU reader the future is
+/// ready when first polled.
+pub async fn extract_memory(
     doc: &Document,
     reader: &mut dyn ReaderModel,
     mut scorer: Option<&mut dyn Scorer>,
@@ -390,7 +395,7 @@ pub fn extract_memory(
         if !on(Stage::Reading, 0) {
             return Err(ModelError::Cancelled);
         }
-        results.push(read_window(&doc.text, window, &prompt, chinese, reader, &mut scorer, settings, max_new, &mut on)?);
+        results.push(read_window(&doc.text, window, &prompt, chinese, reader, &mut scorer, settings, max_new, &mut on).await?);
         report.candidates_done += per_window;
         report.tokens_done += tokens;
     }
@@ -464,6 +469,7 @@ pub fn extract_memory(
 mod tests {
     use super::*;
     use crate::chunk::split_sentences;
+    use crate::local_future::{boxed, poll_once, LocalBoxFuture};
     use crate::span::spans_tile;
 
     /// A scripted reader. For a memory request it writes one scenario per `group`
@@ -485,13 +491,16 @@ mod tests {
     }
 
     impl Scorer for FakeReader {
-        fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
-            Ok(pairs.iter().map(|(_, a)| vec![-1.0; words(a).max(1)]).collect())
+        fn continuation_logprobs<'a>(
+            &'a mut self,
+            pairs: &'a [(&'a str, &'a str)],
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+            boxed(async move { Ok(pairs.iter().map(|(_, a)| vec![-1.0; words(a).max(1)]).collect()) })
         }
-        fn next_token_logprobs(&mut self, prompt: &str, _: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
             let right = prompt.split("\n[2] ").nth(1).unwrap_or("");
             let split = right.trim_start().starts_with(|c: char| c.is_uppercase());
-            Ok(if split { vec![0.1f32.ln(), 0.9f32.ln()] } else { vec![0.9f32.ln(), 0.1f32.ln()] })
+            boxed(async move { Ok(if split { vec![0.1f32.ln(), 0.9f32.ln()] } else { vec![0.9f32.ln(), 0.1f32.ln()] }) })
         }
         fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
             Ok(words(text))
@@ -512,11 +521,22 @@ mod tests {
         fn chat_overhead_tokens(&mut self) -> usize {
             4
         }
-        fn generate(
+        fn generate<'a>(
+            &'a mut self,
+            user_turn: &'a str,
+            specs: &'a [SampleSpec],
+            _max_tokens: usize,
+            after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+            boxed(async move { self.script(user_turn, specs, after_each) })
+        }
+    }
+
+    impl FakeReader {
+        fn script(
             &mut self,
             user_turn: &str,
             specs: &[SampleSpec],
-            _max_tokens: usize,
             after_each: &mut dyn FnMut(usize, &Generated) -> bool,
         ) -> Result<Vec<Generated>, ModelError> {
             self.prefills += 1;
@@ -576,6 +596,16 @@ mod tests {
         }
     }
 
+    /// [`extract_memory`] with the fake, whose futures never wait.
+    fn extract(
+        doc: &Document,
+        reader: &mut FakeReader,
+        settings: &ExtractSettings,
+        progress: &mut dyn FnMut(&Progress) -> bool,
+    ) -> Result<DocumentMemory, ModelError> {
+        poll_once(extract_memory(doc, reader, None, settings, progress)).expect("the fake reader never waits")
+    }
+
     fn story(n: usize) -> String {
         (0..n).map(|i| format!("Topic {i} begins here and it goes on for a while about item {i}. ")).collect()
     }
@@ -591,7 +621,7 @@ mod tests {
         let doc = Document::new("s.txt", story(6));
         let mut reader = FakeReader { context: 4096, garbage: false, memreader, calls: 0, prefills: 0 };
         let mut reports = Vec::new();
-        let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| {
+        let m = extract(&doc, &mut reader, &ExtractSettings::default(), &mut |p| {
             reports.push(*p);
             true
         })
@@ -624,7 +654,7 @@ mod tests {
     fn garbage_falls_back_to_sentence_chunks_with_cores() {
         let doc = Document::new("s.txt", story(5));
         let mut reader = FakeReader { context: 4096, garbage: true, memreader: false, calls: 0, prefills: 0 };
-        let m = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |_| true).unwrap();
+        let m = extract(&doc, &mut reader, &ExtractSettings::default(), &mut |_| true).unwrap();
         m.check(&doc).unwrap();
         let why = m.provenance.fallback.as_deref().unwrap();
         assert!(why.contains("no parsable"), "{why}");
@@ -639,7 +669,7 @@ mod tests {
         let mut reader = FakeReader { context: 400, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let settings = ExtractSettings { samples: 1, overlap_tokens: 30, ..ExtractSettings::default() };
         let mut windows = 0;
-        let m = extract_memory(&doc, &mut reader, None, &settings, &mut |p| {
+        let m = extract(&doc, &mut reader, &settings, &mut |p| {
             windows = p.windows;
             true
         })
@@ -657,11 +687,11 @@ mod tests {
     fn cancelling_stops_and_a_tiny_context_is_an_error() {
         let doc = Document::new("s.txt", story(3));
         let mut reader = FakeReader { context: 4096, garbage: false, memreader: false, calls: 0, prefills: 0 };
-        let r = extract_memory(&doc, &mut reader, None, &ExtractSettings::default(), &mut |p| p.candidates_done < 2);
+        let r = extract(&doc, &mut reader, &ExtractSettings::default(), &mut |p| p.candidates_done < 2);
         assert_eq!(r.unwrap_err(), ModelError::Cancelled);
         assert!(reader.calls <= 2);
         let mut tiny = FakeReader { context: 100, garbage: false, memreader: false, calls: 0, prefills: 0 };
-        let e = extract_memory(&doc, &mut tiny, None, &ExtractSettings::default(), &mut |_| true).unwrap_err();
+        let e = extract(&doc, &mut tiny, &ExtractSettings::default(), &mut |_| true).unwrap_err();
         assert!(e.to_string().contains("context (100 tokens)"), "{e}");
     }
 }

@@ -5,6 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::local_future::LocalBoxFuture;
 use crate::score::Scorer;
 
 /// How one candidate is sampled.
@@ -66,11 +67,12 @@ pub trait ReaderModel: Scorer {
     /// shared by all of them, and they are asked for together so that a model can decode
     /// them as one batch. `after_each` is called as each candidate ends (in the order they
     /// end) with the number done so far; returning false cancels.
-    fn generate(
-        &mut self,
-        user_turn: &str,
-        specs: &[SampleSpec],
+    /// Async: a reader on WebGPU waits for its logits ([`crate::local_future`]).
+    fn generate<'a>(
+        &'a mut self,
+        user_turn: &'a str,
+        specs: &'a [SampleSpec],
         max_tokens: usize,
-        after_each: &mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> Result<Vec<Generated>, ModelError>;
+        after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>>;
 }

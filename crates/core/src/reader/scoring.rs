@@ -54,7 +54,7 @@ pub fn boundary_prompt(left: &str, right: &str) -> String {
 }
 
 /// Log-probability that the text should be split at each boundary between `scenarios`.
-pub fn boundary_logprobs(
+pub async fn boundary_logprobs(
     text: &str,
     scenarios: &[Scenario],
     scorer: &mut dyn Scorer,
@@ -64,7 +64,7 @@ pub fn boundary_logprobs(
     for pair in scenarios.windows(2) {
         let (Some(a), Some(b)) = (pair[0].span.slice(text), pair[1].span.slice(text)) else { continue };
         let prompt = boundary_prompt(tail(a, limits.boundary_chars), head(b, limits.boundary_chars));
-        let lp = scorer.next_token_logprobs(&prompt, &[" one", " two"])?;
+        let lp = scorer.next_token_logprobs(&prompt, &[" one", " two"]).await?;
         let (one, two) = (f64::from(lp[0]), f64::from(lp[1]));
         let max = one.max(two);
         let log_sum = max + libm::log(libm::exp(one - max) + libm::exp(two - max));
@@ -74,13 +74,13 @@ pub fn boundary_logprobs(
 }
 
 /// Clarity and completeness of one candidate's scenarios over `text`.
-pub fn score_candidate(
+pub async fn score_candidate(
     text: &str,
     scenarios: &[Scenario],
     scorer: &mut dyn Scorer,
     limits: &ScoringLimits,
 ) -> Result<CandidateScores, ScoreError> {
-    let clarity = chunk_clarity(&boundary_logprobs(text, scenarios, scorer, limits)?);
+    let clarity = chunk_clarity(&boundary_logprobs(text, scenarios, scorer, limits).await?);
     let mut contexts = Vec::new();
     let mut chunks = Vec::new();
     let mut core_tokens = Vec::new();
@@ -91,7 +91,7 @@ pub fn score_candidate(
         chunks.push(format!(" {}", chunk.trim()));
     }
     let pairs: Vec<(&str, &str)> = contexts.iter().zip(&chunks).map(|(c, a)| (c.as_str(), a.as_str())).collect();
-    let logprobs = if pairs.is_empty() { Vec::new() } else { scorer.continuation_logprobs(&pairs)? };
+    let logprobs = if pairs.is_empty() { Vec::new() } else { scorer.continuation_logprobs(&pairs).await? };
     let per_scenario: Vec<(Vec<f32>, usize)> = logprobs.into_iter().zip(core_tokens).collect();
     Ok(CandidateScores { clarity, completeness: core_completeness(&per_scenario) })
 }
@@ -99,20 +99,29 @@ pub fn score_candidate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local_future::{boxed, poll_once, LocalBoxFuture};
     use crate::span::Span;
     use alloc::vec;
+
+    fn score(text: &str, scenarios: &[Scenario], l: &ScoringLimits) -> CandidateScores {
+        poll_once(score_candidate(text, scenarios, &mut Fake, l)).expect("the fake scorer never waits").unwrap()
+    }
 
     /// Says "two" with probability 0.8 when the right piece starts with a capital, and
     /// gives chunk tokens log-probability −1 after a non-empty core, −3 after an empty one.
     struct Fake;
     impl Scorer for Fake {
-        fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
-            Ok(pairs.iter().map(|(c, a)| vec![if c.contains("point: \n") { -3.0 } else { -1.0 }; a.len() / 4 + 1]).collect())
+        fn continuation_logprobs<'a>(
+            &'a mut self,
+            pairs: &'a [(&'a str, &'a str)],
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+            let out = pairs.iter().map(|(c, a)| vec![if c.contains("point: \n") { -3.0 } else { -1.0 }; a.len() / 4 + 1]).collect();
+            boxed(async move { Ok(out) })
         }
-        fn next_token_logprobs(&mut self, prompt: &str, _: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
             let right = prompt.split("\n[2] ").nth(1).unwrap_or("");
             let split = right.starts_with(|c: char| c.is_uppercase());
-            Ok(if split { vec![0.2f32.ln(), 0.8f32.ln()] } else { vec![0.8f32.ln(), 0.2f32.ln()] })
+            boxed(async move { Ok(if split { vec![0.2f32.ln(), 0.8f32.ln()] } else { vec![0.8f32.ln(), 0.2f32.ln()] }) })
         }
         fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
             Ok(text.split_whitespace().count())
@@ -129,13 +138,13 @@ mod tests {
         let clean = [sc(0, 24, "rivers reach the sea"), sc(24, text.len(), "mountains are high")];
         let messy = [sc(0, 10, "rivers reach the sea"), sc(10, text.len(), "")];
         let l = ScoringLimits::default();
-        let a = score_candidate(text, &clean, &mut Fake, &l).unwrap();
-        let b = score_candidate(text, &messy, &mut Fake, &l).unwrap();
+        let a = score(text, &clean, &l);
+        let b = score(text, &messy, &l);
         assert!((a.clarity.unwrap() - 0.8).abs() < 1e-6);
         assert!((b.clarity.unwrap() - 0.2).abs() < 1e-6);
         assert!(a.completeness.unwrap() > b.completeness.unwrap());
         // One chunk: no boundary to judge.
-        assert_eq!(score_candidate(text, &[sc(0, text.len(), "all")], &mut Fake, &l).unwrap().clarity, None);
+        assert_eq!(score(text, &[sc(0, text.len(), "all")], &l).clarity, None);
     }
 
     #[test]

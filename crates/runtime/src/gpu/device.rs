@@ -217,6 +217,12 @@ impl Gpu {
         }
     }
 
+    /// Whether the adapter is a software one (llvmpipe, SwiftShader; a browser's fallback
+    /// adapter): correct, but slower than the CPU backend on the same cores.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
     /// Whether the adapter could run f16 shaders (`shader-f16`).
     pub fn has_f16(&self) -> bool {
         self.f16

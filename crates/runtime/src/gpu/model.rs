@@ -24,7 +24,6 @@ use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::{CpuTransformer, Logits};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::lm::{Backend, LmError};
 use crate::model::ModelConfig;
 
@@ -316,9 +315,8 @@ impl GpuTransformer {
     }
 }
 
-/// Natively the backend blocks on the read-back; a browser cannot, and calls
-/// [`GpuTransformer::forward_async`] instead.
-#[cfg(not(target_arch = "wasm32"))]
+/// The forward pass waits for the read-back: natively wgpu's poll has already run the
+/// callback, in a browser the event loop does.
 impl Backend for GpuTransformer {
     type Cache = GpuKvCache;
 
@@ -338,13 +336,10 @@ impl Backend for GpuTransformer {
         cache.len = cache.len.min(len);
     }
 
-    fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+    async fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
             return Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad }));
         }
-        match self.submit(cache, tokens, which, false)? {
-            Some(logits) => Ok(pollster::block_on(self.read_and_recycle(logits))?),
-            None => Ok(Vec::new()),
-        }
+        Ok(self.forward_async(cache, tokens, which).await?)
     }
 }

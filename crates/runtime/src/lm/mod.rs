@@ -21,6 +21,7 @@ use std::fmt;
 use std::ops::ControlFlow;
 use std::path::Path;
 
+use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::{ScoreError, Scorer};
 use serde::Serialize;
 
@@ -50,7 +51,13 @@ pub(crate) fn now_seconds() -> f64 {
     }
 }
 
-/// Runs a decoder: the CPU one, and later WebGPU and remote ones.
+/// Runs a decoder: the CPU one, the WebGPU one, and later a remote one.
+///
+/// The forward passes are async because a browser reads GPU buffers back only through its
+/// event loop (see `docmem_core::local_future`); the CPU backend's futures are ready when
+/// first polled, and native callers [`block_on`](crate::block_on) them. Not `Send`: a
+/// WebGPU future holds JavaScript objects.
+#[allow(async_fn_in_trait)]
 pub trait Backend {
     /// Per-sequence state (the K/V cache); cloning it forks the sequence.
     type Cache: Clone;
@@ -63,17 +70,17 @@ pub trait Backend {
     /// Drop a sequence's tokens after the first `len`.
     fn truncate(&self, cache: &mut Self::Cache, len: usize);
     /// Append `tokens` to the sequence and return logits for the last one or for all.
-    fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
+    async fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
     /// One step of several independent sequences: each `(cache, tokens)` appends its
     /// tokens to its own cache; returns logits for every row, sequence after sequence.
     /// Multi-path decoding calls this with one token per path. A backend should run the
     /// rows as one batch (weights read once per step: decoding is memory-bound) and must
     /// give each sequence the logits it would get alone; this default runs them one after
     /// another.
-    fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
+    async fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
         let mut out = Vec::new();
         for (cache, tokens) in seqs.iter_mut() {
-            out.extend(self.forward(cache, tokens, Logits::All)?);
+            out.extend(self.forward(cache, tokens, Logits::All).await?);
         }
         Ok(out)
     }
@@ -93,13 +100,13 @@ impl Backend for CpuTransformer {
     fn truncate(&self, cache: &mut KvCache, len: usize) {
         cache.truncate(len);
     }
-    fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+    async fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
             return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
         }
         Ok(CpuTransformer::forward(self, cache, tokens, which))
     }
-    fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
+    async fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
         if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= self.cfg.vocab) {
             return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
         }
@@ -420,12 +427,6 @@ impl<B: Backend> Lm<B> {
         Ok(Lm { tokenizer: self.tokenizer, chat: self.chat, backend: build(self.backend)?, context: self.context })
     }
 
-    /// The tokenizer and the decoder, apart (in a browser the GPU decoder runs through
-    /// its async forward pass, outside `Lm`'s blocking loop).
-    pub fn into_parts(self) -> (Tokenizer, B) {
-        (self.tokenizer, self.backend)
-    }
-
     /// Hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         self.backend.config()
@@ -458,41 +459,41 @@ impl<B: Backend> Lm<B> {
     }
 
     /// Run a prompt prefix once.
-    pub fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, LmError> {
+    pub async fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, LmError> {
         let tokens = self.prompt_tokens(prompt)?;
-        self.prefill_tokens(tokens)
+        self.prefill_tokens(tokens).await
     }
 
     /// Run prompt tokens once.
-    pub fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, LmError> {
+    pub async fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, LmError> {
         if tokens.is_empty() {
             return Err(LmError::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
         let mut cache = self.backend.new_cache();
-        let last_logits = self.backend.forward(&mut cache, &tokens, Logits::Last)?;
+        let last_logits = self.backend.forward(&mut cache, &tokens, Logits::Last).await?;
         Ok(Prefix { cache, tokens, last_logits })
     }
 
     /// Generate from a prompt. `on_text` receives each new piece of text; returning
     /// `ControlFlow::Break` cancels.
-    pub fn generate(
+    pub async fn generate(
         &self,
         prompt: Prompt<'_>,
         params: &SamplingParams,
         on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, LmError> {
         let start = now_seconds();
-        let prefix = self.prefill(prompt)?;
+        let prefix = self.prefill(prompt).await?;
         let prefill_seconds = now_seconds() - start;
-        let mut g = self.generate_after(&prefix, "", params, on_text)?;
+        let mut g = self.generate_after(&prefix, "", params, on_text).await?;
         g.prefill_seconds += prefill_seconds;
         Ok(g)
     }
 
     /// Continue a prefilled prefix with `suffix` (text, no BOS) and generate; the prefix
     /// is left as it was, so it can be continued again.
-    pub fn generate_after(
+    pub async fn generate_after(
         &self,
         prefix: &Prefix<B::Cache>,
         suffix: &str,
@@ -508,7 +509,7 @@ impl<B: Backend> Lm<B> {
         } else {
             self.check_fits(history.len() + suffix_ids.len())?;
             history.extend(&suffix_ids);
-            self.backend.forward(&mut cache, &suffix_ids, Logits::Last)?
+            self.backend.forward(&mut cache, &suffix_ids, Logits::Last).await?
         };
         let prompt_tokens = history.len();
         let prefill_seconds = now_seconds() - start;
@@ -550,21 +551,21 @@ impl<B: Backend> Lm<B> {
                 finish = Finish::ContextFull;
                 break;
             }
-            logits = self.backend.forward(&mut cache, &[next], Logits::Last)?;
+            logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
         }
         let decode_seconds = now_seconds() - start;
         Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.
-    pub fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), LmError> {
-        let prefix = self.prefill(prompt)?;
+    pub async fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), LmError> {
+        let prefix = self.prefill(prompt).await?;
         Ok((prefix.tokens, prefix.last_logits))
     }
 
     /// For each `(context, continuation)`, the log-probability of each continuation token.
     /// Consecutive pairs with the same context reuse its cache.
-    pub fn score(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, LmError> {
+    pub async fn score(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, LmError> {
         let mut out = Vec::with_capacity(pairs.len());
         let mut last: Option<(&str, Prefix<B::Cache>)> = None;
         for &(context, continuation) in pairs {
@@ -581,11 +582,11 @@ impl<B: Backend> Lm<B> {
                         // An empty context: condition on BOS (or the first token alone).
                         ids = self.tokenizer.bos().into_iter().collect();
                     }
-                    let p = if ids.is_empty() { None } else { Some(self.prefill_tokens(ids)?) };
+                    let p = if ids.is_empty() { None } else { Some(self.prefill_tokens(ids).await?) };
                     match p {
                         Some(p) => &last.insert((context, p)).1,
                         None => {
-                            out.push(self.score_without_context(&cont)?);
+                            out.push(self.score_without_context(&cont).await?);
                             continue;
                         }
                     }
@@ -593,7 +594,7 @@ impl<B: Backend> Lm<B> {
             };
             self.check_fits(prefix.tokens.len() + cont.len())?;
             let mut cache = prefix.cache.clone();
-            let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All)?;
+            let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All).await?;
             let vocab = self.config().vocab;
             let mut lps = vec![log_prob(&prefix.last_logits, cont[0])];
             for (i, &id) in cont.iter().enumerate().skip(1) {
@@ -604,9 +605,9 @@ impl<B: Backend> Lm<B> {
         Ok(out)
     }
 
-    fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, LmError> {
+    async fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, LmError> {
         let mut cache = self.backend.new_cache();
-        let all = self.backend.forward(&mut cache, cont, Logits::All)?;
+        let all = self.backend.forward(&mut cache, cont, Logits::All).await?;
         let vocab = self.config().vocab;
         // The first token has nothing to be predicted from; it is not scored.
         Ok(cont.iter().enumerate().skip(1).map(|(i, &id)| log_prob(&all[(i - 1) * vocab..i * vocab], id)).collect())
@@ -614,27 +615,46 @@ impl<B: Backend> Lm<B> {
 
     /// Log-probability of each candidate as the continuation of `prompt` (summed over a
     /// multi-token candidate's tokens). The prompt runs once.
-    pub fn next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, LmError> {
+    pub async fn next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, LmError> {
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (prompt, *c)).collect();
-        Ok(self.score(&pairs)?.into_iter().map(|l| l.iter().sum()).collect())
+        Ok(self.score(&pairs).await?.into_iter().map(|l| l.iter().sum()).collect())
     }
-}
 
-impl<B: Backend> Scorer for Lm<B> {
-    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
-        let out = self.score(pairs).map_err(|e| ScoreError::Backend { message: e.to_string() })?;
+    /// [`score`](Self::score) as the core's [`Scorer`] wants it: every continuation has a
+    /// token, and errors are [`ScoreError`]s.
+    async fn scorer_logprobs(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
+        let out = self.score(pairs).await.map_err(|e| ScoreError::Backend { message: e.to_string() })?;
         if out.iter().any(Vec::is_empty) {
             return Err(ScoreError::EmptyContinuation);
         }
         Ok(out)
     }
 
-    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
-        Lm::next_token_logprobs(self, prompt, candidates).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    /// [`next_token_logprobs`](Self::next_token_logprobs) with [`ScoreError`]s.
+    async fn scorer_next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
+        self.next_token_logprobs(prompt, candidates).await.map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+
+    fn scorer_count_tokens(&self, text: &str) -> Result<usize, ScoreError> {
+        self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    }
+}
+
+impl<B: Backend> Scorer for Lm<B> {
+    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+        boxed(self.scorer_logprobs(pairs))
+    }
+
+    fn next_token_logprobs<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        candidates: &'a [&'a str],
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+        boxed(self.scorer_next_token_logprobs(prompt, candidates))
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
-        self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+        self.scorer_count_tokens(text)
     }
 }
 

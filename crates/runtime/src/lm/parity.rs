@@ -101,13 +101,13 @@ pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, Lm
         if lm.prompt_tokens(Prompt::Text(prompt))? != ids(&case["prompt_ids"], "greedy.prompt_ids")? {
             r.prompt_mismatches.push(prompt.to_owned());
         }
-        let (_, logits) = lm.next_token_logits(Prompt::Text(prompt))?;
+        let (_, logits) = crate::block_on(lm.next_token_logits(Prompt::Text(prompt)))?;
         for pair in case["top20"].as_array().ok_or_else(|| bad("greedy.top20"))? {
             let (id, want) = (pair[0].as_u64().ok_or_else(|| bad("greedy.top20"))?, pair[1].as_f64().ok_or_else(|| bad("greedy.top20"))?);
             let id = u32::try_from(id).map_err(|_| bad("greedy.top20"))?;
             r.worst_top20 = r.worst_top20.max((log_prob(&logits, id) - want as f32).abs());
         }
-        let gen = lm.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(()))?;
+        let gen = crate::block_on(lm.generate(Prompt::Text(prompt), &params, |_| std::ops::ControlFlow::Continue(())))?;
         // llama.cpp's list ends with the end-of-generation token when it stopped on one;
         // ours stops before it.
         let want: Vec<u32> =
@@ -125,7 +125,7 @@ pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, Lm
     let vocab = lm.backend.config().vocab;
     let mut cache = lm.backend.new_cache();
     for (chunk_no, chunk) in text_ids.chunks(256).enumerate() {
-        let logits = Backend::forward(&lm.backend, &mut cache, chunk, Logits::All)?;
+        let logits = crate::block_on(Backend::forward(&lm.backend, &mut cache, chunk, Logits::All))?;
         for (i, row) in logits.chunks_exact(vocab).enumerate() {
             if let Some(&w) = want.get(chunk_no * 256 + i) {
                 r.top1_agree += usize::from(argmax(row) == w);

@@ -49,26 +49,26 @@ impl<B: Backend> Lm<B> {
     /// sampling settings, seed, stop strings and `max_tokens`), decoded together as one
     /// batch per step. The prefix is left as it was. Results are in the order of `paths`;
     /// every one carries the batch's total decode time.
-    pub fn generate_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Generation>, LmError> {
-        self.generate_paths_drafted(prefix, paths, None, |_, _| ControlFlow::Continue(()))
+    pub async fn generate_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Generation>, LmError> {
+        self.generate_paths_drafted(prefix, paths, None, |_, _| ControlFlow::Continue(())).await
     }
 
     /// [`generate_paths`](Self::generate_paths), calling `on_done(index, generation)` as
     /// each path ends (in the order they end); `ControlFlow::Break` stops the others,
     /// which are returned as they are with [`Finish::Cancelled`].
-    pub fn generate_paths_with(
+    pub async fn generate_paths_with(
         &self,
         prefix: &Prefix<B::Cache>,
         paths: &[SamplingParams],
         on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
     ) -> Result<Vec<Generation>, LmError> {
-        self.generate_paths_drafted(prefix, paths, None, on_done)
+        self.generate_paths_drafted(prefix, paths, None, on_done).await
     }
 
     /// [`generate_paths_with`](Self::generate_paths_with), each step also verifying the
     /// tokens `drafts` proposes for each path (prompt-lookup decoding; none: plain
     /// decoding). [`Generation::drafted`] and [`Generation::accepted`] count them.
-    pub fn generate_paths_drafted(
+    pub async fn generate_paths_drafted(
         &self,
         prefix: &Prefix<B::Cache>,
         paths: &[SamplingParams],
@@ -144,7 +144,7 @@ impl<B: Backend> Lm<B> {
             let bases: Vec<usize> = feeds.iter().map(|(i, _)| self.backend.cache_len(&live[*i].cache)).collect();
             let mut seqs: Vec<(&mut B::Cache, &[u32])> =
                 live.iter_mut().filter(|p| p.finish.is_none()).zip(&feeds).map(|(p, (_, feed))| (&mut p.cache, &feed[..])).collect();
-            let logits = self.backend.forward_batch(&mut seqs)?;
+            let logits = self.backend.forward_batch(&mut seqs).await?;
             drop(seqs);
             let vocab = self.config().vocab;
             let mut row = 0;

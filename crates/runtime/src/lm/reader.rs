@@ -5,6 +5,7 @@
 
 use std::ops::ControlFlow;
 
+use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
 use docmem_core::{ScoreError, Scorer};
 
@@ -38,20 +39,20 @@ fn backend(e: impl std::fmt::Display) -> ModelError {
 }
 
 impl<B: Backend> Scorer for LmReader<'_, B> {
-    fn continuation_logprobs(&mut self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
-        let out = self.lm.score(pairs).map_err(|e| ScoreError::Backend { message: e.to_string() })?;
-        if out.iter().any(Vec::is_empty) {
-            return Err(ScoreError::EmptyContinuation);
-        }
-        Ok(out)
+    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+        boxed(self.lm.scorer_logprobs(pairs))
     }
 
-    fn next_token_logprobs(&mut self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
-        self.lm.next_token_logprobs(prompt, candidates).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    fn next_token_logprobs<'a>(
+        &'a mut self,
+        prompt: &'a str,
+        candidates: &'a [&'a str],
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+        boxed(self.lm.scorer_next_token_logprobs(prompt, candidates))
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
-        self.lm.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+        self.lm.scorer_count_tokens(text)
     }
 }
 
@@ -69,15 +70,28 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
         self.lm.prompt_tokens(Prompt::Chat(&messages)).map_or(32, |t| t.len())
     }
 
-    fn generate(
-        &mut self,
+    fn generate<'a>(
+        &'a mut self,
+        user_turn: &'a str,
+        specs: &'a [SampleSpec],
+        max_tokens: usize,
+        after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+        boxed(self.generate_candidates(user_turn, specs, max_tokens, after_each))
+    }
+}
+
+impl<B: Backend> LmReader<'_, B> {
+    /// [`ReaderModel::generate`]: prefill the user turn once, decode every spec's path from it.
+    async fn generate_candidates(
+        &self,
         user_turn: &str,
         specs: &[SampleSpec],
         max_tokens: usize,
         after_each: &mut dyn FnMut(usize, &Generated) -> bool,
     ) -> Result<Vec<Generated>, ModelError> {
         let messages = [ChatMessage::new("user", user_turn)];
-        let prefix = self.lm.prefill(Prompt::Chat(&messages)).map_err(backend)?;
+        let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?;
         let params: Vec<SamplingParams> = specs
             .iter()
             .map(|spec| SamplingParams {
@@ -101,6 +115,7 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
                     ControlFlow::Continue(())
                 }
             })
+            .await
             .map_err(backend)?;
         if cancelled {
             return Err(ModelError::Cancelled);
