@@ -17,7 +17,7 @@ use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::ingest::{ingest, MemoryMethod};
+use docmem_runtime::ingest::{ingest_with_limits, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::store::DirStore;
 use serde::Serialize;
@@ -60,6 +60,10 @@ pub struct IngestArgs {
     /// Worker threads for the models (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Largest document accepted, in bytes of text (a larger one is refused, naming this
+    /// limit, before any model work).
+    #[arg(long, default_value_t = docmem_runtime::ingest::DEFAULT_MAX_DOCUMENT_BYTES)]
+    pub max_document_bytes: usize,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
     /// Print one JSON object per document instead of text.
@@ -201,10 +205,12 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         };
         let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
         let label = doc.title.clone();
-        let done = docmem_runtime::block_on(ingest(&mut library, doc, &mut method, embedder.as_mut(), &mut |p| {
+        let limits = IngestLimits::default().with_max_document_bytes(a.max_document_bytes);
+        let mut show = |p: &Progress| {
             line.show(&label, p);
             true
-        }))?;
+        };
+        let done = docmem_runtime::block_on(ingest_with_limits(&mut library, doc, &mut method, embedder.as_mut(), &mut show, &limits))?;
         report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
     }
     Ok(())

@@ -178,6 +178,26 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     );
     assert_eq!(files(&lib), before, "nothing written");
     std::fs::remove_file(&broken).unwrap();
+    // A document over --max-document-bytes is refused, naming the limit.
+    let long = folder.join("long.txt");
+    std::fs::write(&long, "The bell rang at noon. ".repeat(10)).unwrap();
+    let out = docmem(&[
+        "ingest",
+        "--library",
+        &l,
+        "--chunker",
+        "sentence",
+        "--embedder",
+        "hashing",
+        "--max-document-bytes",
+        "100",
+        &long.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("long.txt") && err.contains("over the document size limit (max_document_bytes) of 100"), "{err}");
+    assert_eq!(files(&lib), before, "nothing written");
+    std::fs::remove_file(&long).unwrap();
     // An empty file stops the batch before anything is read or written, naming the file.
     let blank = lib.with_extension("blank.txt");
     std::fs::write(&blank, " \n\n ").unwrap();
