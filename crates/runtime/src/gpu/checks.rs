@@ -47,6 +47,8 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
                 // Rows not a multiple of anything; several blocks per row; a batch of tokens.
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 2048, 3, None).await?;
+                // Two tiles of tokens, the second partial.
+                matvec_case(gpu, k, ty, 19, 512, 11, None).await?;
             }
             Ok(())
         }
@@ -54,6 +56,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
             for ty in [GgmlType::Q4K, GgmlType::Q6K] {
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 1536, 3, None).await?;
+                matvec_case(gpu, k, ty, 19, 512, 9, None).await?;
             }
             Ok(())
         }
@@ -126,12 +129,16 @@ async fn matvec_case(
     if part_bytes.is_some() && w.parts.len() < 2 {
         return Err(GpuError::Shape { what: "matrix parts", expected: 2, got: w.parts.len() });
     }
-    let (gx, gq, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, tokens * rows));
-    k.run(gpu, |enc| {
-        k.quantize_q8(gpu, enc, &gx, &gq)?;
-        k.matvec(gpu, enc, &w, if reads_q8(ty) { &gq } else { &gx }, tokens, &gy)
-    })?;
-    let got = gy.read(gpu).await?;
+    let got = gpu_product(gpu, k, &w, &x, tokens).await?;
+    // Tokens go through in tiles (matvec.wgsl): the first and the last token, alone, give
+    // the same bits as in the batch.
+    if tokens > 1 {
+        for t in [0, tokens - 1] {
+            let alone = gpu_product(gpu, k, &w, &x[t * cols..(t + 1) * cols], 1).await?;
+            let what = format!("{ty:?} matvec {rows}×{cols}: token {t} alone against in a batch of {tokens}");
+            compare(&what, &alone, &got[t * rows..(t + 1) * rows], |_| 0.0)?;
+        }
+    }
     let mut want = vec![0f32; tokens * rows];
     let mut scale = vec![0f32; tokens * rows];
     let row_bytes = data.len() / rows;
@@ -150,6 +157,17 @@ async fn matvec_case(
         }
     }
     compare(&format!("{ty:?} matvec {rows}×{cols}, {tokens} tokens"), &got, &want, |i| 1e-5 * scale[i] + 1e-6)
+}
+
+/// `w` times `tokens` rows of activations `x`, on the GPU (the activations quantized to
+/// 8 bits first for the types that read them so).
+async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: usize) -> Result<Vec<f32>, GpuError> {
+    let (gx, gq, gy) = (GpuVector::from_slice(gpu, x), GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, tokens * w.rows));
+    k.run(gpu, |enc| {
+        k.quantize_q8(gpu, enc, &gx, &gq)?;
+        k.matvec(gpu, enc, w, if reads_q8(w.ty) { &gq } else { &gx }, tokens, &gy)
+    })?;
+    gy.read(gpu).await
 }
 
 async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {

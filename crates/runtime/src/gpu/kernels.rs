@@ -67,6 +67,8 @@ pub struct AttentionShape {
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
 /// The matrix × vector kernel, after a block format's `block_dot`.
 const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
+/// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
+const MATVEC_TILE: u32 = 8;
 /// The element-wise kernel, after an operation's `op`.
 const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
 
@@ -205,8 +207,10 @@ impl Kernels {
             ty => block_layout(ty).map_or(1, |l| l.values),
         };
         let tokens = u32_of(tokens, "matvec tokens")?;
-        if tokens > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "matvec tokens", expected: MAX_GROUPS as usize, got: tokens as usize });
+        // Workgroups along z: one per tile of MATVEC_TILE tokens (matvec.wgsl's TILE).
+        let tiles = tokens.div_ceil(MATVEC_TILE);
+        if tiles > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
         }
         for part in &w.parts {
             let rows = u32_of(part.rows, "matrix rows")?;
@@ -219,9 +223,9 @@ impl Kernels {
                 u32_of(part.first_row, "matrix rows")?,
                 gx,
                 u32_of(inputs, "matvec input")?,
-                0,
+                tokens,
             ];
-            self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tokens));
+            self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tiles));
         }
         Ok(())
     }

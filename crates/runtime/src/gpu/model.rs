@@ -12,10 +12,13 @@
 //! counts them). Greedy decoding picks the token on the GPU ([`GpuTransformer::forward_greedy`],
 //! 4 bytes back per token); sampled decoding reads the logits back.
 //!
+//! A prompt's matrix products take tiles of 8 tokens per workgroup (matvec.wgsl), so a
+//! weight row is read once per tile, not once per token.
+//!
 //! Not yet: bind groups are still made per dispatch (not cached), top-k/top-p sampling on
-//! the GPU, a tiled matmul for prefill (prompts go through the matrix × vector kernels one
-//! token row per workgroup), and streaming weights from the file straight to the GPU
-//! (they are uploaded from the loaded CPU model).
+//! the GPU, tiling over rows as well as tokens (shared-memory staging, as a real matmul
+//! does), and streaming weights from the file straight to the GPU (they are uploaded from
+//! the loaded CPU model).
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
