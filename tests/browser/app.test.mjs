@@ -119,7 +119,30 @@ async function webgpuInPage(page) {
     const gpuGreedy = Array.from(await clock('greedy', () => gpu.greedy(Uint32Array.from(tokens), cpuGreedy.length)));
     let agree = 0;
     while (agree < cpuGreedy.length && cpuGreedy[agree] === gpuGreedy[agree]) agree++;
-    return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length };
+
+    // The library's WebGPU entry points are Promises that settle with the same typed
+    // errors as the CPU ones (no GPU work here: a cancel at the first progress report, an
+    // empty question), and a cancelled ingest leaves the library as it was.
+    const base = new URL('/models/', location.href);
+    const files = {};
+    for (const f of manifest.embedder.files) files[f.path] = new Uint8Array(await (await fetch(new URL(f.url, base))).arrayBuffer());
+    const embedder = new w.Embedder(files, manifest.embedder.name, '');
+    const lib = w.Library.open({}, embedder);
+    lib.addDocument('bells.txt', 'The bell rang at noon. It rang again at dusk.', 'sentence', embedder);
+    const code = async (p) => {
+      try {
+        await p;
+        return 'resolved';
+      } catch (e) {
+        return e.code;
+      }
+    };
+    const glue = {
+      cancelledIngest: await code(lib.addDocumentWithGpuReader('press.txt', 'Gutenberg printed the Bible.', embedder, gpu, 0, () => false)),
+      emptyQuestion: await code(lib.askOnGpu('  ', 1, 1, embedder, gpu, null)),
+      documents: JSON.parse(lib.documents()).documents.length,
+    };
+    return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue };
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
   assert.equal(r.check.checks, 9);
@@ -127,6 +150,8 @@ async function webgpuInPage(page) {
   assert.ok(r.maxDiff <= 1.0, `logits within 1.0 of the CPU's (${r.maxDiff})`);
   assert.equal(r.sameTop, r.rows, 'the same top token on every row');
   assert.ok(r.agree >= 2, `greedy continuations agree for at least 2 tokens (${r.agree})`);
+  console.log(`  WebGPU library calls: a cancelled ingest rejects ${r.glue.cancelledIngest}, an empty question ${r.glue.emptyQuestion}; documents after: ${r.glue.documents}`);
+  assert.deepEqual(r.glue, { cancelledIngest: 'ABORTED', emptyQuestion: 'BAD_QUESTION', documents: 1 }, 'the WebGPU library calls settle with typed errors');
 }
 
 /**
