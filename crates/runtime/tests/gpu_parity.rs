@@ -79,11 +79,20 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     eprintln!("greedy: the first {same} of 16 tokens agree\n  GPU {:?}\n  CPU {:?}", got.text, want.text);
     assert!(same >= 2, "greedy tokens diverge at {same}: GPU {:?} vs CPU {:?}", got.text, want.text);
 
-    // The same greedy run with the pick made on the GPU (4 bytes read back per token, not
-    // the logits) gives the tokens the CPU sampler picked from the GPU's logits.
+    // `generate` picked those greedy tokens on the GPU (4 bytes read back per token, not
+    // the logits): the sampler's greedy pick from the GPU's logits gives the same ones.
     let ids = gpu.prompt_tokens(text).unwrap();
+    let mut cache = gpu.backend.new_cache();
+    let mut logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &ids, Logits::Last)).unwrap();
+    let mut from_logits = Vec::new();
+    for _ in 0..6 {
+        let next = argmax(&logits);
+        from_logits.push(next);
+        logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &[next], Logits::Last)).unwrap();
+    }
+    assert_eq!(got.tokens[..6], from_logits, "the GPU's argmax against the sampler's greedy pick from the GPU's logits");
     let picked = pollster::block_on(gpu.backend.greedy_async(&ids, 6)).unwrap();
-    assert_eq!(picked, got.tokens[..6], "the GPU's argmax against the sampler's greedy pick");
+    assert_eq!(picked, from_logits);
 
     // After its first steps, decoding takes every buffer from the pool: none is created
     // per token.

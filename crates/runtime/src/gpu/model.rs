@@ -318,6 +318,16 @@ impl GpuTransformer {
     }
 }
 
+impl GpuTransformer {
+    /// Every id is one of the vocabulary's.
+    fn check_ids(&self, tokens: &[u32]) -> Result<(), LmError> {
+        match tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            Some(&bad) => Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad })),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The forward pass waits for the read-back: natively wgpu's poll has already run the
 /// callback, in a browser the event loop does.
 impl Backend for GpuTransformer {
@@ -340,9 +350,16 @@ impl Backend for GpuTransformer {
     }
 
     async fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad }));
-        }
+        self.check_ids(tokens)?;
         Ok(self.forward_async(cache, tokens, which).await?)
+    }
+
+    fn picks_on_device(&self) -> bool {
+        true
+    }
+
+    async fn forward_argmax(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<u32, LmError> {
+        self.check_ids(tokens)?;
+        GpuTransformer::forward_greedy(self, cache, tokens).await?.ok_or(LmError::EmptyPrompt)
     }
 }

@@ -71,6 +71,17 @@ pub trait Backend {
     fn truncate(&self, cache: &mut Self::Cache, len: usize);
     /// Append `tokens` to the sequence and return logits for the last one or for all.
     async fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
+    /// Whether [`forward_argmax`](Self::forward_argmax) picks the token where the logits
+    /// are, without handing them back (the GPU reads back 4 bytes instead of a vocabulary
+    /// of floats): greedy decoding then calls it.
+    fn picks_on_device(&self) -> bool {
+        false
+    }
+    /// Append `tokens` to the sequence and return the most likely next token (the first
+    /// of equal logits, as the sampler's greedy pick). This default reads the logits.
+    async fn forward_argmax(&self, cache: &mut Self::Cache, tokens: &[u32]) -> Result<u32, LmError> {
+        Ok(argmax(&self.forward(cache, tokens, Logits::Last).await?))
+    }
     /// One step of several independent sequences: each `(cache, tokens)` appends its
     /// tokens to its own cache; returns logits for every row, sequence after sequence.
     /// Multi-path decoding calls this with one token per path. A backend should run the
@@ -518,8 +529,14 @@ impl<B: Backend> Lm<B> {
         let mut stream = Utf8Stream::default();
         let (mut text, mut tokens) = (String::new(), Vec::new());
         let mut finish = Finish::Length;
+        // Greedy on a backend that picks on the device: the token comes back, not logits.
+        let pick_on_device = params.is_plain_greedy() && self.backend.picks_on_device();
+        let mut picked: Option<u32> = None;
         while tokens.len() < params.max_tokens {
-            let next = sampler.sample(&mut logits, &history);
+            let next = match picked.take() {
+                Some(token) => token,
+                None => sampler.sample(&mut logits, &history),
+            };
             if self.tokenizer.stop_ids().contains(&next) {
                 finish = Finish::EndOfText;
                 break;
@@ -551,7 +568,11 @@ impl<B: Backend> Lm<B> {
                 finish = Finish::ContextFull;
                 break;
             }
-            logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
+            if pick_on_device {
+                picked = Some(self.backend.forward_argmax(&mut cache, &[next]).await?);
+            } else {
+                logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
+            }
         }
         let decode_seconds = now_seconds() - start;
         Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })

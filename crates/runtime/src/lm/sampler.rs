@@ -28,6 +28,19 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
 }
 
+impl SamplingParams {
+    /// Whether these settings pick the most likely token every time whatever came before
+    /// (no temperature, no repetition penalty): then a backend may pick it where the
+    /// logits are ([`super::Backend::forward_argmax`]), and only the token comes back.
+    pub fn is_plain_greedy(&self) -> bool {
+        !self.penalizes_repetition() && (self.temperature <= 0.0 || !self.temperature.is_finite())
+    }
+
+    fn penalizes_repetition(&self) -> bool {
+        self.repetition_penalty != 1.0 && self.repetition_penalty > 0.0
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {
@@ -132,7 +145,7 @@ impl Sampler {
     /// (unnormalized) probabilities, most likely first.
     fn distribution(&self, logits: &mut [f32], history: &[u32]) -> Dist {
         let p = &self.params;
-        if p.repetition_penalty != 1.0 && p.repetition_penalty > 0.0 {
+        if p.penalizes_repetition() {
             let start = history.len().saturating_sub(p.repetition_window);
             let mut seen: Vec<u32> = history[start..].to_vec();
             seen.sort_unstable();
@@ -223,6 +236,16 @@ pub fn log_prob(logits: &[f32], id: u32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_greedy_without_a_repetition_penalty_may_be_picked_on_the_device() {
+        let d = SamplingParams::default();
+        assert!(d.is_plain_greedy());
+        assert!(SamplingParams { repetition_penalty: 0.0, ..d.clone() }.is_plain_greedy(), "a penalty of 0 is off");
+        assert!(!SamplingParams { repetition_penalty: 1.1, ..d.clone() }.is_plain_greedy());
+        assert!(!SamplingParams { temperature: 0.7, ..d.clone() }.is_plain_greedy());
+        assert!(SamplingParams { temperature: f32::NAN, ..d }.is_plain_greedy(), "a temperature that is not finite is greedy");
+    }
 
     #[test]
     fn greedy_is_argmax_with_first_tie() {
