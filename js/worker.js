@@ -12,8 +12,8 @@
 // change only after the call has succeeded: the library's journal is applied in one
 // transaction.
 //
-// Backend: 'cpu' runs the models in wasm; 'webgpu' moves the reader and answerer onto the
-// browser's WebGPU adapter (any adapter whose kernel checks pass, software ones included)
+// Backend: 'cpu' runs the models in wasm; 'webgpu' loads the reader and answerer onto the
+// browser's WebGPU adapter (straight from the file, a block of tensors at a time) (any adapter whose kernel checks pass, software ones included)
 // or fails with WEBGPU_UNAVAILABLE; 'auto' takes WebGPU when the adapter is a hardware
 // one and passes the checks, and otherwise runs on the CPU and says why (a software
 // adapter such as SwiftShader is slower than wasm on the same cores).
@@ -89,20 +89,12 @@ async function detectBackend(preference) {
   return { ...CPU, reason, webgpuAdapter: adapter !== null };
 }
 
-/** Move the reader and the answerer (one model or two) onto WebGPU. */
-async function moveModelsToGpu(allowSoftware) {
-  const moved = new Map();
-  const move = async (m) => {
-    if (!moved.has(m)) moved.set(m, await w.GpuLm.fromLm(m, allowSoftware));
-    return moved.get(m);
-  };
-  reader = await move(reader);
-  answerer = await move(answerer);
-  onGpu = true;
-}
-
-/** Fetch every file of the models (progress over all bytes), then load them. */
-async function loadModels(models, cacheDir, emit) {
+/**
+ * Fetch every file of the models (progress over all bytes), then load them: the reader
+ * and answerer into wasm (CPU), or with `gpu` ({allowSoftware}) straight onto WebGPU, one
+ * block of tensors at a time.
+ */
+async function loadModels(models, cacheDir, emit, gpu = null) {
   const { WebModelCache, FsModelCache } = await import('./model-cache.js');
   const cache = isNode ? new FsModelCache(cacheDir) : new WebModelCache();
   const unique = new Map();
@@ -133,11 +125,21 @@ async function loadModels(models, cacheDir, emit) {
   };
   emit({ stage: 'loading', fraction: 0 });
   const lms = new Map();
-  const lm = (spec) => {
+  const lm = async (spec) => {
     if (!lms.has(spec.name)) {
       const f = got.get(spec.files[0].url);
-      const m = load(spec.name, () => w.Lm.fromReader(f.size, (offset, length) => f.read(offset, length)));
-      m.setName(spec.name);
+      const read = (offset, length) => f.read(offset, length);
+      let m;
+      if (gpu) {
+        try {
+          m = await w.GpuLm.fromReader(f.size, read, spec.name, gpu.allowSoftware);
+        } catch (e) {
+          throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
+        }
+      } else {
+        m = load(spec.name, () => w.Lm.fromReader(f.size, read));
+        m.setName(spec.name);
+      }
       lms.set(spec.name, m);
     }
     return lms.get(spec.name);
@@ -145,8 +147,9 @@ async function loadModels(models, cacheDir, emit) {
   const files = {};
   for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
   embedder = load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
-  reader = lm(models.reader);
-  answerer = lm(models.answerer || models.reader);
+  reader = await lm(models.reader);
+  answerer = await lm(models.answerer || models.reader);
+  onGpu = gpu !== null;
   for (const f of got.values()) f.close?.();
   emit({ stage: 'loading', fraction: 1 });
   return fromCache;
@@ -184,16 +187,17 @@ const ops = {
     const source = isNode ? (await import('node:fs')).readFileSync(new URL(a.wasm.wasm)) : a.wasm.wasm;
     await w.default({ module_or_path: source });
     let backend = await detectBackend(a.backend);
-    let fromCache = await loadModels(a.models, a.modelCacheDir, emit);
-    if (backend.name === 'webgpu') {
-      try {
-        await moveModelsToGpu(backend.software);
-      } catch (e) {
-        // The Lm objects were handed over: load them again for the CPU.
-        if (a.backend === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU could not take the models: ${e.message}`);
-        fromCache = await loadModels(a.models, a.modelCacheDir, emit);
-        backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
-      }
+    let fromCache;
+    try {
+      fromCache = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null);
+    } catch (e) {
+      // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
+      if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
+      // Free what did load (the embedder, a model already on the GPU), then load for the CPU.
+      for (const m of new Set([embedder, reader, answerer])) m?.free?.();
+      embedder = reader = answerer = undefined;
+      fromCache = await loadModels(a.models, a.modelCacheDir, emit, null);
+      backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
     }
     if (isNode) {
       const { DirStore } = await import('./dir-store.js');

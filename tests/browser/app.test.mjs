@@ -5,7 +5,7 @@
 // gone (offline), and a run without WebGPU that also fills the storage quota (the add is
 // refused with QUOTA_EXCEEDED, nothing half-written). The app's backend: CPU (wasm simd128) in
 // both runs (SwiftShader is a software adapter); the package is also opened with backend
-// 'webgpu', which moves its models onto SwiftShader.
+// 'webgpu', which loads its models onto SwiftShader.
 // Screenshots (desktop and 375 px) go to tests/browser/out/.
 //
 //   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
@@ -155,11 +155,11 @@ async function webgpuInPage(page) {
 }
 
 /**
- * The npm package with backend 'webgpu', which takes the software adapter: the worker moves
+ * The npm package with backend 'webgpu', which takes the software adapter: the worker loads
  * the reader and answerer onto WebGPU (the embedder stays in wasm) and a document goes in.
- * Answering is not run here: SwiftShader takes about 7 s per prompt token (the prompt goes
- * through the matrix × vector kernels row by row), so an answer prompt of ~150 tokens
- * would take a quarter of an hour; `tests/gpu_parity.rs` answers on the GPU natively.
+ * Answering is not run here: SwiftShader takes about 4 s per prompt token, so an answer
+ * prompt of ~150 tokens would take ten minutes; `tests/gpu_parity.rs` answers on the GPU
+ * natively.
  */
 async function packageOnWebgpu(page) {
   const r = await page.evaluate(
@@ -203,7 +203,7 @@ try {
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');
   assert.ok(adapter, 'SwiftShader gives the page a WebGPU adapter under these flags');
   await timed('WebGPU: kernel checks and SmolLM2 parity in the page', () => webgpuInPage(page));
-  await timed("WebGPU: the package with backend 'webgpu' moves its models there", () => packageOnWebgpu(page));
+  await timed("WebGPU: the package with backend 'webgpu' loads its models there", () => packageOnWebgpu(page));
 
   // Add the example with the method the app offers by default (sentence chunks).
   await page.setInputFiles('#files', example);

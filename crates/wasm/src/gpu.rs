@@ -81,6 +81,25 @@ impl WasmGpuLm {
         Ok(WasmGpuLm { lm: Rc::new(lm), name })
     }
 
+    /// Load a GGUF model of `length` bytes straight onto the GPU through `read(offset,
+    /// length) → Uint8Array` (a synchronous reader, as `Lm.fromReader` takes), one block's
+    /// tensors at a time: the file is never whole in wasm memory. `name` is what the model
+    /// is known by (as `Lm.setName` sets it).
+    #[wasm_bindgen(js_name = fromReader)]
+    pub async fn from_reader(
+        length: f64,
+        read: js_sys::Function,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        allow_cpu_adapter: bool,
+    ) -> Result<WasmGpuLm, JsValue> {
+        boundary::ready()?;
+        let name = boundary::string(&name, "name")?;
+        let src = crate::js_range_source(length, read)?;
+        let gpu = device(allow_cpu_adapter).await?;
+        let lm = Lm::load_onto_gpu(&src, &crate::load_options(), gpu).map_err(coded)?;
+        Ok(WasmGpuLm { lm: Rc::new(lm), name })
+    }
+
     /// The adapter's name and backend.
     pub fn adapter(&self) -> Result<String, JsValue> {
         boundary::ready()?;
@@ -130,8 +149,9 @@ impl WasmGpuLm {
 }
 
 /// Ingest and answers with a model on WebGPU: Promises, as the GPU answers through the
-/// event loop. Each holds the library (and, while ingesting, the embedder) until it
-/// settles; a call on them meanwhile gets a `BUSY` error.
+/// event loop. An ingest holds the library and the embedder until it settles (a call on
+/// them meanwhile gets a `BUSY` error); an answer retrieves at once and holds neither
+/// while it generates.
 #[wasm_bindgen(js_class = Library)]
 impl WasmLibrary {
     /// `addDocumentWithReader` with a reader on WebGPU. Resolves to the same JSON.

@@ -105,9 +105,7 @@ impl WasmLm {
     pub fn new(#[wasm_bindgen(unchecked_param_type = "Uint8Array")] gguf: JsValue) -> Result<WasmLm, JsValue> {
         boundary::ready()?;
         let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
-        let lm =
-            docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
-                .map_err(coded)?;
+        let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
         Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
@@ -116,29 +114,9 @@ impl WasmLm {
     /// `File.slice`, or a synchronous range request), so the file is never whole in memory.
     #[wasm_bindgen(js_name = fromReader)]
     pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsValue> {
-        use docmem_runtime::source::{RangeSource, SourceError};
         boundary::ready()?;
-        if !(0.0..=9.0e15).contains(&length) {
-            return Err(error_with(ErrorCode::BadArgument, format!("model length {length} is not a byte count")));
-        }
-        let fail = |msg: String| SourceError::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
-        let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), SourceError> {
-            let got = read
-                .call2(&JsValue::NULL, &JsValue::from_f64(offset as f64), &JsValue::from_f64(buf.len() as f64))
-                .map_err(|e| fail(format!("read({offset}, {}) threw {e:?}", buf.len())))?;
-            let bytes = got
-                .dyn_into::<js_sys::Uint8Array>()
-                .map_err(|_| fail(format!("read({offset}, {}) did not return a Uint8Array", buf.len())))?;
-            if bytes.length() as usize != buf.len() {
-                return Err(fail(format!("read({offset}, {}) returned {} bytes", buf.len(), bytes.length())));
-            }
-            bytes.copy_to(buf);
-            Ok(())
-        };
-        let src = RangeSource::new(length as u64, 1 << 20, Box::new(reader));
-        let lm =
-            docmem_runtime::lm::Lm::load_from(&src, &docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() })
-                .map_err(coded)?;
+        let src = js_range_source(length, read)?;
+        let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
         Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
@@ -203,6 +181,36 @@ impl WasmLm {
     }
 }
 
+/// How models load in wasm: one thread (the CPU backend has no threads here yet) and a
+/// context of 2,048 tokens (the K/V cache lives in linear memory).
+fn load_options() -> docmem_runtime::lm::LoadOptions {
+    docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() }
+}
+
+/// A file of `length` bytes read through `read(offset, length) → Uint8Array`, a synchronous
+/// reader (Node's `fs.readSync`; in a browser worker `FileReaderSync` over `File.slice`),
+/// in reads of 1 MiB.
+fn js_range_source(length: f64, read: js_sys::Function) -> Result<docmem_runtime::source::RangeSource, JsValue> {
+    use docmem_runtime::source::{RangeSource, SourceError};
+    if !(0.0..=9.0e15).contains(&length) {
+        return Err(error_with(ErrorCode::BadArgument, format!("model length {length} is not a byte count")));
+    }
+    let fail = |msg: String| SourceError::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
+    let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), SourceError> {
+        let got = read
+            .call2(&JsValue::NULL, &JsValue::from_f64(offset as f64), &JsValue::from_f64(buf.len() as f64))
+            .map_err(|e| fail(format!("read({offset}, {}) threw {e:?}", buf.len())))?;
+        let bytes =
+            got.dyn_into::<js_sys::Uint8Array>().map_err(|_| fail(format!("read({offset}, {}) did not return a Uint8Array", buf.len())))?;
+        if bytes.length() as usize != buf.len() {
+            return Err(fail(format!("read({offset}, {}) returned {} bytes", buf.len(), bytes.length())));
+        }
+        bytes.copy_to(buf);
+        Ok(())
+    };
+    Ok(RangeSource::new(length as u64, 1 << 20, Box::new(reader)))
+}
+
 /// `f32`, `f16`, `q8_0`, `bf16`, or empty for the default.
 fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue> {
     use docmem_runtime::embed::Precision;
@@ -227,15 +235,21 @@ impl WasmEmbedder {
         WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder)) }
     }
 
-    /// The embedder, unless a call still running holds it (then a `BUSY` error).
+    /// The embedder to run, unless a call still running holds it (then a `BUSY` error).
     fn get(&self) -> Result<std::cell::RefMut<'_, docmem_runtime::embed::Embedder>, JsValue> {
         self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))
+    }
+
+    /// The embedder for a call that only reads it (its name, width, precision, `embed`),
+    /// unless a call still running holds it.
+    fn read(&self) -> Result<std::cell::Ref<'_, docmem_runtime::embed::Embedder>, JsValue> {
+        self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
 }
 
 /// The `BUSY` error for `what`, held by a call still running.
 fn busy(what: &str) -> JsValue {
-    error_with(ErrorCode::Busy, format!("{what} is in use by a call still running (an ingest or an answer): await it first"))
+    error_with(ErrorCode::Busy, format!("{what} is in use by a call still running (an ingest on the GPU): await it first"))
 }
 
 #[wasm_bindgen(js_class = Embedder)]
@@ -283,13 +297,13 @@ impl WasmEmbedder {
     /// The vector dimension.
     pub fn dim(&self) -> Result<usize, JsValue> {
         boundary::ready()?;
-        Ok(self.get()?.dim())
+        Ok(self.read()?.dim())
     }
 
     /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`).
     pub fn precision(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        Ok(self.get()?.precision().name().to_owned())
+        Ok(self.read()?.precision().name().to_owned())
     }
 
     /// Embed `texts` (as queries when `query`, else as passages). Returns
@@ -301,7 +315,7 @@ impl WasmEmbedder {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
         // Loading is over: any failure now is the running model's.
-        let out = self.get()?.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+        let out = self.read()?.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         let flat: Vec<f32> = out.vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());

@@ -3,7 +3,9 @@
 //!
 //! A forward pass records every layer into one command buffer and reads back only the
 //! logits. The token embeddings stay on the CPU (one row per token is looked up and
-//! uploaded); the rest of the weights live in GPU buffers. The K/V cache is one pair of
+//! uploaded); the rest of the weights live in GPU buffers, uploaded from a loaded CPU
+//! model ([`GpuTransformer::from_cpu`]) or read from the file one block at a time
+//! ([`GpuTransformer::load`]). The K/V cache is one pair of
 //! buffers per layer that grows by doubling; forking a sequence copies its filled rows on
 //! the GPU.
 //!
@@ -17,8 +19,7 @@
 //!
 //! Not yet: bind groups are still made per dispatch (not cached), top-k/top-p sampling on
 //! the GPU, tiling over rows as well as tokens (shared-memory staging, as a real matmul
-//! does), and streaming weights from the file straight to the GPU (they are uploaded from
-//! the loaded CPU model).
+//! does).
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
@@ -27,8 +28,10 @@ use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::{CpuTransformer, Logits};
+use crate::gguf::GgufFile;
 use crate::lm::{Backend, LmError};
-use crate::model::ModelConfig;
+use crate::model::{Layer, ModelConfig, Weights};
+use crate::source::ByteSource;
 
 /// One layer's weights on the GPU.
 #[derive(Debug)]
@@ -44,6 +47,26 @@ struct GpuLayer {
     w_gate: GpuMatrix,
     w_up: GpuMatrix,
     w_down: GpuMatrix,
+}
+
+fn upload_matrix(gpu: &Gpu, m: &QMatrix) -> Result<GpuMatrix, GpuError> {
+    GpuMatrix::upload(gpu, m.ty, m.rows, m.cols, &m.gguf_bytes())
+}
+
+/// One block's weights, copied to the GPU.
+fn upload_layer(gpu: &Gpu, l: &Layer) -> Result<GpuLayer, GpuError> {
+    Ok(GpuLayer {
+        attn_norm: GpuVector::from_slice(gpu, &l.attn_norm),
+        wq: upload_matrix(gpu, &l.wq)?,
+        wk: upload_matrix(gpu, &l.wk)?,
+        wv: upload_matrix(gpu, &l.wv)?,
+        biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(gpu, b))),
+        wo: upload_matrix(gpu, &l.wo)?,
+        ffn_norm: GpuVector::from_slice(gpu, &l.ffn_norm),
+        w_gate: upload_matrix(gpu, &l.w_gate)?,
+        w_up: upload_matrix(gpu, &l.w_up)?,
+        w_down: upload_matrix(gpu, &l.w_down)?,
+    })
 }
 
 /// The decoder on a GPU device.
@@ -109,29 +132,45 @@ impl GpuTransformer {
     /// Upload a loaded CPU model's weights to `gpu`; the token embeddings move over as they
     /// are (looked up on the CPU), not copied.
     pub fn from_cpu(gpu: Gpu, cpu: CpuTransformer) -> Result<GpuTransformer, GpuError> {
-        let matrix = |m: &QMatrix| GpuMatrix::upload(&gpu, m.ty, m.rows, m.cols, &m.gguf_bytes());
         let mut layers = Vec::with_capacity(cpu.weights.layers.len());
         for l in &cpu.weights.layers {
-            layers.push(GpuLayer {
-                attn_norm: GpuVector::from_slice(&gpu, &l.attn_norm),
-                wq: matrix(&l.wq)?,
-                wk: matrix(&l.wk)?,
-                wv: matrix(&l.wv)?,
-                biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(&gpu, b))),
-                wo: matrix(&l.wo)?,
-                ffn_norm: GpuVector::from_slice(&gpu, &l.ffn_norm),
-                w_gate: matrix(&l.w_gate)?,
-                w_up: matrix(&l.w_up)?,
-                w_down: matrix(&l.w_down)?,
-            });
+            layers.push(upload_layer(&gpu, l)?);
         }
         let output_norm = GpuVector::from_slice(&gpu, &cpu.weights.output_norm);
-        let head = matrix(cpu.weights.lm_head())?;
-        let cfg = cpu.cfg.clone();
+        let head = upload_matrix(&gpu, cpu.weights.lm_head())?;
+        Self::assemble(gpu, cpu.cfg.clone(), cpu.weights.token_embd, layers, output_norm, head)
+    }
+
+    /// Load a GGUF decoder straight onto the GPU: one block's tensors at a time are read
+    /// from `src`, uploaded (in writes of bounded size) and dropped, so the whole model is
+    /// never in CPU memory (in a browser, wasm's linear memory holds one block and the
+    /// token embeddings, which stay on the CPU for the row lookups).
+    pub fn load(gpu: Gpu, g: &GgufFile, src: &dyn ByteSource, cfg: ModelConfig) -> Result<GpuTransformer, LmError> {
+        let mut layers = Vec::with_capacity(cfg.n_layer.min(g.tensors.len()));
+        for i in 0..cfg.n_layer {
+            layers.push(upload_layer(&gpu, &Layer::load(g, src, &cfg, i)?)?);
+        }
+        let output_norm = GpuVector::from_slice(&gpu, &Weights::load_output_norm(g, src, &cfg)?);
+        let token_embd = Weights::load_token_embd(g, src, &cfg)?;
+        let head = match Weights::load_output(g, src, &cfg)? {
+            Some(output) => upload_matrix(&gpu, &output)?,
+            None => upload_matrix(&gpu, &token_embd)?,
+        };
+        Ok(Self::assemble(gpu, cfg, token_embd, layers, output_norm, head)?)
+    }
+
+    fn assemble(
+        gpu: Gpu,
+        cfg: ModelConfig,
+        token_embd: QMatrix,
+        layers: Vec<GpuLayer>,
+        output_norm: GpuVector,
+        head: GpuMatrix,
+    ) -> Result<GpuTransformer, GpuError> {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = Kernels::new(&gpu);
         gpu.check()?;
-        Ok(GpuTransformer { gpu, kernels, cfg, token_embd: cpu.weights.token_embd, layers, output_norm, head, theta_scale })
+        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, theta_scale })
     }
 
     /// The device this model runs on (its adapter, for reports).
@@ -163,8 +202,8 @@ impl GpuTransformer {
     }
 
     /// Append `tokens` to `cache` and read back the logits of the last row or of every
-    /// row. This is the forward pass a browser can run: it waits for the read-back without
-    /// blocking (natively, [`Backend::forward`] blocks on it).
+    /// row, waiting for the read-back without blocking (a browser resolves it through its
+    /// event loop; natively wgpu's poll has already run it). [`Backend::forward`] is this.
     pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
         match self.submit(cache, tokens, which, false)? {
             Some(logits) => self.read_and_recycle(logits).await,

@@ -385,14 +385,32 @@ impl Lm<CpuTransformer> {
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).
     pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
-        let g = GgufFile::read(src)?;
-        let cfg = ModelConfig::from_gguf(&g)?;
-        let tokenizer = Tokenizer::from_gguf(&g)?;
-        let chat = chat_template(&g, &tokenizer)?;
+        let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let weights = Weights::load(&g, src, &cfg)?;
-        let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
         Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context })
     }
+}
+
+#[cfg(feature = "gpu")]
+impl Lm<crate::gpu::GpuTransformer> {
+    /// Load a GGUF model from any byte source straight onto `gpu`, one block's tensors at
+    /// a time ([`crate::gpu::GpuTransformer::load`]): the whole file is never in memory.
+    pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, LmError> {
+        let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
+        let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
+        Ok(Lm { tokenizer, chat, backend, context })
+    }
+}
+
+/// A GGUF file's header, hyper-parameters, tokenizer, chat template and the context
+/// window `opts` asks for: everything but the tensors.
+fn gguf_parts(src: &dyn ByteSource, opts: &LoadOptions) -> Result<(GgufFile, ModelConfig, Tokenizer, ChatTemplate, usize), LmError> {
+    let g = GgufFile::read(src)?;
+    let cfg = ModelConfig::from_gguf(&g)?;
+    let tokenizer = Tokenizer::from_gguf(&g)?;
+    let chat = chat_template(&g, &tokenizer)?;
+    let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
+    Ok((g, cfg, tokenizer, chat, context))
 }
 
 fn chat_template(g: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, LmError> {

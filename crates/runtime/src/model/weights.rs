@@ -58,42 +58,61 @@ impl Weights {
 
     /// Read every tensor the configuration needs.
     pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, ModelError> {
-        let e = cfg.n_embd as u64;
-        let kv = cfg.kv_width() as u64;
-        let ff = cfg.n_ff as u64;
         // The block count comes from the file: reserve no more layers than it has tensors
         // (a fuzz finding: a count of 16 million reserved 8 GB before the first missing
         // tensor was noticed).
         let mut layers = Vec::with_capacity(cfg.n_layer.min(g.tensors.len()));
         for i in 0..cfg.n_layer {
-            let n = |s: &str| format!("blk.{i}.{s}");
-            let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
-                match cfg.arch {
-                    Arch::Qwen2 => vector(g, src, &n(s), len).map(Some),
-                    Arch::Llama => Ok(None),
-                }
-            };
-            layers.push(Layer {
-                attn_norm: vector(g, src, &n("attn_norm.weight"), e)?,
-                wq: matrix(g, src, &n("attn_q.weight"), e, e)?,
-                wk: matrix(g, src, &n("attn_k.weight"), e, kv)?,
-                wv: matrix(g, src, &n("attn_v.weight"), e, kv)?,
-                bq: bias("attn_q.bias", e)?,
-                bk: bias("attn_k.bias", kv)?,
-                bv: bias("attn_v.bias", kv)?,
-                wo: matrix(g, src, &n("attn_output.weight"), e, e)?,
-                ffn_norm: vector(g, src, &n("ffn_norm.weight"), e)?,
-                w_gate: matrix(g, src, &n("ffn_gate.weight"), e, ff)?,
-                w_up: matrix(g, src, &n("ffn_up.weight"), e, ff)?,
-                w_down: matrix(g, src, &n("ffn_down.weight"), ff, e)?,
-            });
+            layers.push(Layer::load(g, src, cfg, i)?);
         }
-        let output = if g.tensor("output.weight").is_some() { Some(matrix(g, src, "output.weight", e, cfg.vocab as u64)?) } else { None };
-        Ok(Weights {
-            token_embd: matrix(g, src, "token_embd.weight", e, cfg.vocab as u64)?,
-            layers,
-            output_norm: vector(g, src, "output_norm.weight", e)?,
-            output,
+        let output = Self::load_output(g, src, cfg)?;
+        Ok(Weights { token_embd: Self::load_token_embd(g, src, cfg)?, layers, output_norm: Self::load_output_norm(g, src, cfg)?, output })
+    }
+
+    /// The token embeddings (`vocab × n_embd`).
+    pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, ModelError> {
+        matrix(g, src, "token_embd.weight", cfg.n_embd as u64, cfg.vocab as u64)
+    }
+
+    /// The final RMSNorm's weight.
+    pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, ModelError> {
+        vector(g, src, "output_norm.weight", cfg.n_embd as u64)
+    }
+
+    /// The LM head, or `None` when it is tied to the embeddings.
+    pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, ModelError> {
+        if g.tensor("output.weight").is_none() {
+            return Ok(None);
+        }
+        matrix(g, src, "output.weight", cfg.n_embd as u64, cfg.vocab as u64).map(Some)
+    }
+}
+
+impl Layer {
+    /// Block `i`'s tensors (a backend that copies them elsewhere, the GPU one, reads one
+    /// block at a time and drops it).
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Layer, ModelError> {
+        let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
+        let n = |s: &str| format!("blk.{i}.{s}");
+        let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
+            match cfg.arch {
+                Arch::Qwen2 => vector(g, src, &n(s), len).map(Some),
+                Arch::Llama => Ok(None),
+            }
+        };
+        Ok(Layer {
+            attn_norm: vector(g, src, &n("attn_norm.weight"), e)?,
+            wq: matrix(g, src, &n("attn_q.weight"), e, e)?,
+            wk: matrix(g, src, &n("attn_k.weight"), e, kv)?,
+            wv: matrix(g, src, &n("attn_v.weight"), e, kv)?,
+            bq: bias("attn_q.bias", e)?,
+            bk: bias("attn_k.bias", kv)?,
+            bv: bias("attn_v.bias", kv)?,
+            wo: matrix(g, src, &n("attn_output.weight"), e, e)?,
+            ffn_norm: vector(g, src, &n("ffn_norm.weight"), e)?,
+            w_gate: matrix(g, src, &n("ffn_gate.weight"), e, ff)?,
+            w_up: matrix(g, src, &n("ffn_up.weight"), e, ff)?,
+            w_down: matrix(g, src, &n("ffn_down.weight"), ff, e)?,
         })
     }
 }
