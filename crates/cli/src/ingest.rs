@@ -17,7 +17,7 @@ use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::ingest::{ingest_with_limits, IngestLimits, MemoryMethod};
+use docmem_runtime::ingest::{ingest_with_limits, IngestError, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::store::DirStore;
 use serde::Serialize;
@@ -156,6 +156,12 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     // Read everything first: a bad file fails before any model work.
     let docs: Vec<(PathBuf, Document)> =
         expand_inputs(&a.files)?.iter().map(|p| Ok((p.clone(), read_document(p)?))).collect::<Result<_, CliError>>()?;
+    // So is one over the size limit (ingest would refuse it too, but only when its turn
+    // came, after the documents before it).
+    if let Some((_, doc)) = docs.iter().find(|(_, d)| d.text.len() > a.max_document_bytes) {
+        let (title, bytes, limit) = (doc.title.clone(), doc.text.len(), a.max_document_bytes);
+        return Err(IngestError::DocumentTooLarge { title, bytes, limit }.into());
+    }
     let mut embedder = a.embedder.open()?;
     let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
     let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;

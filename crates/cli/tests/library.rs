@@ -178,9 +178,12 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     );
     assert_eq!(files(&lib), before, "nothing written");
     std::fs::remove_file(&broken).unwrap();
-    // A document over --max-document-bytes is refused, naming the limit.
+    // A document over --max-document-bytes is refused, naming the limit, before the
+    // documents named before it go in.
     let long = folder.join("long.txt");
     std::fs::write(&long, "The bell rang at noon. ".repeat(10)).unwrap();
+    let short = folder.join("short.txt");
+    std::fs::write(&short, "A bell.").unwrap();
     let out = docmem(&[
         "ingest",
         "--library",
@@ -191,6 +194,7 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
         "hashing",
         "--max-document-bytes",
         "100",
+        &short.display().to_string(),
         &long.display().to_string(),
     ]);
     assert_eq!(out.status.code(), Some(2));
@@ -198,6 +202,7 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     assert!(err.contains("long.txt") && err.contains("over the document size limit (max_document_bytes) of 100"), "{err}");
     assert_eq!(files(&lib), before, "nothing written");
     std::fs::remove_file(&long).unwrap();
+    std::fs::remove_file(&short).unwrap();
     // An empty file stops the batch before anything is read or written, naming the file.
     let blank = lib.with_extension("blank.txt");
     std::fs::write(&blank, " \n\n ").unwrap();

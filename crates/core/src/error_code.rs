@@ -44,8 +44,8 @@ pub enum ErrorCode {
     /// No WebGPU device could be had (no adapter, or one without the limits the model
     /// needs); the CPU backend can run instead.
     WebgpuUnavailable,
-    /// The object is in use by a call still running (an ingest or an answer waiting on the
-    /// GPU): await that call first.
+    /// The object is in use by a call still running (an ingest waiting on the GPU): await
+    /// that call first.
     Busy,
     /// Anything else; the message says what.
     Internal,

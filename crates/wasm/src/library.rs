@@ -8,10 +8,10 @@
 //! the same journal goes to files. Ingest, search and answers are the runtime's
 //! (`docmem_runtime::ingest`, `docmem_runtime::qa`); this file only translates.
 //!
-//! The library sits in an `Rc<RefCell<…>>` because an ingest or an answer on WebGPU
-//! (`crate::gpu`) is a Promise that holds it across the event loop; a call made meanwhile
-//! gets a `BUSY` error rather than a half-written library (the npm package's worker queues
-//! its requests, so it never sees one).
+//! The library sits in an `Rc<RefCell<…>>` because an ingest on WebGPU (`crate::gpu`) is
+//! a Promise that holds it across the event loop; a call made meanwhile gets a `BUSY`
+//! error rather than a half-written library (the npm package's worker queues its
+//! requests, so it never sees one).
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ fn entries_from(object: &JsValue) -> Result<BTreeMap<String, Vec<u8>>, JsValue> 
 
 /// A library indexed with `embedder`'s vectors.
 fn settings(embedder: &WasmEmbedder) -> Result<LibrarySettings, JsValue> {
-    let e = embedder.get()?;
+    let e = embedder.read()?;
     Ok(LibrarySettings { embedder: Embedder::name(&*e), dim: Embedder::dim(&*e), mode: RetrievalMode::ThreeLayer })
 }
 

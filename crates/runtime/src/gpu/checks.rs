@@ -131,12 +131,14 @@ async fn matvec_case(
     }
     let got = gpu_product(gpu, k, &w, &x, tokens).await?;
     // Tokens go through in tiles (matvec.wgsl): the first and the last token, alone, give
-    // the same bits as in the batch.
+    // what they give in the batch (the same sums in the same order: the same bits, up to a
+    // driver contracting a multiply-add differently in one loop than in the other).
     if tokens > 1 {
         for t in [0, tokens - 1] {
             let alone = gpu_product(gpu, k, &w, &x[t * cols..(t + 1) * cols], 1).await?;
+            let batch = &got[t * rows..(t + 1) * rows];
             let what = format!("{ty:?} matvec {rows}×{cols}: token {t} alone against in a batch of {tokens}");
-            compare(&what, &alone, &got[t * rows..(t + 1) * rows], |_| 0.0)?;
+            compare(&what, &alone, batch, |i| 1e-6 * batch[i].abs())?;
         }
     }
     let mut want = vec![0f32; tokens * rows];

@@ -7,8 +7,9 @@
 // the format's CPU kernel reads them).
 //
 // Why tiles: a prompt of n tokens used to be n matrix × vector products, each reading
-// the whole matrix; a workgroup now reads a row's blocks once for up to TILE tokens
-// (prefill is memory-bound on a GPU). Each (row, token) is summed in the same order as
+// the whole matrix from memory; a workgroup now takes each of a row's blocks for up to
+// TILE tokens in a row, so the block comes from memory once and from cache after (prefill
+// is memory-bound on a GPU). `block_dot` still decodes the block once per token. Each (row, token) is summed in the same order as
 // with a tile of one (thread lid takes blocks lid, lid + 64, …; then the same tree), so
 // a token's result does not depend on the prompt's length or its place in a tile.
 
