@@ -128,6 +128,13 @@ fn ingest_with_smollm2_then_ask_gives_a_cited_answer() {
     std::fs::remove_dir_all(&lib).unwrap();
 }
 
+/// `docmem ingest --library LIBRARY --chunker sentence --embedder hashing ARGS…`.
+fn ingest_sentences(library: &str, args: &[&str]) -> Output {
+    let mut all = vec!["ingest", "--library", library, "--chunker", "sentence", "--embedder", "hashing"];
+    all.extend_from_slice(args);
+    docmem(&all)
+}
+
 #[test]
 fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     let lib = temp_library("baseline");
@@ -141,7 +148,7 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     std::fs::write(folder.join("picture.png"), [0u8, 1, 2]).unwrap();
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime/tests/fixtures/two-pages.pdf"), folder.join("caxton.pdf")).unwrap();
     let h = folder.display().to_string();
-    let out = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &example(), &h]);
+    let out = ingest_sentences(&l, &[&example(), &h]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("skipping"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = ok(&out);
     assert_eq!(out.matches(": added ").count(), 3, "{out}");
@@ -163,13 +170,13 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     .unwrap();
     assert_eq!(v["sources"][0]["text"].as_str().unwrap().trim(), "Bells\n\nThe bell of Saint Paul rang at noon & at dusk.");
     let before = files(&lib);
-    let out = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &example(), "Cargo.toml"]);
+    let out = ingest_sentences(&l, &[&example(), "Cargo.toml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Cargo.toml: unsupported file type"));
     assert_eq!(files(&lib), before, "nothing written");
     let broken = folder.join("broken.pdf");
     std::fs::write(&broken, b"%PDF-1.4\n1 0 obj << /Type /Catalog").unwrap();
-    let out = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &broken.display().to_string()]);
+    let out = ingest_sentences(&l, &[&broken.display().to_string()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("broken.pdf: the PDF could not be read"),
@@ -184,19 +191,7 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     std::fs::write(&long, "The bell rang at noon. ".repeat(10)).unwrap();
     let short = folder.join("short.txt");
     std::fs::write(&short, "A bell.").unwrap();
-    let out = docmem(&[
-        "ingest",
-        "--library",
-        &l,
-        "--chunker",
-        "sentence",
-        "--embedder",
-        "hashing",
-        "--max-document-bytes",
-        "100",
-        &short.display().to_string(),
-        &long.display().to_string(),
-    ]);
+    let out = ingest_sentences(&l, &["--max-document-bytes", "100", &short.display().to_string(), &long.display().to_string()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("long.txt") && err.contains("over the document size limit (max_document_bytes) of 100"), "{err}");
@@ -208,17 +203,7 @@ fn baseline_chunkers_need_no_reader_and_bad_files_change_nothing() {
     std::fs::write(&blank, " \n\n ").unwrap();
     let new_doc = folder.join("new.txt");
     std::fs::write(&new_doc, "A document that is not in the library yet.").unwrap();
-    let out = docmem(&[
-        "ingest",
-        "--library",
-        &l,
-        "--chunker",
-        "sentence",
-        "--embedder",
-        "hashing",
-        &new_doc.display().to_string(),
-        &blank.display().to_string(),
-    ]);
+    let out = ingest_sentences(&l, &[&new_doc.display().to_string(), &blank.display().to_string()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("blank.txt: no text in the file"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(files(&lib), before, "nothing written, not even the good file before it");
