@@ -88,9 +88,10 @@ export class DocMem {
   /**
    * Open (or create) the library `libraryName`, fetching the models on first use.
    * options: models (manifest URL or object), backend ('auto' | 'cpu' | 'webgpu'),
-   * method ('mom' | 'sentence' | …), samples, onProgress, and in Node storageDir and
-   * modelCacheDir; wasm ({js, wasm} URLs of the web package) and workerUrl where the
-   * defaults (../pkg/ beside js/) do not fit.
+   * threads (the CPU kernels'; default: the cores, at most 8), method ('mom' | 'sentence'
+   * | …), samples, onProgress, and in Node storageDir and modelCacheDir; wasm ({js, wasm,
+   * threads: {js, wasm}} URLs of the web packages) and workerUrl where the defaults
+   * (../pkg/ and ../pkg-threads/ beside js/) do not fit.
    */
   static async open(libraryName = 'default', options = {}) {
     const dm = new DocMem(libraryName, options);
@@ -134,8 +135,13 @@ export class DocMem {
     this.#init = {
       libraryName: this.#name,
       models: resolveManifest(models, base),
-      wasm: { js: String(pkg.js), wasm: String(pkg.wasm) },
+      wasm: {
+        js: String(pkg.js),
+        wasm: String(pkg.wasm),
+        threads: pkg.threads ? { js: String(pkg.threads.js), wasm: String(pkg.threads.wasm) } : null,
+      },
       backend: o.backend ?? 'auto',
+      threads: o.threads ?? null,
       storageDir,
       modelCacheDir,
       cancel,
@@ -307,6 +313,11 @@ export class DocMem {
   }
 
   /** The documents: [{id, title, language, bytes, chunks, reader, fallback}]. */
+  /** The wasm CPU kernels' threads and the tasks helpers ran: {threads, helperTasks}. */
+  threadStats() {
+    return this.#call('threadStats');
+  }
+
   documents() {
     return this.#call('documents');
   }
@@ -344,19 +355,15 @@ export class DocMem {
 }
 
 async function defaultWasm() {
+  const at = (dir) => ({ js: dir('docmem_wasm.js'), wasm: dir('docmem_wasm_bg.wasm') });
   if (isNode) {
     const path = await import('node:path');
     const os = await import('node:os');
     const { pathToFileURL } = await import('node:url');
     const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
-    const dir = path.join(cache, 'wasm-pkg-web');
-    return {
-      js: pathToFileURL(path.join(dir, 'docmem_wasm.js')).href,
-      wasm: pathToFileURL(path.join(dir, 'docmem_wasm_bg.wasm')).href,
-    };
+    const inCache = (pkg) => (file) => pathToFileURL(path.join(cache, pkg, file)).href;
+    return { ...at(inCache('wasm-pkg-web')), threads: at(inCache('wasm-pkg-web-threads')) };
   }
-  return {
-    js: new URL('../pkg/docmem_wasm.js', import.meta.url).href,
-    wasm: new URL('../pkg/docmem_wasm_bg.wasm', import.meta.url).href,
-  };
+  const beside = (pkg) => (file) => new URL(`../${pkg}/${file}`, import.meta.url).href;
+  return { ...at(beside('pkg')), threads: at(beside('pkg-threads')) };
 }

@@ -73,8 +73,16 @@ export interface OpenOptions {
   storageDir?: string;
   /** Node: where downloaded models are kept (default $DOCMEM_CACHE/model-cache). */
   modelCacheDir?: string;
-  /** The web wasm package, where ../pkg/ beside js/ does not fit. */
-  wasm?: { js: string | URL; wasm: string | URL };
+  /**
+   * Threads for the wasm CPU kernels (default: the cores the platform reports, at most 8).
+   * More than one needs the threads build and shared memory: always in Node, and in a
+   * browser only on a cross-origin isolated page (COOP/COEP); otherwise one, and
+   * `backend.threadsNote` says why.
+   */
+  threads?: number;
+  /** The web wasm packages, where ../pkg/ and ../pkg-threads/ beside js/ do not fit
+   * (`threads`: the threads build; without it the CPU runs on one thread). */
+  wasm?: { js: string | URL; wasm: string | URL; threads?: { js: string | URL; wasm: string | URL } };
   /** The worker script, where ./worker.js beside docmem.js does not fit. */
   workerUrl?: string | URL;
 }
@@ -100,14 +108,23 @@ export interface IngestProgress {
 export interface BackendInfo {
   /** Where the reader and answerer run (the embedder runs in wasm either way). */
   name: 'cpu-wasm-simd128' | 'webgpu';
-  /** 'CPU (wasm simd128)' or 'WebGPU' */
+  /** 'CPU (wasm simd128, 2 threads)' or 'WebGPU' */
   label: string;
   /** WebGPU: the adapter and its kernel checks. CPU: why not WebGPU ('no WebGPU adapter', a software adapter, failed checks). */
   reason: string;
   webgpuAdapter: boolean;
   /** WebGPU on a software adapter (SwiftShader), as backend 'webgpu' allows. */
   software?: boolean;
+  /** Threads the wasm CPU kernels run on (the embedder's always), the caller's included. */
   threads: number;
+  /** Why one thread, when it is one (not cross-origin isolated, no threads build, …). */
+  threadsNote: string;
+}
+
+export interface ThreadStats {
+  threads: number;
+  /** Kernel tasks helper threads have run since the models loaded: > 0 when more than one thread works. */
+  helperTasks: number;
 }
 
 /** A span of a document's text in JS string indices (UTF-16 code units), end exclusive. */
@@ -192,6 +209,8 @@ export declare class DocMem {
   exportLibrary(): Promise<Uint8Array>;
   /** Replace the library with an exported one (BAD_LIBRARY if it is not one). */
   importLibrary(bytes: Uint8Array | ArrayBuffer): Promise<boolean>;
+  /** The wasm CPU kernels' threads and how much the helpers have done. */
+  threadStats(): Promise<ThreadStats>;
   /** End the worker; pending requests fail with CLOSED. */
   close(): void;
 }

@@ -13,10 +13,17 @@
 // transaction.
 //
 // Backend: 'cpu' runs the models in wasm; 'webgpu' loads the reader and answerer onto the
-// browser's WebGPU adapter (straight from the file, a block of tensors at a time) (any adapter whose kernel checks pass, software ones included)
-// or fails with WEBGPU_UNAVAILABLE; 'auto' takes WebGPU when the adapter is a hardware
-// one and passes the checks, and otherwise runs on the CPU and says why (a software
-// adapter such as SwiftShader is slower than wasm on the same cores).
+// browser's WebGPU adapter (straight from the file, a block of tensors at a time; any
+// adapter whose kernel checks pass, software ones included) or fails with
+// WEBGPU_UNAVAILABLE; 'auto' takes WebGPU when the adapter is a hardware one and passes
+// the checks, and otherwise runs on the CPU and says why (a software adapter such as
+// SwiftShader is slower than wasm on the same cores).
+//
+// Threads: the wasm CPU kernels (the embedder always; the reader and answerer on the CPU
+// backend) run on `threads` threads (default: the cores, at most 8) with the threads build
+// of the wasm package, whose helper workers threads.js starts before any model loads;
+// where shared memory is unavailable (a page that is not cross-origin isolated), on one
+// with the plain build, and the backend report says why.
 
 import { DocMemError, codes, toWire } from './errors.js';
 import { byteToUtf16 } from './spans.js';
@@ -59,7 +66,47 @@ function knownCode(e) {
   return e && typeof e.code === 'string' && Object.hasOwn(codes, e.code) ? e.code : null;
 }
 
-const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)', threads: 1 };
+const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)' };
+
+/**
+ * Load the wasm package: the threads build on `threads` threads where that is asked for
+ * (a number, or the platform's core count when not given) and possible, else the plain
+ * build on one. Returns {count, note}: the threads started, and why only one when so.
+ */
+async function loadWasm(pkg, wanted) {
+  const { threadSupport, defaultThreadCount, startThreads } = await import('./threads.js');
+  let count = wanted === undefined || wanted === null ? await defaultThreadCount() : Math.max(1, Math.floor(Number(wanted)) || 1);
+  let note = count === 1 ? (wanted ? 'one thread was asked for' : 'this device reports one core') : '';
+  const support = threadSupport();
+  if (count > 1 && !pkg.threads) [count, note] = [1, 'the wasm package has no threads build'];
+  if (count > 1 && !support.ok) [count, note] = [1, support.reason];
+  const bytesOf = async (url) => (isNode ? (await import('node:fs')).readFileSync(new URL(url)) : null);
+  if (count > 1) {
+    let module;
+    try {
+      w = await import(pkg.threads.js);
+      const bytes = await bytesOf(pkg.threads.wasm);
+      module = bytes ? await WebAssembly.compile(bytes) : await WebAssembly.compileStreaming(fetch(pkg.threads.wasm));
+    } catch (e) {
+      w = undefined;
+      [count, note] = [1, `the threads build could not be loaded (${e && e.message ? e.message : e})`];
+    }
+    if (w) {
+      const exports = await w.default({ module_or_path: module });
+      try {
+        count = await startThreads(w, { glueUrl: pkg.threads.js, module, memory: exports.memory, count });
+      } catch (e) {
+        // Work on the helpers that did start (the module is already on shared memory).
+        count = 1 + w.threadsIdle();
+        note = `only ${count} thread(s) started (${e && e.message ? e.message : e})`;
+      }
+      return { count, note };
+    }
+  }
+  w = await import(pkg.js);
+  await w.default({ module_or_path: (await bytesOf(pkg.wasm)) ?? pkg.wasm });
+  return { count, note };
+}
 
 /** Which backend runs the models (see the header), with the reason in words. */
 async function detectBackend(preference) {
@@ -78,7 +125,7 @@ async function detectBackend(preference) {
       const c = await w.webgpuCheck(true);
       const passed = `${c.checks} kernel checks pass`;
       if (!c.software || preference === 'webgpu') {
-        return { name: 'webgpu', label: 'WebGPU', reason: `${c.adapter}${c.software ? ' (a software adapter)' : ''}: ${passed}`, webgpuAdapter: true, software: c.software, threads: 1 };
+        return { name: 'webgpu', label: 'WebGPU', reason: `${c.adapter}${c.software ? ' (a software adapter)' : ''}: ${passed}`, webgpuAdapter: true, software: c.software };
       }
       reason = `WebGPU on ${c.adapter} is a software adapter (${passed}): the CPU runs the models faster`;
     } catch (e) {
@@ -183,9 +230,7 @@ function mapSpan(id, span) {
 const ops = {
   async init(a, emit) {
     cancelFlag = a.cancel ? new Int32Array(a.cancel) : null;
-    w = await import(a.wasm.js);
-    const source = isNode ? (await import('node:fs')).readFileSync(new URL(a.wasm.wasm)) : a.wasm.wasm;
-    await w.default({ module_or_path: source });
+    const threading = await loadWasm(a.wasm, a.threads);
     let backend = await detectBackend(a.backend);
     let fromCache;
     try {
@@ -208,6 +253,11 @@ const ops = {
     }
     lib = w.Library.open(await store.entries(), embedder);
     const name = (role) => (a.models[role] || a.models.reader).name;
+    // The CPU kernels' threads (the embedder's always; the reader's and answerer's on the
+    // CPU backend), as the loaded models use them.
+    const threads = JSON.parse(w.threadStats()).threads;
+    backend = { ...backend, threads, threadsNote: threads === 1 ? threading.note : '' };
+    if (backend.name === CPU.name) backend.label = `${CPU.label.slice(0, -1)}, ${threads} thread${threads === 1 ? '' : 's'})`;
     return {
       backend,
       models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache },
@@ -273,6 +323,10 @@ const ops = {
       finish: r.finish,
       seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
     };
+  },
+
+  async threadStats() {
+    return JSON.parse(w.threadStats());
   },
 
   async documents() {

@@ -4,8 +4,10 @@
 # Needs the web wasm package that scripts/wasm-test.sh binds, and the test models.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"
-if [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
-  echo "docmem: no web wasm package in $DOCMEM_CACHE/wasm-pkg-web; run bash scripts/wasm-test.sh first" >&2
-  exit 1
-fi
+for pkg in wasm-pkg-web wasm-pkg-web-threads; do
+  if [ ! -f "$DOCMEM_CACHE/$pkg/docmem_wasm_bg.wasm" ]; then
+    echo "docmem: no web wasm package in $DOCMEM_CACHE/$pkg; run bash scripts/wasm-test.sh first" >&2
+    exit 1
+  fi
+done
 node tests/browser/app.test.mjs

@@ -10,6 +10,9 @@ export DOCMEM_CACHE="${DOCMEM_CACHE:-$HOME/.cache/docmem}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$DOCMEM_CACHE/target}"
 # Test models (scripts/fetch-models.sh writes them; tests read this variable).
 export DOCMEM_MODELS="${DOCMEM_MODELS:-$DOCMEM_CACHE/models}"
+# The nightly toolchain that builds the wasm threads package (scripts/build-wasm.sh): only
+# nightly can rebuild std with atomics (-Zbuild-std). Pinned, so a build is repeatable.
+export DOCMEM_THREADS_TOOLCHAIN="nightly-2026-05-19"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$DOCMEM_CACHE"
 

@@ -2,7 +2,9 @@
 // /js/, the wasm package for the web at /pkg/ and the models at /models/, with a
 // generated /models/models.json (url, size, sha256 of each file; hashes computed once and
 // cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
-// cancel flag) and carries the Content-Security-Policy: no inline script, wasm allowed.
+// cancel flag and the wasm CPU kernels run on threads; `?isolated=0` on a page leaves the
+// headers off, to see the one-thread fallback) and carries the Content-Security-Policy:
+// no inline script, wasm allowed.
 //
 //   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
@@ -57,6 +59,7 @@ const MIME = {
 const mounts = [
   ['/js/', path.join(root, 'js')],
   ['/pkg/', path.join(cache, 'wasm-pkg-web')],
+  ['/pkg-threads/', path.join(cache, 'wasm-pkg-web-threads')],
   ['/examples/', path.join(root, 'examples')],
   ['/', path.join(root, 'www')],
 ];
@@ -109,11 +112,10 @@ function manifest() {
 let manifestJson = null;
 const served = new Set(); // model files the manifest lists: nothing else under /models/
 
-function headers(type, extra = {}) {
+function headers(type, extra = {}, isolated = true) {
   return {
     'content-type': type,
-    'cross-origin-opener-policy': 'same-origin',
-    'cross-origin-embedder-policy': 'require-corp',
+    ...(isolated ? { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' } : {}),
     'cross-origin-resource-policy': 'same-origin',
     'content-security-policy': CSP,
     'x-content-type-options': 'nosniff',
@@ -122,14 +124,14 @@ function headers(type, extra = {}) {
   };
 }
 
-function sendFile(req, res, file, cacheControl) {
+function sendFile(req, res, file, cacheControl, isolated = true) {
   fs.stat(file, (err, st) => {
     if (err || !st.isFile()) {
       res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
       return;
     }
     const type = MIME[path.extname(file).toLowerCase()] || 'application/octet-stream';
-    res.writeHead(200, headers(type, { 'content-length': st.size, 'cache-control': cacheControl }));
+    res.writeHead(200, headers(type, { 'content-length': st.size, 'cache-control': cacheControl }, isolated));
     if (req.method === 'HEAD') res.end();
     else fs.createReadStream(file).pipe(res);
   });
@@ -141,8 +143,13 @@ const server = http.createServer((req, res) => {
     return;
   }
   let pathname;
+  let isolated = true;
   try {
-    pathname = decodeURIComponent(new URL(req.url, 'http://localhost').pathname);
+    const url = new URL(req.url, 'http://localhost');
+    pathname = decodeURIComponent(url.pathname);
+    // `?isolated=0` serves a page without COOP/COEP, as a host that sets neither would:
+    // no shared memory there, so the app runs its CPU kernels on one thread and says why.
+    isolated = url.searchParams.get('isolated') !== '0';
   } catch {
     res.writeHead(400, headers('text/plain; charset=utf-8')).end();
     return;
@@ -176,7 +183,7 @@ const server = http.createServer((req, res) => {
     if (rel === '' || rel.endsWith('/')) rel += 'index.html';
     const file = path.resolve(dir, rel);
     if (!file.startsWith(dir + path.sep)) break;
-    sendFile(req, res, file, 'no-cache');
+    sendFile(req, res, file, 'no-cache', isolated);
     return;
   }
   res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');

@@ -4,14 +4,10 @@
 # does) and fetches the demo models when they are missing.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"
-if [ -n "${DOCMEM_REBUILD:-}" ] || [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
+if [ -n "${DOCMEM_REBUILD:-}" ] || [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ] || [ ! -f "$DOCMEM_CACHE/wasm-pkg-web-threads/docmem_wasm_bg.wasm" ]; then
   bash scripts/setup.sh
-  step "wasm package (release, simd128) for the web"
-  CARGO_TARGET_DIR="$DOCMEM_CACHE/target-wasm-simd" RUSTFLAGS="-C target-feature=+simd128" \
-    cargo build --release --locked -p docmem-wasm --target wasm32-unknown-unknown
-  wasm-bindgen --target web --out-dir "$DOCMEM_CACHE/wasm-pkg-web" \
-    "$DOCMEM_CACHE/target-wasm-simd/wasm32-unknown-unknown/release/docmem_wasm.wasm"
-  echo '{ "type": "module" }' >"$DOCMEM_CACHE/wasm-pkg-web/package.json"
+  step "wasm packages (release, simd128; and with threads) for the web"
+  bash scripts/build-wasm.sh
 fi
 bash scripts/fetch-models.sh
 step_done

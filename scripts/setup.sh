@@ -24,6 +24,14 @@ if [ "$need" = 1 ] || ! rustup run "$channel" rustc --version >/dev/null 2>&1; t
   rustup toolchain install "$channel" --profile minimal --component "$components" --target "$targets"
 fi
 
+# The pinned nightly that builds the wasm threads package, with std's source (build-std)
+# and clippy (that build is linted like the others).
+nightly_components=$(rustup component list --installed --toolchain "$DOCMEM_THREADS_TOOLCHAIN" 2>/dev/null || true)
+if ! grep -q '^rust-src' <<<"$nightly_components" || ! grep -q '^clippy' <<<"$nightly_components"; then
+  step "installing Rust $DOCMEM_THREADS_TOOLCHAIN with rust-src and clippy (the wasm threads build)"
+  rustup toolchain install "$DOCMEM_THREADS_TOOLCHAIN" --profile minimal --component rust-src,clippy
+fi
+
 # wasm-bindgen-cli at exactly the version the wasm crate links (Cargo.toml pins it).
 wbg=$(sed -n 's/^wasm-bindgen = "=\(.*\)"/\1/p' Cargo.toml)
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wbg" ]; then

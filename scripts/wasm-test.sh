@@ -1,23 +1,20 @@
 #!/usr/bin/env bash
-# Build the wasm package (simd128, release: the one wasm build of `npm test`), bind it for
-# Node and for the web from the same .wasm, and run the wasm checks: the LM on SmolLM2
-# against llama.cpp, the embedder on all-MiniLM-L6-v2 against sentence-transformers, the
+# Build the wasm packages (build-wasm.sh: simd128 and, with threads, simd128 + atomics;
+# release, the only wasm32 builds of `npm test`) and run the wasm checks: the LM on SmolLM2
+# against llama.cpp (at one thread, and in the threads build at one and two), the embedder on all-MiniLM-L6-v2 against sentence-transformers, the
 # document library (ingest, search, answers, persistence) on both, the npm package's
 # DocMem client in Node, and every export called with bad arguments (an Error each time,
 # never a trap; a panic's message reaches console.error and the next call).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 pkg="$DOCMEM_CACHE/wasm-pkg-node"
-wasm="$DOCMEM_CACHE/target-wasm-simd/wasm32-unknown-unknown/release/docmem_wasm.wasm"
-# Its own target dir: the simd128 flag would otherwise rebuild the other wasm32 outputs.
-CARGO_TARGET_DIR="$DOCMEM_CACHE/target-wasm-simd" RUSTFLAGS="-C target-feature=+simd128" \
-  cargo build --release --locked -p docmem-wasm --target wasm32-unknown-unknown
-wasm-bindgen --target nodejs --out-dir "$pkg" "$wasm"
-# The browser app and the npm package load this one (ES module + .wasm); no second build.
-wasm-bindgen --target web --out-dir "$DOCMEM_CACHE/wasm-pkg-web" "$wasm"
-echo '{ "type": "module" }' >"$DOCMEM_CACHE/wasm-pkg-web/package.json"   # an ES module for Node too
-echo "wasm for the web: $(wc -c <"$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm") bytes, $(gzip -9 -c "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" | wc -c) gzipped"
+bash "$DOCMEM_ROOT/scripts/build-wasm.sh"
 node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" \
   "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json"
+# The threads build at one thread and at two (helper workers on shared memory).
+for threads in 1 2; do
+  node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" \
+    "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json" "$threads"
+done
 node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" \
   "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"

@@ -360,10 +360,13 @@ async function start() {
   wire();
   for (const b of document.querySelectorAll('#ask-form button, #export, #files, #import')) b.disabled = true;
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
-  const backend = new URLSearchParams(location.search).get('backend') || 'auto';
+  const query = new URLSearchParams(location.search);
+  const backend = query.get('backend') || 'auto';
+  // ?threads=N overrides the CPU kernels' thread count (default: the cores, at most 8).
+  const threads = query.has('threads') ? Number(query.get('threads')) : undefined;
   const t0 = performance.now();
   try {
-    dm = await DocMem.open('default', { onProgress: modelProgress, backend });
+    dm = await DocMem.open('default', { onProgress: modelProgress, backend, threads });
   } catch (e) {
     $('model-label').textContent = 'The models could not be loaded.';
     $('backend').textContent = e.code === 'WEBGPU_UNAVAILABLE' ? 'WebGPU unavailable' : 'not started';
@@ -371,7 +374,7 @@ async function start() {
     return;
   }
   const b = dm.backend;
-  $('backend').textContent = `${b.label} — ${b.reason}`;
+  $('backend').textContent = `${b.label} — ${b.reason}${b.threadsNote ? `; one thread: ${b.threadsNote}` : ''}`;
   $('backend').dataset.name = b.name;
   const m = dm.models;
   $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (embedder)` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (embedder)`;

@@ -3,9 +3,11 @@
 // brought printing to England?" whose citation link highlights a span of the document,
 // the library still there after a reload, the app and models loading with the server
 // gone (offline), and a run without WebGPU that also fills the storage quota (the add is
-// refused with QUOTA_EXCEEDED, nothing half-written). The app's backend: CPU (wasm simd128) in
-// both runs (SwiftShader is a software adapter); the package is also opened with backend
-// 'webgpu', which loads its models onto SwiftShader.
+// refused with QUOTA_EXCEEDED, nothing half-written). The app's backend: CPU (wasm simd128)
+// in both runs (SwiftShader is a software adapter), on as many threads as the browser
+// reports cores (the page is cross-origin isolated), and on one, saying why, when served
+// without COOP/COEP; the package is also opened with backend 'webgpu', which loads its
+// models onto SwiftShader, and on the CPU, where helper threads are seen to work.
 // Screenshots (desktop and 375 px) go to tests/browser/out/.
 //
 //   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
@@ -182,6 +184,30 @@ async function packageOnWebgpu(page) {
   assert.ok(r.added.chunks > 0);
 }
 
+/**
+ * Threads in the cross-origin isolated page: the package on the CPU backend (the threads
+ * build, helper workers on shared memory) loads SmolLM2, generates an answer, and reports
+ * that helper threads ran some of the kernels' tasks.
+ */
+async function threadsInPage(page) {
+  const r = await page.evaluate(async () => {
+    const { DocMem } = await import('/js/docmem.js');
+    const dm = await DocMem.open('package-threads', { backend: 'cpu', method: 'sentence' });
+    await dm.addDocument('William Caxton set up the first printing press in England in 1476.', { title: 'caxton.txt' });
+    const answer = await dm.ask('Who set up the first printing press in England?', { k: 1, maxTokens: 4 });
+    const out = { backend: dm.backend, stats: await dm.threadStats(), answer: answer.answer, cores: navigator.hardwareConcurrency };
+    dm.close();
+    return out;
+  });
+  console.log(`  threads: ${r.backend.label}; ${r.stats.helperTasks} kernel tasks ran on helpers; answer ${JSON.stringify(r.answer)}`);
+  const expected = Math.min(8, r.cores);
+  assert.ok(expected > 1, `this test needs more than one core (the browser reports ${r.cores})`);
+  assert.equal(r.backend.threads, expected, `threads follow navigator.hardwareConcurrency (${r.cores})`);
+  assert.equal(r.backend.label, `CPU (wasm simd128, ${expected} threads)`);
+  assert.ok(r.stats.helperTasks > 0, 'helper threads ran some of the model\'s tasks');
+  assert.ok(r.answer.length > 0, 'SmolLM2 generated an answer');
+}
+
 const docTitles = (page) => page.locator('#doc-list li[data-id] .doc-open').allTextContents();
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-browser-'));
@@ -195,7 +221,7 @@ try {
   await timed('first visit: models downloaded, checked and loaded', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
-  assert.match(backend, /^CPU \(wasm simd128\) — /);
+  assert.match(backend, /^CPU \(wasm simd128, [2-8] threads\) — /);
   // SwiftShader is the browser's fallback adapter: 'auto' keeps the models on the CPU.
   assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(9 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
@@ -204,6 +230,7 @@ try {
   assert.ok(adapter, 'SwiftShader gives the page a WebGPU adapter under these flags');
   await timed('WebGPU: kernel checks and SmolLM2 parity in the page', () => webgpuInPage(page));
   await timed("WebGPU: the package with backend 'webgpu' loads its models there", () => packageOnWebgpu(page));
+  await timed('threads: SmolLM2 generates with helper workers on shared memory', () => threadsInPage(page));
 
   // Add the example with the method the app offers by default (sentence chunks).
   await page.setInputFiles('#files', example);
@@ -274,7 +301,7 @@ server = await serve();
 try {
   await timed('visit without WebGPU (fresh profile: models downloaded again)', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
-  assert.equal(backend, 'CPU (wasm simd128) — no WebGPU adapter');
+  assert.match(backend, /^CPU \(wasm simd128, [2-8] threads\) — no WebGPU adapter$/);
   console.log(`  backend: ${backend}`);
   assert.deepEqual(problems, []);
 
@@ -303,6 +330,18 @@ try {
   });
   assert.match(await meta.jsonValue(), /written in/, 'written now, not found in the library in memory');
   await ready(page, server.url);
+  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+
+  // Served without COOP/COEP (as a host that sets neither would): no shared memory, so
+  // one thread, and the page says why.
+  await timed('visit without cross-origin isolation: one thread', () => ready(page, `${server.url}?isolated=0`));
+  assert.equal(await page.evaluate(() => crossOriginIsolated), false);
+  const single = await page.locator('#backend').textContent();
+  assert.equal(
+    single,
+    'CPU (wasm simd128, 1 thread) — no WebGPU adapter; one thread: the page is not cross-origin isolated (it needs the COOP and COEP headers), so wasm cannot share memory between threads',
+  );
+  console.log(`  backend: ${single}`);
   assert.deepEqual(await docTitles(page), ['printing-press.md']);
 } finally {
   await context.close();

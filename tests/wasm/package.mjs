@@ -48,14 +48,17 @@ await assert.rejects(DocMem.open('bad', { ...options, models: bad }), { code: 'M
 await assert.rejects(DocMem.open('bad', { ...options, backend: 'webgpu' }), { code: 'WEBGPU_UNAVAILABLE' });
 
 let downloads = 0;
+// Two threads: the threads build, its helper workers on shared memory.
 let dm = await DocMem.open('test', {
   ...options,
+  threads: 2,
   onProgress: (p) => {
     if (p.stage === 'download') downloads += 1;
   },
 });
 assert.ok(downloads > 0);
-assert.equal(dm.backend.label, 'CPU (wasm simd128)');
+assert.equal(dm.backend.label, 'CPU (wasm simd128, 2 threads)');
+assert.equal(dm.backend.threads, 2);
 assert.equal(dm.backend.reason, 'no WebGPU adapter');
 assert.equal(dm.models.reader, 'SmolLM2-135M-Instruct.Q4_1.gguf');
 assert.equal(dm.models.embedder, 'all-MiniLM-L6-v2');
@@ -73,6 +76,8 @@ const mom = await dm.addDocument(new File([bells], 'bells.txt'), { method: 'mom'
 assert.equal(mom.added, true);
 assert.equal(mom.title, 'bells.txt');
 assert.ok(stages.has('reading') && stages.has('indexing'), [...stages].join());
+const stats = await dm.threadStats();
+assert.ok(stats.threads === 2 && stats.helperTasks > 0, `a helper thread did work: ${JSON.stringify(stats)}`);
 const docs = await dm.documents();
 assert.deepEqual(docs.map((d) => d.title), ['printing-press.md', 'bells.txt']);
 
@@ -133,10 +138,14 @@ await dm.importLibrary(bytes);
 assert.equal((await dm.documents()).length, 3);
 await assert.rejects(dm.importLibrary(new Uint8Array([1, 2, 3])), { code: 'BAD_LIBRARY' });
 dm.close();
-dm = await DocMem.open('test', options);
+// One thread: the plain build, and the backend says why.
+dm = await DocMem.open('test', { ...options, threads: 1 });
 assert.equal((await dm.documents()).length, 3, 'the import was stored');
+assert.equal(dm.backend.label, 'CPU (wasm simd128, 1 thread)');
+assert.equal(dm.backend.threadsNote, 'one thread was asked for');
+assert.equal((await dm.threadStats()).helperTasks, 0);
 dm.close();
 
 server.close();
 fs.rmSync(tmp, { recursive: true, force: true });
-console.log(`npm package (DocMem in Node): models over HTTP and file:, chunker and MoM ingest, cancel by flag and by restart, cited answer, persistence, export/import: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+console.log(`npm package (DocMem in Node): models over HTTP and file:, chunker and MoM ingest, cancel by flag and by restart, cited answer, persistence, export/import, 2 threads and 1: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`);

@@ -10,14 +10,15 @@
 //! location go to `console.error`, and every later call throws it as `INTERNAL`).
 //!
 //! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
-//! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (one thread, in linear
-//! memory), [`WasmEmbedder`], a BERT-family sentence embedder on the same kernels, and
-//! [`WasmLibrary`], a document library (ingest, search, cited answers) whose changes the
-//! JavaScript side persists; with the `gpu` feature, `webgpuCheck`, `GpuLm` (a model moved
-//! onto WebGPU) and the library's `addDocumentWithGpuReader` and `askOnGpu`, which return
-//! Promises (a page reads GPU results back only through its event loop; on the CPU the
-//! same runtime futures are ready at once, and the exports stay synchronous). The `DocMem`
-//! client (worker, model cache, IndexedDB) is in `js/`.
+//! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (in linear memory; on
+//! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
+//! sentence embedder on the same kernels, and [`WasmLibrary`], a document library (ingest,
+//! search, cited answers) whose changes the JavaScript side persists; with the `gpu`
+//! feature, `webgpuCheck`, `GpuLm` (a model moved onto WebGPU) and the library's
+//! `addDocumentWithGpuReader` and `askOnGpu`, which return Promises (a page reads GPU
+//! results back only through its event loop; on the CPU the same runtime futures are ready
+//! at once, and the exports stay synchronous). The `DocMem` client (worker, model cache,
+//! IndexedDB) is in `js/`.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::{align_memory, parse_memreader_output, AlignParams, ErrorCode, HasErrorCode, HashingEmbedder};
@@ -27,6 +28,7 @@ mod boundary;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod library;
+mod threads;
 #[cfg(feature = "gpu")]
 pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
@@ -181,10 +183,14 @@ impl WasmLm {
     }
 }
 
-/// How models load in wasm: one thread (the CPU backend has no threads here yet) and a
-/// context of 2,048 tokens (the K/V cache lives in linear memory).
+/// Threads a model loaded in wasm runs on: 0, "all there are", which is one in the plain
+/// build and, in the threads build, the helpers `js/threads.js` started (see `threads`).
+const WASM_THREADS: usize = 0;
+
+/// How models load in wasm: on [`WASM_THREADS`], with a context of 2,048 tokens (the K/V
+/// cache lives in linear memory).
 fn load_options() -> docmem_runtime::lm::LoadOptions {
-    docmem_runtime::lm::LoadOptions { threads: 1, context: 2048, ..Default::default() }
+    docmem_runtime::lm::LoadOptions { threads: WASM_THREADS, context: 2048, ..Default::default() }
 }
 
 /// A file of `length` bytes read through `read(offset, length) → Uint8Array`, a synchronous
@@ -274,7 +280,7 @@ impl WasmEmbedder {
             let bytes = boundary::bytes(&value, &format!("file '{key}'"), ErrorCode::ModelLoadFailed)?;
             map.insert(key, bytes);
         }
-        let embedder = Embedder::from_files(map, &name, EmbedderOptions { precision, threads: 1 }).map_err(coded)?;
+        let embedder = Embedder::from_files(map, &name, EmbedderOptions { precision, threads: WASM_THREADS }).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))
     }
 
@@ -288,7 +294,7 @@ impl WasmEmbedder {
         use docmem_runtime::embed::{Embedder, EmbedderOptions};
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
-        let options = EmbedderOptions { precision: parse_precision(&boundary::string(&precision, "precision")?)?, threads: 1 };
+        let options = EmbedderOptions { precision: parse_precision(&boundary::string(&precision, "precision")?)?, threads: WASM_THREADS };
         let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
         let embedder = Embedder::from_gguf(&src, name, options).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))

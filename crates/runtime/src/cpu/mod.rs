@@ -9,7 +9,7 @@
 //!   panels; [`bf16`]: its bfloat16 panels and AVX-512 BF16 kernel.
 //! - [`encoder_ops`]: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
-//! - [`threads`]: the worker pool.
+//! - [`threads`]: the worker pool; `web_workers`: its threads in the wasm threads build.
 
 pub mod act;
 pub mod attention;
@@ -25,7 +25,15 @@ pub mod mathfn;
 pub mod matmul;
 pub mod threads;
 pub mod transformer;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub mod web_workers;
 pub mod x8;
+
+/// The integer kernels' vector code against their portable loops on seeded inputs (see
+/// `isum::check`): the number of cases, or an error naming the kernel and both values.
+pub fn check_kernels() -> Result<usize, String> {
+    isum::check()
+}
 
 /// Whether hardware FMA (with AVX2) is available; the fused-multiply-add loops are then
 /// compiled for it.

@@ -7,10 +7,14 @@
 //! too, and the helpers spin on a job counter between jobs, parking only after a while
 //! without work so an idle model costs no CPU.
 //!
-//! On wasm the calling thread runs everything (threads there need cross-origin isolation,
-//! which a page embedding us cannot be assumed to have).
+//! In wasm, threads exist only in a build with the `atomics` target feature (shared
+//! memory, which a page may use only when it is cross-origin isolated): there the helpers
+//! are Web Workers (or Node worker threads) that JavaScript starts and hands to
+//! [`super::web_workers`], and every model shares one pool of them, since a page's worker
+//! runs one model at a time and the helpers cannot be started on demand. In the plain
+//! wasm build the calling thread runs everything.
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
 mod pool {
     // Unsafe code: `run` hands the job closure to the helper threads as a lifetime-erased
     // raw pointer (scoped sharing: it returns only after every helper is done with it).
@@ -18,11 +22,37 @@ mod pool {
 
     use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    #[cfg(target_arch = "wasm32")]
+    use super::super::web_workers::JoinHandle;
+    #[cfg(not(target_arch = "wasm32"))]
     use std::thread::JoinHandle;
-    use std::time::{Duration, Instant};
 
     /// How long a helper spins for the next job before parking.
+    #[cfg(not(target_arch = "wasm32"))]
     const SPIN: Duration = Duration::from_millis(2);
+    /// Spins before parking where there is no clock (wasm32-unknown-unknown has none):
+    /// about as long as `SPIN` on a laptop core.
+    #[cfg(target_arch = "wasm32")]
+    const SPIN_ROUNDS: u32 = 1 << 20;
+
+    /// Tasks run on helper threads since the process started: how a test shows that more
+    /// than one thread did work.
+    pub static HELPER_TASKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    /// Start one helper thread running `f`.
+    fn spawn(i: usize, f: impl FnOnce() + Send + 'static) -> Option<JoinHandle<()>> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            std::thread::Builder::new().name(format!("docmem-cpu-{i}")).spawn(f).ok()
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = i;
+            super::super::web_workers::spawn(Box::new(f))
+        }
+    }
 
     /// A job as helpers see it: a type- and lifetime-erased `&(dyn Fn(usize) + Sync)`.
     /// Valid while `Pool::run` waits for the helpers (it returns only when all are done).
@@ -52,15 +82,17 @@ mod pool {
     }
 
     impl Shared {
-        /// Claim and run tasks until none are left.
-        fn work(&self, f: &(dyn Fn(usize) + Sync)) {
+        /// Claim and run tasks until none are left; returns how many this thread ran.
+        fn work(&self, f: &(dyn Fn(usize) + Sync)) -> u64 {
             let tasks = self.tasks.load(Ordering::Acquire);
+            let mut ran = 0;
             loop {
                 let i = self.next.fetch_add(1, Ordering::Relaxed);
                 if i >= tasks {
-                    break;
+                    break ran;
                 }
                 f(i);
+                ran += 1;
             }
         }
     }
@@ -88,10 +120,9 @@ mod pool {
             let mut helpers = Vec::new();
             for i in 1..n {
                 let s = Arc::clone(&shared);
-                let handle = std::thread::Builder::new().name(format!("docmem-cpu-{i}")).spawn(move || helper(&s));
-                match handle {
-                    Ok(h) => helpers.push(h),
-                    Err(_) => {
+                match spawn(i, move || helper(&s)) {
+                    Some(h) => helpers.push(h),
+                    None => {
                         // Dropping the partial pool stops the helpers started so far.
                         drop(Pool { shared, helpers });
                         return None;
@@ -121,7 +152,9 @@ mod pool {
                 s.park.1.notify_all();
             }
             // A panic here must not unwind past `f` while helpers still call it.
-            let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f)));
+            let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                s.work(f);
+            }));
             while s.busy.load(Ordering::Acquire) != 0 {
                 std::hint::spin_loop();
             }
@@ -132,6 +165,13 @@ mod pool {
             if s.panicked.swap(false, Ordering::AcqRel) {
                 panic!("a CPU kernel task panicked on a worker thread");
             }
+        }
+    }
+
+    impl Pool {
+        /// Threads in the pool, the caller's included.
+        pub fn threads(&self) -> usize {
+            self.helpers.len() + 1
         }
     }
 
@@ -153,7 +193,8 @@ mod pool {
         let mut seen = 0u64;
         loop {
             // Wait for a new epoch: spin a while, then park.
-            let start = Instant::now();
+            #[cfg(not(target_arch = "wasm32"))]
+            let start = std::time::Instant::now();
             let mut spins = 0u32;
             let epoch = loop {
                 let e = s.epoch.load(Ordering::Acquire);
@@ -161,7 +202,11 @@ mod pool {
                     break e;
                 }
                 spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(1024) && start.elapsed() > SPIN {
+                #[cfg(not(target_arch = "wasm32"))]
+                let spun_long = spins.is_multiple_of(1024) && start.elapsed() > SPIN;
+                #[cfg(target_arch = "wasm32")]
+                let spun_long = spins >= SPIN_ROUNDS;
+                if spun_long {
                     let guard = s.park.0.lock().unwrap_or_else(|e| e.into_inner());
                     if s.epoch.load(Ordering::Acquire) == seen {
                         // A timeout too, so a missed wake-up costs latency, never a hang.
@@ -180,8 +225,9 @@ mod pool {
                 // SAFETY: see `JobPtr`: `run` keeps the job alive until `busy` reaches 0,
                 // and this helper decrements `busy` only after its last use of `f`.
                 let f = unsafe { &*f };
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f))).is_err() {
-                    s.panicked.store(true, Ordering::Release);
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.work(f))) {
+                    Ok(ran) => _ = HELPER_TASKS.fetch_add(ran, Ordering::Relaxed),
+                    Err(_) => s.panicked.store(true, Ordering::Release),
                 }
             }
             s.busy.fetch_sub(1, Ordering::AcqRel);
@@ -191,8 +237,8 @@ mod pool {
 
 /// A fixed set of worker threads.
 pub struct Threads {
-    #[cfg(not(target_arch = "wasm32"))]
-    pool: Option<pool::Pool>,
+    #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
+    pool: Option<std::sync::Arc<pool::Pool>>,
     n: usize,
 }
 
@@ -204,16 +250,27 @@ impl std::fmt::Debug for Threads {
 
 impl Threads {
     /// `n` threads (0: one per available core), the calling thread included. Falls back to
-    /// one thread if helpers cannot be started.
+    /// one thread if helpers cannot be started. In the wasm threads build, any `n` but 1
+    /// takes the one pool of Web Workers every model shares: as many threads as JavaScript
+    /// started helpers for (see [`super::web_workers`]), which is where the count is chosen.
     pub fn new(n: usize) -> Self {
-        let n = if n == 0 { std::thread::available_parallelism().map_or(1, |v| v.get()) } else { n };
         #[cfg(not(target_arch = "wasm32"))]
+        let pool = {
+            let n = if n == 0 { std::thread::available_parallelism().map_or(1, |v| v.get()) } else { n };
+            if n > 1 {
+                pool::Pool::new(n).map(std::sync::Arc::new)
+            } else {
+                None
+            }
+        };
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        let pool = if n != 1 { shared_web_pool() } else { None };
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
         {
-            let pool = if n > 1 { pool::Pool::new(n) } else { None };
-            let n = if pool.is_some() { n } else { 1 };
+            let n = pool.as_ref().map_or(1, |p| p.threads());
             Threads { pool, n }
         }
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
         {
             let _ = n;
             Threads { n: 1 }
@@ -225,9 +282,22 @@ impl Threads {
         self.n
     }
 
+    /// Tasks run on helper threads (not the calling one) since the process started, over
+    /// every pool: shows that more than one thread did work.
+    pub fn helper_tasks() -> u64 {
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
+        {
+            pool::HELPER_TASKS.load(std::sync::atomic::Ordering::Relaxed)
+        }
+        #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+        {
+            0
+        }
+    }
+
     /// Run `f(0..tasks)`, spread over the threads; returns when all are done.
     pub fn for_each(&self, tasks: usize, f: impl Fn(usize) + Sync + Send) {
-        #[cfg(not(target_arch = "wasm32"))]
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
         if let Some(pool) = &self.pool {
             if tasks > 1 {
                 pool.run(tasks, &f);
@@ -236,6 +306,23 @@ impl Threads {
         }
         (0..tasks).for_each(f);
     }
+}
+
+/// The pool every model shares in the wasm threads build, made from the helpers idle when
+/// the first model asks for threads (JavaScript starts them before it loads a model);
+/// `None` when there are none.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+fn shared_web_pool() -> Option<std::sync::Arc<pool::Pool>> {
+    use std::sync::{Arc, Mutex};
+    static SHARED: Mutex<Option<Arc<pool::Pool>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if shared.is_none() {
+        let helpers = super::web_workers::idle();
+        if helpers > 0 {
+            *shared = pool::Pool::new(helpers + 1).map(Arc::new);
+        }
+    }
+    shared.clone()
 }
 
 #[cfg(test)]
@@ -253,6 +340,14 @@ mod tests {
             });
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "tasks={tasks}");
         }
+    }
+
+    #[test]
+    fn helpers_take_tasks_and_are_counted() {
+        let threads = Threads::new(2);
+        let before = Threads::helper_tasks();
+        threads.for_each(40, |_| std::thread::sleep(std::time::Duration::from_millis(1)));
+        assert!(Threads::helper_tasks() > before, "the helper ran none of 40 one-millisecond tasks");
     }
 
     #[test]

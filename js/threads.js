@@ -1,0 +1,90 @@
+// Threads for the wasm CPU backend: helper workers on the module's shared memory.
+//
+// The threads build of the wasm package (shared memory, atomics) runs its kernels on a
+// pool of threads, but a wasm thread is a JavaScript worker, and only JavaScript can start
+// one (see crates/runtime/src/cpu/web_workers.rs). So before any model loads, this starts
+// `count - 1` helper workers (thread-worker.js); each instantiates the same compiled module
+// on the same memory and calls `threadServe()`, where it waits for the kernels' tasks.
+// Models loaded afterwards share them. Works in browsers (a worker may start workers) and
+// in Node (worker_threads).
+//
+// Shared memory needs SharedArrayBuffer: always there in Node, and in a browser only when
+// the page is cross-origin isolated (COOP/COEP headers). `threadSupport()` says whether,
+// and why not.
+
+const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
+
+/** {ok, reason}: whether this context can run the threads build. */
+export function threadSupport() {
+  // Checked first: a browser hides SharedArrayBuffer itself from pages that are not.
+  if (!isNode && globalThis.crossOriginIsolated !== true) {
+    return { ok: false, reason: 'the page is not cross-origin isolated (it needs the COOP and COEP headers), so wasm cannot share memory between threads' };
+  }
+  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined') {
+    return { ok: false, reason: 'this JavaScript engine has no SharedArrayBuffer' };
+  }
+  return { ok: true, reason: '' };
+}
+
+/** Threads to use when no setting says: the cores the platform reports, at most 8 (a
+ * decode step is bound by memory bandwidth well before that). */
+export async function defaultThreadCount() {
+  let cores = 1;
+  if (isNode) {
+    const os = await import('node:os');
+    cores = typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length;
+  } else if (globalThis.navigator && navigator.hardwareConcurrency) {
+    cores = navigator.hardwareConcurrency;
+  }
+  return Math.max(1, Math.min(8, cores | 0));
+}
+
+async function spawn(url) {
+  if (isNode) {
+    const { Worker } = await import('node:worker_threads');
+    const wk = new Worker(new URL(url));
+    wk.unref(); // a helper never keeps Node alive
+    return {
+      post: (m) => wk.postMessage(m),
+      once: (f) => wk.once('message', f),
+      onError: (f) => wk.once('error', f),
+    };
+  }
+  const wk = new Worker(url, { type: 'module', name: 'docmem-thread' });
+  return {
+    post: (m) => wk.postMessage(m),
+    once: (f) => wk.addEventListener('message', (e) => f(e.data), { once: true }),
+    onError: (f) => wk.addEventListener('error', (e) => f(new Error(e.message || 'a docmem thread failed to start')), { once: true }),
+  };
+}
+
+/**
+ * Start `count - 1` helpers for the threads package `w` (its glue module, already
+ * initialised from `module` on `memory`; `glueUrl` is where the glue was imported from).
+ * Resolves with the number of threads (the caller's included) once every helper waits
+ * in `threadServe()`; rejects if one fails to start or they are not all waiting within
+ * `timeoutMs`.
+ */
+export async function startThreads(w, { glueUrl, module, memory, count, timeoutMs = 30000 }) {
+  const helpers = Math.max(0, (count | 0) - 1);
+  const workerUrl = new URL('./thread-worker.js', import.meta.url).href;
+  const started = [];
+  for (let i = 0; i < helpers; i++) {
+    const wk = await spawn(workerUrl);
+    started.push(
+      new Promise((resolve, reject) => {
+        wk.onError(reject);
+        wk.once((m) => (m && m.ready ? resolve() : reject(new Error(m && m.error ? m.error : 'a docmem thread failed to start'))));
+      }),
+    );
+    wk.post({ glueUrl, module, memory });
+  }
+  await Promise.all(started);
+  // Each helper reported before entering threadServe(); wait until all are inside it.
+  const deadline = Date.now() + timeoutMs;
+  while (w.threadsIdle() < helpers) {
+    if (Date.now() > deadline) throw new Error(`only ${w.threadsIdle()} of ${helpers} docmem threads started within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return helpers + 1;
+}
