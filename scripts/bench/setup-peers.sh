@@ -7,6 +7,8 @@
 #   exported to ONNX for it by scripts/bench/export_onnx.py (same model files). Install
 #   scripts are skipped: onnxruntime-node's would download CUDA binaries from outside the
 #   registry, and the benchmark runs transformers.js on onnxruntime-web (wasm) anyway.
+# - wllama (`@wllama/wllama`, npm), llama.cpp in wasm, for the browser LM benchmark
+#   (scripts/bench/wasm-lm-browser.sh).
 # Idempotent. Prints nothing but progress.
 source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
 cd "$DOCMEM_ROOT"
@@ -22,6 +24,14 @@ if [ ! -d "$node_dir/node_modules/@huggingface/transformers" ]; then
   step "transformers.js into $node_dir (npm)"
   mkdir -p "$node_dir"
   (cd "$node_dir" && npm init -y >/dev/null && npm install --silent --ignore-scripts --no-audit --no-fund @huggingface/transformers@3.8.0)
+fi
+# wllama (llama.cpp compiled to wasm) for scripts/bench/wasm-lm-browser.sh: the peer of
+# the wasm CPU backend's language models, run in the same headless Chromium page.
+if [ ! -f "$node_dir/node_modules/@wllama/wllama/package.json" ] \
+  || [ "$(node -p 'require(process.argv[1]).version' "$node_dir/node_modules/@wllama/wllama/package.json")" != "3.8.1" ]; then
+  step "wllama into $node_dir (npm)"
+  mkdir -p "$node_dir"
+  (cd "$node_dir" && { [ -f package.json ] || npm init -y >/dev/null; } && npm install --silent --ignore-scripts --no-audit --no-fund @wllama/wllama@3.8.1)
 fi
 onnx_dir="$DOCMEM_CACHE/bench-onnx/all-MiniLM-L6-v2"
 if [ ! -f "$onnx_dir/onnx/model.onnx" ]; then
