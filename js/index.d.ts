@@ -196,7 +196,8 @@ export declare class DocMem {
   static open(libraryName?: string, options?: OpenOptions): Promise<DocMem>;
   readonly name: string;
   readonly backend: BackendInfo;
-  readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean };
+  /** wasmMemoryBytes: the module's linear memory once every model is loaded (it only grows: the peak). */
+  readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean; wasmMemoryBytes: number };
   /** A File/Blob named .txt, .md or .html, or a string. */
   addDocument(
     fileOrText: Blob | string,

@@ -39,6 +39,7 @@ if (isNode) {
 }
 
 let w; // the wasm package's module
+let wasmMemory; // its linear memory (WebAssembly.Memory; it only grows, so its size is the peak)
 let embedder;
 let reader;
 let answerer;
@@ -93,6 +94,7 @@ async function loadWasm(pkg, wanted) {
     }
     if (w) {
       const exports = await w.default({ module_or_path: module });
+      wasmMemory = exports.memory;
       try {
         count = await startThreads(w, { glueUrl: pkg.threads.js, module, memory: exports.memory, count });
       } catch (e) {
@@ -104,7 +106,7 @@ async function loadWasm(pkg, wanted) {
     }
   }
   w = await import(pkg.js);
-  await w.default({ module_or_path: (await bytesOf(pkg.wasm)) ?? pkg.wasm });
+  wasmMemory = (await w.default({ module_or_path: (await bytesOf(pkg.wasm)) ?? pkg.wasm })).memory;
   return { count, note };
 }
 
@@ -260,7 +262,9 @@ const ops = {
     if (backend.name === CPU.name) backend.label = `${CPU.label.slice(0, -1)}, ${threads} thread${threads === 1 ? '' : 's'})`;
     return {
       backend,
-      models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache },
+      // Linear memory with every model loaded (the weights are held there once, read in
+      // from the model cache a block at a time; on WebGPU the reader's are on the GPU).
+      models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache, wasmMemoryBytes: wasmMemory.buffer.byteLength },
     };
   },
 

@@ -378,7 +378,7 @@ async function start() {
   $('backend').dataset.name = b.name;
   const m = dm.models;
   $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (embedder)` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (embedder)`;
-  $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}.`;
+  $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}, ${Math.round(m.wasmMemoryBytes / 2 ** 20)} MB of wasm memory.`;
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;

@@ -62,6 +62,11 @@ assert.equal(dm.backend.threads, 2);
 assert.equal(dm.backend.reason, 'no WebGPU adapter');
 assert.equal(dm.models.reader, 'SmolLM2-135M-Instruct.Q4_1.gguf');
 assert.equal(dm.models.embedder, 'all-MiniLM-L6-v2');
+// The weights are held once: linear memory is above the model files' size and below twice it.
+const modelBytes = fs.statSync(smol).size + embedderFiles.reduce((n, f) => n + f.size, 0);
+const linear = dm.models.wasmMemoryBytes;
+console.log(`wasm memory with the models loaded: ${(linear / 2 ** 20).toFixed(0)} MB (model files ${(modelBytes / 2 ** 20).toFixed(0)} MB)`);
+assert.ok(linear > modelBytes && linear < 2 * modelBytes, `linear memory ${linear} for ${modelBytes} bytes of models`);
 
 // A chunker document from a string, and a MoM one from a File, with progress.
 const example = fs.readFileSync(examplePath, 'utf8');

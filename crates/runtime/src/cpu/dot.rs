@@ -63,6 +63,10 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow, batch: Bat
         }
     }
     let _ = batch;
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if let Some([v]) = super::simd128::dot_tokens(ty, row, [q]) {
+        return v;
+    }
     dot_row_scalar(ty, row, x, q)
 }
 
@@ -86,8 +90,16 @@ pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batc
     if super::avx2::available() {
         return super::avx2::dot_4tokens(ty, row, qs, batch);
     }
-    let _ = (ty, row, qs, batch);
-    None
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        let _ = batch;
+        super::simd128::dot_tokens(ty, row, qs)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = (ty, row, qs, batch);
+        None
+    }
 }
 
 /// The portable reference kernels.

@@ -138,19 +138,19 @@ mod portable {
 // is long enough first).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[allow(unsafe_code)]
-mod simd {
+pub(super) mod simd {
     use core::arch::wasm32::*;
 
     /// 16 bytes at `p` (unaligned).
     #[inline(always)]
-    fn load(s: &[u8]) -> v128 {
+    pub(in crate::cpu) fn load(s: &[u8]) -> v128 {
         assert!(s.len() >= 16);
         // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
         unsafe { v128_load(s.as_ptr() as *const v128) }
     }
 
     #[inline(always)]
-    fn load_i8(s: &[i8]) -> v128 {
+    pub(in crate::cpu) fn load_i8(s: &[i8]) -> v128 {
         assert!(s.len() >= 16);
         // SAFETY: as in `load`.
         unsafe { v128_load(s.as_ptr() as *const v128) }
@@ -168,21 +168,21 @@ mod simd {
     /// 4- and 6-bit blocks): each product fits 13 bits, so the two products of a lane pair
     /// are added as i16 before one widening (3 instructions fewer than [`dot16`]).
     #[inline(always)]
-    fn dot16_small(w: v128, y: v128) -> v128 {
+    pub(in crate::cpu) fn dot16_small(w: v128, y: v128) -> v128 {
         i32x4_extadd_pairwise_i16x8(i16x8_add(i16x8_extmul_low_i8x16(w, y), i16x8_extmul_high_i8x16(w, y)))
     }
 
     /// [`dot16_small`] over 32 values (`w0·y0 + w1·y1`) for weights in 0..=15 (|w·y| ≤
     /// 1,920, so the four products a lane gathers stay within an i16).
     #[inline(always)]
-    fn dot32_nibbles(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
+    pub(in crate::cpu) fn dot32_nibbles(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
         let p0 = i16x8_add(i16x8_extmul_low_i8x16(w0, y0), i16x8_extmul_high_i8x16(w0, y0));
         let p1 = i16x8_add(i16x8_extmul_low_i8x16(w1, y1), i16x8_extmul_high_i8x16(w1, y1));
         i32x4_extadd_pairwise_i16x8(i16x8_add(p0, p1))
     }
 
     #[inline(always)]
-    fn hsum(v: v128) -> i32 {
+    pub(in crate::cpu) fn hsum(v: v128) -> i32 {
         i32x4_extract_lane::<0>(v) + i32x4_extract_lane::<1>(v) + i32x4_extract_lane::<2>(v) + i32x4_extract_lane::<3>(v)
     }
 

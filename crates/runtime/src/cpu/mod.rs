@@ -9,6 +9,7 @@
 //!   panels; [`bf16`]: its bfloat16 panels and AVX-512 BF16 kernel.
 //! - [`encoder_ops`]: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
+//! - `simd128`: whole-row Q4_K / Q6_K kernels for wasm, one to four tokens a call.
 //! - [`threads`]: the worker pool; `web_workers`: its threads in the wasm threads build.
 
 pub mod act;
@@ -23,16 +24,22 @@ pub mod ggml_order;
 mod isum;
 pub mod mathfn;
 pub mod matmul;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 pub mod threads;
 pub mod transformer;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub mod web_workers;
 pub mod x8;
 
-/// The integer kernels' vector code against their portable loops on seeded inputs (see
-/// `isum::check`): the number of cases, or an error naming the kernel and both values.
+/// The vector kernels against the portable ones on seeded inputs (`isum::check`, and in
+/// wasm `simd128::check`): the number of cases, or an error naming the kernel and both
+/// values.
 pub fn check_kernels() -> Result<usize, String> {
-    isum::check()
+    let cases = isum::check()?;
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let cases = cases + simd128::check()?;
+    Ok(cases)
 }
 
 /// Whether hardware FMA (with AVX2) is available; the fused-multiply-add loops are then
