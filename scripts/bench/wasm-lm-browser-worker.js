@@ -26,6 +26,7 @@ const PARAGRAPH =
   'monasteries and universities to merchants, craftsmen and their families.';
 
 let w = null;
+let memory = null; // the module's linear memory (it only grows: its size is the peak)
 
 self.onmessage = async (e) => {
   try {
@@ -47,7 +48,7 @@ async function loadPackage(threads) {
   if (threads === 1) {
     // The plain package (no shared memory): runs on this worker's thread only.
     w = await import('/pkg/docmem_wasm.js');
-    await w.default({ module_or_path: '/pkg/docmem_wasm_bg.wasm' });
+    memory = (await w.default({ module_or_path: '/pkg/docmem_wasm_bg.wasm' })).memory;
     return;
   }
   // The threads package: its helpers must be waiting before the model loads.
@@ -55,6 +56,7 @@ async function loadPackage(threads) {
   w = await import(glueUrl);
   const module = await WebAssembly.compileStreaming(fetch('/pkg-threads/docmem_wasm_bg.wasm'));
   const exports = await w.default({ module_or_path: module });
+  memory = exports.memory;
   const { startThreads, threadSupport } = await import('/js/threads.js');
   const support = threadSupport();
   if (!support.ok) throw new Error(`docmem threads unavailable: ${support.reason}`);
@@ -97,9 +99,11 @@ async function runCase(c) {
   const t0 = performance.now();
   const response = await fetch(c.model);
   if (!response.ok) throw new Error(`fetching ${c.model}: HTTP ${response.status}`);
-  let bytes = new Uint8Array(await response.arrayBuffer());
-  const lm = new w.Lm(bytes);
-  bytes = null;
+  // Loaded as the app loads it: read a block at a time (FileReaderSync over the file),
+  // so the weights are in linear memory once and the file never is.
+  const file = await response.blob();
+  const reader = new FileReaderSync();
+  const lm = w.Lm.fromReader(file.size, (offset, length) => new Uint8Array(reader.readAsArrayBuffer(file.slice(offset, offset + length))));
   const loadSeconds = (performance.now() - t0) / 1000;
 
   if (c.prompt == null) {
@@ -126,6 +130,8 @@ async function runCase(c) {
     decode_seconds: g.decode_seconds,
     wall_s: wall,
     load_s: loadSeconds,
+    wasm_memory_mb: Math.round(memory.buffer.byteLength / 2 ** 20), // after generating: the peak
+    file_mb: Math.round(file.size / 2 ** 20),
     finish: g.finish,
     text: g.text,
     thread_stats: stats,

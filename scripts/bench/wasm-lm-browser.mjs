@@ -265,6 +265,7 @@ for (const model of models) {
           decode_s: r.decode_seconds,
           wall_s: r.wall_s,
           load_s: r.load_s,
+          ...(engine === 'docmem' ? { wasm_memory_mb: r.wasm_memory_mb, file_mb: r.file_mb } : {}),
           finish: r.finish,
           text: r.text,
         };
