@@ -312,12 +312,12 @@ export class DocMem {
     return this.#call('ask', { question, k, maxTokens }, { signal, onEvent, cancellable: true });
   }
 
-  /** The documents: [{id, title, language, bytes, chunks, reader, fallback}]. */
   /** The wasm CPU kernels' threads and the tasks helpers ran: {threads, helperTasks}. */
   threadStats() {
     return this.#call('threadStats');
   }
 
+  /** The documents: [{id, title, language, bytes, chunks, reader, fallback}]. */
   documents() {
     return this.#call('documents');
   }

@@ -48,6 +48,7 @@ async function spawn(url) {
       post: (m) => wk.postMessage(m),
       once: (f) => wk.once('message', f),
       onError: (f) => wk.once('error', f),
+      terminate: () => wk.terminate(),
     };
   }
   const wk = new Worker(url, { type: 'module', name: 'docmem-thread' });
@@ -55,6 +56,7 @@ async function spawn(url) {
     post: (m) => wk.postMessage(m),
     once: (f) => wk.addEventListener('message', (e) => f(e.data), { once: true }),
     onError: (f) => wk.addEventListener('error', (e) => f(new Error(e.message || 'a docmem thread failed to start')), { once: true }),
+    terminate: () => wk.terminate(),
   };
 }
 
@@ -62,29 +64,46 @@ async function spawn(url) {
  * Start `count - 1` helpers for the threads package `w` (its glue module, already
  * initialised from `module` on `memory`; `glueUrl` is where the glue was imported from).
  * Resolves with the number of threads (the caller's included) once every helper waits
- * in `threadServe()`; rejects if one fails to start or they are not all waiting within
- * `timeoutMs`.
+ * in `threadServe()`. Rejects if one fails to start or they are not all waiting within
+ * `timeoutMs`, having terminated every helper: the module must then not be used with
+ * threads (a pool could count a helper that is gone), so the caller loads the plain build.
  */
 export async function startThreads(w, { glueUrl, module, memory, count, timeoutMs = 30000 }) {
   const helpers = Math.max(0, (count | 0) - 1);
   const workerUrl = new URL('./thread-worker.js', import.meta.url).href;
-  const started = [];
-  for (let i = 0; i < helpers; i++) {
-    const wk = await spawn(workerUrl);
-    started.push(
-      new Promise((resolve, reject) => {
-        wk.onError(reject);
-        wk.once((m) => (m && m.ready ? resolve() : reject(new Error(m && m.error ? m.error : 'a docmem thread failed to start'))));
-      }),
-    );
-    wk.post({ glueUrl, module, memory });
-  }
-  await Promise.all(started);
-  // Each helper reported before entering threadServe(); wait until all are inside it.
+  const workers = [];
   const deadline = Date.now() + timeoutMs;
-  while (w.threadsIdle() < helpers) {
-    if (Date.now() > deadline) throw new Error(`only ${w.threadsIdle()} of ${helpers} docmem threads started within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 2));
+  const late = () => new Error(`the ${helpers} docmem thread(s) did not all start within ${timeoutMs} ms`);
+  try {
+    const started = [];
+    for (let i = 0; i < helpers; i++) {
+      const wk = await spawn(workerUrl);
+      workers.push(wk);
+      started.push(
+        new Promise((resolve, reject) => {
+          wk.onError(reject);
+          wk.once((m) => (m && m.ready ? resolve() : reject(new Error(m && m.error ? m.error : 'a docmem thread failed to start'))));
+        }),
+      );
+      wk.post({ glueUrl, module, memory });
+    }
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(late()), timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(started), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    // Each helper reported before entering threadServe(); wait until all are inside it.
+    while (w.threadsIdle() < helpers) {
+      if (Date.now() > deadline) throw late();
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    return helpers + 1;
+  } catch (e) {
+    for (const wk of workers) wk.terminate();
+    throw e;
   }
-  return helpers + 1;
 }

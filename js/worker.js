@@ -77,7 +77,7 @@ const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)' };
 async function loadWasm(pkg, wanted) {
   const { threadSupport, defaultThreadCount, startThreads } = await import('./threads.js');
   let count = wanted === undefined || wanted === null ? await defaultThreadCount() : Math.max(1, Math.floor(Number(wanted)) || 1);
-  let note = count === 1 ? (wanted ? 'one thread was asked for' : 'this device reports one core') : '';
+  let note = count === 1 ? (wanted !== undefined && wanted !== null ? 'one thread was asked for' : 'this device reports one core') : '';
   const support = threadSupport();
   if (count > 1 && !pkg.threads) [count, note] = [1, 'the wasm package has no threads build'];
   if (count > 1 && !support.ok) [count, note] = [1, support.reason];
@@ -93,16 +93,17 @@ async function loadWasm(pkg, wanted) {
       [count, note] = [1, `the threads build could not be loaded (${e && e.message ? e.message : e})`];
     }
     if (w) {
-      const exports = await w.default({ module_or_path: module });
-      wasmMemory = exports.memory;
       try {
+        // Shared memory (up to 4 GiB reserved) can fail to be made; so can a helper.
+        const exports = await w.default({ module_or_path: module });
+        wasmMemory = exports.memory;
         count = await startThreads(w, { glueUrl: pkg.threads.js, module, memory: exports.memory, count });
+        return { count, note };
       } catch (e) {
-        // Work on the helpers that did start (the module is already on shared memory).
-        count = 1 + w.threadsIdle();
-        note = `only ${count} thread(s) started (${e && e.message ? e.message : e})`;
+        // startThreads has stopped its helpers; the plain build below runs on one thread.
+        w = undefined;
+        [count, note] = [1, `the threads could not start (${e && e.message ? e.message : e})`];
       }
-      return { count, note };
     }
   }
   w = await import(pkg.js);

@@ -55,6 +55,10 @@ pub fn install_panic_hook() {
             if let Ok(mut last) = PANIC.try_lock() {
                 *last = Some(text);
             }
+            // A panic aborts the thread it happens on: if that is a helper worker, the
+            // thread waiting for it must stop waiting (and panic in turn, so its caller
+            // gets this error) rather than spin forever.
+            docmem_runtime::cpu::threads::Threads::note_panic();
         }));
     });
 }

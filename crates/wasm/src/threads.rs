@@ -44,10 +44,11 @@ pub fn threads_idle() -> usize {
 }
 
 /// JSON `{"threads": N, "helperTasks": T}`: the threads the models run on (the caller's
-/// included) and the kernel tasks helper threads have run so far.
+/// included; 1 until a model has taken the helpers) and the kernel tasks helper threads
+/// have run so far.
 #[wasm_bindgen(js_name = threadStats)]
 pub fn thread_stats() -> String {
-    let threads = Threads::new(0).count();
+    let threads = Threads::shared_count();
     format!("{{\"threads\":{threads},\"helperTasks\":{}}}", Threads::helper_tasks())
 }
 

@@ -153,7 +153,7 @@ pub fn check() -> Result<usize, String> {
             let four = dot_tokens(ty, &row, [&acts[0], &acts[1], &acts[2], &acts[3]]);
             for t in 0..4 {
                 let want = super::dot::dot_row_scalar(ty, &row, &[], &acts[t]);
-                let got = if t == 0 { [one, four.map(|v| v[0])] } else { [four.map(|v| v[t]), four.map(|v| v[t])] };
+                let got = if t == 0 { vec![one, four.map(|v| v[0])] } else { vec![four.map(|v| v[t])] };
                 for g in got {
                     if g.map(f32::to_bits) != Some(want.to_bits()) {
                         return Err(format!("simd128 {ty} row kernel, token {t}: {g:?}, the scalar kernel gives {want}"));

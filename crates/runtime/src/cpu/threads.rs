@@ -41,6 +41,10 @@ mod pool {
     /// than one thread did work.
     pub static HELPER_TASKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+    /// Set by the wasm module's panic hook ([`super::Threads::note_panic`]): a thread has
+    /// panicked, which in wasm aborts it, so `run` must not wait for its helpers.
+    pub static ABORTED: AtomicBool = AtomicBool::new(false);
+
     /// Start one helper thread running `f`.
     fn spawn(i: usize, f: impl FnOnce() + Send + 'static) -> Option<JoinHandle<()>> {
         #[cfg(not(target_arch = "wasm32"))]
@@ -140,7 +144,8 @@ mod pool {
             // pointer only between the epoch bump below and their `busy` decrement, and we
             // wait for `busy == 0` (even when our own share of the tasks panics: it is run
             // under `catch_unwind`) before clearing `job` and returning, so `f` outlives
-            // every use.
+            // every use. (In wasm a panic aborts instead of unwinding: a panicking thread
+            // never returns, and `ABORTED` stops the wait; nothing returns to use `f`.)
             let erased: JobPtr = JobPtr(unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f) });
             *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(erased);
             s.tasks.store(tasks, Ordering::Release);
@@ -156,6 +161,11 @@ mod pool {
                 s.work(f);
             }));
             while s.busy.load(Ordering::Acquire) != 0 {
+                // In wasm a panic aborts its thread, so a helper that panicked never
+                // reports done: stop waiting (the module is unusable after a panic anyway).
+                if cfg!(target_arch = "wasm32") && ABORTED.load(Ordering::Acquire) {
+                    panic!("a CPU kernel task panicked on a helper thread");
+                }
                 std::hint::spin_loop();
             }
             *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -295,6 +305,24 @@ impl Threads {
         }
     }
 
+    /// Record that a thread panicked (called by the wasm module's panic hook): in wasm a
+    /// panic aborts its thread, so a pool waiting for a helper that panicked gives up and
+    /// panics in turn instead of spinning forever.
+    pub fn note_panic() {
+        #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
+        pool::ABORTED.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Threads in the pool the models share (the wasm threads build, once a model has
+    /// made it); 1 elsewhere or before. Creates nothing.
+    pub fn shared_count() -> usize {
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        if let Some(pool) = SHARED_WEB_POOL.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return pool.threads();
+        }
+        1
+    }
+
     /// Run `f(0..tasks)`, spread over the threads; returns when all are done.
     pub fn for_each(&self, tasks: usize, f: impl Fn(usize) + Sync + Send) {
         #[cfg(any(not(target_arch = "wasm32"), target_feature = "atomics"))]
@@ -308,14 +336,17 @@ impl Threads {
     }
 }
 
+/// The pool every model shares in the wasm threads build (see [`shared_web_pool`]).
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+static SHARED_WEB_POOL: std::sync::Mutex<Option<std::sync::Arc<pool::Pool>>> = std::sync::Mutex::new(None);
+
 /// The pool every model shares in the wasm threads build, made from the helpers idle when
 /// the first model asks for threads (JavaScript starts them before it loads a model);
 /// `None` when there are none.
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 fn shared_web_pool() -> Option<std::sync::Arc<pool::Pool>> {
-    use std::sync::{Arc, Mutex};
-    static SHARED: Mutex<Option<Arc<pool::Pool>>> = Mutex::new(None);
-    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    use std::sync::Arc;
+    let mut shared = SHARED_WEB_POOL.lock().unwrap_or_else(|e| e.into_inner());
     if shared.is_none() {
         let helpers = super::web_workers::idle();
         if helpers > 0 {
