@@ -94,19 +94,20 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     let picked = pollster::block_on(gpu.backend.greedy_async(&ids, 6)).unwrap();
     assert_eq!(picked, from_logits);
 
-    // After its first steps, decoding takes every buffer from the pool: none is created
-    // per token.
+    // After its first steps, decoding takes every buffer from the pool and every bind
+    // group from the cache: none is created per token.
     let model = &gpu.backend;
     let mut cache = model.new_cache();
     let mut next = pollster::block_on(model.forward_greedy(&mut cache, &ids)).unwrap().unwrap();
     for _ in 0..2 {
         next = pollster::block_on(model.forward_greedy(&mut cache, &[next])).unwrap().unwrap();
     }
-    let created = model.gpu().buffers_created();
+    let (created, bound) = (model.gpu().buffers_created(), model.gpu().bind_groups_created());
     for _ in 0..4 {
         next = pollster::block_on(model.forward_greedy(&mut cache, &[next])).unwrap().unwrap();
     }
     assert_eq!(model.gpu().buffers_created(), created, "buffers created while decoding four more tokens");
+    assert_eq!(model.gpu().bind_groups_created(), bound, "bind groups created while decoding four more tokens");
 
     // A forked cache continues like the original.
     let prefix = docmem_runtime::block_on(gpu.prefill(Prompt::Text("Paper was made from"))).unwrap();

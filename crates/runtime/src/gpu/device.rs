@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use docmem_core::{ErrorCode, HasErrorCode};
 
+use super::bind_groups::BindGroupCache;
 use super::pool::BufferPool;
 
 /// Why the GPU backend cannot run, or failed.
@@ -132,6 +133,8 @@ pub struct Gpu {
     lost: Arc<Mutex<Option<String>>>,
     /// Scratch, parameter and read-back buffers kept for reuse.
     pub(crate) pool: BufferPool,
+    /// Bind groups kept for reuse (decoding binds the same buffers every other token).
+    pub(crate) bind_groups: BindGroupCache,
 }
 
 impl fmt::Debug for Gpu {
@@ -199,7 +202,7 @@ impl Gpu {
                 first.get_or_insert_with(|| e.to_string());
             }
         }));
-        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default() })
+        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default(), bind_groups: BindGroupCache::default() })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -237,6 +240,11 @@ impl Gpu {
     /// steps).
     pub fn buffers_created(&self) -> usize {
         self.pool.created()
+    }
+
+    /// Bind groups created so far (decoding stops creating them after its first steps).
+    pub fn bind_groups_created(&self) -> usize {
+        self.bind_groups.created()
     }
 
     /// The first error the device has reported, if any (as an error to return).

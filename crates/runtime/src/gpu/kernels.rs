@@ -150,14 +150,9 @@ impl Kernels {
         groups: (u32, u32, u32),
     ) {
         let uniform = params(gpu, words);
-        let mut entries: Vec<wgpu::BindGroupEntry<'_>> =
-            buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() }).collect();
-        entries.push(wgpu::BindGroupEntry { binding: buffers.len() as u32, resource: uniform.as_entire_binding() });
-        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
+        let mut bound: Vec<&wgpu::Buffer> = buffers.to_vec();
+        bound.push(&uniform);
+        let bind = gpu.bind_groups.get(&gpu.device, pipeline, &bound);
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind, &[]);

@@ -6,21 +6,24 @@
 //! file stores them (packed in `u32` words, dequantized in the shader) instead of
 //! expanding the weights to f32 (four to eight times the memory and bandwidth).
 //!
-//! What is here so far: the device ([`Gpu`]: adapter, limits requested rather than
-//! assumed, one error type), weight and activation buffers ([`GpuMatrix`], [`GpuVector`]:
-//! uploads in writes of at most 64 MiB, read-back), and the first kernels ([`Kernels`]):
-//! matrix × vector for f32, Q4_1 and Q8_0 (SmolLM2's types), RMSNorm, RoPE from an angle
-//! table, SwiGLU, residual add, softmax, the f16-rounded K/V cache write and causal
-//! grouped-query attention over it, each in its own WGSL file under `wgsl/` and
-//! tested against the CPU reference (`tests.rs`, on Vulkan/llvmpipe in `npm test`); and
-//! [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command buffer per
-//! forward pass), checked against the CPU backend on SmolLM2 (`tests/gpu_parity.rs`). A
-//! buffer pool, sampling on the GPU and the K-quant kernels come next; the CPU backend
-//! stays the reference throughout.
+//! What is here: the device ([`Gpu`]: adapter, limits requested rather than assumed, one
+//! error type), weight and activation buffers ([`GpuMatrix`], [`GpuVector`]: uploads in
+//! writes of at most 64 MiB, read-back), and the kernels ([`Kernels`]): matrix × vector
+//! (tiled over tokens for prefill) for f32, Q4_1, Q8_0, Q4_K and Q6_K, activation
+//! quantization, RMSNorm, RoPE from an angle table, SwiGLU, residual add, softmax, the
+//! f16-rounded K/V cache write, causal grouped-query attention over it and argmax, each in
+//! its own WGSL file under `wgsl/`, checked against the CPU reference (`checks`, natively
+//! in `npm test` on Vulkan/llvmpipe, in the browser, and on a user's adapter); the buffer
+//! pool (`pool`) and the bind-group cache (`bind_groups`), so decoding creates neither per
+//! token; and [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command
+//! buffer per forward pass, weights loaded straight from the file), checked against the
+//! CPU backend on SmolLM2 (`tests/gpu_parity.rs`). Still to come: top-k/top-p sampling on
+//! the GPU, prefill tiled over rows, an f16 path; the CPU backend stays the reference.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
 
+mod bind_groups;
 mod buffers;
 pub mod checks;
 mod device;
