@@ -56,13 +56,7 @@ pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
 /// it when asked (`cpuKernelCheck`), as the WebGPU kernels are checked on the user's
 /// adapter.
 pub fn check() -> Result<usize, String> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     let mut cases = 0;
     for case in 0..200 {
         // Cases 0..4: every byte at one extreme; then random bytes.
@@ -95,6 +89,17 @@ pub fn check() -> Result<usize, String> {
         }
     }
     Ok(cases)
+}
+
+/// A seeded xorshift64 generator: the kernel checks' inputs, the same on every machine.
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
 }
 
 /// The plain loops: the kernels on targets without `simd128`, and the reference
@@ -212,25 +217,28 @@ pub(super) mod simd {
         hsum(acc)
     }
 
+    /// Sixteen values each of a Q6_K half's four quarters, 6-bit weights minus 32: vector
+    /// `k` holds values `32·k + lb .. 32·k + lb + 16` (`lb` 0 or 16) of the half in `ql`
+    /// (64 bytes) and `qh` (32).
+    #[inline(always)]
+    pub(in crate::cpu) fn q6k_weights16(ql: &[u8], qh: &[u8], lb: usize) -> [v128; 4] {
+        let (m4, m2, c32) = (u8x16_splat(0x0F), u8x16_splat(0x03), i8x16_splat(32));
+        let (l0, l1, h) = (load(&ql[lb..lb + 16]), load(&ql[lb + 32..lb + 48]), load(&qh[lb..lb + 16]));
+        let high = |shift: u32| i8x16_shl(v128_and(u8x16_shr(h, shift), m2), 4);
+        [
+            i8x16_sub(v128_or(v128_and(l0, m4), high(0)), c32),
+            i8x16_sub(v128_or(v128_and(l1, m4), high(2)), c32),
+            i8x16_sub(v128_or(u8x16_shr(l0, 4), high(4)), c32),
+            i8x16_sub(v128_or(u8x16_shr(l1, 4), high(6)), c32),
+        ]
+    }
+
     pub fn q6k_half(ql: &[u8], qh: &[u8], sc: &[u8], y: &[i8]) -> i32 {
-        let m4 = u8x16_splat(0x0F);
-        let m2 = u8x16_splat(0x03);
-        let c32 = i8x16_splat(32);
         // Each 16 values have their own scale: scaled in the vector, summed across lanes once.
         let mut acc = i32x4_splat(0);
         for (g, lb) in [0usize, 16].into_iter().enumerate() {
-            let l0 = load(&ql[lb..lb + 16]);
-            let l1 = load(&ql[lb + 32..lb + 48]);
-            let h = load(&qh[lb..lb + 16]);
-            let high = |shift: u32| i8x16_shl(v128_and(u8x16_shr(h, shift), m2), 4);
-            let q = [
-                v128_or(v128_and(l0, m4), high(0)),
-                v128_or(v128_and(l1, m4), high(2)),
-                v128_or(u8x16_shr(l0, 4), high(4)),
-                v128_or(u8x16_shr(l1, 4), high(6)),
-            ];
-            for (k, qv) in q.into_iter().enumerate() {
-                let s = dot16_small(i8x16_sub(qv, c32), load_i8(&y[lb + 32 * k..lb + 32 * k + 16]));
+            for (k, w) in q6k_weights16(ql, qh, lb).into_iter().enumerate() {
+                let s = dot16_small(w, load_i8(&y[lb + 32 * k..lb + 32 * k + 16]));
                 acc = i32x4_add(acc, i32x4_mul(s, i32x4_splat(i32::from(sc[g + 2 * k] as i8))));
             }
         }

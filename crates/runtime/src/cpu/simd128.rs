@@ -17,7 +17,7 @@
 use core::arch::wasm32::*;
 
 use super::act::QuantizedRow;
-use super::isum::simd::{dot16_small, dot32_nibbles, hsum, load, load_i8};
+use super::isum::simd::{dot16_small, dot32_nibbles, hsum, load, load_i8, q6k_weights16};
 use crate::gguf::GgmlType;
 use crate::quant::{f16_at, scales_mins_k4};
 
@@ -75,7 +75,6 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 }
 
 fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
-    let (m4, m2, c32) = (u8x16_splat(0x0F), u8x16_splat(0x03), i8x16_splat(32));
     let mut sum = [0f32; T];
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
@@ -86,17 +85,8 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
         for half in 0..2 {
             let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
             for g in 0..2 {
-                let lb = 16 * g;
-                let (l0, l1, h) = (load(&ql[lb..lb + 16]), load(&ql[lb + 32..lb + 48]), load(&qh[lb..lb + 16]));
-                let high = |shift: u32| i8x16_shl(v128_and(u8x16_shr(h, shift), m2), 4);
-                let q = [
-                    v128_or(v128_and(l0, m4), high(0)),
-                    v128_or(v128_and(l1, m4), high(2)),
-                    v128_or(u8x16_shr(l0, 4), high(4)),
-                    v128_or(u8x16_shr(l1, 4), high(6)),
-                ];
-                for (k, qv) in q.into_iter().enumerate() {
-                    w[8 * half + 4 * g + k] = i8x16_sub(qv, c32);
+                for (k, qv) in q6k_weights16(ql, qh, 16 * g).into_iter().enumerate() {
+                    w[8 * half + 4 * g + k] = qv;
                     scale[8 * half + 4 * g + k] = i32x4_splat(i32::from(sc[g + 2 * k] as i8));
                 }
             }
@@ -123,13 +113,7 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 /// super-blocks (sane f16 scales, every other byte random) and activations, one token and
 /// four: the number of comparisons, or an error naming the type, the token and both values.
 pub fn check() -> Result<usize, String> {
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = super::isum::xorshift(0x2545_F491_4F6C_DD1D);
     let mut compared = 0;
     for round in 0..8 {
         let acts: Vec<QuantizedRow> = (0..4)
