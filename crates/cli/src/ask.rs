@@ -5,12 +5,18 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use docmem_core::clues::{CluesMode, GlobalMemorySettings, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::retrieve::RetrievalMode;
+use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
-use docmem_runtime::lm::{Lm, LoadOptions};
-use docmem_runtime::qa::{ask, AskParams};
+use docmem_runtime::guided::{
+    global_memory, learn_after_answer, prepare_guided, refresh_descriptors, ClueTrace, GuideSettings, RouteTrace,
+};
+use docmem_runtime::lm::{Lm, LmText, LoadOptions};
+use docmem_runtime::qa::{answer, AskParams};
 use docmem_runtime::store::DirStore;
+use serde::Serialize;
 
 use crate::CliError;
 
@@ -35,9 +41,84 @@ pub struct AskArgs {
     pub threads: usize,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
-    /// Print one JSON object (answer, citations, per-layer ranks, timings).
+    /// Print one JSON object (answer, citations, per-layer ranks, timings, and the clue and
+    /// routing traces).
     #[arg(long)]
     pub json: bool,
+    /// Clue-guided retrieval (MemoRAG): `on` searches with clues the answerer writes from
+    /// the library's global memory beside the question; `auto` does that for questions
+    /// about something in the documents and answers questions about the documents as a
+    /// whole from the outline layer and the global memory; `off` searches with the
+    /// question alone.
+    #[arg(long, default_value = "off")]
+    pub clues: String,
+    /// Routing across collections (SEGMEM-RAG): `auto` lets the router choose collections
+    /// segment by segment, learning where questions are answered; a collection's name
+    /// searches only it. Without it every collection is searched at once.
+    #[arg(long)]
+    pub route: Option<String>,
+    #[command(flatten)]
+    pub routing: RoutingArgs,
+}
+
+/// The router's settings.
+#[derive(Args, Clone, Debug)]
+pub struct RoutingArgs {
+    /// Most routing segments (choose, sub-query, retrieve, judge) per question.
+    #[arg(long, default_value_t = 3)]
+    pub max_steps: usize,
+    /// Collections with fewer judged searches than this get probes from the cold-start
+    /// explorer after an answer.
+    #[arg(long, default_value_t = 3)]
+    pub t_min: u32,
+    /// Most explorer probes after one answer.
+    #[arg(long, default_value_t = 2)]
+    pub probes: usize,
+    /// Who judges the retrieved passages: model (the answerer, with an overlap fallback)
+    /// or overlap (term coverage only).
+    #[arg(long, default_value = "model")]
+    pub judge: String,
+    /// Who chooses collections: memory (the symbolic memory), static (the descriptors
+    /// only), random (no memory controller).
+    #[arg(long, default_value = "memory")]
+    pub controller: String,
+}
+
+impl RoutingArgs {
+    /// The router's settings.
+    pub fn settings(&self) -> Result<RouteSettings, CliError> {
+        let judge = match self.judge.as_str() {
+            "model" => JudgeKind::Model,
+            "overlap" => JudgeKind::Overlap,
+            other => return Err(CliError::BadArgument { message: format!("--judge: '{other}' is not model or overlap") }),
+        };
+        let controller = match self.controller.as_str() {
+            "memory" => Controller::Memory,
+            "static" => Controller::Static,
+            "random" => Controller::Random,
+            other => return Err(CliError::BadArgument { message: format!("--controller: '{other}' is not memory, static or random") }),
+        };
+        if self.max_steps == 0 {
+            return Err(CliError::BadArgument { message: "--max-steps must be at least 1".into() });
+        }
+        Ok(RouteSettings { max_steps: self.max_steps, t_min: self.t_min, judge, controller, ..RouteSettings::default() })
+    }
+
+    /// The explorer's settings.
+    pub fn explore(&self, judge: JudgeKind) -> ExploreSettings {
+        ExploreSettings { t_min: self.t_min, max_probes: self.probes, judge }
+    }
+}
+
+/// `docmem ask --json`: the answer and how its evidence was found.
+#[derive(Serialize)]
+struct AskReport<'a> {
+    #[serde(flatten)]
+    answer: &'a docmem_runtime::qa::Answer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clues: Option<&'a ClueTrace>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route: Option<&'a RouteTrace>,
 }
 
 /// Open the library at `path` for searching with `embedder` (the one it was built with).
@@ -55,17 +136,56 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     if a.k == 0 {
         return Err(CliError::BadArgument { message: "--k must be at least 1".into() });
     }
+    let clues: CluesMode = a.clues.parse().map_err(|e| CliError::BadArgument { message: format!("--clues: {e}") })?;
+    let route_settings = a.routing.settings()?;
     let mut embedder = a.embedder.open()?;
-    let library = open_library(&a.library, embedder.as_ref())?;
+    let mut library = open_library(&a.library, embedder.as_ref())?;
+    let route = match a.route.as_deref() {
+        None => None,
+        Some("auto") => Some(RouteTarget::Auto),
+        Some(name) => {
+            if !library.collections().contains(&name) {
+                return Err(CliError::BadArgument {
+                    message: format!("--route: no collection '{name}' in the library (it has: {})", library.collections().join(", ")),
+                });
+            }
+            Some(RouteTarget::Collection(name.into()))
+        }
+    };
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
     }
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+    let model_name = crate::input::file_label(&path);
     let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
+    let mut text_model = LmText::new(&lm);
+    let global = if clues != CluesMode::Off && route.is_none() {
+        Some(docmem_runtime::block_on(global_memory(&mut library, &mut text_model, &model_name, &GlobalMemorySettings::default()))?)
+    } else {
+        None
+    };
+    let mut memory = library.routing_memory()?.unwrap_or_default();
+    if route.is_some() && refresh_descriptors(&library, &mut memory)? {
+        library.save_routing_memory(&memory)?;
+    }
+    let settings = GuideSettings { clues, route, route_settings: route_settings.clone(), ..GuideSettings::default() };
+    let guided = docmem_runtime::block_on(prepare_guided(
+        &library,
+        embedder.as_mut(),
+        &mut text_model,
+        global.as_ref(),
+        &memory,
+        &a.question,
+        &params,
+        &settings,
+    ))?;
     let mut out = std::io::stdout().lock();
     let json = a.json;
-    let answer = docmem_runtime::block_on(ask(&library, embedder.as_mut(), &lm, &a.question, &params, |piece| {
+    if !json {
+        show_traces(&mut out, guided.clues.as_ref(), guided.route.as_ref())?;
+    }
+    let answer = docmem_runtime::block_on(answer(guided.prompt, &lm, params.max_tokens, |piece| {
         if !json {
             let _ = write!(out, "{piece}");
             let _ = out.flush();
@@ -73,10 +193,75 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
         ControlFlow::Continue(())
     }))?;
     if json {
-        serde_json::to_writer_pretty(&mut out, &answer).map_err(|e| CliError::Output(e.into()))?;
+        let report = AskReport { answer: &answer, clues: guided.clues.as_ref(), route: guided.route.as_ref() };
+        serde_json::to_writer_pretty(&mut out, &report).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
-        return Ok(());
+    } else {
+        show_citations(&mut out, &answer)?;
     }
+    drop(out);
+    // The answer is out: now learn (routing only).
+    if settings.route.is_some() {
+        let explore = a.routing.explore(route_settings.judge);
+        docmem_runtime::block_on(learn_after_answer(
+            &mut library,
+            embedder.as_mut(),
+            Some(&mut text_model),
+            &mut memory,
+            guided.update.as_ref(),
+            &explore,
+            a.k,
+        ))?;
+    }
+    Ok(())
+}
+
+fn show_traces(out: &mut impl Write, clues: Option<&ClueTrace>, route: Option<&RouteTrace>) -> Result<(), CliError> {
+    if let Some(c) = clues {
+        if let Some((scope, by)) = c.scope {
+            writeln!(
+                out,
+                "(question classified {} by {})",
+                if scope == Scope::Global { "global" } else { "local" },
+                match by {
+                    ScopeSource::Model => "the model",
+                    _ => "keywords",
+                }
+            )?;
+        }
+        if c.queries.len() > 1 {
+            writeln!(out, "Clues:")?;
+            for (i, q) in c.queries.iter().enumerate().skip(1) {
+                writeln!(out, "  q{i} {:?}: {}", q.kind, q.text)?;
+            }
+        }
+        if c.overview {
+            writeln!(out, "(answered from the outline layer and the library's global memory)")?;
+        }
+    }
+    if let Some(r) = route {
+        writeln!(out, "Routing:")?;
+        for s in &r.segments {
+            writeln!(
+                out,
+                "  {}. {} ({}) \"{}\": {} passages, {} — {}",
+                s.step,
+                s.collection,
+                s.chosen_by,
+                s.sub_query,
+                s.passages,
+                if s.verdict.satisfied { "satisfied" } else { "not satisfied" },
+                s.verdict.reflection
+            )?;
+        }
+    }
+    if clues.is_some() || route.is_some() {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn show_citations(out: &mut impl Write, answer: &docmem_runtime::qa::Answer) -> Result<(), CliError> {
     writeln!(out)?;
     if answer.not_in_documents {
         writeln!(out, "\n(the documents do not answer this)")?;

@@ -43,6 +43,12 @@ pub enum EvalCommand {
     /// End to end: retrieve, answer with the answerer model, exact match and F1 (SQuAD
     /// normalisation) and informational support (NLL of the gold answer given the context).
     Qa(QaEvalArgs),
+    /// Clue-guided retrieval (MemoRAG) against plain retrieval: recall at equal budgets by
+    /// question–answer overlap bucket on SQuAD, supporting-paragraph recall on HotpotQA.
+    Clues(crate::eval_clues::CluesEvalArgs),
+    /// Routing across collections (SEGMEM-RAG) against every collection (EnumRAG), a
+    /// random one (BlindRAG) and the router's ablations, over a stream of questions.
+    Routing(crate::eval_routing::RoutingEvalArgs),
 }
 
 #[derive(Args)]
@@ -120,16 +126,16 @@ pub struct RetrievalEvalArgs {
 
 /// One method of `--methods`: mom, or a chunker with optional size and overlap.
 #[derive(Clone, Debug, PartialEq)]
-struct Method {
+pub(crate) struct Method {
     /// As written (the row's name).
-    label: String,
+    pub(crate) label: String,
     /// `None` for mom.
     chunker: Option<ChunkerKind>,
     size: Option<usize>,
     overlap: Option<usize>,
 }
 
-fn parse_method(s: &str) -> Result<Method, CliError> {
+pub(crate) fn parse_method(s: &str) -> Result<Method, CliError> {
     let bad = |why: &str| CliError::BadArgument { message: format!("--methods: '{s}': {why}") };
     let mut parts = s.trim().split(':');
     let name = parts.next().unwrap_or("");
@@ -148,7 +154,7 @@ fn parse_method(s: &str) -> Result<Method, CliError> {
 }
 
 /// The evaluation set after the split and the limits: documents and answerable questions.
-fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
+pub(crate) fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
     let bytes = std::fs::read(&a.data).map_err(|source| CliError::Read { path: a.data.clone(), source })?;
     let mut set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
     if a.limit_docs > 0 {
@@ -171,8 +177,8 @@ fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
 }
 
 /// A method's memories of every document, with what making them cost.
-struct Memories {
-    memories: Vec<DocumentMemory>,
+pub(crate) struct Memories {
+    pub(crate) memories: Vec<DocumentMemory>,
     /// Seconds per document to make the memories (reader or chunker).
     seconds_per_doc: f64,
     /// The reader's generation speed, tokens per second (mom only).
@@ -181,7 +187,7 @@ struct Memories {
 
 /// Memories of every document by `method`: cached reader memories for mom, else the
 /// chunker's passages (the same ones `docmem ingest` makes, unless a size is given).
-fn method_memories(
+pub(crate) fn method_memories(
     a: &RetrievalEvalArgs,
     method: &Method,
     docs: &[Document],
@@ -323,6 +329,8 @@ pub fn run(cmd: &EvalCommand) -> Result<(), CliError> {
     match cmd {
         EvalCommand::Retrieval(a) => retrieval(a),
         EvalCommand::Qa(a) => qa(a),
+        EvalCommand::Clues(a) => crate::eval_clues::run(a),
+        EvalCommand::Routing(a) => crate::eval_routing::run(a),
     }
 }
 

@@ -17,7 +17,7 @@ use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::ingest::{ingest_with_limits, IngestError, IngestLimits, MemoryMethod};
+use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::store::DirStore;
 use serde::Serialize;
@@ -33,6 +33,10 @@ pub struct IngestArgs {
     /// The library directory (created if missing).
     #[arg(long)]
     pub library: PathBuf,
+    /// The collection the documents go into (routing chooses among collections: `docmem
+    /// ask --route auto`).
+    #[arg(long, default_value = docmem_core::library::DEFAULT_COLLECTION)]
+    pub collection: String,
     /// How documents become memories: mom (the reader model writes outline, cores and
     /// chunks) or a baseline chunker (fixed, sentence, recursive, semantic).
     #[arg(long, default_value = "mom")]
@@ -216,7 +220,8 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
             line.show(&label, p);
             true
         };
-        let done = docmem_runtime::block_on(ingest_with_limits(&mut library, doc, &mut method, embedder.as_mut(), &mut show, &limits))?;
+        let done =
+            docmem_runtime::block_on(ingest_into(&mut library, &a.collection, doc, &mut method, embedder.as_mut(), &mut show, &limits))?;
         report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
     }
     Ok(())

@@ -12,6 +12,8 @@ mod documents;
 mod embed;
 mod error;
 mod eval;
+mod eval_clues;
+mod eval_routing;
 mod ingest;
 mod input;
 mod lm;

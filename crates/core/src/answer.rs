@@ -61,6 +61,27 @@ pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> 
     s
 }
 
+/// [`answer_prompt`] with an overview of the whole library (its global memory: every
+/// document's outline and key points) before the numbered memories: the prompt of a
+/// *global* question ("what are these documents about?"), which no single passage answers.
+pub fn answer_prompt_with_overview(question: &str, overview: &str, memories: &[Memory<'_>], chinese: bool) -> String {
+    let plain = answer_prompt(question, memories, chinese);
+    // The instructions end at the first blank line; the overview goes right after them.
+    let at = plain.find("\n\n").map_or(0, |i| i + 2);
+    let heading = if chinese {
+        "文档库概览（每篇文档的大纲和要点）：\n"
+    } else {
+        "Overview of the library (each document's outline and key points):\n"
+    };
+    let mut s = String::with_capacity(plain.len() + overview.len() + 80);
+    s.push_str(&plain[..at]);
+    s.push_str(heading);
+    s.push_str(overview.trim());
+    s.push_str("\n\n");
+    s.push_str(&plain[at..]);
+    s
+}
+
 /// Each citation marker in `answer`: its byte range (brackets included) and the numbers
 /// it holds. A marker is `[n]`, `[n, m]` or `[n，m]`: digits, commas and spaces only.
 fn citation_markers(answer: &str) -> Vec<(core::ops::Range<usize>, Vec<usize>)> {
@@ -145,6 +166,16 @@ mod tests {
         assert_eq!(without_citations("the [a] list [x1]"), "the [a] list [x1]");
         assert_eq!(without_citations("[4]"), "");
         assert_eq!(cited("[1][3] In 1455 [2, 4] [9]", 4), [1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn the_overview_sits_between_the_rules_and_the_memories() {
+        let m = [Memory { title: "a.txt", outline: None, core: "", text: "Caxton printed." }];
+        let p = answer_prompt_with_overview("What is this about?", "# a.txt\n- Printing", &m, false);
+        let (rules, overview, memory) = (p.find("Do not make").unwrap(), p.find("# a.txt").unwrap(), p.find("[1] a.txt").unwrap());
+        assert!(rules < overview && overview < memory, "{p}");
+        assert!(p.ends_with("Question: What is this about?"));
+        assert!(answer_prompt_with_overview("这是关于什么的？", "# a", &m, true).contains("文档库概览"));
     }
 
     #[test]

@@ -97,7 +97,8 @@ impl HasErrorCode for LibraryError {
                 ErrorCode::BadLibrary
             }
             LibraryError::Retrieve(e) => e.code(),
-            LibraryError::NoSuchDocument { .. } => ErrorCode::NotFound,
+            LibraryError::NoSuchDocument { .. } | LibraryError::NoSuchCollection { .. } => ErrorCode::NotFound,
+            LibraryError::BadCollectionName { .. } => ErrorCode::BadArgument,
         }
     }
 }

@@ -21,6 +21,9 @@
 //!   checksummed binary format;
 //! - [`retrieve`]: three-layer (outline, core, chunk) retrieval fused with RRF, plus the two
 //!   variants the MoM paper compares it with;
+//! - [`clues`]: MemoRAG's clue-guided retrieval over a global memory of the library;
+//! - [`route`]: SEGMEM-RAG's routing across collections with a symbolic memory;
+//! - [`text_model`]: the short-reply model trait clues and routing use;
 //! - [`error_code`]: the stable category ([`ErrorCode`]) of every error, for the bindings;
 //! - [`local_future`]: why the model traits are async, and their future type.
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -33,6 +36,7 @@ extern crate alloc;
 pub mod align;
 pub mod answer;
 pub mod chunk;
+pub mod clues;
 pub mod document;
 pub mod embed;
 pub mod error_code;
@@ -48,11 +52,13 @@ pub mod memory;
 pub mod parse;
 pub mod reader;
 pub mod retrieve;
+pub mod route;
 pub mod rrf;
 pub mod score;
 pub mod select;
 pub mod span;
 pub mod text;
+pub mod text_model;
 pub mod vector;
 
 pub use align::{align_memory, AlignParams, AlignedMemory, AlignmentStats};

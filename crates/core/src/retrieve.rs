@@ -720,6 +720,21 @@ impl MemoryIndex {
         params: &SearchParams,
         scratch: &mut SearchScratch,
     ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+        self.search_filtered(query, query_vector, params, scratch, None)
+    }
+
+    /// [`MemoryIndex::search_with`] over the chunks of the documents `keep` accepts
+    /// (`None`: all), as if the others were not indexed: each list is read to its end
+    /// rather than cut at `params.window` first, and ranks count only the items kept. A
+    /// collection's search ([`crate::library::Library::search_in`]) is this.
+    pub fn search_filtered(
+        &self,
+        query: &str,
+        query_vector: &[f32],
+        params: &SearchParams,
+        scratch: &mut SearchScratch,
+        keep: Option<&dyn Fn(DocId) -> bool>,
+    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
         struct List {
             layer: Layer,
             kind: ListKind,
@@ -738,19 +753,35 @@ impl MemoryIndex {
             if weight == 0.0 {
                 continue;
             }
+            // Filtered, every item is read, so that the window holds kept items only.
+            let depth = if keep.is_some() { l.vectors.len().max(params.window) } else { params.window };
             for kind in [ListKind::Vector, ListKind::Lexical] {
                 match kind {
-                    ListKind::Vector => l.vectors.search_into(query_vector, params.window, hits)?,
-                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, params.window, hits),
+                    ListKind::Vector => l.vectors.search_into(query_vector, depth, hits)?,
+                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, depth, hits),
                     ListKind::Lexical => continue,
                 }
                 // Map items to chunks, keeping each chunk's first (best) position.
                 let mut list = List { layer: l.layer, kind, weight, chunks: Vec::new(), ranks: Vec::new(), scores: Vec::new() };
-                for (item_rank, h) in hits.iter().enumerate() {
-                    for &c in l.item_chunks.get(&h.id).map_or(&[][..], Vec::as_slice) {
+                let mut item_rank = 0u32;
+                for h in hits.iter() {
+                    let chunks = l.item_chunks.get(&h.id).map_or(&[][..], Vec::as_slice);
+                    let kept = |c: &&u32| match keep {
+                        Some(keep) => self.chunks.get(*c).is_some_and(|r| keep(r.doc_id)),
+                        None => true,
+                    };
+                    let mut chunks = chunks.iter().filter(kept).peekable();
+                    if chunks.peek().is_none() {
+                        continue;
+                    }
+                    item_rank += 1;
+                    if item_rank as usize > params.window {
+                        break;
+                    }
+                    for &c in chunks {
                         if !list.chunks.contains(&c) {
                             list.chunks.push(c);
-                            list.ranks.push(item_rank as u32 + 1);
+                            list.ranks.push(item_rank);
                             list.scores.push(h.score);
                         }
                     }

@@ -160,6 +160,20 @@ pub async fn ingest_with_limits<S: Store, B: Backend>(
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
 ) -> Result<Ingested, IngestError> {
+    ingest_into(library, docmem_core::library::DEFAULT_COLLECTION, doc, method, embedder, progress, limits).await
+}
+
+/// [`ingest_with_limits`] into the named collection (routing's corpora). A document
+/// already in the library stays in its collection.
+pub async fn ingest_into<S: Store, B: Backend>(
+    library: &mut Library<S>,
+    collection: &str,
+    doc: &Document,
+    method: &mut MemoryMethod<'_, B>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+    limits: &IngestLimits,
+) -> Result<Ingested, IngestError> {
     if doc.text.trim().is_empty() {
         return Err(IngestError::EmptyDocument { title: doc.title.clone() });
     }
@@ -170,7 +184,7 @@ pub async fn ingest_with_limits<S: Store, B: Backend>(
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
     }
     let memory = write_memory(doc, method, embedder, progress).await?;
-    let added = library.add(doc, &memory, embedder)?;
+    let added = library.add_to(collection, doc, &memory, embedder)?;
     Ok(Ingested { memory, added })
 }
 

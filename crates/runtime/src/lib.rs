@@ -35,6 +35,7 @@ pub mod fuzz_harness;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod guided;
 pub mod ingest;
 pub mod lm;
 pub mod model;

@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 
 use docmem_core::answer::{answer_prompt, attribute, cited, says_not_in_documents, Memory};
 use docmem_core::library::{Library, LibraryError, Store};
-use docmem_core::retrieve::{ListRank, SearchParams};
+use docmem_core::retrieve::{ListRank, RetrievedChunk, SearchParams};
 use docmem_core::text::detect_language;
 use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
 use serde::Serialize;
@@ -27,6 +27,12 @@ pub enum QaError {
     Lm(LmError),
     /// The question is empty.
     EmptyQuestion,
+    /// The model that writes clues, sub-queries or judgements failed.
+    Model(docmem_core::reader::ModelError),
+    /// Clues were asked for without a global memory to write them from.
+    NoGlobalMemory,
+    /// Routing was asked for in a library with no collection (no document).
+    NoCollections,
 }
 
 impl HasErrorCode for QaError {
@@ -35,6 +41,9 @@ impl HasErrorCode for QaError {
             QaError::Library(e) => e.code(),
             QaError::Lm(e) => e.code(),
             QaError::EmptyQuestion => ErrorCode::BadQuestion,
+            QaError::Model(e) => e.code(),
+            QaError::NoGlobalMemory => ErrorCode::BadArgument,
+            QaError::NoCollections => ErrorCode::NotFound,
         }
     }
 }
@@ -45,6 +54,9 @@ impl fmt::Display for QaError {
             QaError::Library(e) => write!(f, "{e}"),
             QaError::Lm(e) => write!(f, "{e}"),
             QaError::EmptyQuestion => write!(f, "the question is empty"),
+            QaError::Model(e) => write!(f, "{e}"),
+            QaError::NoGlobalMemory => write!(f, "clues need the library's global memory, and none was given"),
+            QaError::NoCollections => write!(f, "the library is empty: there is no collection to route to"),
         }
     }
 }
@@ -154,8 +166,14 @@ pub fn retrieve<S: Store>(
         return Err(QaError::EmptyQuestion);
     }
     let hits = library.search(question, embedder, params)?;
+    sources_from_hits(library, &hits, max_chunk_chars)
+}
+
+/// The retrieved chunks `hits` as numbered [`Source`]s (from 1, in order), each chunk's
+/// text cut to `max_chunk_chars` characters (0: whole).
+pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk], max_chunk_chars: usize) -> Result<Vec<Source>, QaError> {
     let mut sources = Vec::new();
-    for hit in &hits {
+    for hit in hits {
         let Some(p) = library.passage(hit) else { continue };
         let (doc, _) = library.get(p.doc_id)?;
         sources.push(Source {

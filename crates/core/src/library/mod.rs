@@ -5,6 +5,18 @@
 //!   per document. It is the only key whose contents say what the library holds.
 //! - `documents/<id>.json`, `memories/<id>.json`: each document and its memory.
 //! - `index/<generation>.bin`: the [`MemoryIndex`] of that generation.
+//! - `routing.json`: the router's symbolic memory ([`crate::route::SymbolicMemory`]), if
+//!   routing was ever used. Written on its own (one key, so atomically) after an answer;
+//!   it describes how searches went, not what the library holds, so it is not part of a
+//!   generation.
+//! - `global.json`: the global memory of clue-guided retrieval ([`crate::clues`]), with the
+//!   generation and model it was made for; stale once either changes.
+//!
+//! # Collections
+//! Each document belongs to one named collection ([`DEFAULT_COLLECTION`] unless given):
+//! the corpora that routing ([`crate::route`]) chooses among. One index serves them all;
+//! a search can be kept to one collection ([`Library::search_in`]). A manifest written
+//! before collections existed reads as every document in the default one.
 //!
 //! # Why a change is atomic
 //! A change writes new keys first (the document, its memory, the next generation's index)
@@ -34,13 +46,22 @@ use crate::document::{DocId, Document};
 use crate::embed::Embedder;
 use crate::index::SegmentParams;
 use crate::memory::DocumentMemory;
-use crate::retrieve::{MemoryIndex, RetrievalMode, RetrieveError, RetrievedChunk, SearchParams};
+use crate::retrieve::{MemoryIndex, RetrievalMode, RetrieveError, RetrievedChunk, SearchParams, SearchScratch};
 use crate::span::Span;
 
 /// The library format version this build writes and reads.
 pub const LIBRARY_FORMAT_VERSION: u32 = 1;
 
 const MANIFEST: &str = "manifest.json";
+const ROUTING: &str = "routing.json";
+const GLOBAL: &str = "global.json";
+
+/// The collection of a document added without one.
+pub const DEFAULT_COLLECTION: &str = "default";
+
+fn default_collection() -> String {
+    DEFAULT_COLLECTION.into()
+}
 
 /// What the manifest says about one document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,6 +80,9 @@ pub struct DocumentEntry {
     pub reader: String,
     /// Why extraction fell back to a chunker, if it did.
     pub fallback: Option<String>,
+    /// The collection it belongs to.
+    #[serde(default = "default_collection")]
+    pub collection: String,
 }
 
 /// The manifest: everything needed to read the rest.
@@ -121,7 +145,20 @@ pub enum LibraryError {
         /// The id asked for.
         id: DocId,
     },
+    /// No document is in a collection of this name.
+    NoSuchCollection {
+        /// The name asked for.
+        name: String,
+    },
+    /// A collection name that is empty, longer than 128 bytes, or holds control characters.
+    BadCollectionName {
+        /// The name given (cut to 80 characters).
+        name: String,
+    },
 }
+
+/// The longest collection name, in bytes.
+pub const MAX_COLLECTION_NAME_BYTES: usize = 128;
 
 impl fmt::Display for LibraryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -137,6 +174,10 @@ impl fmt::Display for LibraryError {
             LibraryError::Corrupt { key, message } => write!(f, "library key '{key}' is damaged: {message}"),
             LibraryError::Retrieve(e) => write!(f, "{e}"),
             LibraryError::NoSuchDocument { id } => write!(f, "no document {id} in the library"),
+            LibraryError::NoSuchCollection { name } => write!(f, "no document is in a collection named '{name}'"),
+            LibraryError::BadCollectionName { name } => {
+                write!(f, "'{name}' cannot name a collection: give 1 to {MAX_COLLECTION_NAME_BYTES} bytes with no control characters")
+            }
         }
     }
 }
@@ -191,6 +232,14 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: Option<Vec<u8>>) -> 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     // Serializing these plain structs cannot fail (no maps with non-string keys).
     serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// `global.json`: a global memory and what it was made for.
+#[derive(Serialize, Deserialize)]
+struct SavedGlobalMemory {
+    generation: u64,
+    model: String,
+    memory: crate::clues::GlobalMemory,
 }
 
 /// A library open on a store (see the module docs).
@@ -312,6 +361,22 @@ impl<S: Store> Library<S> {
         self.documents.contains_key(&id)
     }
 
+    /// The collections that hold documents, in the order each first appeared.
+    pub fn collections(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for e in &self.manifest.documents {
+            if !names.contains(&e.collection.as_str()) {
+                names.push(&e.collection);
+            }
+        }
+        names
+    }
+
+    /// The documents of one collection.
+    pub fn collection_documents<'a>(&'a self, collection: &'a str) -> impl Iterator<Item = &'a DocumentEntry> + 'a {
+        self.manifest.documents.iter().filter(move |e| e.collection == collection)
+    }
+
     /// A document and its memory.
     pub fn get(&self, id: DocId) -> Result<(&Document, &DocumentMemory), LibraryError> {
         self.documents.get(&id).map(|(d, m)| (d, m)).ok_or(LibraryError::NoSuchDocument { id })
@@ -364,6 +429,22 @@ impl<S: Store> Library<S> {
     /// chunks). Returns false, changing nothing, when the same content is already there.
     /// On error the library is as it was.
     pub fn add(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, LibraryError> {
+        self.add_to(DEFAULT_COLLECTION, doc, memory, embedder)
+    }
+
+    /// [`Library::add`] into the named collection. Content already in the library stays
+    /// where it is (ids are content hashes): false, nothing changed.
+    pub fn add_to(
+        &mut self,
+        collection: &str,
+        doc: &Document,
+        memory: &DocumentMemory,
+        embedder: &mut dyn Embedder,
+    ) -> Result<bool, LibraryError> {
+        let collection = collection.trim();
+        if collection.is_empty() || collection.len() > MAX_COLLECTION_NAME_BYTES || collection.chars().any(char::is_control) {
+            return Err(LibraryError::BadCollectionName { name: collection.chars().take(80).collect() });
+        }
         if self.documents.contains_key(&doc.id) {
             return Ok(false);
         }
@@ -385,6 +466,7 @@ impl<S: Store> Library<S> {
             scenarios: memory.scenarios.len(),
             reader: memory.provenance.reader.clone(),
             fallback: memory.provenance.fallback.clone(),
+            collection: collection.into(),
         });
         let extra = [(document_key(doc.id), encode(doc)), (memory_key(doc.id), encode(memory))];
         if let Err(e) = self.commit(manifest, &extra) {
@@ -421,6 +503,51 @@ impl<S: Store> Library<S> {
     /// Search with a query embedded by `embedder`.
     pub fn search(&self, query: &str, embedder: &mut dyn Embedder, params: &SearchParams) -> Result<Vec<RetrievedChunk>, LibraryError> {
         Ok(self.index.search_text(query, embedder, params)?)
+    }
+
+    /// [`Library::search`] kept to the documents of `collection` (`None`: all). Exact: each
+    /// ranked list is read past other collections' items, not cut first and filtered after.
+    pub fn search_in(
+        &self,
+        query: &str,
+        embedder: &mut dyn Embedder,
+        params: &SearchParams,
+        collection: Option<&str>,
+    ) -> Result<Vec<RetrievedChunk>, LibraryError> {
+        let Some(name) = collection else { return self.search(query, embedder, params) };
+        let keep: hashbrown::HashSet<DocId> = self.collection_documents(name).map(|e| e.id).collect();
+        if keep.is_empty() {
+            return Err(LibraryError::NoSuchCollection { name: name.into() });
+        }
+        let v = embedder.embed(&[query], crate::embed::EmbedRole::Query).map_err(RetrieveError::Embed)?;
+        let v = v.into_iter().next().ok_or(RetrieveError::Embed(crate::embed::EmbedError::WrongCount { expected: 1, got: 0 }))?;
+        let filter = |d: DocId| keep.contains(&d);
+        Ok(self.index.search_filtered(query, &v, params, &mut SearchScratch::default(), Some(&filter))?)
+    }
+
+    /// The router's symbolic memory as last saved, or `None` if routing never ran here.
+    pub fn routing_memory(&mut self) -> Result<Option<crate::route::SymbolicMemory>, LibraryError> {
+        let Some(bytes) = self.store.read(ROUTING)? else { return Ok(None) };
+        decode(ROUTING, Some(bytes)).map(Some)
+    }
+
+    /// Save the router's symbolic memory (one key, written atomically; the documents and
+    /// the index are untouched).
+    pub fn save_routing_memory(&mut self, memory: &crate::route::SymbolicMemory) -> Result<(), LibraryError> {
+        Ok(self.store.write(ROUTING, &encode(memory))?)
+    }
+
+    /// The global memory saved for this generation of the library and `model`, if any.
+    pub fn cached_global_memory(&mut self, model: &str) -> Option<crate::clues::GlobalMemory> {
+        let bytes = self.store.read(GLOBAL).ok()??;
+        let saved: SavedGlobalMemory = serde_json::from_slice(&bytes).ok()?;
+        (saved.generation == self.manifest.generation && saved.model == model).then_some(saved.memory)
+    }
+
+    /// Save the global memory made by `model` for this generation (one key, atomically).
+    pub fn save_global_memory(&mut self, model: &str, memory: &crate::clues::GlobalMemory) -> Result<(), LibraryError> {
+        let saved = SavedGlobalMemory { generation: self.manifest.generation, model: model.into(), memory: memory.clone() };
+        Ok(self.store.write(GLOBAL, &encode(&saved))?)
     }
 
     /// The text, core and outline item of a retrieved chunk.
@@ -500,6 +627,52 @@ mod tests {
         let keys = lib.into_store().entries.into_keys().collect::<Vec<_>>();
         assert_eq!(keys.len(), 4, "{keys:?}");
         assert!(!keys.iter().any(|k| k.contains(&d2.id.to_string())));
+    }
+
+    #[test]
+    fn collections_keep_searches_apart_and_old_manifests_read_as_default() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        let (d1, m1) = rivers();
+        let (d2, m2) = peaks();
+        assert!(lib.add_to("geography", &d1, &m1, &mut e).unwrap());
+        assert!(lib.add_to("climbing", &d2, &m2, &mut e).unwrap());
+        assert_eq!(lib.collections(), vec!["geography", "climbing"]);
+        // Kept to one collection, a query about the other finds only this one's chunks.
+        let p = SearchParams::default();
+        let hits = lib.search_in("which mountain is highest", &mut e, &p, Some("geography")).unwrap();
+        assert!(!hits.is_empty() && hits.iter().all(|h| h.doc_id == d1.id));
+        // Ranks count the kept items only: the best kept chunk is rank 1 in some list.
+        assert!(hits[0].ranks.iter().any(|r| r.rank == 1));
+        let all = lib.search_in("which mountain is highest", &mut e, &p, None).unwrap();
+        assert_eq!(all, lib.search("which mountain is highest", &mut e, &p).unwrap());
+        assert_eq!(lib.search_in("x", &mut e, &p, Some("nope")).unwrap_err(), LibraryError::NoSuchCollection { name: "nope".into() });
+        let (d3, m3) = doc_and_memory("c.txt", &[("Lakes are still. ", "Lakes")]);
+        for bad in ["", "  ", "a\nb", &"x".repeat(129)] {
+            let err = lib.add_to(bad, &d3, &m3, &mut e).unwrap_err();
+            assert!(matches!(err, LibraryError::BadCollectionName { .. }), "{bad:?}");
+        }
+        assert_eq!(lib.documents().len(), 2, "a refused name changes nothing");
+        // The routing memory is its own key and survives reopening.
+        assert_eq!(lib.routing_memory().unwrap(), None);
+        let mut memory = crate::route::SymbolicMemory::new();
+        memory.describe("climbing", "Peaks".into(), vec!["everest".into()]);
+        lib.save_routing_memory(&memory).unwrap();
+        let mut lib = Library::open(lib.into_store(), &settings()).unwrap();
+        assert_eq!(lib.routing_memory().unwrap(), Some(memory));
+        let global = crate::clues::GlobalMemory { text: "# rivers".into(), documents: 2, gist: false };
+        lib.save_global_memory("m.gguf", &global).unwrap();
+        assert_eq!(lib.cached_global_memory("m.gguf"), Some(global));
+        assert_eq!(lib.cached_global_memory("other.gguf"), None);
+        assert_eq!(lib.documents()[1].collection, "climbing");
+        // A manifest from before collections: every document in the default one.
+        let mut store = lib.into_store();
+        let manifest = String::from_utf8(store.read(MANIFEST).unwrap().unwrap()).unwrap();
+        let old = manifest.replace(",\"collection\":\"geography\"", "").replace(",\"collection\":\"climbing\"", "");
+        assert!(!old.contains("collection"));
+        store.write(MANIFEST, old.as_bytes()).unwrap();
+        let lib = Library::open(store, &settings()).unwrap();
+        assert_eq!(lib.collections(), vec![DEFAULT_COLLECTION]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod parity;
 mod paths;
 mod reader;
 mod sampler;
+mod text;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,7 @@ use serde::Serialize;
 pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
+pub use text::LmText;
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};
 use crate::cpu::transformer::{CpuTransformer, KvCache, Logits};
@@ -527,18 +529,30 @@ impl<B: Backend> Lm<B> {
         prefix: &Prefix<B::Cache>,
         suffix: &str,
         params: &SamplingParams,
+        on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Generation, LmError> {
+        let suffix_ids = self.tokenizer.encode(suffix)?;
+        self.generate_after_tokens(prefix, &suffix_ids, params, on_text).await
+    }
+
+    /// [`Lm::generate_after`] with the suffix as token ids (for a caller that cut one
+    /// tokenized prompt in two, so no token straddles the cut).
+    pub async fn generate_after_tokens(
+        &self,
+        prefix: &Prefix<B::Cache>,
+        suffix_ids: &[u32],
+        params: &SamplingParams,
         mut on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, LmError> {
         let start = now_seconds();
         let mut cache = prefix.cache.clone();
         let mut history = prefix.tokens.clone();
-        let suffix_ids = self.tokenizer.encode(suffix)?;
         let mut logits = if suffix_ids.is_empty() {
             prefix.last_logits.clone()
         } else {
             self.check_fits(history.len() + suffix_ids.len())?;
-            history.extend(&suffix_ids);
-            self.backend.forward(&mut cache, &suffix_ids, Logits::Last).await?
+            history.extend(suffix_ids);
+            self.backend.forward(&mut cache, suffix_ids, Logits::Last).await?
         };
         let prompt_tokens = history.len();
         let prefill_seconds = now_seconds() - start;
