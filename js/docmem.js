@@ -275,7 +275,7 @@ export class DocMem {
    * memory. onProgress gets {stage: 'reading' | 'candidates' | 'indexing', fraction, …}.
    * Resolves to {id, title, added, chunks, outline, fallback}.
    */
-  async addDocument(fileOrText, { title, onProgress, signal, method, samples } = {}) {
+  async addDocument(fileOrText, { title, onProgress, signal, method, samples, collection } = {}) {
     let text;
     let html = false;
     if (typeof fileOrText === 'string') {
@@ -298,7 +298,7 @@ export class DocMem {
     }
     const o = this.#options;
     const m = method ?? o.method ?? 'mom';
-    const args = { title, text, html, method: m, samples: samples ?? o.samples ?? 1 };
+    const args = { title, text, html, method: m, samples: samples ?? o.samples ?? 1, collection };
     return this.#call('add', args, { signal, onEvent: onProgress, cancellable: m === 'mom' });
   }
 
@@ -306,10 +306,17 @@ export class DocMem {
    * Answer a question from the library, streaming text to onToken. Resolves to {answer,
    * citations: [{n, document: {id, title}, span: {start, end}, text, core, outline,
    * ranks}], sources, notInDocuments, …}; spans index the document's text as JS strings do.
+   * `clues` ('off' | 'on' | 'auto') turns on clue-guided retrieval, `route` ('auto' or a
+   * collection's name) routing across collections; the answer then carries their traces.
    */
-  ask(question, { k = 8, maxTokens = 256, onToken, signal } = {}) {
+  ask(question, { k = 8, maxTokens = 256, onToken, signal, clues = 'off', route } = {}) {
     const onEvent = onToken ? (d) => onToken(d.token) : undefined;
-    return this.#call('ask', { question, k, maxTokens }, { signal, onEvent, cancellable: true });
+    return this.#call('ask', { question, k, maxTokens, clues, route }, { signal, onEvent, cancellable: true });
+  }
+
+  /** The collections: [{name, documents}]. */
+  collections() {
+    return this.#call('collections');
   }
 
   /** The wasm CPU kernels' threads and the tasks helpers ran: {threads, helperTasks}. */

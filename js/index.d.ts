@@ -153,6 +153,8 @@ export interface DocumentInfo {
   /** The reader model or chunker that wrote the memory. */
   reader: string;
   fallback: string | null;
+  /** The collection it belongs to ('default' unless added with one). */
+  collection: string;
 }
 
 export interface Memory {
@@ -189,6 +191,44 @@ export interface Answer {
   sources: Citation[];
   finish: string;
   seconds: { retrieve: number; prefill: number; decode: number };
+  /** Clue-guided retrieval's trace, when `clues` was on or auto. */
+  clues?: ClueTrace;
+  /** The router's trace, when `route` was given. */
+  route?: RouteTrace;
+}
+
+/** When clue-guided retrieval (MemoRAG) is used: see the README. */
+export type CluesMode = 'off' | 'on' | 'auto';
+
+export interface ClueTrace {
+  /** Auto mode's classification of the question, and who made it. */
+  scope: { scope: 'global' | 'local'; by: 'model' | 'keywords' } | null;
+  /** The queries searched: the question first, then the clues the model wrote. */
+  queries: { kind: 'question' | 'span' | 'surrogate' | 'draft'; text: string }[];
+  /** Per source (as `sources`), the queries that found it: index into `queries`, and rank. */
+  foundBy: { query: number; rank: number }[][];
+  /** True when the answer was written from the outline layer and the library's global memory. */
+  overview: boolean;
+}
+
+export interface RouteSegment {
+  step: number;
+  collection: string;
+  /** Why the router chose it: 'rule …', 'descriptor …', 'episodes …', 'explore …', 'fixed', 'random', … */
+  chosenBy: string;
+  subQuery: string;
+  passages: number;
+  satisfied: boolean;
+  reflection: string;
+  judgedBy: 'model' | 'overlap';
+}
+
+export interface RouteTrace {
+  /** The collection answered from (null when no segment satisfied its judge). */
+  collection: string | null;
+  segments: RouteSegment[];
+  /** How the router's memory ranked the collections for the question. */
+  scores: Record<string, unknown>[];
 }
 
 export declare class DocMem {
@@ -201,10 +241,32 @@ export declare class DocMem {
   /** A File/Blob named .txt, .md or .html, or a string. */
   addDocument(
     fileOrText: Blob | string,
-    options?: { title?: string; onProgress?: (p: IngestProgress) => void; signal?: AbortSignal; method?: IngestMethod; samples?: number },
+    options?: {
+      title?: string;
+      onProgress?: (p: IngestProgress) => void;
+      signal?: AbortSignal;
+      method?: IngestMethod;
+      samples?: number;
+      /** The collection it goes into (routing chooses among collections). */
+      collection?: string;
+    },
   ): Promise<Added>;
-  ask(question: string, options?: { k?: number; maxTokens?: number; onToken?: (text: string) => void; signal?: AbortSignal }): Promise<Answer>;
+  /** `clues` and `route` run with the CPU backend (BAD_ARGUMENT on WebGPU for now). */
+  ask(
+    question: string,
+    options?: {
+      k?: number;
+      maxTokens?: number;
+      onToken?: (text: string) => void;
+      signal?: AbortSignal;
+      clues?: CluesMode;
+      /** 'auto' (the router chooses) or a collection's name; leave out to search every collection at once. */
+      route?: string;
+    },
+  ): Promise<Answer>;
   documents(): Promise<DocumentInfo[]>;
+  /** The collections and how many documents each holds. */
+  collections(): Promise<{ name: string; documents: number }[]>;
   memory(docId: string): Promise<Memory>;
   removeDocument(docId: string): Promise<boolean>;
   exportLibrary(): Promise<Uint8Array>;

@@ -282,10 +282,10 @@ const ops = {
       };
       json = onGpu
         ? await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress)
-        : lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress);
+        : lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
     } else {
       emit({ stage: 'indexing', fraction: 0 });
-      json = lib.addDocument(a.title, text, a.method, embedder);
+      json = lib.addDocument(a.title, text, a.method, embedder, a.collection);
     }
     const r = JSON.parse(json);
     emit({ stage: 'indexing', fraction: 1 });
@@ -303,10 +303,18 @@ const ops = {
       emit({ token: piece });
       return true;
     };
-    const json = onGpu
-      ? await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken)
-      : lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
+    const guided = (a.clues && a.clues !== 'off') || a.route;
+    if (guided && onGpu) {
+      throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing run with the CPU backend for now (load with backend: "cpu")');
+    }
+    const json = guided
+      ? lib.askGuided(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken)
+      : onGpu
+        ? await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken)
+        : lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
+    // Routing saves what it learned, clues the global memory: persist like a change.
+    if (guided) await persist();
     const r = JSON.parse(json);
     const sources = r.sources.map((s) => ({
       n: s.n,
@@ -327,6 +335,30 @@ const ops = {
       sources,
       finish: r.finish,
       seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
+      clues: r.clues
+        ? {
+            scope: r.clues.scope ? { scope: r.clues.scope[0], by: r.clues.scope[1] } : null,
+            queries: r.clues.queries,
+            foundBy: r.clues.found_by.map((list) => list.map(([query, rank]) => ({ query, rank }))),
+            overview: r.clues.overview,
+          }
+        : undefined,
+      route: r.route
+        ? {
+            collection: r.route.collection,
+            segments: r.route.segments.map((g) => ({
+              step: g.step,
+              collection: g.collection,
+              chosenBy: g.chosen_by,
+              subQuery: g.sub_query,
+              passages: g.passages,
+              satisfied: g.verdict.satisfied,
+              reflection: g.verdict.reflection,
+              judgedBy: g.verdict.by,
+            })),
+            scores: r.route.scores,
+          }
+        : undefined,
     };
   },
 
@@ -343,7 +375,12 @@ const ops = {
       chunks: d.scenarios,
       reader: d.reader,
       fallback: d.fallback ?? null,
+      collection: d.collection ?? 'default',
     }));
+  },
+
+  async collections() {
+    return JSON.parse(lib.collections());
   },
 
   async memory({ id }) {

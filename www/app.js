@@ -57,7 +57,10 @@ async function refreshDocuments() {
         'li',
         { class: 'doc', dataset: { id: d.id } },
         el('button', { type: 'button', class: 'link doc-open', text: d.title, onclick: () => openDocument(d.id) }),
-        el('span', { class: 'muted doc-meta', text: `${d.chunks} chunk${d.chunks === 1 ? '' : 's'} · ${how}` }),
+        el('span', {
+          class: 'muted doc-meta',
+          text: `${d.chunks} chunk${d.chunks === 1 ? '' : 's'} · ${how}${d.collection !== 'default' ? ` · in ${d.collection}` : ''}`,
+        }),
         el('button', {
           type: 'button',
           class: 'icon secondary',
@@ -70,6 +73,14 @@ async function refreshDocuments() {
     );
   }
   $('no-docs').hidden = docs.length > 0 || list.querySelector('li') !== null;
+  // The search picker: every collection, the router, or one collection.
+  const route = $('route');
+  const chosen = route.value;
+  for (const o of [...route.querySelectorAll('option[data-collection]')]) o.remove();
+  for (const c of await dm.collections()) {
+    route.append(el('option', { value: c.name, dataset: { collection: c.name }, text: `only ${c.name} (${c.documents})` }));
+  }
+  route.value = [...route.options].some((o) => o.value === chosen) ? chosen : '';
 }
 
 const STAGES = { reading: 'Reading', candidates: 'Scoring candidates', indexing: 'Indexing', download: 'Downloading' };
@@ -86,6 +97,7 @@ async function addFiles(files) {
     const t0 = performance.now();
     dm.addDocument(file, {
       method,
+      collection: $('collection').value.trim() || 'default',
       onProgress: (p) => {
         bar.value = p.fraction;
         const where = p.stage === 'reading' && p.windows > 1 ? ` (part ${p.window} of ${p.windows})` : '';
@@ -267,6 +279,34 @@ function renderAnswer(r) {
   $('other-sources').replaceChildren(...others.map(item));
   $('other-count').textContent = String(others.length);
   $('others').hidden = others.length === 0;
+  renderTrace(r);
+}
+
+/** The clues and the router's segments under an answer: how its passages were found. */
+function renderTrace(r) {
+  const items = [];
+  if (r.clues) {
+    if (r.clues.scope) items.push(el('li', { text: `Question read as ${r.clues.scope.scope} (by ${r.clues.scope.by}).` }));
+    if (r.clues.overview) items.push(el('li', { text: 'Answered from the outline layer and the library overview.' }));
+    r.clues.queries.forEach((q, i) => {
+      if (i === 0) return;
+      const found = r.clues.foundBy.map((list, s) => (list.some((f) => f.query === i) ? `[${r.sources[s].n}]` : null)).filter(Boolean);
+      items.push(el('li', { class: 'clue', text: `Clue (${q.kind}): ${q.text}${found.length ? ` → found ${found.join(' ')}` : ''}` }));
+    });
+  }
+  if (r.route) {
+    for (const g of r.route.segments) {
+      items.push(
+        el('li', {
+          class: 'segment',
+          text: `${g.collection} (${g.chosenBy}): “${g.subQuery}” → ${g.passages} passages, ${g.satisfied ? 'enough' : 'not enough'}: ${g.reflection}`,
+        }),
+      );
+    }
+  }
+  $('trace-list').replaceChildren(...items);
+  $('trace-summary').textContent = r.route ? `Routing: ${r.route.segments.length} step${r.route.segments.length === 1 ? '' : 's'}` : `Clues: ${Math.max(0, (r.clues?.queries.length ?? 1) - 1)}`;
+  $('trace').hidden = items.length === 0;
 }
 
 async function ask(question) {
@@ -277,6 +317,7 @@ async function ask(question) {
   $('sources').replaceChildren();
   $('sources-h').textContent = '';
   $('others').hidden = true;
+  $('trace').hidden = true;
   $('ask-button').disabled = true;
   $('stop').hidden = false;
   asking = new AbortController();
@@ -286,6 +327,8 @@ async function ask(question) {
     const r = await dm.ask(question, {
       k: 4, // passages shown to the answerer: each costs prefill time on the CPU
       signal: asking.signal,
+      clues: $('clues').value,
+      route: $('route').value || undefined,
       onToken: (t) => {
         if (!first) first = performance.now() - t0;
         answer.textContent += t;

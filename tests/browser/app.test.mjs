@@ -276,6 +276,26 @@ try {
   assert.ok(overflow <= 0, `no sideways scrolling at 375 px (${overflow} px too wide)`);
   await page.setViewportSize({ width: 1280, height: 900 });
 
+  // Routing (#9): the search picker lists the collection; asked through the router, the
+  // answer comes with its trace under it.
+  assert.deepEqual(await page.locator('#route option').allTextContents(), ['every collection', 'auto: the router chooses', 'only default (1)']);
+  await page.selectOption('#route', 'auto');
+  await page.evaluate(() => delete document.querySelector('#answer-box').dataset.seconds);
+  await timed('ask through the router: the trace under the answer', async () => {
+    await page.click('#ask-button');
+    await page.waitForSelector('#answer-box[data-seconds]', { timeout: 10 * MINUTES });
+  });
+  assert.equal(await page.locator('#trace').isVisible(), true);
+  const trace = await page.locator('#trace-list li').allTextContents();
+  assert.ok(trace.length >= 1 && trace[0].startsWith('default ('), JSON.stringify(trace));
+  await page.locator('#trace').evaluate((e) => {
+    e.open = true;
+    e.scrollIntoView();
+  });
+  await page.screenshot({ path: path.join(out, 'desktop-route-trace.png'), fullPage: false });
+  console.log(`  routing trace: ${JSON.stringify(trace)}`);
+  await page.selectOption('#route', '');
+
   // Reload: the library is still there, the models come from the browser's cache.
   await timed('reload: models from the Cache API, library from IndexedDB', () => ready(page, server.url));
   assert.deepEqual(await docTitles(page), ['printing-press.md']);

@@ -361,11 +361,12 @@ sweep('Library.importLibrary', Library.importLibrary, [exported, embedder], {
   0: [...bytesValues, exported.subarray(0, 10), exported.subarray(0, exported.length - 1), u64At(exported, 8, 2n ** 40n)],
   1: [...wrongTypes, freed, lm],
 });
-sweep('Library.addDocument', (...a) => scratch.addDocument(...a), ['t.txt', 'Bells rang at noon.', 'sentence', embedder], {
+sweep('Library.addDocument', (...a) => scratch.addDocument(...a), ['t.txt', 'Bells rang at noon.', 'sentence', embedder, 'c'], {
   0: strings,
   1: strings,
   2: [...strings, 'mom', 'nope'],
   3: [...wrongTypes, freed, lm, Object.create(Embedder.prototype)],
+  4: [...strings, 'x'.repeat(200), 'a\u0000b'],
 });
 sweep(
   'Library.addDocumentWithReader',

@@ -134,6 +134,28 @@ downloads = 0;
 dm = await DocMem.open('test', options);
 assert.equal((await dm.documents()).length, 3);
 
+// Collections, routing and clues (#9): a document in its own collection; the router sends
+// a question about it there and says why; clues come back with the sources they found.
+const engines = await dm.addDocument('James Watt added a separate condenser to the steam engine in 1765. It saved fuel.', {
+  title: 'engines.txt',
+  method: 'sentence',
+  collection: 'engineering',
+});
+assert.deepEqual(await dm.collections(), [{ name: 'default', documents: 3 }, { name: 'engineering', documents: 1 }]);
+assert.equal((await dm.documents()).find((d) => d.id === engines.id).collection, 'engineering');
+const routed = await dm.ask('Who added a separate condenser to the steam engine?', { k: 2, maxTokens: 12, route: 'auto' });
+assert.equal(routed.route.segments[0].collection, 'engineering', JSON.stringify(routed.route));
+assert.match(routed.route.segments[0].chosenBy, /^descriptor/);
+assert.ok(routed.sources.length > 0 && routed.answer.length > 0);
+const fixed = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 8, route: 'default' });
+assert.ok(fixed.route.segments.every((g) => g.collection === 'default' && g.chosenBy === 'fixed'));
+const clued = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 12, clues: 'on' });
+assert.deepEqual(clued.clues.queries[0], { kind: 'question', text: 'Who brought printing to England?' });
+assert.equal(clued.clues.foundBy.length, clued.sources.length);
+await assert.rejects(dm.ask('Who?', { clues: 'sometimes' }), { code: 'BAD_ARGUMENT' });
+await assert.rejects(dm.ask('Who?', { route: 'nowhere' }), { code: 'NOT_FOUND' });
+assert.equal(await dm.removeDocument(engines.id), true);
+
 // Export, remove, import: back as exported.
 const bytes = await dm.exportLibrary();
 assert.equal(await dm.removeDocument(mom.id), true);
@@ -153,4 +175,4 @@ dm.close();
 
 server.close();
 fs.rmSync(tmp, { recursive: true, force: true });
-console.log(`npm package (DocMem in Node): models over HTTP and file:, chunker and MoM ingest, cancel by flag and by restart, cited answer, persistence, export/import, 2 threads and 1: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+console.log(`npm package (DocMem in Node): models over HTTP and file:, chunker and MoM ingest, cancel by flag and by restart, cited answer, collections, routing and clues, persistence, export/import, 2 threads and 1: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`);

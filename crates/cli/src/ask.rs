@@ -5,18 +5,15 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use docmem_core::clues::{CluesMode, GlobalMemorySettings, Scope, ScopeSource};
+use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
-use docmem_runtime::guided::{
-    global_memory, learn_after_answer, prepare_guided, refresh_descriptors, ClueTrace, GuideSettings, RouteTrace,
-};
-use docmem_runtime::lm::{Lm, LmText, LoadOptions};
-use docmem_runtime::qa::{answer, AskParams};
+use docmem_runtime::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
+use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::qa::AskParams;
 use docmem_runtime::store::DirStore;
-use serde::Serialize;
 
 use crate::CliError;
 
@@ -110,17 +107,6 @@ impl RoutingArgs {
     }
 }
 
-/// `docmem ask --json`: the answer and how its evidence was found.
-#[derive(Serialize)]
-struct AskReport<'a> {
-    #[serde(flatten)]
-    answer: &'a docmem_runtime::qa::Answer,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    clues: Option<&'a ClueTrace>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    route: Option<&'a RouteTrace>,
-}
-
 /// Open the library at `path` for searching with `embedder` (the one it was built with).
 pub fn open_library(path: &Path, embedder: &dyn Embedder) -> Result<Library<DirStore>, CliError> {
     if !path.join("manifest.json").is_file() {
@@ -159,59 +145,41 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
     let model_name = crate::input::file_label(&path);
     let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
-    let mut text_model = LmText::new(&lm);
-    let global = if clues != CluesMode::Off && route.is_none() {
-        Some(docmem_runtime::block_on(global_memory(&mut library, &mut text_model, &model_name, &GlobalMemorySettings::default()))?)
-    } else {
-        None
+    let explore = a.routing.explore(route_settings.judge);
+    let settings = GuideSettings { clues, route, route_settings, ..GuideSettings::default() };
+    let json = a.json;
+    let mut shown = Ok(());
+    let mut show = |g: &GuidedPrompt| {
+        if !json {
+            shown = show_traces(&mut std::io::stdout().lock(), g.clues.as_ref(), g.route.as_ref());
+        }
     };
-    let mut memory = library.routing_memory()?.unwrap_or_default();
-    if route.is_some() && refresh_descriptors(&library, &mut memory)? {
-        library.save_routing_memory(&memory)?;
-    }
-    let settings = GuideSettings { clues, route, route_settings: route_settings.clone(), ..GuideSettings::default() };
-    let guided = docmem_runtime::block_on(prepare_guided(
-        &library,
+    let guided = docmem_runtime::block_on(ask_guided(
+        &mut library,
         embedder.as_mut(),
-        &mut text_model,
-        global.as_ref(),
-        &memory,
+        &lm,
+        &model_name,
         &a.question,
         &params,
         &settings,
+        &explore,
+        &mut show,
+        |piece| {
+            if !json {
+                let mut o = std::io::stdout().lock();
+                let _ = write!(o, "{piece}");
+                let _ = o.flush();
+            }
+            ControlFlow::Continue(())
+        },
     ))?;
+    shown?;
     let mut out = std::io::stdout().lock();
-    let json = a.json;
-    if !json {
-        show_traces(&mut out, guided.clues.as_ref(), guided.route.as_ref())?;
-    }
-    let answer = docmem_runtime::block_on(answer(guided.prompt, &lm, params.max_tokens, |piece| {
-        if !json {
-            let _ = write!(out, "{piece}");
-            let _ = out.flush();
-        }
-        ControlFlow::Continue(())
-    }))?;
     if json {
-        let report = AskReport { answer: &answer, clues: guided.clues.as_ref(), route: guided.route.as_ref() };
-        serde_json::to_writer_pretty(&mut out, &report).map_err(|e| CliError::Output(e.into()))?;
+        serde_json::to_writer_pretty(&mut out, &guided).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
     } else {
-        show_citations(&mut out, &answer)?;
-    }
-    drop(out);
-    // The answer is out: now learn (routing only).
-    if settings.route.is_some() {
-        let explore = a.routing.explore(route_settings.judge);
-        docmem_runtime::block_on(learn_after_answer(
-            &mut library,
-            embedder.as_mut(),
-            Some(&mut text_model),
-            &mut memory,
-            guided.update.as_ref(),
-            &explore,
-            a.k,
-        ))?;
+        show_citations(&mut out, &guided.answer)?;
     }
     Ok(())
 }

@@ -22,16 +22,14 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_core::chunk::ChunkerKind;
-use docmem_core::clues::{CluesMode, GlobalMemory, GlobalMemorySettings};
+use docmem_core::clues::{fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, GlobalMemorySettings};
 use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::retrieve::{RetrievalMode, SearchParams};
 use docmem_core::route::terms::{coverage, term_set};
-use docmem_core::route::SymbolicMemory;
 use docmem_core::{Document, DocumentMemory, Embedder};
-use docmem_runtime::guided::{global_memory, prepare_guided, GuideSettings};
+use docmem_runtime::guided::global_memory;
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
-use docmem_runtime::qa::AskParams;
 use serde::{Deserialize, Serialize};
 
 use crate::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};
@@ -47,9 +45,17 @@ pub struct CluesEvalArgs {
     /// Most tokens of the global memory (a gist pass compresses it past this).
     #[arg(long, default_value_t = 2048)]
     pub global_tokens: usize,
+    /// Characters of each core content in the global memory (0: outline items only, the
+    /// compact memory a small model's context holds for a large library).
+    #[arg(long, default_value_t = 240)]
+    pub core_chars: usize,
     /// Chunks retrieved per question (enough to fill the largest budget).
     #[arg(long, default_value_t = 16)]
     pub k: usize,
+    /// Fusion variants scored from the same clues: `kind` (each clue list at its kind's
+    /// weight) and numbers s (the clue lists together at most s × the question's weight).
+    #[arg(long, default_value = "kind,1,0.25,0.05", value_delimiter = ',')]
+    pub fusions: Vec<String>,
     /// HotpotQA distractor-format JSON (e.g. shared/eval/hotpotqa-dev-distractor-sample.json).
     #[arg(long)]
     pub hotpot: Option<PathBuf>,
@@ -65,7 +71,8 @@ const BUCKETS: [(&str, f64, f64); 3] = [("low (<0.25)", 0.0, 0.25), ("mid (0.25�
 struct BucketRow {
     bucket: String,
     plain: RetrievalScores,
-    clues: RetrievalScores,
+    /// One per fusion variant, in `fusions` order.
+    clues: Vec<RetrievalScores>,
 }
 
 #[derive(Serialize, Default)]
@@ -73,7 +80,73 @@ struct HotpotRow {
     questions: usize,
     /// Both gold paragraphs among the top k chunks, k = 2, 4, 8.
     plain_support: [f64; 3],
-    clues_support: [f64; 3],
+    /// Per fusion variant.
+    clues_support: Vec<[f64; 3]>,
+}
+
+/// A fusion variant: its name and weights.
+fn fusions(names: &[String]) -> Result<Vec<(String, ClueWeights)>, CliError> {
+    names
+        .iter()
+        .map(|n| match n.trim() {
+            "kind" => Ok(("kind".to_string(), ClueWeights::default())),
+            v => match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => {
+                    Ok((format!("share {v}"), ClueWeights { clue_share: Some(x), ..ClueWeights::default() }))
+                }
+                _ => Err(CliError::BadArgument { message: format!("--fusions: '{v}' is not kind or a number ≥ 0") }),
+            },
+        })
+        .collect()
+}
+
+/// Clues written so far, by question, kept next to the memories so a second run (another
+/// fusion, another split) does not ask the model again.
+#[derive(Serialize, Deserialize, Default)]
+struct ClueCache {
+    clues: std::collections::BTreeMap<String, Vec<Clue>>,
+}
+
+impl ClueCache {
+    fn load(path: &std::path::Path) -> Self {
+        std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    fn save(&self, path: &std::path::Path) -> Result<(), CliError> {
+        let bytes = serde_json::to_vec(self).map_err(|e| CliError::Output(e.into()))?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|source| CliError::Read { path: path.to_path_buf(), source })
+    }
+}
+
+/// Chunks in rank order, as (document, span).
+type Ranked = Vec<(docmem_core::DocId, docmem_core::Span)>;
+
+/// Search with the question and each clue, and fuse each variant's way: the question's
+/// own list (plain) and one ranked list per variant.
+fn clued_lists(
+    library: &Library<MemStore>,
+    embedder: &mut dyn Embedder,
+    question: &str,
+    clues: &[Clue],
+    variants: &[(String, ClueWeights)],
+    k: usize,
+) -> Result<(Ranked, Vec<Ranked>), CliError> {
+    let params = SearchParams { k, ..SearchParams::default() };
+    let mut queries = vec![Clue::new(ClueKind::Question, question)];
+    queries.extend(clues.iter().cloned());
+    let mut lists = Vec::with_capacity(queries.len());
+    for q in &queries {
+        lists.push(library.search(&q.text, embedder, &params)?);
+    }
+    let plain = lists[0].iter().map(|h| (h.doc_id, h.span)).collect();
+    let fused = variants
+        .iter()
+        .map(|(_, w)| fuse_clue_lists(&queries, &lists, w, k, params.rrf_k).iter().map(|c| (c.chunk.doc_id, c.chunk.span)).collect())
+        .collect();
+    Ok((plain, fused))
 }
 
 #[derive(Serialize)]
@@ -89,6 +162,7 @@ struct CluesReport {
     global_memory_seconds: f64,
     mean_clues: f64,
     clue_seconds_per_question: f64,
+    fusions: Vec<String>,
     rows: Vec<BucketRow>,
     hotpot: Option<HotpotRow>,
 }
@@ -139,69 +213,67 @@ pub fn run(a: &CluesEvalArgs) -> Result<(), CliError> {
     let model_name = crate::input::file_label(&path);
     let mut text = LmText::new(&lm);
     let t = Instant::now();
-    let gsettings = GlobalMemorySettings { max_tokens: a.global_tokens, ..GlobalMemorySettings::default() };
+    let gsettings = GlobalMemorySettings { max_tokens: a.global_tokens, max_core_chars: a.core_chars };
     let global = docmem_runtime::block_on(global_memory(&mut library, &mut text, &model_name, &gsettings))?;
     let global_seconds = t.elapsed().as_secs_f64();
     let global_tokens = docmem_core::text_model::TextModel::count_tokens(&mut text, &global.text).unwrap_or(0);
     eprintln!("docmem eval clues: global memory {global_tokens} tokens (gist: {}) in {global_seconds:.0} s", global.gist);
 
-    let params = AskParams { k: a.k, max_chunk_chars: 0, ..AskParams::default() };
-    let on = GuideSettings { clues: CluesMode::On, ..GuideSettings::default() };
-    let memory = SymbolicMemory::new();
+    let variants = fusions(&a.fusions)?;
+    let new_scores = || RetrievalScores::new(&BUDGETS, &RANK_CUTOFFS);
     let mut rows: Vec<BucketRow> = BUCKETS
         .iter()
         .map(|(name, _, _)| BucketRow {
             bucket: (*name).into(),
-            plain: RetrievalScores::new(&BUDGETS, &RANK_CUTOFFS),
-            clues: RetrievalScores::new(&BUDGETS, &RANK_CUTOFFS),
+            plain: new_scores(),
+            clues: variants.iter().map(|_| new_scores()).collect(),
         })
         .collect();
-    let mut all = BucketRow {
-        bucket: "all".into(),
-        plain: RetrievalScores::new(&BUDGETS, &RANK_CUTOFFS),
-        clues: RetrievalScores::new(&BUDGETS, &RANK_CUTOFFS),
-    };
-    let (mut clue_count, mut clue_seconds) = (0usize, 0.0);
+    let mut all = BucketRow { bucket: "all".into(), plain: new_scores(), clues: variants.iter().map(|_| new_scores()).collect() };
+    let cache_path = r.library_cache.join(format!("clues-{}-{}-c{}-g{}.json", method.label, model_name, a.core_chars, a.global_tokens));
+    let mut cache = ClueCache::load(&cache_path);
+    let (mut clue_count, mut clue_seconds, mut written) = (0usize, 0.0, 0usize);
     let n = set.questions.len();
     for (qi, q) in set.questions.iter().enumerate() {
         let golds: Vec<&str> = q.answers.iter().map(String::as_str).collect();
-        let plain_hits = library.search(&q.question, embedder.as_mut(), &SearchParams { k: a.k, ..SearchParams::default() })?;
-        let plain: Vec<_> = plain_hits.iter().map(|h| (h.doc_id, h.span)).collect();
-        let t = Instant::now();
-        let guided = docmem_runtime::block_on(prepare_guided(
-            &library,
-            embedder.as_mut(),
-            &mut text,
-            Some(&global),
-            &memory,
-            &q.question,
-            &params,
-            &on,
-        ))?;
-        clue_seconds += t.elapsed().as_secs_f64();
-        clue_count += guided.clues.as_ref().map_or(0, |c| c.queries.len().saturating_sub(1));
-        let clued: Vec<_> = guided.prompt.sources.iter().map(|s| (s.doc_id, s.span)).collect();
+        let clues = match cache.clues.get(&q.id) {
+            Some(c) => c.clone(),
+            None => {
+                let t = Instant::now();
+                let c = docmem_runtime::block_on(write_clues(&mut text, &global, &q.question, false, &ClueFilter::default()))?;
+                clue_seconds += t.elapsed().as_secs_f64();
+                written += 1;
+                cache.clues.insert(q.id.clone(), c.clone());
+                cache.save(&cache_path)?;
+                c
+            }
+        };
+        clue_count += clues.len();
+        let (plain, fused) = clued_lists(&library, embedder.as_mut(), &q.question, &clues, &variants, a.k)?;
         let po = score_ranked(&texts_of(&library, &plain), &golds, &BUDGETS, &RANK_CUTOFFS);
-        let co = score_ranked(&texts_of(&library, &clued), &golds, &BUDGETS, &RANK_CUTOFFS);
         let overlap = answer_overlap(&q.question, &q.answers, &set.documents[q.document].text);
         let b = BUCKETS.iter().position(|(_, lo, hi)| overlap >= *lo && overlap < *hi).unwrap_or(0);
-        for row in [&mut rows[b], &mut all] {
-            row.plain.add(&po, plain.len());
-            row.clues.add(&co, clued.len());
+        rows[b].plain.add(&po, plain.len());
+        all.plain.add(&po, plain.len());
+        for (vi, list) in fused.iter().enumerate() {
+            let co = score_ranked(&texts_of(&library, list), &golds, &BUDGETS, &RANK_CUTOFFS);
+            rows[b].clues[vi].add(&co, list.len());
+            all.clues[vi].add(&co, list.len());
         }
         if (qi + 1) % 10 == 0 || qi + 1 == n {
+            let best: Vec<String> = all.clues.iter().map(|c| format!("{:.3}", c.budget_recall[1])).collect();
             eprintln!(
-                "docmem eval clues: {}/{n}: recall@1000 plain {:.3}, clues {:.3} ({:.1} s/question)",
+                "docmem eval clues: {}/{n}: recall@1000 plain {:.3}, clues {} ({:.1} s per clue-writing)",
                 qi + 1,
                 all.plain.budget_recall[1],
-                all.clues.budget_recall[1],
-                clue_seconds / (qi + 1) as f64
+                best.join(" / "),
+                clue_seconds / written.max(1) as f64
             );
         }
     }
     rows.push(all);
     let hotpot = match &a.hotpot {
-        Some(p) => Some(hotpot_eval(p, a.hotpot_limit, &mut text, embedder.as_mut(), a.k)?),
+        Some(p) => Some(hotpot_eval(p, a.hotpot_limit, &mut text, embedder.as_mut(), a.k, &variants, &r.library_cache, &model_name)?),
         None => None,
     };
     let report = CluesReport {
@@ -215,7 +287,8 @@ pub fn run(a: &CluesEvalArgs) -> Result<(), CliError> {
         global_memory_gist: global.gist,
         global_memory_seconds: global_seconds,
         mean_clues: clue_count as f64 / n.max(1) as f64,
-        clue_seconds_per_question: clue_seconds / n.max(1) as f64,
+        clue_seconds_per_question: clue_seconds / written.max(1) as f64,
+        fusions: variants.iter().map(|(n, _)| n.clone()).collect(),
         rows,
         hotpot,
     };
@@ -243,32 +316,27 @@ fn print_report(report: &CluesReport, json: bool) -> Result<(), CliError> {
         report.mean_clues,
         report.clue_seconds_per_question
     )?;
-    writeln!(out, "\n| overlap bucket | questions | plain @500 | clues @500 | plain @1000 | clues @1000 | plain @2000 | clues @2000 | plain R@1 | clues R@1 | plain R@8 | clues R@8 |")?;
-    writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
+    let mut head = String::from("\n| overlap bucket | questions | retrieval | recall @500 | @1000 | @2000 | R@1 | R@8 |\n| --- | --- | --- | --- | --- | --- | --- | --- |");
     for r in &report.rows {
-        let (p, c) = (&r.plain, &r.clues);
-        writeln!(
-            out,
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
-            r.bucket,
-            p.questions,
-            p.budget_recall[0],
-            c.budget_recall[0],
-            p.budget_recall[1],
-            c.budget_recall[1],
-            p.budget_recall[2],
-            c.budget_recall[2],
-            p.recall[0],
-            c.recall[0],
-            p.recall[2],
-            c.recall[2]
-        )?;
+        let line = |name: &str, s: &RetrievalScores| {
+            format!(
+                "\n| {} | {} | {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                r.bucket, s.questions, s.budget_recall[0], s.budget_recall[1], s.budget_recall[2], s.recall[0], s.recall[2]
+            )
+        };
+        head.push_str(&line("plain", &r.plain));
+        for (name, s) in report.fusions.iter().zip(&r.clues) {
+            head.push_str(&line(&format!("clues, {name}"), s));
+        }
     }
+    writeln!(out, "{head}")?;
     if let Some(h) = &report.hotpot {
         writeln!(out, "\nHotpotQA, {} questions, both gold paragraphs among the top k chunks:\n", h.questions)?;
         writeln!(out, "| retrieval | k=2 | k=4 | k=8 |\n| --- | --- | --- | --- |")?;
         writeln!(out, "| plain | {:.3} | {:.3} | {:.3} |", h.plain_support[0], h.plain_support[1], h.plain_support[2])?;
-        writeln!(out, "| clues | {:.3} | {:.3} | {:.3} |", h.clues_support[0], h.clues_support[1], h.clues_support[2])?;
+        for (name, v) in report.fusions.iter().zip(&h.clues_support) {
+            writeln!(out, "| clues, {name} | {:.3} | {:.3} | {:.3} |", v[0], v[1], v[2])?;
+        }
     }
     Ok(())
 }
@@ -285,21 +353,25 @@ fn both_gold(titles: &[String], golds: &[String], k: usize) -> bool {
     golds.iter().all(|g| titles.iter().take(k).any(|t| t == g))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn hotpot_eval(
     path: &PathBuf,
     limit: usize,
     text: &mut dyn docmem_core::text_model::TextModel,
     embedder: &mut dyn Embedder,
     k: usize,
+    variants: &[(String, ClueWeights)],
+    cache_dir: &std::path::Path,
+    model_name: &str,
 ) -> Result<HotpotRow, CliError> {
     let bytes = std::fs::read(path).map_err(|source| CliError::Read { path: path.clone(), source })?;
     let all: Vec<HotpotQuestion> =
         serde_json::from_slice(&bytes).map_err(|e| CliError::BadArgument { message: format!("--hotpot {}: {e}", path.display()) })?;
     let n = all.len();
     let take = if limit == 0 || limit >= n { n } else { limit };
-    let mut row = HotpotRow::default();
-    let on = GuideSettings { clues: CluesMode::On, ..GuideSettings::default() };
-    let params = AskParams { k, max_chunk_chars: 0, ..AskParams::default() };
+    let mut row = HotpotRow { clues_support: vec![[0.0; 3]; variants.len()], ..HotpotRow::default() };
+    let cache_path = cache_dir.join(format!("clues-hotpot-{model_name}.json"));
+    let mut cache = ClueCache::load(&cache_path);
     for i in 0..take {
         let q = &all[i * n / take];
         let docs: Vec<Document> = q.context.iter().map(|(title, sentences)| Document::new(title, sentences.concat())).collect();
@@ -311,38 +383,39 @@ fn hotpot_eval(
             })
             .collect();
         let mut library = memory_library(&docs, &memories, &|_| "default".into(), embedder)?;
-        let global = docmem_runtime::block_on(global_memory(&mut library, text, "hotpot", &GlobalMemorySettings::default()))?;
+        let clues = match cache.clues.get(&q.question) {
+            Some(c) => c.clone(),
+            None => {
+                let global = docmem_runtime::block_on(global_memory(&mut library, text, "hotpot", &GlobalMemorySettings::default()))?;
+                let c = docmem_runtime::block_on(write_clues(text, &global, &q.question, false, &ClueFilter::default()))?;
+                cache.clues.insert(q.question.clone(), c.clone());
+                cache.save(&cache_path)?;
+                c
+            }
+        };
         let golds: Vec<String> = {
             let mut g: Vec<String> = q.supporting_facts.iter().map(|(t, _)| t.clone()).collect();
             g.sort();
             g.dedup();
             g
         };
-        let title_of = |id: docmem_core::DocId| docs.iter().find(|d| d.id == id).map_or(String::new(), |d| d.title.clone());
-        let plain = library.search(&q.question, embedder, &SearchParams { k, ..SearchParams::default() })?;
-        let plain_titles: Vec<String> = plain.iter().map(|h| title_of(h.doc_id)).collect();
-        let guided = docmem_runtime::block_on(prepare_guided(
-            &library,
-            embedder,
-            text,
-            Some(&GlobalMemory { ..global }),
-            &SymbolicMemory::new(),
-            &q.question,
-            &params,
-            &on,
-        ))?;
-        let clue_titles: Vec<String> = guided.prompt.sources.iter().map(|s| s.title.clone()).collect();
+        let title_of = |(id, _): &(docmem_core::DocId, docmem_core::Span)| {
+            docs.iter().find(|d| d.id == *id).map_or(String::new(), |d| d.title.clone())
+        };
+        let (plain, fused) = clued_lists(&library, embedder, &q.question, &clues, variants, k)?;
+        let plain_titles: Vec<String> = plain.iter().map(title_of).collect();
         let m = row.questions as f64;
+        let mean = |old: f64, hit: bool| (old * m + f64::from(u8::from(hit))) / (m + 1.0);
         for (j, kk) in [2usize, 4, 8].into_iter().enumerate() {
-            row.plain_support[j] = (row.plain_support[j] * m + f64::from(u8::from(both_gold(&plain_titles, &golds, kk)))) / (m + 1.0);
-            row.clues_support[j] = (row.clues_support[j] * m + f64::from(u8::from(both_gold(&clue_titles, &golds, kk)))) / (m + 1.0);
+            row.plain_support[j] = mean(row.plain_support[j], both_gold(&plain_titles, &golds, kk));
+            for (vi, list) in fused.iter().enumerate() {
+                let titles: Vec<String> = list.iter().map(title_of).collect();
+                row.clues_support[vi][j] = mean(row.clues_support[vi][j], both_gold(&titles, &golds, kk));
+            }
         }
         row.questions += 1;
-        if row.questions % 10 == 0 {
-            eprintln!(
-                "docmem eval clues: hotpot {}/{take}: support@4 plain {:.3}, clues {:.3}",
-                row.questions, row.plain_support[1], row.clues_support[1]
-            );
+        if row.questions.is_multiple_of(10) {
+            eprintln!("docmem eval clues: hotpot {}/{take}: support@4 plain {:.3}", row.questions, row.plain_support[1]);
         }
     }
     Ok(row)

@@ -320,3 +320,55 @@ pub async fn explore_collections<S: Store>(
     };
     explore(&cols, memory, model, settings, &mut search_fn).await.map_err(route_error)
 }
+
+/// An answer with the traces of how its evidence was found.
+#[derive(Clone, Debug, Serialize)]
+pub struct GuidedAnswer {
+    /// The answer, its citations and sources.
+    #[serde(flatten)]
+    pub answer: crate::qa::Answer,
+    /// Clue-guided retrieval's trace, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clues: Option<ClueTrace>,
+    /// The router's trace, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteTrace>,
+}
+
+/// The whole guided answer, as `docmem ask` and the npm package give it: the global memory
+/// (cached in the library) when clues are on, the descriptors refreshed when routing is
+/// on, [`prepare_guided`], `on_prepared` with the traces (to show them before the answer
+/// streams), [`crate::qa::answer`], and after it [`learn_after_answer`] (routing only).
+/// The library changes only in its `global.json` and `routing.json`.
+#[allow(clippy::too_many_arguments)]
+pub async fn ask_guided<S: Store, B: crate::lm::Backend>(
+    library: &mut Library<S>,
+    embedder: &mut dyn Embedder,
+    lm: &crate::lm::Lm<B>,
+    model_name: &str,
+    question: &str,
+    params: &AskParams,
+    settings: &GuideSettings,
+    explore: &ExploreSettings,
+    on_prepared: &mut dyn FnMut(&GuidedPrompt),
+    on_text: impl FnMut(&str) -> std::ops::ControlFlow<()>,
+) -> Result<GuidedAnswer, QaError> {
+    let mut text = crate::lm::LmText::new(lm);
+    let global = if settings.clues != CluesMode::Off && settings.route.is_none() {
+        Some(global_memory(library, &mut text, model_name, &GlobalMemorySettings::default()).await?)
+    } else {
+        None
+    };
+    let mut memory = library.routing_memory()?.unwrap_or_default();
+    if settings.route.is_some() && refresh_descriptors(library, &mut memory)? {
+        library.save_routing_memory(&memory)?;
+    }
+    let guided = prepare_guided(library, embedder, &mut text, global.as_ref(), &memory, question, params, settings).await?;
+    on_prepared(&guided);
+    let GuidedPrompt { prompt, clues, route, update } = guided;
+    let answer = crate::qa::answer(prompt, lm, params.max_tokens, on_text).await?;
+    if settings.route.is_some() {
+        learn_after_answer(library, embedder, Some(&mut text), &mut memory, update.as_ref(), explore, params.k).await?;
+    }
+    Ok(GuidedAnswer { answer, clues, route })
+}

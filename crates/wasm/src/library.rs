@@ -19,11 +19,15 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
+use docmem_core::clues::CluesMode;
+use docmem_core::library::DEFAULT_COLLECTION;
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{RetrievalMode, SearchParams};
+use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
-use docmem_runtime::ingest::{ingest, Ingested, MemoryMethod};
+use docmem_runtime::guided::{ask_guided, GuideSettings};
+use docmem_runtime::ingest::{ingest_into, IngestLimits, Ingested, MemoryMethod};
 use docmem_runtime::lm::LmReader;
 use docmem_runtime::qa::{ask, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
@@ -84,6 +88,14 @@ pub(crate) fn added_json(doc: &Document, done: &Ingested) -> Result<String, JsVa
         "outline": done.memory.outline.len(),
         "fallback": done.memory.provenance.fallback,
     }))
+}
+
+/// The collection a document goes into: `undefined` or `null` for the default one.
+fn collection_name(value: &JsValue) -> Result<String, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(DEFAULT_COLLECTION.into());
+    }
+    string(value, "collection")
 }
 
 /// The sampled candidates per window asked for, checked.
@@ -183,6 +195,7 @@ impl WasmLibrary {
     /// Add a document with a baseline chunker (`sentence`, `fixed`, `recursive`,
     /// `semantic`): plain chunks, no outline or cores. Returns JSON `{id, added, chunks,
     /// outline, fallback}`; `added` is false when the same content was already there.
+    /// `collection` names the collection it goes into (`undefined`: `default`).
     #[wasm_bindgen(js_name = addDocument)]
     pub fn add_document(
         &mut self,
@@ -190,21 +203,24 @@ impl WasmLibrary {
         #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
         embedder: &mut WasmEmbedder,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
     ) -> Result<String, JsValue> {
         boundary::ready()?;
         let (title, text) = (string(&title, "title")?, string(&text, "text")?);
         let kind: ChunkerKind = string(&chunker, "chunker")?.parse().map_err(coded)?;
         let (size, overlap) = passage_sizes(kind, None, None);
         let mut method = MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } };
-        self.add(&title, &text, &mut method, embedder, None)
+        let collection = collection_name(&collection)?;
+        self.add(&collection, &title, &text, &mut method, embedder, None)
     }
 
     /// Add a document whose memory `reader` writes (MoM: outline, cores, chunks; the best
     /// of a greedy and `samples` sampled candidates). `progress` is called with `{stage,
     /// window, windows, tokensDone, tokensTotal, candidatesDone, candidatesTotal,
     /// fraction}`; returning `false` cancels (the library is unchanged). Returns JSON as
-    /// `addDocument` does.
+    /// `addDocument` does. `collection`: as for `addDocument`.
     #[wasm_bindgen(js_name = addDocumentWithReader)]
+    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
     pub fn add_document_with_reader(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
@@ -213,20 +229,23 @@ impl WasmLibrary {
         reader: &WasmLm,
         samples: f64,
         progress: Option<js_sys::Function>,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
     ) -> Result<String, JsValue> {
         boundary::ready()?;
         let (title, text) = (string(&title, "title")?, string(&text, "text")?);
+        let collection = collection_name(&collection)?;
         let mut method = MemoryMethod::Mom {
             reader: LmReader::new(&reader.lm, reader.name.clone()),
             scorer: None,
             settings: extract_settings(samples)?,
         };
-        self.add(&title, &text, &mut method, embedder, progress)
+        self.add(&collection, &title, &text, &mut method, embedder, progress)
     }
 
     /// Ingest on the CPU backend, whose futures are ready when first polled.
     fn add(
         &mut self,
+        collection: &str,
         title: &str,
         text: &str,
         method: &mut MemoryMethod<'_, docmem_runtime::cpu::transformer::CpuTransformer>,
@@ -236,7 +255,9 @@ impl WasmLibrary {
         let doc = Document::new(title, text);
         let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
         let mut report = progress_reporter(progress);
-        let done = docmem_runtime::block_on(ingest(&mut library, &doc, method, &mut *embedder, &mut report)).map_err(coded)?;
+        let limits = IngestLimits::default();
+        let done = docmem_runtime::block_on(ingest_into(&mut library, collection, &doc, method, &mut *embedder, &mut report, &limits))
+            .map_err(coded)?;
         added_json(&doc, &done)
     }
 
@@ -272,6 +293,65 @@ impl WasmLibrary {
         let answer = docmem_runtime::block_on(ask(&library, &mut *embedder, &answerer.lm, &question, &params, token_sink(on_token)))
             .map_err(coded)?;
         to_json(&answer)
+    }
+
+    /// [`Library::ask`] guided by clues (`clues`: `off`, `on` or `auto`) or by routing
+    /// across collections (`route`: `auto` or a collection's name; `undefined`: every
+    /// collection at once). JSON as `ask`, plus `clues` (`{scope, queries, found_by,
+    /// overview}`) and `route` (`{segments, scores, collection}`) when they ran. With
+    /// routing, what the router learned is saved in the library after the answer (take the
+    /// writes); with clues, the library's global memory is made once and saved.
+    #[wasm_bindgen(js_name = askGuided)]
+    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
+    pub fn ask_guided(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        max_tokens: f64,
+        embedder: &mut WasmEmbedder,
+        answerer: &WasmLm,
+        #[wasm_bindgen(unchecked_param_type = "string")] clues: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] route: JsValue,
+        on_token: Option<js_sys::Function>,
+    ) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let (question, params) = (string(&question, "question")?, ask_params(k, max_tokens)?);
+        let clues: CluesMode = string(&clues, "clues")?.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("{e}")))?;
+        let route = match route.is_undefined() || route.is_null() {
+            true => None,
+            false => match string(&route, "route")?.as_str() {
+                "auto" => Some(RouteTarget::Auto),
+                name => Some(RouteTarget::Collection(name.into())),
+            },
+        };
+        let settings = GuideSettings { clues, route, ..GuideSettings::default() };
+        let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
+        let answer = docmem_runtime::block_on(ask_guided(
+            &mut library,
+            &mut *embedder,
+            &answerer.lm,
+            &answerer.name,
+            &question,
+            &params,
+            &settings,
+            &ExploreSettings::default(),
+            &mut |_| {},
+            token_sink(on_token),
+        ))
+        .map_err(coded)?;
+        to_json(&answer)
+    }
+
+    /// The collections: JSON `[{name, documents}]`, in the order each first appeared.
+    pub fn collections(&self) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let library = self.get()?;
+        let list: Vec<serde_json::Value> = library
+            .collections()
+            .into_iter()
+            .map(|c| serde_json::json!({"name": c, "documents": library.collection_documents(c).count()}))
+            .collect();
+        to_json(&list)
     }
 
     /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.

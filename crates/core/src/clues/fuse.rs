@@ -27,11 +27,15 @@ pub struct ClueWeights {
     pub surrogate: f64,
     /// The draft answer (default 0.5: most often wrong in its details).
     pub draft: f64,
+    /// When set to s: the clues' lists together weigh at most s × the question's (each
+    /// scaled down alike), however many clues there are. `None`: each list keeps its
+    /// kind's weight, so six clues outweigh the question six to one.
+    pub clue_share: Option<f64>,
 }
 
 impl Default for ClueWeights {
     fn default() -> Self {
-        ClueWeights { question: 1.0, span: 0.7, surrogate: 0.7, draft: 0.5 }
+        ClueWeights { question: 1.0, span: 0.7, surrogate: 0.7, draft: 0.5, clue_share: None }
     }
 }
 
@@ -65,8 +69,19 @@ pub struct CluedChunk {
 /// into the top `k` (see the module docs). `rrf_k` is RRF's constant (60).
 pub fn fuse_clue_lists(queries: &[Clue], lists: &[Vec<RetrievedChunk>], weights: &ClueWeights, k: usize, rrf_k: f64) -> Vec<CluedChunk> {
     let keys: Vec<Vec<(DocId, Span)>> = lists.iter().map(|l| l.iter().map(|c| (c.doc_id, c.span)).collect()).collect();
-    let ranked: Vec<RankedList<'_, (DocId, Span)>> =
-        keys.iter().zip(queries).map(|(ids, q)| RankedList { ids, weight: weights.of(q.kind), ranks: None }).collect();
+    let clue_total: f64 = queries.iter().filter(|q| q.kind != ClueKind::Question).map(|q| weights.of(q.kind)).sum();
+    let scale = match weights.clue_share {
+        Some(share) if clue_total > 0.0 => (share * weights.question / clue_total).min(1.0),
+        _ => 1.0,
+    };
+    let ranked: Vec<RankedList<'_, (DocId, Span)>> = keys
+        .iter()
+        .zip(queries)
+        .map(|(ids, q)| {
+            let weight = if q.kind == ClueKind::Question { weights.question } else { weights.of(q.kind) * scale };
+            RankedList { ids, weight, ranks: None }
+        })
+        .collect();
     let mut fuser = RrfFuser::new();
     let fused = fuser.fuse(&ranked, &RrfParams { k: rrf_k, window: usize::MAX });
     let mut out = Vec::with_capacity(k.min(fused.len()));
@@ -105,6 +120,26 @@ mod tests {
         // Only the clue found 30; with k = 4 it enters last.
         let out = fuse_clue_lists(&queries, &lists, &ClueWeights::default(), 4, 60.0);
         assert_eq!(out[3].found_by, vec![(1, 2)]);
+    }
+
+    #[test]
+    fn a_shared_weight_keeps_many_clues_from_outvoting_the_question() {
+        let d = Document::new("t", "x").id;
+        let mut queries = vec![Clue::new(ClueKind::Question, "q")];
+        let mut lists = vec![vec![chunk(d, 0), chunk(d, 10)]];
+        for i in 0..4 {
+            queries.push(Clue::new(ClueKind::Span, alloc::format!("s{i}")));
+            lists.push(vec![chunk(d, 10)]);
+        }
+        // Per kind, four clues carry 10 to the top; sharing a hundredth of the question's
+        // weight, the question's first stays first and the clues' pick is second. (With
+        // RRF's k = 60, neighbouring ranks differ by about 1/3600: a share much above
+        // 1/60 reorders the top whenever the clues agree.)
+        let per_kind = fuse_clue_lists(&queries, &lists, &ClueWeights::default(), 2, 60.0);
+        assert_eq!(per_kind[0].chunk.span.start, 10);
+        let shared = ClueWeights { clue_share: Some(0.01), ..ClueWeights::default() };
+        let out = fuse_clue_lists(&queries, &lists, &shared, 2, 60.0);
+        assert_eq!(out.iter().map(|c| c.chunk.span.start).collect::<Vec<_>>(), vec![0, 10]);
     }
 
     #[test]
