@@ -53,8 +53,9 @@ pub struct CluesEvalArgs {
     #[arg(long, default_value_t = 16)]
     pub k: usize,
     /// Fusion variants scored from the same clues: `kind` (each clue list at its kind's
-    /// weight) and numbers s (the clue lists together at most s × the question's weight).
-    #[arg(long, default_value = "kind,1,0.25,0.05", value_delimiter = ',')]
+    /// weight) and numbers s (the clue lists together at most s × the question's weight;
+    /// 0.02 is the default of `docmem ask`).
+    #[arg(long, default_value = "kind,1,0.25,0.05,0.02,0.01", value_delimiter = ',')]
     pub fusions: Vec<String>,
     /// HotpotQA distractor-format JSON (e.g. shared/eval/hotpotqa-dev-distractor-sample.json).
     #[arg(long)]
@@ -89,7 +90,7 @@ fn fusions(names: &[String]) -> Result<Vec<(String, ClueWeights)>, CliError> {
     names
         .iter()
         .map(|n| match n.trim() {
-            "kind" => Ok(("kind".to_string(), ClueWeights::default())),
+            "kind" => Ok(("kind".to_string(), ClueWeights { clue_share: None, ..ClueWeights::default() })),
             v => match v.parse::<f64>() {
                 Ok(x) if x.is_finite() && x >= 0.0 => {
                     Ok((format!("share {v}"), ClueWeights { clue_share: Some(x), ..ClueWeights::default() }))

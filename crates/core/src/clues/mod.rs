@@ -33,7 +33,7 @@ use core::fmt;
 use core::str::FromStr;
 
 pub use filter::{filter_clues, text_units, ClueFilter};
-pub use fuse::{fuse_clue_lists, ClueWeights, CluedChunk};
+pub use fuse::{fuse_clue_lists, ClueWeights, CluedChunk, DEFAULT_CLUE_SHARE};
 pub use global::{build_global_memory, DocumentNotes, GlobalMemory, GlobalMemorySettings};
 pub use prompt::{clue_request, parse_clues, write_clues, CLUE_MAX_TOKENS};
 pub use scope::{classify_scope, heuristic_scope, Scope, ScopeSource};
