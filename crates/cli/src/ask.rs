@@ -200,8 +200,18 @@ fn show_traces(out: &mut impl Write, clues: Option<&ClueTrace>, route: Option<&R
         if c.queries.len() > 1 {
             writeln!(out, "Clues:")?;
             for (i, q) in c.queries.iter().enumerate().skip(1) {
-                writeln!(out, "  q{i} {:?}: {}", q.kind, q.text)?;
+                let found: Vec<String> = c
+                    .found_by
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.iter().any(|(qi, _)| *qi == i))
+                    .map(|(s, _)| format!("[{}]", s + 1))
+                    .collect();
+                let found = if found.is_empty() { String::new() } else { format!(" → found {}", found.join(" ")) };
+                writeln!(out, "  {:?}: {}{found}", q.kind, q.text)?;
             }
+        } else if !c.overview {
+            writeln!(out, "(no clues: the model wrote none that passed the filter; searched with the question alone)")?;
         }
         if c.overview {
             writeln!(out, "(answered from the outline layer and the library's global memory)")?;
