@@ -281,7 +281,7 @@ const ops = {
         return true;
       };
       json = onGpu
-        ? await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress)
+        ? await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress, a.collection)
         : lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
     } else {
       emit({ stage: 'indexing', fraction: 0 });

@@ -425,6 +425,14 @@ async function start() {
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
+  // Clues and routing run with the CPU backend for now: on WebGPU the pickers stay at
+  // their defaults and say why.
+  if (b.name === 'webgpu') {
+    for (const id of ['route', 'clues']) {
+      $(id).disabled = true;
+      $(id).title = 'clues and routing run with the CPU backend';
+    }
+  }
   await refreshDocuments();
   // Ready once the stored library is listed (tests read the list right after this).
   document.body.dataset.ready = 'true';

@@ -23,12 +23,10 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
-use docmem_core::library::{Library, LibraryError, MemStore};
 use docmem_core::retrieve::SearchParams;
-use docmem_core::route::{route, Controller, Found, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
+use docmem_core::route::{route, Controller, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
 use docmem_core::text_model::TextModel;
-use docmem_core::Embedder;
-use docmem_runtime::guided::{explore_collections, refresh_descriptors};
+use docmem_runtime::guided::{collection_search, explore_collections, refresh_descriptors};
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use serde::Serialize;
 
@@ -90,18 +88,6 @@ fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     *s
-}
-
-fn search_fn<'a>(
-    library: &'a Library<MemStore>,
-    embedder: &'a mut dyn Embedder,
-    k: usize,
-) -> impl FnMut(&str, &str) -> Result<Vec<Found>, LibraryError> + 'a {
-    let params = SearchParams { k, ..SearchParams::default() };
-    move |collection, query| {
-        let hits = library.search_in(query, embedder, &params, Some(collection))?;
-        Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
-    }
 }
 
 pub fn run(a: &RoutingEvalArgs) -> Result<(), CliError> {
@@ -170,14 +156,16 @@ pub fn run(a: &RoutingEvalArgs) -> Result<(), CliError> {
                     first_ok.push(*c == gold);
                     final_ok += usize::from(*c == gold);
                     segments += 1;
-                    let mut search = search_fn(&library, embedder.as_mut(), a.k);
+                    let params = SearchParams { k: a.k, ..SearchParams::default() };
+                    let mut search = collection_search(&library, embedder.as_mut(), &params);
                     search(c, &q.question)?.into_iter().map(|f| f.text).collect()
                 }
                 (_, Some(controller)) => {
                     let settings = RouteSettings { controller, seed: a.seed.wrapping_add(step as u64), ..base.clone() };
                     let model: Option<&mut dyn TextModel> = text.as_mut().map(|t| t as &mut dyn TextModel);
                     let routed = {
-                        let mut search = search_fn(&library, embedder.as_mut(), a.k);
+                        let params = SearchParams { k: a.k, ..SearchParams::default() };
+                        let mut search = collection_search(&library, embedder.as_mut(), &params);
                         docmem_runtime::block_on(route(&q.question, &name_refs, &memory, model, &RouteTarget::Auto, &settings, &mut search))
                             .map_err(|e| CliError::BadArgument { message: e.to_string() })?
                     };

@@ -13,6 +13,7 @@
 //! answer has been delivered.
 
 use docmem_core::answer::{answer_prompt, answer_prompt_with_overview, Memory};
+use docmem_core::clues::global::fit_to_tokens;
 use docmem_core::clues::{
     build_global_memory, classify_scope, fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, CluesMode, DocumentNotes,
     GlobalMemory, GlobalMemorySettings, Scope, ScopeSource,
@@ -20,9 +21,10 @@ use docmem_core::clues::{
 use docmem_core::library::{Library, LibraryError, Store};
 use docmem_core::reader::ModelError;
 use docmem_core::retrieve::{Layer, RetrievedChunk, SearchParams};
+use docmem_core::route::memory::SYMBOLIC_MEMORY_VERSION;
 use docmem_core::route::{
-    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, ExploreSettings, Found, MemoryUpdate, RouteError,
-    RouteSettings, RouteTarget, Segment, SymbolicMemory,
+    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, Controller, ExploreSettings, Found, MemoryUpdate,
+    RouteError, RouteSettings, RouteTarget, Segment, SymbolicMemory,
 };
 use docmem_core::text::detect_language;
 use docmem_core::text_model::TextModel;
@@ -159,16 +161,7 @@ pub async fn prepare_guided<S: Store>(
     let search = search_params(params);
     if let Some(target) = &settings.route {
         let collections = library.collections();
-        let mut search_fn = |collection: &str, query: &str| -> Result<Vec<Found>, LibraryError> {
-            let hits = library.search_in(query, embedder, &search, Some(collection))?;
-            Ok(hits
-                .into_iter()
-                .filter_map(|chunk| {
-                    let text = library.passage(&chunk)?.text.to_string();
-                    Some(Found { chunk, text })
-                })
-                .collect())
-        };
+        let mut search_fn = collection_search(library, embedder, &search);
         let routed = route(question, &collections, memory, Some(model), target, &settings.route_settings, &mut search_fn)
             .await
             .map_err(route_error)?;
@@ -209,17 +202,38 @@ pub async fn prepare_guided<S: Store>(
         (queries, lists)
     };
     let (queries, lists) = queries_and_lists;
-    let fused = fuse_clue_lists(&queries, &lists, &settings.clue_weights, search.k, search.rrf_k);
+    // Only chunks that still have a passage become sources, so found_by stays parallel.
+    let fused: Vec<_> = fuse_clue_lists(&queries, &lists, &settings.clue_weights, search.k, search.rrf_k)
+        .into_iter()
+        .filter(|c| library.passage(&c.chunk).is_some())
+        .collect();
     let hits: Vec<RetrievedChunk> = fused.iter().map(|c| c.chunk.clone()).collect();
     let sources = sources_from_hits(library, &hits, params.max_chunk_chars)?;
     let overview = matches!(scope, Some((Scope::Global, _)));
+    // The overview shares the answerer's context with the passages and the answer: a
+    // quarter of it at most, in whole lines.
+    let budget = model.context_tokens() / 4;
+    let overview_text = if overview { Some(fit_to_tokens(model, &global.text, budget)?) } else { None };
     let prompt = AnswerPrompt {
-        user_turn: user_turn(question, &sources, overview.then_some(global.text.as_str())),
+        user_turn: user_turn(question, &sources, overview_text.as_deref()),
         sources,
         retrieve_seconds: crate::lm::now_seconds() - t,
     };
     let trace = ClueTrace { scope, queries, found_by: fused.into_iter().map(|c| c.found_by).collect(), overview };
     Ok(GuidedPrompt { prompt, clues: Some(trace), route: None, update: None })
+}
+
+/// One collection's search as the router and the explorer call it: the passages of
+/// `collection` for `query`, best first, with their texts.
+pub fn collection_search<'a, S: Store>(
+    library: &'a Library<S>,
+    embedder: &'a mut dyn Embedder,
+    params: &'a SearchParams,
+) -> impl FnMut(&str, &str) -> Result<Vec<Found>, LibraryError> + 'a {
+    move |collection, query| {
+        let hits = library.search_in(query, embedder, params, Some(collection))?;
+        Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
+    }
 }
 
 /// A fingerprint of a collection's documents: FNV-1a over their ids (content hashes), in
@@ -314,10 +328,7 @@ pub async fn explore_collections<S: Store>(
     }
     let cols: Vec<(&str, &[String])> = names.iter().copied().zip(items.iter().map(Vec::as_slice)).collect();
     let search = SearchParams { k: k.max(1), ..SearchParams::default() };
-    let mut search_fn = |collection: &str, query: &str| -> Result<Vec<Found>, LibraryError> {
-        let hits = library.search_in(query, embedder, &search, Some(collection))?;
-        Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
-    };
+    let mut search_fn = collection_search(library, embedder, &search);
     explore(&cols, memory, model, settings, &mut search_fn).await.map_err(route_error)
 }
 
@@ -359,15 +370,25 @@ pub async fn ask_guided<S: Store, B: crate::lm::Backend>(
     } else {
         None
     };
-    let mut memory = library.routing_memory()?.unwrap_or_default();
-    if settings.route.is_some() && refresh_descriptors(library, &mut memory)? {
-        library.save_routing_memory(&memory)?;
+    // The routing memory only when routing; one that does not decode (damaged, or from a
+    // newer docmem) is started afresh rather than failing every routed question: it holds
+    // what was learned about searches, never the library's documents.
+    let mut memory = SymbolicMemory::default();
+    if settings.route.is_some() {
+        memory = match library.routing_memory() {
+            Ok(Some(m)) if m.version == SYMBOLIC_MEMORY_VERSION => m,
+            _ => SymbolicMemory::default(),
+        };
+        if refresh_descriptors(library, &mut memory)? {
+            library.save_routing_memory(&memory)?;
+        }
     }
     let guided = prepare_guided(library, embedder, &mut text, global.as_ref(), &memory, question, params, settings).await?;
     on_prepared(&guided);
     let GuidedPrompt { prompt, clues, route, update } = guided;
     let answer = crate::qa::answer(prompt, lm, params.max_tokens, on_text).await?;
-    if settings.route.is_some() {
+    // Only the memory controller learns (static and random are the ablations that do not).
+    if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
         learn_after_answer(library, embedder, Some(&mut text), &mut memory, update.as_ref(), explore, params.k).await?;
     }
     Ok(GuidedAnswer { answer, clues, route })

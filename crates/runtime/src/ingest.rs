@@ -174,6 +174,8 @@ pub async fn ingest_into<S: Store, B: Backend>(
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
 ) -> Result<Ingested, IngestError> {
+    // Before any model work: a refused name must not cost a reading.
+    let collection = docmem_core::library::check_collection_name(collection)?;
     if doc.text.trim().is_empty() {
         return Err(IngestError::EmptyDocument { title: doc.title.clone() });
     }

@@ -9,7 +9,7 @@ use docmem_core::Document;
 use docmem_core::ErrorCode;
 use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
-use docmem_runtime::ingest::{ingest, MemoryMethod};
+use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader};
 use docmem_runtime::qa;
 use wasm_bindgen::prelude::*;
@@ -159,6 +159,7 @@ impl WasmLibrary {
     // entry point borrows them with `try_borrow*` and answers BUSY meanwhile.
     #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = addDocumentWithGpuReader)]
+    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
     pub fn add_document_with_gpu_reader(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
@@ -167,20 +168,28 @@ impl WasmLibrary {
         reader: &WasmGpuLm,
         samples: f64,
         progress: Option<js_sys::Function>,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
     ) -> js_sys::Promise {
-        let args = boundary::ready()
-            .and_then(|()| Ok((boundary::string(&title, "title")?, boundary::string(&text, "text")?, library::extract_settings(samples)?)));
+        let args = boundary::ready().and_then(|()| {
+            Ok((
+                boundary::string(&title, "title")?,
+                boundary::string(&text, "text")?,
+                library::extract_settings(samples)?,
+                library::collection_name(&collection)?,
+            ))
+        });
         let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
         let (lm, name) = (reader.lm.clone(), reader.name.clone());
         wasm_bindgen_futures::future_to_promise(async move {
-            let (title, text, settings) = args?;
+            let (title, text, settings, collection) = args?;
             let doc = Document::new(&title, &text);
             let done = {
                 let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
                 let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
                 let mut method = MemoryMethod::Mom { reader: LmReader::new(&lm, name), scorer: None, settings };
                 let mut report = library::progress_reporter(progress);
-                ingest(&mut library, &doc, &mut method, &mut *embedder, &mut report).await.map_err(coded)?
+                let limits = IngestLimits::default();
+                ingest_into(&mut library, &collection, &doc, &mut method, &mut *embedder, &mut report, &limits).await.map_err(coded)?
             };
             Ok(library::added_json(&doc, &done)?.into())
         })

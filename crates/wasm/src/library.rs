@@ -91,7 +91,7 @@ pub(crate) fn added_json(doc: &Document, done: &Ingested) -> Result<String, JsVa
 }
 
 /// The collection a document goes into: `undefined` or `null` for the default one.
-fn collection_name(value: &JsValue) -> Result<String, JsValue> {
+pub(crate) fn collection_name(value: &JsValue) -> Result<String, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(DEFAULT_COLLECTION.into());
     }

@@ -9,6 +9,7 @@
 use alloc::vec::Vec;
 
 use super::{Clue, ClueKind};
+use crate::route::terms::jaccard;
 use crate::text::{is_cjk, lexical_terms};
 
 /// Length units of `text`: each run of letters or digits outside CJK counts one, each CJK
@@ -50,16 +51,6 @@ impl Default for ClueFilter {
     fn default() -> Self {
         ClueFilter { min_units: 2, max_units: 60, max_clues: 8, duplicate_overlap: 0.8 }
     }
-}
-
-/// Jaccard overlap of two term lists (as sets).
-pub(crate) fn jaccard(a: &[alloc::string::String], b: &[alloc::string::String]) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 1.0;
-    }
-    let inter = a.iter().filter(|t| b.contains(t)).count();
-    let union = a.len() + b.len() - inter;
-    inter as f64 / union.max(1) as f64
 }
 
 fn term_set(text: &str) -> Vec<alloc::string::String> {

@@ -132,7 +132,7 @@ fn gist_request(max_words: usize, chinese: bool) -> String {
 }
 
 /// Lines of `text` taken whole while their tokens fit `budget`.
-fn fit_lines(model: &mut dyn TextModel, text: &str, budget: usize) -> Result<String, ModelError> {
+pub fn fit_to_tokens(model: &mut dyn TextModel, text: &str, budget: usize) -> Result<String, ModelError> {
     let mut out = String::new();
     let mut used = 0;
     for line in text.lines() {
@@ -172,7 +172,8 @@ pub async fn build_global_memory(
             used = 0;
         }
         // A single line longer than a window is cut to it.
-        let line = if t > window_tokens { cut_chars(line, window_tokens * 2) } else { line };
+        // (cut in characters: at most one token each, CJK included)
+        let line = if t > window_tokens { cut_chars(line, window_tokens) } else { line };
         current.push_str(line);
         current.push('\n');
         used += t.min(window_tokens);
@@ -189,7 +190,7 @@ pub async fn build_global_memory(
         text.push_str(reply.trim());
         text.push_str("\n\n");
     }
-    let text = fit_lines(model, &text, budget)?;
+    let text = fit_to_tokens(model, &text, budget)?;
     Ok(GlobalMemory { text, documents: docs.len(), gist: true })
 }
 

@@ -32,7 +32,7 @@ pub enum ScopeSource {
     Keywords,
 }
 
-const GLOBAL_EN: [&str; 21] = [
+const GLOBAL_EN: [&str; 20] = [
     "summar",
     "overview",
     "main idea",
@@ -51,7 +51,6 @@ const GLOBAL_EN: [&str; 21] = [
     "what are the documents about",
     "what do the documents",
     "what does the document",
-    "gist",
     "in a nutshell",
     "tl;dr",
 ];

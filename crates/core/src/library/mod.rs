@@ -160,6 +160,16 @@ pub enum LibraryError {
 /// The longest collection name, in bytes.
 pub const MAX_COLLECTION_NAME_BYTES: usize = 128;
 
+/// `name` trimmed, if it can name a collection: 1 to [`MAX_COLLECTION_NAME_BYTES`] bytes,
+/// no control characters, and not `auto` (which asks the router to choose).
+pub fn check_collection_name(name: &str) -> Result<&str, LibraryError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > MAX_COLLECTION_NAME_BYTES || name.chars().any(char::is_control) || name == "auto" {
+        return Err(LibraryError::BadCollectionName { name: name.chars().take(80).collect() });
+    }
+    Ok(name)
+}
+
 impl fmt::Display for LibraryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -176,7 +186,7 @@ impl fmt::Display for LibraryError {
             LibraryError::NoSuchDocument { id } => write!(f, "no document {id} in the library"),
             LibraryError::NoSuchCollection { name } => write!(f, "no document is in a collection named '{name}'"),
             LibraryError::BadCollectionName { name } => {
-                write!(f, "'{name}' cannot name a collection: give 1 to {MAX_COLLECTION_NAME_BYTES} bytes with no control characters")
+                write!(f, "'{name}' cannot name a collection: give 1 to {MAX_COLLECTION_NAME_BYTES} bytes with no control characters, other than 'auto'")
             }
         }
     }
@@ -441,10 +451,7 @@ impl<S: Store> Library<S> {
         memory: &DocumentMemory,
         embedder: &mut dyn Embedder,
     ) -> Result<bool, LibraryError> {
-        let collection = collection.trim();
-        if collection.is_empty() || collection.len() > MAX_COLLECTION_NAME_BYTES || collection.chars().any(char::is_control) {
-            return Err(LibraryError::BadCollectionName { name: collection.chars().take(80).collect() });
-        }
+        let collection = check_collection_name(collection)?;
         if self.documents.contains_key(&doc.id) {
             return Ok(false);
         }
@@ -648,7 +655,7 @@ mod tests {
         assert_eq!(all, lib.search("which mountain is highest", &mut e, &p).unwrap());
         assert_eq!(lib.search_in("x", &mut e, &p, Some("nope")).unwrap_err(), LibraryError::NoSuchCollection { name: "nope".into() });
         let (d3, m3) = doc_and_memory("c.txt", &[("Lakes are still. ", "Lakes")]);
-        for bad in ["", "  ", "a\nb", &"x".repeat(129)] {
+        for bad in ["", "  ", "a\nb", &"x".repeat(129), "auto"] {
             let err = lib.add_to(bad, &d3, &m3, &mut e).unwrap_err();
             assert!(matches!(err, LibraryError::BadCollectionName { .. }), "{bad:?}");
         }

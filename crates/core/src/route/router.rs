@@ -260,7 +260,10 @@ fn sub_query_request(question: &str, collection: &str, summary: &str, previous: 
 fn read_sub_query(reply: &str) -> Option<String> {
     let line = reply.lines().map(str::trim).find(|l| !l.is_empty())?;
     let line = match line.find([':', '：']) {
-        Some(i) if line[..i].to_lowercase().contains("query") || line[..i].contains("查询") => &line[i + 1..],
+        // Past the colon, which is three bytes when full-width.
+        Some(i) if line[..i].to_lowercase().contains("query") || line[..i].contains("查询") => {
+            &line[i + line[i..].chars().next().map_or(1, char::len_utf8)..]
+        }
         _ => line,
     };
     let line = line.trim().trim_matches(|c: char| c == '"' || c == '“' || c == '”' || c == '*' || c == '`').trim();
@@ -285,8 +288,8 @@ fn interleave(lists: Vec<Vec<Found>>) -> Vec<Found> {
 }
 
 /// Route `question` over `collections` (see the module docs). `search(collection, query)`
-/// returns the passages of one collection, best first. `summaries` gives a collection's
-/// descriptor summary to the sub-query writer (from the memory).
+/// returns the passages of one collection, best first; the sub-query writer is shown each
+/// collection's descriptor summary from `memory`.
 pub async fn route<E>(
     question: &str,
     collections: &[&str],
@@ -340,6 +343,11 @@ pub async fn route<E>(
             }
             _ => question.trim().into(),
         };
+        // The same search again would only repeat its verdict (a fixed collection whose
+        // rewrite failed): the budget ends here.
+        if segments.iter().any(|s| s.collection == collection && s.sub_query == sub_query) {
+            break;
+        }
         // Retrieve and judge.
         let found = search(&collection, &sub_query).map_err(RouteError::Search)?;
         let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
@@ -434,6 +442,15 @@ mod tests {
     }
 
     #[test]
+    fn sub_query_replies_with_full_width_colons_do_not_panic() {
+        assert_eq!(read_sub_query("查询：铜矿 开采"), Some("铜矿 开采".into()));
+        assert_eq!(read_sub_query("Query：copper"), Some("copper".into()));
+        assert_eq!(read_sub_query("Search query: \"copper ore\"\nmore"), Some("copper ore".into()));
+        assert_eq!(read_sub_query("注意：x"), Some("注意：x".into()));
+        assert_eq!(read_sub_query("  \n"), None);
+    }
+
+    #[test]
     fn budget_fixed_target_and_errors() {
         let s = RouteSettings { max_steps: 2, ..overlap() };
         let routed =
@@ -443,6 +460,8 @@ mod tests {
         assert_eq!(routed.passages.len(), 1);
         let fixed = RouteTarget::Collection("harbor".into());
         let routed = poll_once(route("copper", &["harbor", "mining"], &memory(), None, &fixed, &s, &mut search)).unwrap().unwrap();
+        // No model to rewrite the sub-query: the one search is not repeated.
+        assert_eq!(routed.segments.len(), 1);
         assert!(routed.segments.iter().all(|s| s.collection == "harbor" && s.chosen_by == "fixed"));
         let err = poll_once(route("q", &["harbor"], &memory(), None, &RouteTarget::Collection("x".into()), &s, &mut search)).unwrap();
         assert_eq!(err, Err(RouteError::UnknownCollection("x".into())));
