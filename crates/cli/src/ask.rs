@@ -126,18 +126,14 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let route_settings = a.routing.settings()?;
     let mut embedder = a.embedder.open()?;
     let mut library = open_library(&a.library, embedder.as_ref())?;
-    let route = match a.route.as_deref() {
-        None => None,
-        Some("auto") => Some(RouteTarget::Auto),
-        Some(name) => {
-            if !library.collections().contains(&name) {
-                return Err(CliError::BadArgument {
-                    message: format!("--route: no collection '{name}' in the library (it has: {})", library.collections().join(", ")),
-                });
-            }
-            Some(RouteTarget::Collection(name.into()))
+    let route = a.route.as_deref().map(RouteTarget::from_setting);
+    if let Some(RouteTarget::Collection(name)) = &route {
+        if !library.collections().contains(&name.as_str()) {
+            return Err(CliError::BadArgument {
+                message: format!("--route: no collection '{name}' in the library (it has: {})", library.collections().join(", ")),
+            });
         }
-    };
+    }
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });

@@ -319,10 +319,7 @@ impl WasmLibrary {
         let clues: CluesMode = string(&clues, "clues")?.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("{e}")))?;
         let route = match route.is_undefined() || route.is_null() {
             true => None,
-            false => match string(&route, "route")?.as_str() {
-                "auto" => Some(RouteTarget::Auto),
-                name => Some(RouteTarget::Collection(name.into())),
-            },
+            false => Some(RouteTarget::from_setting(&string(&route, "route")?)),
         };
         let settings = GuideSettings { clues, route, ..GuideSettings::default() };
         let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);

@@ -59,6 +59,17 @@ pub enum RouteTarget {
     Collection(String),
 }
 
+impl RouteTarget {
+    /// The target a `route` setting names: `auto` lets the router choose (which is why no
+    /// collection may be called that), anything else is a collection's name.
+    pub fn from_setting(setting: &str) -> Self {
+        match setting.trim() {
+            "auto" => RouteTarget::Auto,
+            name => RouteTarget::Collection(name.into()),
+        }
+    }
+}
+
 /// Router settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RouteSettings {
