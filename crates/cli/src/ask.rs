@@ -9,10 +9,13 @@ use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
+use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
+use docmem_runtime::answerer::Answerer;
 use docmem_runtime::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
-use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use docmem_runtime::qa::AskParams;
+use docmem_runtime::remote::RemoteModel;
 use docmem_runtime::store::DirStore;
 
 use crate::CliError;
@@ -27,7 +30,9 @@ pub struct AskArgs {
     /// Memories to retrieve and show the answerer.
     #[arg(long, default_value_t = 8)]
     pub k: usize,
-    /// The answerer model [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
+    /// The answerer model, a file or remote:NAME for a hosted model through --remote (it
+    /// also writes clues, sub-queries and judgements)
+    /// [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub answerer: Option<PathBuf>,
     /// Most answer tokens.
@@ -135,10 +140,27 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
         }
     }
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
-    if !path.exists() {
-        return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
-    }
-    let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+    // The answerer, and the same model as the short-reply writer of clues and routing.
+    let (lm, mut remote): (Option<Lm>, Option<(RemoteModel<_>, RemoteModel<_>)>) = match crate::remote::remote_name(&path) {
+        Some(name) => {
+            let remote = &a.embedder.remote;
+            let transport = remote.transport("answerer", name, "the question and the passages retrieved for it")?;
+            let model = || RemoteModel::new(transport.clone(), name).with_context(remote.remote_context);
+            (None, Some((model(), model())))
+        }
+        None => {
+            if !path.exists() {
+                return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
+            }
+            (Some(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?), None)
+        }
+    };
+    let mut local_text = lm.as_ref().map(LmText::new);
+    let (answerer, text): (&dyn Answerer, &mut dyn TextModel) = match (&lm, &mut local_text, &mut remote) {
+        (Some(lm), Some(text), _) => (lm, text),
+        (_, _, Some((answerer, text))) => (&*answerer, text),
+        _ => return Err(CliError::BadArgument { message: "--answerer: no model".into() }),
+    };
     let model_name = crate::input::file_label(&path);
     let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
     let explore = a.routing.explore(route_settings.judge);
@@ -153,7 +175,8 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let guided = docmem_runtime::block_on(ask_guided(
         &mut library,
         embedder.as_mut(),
-        &lm,
+        answerer,
+        text,
         &model_name,
         &a.question,
         &params,

@@ -88,9 +88,10 @@ pub fn run(a: &EmbedArgs) -> Result<(), CliError> {
 /// `retrieve`).
 #[derive(Args, Debug)]
 pub struct EmbedderArgs {
-    /// Sentence-embedding model directory, or `hashing` for the model-free
-    /// feature-hashing fallback. Default: all-MiniLM-L6-v2 from $DOCMEM_MODELS or
-    /// ./models (where `docmem models fetch` puts it), else the hashing fallback
+    /// Sentence-embedding model directory, `hashing` for the model-free feature-hashing
+    /// fallback, or `remote:NAME` for a hosted model through --remote. Default:
+    /// all-MiniLM-L6-v2 from $DOCMEM_MODELS or ./models (where `docmem models fetch` puts
+    /// it), else the hashing fallback
     #[arg(long)]
     pub embedder: Option<PathBuf>,
     /// The embedding model's weight precision: f32, f16, q8_0 or bf16
@@ -99,6 +100,9 @@ pub struct EmbedderArgs {
     /// Threads for the embedding model (0: one per core)
     #[arg(long, default_value_t = 0)]
     pub embed_threads: usize,
+    /// The host of `remote:NAME` models (any role).
+    #[command(flatten)]
+    pub remote: crate::remote::RemoteArgs,
 }
 
 /// The default model's directory name.
@@ -107,6 +111,11 @@ const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
 impl EmbedderArgs {
     /// Open the chosen embedder.
     pub fn open(&self) -> Result<Box<dyn docmem_core::Embedder>, CliError> {
+        if let Some(name) = self.embedder.as_deref().and_then(crate::remote::remote_name) {
+            let transport = self.remote.transport("embedder", name, "document chunks and questions")?;
+            let embedder = docmem_runtime::remote::RemoteEmbedder::connect(transport, name).map_err(CliError::Remote)?;
+            return Ok(Box::new(embedder));
+        }
         let dir = match &self.embedder {
             Some(p) if p.as_os_str() == "hashing" => return Ok(docmem_runtime::fallback_embedder()),
             Some(p) => p.clone(),

@@ -60,6 +60,8 @@ pub enum CliError {
         /// What differs.
         message: String,
     },
+    /// A hosted model (`remote:NAME` through --remote) failed or could not be reached.
+    Remote(docmem_runtime::remote::RemoteError),
 }
 
 impl CliError {
@@ -96,6 +98,7 @@ impl fmt::Display for CliError {
             CliError::Library(e) => write!(f, "{e}"),
             CliError::Reader(e) => write!(f, "{e}"),
             CliError::CheckFailed { message } => write!(f, "{message}"),
+            CliError::Remote(e) => write!(f, "{e}"),
         }
     }
 }

@@ -8,22 +8,25 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use clap::Args;
 use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
-use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
+use docmem_core::reader::{ExtractSettings, Progress, ReaderModel, ReaderPrompt, Stage};
 use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
+use docmem_runtime::remote::RemoteModel;
 use docmem_runtime::store::DirStore;
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
 use crate::input::read_document;
+use crate::remote::HttpTransport;
 use crate::CliError;
 
 /// The reader model used when `--reader` is not given (fetched by `npm run demo`).
@@ -41,11 +44,13 @@ pub struct IngestArgs {
     /// chunks) or a baseline chunker (fixed, sentence, recursive, semantic).
     #[arg(long, default_value = "mom")]
     pub chunker: String,
-    /// The reader model (GGUF or checkpoint directory) for --chunker mom
+    /// The reader model (GGUF or checkpoint directory, or remote:NAME for a hosted model
+    /// through --remote) for --chunker mom
     /// [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
-    /// A scorer model for the candidates (default: the reader itself).
+    /// A scorer model for the candidates, a file or remote:NAME (default: the reader
+    /// itself).
     #[arg(long)]
     pub scorer: Option<PathBuf>,
     /// Sampled candidates per window, besides the greedy one.
@@ -102,11 +107,46 @@ pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
     Err(CliError::BadArgument { message: format!("--prompt: '{s}' is not auto, zh-think, zh, en-think, en or a prompt file") })
 }
 
-fn load_lm(path: &Path, threads: usize, what: &str) -> Result<Lm, CliError> {
-    if !path.exists() {
-        return Err(CliError::BadArgument { message: format!("--{what}: {} does not exist", path.display()) });
+/// A reader or scorer: a model file loaded here, or a hosted model (`remote:NAME`).
+#[allow(clippy::large_enum_variant)] // at most two, made once per run
+enum Model {
+    Local { lm: Lm, name: String },
+    Remote { transport: Rc<HttpTransport>, name: String, context: usize },
+}
+
+impl Model {
+    /// Open the `--{what}` model at `path`; `default` when the path is the built-in default
+    /// (so a missing file is explained by how to fetch it).
+    fn open(path: &Path, a: &IngestArgs, what: &str, default: bool) -> Result<Model, CliError> {
+        let remote = &a.embedder.remote;
+        if let Some(name) = crate::remote::remote_name(path) {
+            let transport = remote.transport(what, name, "the documents' text")?;
+            return Ok(Model::Remote { transport, name: name.to_string(), context: remote.remote_context });
+        }
+        if !path.exists() {
+            let message = if default {
+                format!(
+                    "--chunker mom needs a reader model: pass --reader MODEL.gguf (or remote:NAME with --remote), or fetch the default with `docmem models fetch default` (nothing at {})",
+                    path.display()
+                )
+            } else {
+                format!("--{what}: {} does not exist", path.display())
+            };
+            return Err(CliError::BadArgument { message });
+        }
+        let lm = Lm::load(path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+        Ok(Model::Local { lm, name: crate::input::file_label(path) })
     }
-    Ok(Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?)
+
+    /// This model as the core's reader (and scorer).
+    fn reader(&self) -> Box<dyn ReaderModel + '_> {
+        match self {
+            Model::Local { lm, name } => Box::new(LmReader::new(lm, name.clone())),
+            Model::Remote { transport, name, context } => {
+                Box::new(RemoteModel::new(transport.clone(), name.clone()).with_context(*context))
+            }
+        }
+    }
 }
 
 /// A one-line progress report: rewritten in place on a terminal, one line per candidate
@@ -171,7 +211,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;
 
     let reader_path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
-    let mut models: Option<(Lm, Option<Lm>)> = None;
+    let mut models: Option<(Model, Option<Model>)> = None;
     let extract = ExtractSettings {
         prompt,
         samples: a.samples,
@@ -193,22 +233,14 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
             }
             None => {
                 if models.is_none() {
-                    if a.reader.is_none() && !reader_path.exists() {
-                        return Err(CliError::BadArgument {
-                            message: format!(
-                                "--chunker mom needs a reader model: pass --reader MODEL.gguf, or fetch the default with `docmem models fetch default` (nothing at {})",
-                                reader_path.display()
-                            ),
-                        });
-                    }
-                    let reader = load_lm(&reader_path, a.threads, "reader")?;
-                    let scorer = a.scorer.as_ref().map(|p| load_lm(p, a.threads, "scorer")).transpose()?;
+                    let reader = Model::open(&reader_path, a, "reader", a.reader.is_none())?;
+                    let scorer = a.scorer.as_ref().map(|p| Model::open(p, a, "scorer", false)).transpose()?;
                     models = Some((reader, scorer));
                 }
                 let Some((reader, scorer)) = &models else { continue };
                 MemoryMethod::Mom {
-                    reader: LmReader::new(reader, crate::input::file_label(&reader_path)),
-                    scorer: scorer.as_ref().zip(a.scorer.as_ref()).map(|(lm, p)| LmReader::new(lm, crate::input::file_label(p))),
+                    reader: reader.reader(),
+                    scorer: scorer.as_ref().map(|s| s.reader() as Box<dyn docmem_core::Scorer>),
                     settings: extract.clone(),
                 }
             }

@@ -18,6 +18,7 @@ mod ingest;
 mod input;
 mod lm;
 mod models;
+mod remote;
 mod retrieve;
 mod search;
 

@@ -35,6 +35,11 @@ pub enum EmbedError {
         /// What the backend said.
         message: String,
     },
+    /// A hosted embedder failed or could not be reached; the message says how.
+    Remote {
+        /// What went wrong.
+        message: String,
+    },
     /// The embedder returned a different number of vectors than texts given.
     WrongCount {
         /// Texts given.
@@ -55,6 +60,7 @@ impl fmt::Display for EmbedError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EmbedError::Backend { message } => write!(f, "embedding failed: {message}"),
+            EmbedError::Remote { message } => write!(f, "embedding failed: {message}"),
             EmbedError::WrongCount { expected, got } => write!(f, "embedder returned {got} vectors for {expected} texts"),
             EmbedError::WrongDimension { expected, got } => write!(f, "embedder returned a vector of length {got}, expected {expected}"),
         }

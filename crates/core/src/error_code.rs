@@ -47,6 +47,9 @@ pub enum ErrorCode {
     /// The object is in use by a call still running (an ingest waiting on the GPU): await
     /// that call first.
     Busy,
+    /// A hosted model (through the edge worker, or any OpenAI-compatible host the user
+    /// chose) failed or could not be reached; a local model can run instead.
+    RemoteFailed,
     /// Anything else; the message says what.
     Internal,
 }
@@ -67,6 +70,7 @@ impl ErrorCode {
             ErrorCode::ModelFailed => "MODEL_FAILED",
             ErrorCode::WebgpuUnavailable => "WEBGPU_UNAVAILABLE",
             ErrorCode::Busy => "BUSY",
+            ErrorCode::RemoteFailed => "REMOTE_FAILED",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -121,7 +125,15 @@ one_code! {
     MemoryError => Internal,
     UnknownChunker => BadArgument,
     LayerWeightsError => BadArgument,
-    EmbedError => ModelFailed,
+}
+
+impl HasErrorCode for EmbedError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            EmbedError::Remote { .. } => ErrorCode::RemoteFailed,
+            _ => ErrorCode::ModelFailed,
+        }
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -156,6 +168,7 @@ impl HasErrorCode for ModelError {
         match self {
             ModelError::Cancelled => ErrorCode::Aborted,
             ModelError::Backend { .. } => ErrorCode::ModelFailed,
+            ModelError::Remote { .. } => ErrorCode::RemoteFailed,
         }
     }
 }
@@ -165,7 +178,7 @@ mod tests {
     use super::*;
     use alloc::string::String;
 
-    const ALL: [ErrorCode; 13] = [
+    const ALL: [ErrorCode; 14] = [
         ErrorCode::BadArgument,
         ErrorCode::BadDocument,
         ErrorCode::BadQuestion,
@@ -178,6 +191,7 @@ mod tests {
         ErrorCode::ModelFailed,
         ErrorCode::WebgpuUnavailable,
         ErrorCode::Busy,
+        ErrorCode::RemoteFailed,
         ErrorCode::Internal,
     ];
 

@@ -32,6 +32,12 @@ pub enum ScoreError {
     },
     /// A continuation had no tokens, so no probability could be read.
     EmptyContinuation,
+    /// A hosted scorer failed, could not be reached, or cannot return what scoring needs;
+    /// the message says how.
+    Remote {
+        /// What went wrong.
+        message: String,
+    },
     /// The scorer returned a different number of results than requests.
     WrongCount {
         /// Requests made.
@@ -46,6 +52,7 @@ impl fmt::Display for ScoreError {
         match self {
             ScoreError::Backend { message } => write!(f, "scoring failed: {message}"),
             ScoreError::EmptyContinuation => write!(f, "cannot score an empty continuation"),
+            ScoreError::Remote { message } => write!(f, "scoring failed: {message}"),
             ScoreError::WrongCount { expected, got } => write!(f, "scorer returned {got} results for {expected} requests"),
         }
     }

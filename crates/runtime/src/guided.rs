@@ -350,12 +350,16 @@ pub struct GuidedAnswer {
 /// (cached in the library) when clues are on, the descriptors refreshed when routing is
 /// on, [`prepare_guided`], `on_prepared` with the traces (to show them before the answer
 /// streams), [`crate::qa::answer`], and after it [`learn_after_answer`] (routing only).
-/// The library changes only in its `global.json` and `routing.json`.
+/// `answerer` writes the answer; `text` writes the clues, sub-queries and judgements (the
+/// same model as a [`TextModel`]: [`crate::lm::LmText`] over a local one, or the hosted
+/// [`crate::remote::RemoteModel`] itself). The library changes only in its `global.json`
+/// and `routing.json`.
 #[allow(clippy::too_many_arguments)]
-pub async fn ask_guided<S: Store, B: crate::lm::Backend>(
+pub async fn ask_guided<S: Store>(
     library: &mut Library<S>,
     embedder: &mut dyn Embedder,
-    lm: &crate::lm::Lm<B>,
+    answerer: &dyn crate::answerer::Answerer,
+    text: &mut dyn TextModel,
     model_name: &str,
     question: &str,
     params: &AskParams,
@@ -364,9 +368,8 @@ pub async fn ask_guided<S: Store, B: crate::lm::Backend>(
     on_prepared: &mut dyn FnMut(&GuidedPrompt),
     on_text: impl FnMut(&str) -> std::ops::ControlFlow<()>,
 ) -> Result<GuidedAnswer, QaError> {
-    let mut text = crate::lm::LmText::new(lm);
     let global = if settings.clues != CluesMode::Off && settings.route.is_none() {
-        Some(global_memory(library, &mut text, model_name, &GlobalMemorySettings::default()).await?)
+        Some(global_memory(library, text, model_name, &GlobalMemorySettings::default()).await?)
     } else {
         None
     };
@@ -383,13 +386,13 @@ pub async fn ask_guided<S: Store, B: crate::lm::Backend>(
             library.save_routing_memory(&memory)?;
         }
     }
-    let guided = prepare_guided(library, embedder, &mut text, global.as_ref(), &memory, question, params, settings).await?;
+    let guided = prepare_guided(library, embedder, text, global.as_ref(), &memory, question, params, settings).await?;
     on_prepared(&guided);
     let GuidedPrompt { prompt, clues, route, update } = guided;
-    let answer = crate::qa::answer(prompt, lm, params.max_tokens, on_text).await?;
+    let answer = crate::qa::answer(prompt, answerer, params.max_tokens, on_text).await?;
     // Only the memory controller learns (static and random are the ablations that do not).
     if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
-        learn_after_answer(library, embedder, Some(&mut text), &mut memory, update.as_ref(), explore, params.k).await?;
+        learn_after_answer(library, embedder, Some(text), &mut memory, update.as_ref(), explore, params.k).await?;
     }
     Ok(GuidedAnswer { answer, clues, route })
 }

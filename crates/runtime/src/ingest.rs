@@ -8,22 +8,19 @@ use std::fmt;
 
 use docmem_core::chunk::{chunk_with, ChunkError, ChunkOptions, ChunkerKind};
 use docmem_core::library::{Library, LibraryError, Store};
-use docmem_core::reader::{extract_memory, ExtractSettings, ModelError, Progress};
+use docmem_core::reader::{extract_memory, ExtractSettings, ModelError, Progress, ReaderModel};
 use docmem_core::{Document, DocumentMemory, Embedder, ErrorCode, HasErrorCode, Scorer};
 
-use crate::lm::{Backend, LmReader};
-
-/// How a document becomes a memory. (One is made per document, so the MoM variant's size
-/// costs nothing worth boxing for.)
-#[allow(clippy::large_enum_variant)]
-pub enum MemoryMethod<'a, B: Backend> {
+/// How a document becomes a memory.
+pub enum MemoryMethod<'a> {
     /// MoM: the reader model writes outline, cores and chunks; candidates are scored by
-    /// `scorer` (default: the reader).
+    /// `scorer` (default: the reader). Either may be a local model
+    /// ([`crate::lm::LmReader`]) or a hosted one ([`crate::remote::RemoteModel`]).
     Mom {
         /// The reader.
-        reader: LmReader<'a, B>,
+        reader: Box<dyn ReaderModel + 'a>,
         /// Another model to score candidates with.
-        scorer: Option<LmReader<'a, B>>,
+        scorer: Option<Box<dyn Scorer + 'a>>,
         /// Sampling, windows, fallback.
         settings: ExtractSettings,
     },
@@ -141,10 +138,10 @@ impl IngestLimits {
 /// Write `doc`'s memory with `method` and add it to `library` (atomically: on any error,
 /// or a cancel from `progress`, the library is as it was). A document whose content is
 /// already there is not read again. The default [`IngestLimits`] apply.
-pub async fn ingest<S: Store, B: Backend>(
+pub async fn ingest<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
-    method: &mut MemoryMethod<'_, B>,
+    method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Ingested, IngestError> {
@@ -152,10 +149,10 @@ pub async fn ingest<S: Store, B: Backend>(
 }
 
 /// [`ingest`] under `limits`: a document past one is refused before any work is done.
-pub async fn ingest_with_limits<S: Store, B: Backend>(
+pub async fn ingest_with_limits<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
-    method: &mut MemoryMethod<'_, B>,
+    method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
@@ -165,11 +162,11 @@ pub async fn ingest_with_limits<S: Store, B: Backend>(
 
 /// [`ingest_with_limits`] into the named collection (routing's corpora). A document
 /// already in the library stays in its collection.
-pub async fn ingest_into<S: Store, B: Backend>(
+pub async fn ingest_into<S: Store>(
     library: &mut Library<S>,
     collection: &str,
     doc: &Document,
-    method: &mut MemoryMethod<'_, B>,
+    method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
@@ -191,9 +188,9 @@ pub async fn ingest_into<S: Store, B: Backend>(
 }
 
 /// `doc`'s memory by `method`, without storing it.
-pub async fn write_memory<B: Backend>(
+pub async fn write_memory(
     doc: &Document,
-    method: &mut MemoryMethod<'_, B>,
+    method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<DocumentMemory, IngestError> {
@@ -204,7 +201,7 @@ pub async fn write_memory<B: Backend>(
         }
         MemoryMethod::Mom { reader, scorer, settings } => {
             let mut cancelled = false;
-            let memory = extract_memory(doc, reader, scorer.as_mut().map(|s| s as &mut dyn Scorer), settings, &mut |p| {
+            let memory = extract_memory(doc, reader.as_mut(), scorer.as_mut().map(|s| s.as_mut() as &mut dyn Scorer), settings, &mut |p| {
                 let go_on = progress(p);
                 cancelled |= !go_on;
                 go_on
@@ -225,15 +222,13 @@ mod tests {
     use docmem_core::retrieve::RetrievalMode;
     use docmem_core::HashingEmbedder;
 
-    use crate::cpu::transformer::CpuTransformer;
-
     #[test]
     fn a_chunker_memory_goes_in_once() {
         let mut embedder = HashingEmbedder::new(64);
         let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let doc = Document::new("bells.txt", "The bell rang at noon. It rang again at dusk, twice.");
-        let mut method: MemoryMethod<'_, CpuTransformer> =
+        let mut method: MemoryMethod<'_> =
             MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size: Some(8), overlap: Some(0) } };
         let first = crate::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
         assert!(first.added && !first.memory.scenarios.is_empty());
@@ -247,8 +242,7 @@ mod tests {
         let mut embedder = HashingEmbedder::new(64);
         let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
-        let mut method: MemoryMethod<'_, CpuTransformer> =
-            MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        let mut method: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let e = crate::block_on(ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true))
             .unwrap_err();
         assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
@@ -261,8 +255,7 @@ mod tests {
         let mut embedder = HashingEmbedder::new(64);
         let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
-        let mut method: MemoryMethod<'_, CpuTransformer> =
-            MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        let mut method: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let doc = Document::new("long.txt", "The bell rang at noon. ".repeat(10));
         let limits = IngestLimits::default().with_max_document_bytes(100);
         let e = crate::block_on(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits)).unwrap_err();

@@ -10,8 +10,9 @@
 //! [`model::hf`], quantized on load); tokenizers and chat templates ([`tokenizer`],
 //! [`chat`]); the llama/qwen2 decoders on the CPU ([`cpu`], [`model`]) behind the [`lm`]
 //! API; BERT-family sentence embedders on the same kernels ([`embed`]); and the hashing
-//! embedder used when no embedding model is present. The WebGPU backend comes with the
-//! next runtime issue.
+//! embedder used when no embedding model is present; the WebGPU backend ([`gpu`]); and hosted
+//! models through an OpenAI-compatible API ([`remote`]: the edge worker), in every role,
+//! with the answer written by either through [`answerer::Answerer`].
 //!
 //! ## Unsafe code
 //!
@@ -27,6 +28,7 @@
 #![deny(unsafe_code)]
 #![warn(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
+pub mod answerer;
 pub mod chat;
 pub mod cpu;
 pub mod embed;
@@ -43,6 +45,7 @@ pub mod model;
 pub mod pdf;
 pub mod qa;
 pub mod quant;
+pub mod remote;
 pub mod safetensors;
 pub mod source;
 pub mod store;

@@ -1,7 +1,8 @@
 //! Question answering over a library: retrieve through the three layers, build the
 //! answer prompt from the numbered memories, stream the answer, read its citations.
 //!
-//! The glue between [`docmem_core::library`], [`docmem_core::answer`] and an [`Lm`], so
+//! The glue between [`docmem_core::library`], [`docmem_core::answer`] and an
+//! [`Answerer`] (a local [`crate::lm::Lm`] or a hosted model), so
 //! the CLI, the npm package and the tests all answer the same way.
 
 use std::fmt;
@@ -14,8 +15,8 @@ use docmem_core::text::detect_language;
 use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
 use serde::Serialize;
 
-use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, LmError, Prompt, SamplingParams};
+use crate::answerer::Answerer;
+use crate::lm::{Finish, LmError};
 
 /// Why a question could not be answered.
 #[derive(Debug)]
@@ -225,18 +226,16 @@ pub fn prepare<S: Store>(
     Ok(AnswerPrompt { sources, user_turn, retrieve_seconds })
 }
 
-/// Generate the answer to a prepared question with `lm` (at most `max_tokens`), streaming
-/// its text to `on_text`, and read its citations.
-pub async fn answer<B: Backend>(
+/// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted
+/// model; at most `max_tokens`), streaming its text to `on_text`, and read its citations.
+pub async fn answer(
     prompt: AnswerPrompt,
-    lm: &Lm<B>,
+    answerer: &dyn Answerer,
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
     let AnswerPrompt { sources, user_turn, retrieve_seconds } = prompt;
-    let messages = [ChatMessage::new("user", &user_turn)];
-    let sampling = SamplingParams { max_tokens, ..SamplingParams::default() };
-    let g = lm.generate(Prompt::Chat(&messages), &sampling, &mut on_text).await?;
+    let g = answerer.reply(&user_turn, max_tokens, &mut on_text).await?;
     let answer = g.text.trim().to_string();
     let not_in_documents = says_not_in_documents(&answer);
     let mut citations = cited(&answer, sources.len());
@@ -263,14 +262,14 @@ pub async fn answer<B: Backend>(
 
 /// Answer `question` from `library`, streaming answer text to `on_text`: [`prepare`], then
 /// [`answer`].
-pub async fn ask<S: Store, B: Backend>(
+pub async fn ask<S: Store>(
     library: &Library<S>,
     embedder: &mut dyn Embedder,
-    lm: &Lm<B>,
+    answerer: &dyn Answerer,
     question: &str,
     params: &AskParams,
     on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
     let prompt = prepare(library, embedder, question, params)?;
-    answer(prompt, lm, params.max_tokens, on_text).await
+    answer(prompt, answerer, params.max_tokens, on_text).await
 }

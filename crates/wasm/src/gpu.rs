@@ -9,13 +9,13 @@ use docmem_core::Document;
 use docmem_core::ErrorCode;
 use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
-use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::ingest::MemoryMethod;
 use docmem_runtime::lm::{Lm, LmReader};
 use docmem_runtime::qa;
 use wasm_bindgen::prelude::*;
 
 use crate::library::{self, WasmLibrary};
-use crate::{boundary, busy, coded, error_with, to_json, WasmEmbedder, WasmLm};
+use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLm};
 
 /// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
 /// shared and service workers): refuse first, with the reason.
@@ -155,9 +155,6 @@ impl WasmGpuLm {
 #[wasm_bindgen(js_class = Library)]
 impl WasmLibrary {
     /// `addDocumentWithReader` with a reader on WebGPU. Resolves to the same JSON.
-    // The library and embedder are held across the GPU's awaits on purpose: every other
-    // entry point borrows them with `try_borrow*` and answers BUSY meanwhile.
-    #[allow(clippy::await_holding_refcell_ref)]
     #[wasm_bindgen(js_name = addDocumentWithGpuReader)]
     #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
     pub fn add_document_with_gpu_reader(
@@ -170,28 +167,14 @@ impl WasmLibrary {
         progress: Option<js_sys::Function>,
         #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
     ) -> js_sys::Promise {
-        let args = boundary::ready().and_then(|()| {
-            Ok((
-                boundary::string(&title, "title")?,
-                boundary::string(&text, "text")?,
-                library::extract_settings(samples)?,
-                library::collection_name(&collection)?,
-            ))
-        });
+        let args = library::ingest_args(&title, &text, samples, &collection);
         let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
         let (lm, name) = (reader.lm.clone(), reader.name.clone());
         wasm_bindgen_futures::future_to_promise(async move {
             let (title, text, settings, collection) = args?;
             let doc = Document::new(&title, &text);
-            let done = {
-                let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
-                let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-                let mut method = MemoryMethod::Mom { reader: LmReader::new(&lm, name), scorer: None, settings };
-                let mut report = library::progress_reporter(progress);
-                let limits = IngestLimits::default();
-                ingest_into(&mut library, &collection, &doc, &mut method, &mut *embedder, &mut report, &limits).await.map_err(coded)?
-            };
-            Ok(library::added_json(&doc, &done)?.into())
+            let mut method = MemoryMethod::Mom { reader: Box::new(LmReader::new(&lm, name)), scorer: None, settings };
+            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
         })
     }
 
@@ -215,7 +198,7 @@ impl WasmLibrary {
         let lm = answerer.lm.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (prompt, max_tokens) = prepared?;
-            let answer = qa::answer(prompt, &lm, max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
+            let answer = qa::answer(prompt, &*lm, max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
             Ok(to_json(&answer)?.into())
         })
     }

@@ -28,6 +28,7 @@ mod boundary;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod library;
+mod remote;
 mod threads;
 #[cfg(feature = "gpu")]
 pub use gpu::WasmGpuLm;
@@ -231,24 +232,24 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
 /// models) on the CPU backend inside WebAssembly.
 #[wasm_bindgen(js_name = Embedder)]
 pub struct WasmEmbedder {
-    /// Shared with calls still running: an ingest or answer on the GPU holds it across the
-    /// event loop (see [`WasmEmbedder::get`]).
-    embedder: std::rc::Rc<std::cell::RefCell<docmem_runtime::embed::Embedder>>,
+    /// Shared with calls still running: an ingest or answer on the GPU, or with a hosted
+    /// model, holds it across the event loop (see [`WasmEmbedder::get`]).
+    embedder: std::rc::Rc<std::cell::RefCell<remote::AnyEmbedder>>,
 }
 
 impl WasmEmbedder {
-    fn wrap(embedder: docmem_runtime::embed::Embedder) -> Self {
-        WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder)) }
+    fn wrap(embedder: impl Into<remote::AnyEmbedder>) -> Self {
+        WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder.into())) }
     }
 
     /// The embedder to run, unless a call still running holds it (then a `BUSY` error).
-    fn get(&self) -> Result<std::cell::RefMut<'_, docmem_runtime::embed::Embedder>, JsValue> {
+    fn get(&self) -> Result<std::cell::RefMut<'_, remote::AnyEmbedder>, JsValue> {
         self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))
     }
 
-    /// The embedder for a call that only reads it (its name, width, precision, `embed`),
+    /// The embedder for a call that only reads it (its name, width, precision),
     /// unless a call still running holds it.
-    fn read(&self) -> Result<std::cell::Ref<'_, docmem_runtime::embed::Embedder>, JsValue> {
+    fn read(&self) -> Result<std::cell::Ref<'_, remote::AnyEmbedder>, JsValue> {
         self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
 }
@@ -303,13 +304,17 @@ impl WasmEmbedder {
     /// The vector dimension.
     pub fn dim(&self) -> Result<usize, JsValue> {
         boundary::ready()?;
-        Ok(self.read()?.dim())
+        Ok(docmem_core::Embedder::dim(&*self.read()?))
     }
 
-    /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`).
+    /// The precision the weights are held in (`f32`, `f16`, `q8_0`, `bf16`; `remote` for a
+    /// hosted model).
     pub fn precision(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        Ok(self.read()?.precision().name().to_owned())
+        Ok(match &*self.read()? {
+            remote::AnyEmbedder::Local(e) => e.precision().name().to_owned(),
+            remote::AnyEmbedder::Remote(_) => "remote".to_owned(),
+        })
     }
 
     /// Embed `texts` (as queries when `query`, else as passages). Returns
@@ -321,14 +326,22 @@ impl WasmEmbedder {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
         // Loading is over: any failure now is the running model's.
-        let out = self.read()?.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
-        let flat: Vec<f32> = out.vectors.concat();
+        let (vectors, truncated) = match &mut *self.get()? {
+            remote::AnyEmbedder::Local(e) => {
+                let out = e.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+                (out.vectors, out.truncated)
+            }
+            remote::AnyEmbedder::Remote(e) => {
+                let vectors = docmem_core::Embedder::embed(e, &refs, role).map_err(|e| error_with(ErrorCode::RemoteFailed, e))?;
+                (vectors, 0)
+            }
+        };
+        let flat: Vec<f32> = vectors.concat();
         let result = js_sys::Object::new();
         let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
         set("vectors", &js_sys::Float32Array::from(flat.as_slice()))
             .map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
-        set("truncated", &JsValue::from_f64(out.truncated as f64))
-            .map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+        set("truncated", &JsValue::from_f64(truncated as f64)).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
         Ok(result)
     }
 }

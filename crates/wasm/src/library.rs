@@ -28,7 +28,7 @@ use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::guided::{ask_guided, GuideSettings};
 use docmem_runtime::ingest::{ingest_into, IngestLimits, Ingested, MemoryMethod};
-use docmem_runtime::lm::LmReader;
+use docmem_runtime::lm::{LmReader, LmText};
 use docmem_runtime::qa::{ask, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
@@ -105,6 +105,50 @@ pub(crate) fn extract_settings(samples: f64) -> Result<ExtractSettings, JsValue>
 }
 
 /// `k` and `maxTokens` of an answer, checked.
+/// The clue mode (`off`, `on`, `auto`) and route (`undefined`: none; `auto` or a
+/// collection's name) of a guided question.
+pub(crate) fn guide_settings(clues: &JsValue, route: &JsValue) -> Result<GuideSettings, JsValue> {
+    let clues: CluesMode = string(clues, "clues")?.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("{e}")))?;
+    let route = match route.is_undefined() || route.is_null() {
+        true => None,
+        false => Some(RouteTarget::from_setting(&string(route, "route")?)),
+    };
+    Ok(GuideSettings { clues, route, ..GuideSettings::default() })
+}
+
+/// The checked arguments of an ingest a Promise runs later: title, text, extraction
+/// settings and collection.
+pub(crate) fn ingest_args(
+    title: &JsValue,
+    text: &JsValue,
+    samples: f64,
+    collection: &JsValue,
+) -> Result<(String, String, ExtractSettings, String), JsValue> {
+    boundary::ready()?;
+    Ok((string(title, "title")?, string(text, "text")?, extract_settings(samples)?, collection_name(collection)?))
+}
+
+/// Ingest `doc` with a reader whose answers come through the event loop (on WebGPU, or a
+/// hosted one), holding the library and the embedder across its awaits on purpose: every
+/// other entry point borrows them with `try_borrow*` and answers BUSY meanwhile. Resolves
+/// to `addDocumentWithReader`'s JSON.
+#[allow(clippy::await_holding_refcell_ref)]
+pub(crate) async fn ingest_holding(
+    library: &RefCell<Library<JournalStore>>,
+    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    doc: &Document,
+    collection: &str,
+    method: &mut MemoryMethod<'_>,
+    progress: Option<js_sys::Function>,
+) -> Result<JsValue, JsValue> {
+    let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    let mut report = progress_reporter(progress);
+    let done =
+        ingest_into(&mut library, collection, doc, method, &mut *embedder, &mut report, &IngestLimits::default()).await.map_err(coded)?;
+    Ok(added_json(doc, &done)?.into())
+}
+
 pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> {
     let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
     Ok(AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() })
@@ -235,7 +279,7 @@ impl WasmLibrary {
         let (title, text) = (string(&title, "title")?, string(&text, "text")?);
         let collection = collection_name(&collection)?;
         let mut method = MemoryMethod::Mom {
-            reader: LmReader::new(&reader.lm, reader.name.clone()),
+            reader: Box::new(LmReader::new(&reader.lm, reader.name.clone())),
             scorer: None,
             settings: extract_settings(samples)?,
         };
@@ -248,7 +292,7 @@ impl WasmLibrary {
         collection: &str,
         title: &str,
         text: &str,
-        method: &mut MemoryMethod<'_, docmem_runtime::cpu::transformer::CpuTransformer>,
+        method: &mut MemoryMethod<'_>,
         embedder: &mut WasmEmbedder,
         progress: Option<js_sys::Function>,
     ) -> Result<String, JsValue> {
@@ -316,17 +360,13 @@ impl WasmLibrary {
     ) -> Result<String, JsValue> {
         boundary::ready()?;
         let (question, params) = (string(&question, "question")?, ask_params(k, max_tokens)?);
-        let clues: CluesMode = string(&clues, "clues")?.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("{e}")))?;
-        let route = match route.is_undefined() || route.is_null() {
-            true => None,
-            false => Some(RouteTarget::from_setting(&string(&route, "route")?)),
-        };
-        let settings = GuideSettings { clues, route, ..GuideSettings::default() };
+        let settings = guide_settings(&clues, &route)?;
         let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
         let answer = docmem_runtime::block_on(ask_guided(
             &mut library,
             &mut *embedder,
             &answerer.lm,
+            &mut LmText::new(&answerer.lm),
             &answerer.name,
             &question,
             &params,

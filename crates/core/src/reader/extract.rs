@@ -138,7 +138,11 @@ impl TokenCounter for ReaderCounter<'_> {
 }
 
 fn backend(e: ScoreError) -> ModelError {
-    ModelError::Backend { message: e.to_string() }
+    match e {
+        // A hosted scorer's failure stays the host's, so callers can tell it apart.
+        ScoreError::Remote { .. } => ModelError::Remote { message: e.to_string() },
+        e => ModelError::Backend { message: e.to_string() },
+    }
 }
 
 /// One acceptable candidate of a window.

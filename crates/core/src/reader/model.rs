@@ -39,6 +39,12 @@ pub enum ModelError {
     },
     /// The progress callback asked to stop.
     Cancelled,
+    /// A hosted model (the edge worker, an OpenAI-compatible host) failed or could not be
+    /// reached; the message says how.
+    Remote {
+        /// What went wrong, in the host's words where it gave some.
+        message: String,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -46,6 +52,7 @@ impl fmt::Display for ModelError {
         match self {
             ModelError::Backend { message } => write!(f, "reader model failed: {message}"),
             ModelError::Cancelled => write!(f, "cancelled"),
+            ModelError::Remote { message } => write!(f, "{message}"),
         }
     }
 }

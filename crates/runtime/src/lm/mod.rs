@@ -158,6 +158,8 @@ pub enum LmError {
     /// The GPU backend failed (or could not start: the CPU backend can run instead).
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::GpuError),
+    /// A hosted model failed or could not be reached.
+    Remote(crate::remote::RemoteError),
 }
 
 impl docmem_core::HasErrorCode for LmError {
@@ -172,6 +174,7 @@ impl docmem_core::HasErrorCode for LmError {
             LmError::EmptyPrompt => ErrorCode::BadArgument,
             #[cfg(feature = "gpu")]
             LmError::Gpu(e) => docmem_core::HasErrorCode::code(e),
+            LmError::Remote(e) => docmem_core::HasErrorCode::code(e),
         }
     }
 }
@@ -189,6 +192,7 @@ impl fmt::Display for LmError {
             LmError::Golden { what } => write!(f, "golden file: '{what}' is missing or malformed"),
             #[cfg(feature = "gpu")]
             LmError::Gpu(e) => write!(f, "{e}"),
+            LmError::Remote(e) => write!(f, "{e}"),
         }
     }
 }
@@ -198,7 +202,7 @@ impl std::error::Error for LmError {}
 macro_rules! from_err {
     ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
 }
-from_err!(SourceError => Source, GgufError => Gguf, ModelError => Model, TokenizerError => Tokenizer, ChatError => Chat);
+from_err!(SourceError => Source, GgufError => Gguf, ModelError => Model, TokenizerError => Tokenizer, ChatError => Chat, crate::remote::RemoteError => Remote);
 #[cfg(feature = "gpu")]
 from_err!(crate::gpu::GpuError => Gpu);
 

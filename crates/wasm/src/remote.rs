@@ -1,0 +1,288 @@
+//! Hosted models from JavaScript: the transport is JavaScript's (`fetch`, handed in as an
+//! object), the protocol and every role are the runtime's (`docmem_runtime::remote`).
+//!
+//! The transport object has three methods, each given an API path (`/v1/...`) and a JSON
+//! body and each giving back `{status, body}`:
+//! - `post(path, body)`: a Promise of the whole reply;
+//! - `postStream(path, body)`: a Promise of `{status, body, next, cancel}` once the reply's
+//!   headers are in: `next()` gives a Promise of the body's next piece (a `Uint8Array`, or
+//!   `null` at the end) and `cancel()` aborts the request (a failing status comes with the
+//!   whole `body` instead, and no pieces);
+//! - `postSync(path, body)`: the whole reply, synchronously. Only the embedder uses it,
+//!   as the library embeds inside synchronous calls; the package runs it in its worker
+//!   (a synchronous XMLHttpRequest in a browser's worker, a blocked worker thread in Node).
+
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use docmem_core::local_future::{boxed, LocalBoxFuture};
+use docmem_core::route::ExploreSettings;
+use docmem_core::{Document, ErrorCode};
+use docmem_runtime::guided::{ask_guided, GuideSettings};
+use docmem_runtime::ingest::MemoryMethod;
+use docmem_runtime::remote::{HttpReply, RemoteError, RemoteModel, Transport};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::library::{self, WasmLibrary};
+use crate::{boundary, busy, coded, error_with, to_json, WasmEmbedder};
+
+/// The JavaScript transport (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct JsTransport {
+    object: JsValue,
+}
+
+fn method(object: &JsValue, name: &str) -> Result<js_sys::Function, RemoteError> {
+    js_sys::Reflect::get(object, &JsValue::from_str(name))
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        .ok_or_else(|| RemoteError::Transport { message: format!("the transport has no {name}() method") })
+}
+
+fn thrown(e: JsValue) -> RemoteError {
+    let message = js_sys::Reflect::get(&e, &JsValue::from_str("message"))
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| e.as_string())
+        .unwrap_or_else(|| "the transport failed".into());
+    RemoteError::Transport { message }
+}
+
+/// `{status, body}` from JavaScript.
+fn http_reply(value: &JsValue) -> Result<HttpReply, RemoteError> {
+    let get = |k: &str| js_sys::Reflect::get(value, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
+    let status = get("status")
+        .as_f64()
+        .filter(|s| (100.0..600.0).contains(s))
+        .ok_or_else(|| RemoteError::Transport { message: "the transport's reply has no HTTP status".into() })?;
+    Ok(HttpReply { status: status as u16, body: get("body").as_string().unwrap_or_default() })
+}
+
+impl JsTransport {
+    fn new(object: JsValue) -> Result<Self, JsValue> {
+        for name in ["post", "postStream", "postSync"] {
+            method(&object, name).map_err(|e| error_with(ErrorCode::BadArgument, e))?;
+        }
+        Ok(JsTransport { object })
+    }
+
+    async fn call(&self, name: &str, args: &[JsValue]) -> Result<JsValue, RemoteError> {
+        let f = method(&self.object, name)?;
+        let array: js_sys::Array = args.iter().collect();
+        let promise = f.apply(&self.object, &array).map_err(thrown)?;
+        wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&promise)).await.map_err(thrown)
+    }
+}
+
+impl Transport for JsTransport {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+        boxed(async move { http_reply(&self.call("post", &[path.into(), body.into()]).await?) })
+    }
+
+    fn post_streaming<'a>(
+        &'a self,
+        path: &'a str,
+        body: &'a str,
+        on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
+    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+        boxed(async move {
+            // Pulled, not pushed: Rust asks for each piece, so no Rust closure has to
+            // outlive this call inside JavaScript.
+            let stream = self.call("postStream", &[path.into(), body.into()]).await?;
+            let reply = http_reply(&stream)?;
+            if !(200..300).contains(&reply.status) {
+                return Ok(reply);
+            }
+            let next = method(&stream, "next")?;
+            loop {
+                let piece = next.call0(&stream).map_err(thrown)?;
+                let piece = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&piece)).await.map_err(thrown)?;
+                if piece.is_null() || piece.is_undefined() {
+                    break;
+                }
+                let bytes = piece.dyn_into::<js_sys::Uint8Array>().map_err(|_| RemoteError::Transport {
+                    message: "the transport's stream gave something other than a Uint8Array".into(),
+                })?;
+                if on_bytes(&bytes.to_vec()).is_break() {
+                    // Aborting the fetch closes the connection: the host stops generating.
+                    let cancel = method(&stream, "cancel")?;
+                    let _ = cancel.call0(&stream);
+                    break;
+                }
+            }
+            Ok(HttpReply { status: reply.status, body: String::new() })
+        })
+    }
+
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+        let f = method(&self.object, "postSync")?;
+        http_reply(&f.call2(&self.object, &path.into(), &body.into()).map_err(thrown)?)
+    }
+}
+
+/// The embedder behind `Embedder`: a model in this module, or a hosted one.
+#[allow(clippy::large_enum_variant)] // one per page; the local model dwarfs either variant
+pub(crate) enum AnyEmbedder {
+    /// A sentence embedder running here.
+    Local(docmem_runtime::embed::Embedder),
+    /// A hosted embedding model.
+    Remote(docmem_runtime::remote::RemoteEmbedder<Rc<JsTransport>>),
+}
+
+impl From<docmem_runtime::embed::Embedder> for AnyEmbedder {
+    fn from(e: docmem_runtime::embed::Embedder) -> Self {
+        AnyEmbedder::Local(e)
+    }
+}
+
+impl docmem_core::Embedder for AnyEmbedder {
+    fn dim(&self) -> usize {
+        match self {
+            AnyEmbedder::Local(e) => docmem_core::Embedder::dim(e),
+            AnyEmbedder::Remote(e) => e.dim(),
+        }
+    }
+    fn embed(&mut self, texts: &[&str], role: docmem_core::embed::EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
+        match self {
+            AnyEmbedder::Local(e) => docmem_core::Embedder::embed(e, texts, role),
+            AnyEmbedder::Remote(e) => e.embed(texts, role),
+        }
+    }
+    fn name(&self) -> String {
+        match self {
+            AnyEmbedder::Local(e) => docmem_core::Embedder::name(e),
+            AnyEmbedder::Remote(e) => e.name(),
+        }
+    }
+}
+
+#[wasm_bindgen(js_class = Embedder)]
+impl WasmEmbedder {
+    /// A hosted embedding model `model` through `transport` (see the module docs: it uses
+    /// `postSync`). Asks for one vector at once, to learn the width.
+    pub fn remote(transport: JsValue, #[wasm_bindgen(unchecked_param_type = "string")] model: JsValue) -> Result<WasmEmbedder, JsValue> {
+        boundary::ready()?;
+        let model = boundary::string(&model, "model")?;
+        let transport = Rc::new(JsTransport::new(transport)?);
+        let embedder = docmem_runtime::remote::RemoteEmbedder::connect(transport, model).map_err(coded)?;
+        Ok(WasmEmbedder::wrap(AnyEmbedder::Remote(embedder)))
+    }
+}
+
+/// A hosted chat model, for the reader (and its scorer) and the answerer roles.
+#[wasm_bindgen(js_name = RemoteModel)]
+pub struct WasmRemoteModel {
+    transport: Rc<JsTransport>,
+    model: String,
+    context: usize,
+}
+
+#[wasm_bindgen(js_class = RemoteModel)]
+impl WasmRemoteModel {
+    /// `model` (as the host lists it) through `transport`, with a context window of
+    /// `context` tokens (0: docmem's default for hosted models, 8,192).
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        transport: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] model: JsValue,
+        context: f64,
+    ) -> Result<WasmRemoteModel, JsValue> {
+        boundary::ready()?;
+        let model = boundary::string(&model, "model")?;
+        if model.trim().is_empty() {
+            return Err(error_with(ErrorCode::BadArgument, "model: a hosted model needs a name"));
+        }
+        let context = boundary::count(context, "context", 1 << 22)? as usize;
+        Ok(WasmRemoteModel { transport: Rc::new(JsTransport::new(transport)?), model, context })
+    }
+
+    /// `remote:` and the model's name (as libraries and answers record it).
+    pub fn name(&self) -> String {
+        format!("remote:{}", self.model)
+    }
+}
+
+impl WasmRemoteModel {
+    fn model(&self) -> RemoteModel<Rc<JsTransport>> {
+        RemoteModel::new(self.transport.clone(), self.model.clone()).with_context(self.context)
+    }
+}
+
+/// Ingest and answers with hosted models: Promises, as `fetch` answers through the event
+/// loop. Both hold the library and the embedder until they settle (a call on them
+/// meanwhile gets a `BUSY` error), as the WebGPU ones do.
+#[wasm_bindgen(js_class = Library)]
+impl WasmLibrary {
+    /// `addDocumentWithReader` with hosted models: `reader` writes the memory and `scorer`
+    /// (pass the reader again for the default) scores its candidates. Resolves to the same
+    /// JSON.
+    #[wasm_bindgen(js_name = addDocumentWithRemoteReader)]
+    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
+    pub fn add_document_with_remote_reader(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+        embedder: &WasmEmbedder,
+        reader: &WasmRemoteModel,
+        scorer: &WasmRemoteModel,
+        samples: f64,
+        progress: Option<js_sys::Function>,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
+    ) -> js_sys::Promise {
+        let args = library::ingest_args(&title, &text, samples, &collection);
+        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
+        let (reader, scorer) = (reader.model(), scorer.model());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (title, text, settings, collection) = args?;
+            let doc = Document::new(&title, &text);
+            let mut method = MemoryMethod::Mom { reader: Box::new(reader), scorer: Some(Box::new(scorer)), settings };
+            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
+        })
+    }
+
+    /// `askGuided` with a hosted answerer (which also writes the clues, sub-queries and
+    /// judgements). Resolves to the same JSON.
+    #[allow(clippy::await_holding_refcell_ref)]
+    #[wasm_bindgen(js_name = askRemote)]
+    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
+    pub fn ask_remote(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        max_tokens: f64,
+        embedder: &WasmEmbedder,
+        answerer: &WasmRemoteModel,
+        #[wasm_bindgen(unchecked_param_type = "string")] clues: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] route: JsValue,
+        on_token: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let args = boundary::ready().and_then(|()| {
+            let (question, params) = (boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?);
+            Ok((question, params, library::guide_settings(&clues, &route)?))
+        });
+        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
+        let (model, mut text, name) = (answerer.model(), answerer.model(), answerer.name());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (question, params, settings): (String, _, GuideSettings) = args?;
+            let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
+            let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+            let answer = ask_guided(
+                &mut library,
+                &mut *embedder,
+                &model,
+                &mut text,
+                &name,
+                &question,
+                &params,
+                &settings,
+                &ExploreSettings::default(),
+                &mut |_| {},
+                library::token_sink(on_token),
+            )
+            .await
+            .map_err(coded)?;
+            Ok(to_json(&answer)?.into())
+        })
+    }
+}
