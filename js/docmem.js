@@ -7,8 +7,13 @@
 //   const dm = await DocMem.open('notes', { models: '/models/models.json', onProgress });
 //   await dm.addDocument(file, { onProgress, signal });
 //   const { answer, citations } = await dm.ask('Who brought printing to England?', { onToken });
+//
+// Hosted models are opt-in, per role (options.remote): a role given a model name sends its
+// text to that host (remote.js moves the bytes; the worker picks the wasm entry points);
+// every other role stays on this device.
 
 import { DocMemError, abortError, codes, fromWire } from './errors.js';
+import { remoteBase } from './remote.js';
 
 export { DocMemError, codes } from './errors.js';
 
@@ -16,20 +21,60 @@ const isNode = typeof window === 'undefined' && typeof self === 'undefined' && t
 
 const SUFFIXES = /\.(txt|md|markdown|html?)$/i;
 
-/** A model manifest ({embedder, reader, answerer}, each {name, files: [{path, url, size,
- * sha256}]}) with every url made absolute against `base`. */
-function resolveManifest(manifest, base) {
+const ROLES = ['reader', 'scorer', 'answerer', 'embedder'];
+
+/**
+ * `options.remote` checked: {url (the API's base), token, context, roles: {role: model
+ * name}} with only the hosted roles named, or null when there is none. Each mistake is a
+ * BAD_ARGUMENT naming its option.
+ */
+function hostedRoles(remote) {
+  if (remote === undefined || remote === null) return null;
+  const bad = (message) => new DocMemError(codes.BAD_ARGUMENT, message);
+  if (typeof remote !== 'object' || Array.isArray(remote)) throw bad('remote: an object {url, token, reader?, scorer?, answerer?, embedder?, context?}');
+  const known = new Set(['url', 'token', 'context', ...ROLES]);
+  for (const key of Object.keys(remote)) {
+    if (!known.has(key)) throw bad(`remote.${key} is not an option (${[...known].join(', ')})`);
+  }
+  const url = remoteBase(remote.url, 'remote.url');
+  if (remote.token !== undefined && remote.token !== null && typeof remote.token !== 'string') throw bad('remote.token: a string (the bearer token)');
+  const context = remote.context ?? 0;
+  if (!Number.isInteger(context) || context < 0 || context > 1 << 22) throw bad(`remote.context: a whole number of tokens up to ${1 << 22} (0: the default, 8192)`);
+  const roles = {};
+  for (const role of ROLES) {
+    const name = remote[role];
+    if (name === undefined || name === null) continue;
+    if (typeof name !== 'string' || name.trim() === '') throw bad(`remote.${role}: the hosted model's name, a non-empty string`);
+    roles[role] = name.trim();
+  }
+  if (Object.keys(roles).length === 0) throw bad('remote: names no hosted model (give remote.reader, remote.scorer, remote.answerer or remote.embedder)');
+  // The wasm package scores a hosted reader's candidates with a hosted model only, and a
+  // local reader scores its own: a hosted scorer goes with a hosted reader.
+  if (roles.scorer && !roles.reader) throw bad('remote.scorer: a hosted scorer scores a hosted reader\u2019s candidates; name remote.reader too (a local reader scores its own)');
+  return { url, token: remote.token || '', context, roles };
+}
+
+/**
+ * A model manifest ({embedder, reader, answerer}, each {name, files: [{path, url, size,
+ * sha256}]}) with every url made absolute against `base`. Roles in `hosted` need no
+ * model; every other one does (a local answerer defaults to the reader's model).
+ */
+function resolveManifest(manifest, base, hosted = {}) {
   const out = {};
   for (const role of ['embedder', 'reader', 'answerer']) {
     const m = manifest[role];
     if (!m) continue;
     out[role] = { name: m.name, files: m.files.map((f) => ({ ...f, url: base ? new URL(f.url, base).href : f.url })) };
   }
-  if (!out.embedder || !out.reader) {
-    throw new DocMemError(codes.MODEL_FETCH_FAILED, 'the model manifest names no embedder or no reader');
-  }
+  const missing = (what) => new DocMemError(codes.MODEL_FETCH_FAILED, `the model manifest names no ${what}`);
+  if (!hosted.embedder && !out.embedder) throw missing('embedder');
+  if (!hosted.reader && !out.reader) throw missing('reader');
+  if (!hosted.answerer && !out.answerer && !out.reader) throw missing('answerer (nor a reader to answer with)');
   return out;
 }
+
+/** Whether every model role is hosted, so that no manifest is needed. */
+const allHosted = (remote) => remote !== null && ['reader', 'answerer', 'embedder'].every((r) => remote.roles[r]);
 
 /** The manifest at `url`, from the network, else (offline) from the model cache. */
 async function fetchManifest(url) {
@@ -112,7 +157,9 @@ export class DocMem {
 
   async #prepare() {
     const o = this.#options;
-    let models = o.models ?? (isNode ? undefined : new URL('/models/models.json', location.href).href);
+    const remote = hostedRoles(o.remote);
+    let models = o.models ?? (isNode || allHosted(remote) ? undefined : new URL('/models/models.json', location.href).href);
+    if (!models && allHosted(remote)) models = {};
     if (!models) throw new DocMemError(codes.MODEL_FETCH_FAILED, 'no models given');
     let base = null;
     if (typeof models === 'string' || models instanceof URL) {
@@ -134,7 +181,8 @@ export class DocMem {
     this.#cancel = cancel ? new Int32Array(cancel) : null;
     this.#init = {
       libraryName: this.#name,
-      models: resolveManifest(models, base),
+      models: resolveManifest(models, base, remote ? remote.roles : {}),
+      remote,
       wasm: {
         js: String(pkg.js),
         wasm: String(pkg.wasm),
@@ -185,9 +233,14 @@ export class DocMem {
     return this.#info.backend;
   }
 
-  /** The models in use: {reader, answerer, embedder, fromCache}. */
+  /** The models in use: {reader, answerer, embedder, fromCache, wasmMemoryBytes}; a hosted one reads 'remote:NAME'. */
   get models() {
     return this.#info.models;
+  }
+
+  /** The hosted models, or null when everything runs here: {host, roles: {reader?, scorer?, answerer?, embedder?}}, each 'remote:NAME'. */
+  get remote() {
+    return this.#info.remote;
   }
 
   get name() {
@@ -255,8 +308,10 @@ export class DocMem {
     }
     if (this.#running !== job) return;
     if (this.#cancel && job.cancellable) {
-      // The worker's callbacks see the flag and stop; it answers with ABORTED.
+      // The worker's callbacks see the flag and stop; it answers with ABORTED. The message
+      // reaches a worker waiting on a hosted model, which aborts its requests at once.
       Atomics.store(this.#cancel, 0, 1);
+      this.#worker.post({ op: 'cancel', id: job.id });
       return;
     }
     // No way to reach into a synchronous call: end the worker and start another. The

@@ -17,6 +17,7 @@ export type DocMemErrorCode =
   | 'ABORTED'
   | 'CLOSED'
   | 'BUSY'
+  | 'REMOTE_FAILED'
   | 'INTERNAL';
 
 export declare const codes: { readonly [K in DocMemErrorCode]: K };
@@ -44,19 +45,78 @@ export interface ModelSpec {
   files: ModelFile[];
 }
 
-/** What scripts/serve.mjs generates as /models/models.json. */
+/**
+ * What scripts/serve.mjs generates as /models/models.json. A role played by a hosted
+ * model (`OpenOptions.remote`) needs no entry; every local role needs its model.
+ */
 export interface ModelManifest {
-  embedder: ModelSpec;
-  reader: ModelSpec;
+  embedder?: ModelSpec;
+  reader?: ModelSpec;
   /** Defaults to the reader. */
   answerer?: ModelSpec;
+}
+
+/**
+ * Hosted models, off unless given: each role named here runs on an OpenAI-compatible host
+ * (the docmem edge worker, or any such server) and **its text leaves this device**, sent
+ * to `url` with `token`; every role not named runs here. What each role sends is said
+ * below. Mistakes are BAD_ARGUMENT errors naming the option (`remote.url`, …); a host
+ * that refuses or cannot be reached is REMOTE_FAILED, whose message carries the host's
+ * status, code and words (e.g. "the hosted model refused (401 unauthorized): …").
+ */
+export interface RemoteOptions {
+  /** The host's base URL, http:// or https:// (a trailing `/v1` is dropped: the API's paths carry it). */
+  url: string | URL;
+  /** Sent as `Authorization: Bearer <token>` with every request (none when empty). Held in memory only, never stored. */
+  token?: string;
+  /** The context window assumed for the hosted chat models, in tokens (default 8192; the API does not say). */
+  context?: number;
+  /**
+   * The model that writes each document's memory (ingest method 'mom'; the chunkers use
+   * no reader). Sends: the whole text of every document added with 'mom', window by window.
+   */
+  reader?: string;
+  /**
+   * The model that scores the reader's sampled candidates (`samples` > 0); default: the
+   * reader's model. Only with a hosted reader (a local reader scores its own candidates).
+   * Sends: the documents' text again, with each candidate's chunks and cores. The host must
+   * return the prompt's log-probabilities (`echo`, as vLLM does), else an ingest with
+   * samples fails with REMOTE_FAILED; `samples: 0` needs no scorer.
+   */
+  scorer?: string;
+  /**
+   * The model that writes the answers. Sends: each question and the passages retrieved
+   * for it (their text, titles, outline items and cores). With `clues`, also every
+   * document's title, outline, cores and opening, once, to write the library's overview,
+   * and the clues it writes; with `route`, the sub-queries and each step's passages.
+   */
+  answerer?: string;
+  /**
+   * The model that embeds text for search. Sends: every chunk of every document added
+   * (any method), its outline items and cores, and every question. The library is made with its vectors (its name and
+   * width): a library built with another embedder does not open with it (BAD_LIBRARY), so
+   * use another library name. Connecting asks the host for one vector, to learn the width.
+   */
+  embedder?: string;
+}
+
+/** The hosted models in use (`DocMem.remote`): the host, and each hosted role's model as 'remote:NAME'. */
+export interface RemoteInfo {
+  /** The host's name and port, as the URL gives them (e.g. 'docmem.example.workers.dev'). */
+  host: string;
+  roles: { reader?: string; scorer?: string; answerer?: string; embedder?: string };
 }
 
 export type IngestMethod = 'mom' | 'sentence' | 'fixed' | 'recursive' | 'semantic';
 
 export interface OpenOptions {
-  /** A manifest URL (browser default: /models/models.json) or the manifest itself. */
+  /**
+   * A manifest URL (browser default: /models/models.json) or the manifest itself. Not
+   * needed when the reader, answerer and embedder are all hosted.
+   */
   models?: string | URL | ModelManifest;
+  /** Hosted models per role, off by default: the text of each role named leaves this device (see RemoteOptions). */
+  remote?: RemoteOptions;
   /**
    * 'auto' (default): WebGPU on a hardware adapter whose kernel checks pass, else the CPU.
    * 'webgpu': WebGPU on any adapter that passes them (software ones included), else
@@ -106,7 +166,7 @@ export interface IngestProgress {
 }
 
 export interface BackendInfo {
-  /** Where the reader and answerer run (the embedder runs in wasm either way). */
+  /** Where the local reader and answerer run (the embedder runs in wasm either way; hosted models run on their host). */
   name: 'cpu-wasm-simd128' | 'webgpu';
   /** 'CPU (wasm simd128, 2 threads)' or 'WebGPU' */
   label: string;
@@ -117,7 +177,7 @@ export interface BackendInfo {
   software?: boolean;
   /** Threads the wasm CPU kernels run on (the embedder's always), the caller's included. */
   threads: number;
-  /** Why one thread, when it is one (not cross-origin isolated, no threads build, …). */
+  /** Why one thread, when it is one (not cross-origin isolated, no threads build, every model hosted, …). */
   threadsNote: string;
 }
 
@@ -236,8 +296,13 @@ export declare class DocMem {
   static open(libraryName?: string, options?: OpenOptions): Promise<DocMem>;
   readonly name: string;
   readonly backend: BackendInfo;
-  /** wasmMemoryBytes: the module's linear memory once every model is loaded (it only grows: the peak). */
+  /**
+   * Each role's model (a hosted one reads 'remote:NAME'). wasmMemoryBytes: the module's
+   * linear memory once every local model is loaded (it only grows: the peak).
+   */
   readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean; wasmMemoryBytes: number };
+  /** The hosted models, or null when every role runs on this device. */
+  readonly remote: RemoteInfo | null;
   /** A File/Blob named .txt, .md or .html, or a string. */
   addDocument(
     fileOrText: Blob | string,
@@ -251,7 +316,7 @@ export declare class DocMem {
       collection?: string;
     },
   ): Promise<Added>;
-  /** `clues` and `route` run with the CPU backend (BAD_ARGUMENT on WebGPU for now). */
+  /** `clues` and `route` run with the CPU backend or a hosted answerer (BAD_ARGUMENT with a local answerer on WebGPU for now). */
   ask(
     question: string,
     options?: {

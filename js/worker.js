@@ -24,8 +24,15 @@
 // of the wasm package, whose helper workers threads.js starts before any model loads;
 // where shared memory is unavailable (a page that is not cross-origin isolated), on one
 // with the plain build, and the backend report says why.
+//
+// Hosted models (init's `remote`): each role given a model name is a RemoteModel (reader,
+// scorer, answerer) or Embedder.remote (embedder) over one transport (remote.js), and its
+// requests go through the wasm package's Promise entry points (addDocumentWithRemoteReader,
+// askRemote), during which this worker's event loop stays free: a {op: 'cancel', id}
+// message is served at once, aborting the request's fetches, besides the shared flag.
 
 import { DocMemError, codes, toWire } from './errors.js';
+import { makeTransport } from './remote.js';
 import { byteToUtf16 } from './spans.js';
 
 const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
@@ -43,13 +50,17 @@ let wasmMemory; // its linear memory (WebAssembly.Memory; it only grows, so its 
 let embedder;
 let reader;
 let answerer;
-let onGpu = false; // reader and answerer are GpuLm objects (WebGPU), not Lm (wasm CPU)
+let scorer = null; // a hosted reader's scorer (RemoteModel); null with a local reader
+let hosted = {}; // role → true for the roles a hosted model plays
+let transport = null; // to the hosted models' host (remote.js), when there are any
+let onGpu = false; // the local reader and answerer are GpuLm objects (WebGPU), not Lm (wasm CPU)
+let serving = null; // the request being served: {id, aborted}
 let lib;
 let store;
 let cancelFlag = null; // Int32Array over a SharedArrayBuffer: 1 = cancel the current request
 const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
 
-const cancelled = () => cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1;
+const cancelled = () => (serving !== null && serving.aborted) || (cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1);
 
 // Any error thrown while serving a request → a DocMemError with a stable code.
 function classify(e) {
@@ -139,17 +150,34 @@ async function detectBackend(preference) {
   return { ...CPU, reason, webgpuAdapter: adapter !== null };
 }
 
+/** The hosted models of init's `remote` ({url, token, context, roles}): role → object. */
+function connectHosted(remote) {
+  transport = makeTransport({ url: remote.url, token: remote.token });
+  const out = {};
+  const models = new Map(); // a model name in several roles is one object
+  const model = (name) => {
+    if (!models.has(name)) models.set(name, new w.RemoteModel(transport, name, remote.context));
+    return models.get(name);
+  };
+  for (const role of ['reader', 'scorer', 'answerer']) if (remote.roles[role]) out[role] = model(remote.roles[role]);
+  // Asks the host for one vector at once, to learn the width the library is made with.
+  if (remote.roles.embedder) out.embedder = w.Embedder.remote(transport, remote.roles.embedder);
+  return out;
+}
+
 /**
- * Fetch every file of the models (progress over all bytes), then load them: the reader
- * and answerer into wasm (CPU), or with `gpu` ({allowSoftware}) straight onto WebGPU, one
- * block of tensors at a time.
+ * Fetch every file of the local models (progress over all bytes), then load them: the
+ * reader and answerer into wasm (CPU), or with `gpu` ({allowSoftware}) straight onto
+ * WebGPU, one block of tensors at a time. The roles in `hosted` are skipped.
  */
 async function loadModels(models, cacheDir, emit, gpu = null) {
   const { WebModelCache, FsModelCache } = await import('./model-cache.js');
   const cache = isNode ? new FsModelCache(cacheDir) : new WebModelCache();
+  const local = (role) => !hosted[role] && (models[role] || (role === 'answerer' && models.reader));
   const unique = new Map();
   for (const role of ['embedder', 'reader', 'answerer']) {
-    if (models[role] && !unique.has(models[role].name)) unique.set(models[role].name, models[role]);
+    const m = local(role);
+    if (m && !unique.has(m.name)) unique.set(m.name, m);
   }
   const all = [...unique.values()].flatMap((m) => m.files.map((f) => ({ model: m.name, file: f })));
   const total = all.reduce((s, x) => s + (x.file.size || 0), 0);
@@ -194,12 +222,14 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
     }
     return lms.get(spec.name);
   };
-  const files = {};
-  for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
-  embedder = load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
-  reader = await lm(models.reader);
-  answerer = await lm(models.answerer || models.reader);
-  onGpu = gpu !== null;
+  if (local('embedder')) {
+    const files = {};
+    for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
+    embedder = load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
+  }
+  if (local('reader')) reader = await lm(models.reader);
+  if (local('answerer')) answerer = await lm(local('answerer'));
+  onGpu = gpu !== null && lms.size > 0;
   for (const f of got.values()) f.close?.();
   emit({ stage: 'loading', fraction: 1 });
   return fromCache;
@@ -234,6 +264,10 @@ const ops = {
   async init(a, emit) {
     cancelFlag = a.cancel ? new Int32Array(a.cancel) : null;
     const threading = await loadWasm(a.wasm, a.threads);
+    const objects = a.remote ? connectHosted(a.remote) : {};
+    hosted = Object.fromEntries(Object.keys(objects).map((role) => [role, true]));
+    ({ reader, answerer, embedder } = objects);
+    scorer = objects.scorer ?? objects.reader ?? null;
     let backend = await detectBackend(a.backend);
     let fromCache;
     try {
@@ -242,8 +276,11 @@ const ops = {
       // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
       if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
       // Free what did load (the embedder, a model already on the GPU), then load for the CPU.
-      for (const m of new Set([embedder, reader, answerer])) m?.free?.();
-      embedder = reader = answerer = undefined;
+      const loaded = { embedder, reader, answerer };
+      for (const m of new Set(Object.keys(loaded).filter((r) => !hosted[r]).map((r) => loaded[r]))) m?.free?.();
+      if (!hosted.embedder) embedder = undefined;
+      if (!hosted.reader) reader = undefined;
+      if (!hosted.answerer) answerer = undefined;
       fromCache = await loadModels(a.models, a.modelCacheDir, emit, null);
       backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
     }
@@ -255,17 +292,22 @@ const ops = {
       store = await IdbStore.open(a.libraryName);
     }
     lib = w.Library.open(await store.entries(), embedder);
-    const name = (role) => (a.models[role] || a.models.reader).name;
+    const name = (role) => (hosted[role] ? `remote:${a.remote.roles[role]}` : (a.models[role] || a.models.reader).name);
+    const remote = a.remote
+      ? { host: new URL(a.remote.url).host, roles: Object.fromEntries(Object.keys(hosted).map((role) => [role, `remote:${a.remote.roles[role]}`])) }
+      : null;
     // The CPU kernels' threads (the embedder's always; the reader's and answerer's on the
     // CPU backend), as the loaded models use them.
     const threads = JSON.parse(w.threadStats()).threads;
-    backend = { ...backend, threads, threadsNote: threads === 1 ? threading.note : '' };
+    const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
+    backend = { ...backend, threads, threadsNote: threads === 1 ? note : '' };
     if (backend.name === CPU.name) backend.label = `${CPU.label.slice(0, -1)}, ${threads} thread${threads === 1 ? '' : 's'})`;
     return {
       backend,
       // Linear memory with every model loaded (the weights are held there once, read in
       // from the model cache a block at a time; on WebGPU the reader's are on the GPU).
       models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache, wasmMemoryBytes: wasmMemory.buffer.byteLength },
+      remote,
     };
   },
 
@@ -280,9 +322,9 @@ const ops = {
         emit({ ...p, stage: stages[p.stage] || p.stage, detail: p.stage, fraction: p.stage === 'done' ? 0 : p.fraction });
         return true;
       };
-      json = onGpu
-        ? await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress, a.collection)
-        : lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
+      if (hosted.reader) json = await lib.addDocumentWithRemoteReader(a.title, text, embedder, reader, scorer, a.samples, progress, a.collection);
+      else if (onGpu) json = await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
+      else json = lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
     } else {
       emit({ stage: 'indexing', fraction: 0 });
       json = lib.addDocument(a.title, text, a.method, embedder, a.collection);
@@ -304,14 +346,14 @@ const ops = {
       return true;
     };
     const guided = (a.clues && a.clues !== 'off') || a.route;
-    if (guided && onGpu) {
+    if (guided && onGpu && !hosted.answerer) {
       throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing run with the CPU backend for now (load with backend: "cpu")');
     }
-    const json = guided
-      ? lib.askGuided(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken)
-      : onGpu
-        ? await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken)
-        : lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
+    let json;
+    if (hosted.answerer) json = await lib.askRemote(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken);
+    else if (guided) json = lib.askGuided(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken);
+    else if (onGpu) json = await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
+    else json = lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     // Routing saves what it learned, clues the global memory: persist like a change.
     if (guided) await persist();
@@ -425,18 +467,31 @@ const ops = {
 
 async function serve({ id, op, args }) {
   const emit = (data) => port.post({ id, type: 'event', data });
+  serving = { id, aborted: false };
   try {
     if (!ops[op]) throw new DocMemError(codes.INTERNAL, `unknown request '${op}'`);
     if (op !== 'init' && !lib) throw new DocMemError(codes.INTERNAL, 'the worker is not initialised');
     port.post({ id, type: 'result', data: await ops[op](args || {}, emit) });
   } catch (e) {
-    port.post({ id, type: 'error', error: toWire(classify(e)) });
+    // A cancelled request's hosted model fails as its fetch is aborted: that is the cancel.
+    const error = op !== 'init' && cancelled() ? new DocMemError(codes.ABORTED, 'the operation was aborted') : classify(e);
+    port.post({ id, type: 'error', error: toWire(error) });
+  } finally {
+    serving = null;
   }
 }
 
-// One request at a time, in arrival order.
+/** Cancel request `id` if it is the one being served: its hosted models' fetches end now. */
+function cancel(id) {
+  if (serving === null || serving.id !== id) return;
+  serving.aborted = true;
+  transport?.abort();
+}
+
+// One request at a time, in arrival order; a cancel is served at once.
 let queue = Promise.resolve();
 port.on((message) => {
-  queue = queue.then(() => serve(message));
+  if (message.op === 'cancel') cancel(message.id);
+  else queue = queue.then(() => serve(message));
 });
 port.post({ type: 'ready' });

@@ -4,7 +4,11 @@
 // cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
 // cancel flag and the wasm CPU kernels run on threads; `?isolated=0` on a page leaves the
 // headers off, to see the one-thread fallback) and carries the Content-Security-Policy:
-// no inline script, wasm allowed.
+// no inline script, wasm allowed, and connections to the page's own origin and to the
+// hosted models' host the user may choose in the app (any https: host; http only on this
+// machine, for a development host). The worker makes those requests, and a dedicated
+// worker follows its own script's policy, so the header (not only the page's meta tag)
+// must allow them.
 //
 //   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
@@ -33,7 +37,7 @@ export const CSP = [
   "worker-src 'self'",
   "style-src 'self'",
   "img-src 'self' data:",
-  "connect-src 'self'",
+  "connect-src 'self' https: http://127.0.0.1:* http://localhost:*",
   "object-src 'none'",
   "base-uri 'none'",
   "form-action 'none'",

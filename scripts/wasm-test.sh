@@ -3,7 +3,8 @@
 # release, the only wasm32 builds of `npm test`) and run the wasm checks: the LM on SmolLM2
 # against llama.cpp (at one thread, and in the threads build at one and two), the embedder on all-MiniLM-L6-v2 against sentence-transformers, the
 # document library (ingest, search, answers, persistence) on both, the npm package's
-# DocMem client in Node, and every export called with bad arguments (an Error each time,
+# DocMem client in Node, with local models and with hosted ones (a fake OpenAI-compatible
+# host), and every export called with bad arguments (an Error each time,
 # never a trap; a panic's message reaches console.error and the next call).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 pkg="$DOCMEM_CACHE/wasm-pkg-node"
@@ -19,4 +20,5 @@ node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2
   "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
+node "$DOCMEM_ROOT/tests/wasm/remote.mjs" "$DOCMEM_MODELS"
 node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"

@@ -1,6 +1,10 @@
 // The docmem web app: drop documents, watch their memories being written, ask, follow
 // citations. All work happens in the DocMem worker; this file only draws. Document text
 // and model output are put on the page with textContent, never as HTML.
+//
+// Hosted models are off unless the user applies them in the "Hosted models" panel; while
+// any role is hosted, a notice under the engine line says what leaves the device and where
+// it goes. Those settings, token included, live in sessionStorage only (this tab).
 import { DocMem } from '/js/docmem.js';
 
 const $ = (id) => document.getElementById(id);
@@ -22,6 +26,7 @@ const secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
 let dm = null;
 const memories = new Map(); // doc id → memory (with text)
 let shown = null; // the document in the view
+let hosted = null; // the hosted models in use: DocMem's `remote` option, or null
 
 function showError(e) {
   const box = $('error');
@@ -384,6 +389,11 @@ function wire() {
       showError(e);
     }
   });
+  $('hosted-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    applyHosted(hostedFromForm());
+  });
+  $('hosted-off').addEventListener('click', () => applyHosted(null));
   $('import').addEventListener('change', async (e) => {
     const file = e.target.files[0];
     e.target.value = '';
@@ -399,23 +409,107 @@ function wire() {
   });
 }
 
-async function start() {
-  wire();
-  for (const b of document.querySelectorAll('#ask-form button, #export, #files, #import')) b.disabled = true;
-  if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
-  const query = new URLSearchParams(location.search);
+// ---- hosted models ---------------------------------------------------------------
+
+const HOSTED_KEY = 'docmem-hosted'; // sessionStorage: {on, url, token, reader, scorer, answerer, embedder}
+const ROLES = ['reader', 'scorer', 'answerer', 'embedder'];
+
+/** The panel's settings kept for this tab ({on, …the `remote` option}), or null. */
+function storedHosted() {
+  try {
+    return JSON.parse(sessionStorage.getItem(HOSTED_KEY));
+  } catch {
+    return null;
+  }
+}
+
+/** The panel's fields as DocMem's `remote` option (empty roles left out: they stay here). */
+function hostedFromForm() {
+  const r = { url: $('hosted-url').value.trim(), token: $('hosted-token').value };
+  for (const role of ROLES) {
+    const name = $(`hosted-${role}`).value.trim();
+    if (name) r[role] = name;
+  }
+  return r;
+}
+
+function fillHostedForm(r) {
+  $('hosted-url').value = r?.url ?? '';
+  $('hosted-token').value = r?.token ?? '';
+  for (const role of ROLES) $(`hosted-${role}`).value = r?.[role] ?? '';
+}
+
+/** What leaves the device and where, in one sentence (DocMem's `remote` info), or ''. */
+function hostedNotice(remote) {
+  if (!remote) return '';
+  const r = remote.roles;
+  const documents = r.reader || r.scorer || r.embedder;
+  const questions = r.answerer || r.embedder;
+  const what = documents && questions ? 'your documents and questions go' : documents ? 'your documents go' : 'your questions and the passages found for them go';
+  const models = Object.entries(r).map(([role, name]) => `${role}: ${name.replace(/^remote:/, '')}`).join(', ');
+  return `${what} to ${remote.host} (${models}).`;
+}
+
+/** The library for an embedder: a hosted one keeps its own (its vectors differ). */
+const libraryFor = (remote) => (remote && remote.embedder ? `default (embedder remote:${remote.embedder})` : 'default');
+
+/** Apply `next` (a `remote` option, or null for none): reopen DocMem with it, or, when it fails, as it was. */
+async function applyHosted(next) {
+  clearError();
+  if (asking) asking.abort();
+  const controls = document.querySelectorAll('#hosted-form button, #ask-form button, #export, #files, #import');
+  for (const c of controls) c.disabled = true;
+  document.body.dataset.ready = 'false';
+  $('hosted-status').textContent = next ? 'Connecting…' : 'Turning off…';
+  const previous = hosted;
+  dm?.close();
+  dm = null;
+  try {
+    await openDocMem(next);
+    // Turning off forgets the token; the host and model names stay for this tab.
+    sessionStorage.setItem(HOSTED_KEY, JSON.stringify(next ? { on: true, ...next } : { ...previous, on: false, token: '' }));
+    if (!next) $('hosted-token').value = '';
+  } catch (e) {
+    showError(e);
+    try {
+      await openDocMem(previous);
+    } catch (e2) {
+      showError(e2);
+      return;
+    }
+    $('hosted-status').textContent = `Not applied: ${e.message}`;
+  } finally {
+    for (const c of document.querySelectorAll('#hosted-form button')) c.disabled = false;
+  }
+}
+
+// ---- start -----------------------------------------------------------------------
+
+const query = new URLSearchParams(location.search);
+
+/** Open the library with `remote` (or no hosted model) and show the engine. */
+async function openDocMem(remote) {
   const backend = query.get('backend') || 'auto';
   // ?threads=N overrides the CPU kernels' thread count (default: the cores, at most 8).
   const threads = query.has('threads') ? Number(query.get('threads')) : undefined;
   const t0 = performance.now();
+  $('model-status').classList.remove('done');
+  memories.clear();
+  $('doc-view').hidden = true;
+  $('answer-box').hidden = true;
   try {
-    dm = await DocMem.open('default', { onProgress: modelProgress, backend, threads });
+    dm = await DocMem.open(libraryFor(remote), { onProgress: modelProgress, backend, threads, ...(remote ? { remote } : {}) });
   } catch (e) {
     $('model-label').textContent = 'The models could not be loaded.';
     $('backend').textContent = e.code === 'WEBGPU_UNAVAILABLE' ? 'WebGPU unavailable' : 'not started';
-    showError(e);
-    return;
+    throw e;
   }
+  hosted = remote;
+  const notice = hostedNotice(dm.remote);
+  $('remote-notice').replaceChildren(el('strong', { text: 'Text leaves this device: ' }), notice);
+  $('remote-notice').hidden = !notice;
+  $('tagline-local').hidden = Boolean(notice);
+  $('hosted-status').textContent = notice ? `On: ${notice}` : 'Off: every model runs on this device.';
   const b = dm.backend;
   $('backend').textContent = `${b.label} — ${b.reason}${b.threadsNote ? `; one thread: ${b.threadsNote}` : ''}`;
   $('backend').dataset.name = b.name;
@@ -425,17 +519,39 @@ async function start() {
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
-  // Clues and routing run with the CPU backend for now: on WebGPU the pickers stay at
-  // their defaults and say why.
-  if (b.name === 'webgpu') {
-    for (const id of ['route', 'clues']) {
-      $(id).disabled = true;
-      $(id).title = 'clues and routing run with the CPU backend';
-    }
+  // Clues and routing run with the CPU backend or a hosted answerer for now: on WebGPU
+  // the pickers stay at their defaults and say why.
+  const pickersOff = b.name === 'webgpu' && !dm.remote?.roles.answerer;
+  for (const id of ['route', 'clues']) {
+    $(id).disabled = pickersOff;
+    $(id).title = pickersOff ? 'clues and routing run with the CPU backend' : '';
   }
   await refreshDocuments();
   // Ready once the stored library is listed (tests read the list right after this).
   document.body.dataset.ready = 'true';
+}
+
+async function start() {
+  wire();
+  for (const b of document.querySelectorAll('#ask-form button, #export, #files, #import')) b.disabled = true;
+  if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
+  const stored = storedHosted();
+  fillHostedForm(stored);
+  const { on, ...applied } = stored ?? {};
+  try {
+    await openDocMem(on ? applied : null);
+  } catch (e) {
+    showError(e);
+    if (!on) return;
+    // Hosted models applied before this reload fail now: run here, and say why.
+    try {
+      await openDocMem(null);
+    } catch (e2) {
+      showError(e2);
+      return;
+    }
+    $('hosted-status').textContent = `Not applied: ${e.message}`;
+  }
 }
 
 start();

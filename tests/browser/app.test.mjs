@@ -7,8 +7,10 @@
 // in both runs (SwiftShader is a software adapter), on as many threads as the browser
 // reports cores (the page is cross-origin isolated), and on one, saying why, when served
 // without COOP/COEP; the package is also opened with backend 'webgpu', which loads its
-// models onto SwiftShader, and on the CPU, where helper threads are seen to work.
-// Screenshots (desktop and 375 px) go to tests/browser/out/.
+// models onto SwiftShader, and on the CPU, where helper threads are seen to work. Hosted
+// models are applied in the settings panel (a fake OpenAI-compatible host,
+// tests/fake-host.mjs): the notice says what leaves the device, and an answer streams
+// from the host. Screenshots (desktop and 375 px) go to tests/browser/out/.
 //
 //   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
 import assert from 'node:assert/strict';
@@ -18,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { ANSWER, startFakeHost } from '../fake-host.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const out = path.join(root, 'tests/browser/out');
@@ -210,8 +213,69 @@ async function threadsInPage(page) {
 
 const docTitles = (page) => page.locator('#doc-list li[data-id] .doc-open').allTextContents();
 
+/** Wait until the app has (re)opened its library, and fail on an error it shows. */
+async function reopened(page) {
+  await page.waitForSelector('body[data-ready="true"], #error:not([hidden])', { timeout: 10 * MINUTES });
+  const error = await page.locator('#error').evaluate((e) => (e.hidden ? '' : e.textContent));
+  assert.equal(error, '', `the app failed to reopen: ${error}`);
+}
+
+/**
+ * Hosted models in the page: the settings panel applied with a hosted reader, answerer
+ * and embedder (the fake host); the notice names what leaves and where; the example is
+ * indexed by the hosted embedder (its own library) and a question is answered, streamed
+ * and cited, by the hosted answerer. Turned off: the notice goes, the token is forgotten,
+ * and this device's library is back.
+ */
+async function hostedInPage(page, host) {
+  const hostName = new URL(host.url).host;
+  assert.equal(await page.locator('#remote-notice').isVisible(), false, 'no notice while everything runs here');
+  await page.click('#hosted summary');
+  await page.fill('#hosted-url', host.url);
+  await page.fill('#hosted-token', host.token);
+  await page.fill('#hosted-reader', 'memreader-7b');
+  await page.fill('#hosted-answerer', 'qwen2.5-7b-instruct');
+  await page.fill('#hosted-embedder', 'hash-16');
+  await page.click('#hosted-apply');
+  await reopened(page);
+  const notice = await page.locator('#remote-notice').textContent();
+  assert.equal(notice, `Text leaves this device: your documents and questions go to ${hostName} (reader: memreader-7b, answerer: qwen2.5-7b-instruct, embedder: hash-16).`);
+  assert.equal(await page.locator('#remote-notice').isVisible(), true);
+  assert.equal(await page.locator('#tagline-local').isVisible(), false, '"Nothing is uploaded" is no longer said');
+  assert.match(await page.locator('#models').textContent(), /remote:memreader-7b \(reader\), remote:qwen2\.5-7b-instruct \(answerer\), remote:hash-16 \(embedder\)/);
+  assert.equal(await page.evaluate((t) => JSON.stringify({ ...localStorage }).includes(t), host.token), false, 'the token is not in localStorage');
+  await page.screenshot({ path: path.join(out, 'desktop-remote-settings.png') });
+  console.log(`  hosted models: ${notice}`);
+
+  assert.deepEqual(await docTitles(page), [], 'a hosted embedder has its own library');
+  await page.setInputFiles('#files', example);
+  await page.waitForSelector('#doc-list li[data-id]', { timeout: 2 * MINUTES });
+  await page.evaluate(() => delete document.querySelector('#answer-box').dataset.seconds);
+  await page.fill('#question', QUESTION);
+  await page.click('#ask-button');
+  await page.waitForSelector('#answer-box[data-seconds]', { timeout: 2 * MINUTES });
+  const answer = await page.locator('#answer').textContent();
+  assert.ok(answer.startsWith(ANSWER.replace(/ \[1\]\.$/, '')), answer);
+  assert.ok((await page.locator('#answer a.cite').count()) > 0, 'the hosted answer links a citation');
+  const asked = host.to('/v1/chat/completions').at(-1);
+  assert.ok(asked.body.stream && asked.body.messages[0].content.includes(QUESTION), 'the question went to the hosted answerer');
+  assert.ok(host.requests.every((r) => r.auth === `Bearer ${host.token}`), 'with the bearer token');
+  assert.ok(host.to('/v1/embeddings').some((r) => r.body.input.some((t) => t.includes('Caxton'))), 'the chunks went to the hosted embedder');
+  await page.screenshot({ path: path.join(out, 'desktop-remote-answer.png') });
+  console.log(`  hosted answer: ${JSON.stringify(answer)}`);
+
+  await page.click('#hosted-off');
+  await reopened(page);
+  assert.equal(await page.locator('#remote-notice').isVisible(), false);
+  assert.equal(await page.locator('#hosted-token').inputValue(), '');
+  assert.equal(await page.evaluate((t) => JSON.stringify({ ...sessionStorage, ...localStorage }).includes(t), host.token), false, 'the token is forgotten');
+  assert.deepEqual(await docTitles(page), ['printing-press.md'], "this device's library is back");
+  await page.click('#hosted summary');
+}
+
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-browser-'));
 const profile = path.join(tmp, 'profile');
+const host = await startFakeHost({ token: 'browser-test-token' });
 let server = await serve();
 console.log(`browser test against ${server.url}`);
 
@@ -296,6 +360,8 @@ try {
   console.log(`  routing trace: ${JSON.stringify(trace)}`);
   await page.selectOption('#route', '');
 
+  await timed('hosted models: settings applied, a streamed answer from the fake host, turned off', () => hostedInPage(page, host));
+
   // Reload: the library is still there, the models come from the browser's cache.
   await timed('reload: models from the Cache API, library from IndexedDB', () => ready(page, server.url));
   assert.deepEqual(await docTitles(page), ['printing-press.md']);
@@ -368,5 +434,6 @@ try {
   server.stop();
 }
 
+await host.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 console.log(`browser test: ok (${Object.entries(times).map(([k, v]) => `${k} ${v} s`).join('; ')})`);

@@ -1,7 +1,8 @@
 // Hostile arguments at the wasm boundary (issue #20): every function, constructor and
 // method the wasm package exports is called with bad arguments — wrong JS types, empty and
 // huge values, NaN, objects that only pretend to be arrays, Uint8Arrays that are not
-// UTF-8 or not a model, freed objects, callbacks that throw or call back in. Each call
+// UTF-8 or not a model, freed objects, callbacks that throw or call back in, transports
+// to hosted models that throw or answer garbage (no network: JS objects). Each call
 // must either return or throw an `Error` with a message; a `WebAssembly.RuntimeError`
 // (a trap: a Rust panic or abort) fails the check. Afterwards every object still works.
 // Exports not named here (new ones) are called too, with every wrong type in every
@@ -445,15 +446,145 @@ sweep('Lm.logits', (t) => lm.logits(t), [[1, 2]], {
   0: [...wrongTypes, [], [2 ** 32], [2 ** 32 - 1], [-1], [1.5], [NaN], ['1'], new Uint32Array([4e9]), new Array(100_000).fill(1)],
 });
 
+// ---- hosted models: RemoteModel, Embedder.remote and the library's Promise entry points --
+// Transports are plain JS objects here (no network): a good one that answers as an
+// OpenAI-compatible host would, and hostile ones that throw, return the wrong shapes, stream
+// bytes that are not events, or call back into the busy library and embedder.
+
+const utf8 = (s) => new TextEncoder().encode(s);
+const replyOf = (status, value) => ({ status, body: typeof value === 'string' ? value : JSON.stringify(value) });
+/** What a host answers to `path`: vectors of width 4, or a chat reply. */
+function hostReply(path, body) {
+  const input = JSON.parse(body).input;
+  if (path === '/v1/embeddings') return replyOf(200, { data: input.map((_, index) => ({ index, embedding: [1, 0.5, 0.25, 0.125] })) });
+  return replyOf(200, { choices: [{ message: { content: 'A reply.' }, finish_reason: 'stop' }] });
+}
+const events = ['data: {"choices":[{"delta":{"content":"An answer [1]."},"finish_reason":null}]}\n\n', 'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n', 'data: [DONE]\n\n'];
+/** A stream of `pieces` (Uint8Arrays or anything else), as postStream resolves to. */
+const streamOf = (pieces, extra = {}) => ({ status: 200, body: '', next: async () => (pieces.length ? pieces.shift() : null), cancel: () => {}, ...extra });
+const goodTransport = {
+  post: async (path, body) => hostReply(path, body),
+  postStream: async () => streamOf(events.map(utf8)),
+  postSync: (path, body) => hostReply(path, body),
+};
+const throwing = () => {
+  throw new Error('transport failed');
+};
+const throwingString = () => {
+  throw 'transport failed';
+};
+/** Transports with all three methods, each broken in its own way. */
+const badTransports = [
+  { ...goodTransport, postSync: throwing },
+  { ...goodTransport, postSync: throwingString },
+  { ...goodTransport, postSync: () => undefined },
+  { ...goodTransport, postSync: () => ({ status: 'ok', body: '{}' }) },
+  { ...goodTransport, postSync: () => ({ status: 700, body: '{}' }) },
+  { ...goodTransport, postSync: () => ({ status: NaN, body: '{}' }) },
+  { ...goodTransport, postSync: () => ({ status: 200, body: 42 }) },
+  { ...goodTransport, postSync: () => replyOf(200, 'not json') },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [] }) },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [{ embedding: [] }] }) },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [{ index: 4294967296, embedding: [1] }] }) },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [{ embedding: ['1', null] }] }) },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [{ embedding: [1e39] }] }) },
+  { ...goodTransport, postSync: () => replyOf(200, { data: [{ embedding: new Array(200_000).fill(1) }] }) },
+  { ...goodTransport, postSync: () => replyOf(401, { error: { code: 'unauthorized', message: 'no' } }) },
+  { ...goodTransport, postSync: () => replyOf(500, '\ud800'.repeat(10_000)) },
+  { ...goodTransport, post: throwing, postStream: throwingString },
+  { ...goodTransport, post: () => 'not a promise', postStream: () => 42 },
+  { ...goodTransport, post: async () => ({}), postStream: async () => ({ status: 200 }) },
+  { ...goodTransport, post: () => Promise.reject(new Error('down')), postStream: () => Promise.reject('down') },
+  { ...goodTransport, post: async () => replyOf(200, { choices: [] }), postStream: async () => replyOf(429, { error: { code: 'rate_limited', message: 'slow down' } }) },
+  { ...goodTransport, post: async () => replyOf(200, { choices: [{ message: { content: 7 } }] }), postStream: async () => streamOf(['a string', 42]) },
+  { ...goodTransport, postStream: async () => streamOf([notUtf8]) },
+  { ...goodTransport, postStream: async () => streamOf([utf8('data: {not json}\n\n')]) },
+  { ...goodTransport, postStream: async () => streamOf([utf8('data: {"error":{"code":"upstream_timeout","message":"quiet"}}\n\n')]) },
+  { ...goodTransport, postStream: async () => streamOf([utf8('data: ' + 'x'.repeat(5 << 20))]) },
+  { ...goodTransport, postStream: async () => streamOf([]) }, // ends before the reply does
+  { ...goodTransport, postStream: async () => streamOf(events.map(utf8), { next: throwing, cancel: throwing }) },
+  {
+    ...goodTransport,
+    post: async () => {
+      scratch.documents(); // the library is busy: BUSY, thrown inside the transport
+      return replyOf(200, { choices: [] });
+    },
+    postSync: (path, body) => {
+      embedder.dim(); // the embedder too, when it is the one embedding
+      return hostReply(path, body);
+    },
+  },
+];
+const transports = [...wrongTypes, {}, { post: 1, postStream: 1, postSync: 1 }, { post() {}, postStream() {} }];
+const remoteModel = new wasm.RemoteModel(goodTransport, 'fake-model', 0);
+sweep('new RemoteModel', (t, m, c) => new wasm.RemoteModel(t, m, c), [goodTransport, 'fake-model', 0], {
+  0: transports,
+  1: [...strings, '\t'],
+  2: [...sizes, 2 ** 22 + 1],
+});
+sweep('Embedder.remote', Embedder.remote, [goodTransport, 'fake-embedder'], { 0: [...transports, ...badTransports], 1: strings });
+const remoteEmbedder = Embedder.remote(goodTransport, 'fake-embedder');
+call('RemoteModel.name with junk arguments', () => remoteModel.name(notUtf8, 1e12));
+// Each broken transport behind a reader and an answerer, and behind an embedder whose
+// later calls (after a good probe) meet the broken postSync.
+const brokenModels = badTransports.map((t) => new wasm.RemoteModel(t, 'broken', 0));
+for (const [i, t] of badTransports.entries()) {
+  const m = brokenModels[i];
+  call(`Library.addDocumentWithRemoteReader with broken transport ${i}`, () => scratch.addDocumentWithRemoteReader('bells.txt', `The bell rang ${i} times.`, embedder, m, m, 1, null));
+  call(`Library.askRemote with broken transport ${i}`, () => lib.askRemote('Who printed the Bible?', 1, 4, embedder, m, 'on', undefined, null));
+  let connected = false; // the probe gets a good reply, later calls the broken one
+  const e = call(`Embedder.remote with broken transport ${i}`, () => Embedder.remote({ ...t, postSync: (p, b) => (connected ? t.postSync(p, b) : hostReply(p, b)) }, 'flaky'));
+  connected = true;
+  if (e instanceof Embedder) {
+    call(`a remote Embedder's embed with broken transport ${i}`, () => e.embed(['hello', 'world'], true));
+    call(`Library.open with a remote Embedder with broken transport ${i}`, () => Library.open({}, e).addDocument('t.txt', 'Bells rang.', 'sentence', e));
+  }
+}
+sweep(
+  'Library.addDocumentWithRemoteReader',
+  (...a) => scratch.addDocumentWithRemoteReader(...a),
+  ['bells.txt', 'The bell rang at noon and again at dusk.', embedder, remoteModel, remoteModel, 0, stop, 'c'],
+  {
+    0: strings,
+    1: strings,
+    2: [...wrongTypes, freed, lm, remoteModel],
+    3: [...wrongTypes, freed, lm, embedder, Object.create(wasm.RemoteModel.prototype)],
+    4: [...wrongTypes, freed, lm, embedder],
+    5: sizes,
+    6: [42, {}, throwing, () => {
+      scratch.documents();
+      return false;
+    }],
+    7: [...strings, 'x'.repeat(200), 'a\u0000b'],
+  },
+);
+sweep('Library.askRemote', (...a) => lib.askRemote(...a), ['Who printed the Bible?', 1, 4, embedder, remoteModel, 'off', undefined, stop], {
+  0: strings,
+  1: askSizes,
+  2: askSizes,
+  3: [...wrongTypes, freed, lm, remoteModel],
+  4: [...wrongTypes, freed, lm, embedder, Object.create(wasm.RemoteModel.prototype)],
+  5: [...strings, 'sometimes'],
+  6: [...strings, 'nowhere'],
+  7: [42, {}, throwing, () => {
+    lib.removeDocument(doc.id);
+    return false;
+  }],
+});
+
 // ---- every other export: each wrong type in every position -----------------------------
 
 const explicit = {
   functions: new Set(['chunkText', 'htmlToText', 'parseAndAlign', 'lastPanic', '__panicForTests']),
   Lm: new Set(['fromReader', 'setName', 'tokenize', 'generate', 'logits']),
-  Embedder: new Set(['fromGguf', 'embed', 'dim', 'precision']),
-  Library: new Set(['open', 'importLibrary', 'addDocument', 'addDocumentWithReader', 'search', 'ask', 'memory', 'text', 'removeDocument', 'documents', 'takeWrites', 'exportLibrary']),
+  Embedder: new Set(['fromGguf', 'remote', 'embed', 'dim', 'precision']),
+  Library: new Set([
+    'open', 'importLibrary', 'addDocument', 'addDocumentWithReader', 'addDocumentWithRemoteReader', 'search', 'ask', 'askRemote',
+    'memory', 'text', 'removeDocument', 'documents', 'takeWrites', 'exportLibrary',
+  ]),
+  RemoteModel: new Set(['name']),
 };
-const instances = new Map([[Lm, lm], [Embedder, embedder], [Library, lib]]);
+const instances = new Map([[Lm, lm], [Embedder, embedder], [Library, lib], [wasm.RemoteModel, remoteModel]]);
 const skip = new Set(['constructor', 'free', '__destroy_into_raw', '__wrap', 'length', 'name', 'prototype']);
 const generic = [];
 const each = (name, f, arity) => {
@@ -507,6 +638,8 @@ function stillWorks() {
     assert.ok(JSON.parse(lm.tokenize('hello')).length > 0);
     assert.equal(JSON.parse(lm.generate('Hello', '{"max_tokens":2}')).tokens.length, 2);
     assert.equal(embedder.embed(['hello'], true).vectors.length, embedder.dim());
+    assert.equal(remoteModel.name(), 'remote:fake-model');
+    assert.deepEqual([remoteEmbedder.dim(), remoteEmbedder.precision(), remoteEmbedder.embed(['hello'], false).vectors.length], [4, 'remote', 4]);
     const docs = JSON.parse(lib.documents()).documents;
     assert.ok(docs.some((d) => d.id === doc.id), 'the document is still there');
     assert.ok(JSON.parse(lib.search('Who brought printing to England?', 2, embedder)).some((h) => h.text.includes('Caxton')));

@@ -1,0 +1,194 @@
+// The transport to hosted models: how the wasm package's remote roles (RemoteModel,
+// Embedder.remote; crates/wasm/src/remote.rs) reach an OpenAI-compatible host, the docmem
+// edge worker or any other. The protocol (request bodies, streamed events, the host's
+// errors) is the Rust side's; this file only moves bytes, with the bearer token, and is
+// used inside the package's worker (worker.js), where the models run.
+//
+// Three ways to POST, because the wasm side needs three:
+// - post(path, body): the whole reply ({status, body}, any status). The reader's memory,
+//   the scorer's log-probabilities and the clues are whole replies.
+// - postStream(path, body): the answer, streamed. Pulled, not pushed: once the headers are
+//   in it gives {status, body, next, cancel}; Rust calls next() for each piece (a
+//   Uint8Array, null at the end), so no Rust closure has to stay alive inside JavaScript
+//   between calls. cancel() aborts the fetch, so the host sees the connection close and
+//   stops generating. A failing status comes with the whole body instead.
+// - postSync(path, body): the same reply, synchronously. The embedder needs it: the
+//   library embeds inside its synchronous calls (ingest, search). The package runs in a
+//   worker, where blocking is allowed: a synchronous XMLHttpRequest in a browser's Web
+//   Worker; in Node (a worker thread, which has no synchronous HTTP) one helper thread,
+//   started on first use, does the fetch and hands the reply over a MessagePort while this
+//   thread waits on an Atomics flag (the pattern of the synckit package).
+//
+// abort() fails every request in flight at once (not postSync's, which nothing can
+// interrupt): the worker calls it when its request is cancelled, so a cancel never waits
+// for a slow host.
+
+import { DocMemError, codes } from './errors.js';
+
+const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
+const nodeThreads = isNode ? await import('node:worker_threads') : null;
+
+/** How long one request may take before it fails (a reader's memory of a long window can take minutes). */
+const TIMEOUT_MS = 10 * 60_000;
+
+/**
+ * The API's base URL from what a user gives: http(s) only, without a trailing `/` or
+ * `/v1` (the API's paths carry it), as the CLI reads --remote. Throws BAD_ARGUMENT naming
+ * `option`.
+ */
+export function remoteBase(url, option = 'remote.url') {
+  const bad = (why) => new DocMemError(codes.BAD_ARGUMENT, `${option}: ${why}`);
+  if (typeof url !== 'string' && !(url instanceof URL)) throw bad('the host\u2019s URL is required (http:// or https://)');
+  let parsed;
+  try {
+    parsed = new URL(String(url).trim());
+  } catch {
+    throw bad(`'${url}' is not a URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw bad(`'${url}' is not an http:// or https:// URL`);
+  if (parsed.username || parsed.password) throw bad('put the token in remote.token, not in the URL');
+  const path = parsed.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
+  return `${parsed.origin}${path}`;
+}
+
+/** The error for a request that got no reply: the URL and the client's reason (never the token). */
+function unreachable(url, e) {
+  const cause = e && e.cause && e.cause.message ? e.cause.message : null;
+  const reason = e && e.name === 'AbortError' ? 'cancelled' : cause || (e && e.message) || String(e);
+  return new Error(`POST ${url}: ${reason}`);
+}
+
+/**
+ * A transport to the host at `url` (see the header) sending `token` as a bearer token
+ * (none when empty).
+ */
+export function makeTransport({ url, token }) {
+  const base = remoteBase(url);
+  const headers = { 'Content-Type': 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const inFlight = new Set(); // AbortControllers of fetches not yet finished
+  const postSync = isNode ? nodeSyncPost(headers) : xhrSyncPost(headers);
+
+  async function start(path, body) {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new Error(`no reply in ${TIMEOUT_MS / 1000} s`)), TIMEOUT_MS);
+    const done = () => {
+      clearTimeout(timer);
+      inFlight.delete(controller);
+    };
+    inFlight.add(controller);
+    try {
+      const response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
+      return { response, controller, done };
+    } catch (e) {
+      done();
+      throw unreachable(base + path, e); // aborted with the timeout's reason, or AbortError for abort()
+    }
+  }
+
+  return {
+    async post(path, body) {
+      const { response, done } = await start(path, body);
+      try {
+        return { status: response.status, body: await response.text() };
+      } catch (e) {
+        throw unreachable(base + path, e);
+      } finally {
+        done();
+      }
+    },
+    async postStream(path, body) {
+      const { response, controller, done } = await start(path, body);
+      if (!response.ok || !response.body) {
+        try {
+          return { status: response.status, body: await response.text() };
+        } catch (e) {
+          throw unreachable(base + path, e);
+        } finally {
+          done();
+        }
+      }
+      const reader = response.body.getReader();
+      return {
+        status: response.status,
+        body: '',
+        async next() {
+          try {
+            const { done: end, value } = await reader.read();
+            if (end) done();
+            return end ? null : value;
+          } catch (e) {
+            done();
+            throw unreachable(base + path, e);
+          }
+        },
+        cancel() {
+          controller.abort();
+          done();
+        },
+      };
+    },
+    postSync: (path, body) => postSync(base + path, body),
+    abort() {
+      for (const c of inFlight) c.abort();
+      inFlight.clear();
+    },
+  };
+}
+
+/** postSync in a browser's Web Worker: a synchronous XMLHttpRequest. */
+function xhrSyncPost(headers) {
+  return (url, body) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', url, false);
+    xhr.timeout = TIMEOUT_MS; // allowed for synchronous requests in workers
+    for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+    try {
+      xhr.send(body);
+    } catch (e) {
+      throw unreachable(url, e);
+    }
+    // Status 0: no reply (refused, a CORS failure, the timeout).
+    if (xhr.status === 0) throw unreachable(url, new Error('no reply (the host is unreachable, or refused the cross-origin request)'));
+    return { status: xhr.status, body: xhr.responseText };
+  };
+}
+
+// The Node helper thread's code: fetch each request it is sent, post the reply on the
+// request's port, then raise its flag (the port message is queued before the waiter wakes).
+const HELPER = `
+const { parentPort } = require('node:worker_threads');
+parentPort.on('message', async ({ url, headers, body, timeoutMs, port, flag }) => {
+  let reply;
+  try {
+    const response = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs) });
+    reply = { status: response.status, body: await response.text() };
+  } catch (e) {
+    reply = { error: (e && e.cause && e.cause.message) || (e && e.message) || String(e) };
+  }
+  port.postMessage(reply);
+  port.close();
+  Atomics.store(flag, 0, 1);
+  Atomics.notify(flag, 0);
+});`;
+
+/** postSync in Node: the helper thread fetches while this thread waits (see the header). */
+function nodeSyncPost(headers) {
+  let helper = null;
+  return (url, body) => {
+    if (!helper) {
+      helper = new nodeThreads.Worker(HELPER, { eval: true });
+      helper.unref();
+    }
+    const flag = new Int32Array(new SharedArrayBuffer(4));
+    const { port1, port2 } = new nodeThreads.MessageChannel();
+    helper.postMessage({ url, headers, body, timeoutMs: TIMEOUT_MS, port: port2, flag }, [port2]);
+    // A little longer than the helper's own timeout, which answers first.
+    const woke = Atomics.wait(flag, 0, 0, TIMEOUT_MS + 5_000);
+    const message = nodeThreads.receiveMessageOnPort(port1);
+    port1.close();
+    if (woke === 'timed-out' || !message) throw unreachable(url, new Error('the request thread did not answer'));
+    if (message.message.error) throw unreachable(url, new Error(message.message.error));
+    return { status: message.message.status, body: message.message.body };
+  };
+}

@@ -1,0 +1,108 @@
+// A fake OpenAI-compatible host for the tests of hosted models (tests/wasm/remote.mjs in
+// Node, tests/browser/app.test.mjs in a page): what the docmem edge worker or vLLM
+// answers, small and deterministic, with every request recorded.
+//
+// - POST /v1/embeddings: a hashed bag of words per input, as wide as the model name's
+//   last number says ('hash-16' → 16; default 16).
+// - POST /v1/chat/completions: whole (stream false) → REPLY, which is no valid document
+//   memory, so a hosted reader's memory falls back to sentence chunks; streamed → ANSWER
+//   in word pieces as server-sent events, then a finish_reason chunk and `data: [DONE]`.
+//   A user turn containing SLOWLY streams 200 pieces, 100 ms apart; one containing STALL
+//   gets headers (streamed) or nothing (whole) until the client goes away.
+// - A bearer token other than `host.token` → 401 {"error": {"code": "unauthorized", …}}.
+// - CORS on every reply (preflights answered) and Cross-Origin-Resource-Policy:
+//   cross-origin, as a page that is cross-origin isolated needs.
+// Each request is recorded as {path, auth, body, closedEarly}: closedEarly turns true when
+// the client closed the connection before the reply ended (a cancel reached the host).
+import http from 'node:http';
+
+export const REPLY = 'This hosted reply is not a document memory.';
+export const ANSWER = 'William Caxton brought printing to England in 1476 [1].';
+
+function hashedBagOfWords(text, width) {
+  const v = new Array(width).fill(0.001);
+  for (const word of text.toLowerCase().match(/[\p{L}\p{N}]+/gu) || []) {
+    let h = 2166136261;
+    for (const c of word) h = Math.imul(h ^ c.codePointAt(0), 16777619) >>> 0;
+    v[h % width] += 1;
+  }
+  return v;
+}
+
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-headers': 'authorization, content-type',
+  'access-control-allow-methods': 'POST, OPTIONS',
+  'cross-origin-resource-policy': 'cross-origin',
+};
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Start the host on 127.0.0.1 (a free port); `token` is the bearer token it accepts. */
+export async function startFakeHost({ token }) {
+  const host = { token, requests: [], url: '' };
+  const json = (res, status, value) => res.writeHead(status, { ...CORS, 'content-type': 'application/json' }).end(JSON.stringify(value));
+
+  async function chat(req, res, record) {
+    const turn = record.body.messages.map((m) => m.content).join('\n');
+    const until = () => new Promise((r) => res.on('close', r));
+    if (!record.body.stream) {
+      if (turn.includes('STALL')) return until();
+      const choice = { index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' };
+      return json(res, 200, { id: 'fake', object: 'chat.completion', model: record.body.model, choices: [choice], usage: { completion_tokens: 9 } });
+    }
+    res.writeHead(200, { ...CORS, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    if (turn.includes('STALL')) return until();
+    const slow = turn.includes('SLOWLY');
+    const pieces = slow ? new Array(200).fill('word ') : ANSWER.split(/(?<= )/);
+    const event = (delta, finish) => `data: ${JSON.stringify({ id: 'fake', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    for (const piece of pieces) {
+      if (res.destroyed) return;
+      res.write(event({ content: piece }, null));
+      await sleep(slow ? 100 : 5);
+    }
+    res.write(event({}, 'stop'));
+    res.end('data: [DONE]\n\n');
+  }
+
+  const server = http.createServer((req, res) => {
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, CORS).end();
+      return;
+    }
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', async () => {
+      const record = { path: req.url, auth: req.headers.authorization ?? null, body: null, closedEarly: false };
+      host.requests.push(record);
+      res.on('close', () => {
+        record.closedEarly = !res.writableFinished;
+      });
+      try {
+        record.body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return json(res, 400, { error: { code: 'bad_request', message: 'the body is not JSON' } });
+      }
+      if (record.auth !== `Bearer ${host.token}`) return json(res, 401, { error: { code: 'unauthorized', message: 'the bearer token is not valid' } });
+      if (req.method !== 'POST') return json(res, 405, { error: { code: 'method_not_allowed', message: 'POST only' } });
+      if (req.url === '/v1/embeddings') {
+        const width = Number(/(\d+)$/.exec(record.body.model)?.[1] ?? 16);
+        const data = record.body.input.map((text, index) => ({ object: 'embedding', index, embedding: hashedBagOfWords(text, width) }));
+        return json(res, 200, { object: 'list', model: record.body.model, data });
+      }
+      if (req.url === '/v1/chat/completions') return chat(req, res, record);
+      return json(res, 404, { error: { code: 'not_found', message: `no ${req.url} here` } });
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  host.url = `http://127.0.0.1:${server.address().port}`;
+  host.close = () =>
+    new Promise((r) => {
+      server.closeAllConnections();
+      server.close(r);
+    });
+  /** The requests to `path` so far. */
+  host.to = (path) => host.requests.filter((r) => r.path === path);
+  return host;
+}
