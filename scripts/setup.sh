@@ -53,8 +53,18 @@ if [ -n "$debs" ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends $debs >/dev/null
 fi
-pw=$(node -p "require('./package-lock.json').packages['node_modules/playwright-core'].version")
-if [ "$(node -p "try { require('./node_modules/playwright-core/package.json').version } catch { '' }")" != "$pw" ]; then
-  step "installing playwright-core $pw (npm ci)"
+# The npm dev tools at the versions package-lock.json pins, into ./node_modules:
+# playwright-core (the browser tests) and, for the edge worker, typescript, miniflare (the
+# workerd runtime, ~37 MB to download) and the Workers types.
+stale=$(node -e '
+  const lock = require("./package-lock.json").packages;
+  const wanted = Object.keys(require("./package.json").devDependencies);
+  const stale = wanted.filter((name) => {
+    try { return require(`./node_modules/${name}/package.json`).version !== lock[`node_modules/${name}`].version; }
+    catch { return true; }
+  });
+  console.log(stale.join(" "));')
+if [ -n "$stale" ]; then
+  step "installing npm dev tools ($stale) with npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi

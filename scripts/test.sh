@@ -37,6 +37,9 @@ cargo test --workspace --locked $features 2>&1 | tee "$log"
 step "wasm (release: simd128, and with threads): the LM at 1 and 2 threads and the embedder in Node, against llama.cpp and sentence-transformers"
 bash scripts/wasm-test.sh
 
+step "worker: the edge worker (TypeScript, strict) in Miniflare: streaming, auth, CORS, limits, logs; then end to end"
+bash scripts/worker-test.sh
+
 step "browser: the web app in headless Chromium (models, add a document, cited answer, routing trace, threads, reload, offline, CPU fallback)"
 bash scripts/browser-test.sh
 

