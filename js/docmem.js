@@ -32,11 +32,12 @@ function hostedRoles(remote) {
   if (remote === undefined || remote === null) return null;
   const bad = (message) => new DocMemError(codes.BAD_ARGUMENT, message);
   if (typeof remote !== 'object' || Array.isArray(remote)) throw bad('remote: an object {url, token, reader?, scorer?, answerer?, embedder?, context?}');
-  const known = new Set(['url', 'token', 'context', ...ROLES]);
+  const known = new Set(['url', 'token', 'context', 'allowHttp', ...ROLES]);
   for (const key of Object.keys(remote)) {
     if (!known.has(key)) throw bad(`remote.${key} is not an option (${[...known].join(', ')})`);
   }
-  const url = remoteBase(remote.url, 'remote.url');
+  if (remote.allowHttp !== undefined && typeof remote.allowHttp !== 'boolean') throw bad('remote.allowHttp: true or false');
+  const url = remoteBase(remote.url, 'remote.url', remote.allowHttp === true);
   if (remote.token !== undefined && remote.token !== null && typeof remote.token !== 'string') throw bad('remote.token: a string (the bearer token)');
   const context = remote.context ?? 0;
   if (!Number.isInteger(context) || context < 0 || context > 1 << 22) throw bad(`remote.context: a whole number of tokens up to ${1 << 22} (0: the default, 8192)`);
@@ -51,7 +52,7 @@ function hostedRoles(remote) {
   // The wasm package scores a hosted reader's candidates with a hosted model only, and a
   // local reader scores its own: a hosted scorer goes with a hosted reader.
   if (roles.scorer && !roles.reader) throw bad('remote.scorer: a hosted scorer scores a hosted reader\u2019s candidates; name remote.reader too (a local reader scores its own)');
-  return { url, token: remote.token || '', context, roles };
+  return { url, token: remote.token || '', context, roles, allowHttp: remote.allowHttp === true };
 }
 
 /**

@@ -65,8 +65,10 @@ export interface ModelManifest {
  * status, code and words (e.g. "the hosted model refused (401 unauthorized): …").
  */
 export interface RemoteOptions {
-  /** The host's base URL, http:// or https:// (a trailing `/v1` is dropped: the API's paths carry it). */
+  /** The host's base URL, https:// (http:// only to this machine, or with `allowHttp`; a trailing `/v1` is dropped: the API's paths carry it). */
   url: string | URL;
+  /** Allow a plain http:// url that is not this machine: the token and the text then cross the network unencrypted. */
+  allowHttp?: boolean;
   /** Sent as `Authorization: Bearer <token>` with every request (none when empty). Held in memory only, never stored. */
   token?: string;
   /** The context window assumed for the hosted chat models, in tokens (default 8192; the API does not say). */

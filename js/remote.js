@@ -32,11 +32,12 @@ const nodeThreads = isNode ? await import('node:worker_threads') : null;
 const TIMEOUT_MS = 10 * 60_000;
 
 /**
- * The API's base URL from what a user gives: http(s) only, without a trailing `/` or
- * `/v1` (the API's paths carry it), as the CLI reads --remote. Throws BAD_ARGUMENT naming
- * `option`.
+ * The API's base URL from what a user gives: https, or http to this machine unless
+ * `allowHttp` (the token and the text would otherwise cross the network unencrypted),
+ * without a trailing `/` or `/v1` (the API's paths carry it), as the CLI reads --remote.
+ * Throws BAD_ARGUMENT naming `option`.
  */
-export function remoteBase(url, option = 'remote.url') {
+export function remoteBase(url, option = 'remote.url', allowHttp = false) {
   const bad = (why) => new DocMemError(codes.BAD_ARGUMENT, `${option}: ${why}`);
   if (typeof url !== 'string' && !(url instanceof URL)) throw bad('the host\u2019s URL is required (http:// or https://)');
   let parsed;
@@ -47,6 +48,10 @@ export function remoteBase(url, option = 'remote.url') {
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw bad(`'${url}' is not an http:// or https:// URL`);
   if (parsed.username || parsed.password) throw bad('put the token in remote.token, not in the URL');
+  const loopback = ['localhost', '[::1]'].includes(parsed.hostname) || /^127\.\d+\.\d+\.\d+$/.test(parsed.hostname);
+  if (parsed.protocol === 'http:' && !loopback && !allowHttp) {
+    throw bad(`'${url}' is plain http to another machine: the token and the documents would cross the network unencrypted (use https://, or remote.allowHttp: true for a network you trust)`);
+  }
   const path = parsed.pathname.replace(/\/+$/, '').replace(/\/v1$/, '');
   return `${parsed.origin}${path}`;
 }
@@ -62,11 +67,11 @@ function unreachable(url, e) {
  * A transport to the host at `url` (see the header) sending `token` as a bearer token
  * (none when empty).
  */
-export function makeTransport({ url, token }) {
-  const base = remoteBase(url);
+export function makeTransport({ url, token, allowHttp = false }) {
+  const base = remoteBase(url, 'remote.url', allowHttp);
   const headers = { 'Content-Type': 'application/json' };
   if (token) headers.Authorization = `Bearer ${token}`;
-  const inFlight = new Set(); // AbortControllers of fetches not yet finished
+  const inFlight = new Map(); // AbortController → its done(), for fetches not yet finished
   const postSync = isNode ? nodeSyncPost(headers) : xhrSyncPost(headers);
 
   async function start(path, body) {
@@ -76,7 +81,7 @@ export function makeTransport({ url, token }) {
       clearTimeout(timer);
       inFlight.delete(controller);
     };
-    inFlight.add(controller);
+    inFlight.set(controller, done);
     try {
       const response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
       return { response, controller, done };
@@ -130,8 +135,10 @@ export function makeTransport({ url, token }) {
     },
     postSync: (path, body) => postSync(base + path, body),
     abort() {
-      for (const c of inFlight) c.abort();
-      inFlight.clear();
+      for (const [controller, done] of inFlight) {
+        controller.abort();
+        done(); // its timer too
+      }
     },
   };
 }

@@ -152,7 +152,7 @@ async function detectBackend(preference) {
 
 /** The hosted models of init's `remote` ({url, token, context, roles}): role → object. */
 function connectHosted(remote) {
-  transport = makeTransport({ url: remote.url, token: remote.token });
+  transport = makeTransport({ url: remote.url, token: remote.token, allowHttp: remote.allowHttp });
   const out = {};
   const models = new Map(); // a model name in several roles is one object
   const model = (name) => {

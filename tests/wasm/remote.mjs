@@ -75,7 +75,7 @@ assert.ok(added.chunks > 0, JSON.stringify(added));
 assert.ok(added.fallback, `the fake reply is no memory, so sentence chunks: ${JSON.stringify(added)}`);
 assert.ok(stages.has('reading') && stages.has('indexing'), [...stages].join());
 const reads = host.to('/v1/chat/completions').filter((r) => r.body.model === 'memreader-7b');
-assert.ok(reads.length >= 1 && reads.every((r) => r.body.stream === false));
+assert.ok(reads.length >= 1 && reads.every((r) => r.body.stream === true), 'the reader streams too (no proxy cuts a long reply)');
 assert.ok(reads.some((r) => r.body.messages.some((m) => m.content.includes('the great fire melted it'))), 'the reader was sent the document');
 assert.ok(host.to('/v1/embeddings').some((r) => r.body.input.some((t) => t.includes('great fire'))), 'the embedder was sent its chunks');
 assert.ok(host.requests.every((r) => r.auth === `Bearer ${TOKEN}`), 'every request carries the bearer token');
@@ -107,11 +107,11 @@ assert.equal(asked.body.stream, true);
 const prompt = asked.body.messages.map((m) => m.content).join('\n');
 assert.ok(prompt.includes('Who brought printing to England?') && prompt.includes('Caxton'), 'the answerer was sent the question and the passages');
 
-// Clues with the hosted answerer: it writes the library's overview and the clues (whole replies).
+// Clues with the hosted answerer: it writes the library's overview and the clues.
 const before = host.requests.length;
 const clued = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32, clues: 'on' });
 assert.deepEqual(clued.clues.queries[0], { kind: 'question', text: 'Who brought printing to England?' });
-assert.ok(host.requests.slice(before).some((r) => r.path === '/v1/chat/completions' && r.body.stream === false), 'clues were written by the hosted answerer');
+assert.ok(host.requests.slice(before).filter((r) => r.path === '/v1/chat/completions').length >= 2, 'clues were written by the hosted answerer');
 
 // ---- cancels reach the host: its connection closes ----
 let controller = new AbortController();

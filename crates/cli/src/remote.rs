@@ -34,6 +34,10 @@ pub struct RemoteArgs {
     /// The context window assumed for remote models, in tokens (the API does not say).
     #[arg(long, default_value_t = DEFAULT_REMOTE_CONTEXT)]
     pub remote_context: usize,
+    /// Allow a plain http:// --remote that is not this machine (the token and the text
+    /// then cross the network unencrypted; for a host on a network you trust).
+    #[arg(long)]
+    pub remote_allow_http: bool,
 }
 
 /// `NAME` when `arg` is `remote:NAME`.
@@ -51,11 +55,24 @@ impl RemoteArgs {
             });
         };
         let token = self.remote_token.clone().or_else(|| std::env::var("DOCMEM_REMOTE_TOKEN").ok()).filter(|t| !t.is_empty());
-        let transport = HttpTransport::new(url, token)?;
+        let transport = HttpTransport::new(url, token, self.remote_allow_http)?;
         eprintln!("docmem: the {role} is the hosted model '{model}' at {}: {what_leaves} leave this device", transport.base);
         Ok(Rc::new(transport))
     }
 }
+
+/// Whether the host of `authority_and_path` (what follows `http://`) is this machine.
+fn is_loopback(authority_and_path: &str) -> bool {
+    let authority = authority_and_path.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host == "localhost" || host == "::1" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// How often a rate-limited request is tried again.
+const RATE_LIMIT_RETRIES: usize = 4;
 
 /// POSTs JSON to one base URL with a bearer token, over ureq.
 #[derive(Debug)]
@@ -66,13 +83,20 @@ pub struct HttpTransport {
 }
 
 impl HttpTransport {
-    /// A transport to `url` (`http://` or `https://`; a trailing `/v1` or `/` is dropped,
-    /// as the API's paths carry it).
-    pub fn new(url: &str, token: Option<String>) -> Result<Self, CliError> {
+    /// A transport to `url` (`https://`, or `http://` to this machine unless `allow_http`;
+    /// a trailing `/v1` or `/` is dropped, as the API's paths carry it).
+    pub fn new(url: &str, token: Option<String>, allow_http: bool) -> Result<Self, CliError> {
         let trimmed = url.trim().trim_end_matches('/');
         let base = trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string();
-        if !(base.starts_with("http://") || base.starts_with("https://")) || base.len() <= "https://".len() {
+        let Some((scheme, rest)) = base.split_once("://").filter(|(s, r)| (*s == "http" || *s == "https") && !r.is_empty()) else {
             return Err(CliError::BadArgument { message: format!("--remote: '{url}' is not an http:// or https:// URL") });
+        };
+        if scheme == "http" && !allow_http && !is_loopback(rest) {
+            return Err(CliError::BadArgument {
+                message: format!(
+                    "--remote: '{url}' is plain http to another machine: the token and the documents would cross the network unencrypted (use https://, or --remote-allow-http for a network you trust)"
+                ),
+            });
         }
         let config = ureq::Agent::config_builder()
             // Error statuses come back as replies: their JSON names what was wrong.
@@ -85,12 +109,24 @@ impl HttpTransport {
         Ok(HttpTransport { agent: config.into(), base, token })
     }
 
+    /// POST, waiting out a rate limit: a 429 is retried after its `Retry-After` (at most
+    /// 30 s each time, a few times), so a burst of scoring requests slows down instead of
+    /// failing a whole ingest.
     fn send(&self, path: &str, body: &str) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
-        let mut request = self.agent.post(format!("{}{path}", self.base)).header("Content-Type", "application/json");
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", format!("Bearer {token}"));
+        let mut tries = 0;
+        loop {
+            let mut request = self.agent.post(format!("{}{path}", self.base)).header("Content-Type", "application/json");
+            if let Some(token) = &self.token {
+                request = request.header("Authorization", format!("Bearer {token}"));
+            }
+            let response = request.send(body).map_err(|e| RemoteError::Transport { message: e.to_string() })?;
+            tries += 1;
+            if response.status().as_u16() != 429 || tries > RATE_LIMIT_RETRIES {
+                return Ok(response);
+            }
+            let wait = response.headers().get("retry-after").and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok()).unwrap_or(1);
+            std::thread::sleep(Duration::from_secs(wait.clamp(1, 30)));
         }
-        request.send(body).map_err(|e| RemoteError::Transport { message: e.to_string() })
     }
 
     fn whole(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {

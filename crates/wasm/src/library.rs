@@ -104,7 +104,6 @@ pub(crate) fn extract_settings(samples: f64) -> Result<ExtractSettings, JsValue>
     Ok(ExtractSettings { samples: samples as usize, ..ExtractSettings::default() })
 }
 
-/// `k` and `maxTokens` of an answer, checked.
 /// The clue mode (`off`, `on`, `auto`) and route (`undefined`: none; `auto` or a
 /// collection's name) of a guided question.
 pub(crate) fn guide_settings(clues: &JsValue, route: &JsValue) -> Result<GuideSettings, JsValue> {
@@ -149,6 +148,7 @@ pub(crate) async fn ingest_holding(
     Ok(added_json(doc, &done)?.into())
 }
 
+/// `k` and `maxTokens` of an answer, checked.
 pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> {
     let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
     Ok(AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() })

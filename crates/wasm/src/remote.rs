@@ -101,9 +101,11 @@ impl Transport for JsTransport {
                 if piece.is_null() || piece.is_undefined() {
                     break;
                 }
-                let bytes = piece.dyn_into::<js_sys::Uint8Array>().map_err(|_| RemoteError::Transport {
-                    message: "the transport's stream gave something other than a Uint8Array".into(),
-                })?;
+                let Ok(bytes) = piece.dyn_into::<js_sys::Uint8Array>() else {
+                    // Close the request before giving up on it.
+                    let _ = method(&stream, "cancel").map(|cancel| cancel.call0(&stream));
+                    return Err(RemoteError::Transport { message: "the transport's stream gave something other than a Uint8Array".into() });
+                };
                 if on_bytes(&bytes.to_vec()).is_break() {
                     // Aborting the fetch closes the connection: the host stops generating.
                     let cancel = method(&stream, "cancel")?;

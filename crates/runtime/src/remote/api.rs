@@ -53,9 +53,14 @@ pub fn chat_request(model: &str, user_turn: &str, s: &Sampling, stream: bool) ->
     body.to_string()
 }
 
-/// The body of a greedy one-token completion of `prompt` that returns the log-probability
-/// of each of the prompt's tokens (`echo`) and the `top` likeliest first tokens.
-pub fn logprobs_request(model: &str, prompt: &str, echo: bool, top: usize) -> String {
+/// The body of a greedy one-token completion of each of `prompts` (one choice each, in
+/// order by their `index`) that returns the log-probability of each of the prompt's tokens
+/// (`echo`) and the `top` likeliest first tokens.
+pub fn logprobs_request(model: &str, prompts: &[&str], echo: bool, top: usize) -> String {
+    let prompt = match prompts {
+        [one] => json!(one),
+        many => json!(many),
+    };
     json!({
         "model": model,
         "prompt": prompt,
@@ -91,17 +96,6 @@ fn finish_reason(v: &Value) -> FinishReason {
     }
 }
 
-/// A whole chat reply: its text, why it ended, and the tokens it took when the host says.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChatReply {
-    /// The reply.
-    pub text: String,
-    /// Why it ended.
-    pub finish: FinishReason,
-    /// Tokens generated (`usage.completion_tokens`; else estimated by the caller).
-    pub tokens: Option<usize>,
-}
-
 fn bad(message: impl Into<String>) -> RemoteError {
     RemoteError::BadReply { message: message.into() }
 }
@@ -135,14 +129,6 @@ pub fn status_error(status: u16, body: &str) -> RemoteError {
     };
     let message: String = message.chars().take(300).collect();
     RemoteError::Status { status, code, message: if message.is_empty() { "(no message)".into() } else { message } }
-}
-
-/// Read a whole (non-streamed) chat reply.
-pub fn read_chat_reply(v: &Value) -> Result<ChatReply, RemoteError> {
-    let choice = v.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("no choices"))?;
-    let text = choice.pointer("/message/content").and_then(Value::as_str).unwrap_or("").to_string();
-    let tokens = v.pointer("/usage/completion_tokens").and_then(Value::as_u64).map(|n| n as usize);
-    Ok(ChatReply { text, finish: finish_reason(&choice["finish_reason"]), tokens })
 }
 
 /// One event of a streamed chat reply: the text it adds and, on the last, why it ended.
@@ -191,11 +177,31 @@ pub struct TokenLogprob {
     pub top: Vec<(String, f32)>,
 }
 
+/// Read each choice's log-probabilities from a completions reply of `prompts` prompts, in
+/// prompt order (by each choice's `index`), in either shape.
+pub fn read_logprobs_all(v: &Value, prompts: usize) -> Result<Vec<Vec<TokenLogprob>>, RemoteError> {
+    let choices = v.get("choices").and_then(Value::as_array).ok_or_else(|| bad("no choices"))?;
+    if choices.len() != prompts {
+        return Err(bad(format!("{} choices for {prompts} prompts", choices.len())));
+    }
+    let mut out: Vec<Option<Vec<TokenLogprob>>> = vec![None; prompts];
+    for (i, choice) in choices.iter().enumerate() {
+        let at = choice.get("index").and_then(Value::as_u64).map_or(i, |n| n as usize);
+        let slot = out.get_mut(at).ok_or_else(|| bad(format!("choice index {at} out of range")))?;
+        *slot = Some(choice_logprobs(choice)?);
+    }
+    out.into_iter().map(|c| c.ok_or_else(|| bad("a prompt has no choice"))).collect()
+}
+
 /// Read the first choice's log-probabilities from a completions reply, in either shape.
 pub fn read_logprobs(v: &Value) -> Result<Vec<TokenLogprob>, RemoteError> {
-    let lp = v.pointer("/choices/0/logprobs").ok_or_else(|| bad("no choices[0].logprobs"))?;
+    choice_logprobs(v.pointer("/choices/0").ok_or_else(|| bad("no choices"))?)
+}
+
+fn choice_logprobs(choice: &Value) -> Result<Vec<TokenLogprob>, RemoteError> {
+    let lp = choice.get("logprobs").ok_or_else(|| bad("a choice has no logprobs"))?;
     if lp.is_null() {
-        return Err(bad("choices[0].logprobs is null (the host returned no log-probabilities)"));
+        return Err(bad("a choice's logprobs is null (the host returned no log-probabilities)"));
     }
     let f = |x: &Value| x.as_f64().map(|f| f as f32);
     if let Some(content) = lp.get("content").and_then(Value::as_array) {

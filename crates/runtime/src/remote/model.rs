@@ -4,7 +4,8 @@
 //! - **Candidates.** The reader's candidates are one request each (greedy, then each
 //!   sampled spec with its own seed), not one batch: specs differ in temperature, which
 //!   the API's `n` cannot express. Hosts that cache prompt prefixes (vLLM, llama.cpp's
-//!   server) read the document once anyway.
+//!   server) read the document once anyway. Every reply is streamed, even where only the
+//!   whole is wanted, so no proxy's time-to-headers limit cuts a long one.
 //! - **Scoring.** Completeness needs the log-probability of each token of a chunk given
 //!   its core, i.e. of the *prompt's* tokens: a completion with `echo` and `logprobs`
 //!   returns them (OpenAI's legacy API, vLLM). A token that straddles the boundary between
@@ -67,11 +68,20 @@ impl<T: Transport> RemoteModel<T> {
         &self.model
     }
 
-    /// One whole chat reply.
-    pub async fn chat(&self, user_turn: &str, sampling: &Sampling) -> Result<api::ChatReply, RemoteError> {
-        let body = api::chat_request(&self.model, user_turn, sampling, false);
-        let reply = self.transport.post(api::CHAT_PATH, &body).await?;
-        api::read_chat_reply(&api::success_json(&reply)?)
+    /// One whole chat reply, received as a stream all the same: a stream's first bytes come
+    /// at the first token, so an edge worker's or proxy's timeout to the response headers
+    /// never cuts a long reply (a reader's 768 tokens from a 7B model take minutes), and a
+    /// host that goes quiet is noticed between tokens. Returns the text and its tokens
+    /// (counted as the events that carried text: hosts stream one token per event).
+    pub async fn chat(&self, user_turn: &str, sampling: &Sampling) -> Result<(String, usize), RemoteError> {
+        let mut events = 0;
+        let reply = self
+            .chat_streaming(user_turn, sampling, &mut |_| {
+                events += 1;
+                ControlFlow::Continue(())
+            })
+            .await?;
+        Ok((reply.text, events))
     }
 
     /// One chat reply, streamed to `on_text`; `Break` from it ends the request.
@@ -135,14 +145,32 @@ impl<T: Transport> RemoteModel<T> {
         Ok(Reply { text: stream.text, finish, prefill_seconds: began - started, decode_seconds: now - began })
     }
 
-    /// The log-probabilities of `continuation`'s tokens after `context`, from the prompt's
-    /// echoed log-probabilities (see the module docs).
-    pub async fn continuation(&self, context: &str, continuation: &str) -> Result<Vec<f32>, RemoteError> {
+    /// For each `(context, continuation)`, the log-probabilities of the continuation's
+    /// tokens after its context, from the prompts' echoed log-probabilities (see the module
+    /// docs); the pairs go in batches of prompts, one request each.
+    pub async fn continuations(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, RemoteError> {
         if self.echo.get() == Some(false) {
             return Err(no_echo());
         }
-        let prompt = format!("{context}{continuation}");
-        let body = api::logprobs_request(&self.model, &prompt, true, 1);
+        let mut out = Vec::with_capacity(pairs.len());
+        let mut start = 0;
+        while start < pairs.len() {
+            let mut end = start + 1;
+            let mut bytes = pairs[start].0.len() + pairs[start].1.len();
+            while end < pairs.len() && end - start < BATCH_PROMPTS && bytes + pairs[end].0.len() + pairs[end].1.len() <= BATCH_BYTES {
+                bytes += pairs[end].0.len() + pairs[end].1.len();
+                end += 1;
+            }
+            out.extend(self.continuation_batch(&pairs[start..end]).await?);
+            start = end;
+        }
+        Ok(out)
+    }
+
+    async fn continuation_batch(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, RemoteError> {
+        let prompts: Vec<String> = pairs.iter().map(|(c, x)| format!("{c}{x}")).collect();
+        let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
+        let body = api::logprobs_request(&self.model, &refs, true, 1);
         let reply = self.transport.post(api::COMPLETIONS_PATH, &body).await?;
         if !(200..300).contains(&reply.status) {
             let e = api::status_error(reply.status, &reply.body);
@@ -152,45 +180,35 @@ impl<T: Transport> RemoteModel<T> {
             }
             return Err(e);
         }
-        let tokens = api::read_logprobs(&api::success_json(&reply)?)?;
-        let (start, end) = (context.chars().count(), prompt.chars().count());
-        // Echoed tokens carry offsets; a host that ignored `echo` returns only the one
-        // generated token, without.
-        if tokens.iter().all(|t| t.offset.is_none()) {
-            self.echo.set(Some(false));
-            return Err(no_echo());
-        }
-        self.echo.set(Some(true));
-        let picked: Vec<f32> = tokens
-            .iter()
-            .filter_map(|t| {
-                let at = t.offset?;
-                let ends = at + t.token.chars().count();
-                (at < end && ends > start).then_some(t.logprob).flatten()
-            })
-            .collect();
-        if picked.is_empty() && !continuation.is_empty() {
-            return Err(RemoteError::BadReply { message: "the echoed log-probabilities do not cover the continuation".into() });
-        }
-        Ok(picked)
-    }
-
-    /// Each candidate's log-probability as what follows `prompt`: exact from echoed
-    /// log-probabilities, else from the first token's top alternatives.
-    pub async fn next_token(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, RemoteError> {
-        let mut out = Vec::with_capacity(candidates.len());
-        for c in candidates {
-            match self.continuation(prompt, c).await {
-                Ok(lp) => out.push(lp.iter().sum()),
-                Err(RemoteError::Unsupported { .. }) => return self.next_token_from_top(prompt, candidates).await,
-                Err(e) => return Err(e),
+        let choices = api::read_logprobs_all(&api::success_json(&reply)?, pairs.len())?;
+        let mut out = Vec::with_capacity(pairs.len());
+        for ((context, continuation), (tokens, prompt)) in pairs.iter().zip(choices.iter().zip(&prompts)) {
+            // Echoed tokens carry offsets; a host that ignored `echo` returns only the one
+            // generated token, without.
+            if tokens.iter().all(|t| t.offset.is_none()) {
+                self.echo.set(Some(false));
+                return Err(no_echo());
             }
+            self.echo.set(Some(true));
+            out.push(continuation_logprobs(tokens, context.chars().count(), prompt.chars().count(), continuation.is_empty())?);
         }
         Ok(out)
     }
 
+    /// Each candidate's log-probability as what follows `prompt`: exact from echoed
+    /// log-probabilities (one request for all candidates), else from the first token's top
+    /// alternatives.
+    pub async fn next_token(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, RemoteError> {
+        let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (prompt, *c)).collect();
+        match self.continuations(&pairs).await {
+            Ok(lps) => Ok(lps.iter().map(|lp| lp.iter().sum()).collect()),
+            Err(RemoteError::Unsupported { .. }) => self.next_token_from_top(prompt, candidates).await,
+            Err(e) => Err(e),
+        }
+    }
+
     async fn next_token_from_top(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, RemoteError> {
-        let body = api::logprobs_request(&self.model, prompt, false, TOP_ALTERNATIVES);
+        let body = api::logprobs_request(&self.model, &[prompt], false, TOP_ALTERNATIVES);
         let reply = self.transport.post(api::COMPLETIONS_PATH, &body).await?;
         let tokens = api::read_logprobs(&api::success_json(&reply)?)?;
         let first = tokens.first().ok_or_else(|| RemoteError::BadReply { message: "no generated token".into() })?;
@@ -200,6 +218,31 @@ impl<T: Transport> RemoteModel<T> {
         let floor = first.top.iter().map(|(_, lp)| *lp).fold(f32::INFINITY, f32::min);
         Ok(candidates.iter().map(|c| first.top.iter().find(|(t, _)| t == c).map_or(floor, |(_, lp)| *lp)).collect())
     }
+}
+
+/// Prompts per scoring request, and their bytes: well inside an edge worker's body limit.
+const BATCH_PROMPTS: usize = 32;
+const BATCH_BYTES: usize = 256 << 10;
+
+/// The log-probabilities of the tokens of one echoed prompt that fall in the continuation:
+/// characters `start..end` of the prompt. Offsets are counted from where the host says the
+/// prompt begins: the one generated token starts at the prompt's end, so any shift (a
+/// host that counts a BOS token's text, as vLLM does) is taken from it. A token that
+/// straddles `start` counts toward the continuation.
+fn continuation_logprobs(tokens: &[api::TokenLogprob], start: usize, end: usize, empty: bool) -> Result<Vec<f32>, RemoteError> {
+    let shift = tokens.last().and_then(|t| t.offset).map_or(0, |generated| generated.saturating_sub(end));
+    let picked: Vec<f32> = tokens[..tokens.len().saturating_sub(1)]
+        .iter()
+        .filter_map(|t| {
+            let at = t.offset?.checked_sub(shift)?;
+            let ends = at.saturating_add(t.token.chars().count());
+            (at < end && ends > start).then_some(t.logprob).flatten()
+        })
+        .collect();
+    if picked.is_empty() && !empty {
+        return Err(RemoteError::BadReply { message: "the echoed log-probabilities do not cover the continuation".into() });
+    }
+    Ok(picked)
 }
 
 /// A streamed reply as its events arrive.
@@ -214,6 +257,10 @@ struct Streamed {
     first_text_at: Option<f64>,
 }
 
+/// The longest reply taken (bytes): far past any `max_tokens` docmem asks for, so only a
+/// host that ignores it (or a hostile one) reaches it.
+const MAX_REPLY_BYTES: usize = 16 << 20;
+
 impl Streamed {
     /// Take one event's data, handing new text to `on_text`.
     fn take(&mut self, data: &str, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<ControlFlow<()>, RemoteError> {
@@ -224,6 +271,9 @@ impl Streamed {
                     self.finish = finish;
                 }
                 if !text.is_empty() {
+                    if self.text.len() + text.len() > MAX_REPLY_BYTES {
+                        return Err(RemoteError::BadReply { message: format!("the reply is longer than {MAX_REPLY_BYTES} bytes") });
+                    }
                     self.first_text_at.get_or_insert_with(crate::lm::now_seconds);
                     self.text.push_str(&text);
                     if on_text(&text).is_break() {
@@ -254,14 +304,10 @@ fn greedy(max_tokens: usize) -> Sampling {
 impl<T: Transport> Scorer for RemoteModel<T> {
     fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
         boxed(async move {
-            let mut out = Vec::with_capacity(pairs.len());
-            for (context, continuation) in pairs {
-                if continuation.is_empty() {
-                    return Err(ScoreError::EmptyContinuation);
-                }
-                out.push(self.continuation(context, continuation).await?);
+            if pairs.iter().any(|(_, continuation)| continuation.is_empty()) {
+                return Err(ScoreError::EmptyContinuation);
             }
-            Ok(out)
+            Ok(self.continuations(pairs).await?)
         })
     }
 
@@ -308,8 +354,8 @@ impl<T: Transport> ReaderModel for RemoteModel<T> {
                 } else {
                     Sampling { temperature: spec.temperature, top_p: spec.top_p, seed: Some(spec.seed), max_tokens }
                 };
-                let reply = self.chat(user_turn, &sampling).await?;
-                let generated = Generated { tokens: reply.tokens.unwrap_or_else(|| approx_tokens(&reply.text)), text: reply.text };
+                let (text, tokens) = self.chat(user_turn, &sampling).await?;
+                let generated = Generated { tokens, text };
                 if !after_each(out.len() + 1, &generated) {
                     return Err(ModelError::Cancelled);
                 }
@@ -330,7 +376,7 @@ impl<T: Transport> TextModel for RemoteModel<T> {
     }
 
     fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, max_tokens: usize) -> LocalBoxFuture<'a, Result<String, ModelError>> {
-        boxed(async move { Ok(self.chat(&format!("{context}{request}"), &greedy(max_tokens)).await?.text) })
+        boxed(async move { Ok(self.chat(&format!("{context}{request}"), &greedy(max_tokens)).await?.0) })
     }
 }
 
@@ -405,12 +451,8 @@ mod tests {
     fn reader_candidates_are_one_request_per_spec_with_their_sampling() {
         let t = FakeTransport::new(|_, body| {
             let v: serde_json::Value = serde_json::from_str(body).unwrap();
-            let text = format!("t={}", v["temperature"]);
-            reply(
-                200,
-                &serde_json::json!({"choices":[{"message":{"content":text},"finish_reason":"stop"}],"usage":{"completion_tokens":3}})
-                    .to_string(),
-            )
+            let temperature = v["temperature"].to_string();
+            reply(200, &sse(&["t", "=", &temperature], "stop"))
         });
         let mut m = RemoteModel::new(&t, "reader");
         let specs = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }, SampleSpec { temperature: 0.7, top_p: 0.8, seed: 42 }];
@@ -425,6 +467,7 @@ mod tests {
         assert_eq!(seen, [1, 2]);
         let second: serde_json::Value = serde_json::from_str(&t.requests()[1].1).unwrap();
         assert_eq!((second["seed"].as_u64(), second["max_tokens"].as_u64()), (Some(42), Some(100)));
+        assert_eq!(second["stream"], true, "long replies stream, so no proxy times out waiting for headers");
         let first: serde_json::Value = serde_json::from_str(&t.requests()[0].1).unwrap();
         assert!(first.get("seed").is_none());
         let cancelled = poll_once(m.generate("doc", &specs, 100, &mut |_, _| false)).unwrap();
@@ -445,6 +488,42 @@ mod tests {
         assert_eq!(got, vec![vec![-1.0, -2.0]], "the generated '.' (offset 11) is not part of it");
         let sent: serde_json::Value = serde_json::from_str(&t.requests()[0].1).unwrap();
         assert_eq!((sent["echo"].as_bool(), sent["prompt"].as_str()), (Some(true), Some("The cat sat")));
+    }
+
+    #[test]
+    fn offsets_counted_from_a_bos_token_are_shifted_back() {
+        // vLLM counts the text of a BOS token: every offset is 17 characters on.
+        let t = FakeTransport::new(|_, _| {
+            reply(
+                200,
+                r#"{"choices":[{"logprobs":{"tokens":["<|begin_of_text|>","The"," cat"," sat","."],"token_logprobs":[null,-0.5,-1.0,-2.0,-0.5],"text_offset":[0,17,20,24,28]}}]}"#,
+            )
+        });
+        let got = poll_once(RemoteModel::new(&t, "s").continuation_logprobs(&[("The cat", " sat")])).unwrap().unwrap();
+        assert_eq!(got, vec![vec![-2.0]]);
+    }
+
+    #[test]
+    fn scoring_pairs_go_as_one_batch_of_prompts_in_order() {
+        let t = FakeTransport::new(|_, body| {
+            let v: serde_json::Value = serde_json::from_str(body).unwrap();
+            let prompts = v["prompt"].as_array().unwrap();
+            // Answer out of order, each choice its prompt's length as the only log-prob.
+            let choices: Vec<_> = prompts
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, p)| {
+                    let n = p.as_str().unwrap().chars().count();
+                    serde_json::json!({"index": i, "logprobs": {"tokens": ["a", "b", "."], "token_logprobs": [null, -(n as f64), -0.1], "text_offset": [0, n - 1, n]}})
+                })
+                .collect();
+            reply(200, &serde_json::json!({ "choices": choices }).to_string())
+        });
+        let mut m = RemoteModel::new(&t, "s");
+        let got = poll_once(m.continuation_logprobs(&[("ab", "c"), ("abcd", "e")])).unwrap().unwrap();
+        assert_eq!(got, vec![vec![-3.0], vec![-5.0]]);
+        assert_eq!(t.requests().len(), 1);
     }
 
     #[test]

@@ -12,18 +12,21 @@ pub struct SseDecoder {
     partial: Vec<u8>,
     /// The data lines of the event being read.
     data: Vec<String>,
-    /// The largest line accepted: a host that never ends a line is not buffered forever.
+    /// Bytes in `data`.
+    data_bytes: usize,
+    /// The largest line, and event, accepted: a host that never ends a line or an event
+    /// is not buffered forever.
     max_line: usize,
 }
 
-/// A line longer than this is refused (a completion chunk is a few hundred bytes; a
-/// logprobs chunk with 20 alternatives a few kilobytes).
+/// A line or event longer than this is refused (a completion chunk is a few hundred bytes;
+/// a logprobs chunk with 20 alternatives a few kilobytes).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 4 << 20;
 
 impl SseDecoder {
     /// A decoder with the default line limit.
     pub fn new() -> Self {
-        SseDecoder { partial: Vec::new(), data: Vec::new(), max_line: DEFAULT_MAX_LINE_BYTES }
+        SseDecoder { partial: Vec::new(), data: Vec::new(), data_bytes: 0, max_line: DEFAULT_MAX_LINE_BYTES }
     }
 
     /// Feed `bytes`; returns the data of every event they complete, in order. Errors when a
@@ -39,7 +42,7 @@ impl SseDecoder {
                 line.pop();
             }
             let line = String::from_utf8(line).map_err(|_| "the event stream is not UTF-8".to_string())?;
-            self.line(&line, &mut events);
+            self.line(&line, &mut events)?;
         }
         self.partial.extend_from_slice(rest);
         if self.partial.len() > self.max_line {
@@ -53,7 +56,8 @@ impl SseDecoder {
         let mut events = Vec::new();
         if !self.partial.is_empty() {
             let line = String::from_utf8_lossy(&std::mem::take(&mut self.partial)).into_owned();
-            self.line(&line, &mut events);
+            // Past the limit it is dropped: the stream is over anyway.
+            let _ = self.line(&line, &mut events);
         }
         if !self.data.is_empty() {
             events.push(std::mem::take(&mut self.data).join("\n"));
@@ -61,15 +65,21 @@ impl SseDecoder {
         events.pop()
     }
 
-    fn line(&mut self, line: &str, events: &mut Vec<String>) {
+    fn line(&mut self, line: &str, events: &mut Vec<String>) -> Result<(), String> {
         if line.is_empty() {
             if !self.data.is_empty() {
                 events.push(std::mem::take(&mut self.data).join("\n"));
+                self.data_bytes = 0;
             }
         } else if let Some(value) = line.strip_prefix("data:") {
+            self.data_bytes += value.len();
+            if self.data_bytes > self.max_line {
+                return Err(format!("an event stream event is longer than {} bytes", self.max_line));
+            }
             self.data.push(value.strip_prefix(' ').unwrap_or(value).to_string());
         }
         // Comments (":…") and other fields (event, id, retry) carry nothing we use.
+        Ok(())
     }
 }
 
@@ -96,9 +106,11 @@ mod tests {
     }
 
     #[test]
-    fn an_endless_line_is_refused() {
+    fn an_endless_line_or_event_is_refused() {
         let mut d = SseDecoder { max_line: 8, ..SseDecoder::new() };
         assert!(d.push(b"data: 0123456789").is_err());
+        let mut d = SseDecoder { max_line: 8, ..SseDecoder::new() };
+        assert!(d.push(b"data: 0123\ndata: 4567\ndata: 89\n").is_err(), "data lines that never end their event");
     }
 
     #[test]
