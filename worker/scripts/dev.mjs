@@ -23,6 +23,7 @@ const SETTINGS = [
   "MAX_CHOICES",
   "RATE_LIMIT_PER_MINUTE",
   "UPSTREAM_TIMEOUT_MS",
+  "MAX_STREAM_SECONDS",
 ];
 
 const { values } = parseArgs({

@@ -6,8 +6,9 @@
 //
 // It uses the worker's own token module (worker/dist/token.js, built by `npx tsc -p worker`),
 // so the format cannot drift from what the worker checks. A site written in another language
-// makes the same token: "dm1.<client>.<expiry unix seconds>." followed by the unpadded
-// base64url HMAC-SHA256 of that prefix without its final dot, keyed by the UTF-8 bytes of the key.
+// makes the same token: "dm1.<client>.<iat>.<exp>." (issued-at and expiry, Unix seconds, with
+// exp - iat at most the worker's TOKEN_MAX_TTL_SECONDS) followed by the unpadded base64url
+// HMAC-SHA256 of that prefix without its final dot, keyed by the UTF-8 bytes of the key.
 import { parseArgs } from "node:util";
 
 const usage =

@@ -37,6 +37,9 @@ export async function authenticate(authorization: string | null, config: Config)
       });
     }
     if (check.reason === "ttl_too_long") throw unauthorized("the token's lifetime is longer than this worker allows");
+    if (check.reason === "not_yet_valid") {
+      throw unauthorized("the token's issue time is in the future; check the issuing server's clock");
+    }
   }
   throw unauthorized("invalid token");
 }

@@ -25,6 +25,7 @@ export interface Env {
   MAX_CHOICES?: unknown;
   RATE_LIMIT_PER_MINUTE?: unknown;
   UPSTREAM_TIMEOUT_MS?: unknown;
+  MAX_STREAM_SECONDS?: unknown;
   /** Optional Workers Rate Limiting binding; when bound it replaces the in-isolate limiter. */
   RATE_LIMITER?: unknown;
 }
@@ -49,6 +50,8 @@ export interface Config {
   readonly maxChoices: number;
   readonly rateLimitPerMinute: number;
   readonly upstreamTimeoutMs: number;
+  /** The longest a relayed response body may take, however it is going (a client may never read). */
+  readonly maxStreamSeconds: number;
   readonly rateLimiter: RateLimit | null;
 }
 
@@ -59,7 +62,11 @@ export const DEFAULTS = {
   maxChoices: 8,
   rateLimitPerMinute: 60,
   upstreamTimeoutMs: 60_000,
+  maxStreamSeconds: 900,
 } as const;
+
+/** MAX_STREAM_SECONDS above a day is taken as a day (a timer cannot count much past 24 days). */
+const MAX_STREAM_SECONDS_LIMIT = 86_400;
 
 export function readConfig(env: Env): Config {
   const models = list(env.ALLOWED_MODELS);
@@ -76,6 +83,10 @@ export function readConfig(env: Env): Config {
     maxChoices: positiveInt(env.MAX_CHOICES, DEFAULTS.maxChoices),
     rateLimitPerMinute: positiveInt(env.RATE_LIMIT_PER_MINUTE, DEFAULTS.rateLimitPerMinute),
     upstreamTimeoutMs: positiveInt(env.UPSTREAM_TIMEOUT_MS, DEFAULTS.upstreamTimeoutMs),
+    maxStreamSeconds: Math.min(
+      positiveInt(env.MAX_STREAM_SECONDS, DEFAULTS.maxStreamSeconds),
+      MAX_STREAM_SECONDS_LIMIT,
+    ),
     rateLimiter: rateLimitBinding(env.RATE_LIMITER),
   };
 }

@@ -19,6 +19,7 @@ export type ErrorCode =
   | "method_not_allowed"
   | "body_too_large"
   | "rate_limited"
+  | "client_closed"
   | "misconfigured"
   | "internal"
   | "upstream_rejected"
@@ -39,6 +40,8 @@ const STATUS: Record<ErrorCode, number> = {
   method_not_allowed: 405,
   body_too_large: 413,
   rate_limited: 429,
+  // nginx's "client closed request": only ever logged, as there is no one left to answer.
+  client_closed: 499,
   misconfigured: 500,
   internal: 500,
   upstream_rejected: 400,

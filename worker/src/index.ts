@@ -32,6 +32,7 @@ const SERVED_PATHS: ReadonlySet<string> = new Set(ROUTES.keys());
 export default {
   async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
     const log = new RequestLog(request, SERVED_PATHS);
+    ctx.waitUntil(log.written);
     let origin: string | null = null;
     let result: Proxied;
     try {
@@ -59,8 +60,10 @@ export default {
         done.then((outcome) => {
           log.line.bytes_out = outcome.bytes;
           log.line.end = outcome.end;
-          if (outcome.end === "upstream_timeout" || outcome.end === "upstream_failed") {
-            log.line.code = outcome.end === "upstream_timeout" ? "upstream_timeout" : "upstream_error";
+          if (outcome.end === "upstream_timeout" || outcome.end === "max_duration") {
+            log.line.code = "upstream_timeout";
+          } else if (outcome.end === "upstream_failed") {
+            log.line.code = "upstream_error";
           }
           log.write();
         }),

@@ -5,11 +5,13 @@
  * once when the request is over (for a stream: when the stream ends, so its bytes and its
  * end are known). What it must never hold is kept out by construction, not by filtering:
  * there is no field for prompt, message, document or answer text, for tokens or keys, or for
- * the upstream's error text. The model is logged only once it has passed the allowlist
- * (a refused "model" is arbitrary client text), and a path only when it is a served one
- * (others are logged as "other": a URL can carry anything, a pasted key included).
+ * the upstream's error text. The model is logged only when ALLOWED_MODELS names it (a refused
+ * "model", or any model under `*`, is arbitrary client text and is logged as "other"), and a
+ * path only when it is a served one (others are logged as "other": a URL can carry anything,
+ * a pasted key included).
  */
 
+import type { Config } from "./config.js";
 import type { ErrorCode } from "./errors.js";
 import type { RelayEnd } from "./relay.js";
 
@@ -34,8 +36,17 @@ const KNOWN_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT"
 
 export class RequestLog {
   private readonly started = Date.now();
-  private written = false;
+  private isWritten = false;
+  private markWritten: () => void = () => undefined;
   readonly line: LogLine;
+  /**
+   * Settles once the line is written. index.ts hands it to `ctx.waitUntil`: workerd cancels a
+   * request whose client has gone, and only waitUntil work is then sure to run on, so without
+   * it the line of a request the client left would be lost.
+   */
+  readonly written: Promise<void> = new Promise((resolve) => {
+    this.markWritten = resolve;
+  });
 
   constructor(request: Request, servedPaths: ReadonlySet<string>) {
     const path = new URL(request.url).pathname;
@@ -58,9 +69,19 @@ export class RequestLog {
 
   /** Writes the line (once; later calls are ignored). */
   write(): void {
-    if (this.written) return;
-    this.written = true;
+    if (this.isWritten) return;
+    this.isWritten = true;
     this.line.duration_ms = Date.now() - this.started;
     console.log(JSON.stringify(this.line));
+    this.markWritten();
   }
+}
+
+/**
+ * The model as logged: its name only when the allowlist is an explicit set that contains it.
+ * Under `*` any string passes the allowlist, so the name is the client's own text and could
+ * carry anything (a prompt fragment, a pasted key); it is logged as "other".
+ */
+export function loggedModel(model: string, allowed: Config["allowedModels"]): string {
+  return allowed !== "any" && allowed.has(model) ? model : "other";
 }

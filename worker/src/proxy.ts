@@ -13,7 +13,7 @@
 import type { Config } from "./config.js";
 import { WorkerError } from "./errors.js";
 import { checkRequest, readBody, type BodyKind } from "./limits.js";
-import type { RequestLog } from "./log.js";
+import { loggedModel, type RequestLog } from "./log.js";
 import { relay, type RelayOutcome } from "./relay.js";
 import { callUpstream, withTimeout } from "./upstream.js";
 
@@ -37,12 +37,17 @@ export async function proxyJson(
   const raw = await readBody(request, config.maxBodyBytes);
   log.line.bytes_in = raw.byteLength;
   const checked = checkRequest(kind, raw, config);
-  log.line.model = checked.model;
+  log.line.model = loggedModel(checked.model, config.allowedModels);
   log.line.stream = checked.stream;
 
-  const call = await callUpstream(base, { method: "POST", path, body: JSON.stringify(checked.body) }, config, (ms) => {
-    log.line.upstream_ms = ms;
-  });
+  const call = await callUpstream(
+    base,
+    { method: "POST", path, body: JSON.stringify(checked.body), clientSignal: request.signal },
+    config,
+    (ms) => {
+      log.line.upstream_ms = ms;
+    },
+  );
   const contentType = call.response.headers.get("Content-Type") ?? "application/json";
   const headers = new Headers({ "Content-Type": contentType });
   if (call.response.body === null)
@@ -50,6 +55,8 @@ export async function proxyJson(
 
   const relayed = relay(call.response.body, {
     idleTimeoutMs: config.upstreamTimeoutMs,
+    maxDurationMs: config.maxStreamSeconds * 1000,
+    clientSignal: request.signal,
     sse: contentType.toLowerCase().startsWith("text/event-stream"),
     abortUpstream: call.abort,
   });

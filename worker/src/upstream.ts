@@ -11,6 +11,13 @@
  * message (the client needs it to fix its request; it is never logged). A 401/403 from the
  * upstream is about the worker's key, not the client, and its text may quote the key, so it
  * becomes a 502 without the upstream's words.
+ *
+ * The client's own request signal is linked to the upstream request: a client that leaves,
+ * even before the upstream's response headers (a model still reading a long prompt), aborts
+ * the upstream fetch at once, so no GPU time is spent for no one. workerd aborts
+ * `request.signal` on a disconnect only with the `enable_request_signal` compatibility flag
+ * (wrangler.toml); without it the signal never fires and a departure is noticed by the relay
+ * at its next write instead.
  */
 
 import type { Config } from "./config.js";
@@ -30,6 +37,8 @@ export interface UpstreamRequest {
   readonly method: "GET" | "POST";
   readonly path: string;
   readonly body?: string;
+  /** The client's request signal: when it aborts (the client left), so does the upstream request. */
+  readonly clientSignal?: AbortSignal;
 }
 
 /**
@@ -43,6 +52,11 @@ export async function callUpstream(
   onUpstreamMs: (ms: number) => void,
 ): Promise<UpstreamCall> {
   const controller = new AbortController();
+  const clientSignal = request.clientSignal;
+  if (clientSignal !== undefined) {
+    if (clientSignal.aborted) controller.abort();
+    else clientSignal.addEventListener("abort", () => controller.abort(), { once: true });
+  }
   const headers = new Headers({ Accept: "application/json, text/event-stream" });
   if (request.body !== undefined) headers.set("Content-Type", "application/json");
   if (config.upstreamKey !== null) headers.set("Authorization", `Bearer ${config.upstreamKey}`);
@@ -64,6 +78,9 @@ export async function callUpstream(
       signal: controller.signal,
     });
   } catch {
+    if (clientSignal?.aborted === true) {
+      throw new WorkerError("client_closed", "the client left before the upstream answered");
+    }
     throw timedOut
       ? new WorkerError("upstream_timeout", `the upstream did not answer within ${config.upstreamTimeoutMs} ms`)
       : new WorkerError("upstream_unavailable", "the upstream could not be reached");
@@ -116,9 +133,11 @@ async function upstreamMessage(response: Response, config: Config): Promise<stri
     // Not JSON: the text is the message.
   }
   if (typeof message !== "string" || message.trim().length === 0) return fallback;
-  let clean = message.trim().slice(0, MAX_MESSAGE_CHARS);
+  // Redact before cutting: a cut through the key would leave its first characters, which no
+  // longer match the whole key.
+  let clean = message.trim();
   if (config.upstreamKey !== null) clean = clean.split(config.upstreamKey).join("[redacted]");
-  return clean;
+  return clean.slice(0, MAX_MESSAGE_CHARS);
 }
 
 function pick(value: unknown, path: readonly string[]): unknown {

@@ -35,7 +35,7 @@ before(async () => {
         ...common,
         UPSTREAM_URL: `${upstream.url}/`,
         ALLOWED_ORIGINS: `${APP}, http://localhost:8080`,
-        ALLOWED_MODELS: "test-model, other-model, slow-headers, fail-500, reject-400, reject-401",
+        ALLOWED_MODELS: "test-model, other-model, slow-headers, fail-500, reject-400, reject-400-long, reject-401",
         MAX_BODY_BYTES: 2048,
         MAX_TOKENS_CAP: "1000",
         MAX_CHOICES: "many",
@@ -263,6 +263,73 @@ describe("limits", () => {
     assert.equal(upstream.requests.at(-1).json.max_tokens, 1000);
   });
 
+  test("max_completion_tokens is capped like max_tokens, on both endpoints, and bounds max_tokens", async () => {
+    assertError(
+      await notForwarded(() =>
+        post(
+          main(),
+          "/v1/completions",
+          { model: "test-model", prompt: "p", max_completion_tokens: 1001 },
+          { token: TOKEN },
+        ),
+      ),
+      400,
+      "max_tokens_too_large",
+    );
+    // Given alone, it also becomes max_tokens, for an upstream that reads only that name.
+    const alone = await post(main(), "/v1/chat/completions", { ...CHAT, max_completion_tokens: 12 }, { token: TOKEN });
+    assert.equal(alone.status, 200, alone.text);
+    assert.equal(upstream.requests.at(-1).json.max_tokens, 12);
+    assert.equal(upstream.requests.at(-1).json.max_completion_tokens, 12);
+    const both = await post(
+      main(),
+      "/v1/completions",
+      { model: "test-model", prompt: "p", max_tokens: 0, max_completion_tokens: 5 },
+      { token: TOKEN },
+    );
+    assert.equal(both.status, 200, both.text);
+    assert.equal(upstream.requests.at(-1).json.max_tokens, 0, "max_tokens 0 (scoring with echo) was changed");
+  });
+
+  test("llama.cpp's n_predict and n_probs are refused, naming the field and what to use instead", async () => {
+    for (const [route, body, field, instead] of [
+      ["/v1/chat/completions", { ...CHAT, n_predict: 100000 }, "n_predict", "max_tokens"],
+      ["/v1/completions", { model: "test-model", prompt: "p", n_predict: 5 }, "n_predict", "max_tokens"],
+      ["/v1/completions", { model: "test-model", prompt: "p", n_probs: 100000 }, "n_probs", "logprobs"],
+      ["/v1/chat/completions", { ...CHAT, n_probs: 1 }, "n_probs", "logprobs"],
+    ]) {
+      const response = await notForwarded(() => post(main(), route, body, { token: TOKEN }));
+      assertError(response, 400, "bad_request");
+      assert.match(response.json.error.message, new RegExp(`\`${field}\`.*\`${instead}\``), response.text);
+    }
+  });
+
+  test("logprobs, top_logprobs and prompt_logprobs are capped at 20", async () => {
+    const completion = { model: "test-model", prompt: "p", max_tokens: 1 };
+    for (const [route, body, field] of [
+      ["/v1/completions", { ...completion, logprobs: 21 }, "logprobs"],
+      ["/v1/completions", { ...completion, logprobs: -1 }, "logprobs"],
+      ["/v1/completions", { ...completion, logprobs: 2.5 }, "logprobs"],
+      ["/v1/chat/completions", { ...CHAT, logprobs: true, top_logprobs: 21 }, "top_logprobs"],
+      ["/v1/completions", { ...completion, prompt_logprobs: -1 }, "prompt_logprobs"],
+      ["/v1/chat/completions", { ...CHAT, prompt_logprobs: 1000 }, "prompt_logprobs"],
+    ]) {
+      const response = await notForwarded(() => post(main(), route, body, { token: TOKEN }));
+      assertError(response, 400, "bad_request");
+      assert.match(response.json.error.message, new RegExp(`^\`${field}\``), response.text);
+    }
+    for (const [route, body] of [
+      ["/v1/completions", { ...completion, logprobs: 20, echo: true }],
+      ["/v1/completions", { ...completion, logprobs: 0, prompt_logprobs: 20 }],
+      ["/v1/chat/completions", { ...CHAT, max_tokens: 1, logprobs: true, top_logprobs: 20 }],
+      ["/v1/chat/completions", { ...CHAT, max_tokens: 1, logprobs: false }],
+    ]) {
+      const response = await post(main(), route, body, { token: TOKEN });
+      assert.equal(response.status, 200, `${JSON.stringify(body)}: ${response.text}`);
+      assert.deepEqual(upstream.requests.at(-1).json, body);
+    }
+  });
+
   test("n or best_of over MAX_CHOICES (an unparsable setting falls back to 8) → 400", async () => {
     assertError(
       await notForwarded(() => post(main(), "/v1/chat/completions", { ...CHAT, n: 9 }, { token: TOKEN })),
@@ -360,6 +427,21 @@ describe("upstream failures", () => {
     assert.match(response.json.error.message, /^bad request: /);
     assert.ok(!response.text.includes(UPSTREAM_KEY), response.text);
     assert.match(response.json.error.message, /\[redacted\]/);
+  });
+
+  test("a long upstream 4xx message is cut after the key is blanked, so no part of the key is left", async () => {
+    const response = await post(
+      main(),
+      "/v1/chat/completions",
+      { ...CHAT, model: "reject-400-long" },
+      { token: TOKEN },
+    );
+    assertError(response, 400, "upstream_rejected");
+    const { message } = response.json.error;
+    assert.equal(message.length, 1000);
+    // The cut falls 12 characters into the key: cutting first would leave those 12.
+    assert.ok(!message.includes(UPSTREAM_KEY.slice(0, 12)), message.slice(980));
+    assert.ok(message.startsWith(`${"y".repeat(988)}[redacted]`), message.slice(980));
   });
 
   test("an upstream 401 (the worker's key is wrong) → 502, and its text (which quotes the key) is dropped", async () => {

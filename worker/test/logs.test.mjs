@@ -43,6 +43,8 @@ before(async () => {
       ALLOWED_ORIGINS: "https://app.example",
       MAX_BODY_BYTES: "4096",
     },
+    // Any model allowed: the model string is the client's own text, however it is sent.
+    any: { UPSTREAM_URL: upstream.url, CLIENT_TOKENS: `logger=${TOKEN}`, ALLOWED_MODELS: "*" },
   });
 });
 
@@ -132,7 +134,7 @@ test("one JSON log line per request, holding no request text, upstream error tex
     ["upstream key", UPSTREAM_KEY],
     ["signing key", SIGNING_KEY],
     ["HMAC token", hmac],
-    ["HMAC signature", hmac.split(".")[3]],
+    ["HMAC signature", hmac.split(".")[4]],
   ]) {
     assert.ok(!output.includes(secret), `the ${name} appears in the worker's output`);
   }
@@ -166,4 +168,32 @@ test("one JSON log line per request, holding no request text, upstream error tex
     ].sort(),
   );
   assert.equal(lines.find((line) => line.code === "model_not_allowed").model, null);
+});
+
+test("with ALLOWED_MODELS `*` the model is logged as \"other\", never as the client wrote it", async () => {
+  const url = workers.urls.any;
+  const before = workers.stdoutLines().length;
+  const model = `model-${MARKER}`;
+  const chat = await post(url, "/v1/chat/completions", { model, messages: [] }, { token: TOKEN });
+  assert.equal(chat.status, 200, chat.text);
+  const completion = await post(url, "/v1/completions", { model, prompt: "p" }, { token: TOKEN });
+  assert.equal(completion.status, 200, completion.text);
+  const stream = await fetch(new URL("/v1/chat/completions", url), {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}` },
+    body: JSON.stringify({ model, stream: true, messages: [] }),
+  });
+  assert.equal((await readSse(stream)).at(-1).data, "[DONE]");
+  assert.equal(upstream.requests.at(-1).json.model, model, "the upstream gets the model unchanged");
+
+  assert.ok(await waitFor(() => workers.stdoutLines().length >= before + 3, 3000), workers.output());
+  assert.ok(!workers.output().includes(MARKER), "the client's model string appears in the worker's output");
+  const lines = workers
+    .stdoutLines()
+    .slice(before)
+    .map((line) => JSON.parse(line));
+  assert.deepEqual(
+    lines.map((line) => line.model),
+    ["other", "other", "other"],
+  );
 });

@@ -7,16 +7,19 @@
 // stdout and stderr are captured for the logging assertions.
 import { readFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const DIST = path.resolve(here, "../dist");
-/** wrangler.toml's compatibility date, so local runs match the deployed worker. */
-export const COMPATIBILITY_DATE = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(
-  readFileSync(path.resolve(here, "../wrangler.toml"), "utf8"),
-)[1];
+const WRANGLER_TOML = readFileSync(path.resolve(here, "../wrangler.toml"), "utf8");
+/** wrangler.toml's compatibility date and flags, so local runs match the deployed worker. */
+export const COMPATIBILITY_DATE = /^compatibility_date\s*=\s*"([^"]+)"/m.exec(WRANGLER_TOML)[1];
+export const COMPATIBILITY_FLAGS = [
+  ...(/^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(WRANGLER_TOML)?.[1] ?? "").matchAll(/"([^"]+)"/g),
+].map((match) => match[1]);
 
 /** Miniflare options for one copy of the compiled worker with these bindings. */
 export function workerOptions(bindings) {
@@ -27,6 +30,7 @@ export function workerOptions(bindings) {
     // tsc emits ES modules with a .js extension; Miniflare's default rules read .js as CommonJS.
     modulesRules: [{ type: "ESModule", include: ["**/*.js"] }],
     compatibilityDate: COMPATIBILITY_DATE,
+    compatibilityFlags: COMPATIBILITY_FLAGS,
     bindings,
   };
 }
@@ -154,6 +158,33 @@ async function read(response) {
   return { status: response.status, headers: response.headers, text, json };
 }
 
+/**
+ * Sends a POST over a raw TCP connection and returns the socket, so a test can make the client
+ * leave the way it needs to: `socket.resetAndDestroy()` (RST). Locally workerd aborts
+ * `request.signal` on a reset connection only; a normal close (FIN) leaves the request
+ * running, as HTTP allows a client that half-closes and still awaits its answer.
+ */
+export async function rawPost(url, route, body, headers = {}) {
+  const target = new URL(route, url);
+  const payload = Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
+  const socket = net.connect(Number(target.port), target.hostname);
+  socket.on("error", () => undefined);
+  await new Promise((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  const lines = [
+    `POST ${target.pathname} HTTP/1.1`,
+    `Host: ${target.host}`,
+    "Content-Type: application/json",
+    `Content-Length: ${payload.byteLength}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  socket.write(`${lines.join("\r\n")}\r\n\r\n`);
+  socket.write(payload);
+  return socket;
+}
+
 /** Writes an SSE event. */
 export function sse(res, data) {
   res.write(`data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`);
@@ -185,9 +216,11 @@ export const UPSTREAM_MODELS = [
 
 /**
  * A fake OpenAI-compatible upstream. What it does depends on the request's model:
- *  - "slow-headers": answers after `slowMs` (longer than the worker's timeout);
+ *  - "slow-headers": answers after `slowMs` (set longer or shorter than the worker's timeout);
  *  - "fail-500": 500 with a JSON error quoting the request body;
  *  - "reject-400": 400 with a JSON error quoting the body and the Authorization header;
+ *  - "reject-400-long": 400 whose message is 988 characters, then the worker's UPSTREAM_KEY
+ *    (the worker cuts messages at 1,000 characters: the key straddles the cut);
  *  - "reject-401": 401 quoting the Authorization header (a wrong UPSTREAM_KEY);
  *  - "stall-stream": one SSE chunk, then silence;
  *  - "break-stream": one SSE chunk, then the connection is cut;
@@ -225,6 +258,10 @@ export async function startOpenAiUpstream({ chunks = 6, gapMs = 200, slowMs = 20
             type: "BadRequestError",
           },
         });
+      case "reject-400-long": {
+        const key = (req.headers.authorization ?? "").replace(/^Bearer /, "");
+        return json(400, { error: { message: `${"y".repeat(988)}${key} was used`, type: "BadRequestError" } });
+      }
       case "reject-401":
         return json(401, { error: { message: `Incorrect API key provided: ${req.headers.authorization}` } });
       case "stall-stream":
