@@ -33,7 +33,8 @@ cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DGGML_NATIVE=ON -DLLAMA_OPENSSL=OFF >"$root/configure.log" 2>&1 || { cat "$root/configure.log" >&2; exit 1; }
 if [ "${1:-}" = "--server" ]; then
-  cmake --build "$build" -j "$(nproc)" --target llama-server >/dev/null
+  # Its compiler warnings (thousands of lines) go to a log, shown only on failure.
+  cmake --build "$build" -j "$(nproc)" --target llama-server >"$root/build-server.log" 2>&1 || { tail -n 200 "$root/build-server.log" >&2; exit 1; }
   echo "$build/bin"
   exit 0
 fi
