@@ -19,6 +19,10 @@
 //   started on first use, does the fetch and hands the reply over a MessagePort while this
 //   thread waits on an Atomics flag (the pattern of the synckit package).
 //
+// post and postStream wait out a rate limit (429) after its Retry-After, a few times;
+// postSync does not (a synchronous XMLHttpRequest cannot sleep), so a hosted embedder
+// behind a tight rate limit fails with REMOTE_FAILED instead.
+//
 // abort() fails every request in flight at once (not postSync's, which nothing can
 // interrupt): the worker calls it when its request is cancelled, so a cancel never waits
 // for a slow host.
@@ -30,6 +34,24 @@ const nodeThreads = isNode ? await import('node:worker_threads') : null;
 
 /** How long one request may take before it fails (a reader's memory of a long window can take minutes). */
 const TIMEOUT_MS = 10 * 60_000;
+/** How often a rate-limited (429) request is sent again, each after its Retry-After (1–30 s). */
+const RATE_LIMIT_RETRIES = 4;
+
+/** Wait `retryAfter` seconds (a header's value; 1 when absent, at most 30), unless `signal` aborts first. */
+function waitOut(retryAfter, signal) {
+  const seconds = Math.min(30, Math.max(1, Number.parseInt(retryAfter ?? '', 10) || 1));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, seconds * 1000);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason ?? new DOMException('aborted', 'AbortError'));
+      },
+      { once: true },
+    );
+  });
+}
 
 /**
  * The API's base URL from what a user gives: https, or http to this machine unless
@@ -83,8 +105,14 @@ export function makeTransport({ url, token, allowHttp = false }) {
     };
     inFlight.set(controller, done);
     try {
-      const response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
-      return { response, controller, done };
+      // A rate limit (the worker's 429) is waited out, so a burst of scoring requests slows
+      // down instead of failing a whole ingest.
+      for (let tries = 1; ; tries++) {
+        const response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
+        if (response.status !== 429 || tries > RATE_LIMIT_RETRIES) return { response, controller, done };
+        await response.body?.cancel();
+        await waitOut(response.headers.get('retry-after'), controller.signal);
+      }
     } catch (e) {
       done();
       throw unreachable(base + path, e); // aborted with the timeout's reason, or AbortError for abort()

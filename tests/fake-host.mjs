@@ -10,6 +10,8 @@
 //   A user turn containing SLOWLY streams 200 pieces, 100 ms apart; one containing STALL
 //   gets headers (streamed) or nothing (whole) until the client goes away.
 // - A bearer token other than `host.token` → 401 {"error": {"code": "unauthorized", …}}.
+// - While `host.rateLimited` is above 0, each chat request is answered 429 (Retry-After: 1)
+//   and counts it down, as a worker's rate limit would.
 // - CORS on every reply (preflights answered) and Cross-Origin-Resource-Policy:
 //   cross-origin, as a page that is cross-origin isolated needs.
 // Each request is recorded as {path, auth, body, closedEarly}: closedEarly turns true when
@@ -40,7 +42,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Start the host on 127.0.0.1 (a free port); `token` is the bearer token it accepts. */
 export async function startFakeHost({ token }) {
-  const host = { token, requests: [], url: '' };
+  const host = { token, requests: [], url: '', rateLimited: 0 };
   const json = (res, status, value) => res.writeHead(status, { ...CORS, 'content-type': 'application/json' }).end(JSON.stringify(value));
 
   async function chat(req, res, record) {
@@ -85,6 +87,11 @@ export async function startFakeHost({ token }) {
         return json(res, 400, { error: { code: 'bad_request', message: 'the body is not JSON' } });
       }
       if (record.auth !== `Bearer ${host.token}`) return json(res, 401, { error: { code: 'unauthorized', message: 'the bearer token is not valid' } });
+      if (host.rateLimited > 0 && req.url === '/v1/chat/completions') {
+        host.rateLimited -= 1;
+        res.setHeader('retry-after', '1');
+        return json(res, 429, { error: { code: 'rate_limited', message: 'too many requests' } });
+      }
       if (req.method !== 'POST') return json(res, 405, { error: { code: 'method_not_allowed', message: 'POST only' } });
       if (req.url === '/v1/embeddings') {
         const width = Number(/(\d+)$/.exec(record.body.model)?.[1] ?? 16);

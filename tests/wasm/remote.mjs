@@ -113,9 +113,16 @@ const clued = await dm.ask('Who brought printing to England?', { k: 2, maxTokens
 assert.deepEqual(clued.clues.queries[0], { kind: 'question', text: 'Who brought printing to England?' });
 assert.ok(host.requests.slice(before).filter((r) => r.path === '/v1/chat/completions').length >= 2, 'clues were written by the hosted answerer');
 
+// A rate limit is waited out after its Retry-After, not a failure.
+host.rateLimited = 2;
+let t = performance.now();
+const limited = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32 });
+assert.equal(limited.answer.trim(), ANSWER);
+assert.ok(performance.now() - t >= 1900, 'two 429s, each waited out for its Retry-After of 1 s');
+
 // ---- cancels reach the host: its connection closes ----
 let controller = new AbortController();
-let t = performance.now();
+t = performance.now();
 await assert.rejects(
   dm.ask('Tell me SLOWLY about the bells', { k: 1, signal: controller.signal, onToken: () => controller.abort() }),
   { code: 'ABORTED' },
@@ -181,5 +188,5 @@ await host.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 console.log(
   `npm package with hosted models: options checked, MoM ingest and a cited streamed answer with reader, answerer and embedder hosted, clues, ` +
-    `cancel mid-stream (${cancelMs.toFixed(0)} ms) and while the host is silent, the library's embedder width, 401 → REMOTE_FAILED: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    `cancel mid-stream (${cancelMs.toFixed(0)} ms) and while the host is silent, the library's embedder width, 401 → REMOTE_FAILED, two 429s waited out: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
 );
