@@ -119,28 +119,25 @@ export function makeTransport({ url, token, allowHttp = false }) {
     }
   }
 
+  /** The whole reply of a started request, any status. */
+  async function whole(path, { response, done }) {
+    try {
+      return { status: response.status, body: await response.text() };
+    } catch (e) {
+      throw unreachable(base + path, e);
+    } finally {
+      done();
+    }
+  }
+
   return {
     async post(path, body) {
-      const { response, done } = await start(path, body);
-      try {
-        return { status: response.status, body: await response.text() };
-      } catch (e) {
-        throw unreachable(base + path, e);
-      } finally {
-        done();
-      }
+      return whole(path, await start(path, body));
     },
     async postStream(path, body) {
-      const { response, controller, done } = await start(path, body);
-      if (!response.ok || !response.body) {
-        try {
-          return { status: response.status, body: await response.text() };
-        } catch (e) {
-          throw unreachable(base + path, e);
-        } finally {
-          done();
-        }
-      }
+      const started = await start(path, body);
+      const { response, controller, done } = started;
+      if (!response.ok || !response.body) return whole(path, started);
       const reader = response.body.getReader();
       return {
         status: response.status,
