@@ -55,6 +55,11 @@ pub struct AlignParams {
     /// places the chunk no better, and fuzzy matching costs its length × the search window,
     /// so this bounds the alignment work a misbehaving reader can cause.
     pub max_pattern_chars: usize,
+    /// Most character comparisons one document's alignment may make (the searches' window
+    /// × pattern lengths, summed). A reply with thousands of unplaceable chunks stops here:
+    /// the chunks not yet searched count as failed and the stats say the limit was reached,
+    /// so extraction falls back naming it ([`crate::reader::fallback_reason`]).
+    pub max_work: u64,
 }
 
 impl Default for AlignParams {
@@ -68,9 +73,14 @@ impl Default for AlignParams {
             merge_below_chars: 50,
             merge_max_chars: 250,
             max_pattern_chars: 64,
+            max_work: DEFAULT_ALIGN_WORK,
         }
     }
 }
+
+/// Character comparisons one document's alignment may make by default: about a fifth of a
+/// second, several times what a well-behaved reply of the longest window takes.
+pub const DEFAULT_ALIGN_WORK: u64 = 200_000_000;
 
 /// What alignment found, for provenance and for deciding on a fallback.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -88,6 +98,10 @@ pub struct AlignmentStats {
     pub coverage_before_repair: f32,
     /// Chunks merged into their predecessor by the short-chunk rule.
     pub merged_short: u32,
+    /// Whether alignment stopped at [`AlignParams::max_work`] (the chunks not searched
+    /// count as failed).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub stopped_at_work_limit: bool,
 }
 
 /// The aligned scenarios (tiling the document) and the statistics.
@@ -222,16 +236,36 @@ enum MatchKind {
 struct Matcher<'a> {
     norm: &'a NormText,
     params: &'a AlignParams,
+    /// Comparisons spent so far (see [`AlignParams::max_work`]).
+    spent: core::cell::Cell<u64>,
+    /// Set once a search was refused for lack of work left.
+    exhausted: core::cell::Cell<bool>,
 }
 
 impl Matcher<'_> {
+    /// Spends the comparisons a search of `pattern` over `from..to` may make, or refuses
+    /// (and remembers it) when they would pass the limit.
+    fn afford(&self, pattern: usize, from: usize, to: usize) -> bool {
+        let cost = (to.saturating_sub(from) as u64).saturating_mul(pattern.max(1) as u64);
+        let total = self.spent.get().saturating_add(cost);
+        if total > self.params.max_work {
+            self.exhausted.set(true);
+            return false;
+        }
+        self.spent.set(total);
+        true
+    }
+
     /// Find `pat` starting the search at `from`; exact anywhere up to `exact_to`, fuzzy
     /// within `fuzzy_from..fuzzy_to`. Returns normalized (start, end).
     fn locate(&self, pat: &[char], from: usize, exact_to: usize, fuzzy_from: usize, fuzzy_to: usize) -> Option<(usize, usize, MatchKind)> {
+        if !self.afford(pat.len(), from, exact_to) {
+            return None;
+        }
         if let Some(s) = find_exact(&self.norm.chars, pat, from, exact_to) {
             return Some((s, s + pat.len(), MatchKind::Exact));
         }
-        if pat.len() < self.params.min_fuzzy_chars {
+        if pat.len() < self.params.min_fuzzy_chars || !self.afford(pat.len(), fuzzy_from, fuzzy_to) {
             return None;
         }
         let (s, e, d) = find_fuzzy(&self.norm.chars, pat, fuzzy_from, fuzzy_to)?;
@@ -259,6 +293,9 @@ impl Matcher<'_> {
         }
         // The suffix may overlap the prefix (very short chunks) but must end at or after it.
         let window_end = pe.saturating_add(p.max_chunk_chars).min(n);
+        if !self.afford(suffix.len(), ps, window_end) {
+            return None;
+        }
         let exact = {
             let mut from = ps;
             let mut found = None;
@@ -274,7 +311,7 @@ impl Matcher<'_> {
         match exact {
             Some(e) => Some((ps, e, pk)),
             None => {
-                if suffix.len() < p.min_fuzzy_chars {
+                if suffix.len() < p.min_fuzzy_chars || !self.afford(suffix.len(), ps, window_end) {
                     return None;
                 }
                 let (s, e, d) = find_fuzzy(&self.norm.chars, suffix, ps, window_end)?;
@@ -339,7 +376,7 @@ pub fn align_memory(text: &str, parsed: &ParsedMemory, params: &AlignParams) -> 
 /// out of order or out of bounds fail like unplaceable patterns.
 pub fn align_memory_units(text: &str, parsed: &ParsedMemory, units: &[Span], params: &AlignParams) -> AlignedMemory {
     let norm = NormText::new(text);
-    let matcher = Matcher { norm: &norm, params };
+    let matcher = Matcher { norm: &norm, params, spent: Default::default(), exhausted: Default::default() };
     let n_scen = parsed.scenarios.len();
     let mut stats = AlignmentStats { chunks: n_scen as u32, ..AlignmentStats::default() };
 
@@ -380,6 +417,8 @@ pub fn align_memory_units(text: &str, parsed: &ParsedMemory, units: &[Span], par
             }
         }
     }
+
+    stats.stopped_at_work_limit = matcher.exhausted.get();
 
     // Coverage before repair: union of placed spans.
     let mut covered = 0usize;

@@ -169,6 +169,7 @@ impl HasErrorCode for ModelError {
             ModelError::Cancelled => ErrorCode::Aborted,
             ModelError::Backend { .. } => ErrorCode::ModelFailed,
             ModelError::Remote { .. } => ErrorCode::RemoteFailed,
+            ModelError::WindowLimit { .. } => ErrorCode::BadArgument,
         }
     }
 }

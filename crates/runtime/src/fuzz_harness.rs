@@ -53,6 +53,17 @@ fn exercise(lm: &Lm) {
     }
 }
 
+/// Bytes as a chat template's source (UTF-8, or nothing runs): compiled, then the
+/// conversation rendered with and without the generation prompt. A hostile template must
+/// stop at a limit ([`crate::chat::ChatError`]), never run long or grow without bound.
+pub fn chat_template(data: &[u8]) {
+    let Ok(source) = std::str::from_utf8(data) else { return };
+    let Ok(template) = crate::chat::ChatTemplate::new(Some(source), "<s>", "</s>") else { return };
+    for add_generation_prompt in [false, true] {
+        let _ = template.render(&conversation(), add_generation_prompt);
+    }
+}
+
 /// Bytes as a GGUF model file, through the whole load path from memory (`Lm::load_from`:
 /// header, hyper-parameters, tokenizer from the metadata, chat template, tensors), then
 /// [`exercise`]d.

@@ -32,6 +32,12 @@ fn gguf_load_corpus() {
 }
 
 #[test]
+fn chat_template_corpus() {
+    let _serial = one_at_a_time();
+    run("chat_template", docmem_runtime::fuzz_harness::chat_template);
+}
+
+#[test]
 fn hf_checkpoint_corpus() {
     let _serial = one_at_a_time();
     run("hf_checkpoint", docmem_runtime::fuzz_harness::hf_checkpoint);

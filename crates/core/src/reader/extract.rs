@@ -85,6 +85,10 @@ impl Default for ExtractSettings {
     }
 }
 
+/// The fewest document tokens a window may hold: below this a window holds a sentence or
+/// two, too little for a reader to outline, and the reader's prompt outweighs the document.
+pub const MIN_WINDOW_TOKENS: usize = 32;
+
 /// What extraction is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -358,14 +362,12 @@ pub async fn extract_memory(
         matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered) || doc.language == "zh";
     let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
     let available = reader.context_tokens().saturating_sub(overhead);
-    if available < 64 {
-        return Err(ModelError::Backend {
-            message: format!("the reader's context ({} tokens) leaves no room for a document after the prompt", reader.context_tokens()),
-        });
-    }
     let mut window_max = available / 2;
     if settings.max_window_tokens > 0 {
         window_max = window_max.min(settings.max_window_tokens);
+    }
+    if window_max < MIN_WINDOW_TOKENS {
+        return Err(ModelError::WindowLimit { tokens: window_max, minimum: MIN_WINDOW_TOKENS });
     }
     let (windows, window_tokens) = {
         let counter = ReaderCounter(RefCell::new(&mut *reader));
@@ -696,6 +698,18 @@ mod tests {
         assert!(reader.calls <= 2);
         let mut tiny = FakeReader { context: 100, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let e = extract(&doc, &mut tiny, &ExtractSettings::default(), &mut |_| true).unwrap_err();
-        assert!(e.to_string().contains("context (100 tokens)"), "{e}");
+        assert!(matches!(e, ModelError::WindowLimit { minimum: MIN_WINDOW_TOKENS, .. }), "{e}");
+        assert!(e.to_string().contains("smallest window (32 tokens)"), "{e}");
+    }
+
+    #[test]
+    fn a_window_limit_below_the_smallest_window_is_refused_naming_the_limit() {
+        let doc = Document::new("s.txt", story(3));
+        let mut reader = FakeReader { context: 4096, garbage: false, memreader: false, calls: 0, prefills: 0 };
+        let settings = ExtractSettings { max_window_tokens: 8, ..ExtractSettings::default() };
+        let e = extract(&doc, &mut reader, &settings, &mut |_| true).unwrap_err();
+        assert_eq!(e, ModelError::WindowLimit { tokens: 8, minimum: MIN_WINDOW_TOKENS });
+        assert_eq!(reader.calls, 0, "refused before the reader was asked anything");
+        assert_eq!(crate::error_code::HasErrorCode::code(&e), crate::error_code::ErrorCode::BadArgument);
     }
 }

@@ -31,6 +31,13 @@ pub fn fallback_reason(parsed: &ParsedMemory, aligned: &AlignedMemory, policy: &
     if parsed.scenarios.is_empty() {
         return Some("the reader wrote no parsable <scenario>".into());
     }
+    if aligned.stats.stopped_at_work_limit {
+        return Some(format!(
+            "aligning the reader's {} chunks passed the alignment work limit (the align settings' max_work); {} were not placed",
+            parsed.scenarios.len(),
+            aligned.stats.failed
+        ));
+    }
     if aligned.scenarios.is_empty() {
         return Some(format!("none of the reader's {} chunks could be found in the text", parsed.scenarios.len()));
     }
@@ -73,5 +80,25 @@ mod tests {
         let a = align_memory(text, &partial, &AlignParams::default());
         let why = fallback_reason(&partial, &a, &p).unwrap();
         assert!(why.contains("covered") && why.contains("threshold 50%"), "{why}");
+    }
+
+    #[test]
+    fn a_reply_whose_alignment_passes_the_work_limit_falls_back_naming_it() {
+        // Twenty unplaceable 1.5k-character prefixes on a 20 KB document: the case #20 timed
+        // at 0.4 s before patterns were capped; with a small work limit it stops early.
+        let text = "Plain words about rivers and hills. ".repeat(560);
+        let chunk = format!("<scenario><chunk>{}[MASK]zz</chunk>x</scenario>", "q".repeat(1500));
+        let reply = parse_memreader_output(&chunk.repeat(20));
+        let params = AlignParams { max_work: 1_000_000, ..AlignParams::default() };
+        let start = std::time::Instant::now();
+        let a = align_memory(&text, &reply, &params);
+        assert!(a.stats.stopped_at_work_limit);
+        assert_eq!(a.stats.failed, 20);
+        let why = fallback_reason(&reply, &a, &FallbackPolicy::default()).unwrap();
+        assert!(why.contains("alignment work limit") && why.contains("20 were not placed"), "{why}");
+        assert!(start.elapsed().as_secs_f64() < 0.1, "{:?}", start.elapsed());
+        // The default limit is far above what a well-behaved reply needs.
+        let good = parse_memreader_output("<scenario><chunk>Plain words[MASK]and hills.</chunk>Rivers.</scenario>");
+        assert!(!align_memory(&text, &good, &AlignParams::default()).stats.stopped_at_work_limit);
     }
 }

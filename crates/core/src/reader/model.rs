@@ -45,6 +45,15 @@ pub enum ModelError {
         /// What went wrong, in the host's words where it gave some.
         message: String,
     },
+    /// A document window would hold fewer tokens than the smallest window
+    /// ([`crate::reader::MIN_WINDOW_TOKENS`]): the reader's context is too small for its
+    /// prompt, or `max_window_tokens` was set below it.
+    WindowLimit {
+        /// Tokens a window could hold.
+        tokens: usize,
+        /// The smallest window, in tokens.
+        minimum: usize,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -53,6 +62,10 @@ impl fmt::Display for ModelError {
             ModelError::Backend { message } => write!(f, "reader model failed: {message}"),
             ModelError::Cancelled => write!(f, "cancelled"),
             ModelError::Remote { message } => write!(f, "{message}"),
+            ModelError::WindowLimit { tokens, minimum } => write!(
+                f,
+                "a document window would hold {tokens} tokens, under the smallest window ({minimum} tokens): use a reader with a longer context, or a larger max_window_tokens"
+            ),
         }
     }
 }
