@@ -107,7 +107,7 @@ pub const DEFAULT_RENDER_MEMORY: u64 = 32 << 20;
 pub const RENDER_BYTES_PER_INPUT_BYTE: u64 = 32;
 
 /// Bytes a render may read through its operations per byte it may make.
-const SCAN_PER_MEMORY_BYTE: u64 = 4;
+const SCAN_PER_MEMORY_BYTE: u64 = 1;
 
 /// A compiled chat template.
 pub struct ChatTemplate {
