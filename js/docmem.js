@@ -136,8 +136,8 @@ export class DocMem {
    * options: models (manifest URL or object), backend ('auto' | 'cpu' | 'webgpu'),
    * threads (the CPU kernels'; default: the cores, at most 8), method ('mom' | 'sentence'
    * | …), samples, onProgress, and in Node storageDir and modelCacheDir; wasm ({js, wasm,
-   * threads: {js, wasm}} URLs of the web packages) and workerUrl where the defaults
-   * (../pkg/ and ../pkg-threads/ beside js/) do not fit.
+   * threads: {js, wasm}, relaxed: {js, wasm}} URLs of the web packages) and workerUrl where
+   * the defaults (../pkg/, ../pkg-threads/ and ../pkg-threads-relaxed/ beside js/) do not fit.
    */
   static async open(libraryName = 'default', options = {}) {
     const dm = new DocMem(libraryName, options);
@@ -188,6 +188,7 @@ export class DocMem {
         js: String(pkg.js),
         wasm: String(pkg.wasm),
         threads: pkg.threads ? { js: String(pkg.threads.js), wasm: String(pkg.threads.wasm) } : null,
+        relaxed: pkg.relaxed ? { js: String(pkg.relaxed.js), wasm: String(pkg.relaxed.wasm) } : null,
       },
       backend: o.backend ?? 'auto',
       threads: o.threads ?? null,
@@ -425,8 +426,8 @@ async function defaultWasm() {
     const { pathToFileURL } = await import('node:url');
     const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
     const inCache = (pkg) => (file) => pathToFileURL(path.join(cache, pkg, file)).href;
-    return { ...at(inCache('wasm-pkg-web')), threads: at(inCache('wasm-pkg-web-threads')) };
+    return { ...at(inCache('wasm-pkg-web')), threads: at(inCache('wasm-pkg-web-threads')), relaxed: at(inCache('wasm-pkg-web-threads-relaxed')) };
   }
   const beside = (pkg) => (file) => new URL(`../${pkg}/${file}`, import.meta.url).href;
-  return { ...at(beside('pkg')), threads: at(beside('pkg-threads')) };
+  return { ...at(beside('pkg')), threads: at(beside('pkg-threads')), relaxed: at(beside('pkg-threads-relaxed')) };
 }

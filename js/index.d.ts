@@ -144,7 +144,13 @@ export interface OpenOptions {
   threads?: number;
   /** The web wasm packages, where ../pkg/ and ../pkg-threads/ beside js/ do not fit
    * (`threads`: the threads build; without it the CPU runs on one thread). */
-  wasm?: { js: string | URL; wasm: string | URL; threads?: { js: string | URL; wasm: string | URL } };
+  wasm?: {
+    js: string | URL;
+    wasm: string | URL;
+    threads?: { js: string | URL; wasm: string | URL };
+    /** The threads build with relaxed SIMD's dot product, tried first where the engine has it. */
+    relaxed?: { js: string | URL; wasm: string | URL };
+  };
   /** The worker script, where ./worker.js beside docmem.js does not fit. */
   workerUrl?: string | URL;
 }
@@ -181,6 +187,10 @@ export interface BackendInfo {
   threads: number;
   /** Why one thread, when it is one (not cross-origin isolated, no threads build, every model hosted, …). */
   threadsNote: string;
+  /** The CPU kernels' instruction set: 'relaxed-simd' (the relaxed-SIMD threads build) or 'simd128'. */
+  kernels?: 'simd128' | 'relaxed-simd';
+  /** Why relaxed SIMD is not used, when the package has it and it was tried. */
+  kernelsNote?: string;
 }
 
 export interface ThreadStats {

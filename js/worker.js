@@ -83,43 +83,57 @@ const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)' };
 /**
  * Load the wasm package: the threads build on `threads` threads where that is asked for
  * (a number, or the platform's core count when not given) and possible, else the plain
- * build on one. Returns {count, note}: the threads started, and why only one when so.
+ * build on one. Where the package has a relaxed-SIMD threads build and the engine compiles
+ * it, that one is tried first and kept only if its kernels pass the check against the
+ * portable ones (an engine may compute relaxed products its own way: V8 11.3 doubles them
+ * on some x86 machines). Returns {count, note, kernels}: the threads started, why only one
+ * when so, and 'simd128' or 'relaxed-simd'.
  */
 async function loadWasm(pkg, wanted) {
   const { threadSupport, defaultThreadCount, startThreads } = await import('./threads.js');
   let count = wanted === undefined || wanted === null ? await defaultThreadCount() : Math.max(1, Math.floor(Number(wanted)) || 1);
   let note = count === 1 ? (wanted !== undefined && wanted !== null ? 'one thread was asked for' : 'this device reports one core') : '';
+  let kernelsNote = '';
   const support = threadSupport();
   if (count > 1 && !pkg.threads) [count, note] = [1, 'the wasm package has no threads build'];
   if (count > 1 && !support.ok) [count, note] = [1, support.reason];
   const bytesOf = async (url) => (isNode ? (await import('node:fs')).readFileSync(new URL(url)) : null);
-  if (count > 1) {
-    let module;
+  const message = (e) => (e && e.message ? e.message : String(e));
+  // One threads build: compiled, instantiated on shared memory, checked, its helpers started.
+  const startBuild = async (build, check) => {
+    const glue = await import(build.js);
+    const bytes = await bytesOf(build.wasm);
+    const module = bytes ? await WebAssembly.compile(bytes) : await WebAssembly.compileStreaming(fetch(build.wasm));
+    // Shared memory (up to 4 GiB reserved) can fail to be made; so can a helper.
+    const exports = await glue.default({ module_or_path: module });
+    if (check) glue.cpuKernelCheck();
+    const started = await startThreads(glue, { glueUrl: build.js, module, memory: exports.memory, count });
+    return { glue, memory: exports.memory, started };
+  };
+  if (count > 1 && pkg.relaxed) {
     try {
-      w = await import(pkg.threads.js);
-      const bytes = await bytesOf(pkg.threads.wasm);
-      module = bytes ? await WebAssembly.compile(bytes) : await WebAssembly.compileStreaming(fetch(pkg.threads.wasm));
+      const b = await startBuild(pkg.relaxed, true);
+      [w, wasmMemory] = [b.glue, b.memory];
+      return { count: b.started, note, kernels: 'relaxed-simd' };
     } catch (e) {
-      w = undefined;
-      [count, note] = [1, `the threads build could not be loaded (${e && e.message ? e.message : e})`];
+      // Not compiled by this engine (no relaxed SIMD), or its products failed the check.
+      kernelsNote = `relaxed SIMD not used: ${message(e)}`;
     }
-    if (w) {
-      try {
-        // Shared memory (up to 4 GiB reserved) can fail to be made; so can a helper.
-        const exports = await w.default({ module_or_path: module });
-        wasmMemory = exports.memory;
-        count = await startThreads(w, { glueUrl: pkg.threads.js, module, memory: exports.memory, count });
-        return { count, note };
-      } catch (e) {
-        // startThreads has stopped its helpers; the plain build below runs on one thread.
-        w = undefined;
-        [count, note] = [1, `the threads could not start (${e && e.message ? e.message : e})`];
-      }
+  }
+  if (count > 1) {
+    try {
+      const b = await startBuild(pkg.threads, false);
+      [w, wasmMemory] = [b.glue, b.memory];
+      return { count: b.started, note, kernels: 'simd128', kernelsNote };
+    } catch (e) {
+      // startThreads has stopped its helpers; the plain build below runs on one thread.
+      w = undefined;
+      [count, note] = [1, `the threads build could not start (${message(e)})`];
     }
   }
   w = await import(pkg.js);
   wasmMemory = (await w.default({ module_or_path: (await bytesOf(pkg.wasm)) ?? pkg.wasm })).memory;
-  return { count, note };
+  return { count, note, kernels: 'simd128', kernelsNote };
 }
 
 /** Which backend runs the models (see the header), with the reason in words. */
@@ -300,8 +314,11 @@ const ops = {
     // CPU backend), as the loaded models use them.
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
-    backend = { ...backend, threads, threadsNote: threads === 1 ? note : '' };
-    if (backend.name === CPU.name) backend.label = `${CPU.label.slice(0, -1)}, ${threads} thread${threads === 1 ? '' : 's'})`;
+    backend = { ...backend, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
+    if (backend.name === CPU.name) {
+      const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';
+      backend.label = `CPU (wasm ${simd}, ${threads} thread${threads === 1 ? '' : 's'})`;
+    }
     return {
       backend,
       // Linear memory with every model loaded (the weights are held there once, read in

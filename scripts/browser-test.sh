@@ -4,7 +4,7 @@
 # Needs the web wasm package that scripts/wasm-test.sh binds, and the test models.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"
-for pkg in wasm-pkg-web wasm-pkg-web-threads; do
+for pkg in wasm-pkg-web wasm-pkg-web-threads wasm-pkg-web-threads-relaxed; do
   if [ ! -f "$DOCMEM_CACHE/$pkg/docmem_wasm_bg.wasm" ]; then
     echo "docmem: no web wasm package in $DOCMEM_CACHE/$pkg; run bash scripts/wasm-test.sh first" >&2
     exit 1

@@ -13,6 +13,9 @@ export DOCMEM_MODELS="${DOCMEM_MODELS:-$DOCMEM_CACHE/models}"
 # The nightly toolchain that builds the wasm threads package (scripts/build-wasm.sh): only
 # nightly can rebuild std with atomics (-Zbuild-std). Pinned, so a build is repeatable.
 export DOCMEM_THREADS_TOOLCHAIN="nightly-2026-05-19"
+# Node 22, for the relaxed-SIMD wasm build's tests (installed by setup.sh from npm).
+export DOCMEM_NODE22_VERSION="22.23.3"
+export DOCMEM_NODE22="$DOCMEM_CACHE/node22/node_modules/.bin/node"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$DOCMEM_CACHE"
 

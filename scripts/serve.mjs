@@ -64,6 +64,7 @@ const mounts = [
   ['/js/', path.join(root, 'js')],
   ['/pkg/', path.join(cache, 'wasm-pkg-web')],
   ['/pkg-threads/', path.join(cache, 'wasm-pkg-web-threads')],
+  ['/pkg-threads-relaxed/', path.join(cache, 'wasm-pkg-web-threads-relaxed')],
   ['/examples/', path.join(root, 'examples')],
   ['/', path.join(root, 'www')],
 ];

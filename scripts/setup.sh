@@ -68,3 +68,14 @@ if [ -n "$stale" ]; then
   step "installing npm dev tools ($stale) with npm ci"
   npm ci --no-audit --no-fund --loglevel=error
 fi
+
+# Node 22 beside the system's Node (which may be 20): the relaxed-SIMD wasm build is tested
+# on it (scripts/wasm-test.sh), since Node 20's V8 has relaxed SIMD only behind a flag and
+# computes its dot product wrongly on some x86 machines. From npm's `node` package, into
+# the cache (not ./node_modules, whose .bin would shadow the system's node in npm scripts).
+if [ "$("$DOCMEM_NODE22" --version 2>/dev/null)" != "v$DOCMEM_NODE22_VERSION" ]; then
+  step "installing Node $DOCMEM_NODE22_VERSION for the relaxed-SIMD tests with npm (once)"
+  mkdir -p "$DOCMEM_CACHE/node22"
+  echo '{ "private": true }' >"$DOCMEM_CACHE/node22/package.json"
+  npm install --prefix "$DOCMEM_CACHE/node22" --no-audit --no-fund --loglevel=error --no-save "node@$DOCMEM_NODE22_VERSION"
+fi

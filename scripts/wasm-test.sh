@@ -16,6 +16,12 @@ for threads in 1 2; do
   node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" \
     "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json" "$threads"
 done
+# The relaxed-SIMD threads build on Node 22: its kernel check, then llama.cpp's greedy
+# tokens at 1 and 2 threads.
+for threads in 1 2; do
+  "$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" \
+    "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json" "$threads"
+done
 node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" \
   "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"

@@ -127,6 +127,6 @@ window.bench = {
     crossOriginIsolated: self.crossOriginIsolated,
     jspi: !!WebAssembly.Suspending,
   }),
-  run: (c) => (c.engine === 'docmem' ? runDocmem(c) : c.engine === 'wllama' ? runWllama(c) : Promise.reject(new Error(`no engine ${c.engine}`))),
+  run: (c) => (c.engine === 'docmem' || c.engine === 'docmem-relaxed' ? runDocmem(c) : c.engine === 'wllama' ? runWllama(c) : Promise.reject(new Error(`no engine ${c.engine}`))),
 };
 document.body.dataset.ready = 'true';

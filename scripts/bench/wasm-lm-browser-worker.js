@@ -44,7 +44,20 @@ self.onmessage = async (e) => {
   }
 };
 
-async function loadPackage(threads) {
+async function loadPackage(threads, relaxed) {
+  if (relaxed) {
+    // The threads build with relaxed SIMD's dot product, at any thread count (one: no
+    // helpers); kept only if its kernels pass the check, as the package keeps it.
+    const glueUrl = new URL('/pkg-threads-relaxed/docmem_wasm.js', location.origin).href;
+    w = await import(glueUrl);
+    const module = await WebAssembly.compileStreaming(fetch('/pkg-threads-relaxed/docmem_wasm_bg.wasm'));
+    const exports = await w.default({ module_or_path: module });
+    memory = exports.memory;
+    w.cpuKernelCheck();
+    const { startThreads } = await import('/js/threads.js');
+    if (threads > 1) await startThreads(w, { glueUrl, module, memory: exports.memory, count: threads });
+    return;
+  }
   if (threads === 1) {
     // The plain package (no shared memory): runs on this worker's thread only.
     w = await import('/pkg/docmem_wasm.js');
@@ -92,7 +105,7 @@ async function runCase(c) {
   if (!self.crossOriginIsolated && c.threads > 1) {
     throw new Error('the worker is not cross-origin isolated (COOP/COEP headers missing)');
   }
-  await loadPackage(c.threads);
+  await loadPackage(c.threads, c.engine === 'docmem-relaxed');
   const buildsThreads = typeof w.threadsBuild === 'function' ? w.threadsBuild() : false;
   if (c.threads > 1 && !buildsThreads) throw new Error('the /pkg-threads/ package is not a threads build');
 

@@ -6,7 +6,8 @@
 # stderr). Exits 1 when a case failed.
 #
 #   bash scripts/bench/wasm-lm-browser.sh [--gen-tokens N] [--prompt-tokens N]
-#        [--models SUBSTR,...] [--threads 1,2] [--case-timeout SECONDS]
+#        [--models SUBSTR,...] [--threads 1,2] [--engines docmem,docmem-relaxed,wllama]
+#        [--case-timeout SECONDS]
 #
 # Needs the web wasm packages (plain and threads; scripts/build-wasm.sh, run by
 # scripts/wasm-test.sh), playwright-core (scripts/setup.sh) and /usr/bin/chromium; installs

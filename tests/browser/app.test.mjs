@@ -3,10 +3,11 @@
 // brought printing to England?" whose citation link highlights a span of the document,
 // the library still there after a reload, the app and models loading with the server
 // gone (offline), and a run without WebGPU that also fills the storage quota (the add is
-// refused with QUOTA_EXCEEDED, nothing half-written). The app's backend: CPU (wasm simd128)
-// in both runs (SwiftShader is a software adapter), on as many threads as the browser
-// reports cores (the page is cross-origin isolated), and on one, saying why, when served
-// without COOP/COEP; the package is also opened with backend 'webgpu', which loads its
+// refused with QUOTA_EXCEEDED, nothing half-written). The app's backend: CPU (wasm simd128
+// + relaxed SIMD: the relaxed-SIMD threads build passed its kernel check) in both runs
+// (SwiftShader is a software adapter), on as many threads as the browser reports cores
+// (the page is cross-origin isolated), and on one, saying why, when served without
+// COOP/COEP (the plain simd128 build); the package is also opened with backend 'webgpu', which loads its
 // models onto SwiftShader, and on the CPU, where helper threads are seen to work. Hosted
 // models are applied in the settings panel (a fake OpenAI-compatible host,
 // tests/fake-host.mjs): the notice says what leaves the device, and an answer streams
@@ -206,7 +207,8 @@ async function threadsInPage(page) {
   const expected = Math.min(8, r.cores);
   assert.ok(expected > 1, `this test needs more than one core (the browser reports ${r.cores})`);
   assert.equal(r.backend.threads, expected, `threads follow navigator.hardwareConcurrency (${r.cores})`);
-  assert.equal(r.backend.label, `CPU (wasm simd128, ${expected} threads)`);
+  assert.equal(r.backend.label, `CPU (wasm simd128 + relaxed SIMD, ${expected} threads)`);
+  assert.equal(r.backend.kernels, 'relaxed-simd', `the relaxed-SIMD build was not kept: ${r.backend.kernelsNote}`);
   assert.ok(r.stats.helperTasks > 0, 'helper threads ran some of the model\'s tasks');
   assert.ok(r.answer.length > 0, 'SmolLM2 generated an answer');
 }
@@ -285,7 +287,7 @@ try {
   await timed('first visit: models downloaded, checked and loaded', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
-  assert.match(backend, /^CPU \(wasm simd128, [2-8] threads\) — /);
+  assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — /);
   // SwiftShader is the browser's fallback adapter: 'auto' keeps the models on the CPU.
   assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(9 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
@@ -387,7 +389,7 @@ server = await serve();
 try {
   await timed('visit without WebGPU (fresh profile: models downloaded again)', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
-  assert.match(backend, /^CPU \(wasm simd128, [2-8] threads\) — no WebGPU adapter$/);
+  assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — no WebGPU adapter$/);
   console.log(`  backend: ${backend}`);
   assert.deepEqual(problems, []);
 

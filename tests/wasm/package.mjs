@@ -57,7 +57,12 @@ let dm = await DocMem.open('test', {
   },
 });
 assert.ok(downloads > 0);
-assert.equal(dm.backend.label, 'CPU (wasm simd128, 2 threads)');
+// The relaxed-SIMD threads build where the engine has relaxed SIMD (Node 22+); Node 20
+// cannot compile it, and the package says so and runs the plain threads build.
+const relaxedEngine = Number(process.versions.node.split('.')[0]) >= 22;
+assert.equal(dm.backend.kernels, relaxedEngine ? 'relaxed-simd' : 'simd128', dm.backend.kernelsNote);
+if (!relaxedEngine) assert.match(dm.backend.kernelsNote, /^relaxed SIMD not used: /);
+assert.equal(dm.backend.label, `CPU (wasm simd128${relaxedEngine ? ' + relaxed SIMD' : ''}, 2 threads)`);
 assert.equal(dm.backend.threads, 2);
 assert.equal(dm.backend.reason, 'no WebGPU adapter');
 assert.equal(dm.models.reader, 'SmolLM2-135M-Instruct.Q4_1.gguf');

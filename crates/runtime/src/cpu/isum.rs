@@ -114,6 +114,7 @@ mod portable {
         (0..16).map(|j| (i32::from(qs[j] & 0xF) - b) * i32::from(y[j]) + (i32::from(qs[j] >> 4) - b) * i32::from(y[j + 16])).sum()
     }
 
+    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
     pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
         let nibble = |j: usize, l: usize| {
             let b = qs[32 * (j / 2) + l];
@@ -179,11 +180,37 @@ pub(super) mod simd {
 
     /// [`dot16_small`] over 32 values (`w0·y0 + w1·y1`) for weights in 0..=15 (|w·y| ≤
     /// 1,920, so the four products a lane gathers stay within an i16).
-    #[inline(always)]
+    #[cfg_attr(not(docmem_relaxed_simd), inline(always))]
+    #[cfg_attr(docmem_relaxed_simd, inline, target_feature(enable = "relaxed-simd"))]
     pub(in crate::cpu) fn dot32_nibbles(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
-        let p0 = i16x8_add(i16x8_extmul_low_i8x16(w0, y0), i16x8_extmul_high_i8x16(w0, y0));
-        let p1 = i16x8_add(i16x8_extmul_low_i8x16(w1, y1), i16x8_extmul_high_i8x16(w1, y1));
-        i32x4_extadd_pairwise_i16x8(i16x8_add(p0, p1))
+        #[cfg(docmem_relaxed_simd)]
+        {
+            dot32_small_unsigned(w0, y0, w1, y1)
+        }
+        #[cfg(not(docmem_relaxed_simd))]
+        {
+            let p0 = i16x8_add(i16x8_extmul_low_i8x16(w0, y0), i16x8_extmul_high_i8x16(w0, y0));
+            let p1 = i16x8_add(i16x8_extmul_low_i8x16(w1, y1), i16x8_extmul_high_i8x16(w1, y1));
+            i32x4_extadd_pairwise_i16x8(i16x8_add(p0, p1))
+        }
+    }
+
+    /// `w0·y0 + w1·y1` over 32 values as 4 i32 lanes, for weights in 0..=127, with the
+    /// relaxed-SIMD dot product (x86's `pmaddubsw`/VNNI, Arm's `sdot`): two instructions
+    /// for what takes seven without it. Exact for such weights: each lane adds four products
+    /// of at most 127·128, and the relaxed rules leave only weights ≥ 128 to the engine.
+    /// (V8 11.3, Node 20's, behind `--experimental-wasm-relaxed-simd`, returns twice the
+    /// sum on x86 with AVX-512 VNNI; the load-time kernel check refuses such an engine.)
+    ///
+    /// The relaxed build (`--cfg docmem_relaxed_simd`, scripts/build-wasm.sh) enables the
+    /// feature only on the functions that use it, not the whole module, so the compiler
+    /// puts no other relaxed instruction (min, max, truncation, whose results an engine may
+    /// choose) anywhere else.
+    #[cfg(docmem_relaxed_simd)]
+    #[inline]
+    #[target_feature(enable = "relaxed-simd")]
+    pub(in crate::cpu) fn dot32_small_unsigned(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
+        i32x4_relaxed_dot_i8x16_i7x16_add(y1, w1, i32x4_relaxed_dot_i8x16_i7x16_add(y0, w0, i32x4_splat(0)))
     }
 
     #[inline(always)]
@@ -195,14 +222,21 @@ pub(super) mod simd {
         hsum(i32x4_add(dot16(load(&w[..16]), load_i8(&y[..16])), dot16(load(&w[16..32]), load_i8(&y[16..32]))))
     }
 
+    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
     pub fn nibble_block(qs: &[u8], y: &[i8], bias: i8) -> i32 {
         let q = load(&qs[..16]);
+        #[cfg(docmem_relaxed_simd)]
+        if bias == 0 {
+            let (lo, hi) = (v128_and(q, u8x16_splat(0x0F)), u8x16_shr(q, 4));
+            return hsum(dot32_small_unsigned(lo, load_i8(&y[..16]), hi, load_i8(&y[16..32])));
+        }
         let b = i8x16_splat(bias);
         let lo = i8x16_sub(v128_and(q, u8x16_splat(0x0F)), b);
         let hi = i8x16_sub(u8x16_shr(q, 4), b);
         hsum(i32x4_add(dot16_small(lo, load_i8(&y[..16])), dot16_small(hi, load_i8(&y[16..32]))))
     }
 
+    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
     pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
         let m4 = u8x16_splat(0x0F);
         let mut acc = i32x4_splat(0);
@@ -222,7 +256,13 @@ pub(super) mod simd {
     /// (64 bytes) and `qh` (32).
     #[inline(always)]
     pub(in crate::cpu) fn q6k_weights16(ql: &[u8], qh: &[u8], lb: usize) -> [v128; 4] {
-        let (m4, m2, c32) = (u8x16_splat(0x0F), u8x16_splat(0x03), i8x16_splat(32));
+        q6k_weights16_offset(ql, qh, lb, 32)
+    }
+
+    /// [`q6k_weights16`] minus `offset` instead of 32 (0: the stored 6 bits, 0..=63).
+    #[inline(always)]
+    pub(in crate::cpu) fn q6k_weights16_offset(ql: &[u8], qh: &[u8], lb: usize, offset: i8) -> [v128; 4] {
+        let (m4, m2, c32) = (u8x16_splat(0x0F), u8x16_splat(0x03), i8x16_splat(offset));
         let (l0, l1, h) = (load(&ql[lb..lb + 16]), load(&ql[lb + 32..lb + 48]), load(&qh[lb..lb + 16]));
         let high = |shift: u32| i8x16_shl(v128_and(u8x16_shr(h, shift), m2), 4);
         [

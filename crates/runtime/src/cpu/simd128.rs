@@ -40,6 +40,7 @@ fn load_i16(s: &[i16]) -> v128 {
     unsafe { v128_load(s.as_ptr() as *const v128) }
 }
 
+#[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
 fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
     let mut sum = [0f32; T];
@@ -74,7 +75,64 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     sum
 }
 
+/// Q6_K with the relaxed-SIMD dot product, which needs weights in 0..=127: the stored
+/// 6-bit values (0..=63) are multiplied as they are, and the `-32` of each weight comes back
+/// as `32 · Σ_v scale_v · Σ y_v`, from the activations' sums per 16 values (Q8_K keeps
+/// them). Same exact integers as [`q6k`].
+#[cfg(docmem_relaxed_simd)]
+#[target_feature(enable = "relaxed-simd")]
+fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
+    use super::isum::simd::q6k_weights16_offset;
+    let zero = i32x4_splat(0);
+    let mut sum = [0f32; T];
+    for (i, b) in row.chunks_exact(210).enumerate() {
+        let d = f16_at(b, 208);
+        // Vector (half, g, k) holds values 128·half + 16·g + 32·k + 0..16; their scale, and
+        // which of the 16 activation sums covers them.
+        let mut w = [u8x16_splat(0); 16];
+        let mut scale = [i32x4_splat(0); 16];
+        let mut sc16 = [0i32; 16];
+        for half in 0..2 {
+            let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
+            for g in 0..2 {
+                for (k, qv) in q6k_weights16_offset(ql, qh, 16 * g, 0).into_iter().enumerate() {
+                    let s = i32::from(sc[g + 2 * k] as i8);
+                    w[8 * half + 4 * g + k] = qv;
+                    scale[8 * half + 4 * g + k] = i32x4_splat(s);
+                    sc16[8 * half + g + 2 * k] = s;
+                }
+            }
+        }
+        for (t, q) in qs.iter().enumerate() {
+            let y = &q.q8k[256 * i..256 * i + 256];
+            let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
+            let mut acc = zero;
+            for half in 0..2 {
+                for g in 0..2 {
+                    for k in 0..4 {
+                        let v = 8 * half + 4 * g + k;
+                        let at = 128 * half + 16 * g + 32 * k;
+                        let p = i32x4_relaxed_dot_i8x16_i7x16_add(load_i8(&y[at..at + 16]), w[v], zero);
+                        acc = i32x4_add(acc, i32x4_mul(p, scale[v]));
+                    }
+                }
+            }
+            let offset: i32 = sc16.iter().zip(bsums).map(|(&s, &b)| s * i32::from(b)).sum();
+            sum[t] += q.q8k_d[i] * d * (hsum(acc) - 32 * offset) as f32;
+        }
+    }
+    sum
+}
+
 fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
+    #[cfg(docmem_relaxed_simd)]
+    return q6k_relaxed(row, qs);
+    #[cfg(not(docmem_relaxed_simd))]
+    q6k_extmul(row, qs)
+}
+
+#[cfg_attr(docmem_relaxed_simd, allow(dead_code))]
+fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let mut sum = [0f32; T];
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
