@@ -80,6 +80,20 @@ function knownCode(e) {
 
 const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)' };
 
+/** Whether this engine has relaxed SIMD: a 60-byte module using its dot product validates
+ * (so an engine without it never downloads or compiles the relaxed build). */
+function hasRelaxedSimd() {
+  const v128 = [0xfd, 0x0c, ...new Array(16).fill(0)]; // v128.const 0
+  const body = [0x00, ...v128, ...v128, ...v128, 0xfd, 0x93, 0x02, 0x0b]; // i32x4.relaxed_dot_i8x16_i7x16_add_s
+  const code = [0x01, body.length, ...body];
+  const header = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, 0x03, 0x02, 0x01, 0x00];
+  try {
+    return WebAssembly.validate(new Uint8Array([...header, 0x0a, code.length, ...code]));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Load the wasm package: the threads build on `threads` threads where that is asked for
  * (a number, or the platform's core count when not given) and possible, else the plain
@@ -99,34 +113,42 @@ async function loadWasm(pkg, wanted) {
   if (count > 1 && !support.ok) [count, note] = [1, support.reason];
   const bytesOf = async (url) => (isNode ? (await import('node:fs')).readFileSync(new URL(url)) : null);
   const message = (e) => (e && e.message ? e.message : String(e));
-  // One threads build: compiled, instantiated on shared memory, checked, its helpers started.
-  const startBuild = async (build, check) => {
+  // One threads build: compiled, instantiated on shared memory and (relaxed) checked, as
+  // {glue, module, memory}; its helpers are started by `start`.
+  const prepare = async (build, check) => {
     const glue = await import(build.js);
     const bytes = await bytesOf(build.wasm);
     const module = bytes ? await WebAssembly.compile(bytes) : await WebAssembly.compileStreaming(fetch(build.wasm));
-    // Shared memory (up to 4 GiB reserved) can fail to be made; so can a helper.
+    // Shared memory (up to 4 GiB reserved) can fail to be made.
     const exports = await glue.default({ module_or_path: module });
     if (check) glue.cpuKernelCheck();
-    const started = await startThreads(glue, { glueUrl: build.js, module, memory: exports.memory, count });
-    return { glue, memory: exports.memory, started };
+    return { glue, module, memory: exports.memory };
   };
-  if (count > 1 && pkg.relaxed) {
-    try {
-      const b = await startBuild(pkg.relaxed, true);
-      [w, wasmMemory] = [b.glue, b.memory];
-      return { count: b.started, note, kernels: 'relaxed-simd' };
-    } catch (e) {
-      // Not compiled by this engine (no relaxed SIMD), or its products failed the check.
-      kernelsNote = `relaxed SIMD not used: ${message(e)}`;
-    }
-  }
+  const start = async (build, b, kernels) => {
+    const started = await startThreads(b.glue, { glueUrl: build.js, module: b.module, memory: b.memory, count });
+    [w, wasmMemory] = [b.glue, b.memory];
+    return { count: started, note, kernels, kernelsNote };
+  };
   if (count > 1) {
+    // The relaxed build where the engine has relaxed SIMD and its kernels pass the check,
+    // else the simd128 threads build. (A build that compiled but failed its check stays in
+    // memory, unused: only an engine that computes relaxed products wrongly gets there.)
+    let chosen = null;
+    if (pkg.relaxed && hasRelaxedSimd()) {
+      try {
+        chosen = { build: pkg.relaxed, b: await prepare(pkg.relaxed, true), kernels: 'relaxed-simd' };
+      } catch (e) {
+        kernelsNote = `relaxed SIMD not used: ${message(e)}`;
+      }
+    } else if (pkg.relaxed) {
+      kernelsNote = 'relaxed SIMD not used: this engine does not have it';
+    }
     try {
-      const b = await startBuild(pkg.threads, false);
-      [w, wasmMemory] = [b.glue, b.memory];
-      return { count: b.started, note, kernels: 'simd128', kernelsNote };
+      chosen = chosen ?? { build: pkg.threads, b: await prepare(pkg.threads, false), kernels: 'simd128' };
+      // startThreads stops its helpers when they fail; the plain build then runs on one
+      // thread (helpers that failed once would fail again with the other build).
+      return await start(chosen.build, chosen.b, chosen.kernels);
     } catch (e) {
-      // startThreads has stopped its helpers; the plain build below runs on one thread.
       w = undefined;
       [count, note] = [1, `the threads build could not start (${message(e)})`];
     }

@@ -28,8 +28,8 @@ fi
 # at most 4 GiB, and the thread-local storage symbols wasm-bindgen needs to set up each
 # thread. `npm test` lints through clippy-driver as the workspace's compiler (test.sh);
 # these builds need the nightly's own driver.
-threads_build() { # out-dir target-dir extra-features extra-rustflags
-  local flags="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128$3 $4"
+threads_build() { # out-dir target-dir [cargo arguments]
+  local flags="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128"
   for a in --shared-memory --max-memory=4294967296 --import-memory \
     --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base; do
     flags="$flags -C link-arg=$a"
@@ -38,18 +38,19 @@ threads_build() { # out-dir target-dir extra-features extra-rustflags
   [ -z "${RUSTC_WORKSPACE_WRAPPER:-}" ] || wrapper=$(rustup which --toolchain "$DOCMEM_THREADS_TOOLCHAIN" clippy-driver)
   RUSTC_WORKSPACE_WRAPPER="$wrapper" CARGO_TARGET_DIR="$DOCMEM_CACHE/$2" RUSTFLAGS="$flags" \
     cargo "+$DOCMEM_THREADS_TOOLCHAIN" build --release --locked -p docmem-wasm \
-    --target wasm32-unknown-unknown -Z build-std=std,panic_abort
+    --target wasm32-unknown-unknown -Z build-std=std,panic_abort "${@:3}"
   local wasm="$DOCMEM_CACHE/$2/wasm32-unknown-unknown/release/docmem_wasm.wasm"
   wasm-bindgen --target web --out-dir "$DOCMEM_CACHE/$1" "$wasm"
   echo '{ "type": "module" }' >"$DOCMEM_CACHE/$1/package.json"
   echo "$1: $(wc -c <"$DOCMEM_CACHE/$1/docmem_wasm_bg.wasm") bytes, $(gzip -9 -c "$DOCMEM_CACHE/$1/docmem_wasm_bg.wasm" | wc -c) gzipped"
 }
 if [ "$what" != plain ]; then
-  threads_build wasm-pkg-web-threads target-wasm-threads "" ""
+  threads_build wasm-pkg-web-threads target-wasm-threads
   # The same with relaxed SIMD's integer dot product (Chrome 114+, Firefox 125+, Node 22+;
   # not Safari): the Q4_K, Q6_K and Q4_1 kernels' products in two instructions instead of
   # seven. Chosen at load where it compiles and passes the kernel check (js/worker.js).
-  # The feature is enabled on those kernels alone (`--cfg docmem_relaxed_simd` turns on
-  # their #[target_feature]), so no other relaxed instruction enters the module.
-  threads_build wasm-pkg-web-threads-relaxed target-wasm-threads-relaxed "" "--cfg docmem_relaxed_simd"
+  # The feature is enabled on those kernels alone (the crate feature turns on their
+  # #[target_feature]), so no other relaxed instruction enters the module; the same
+  # target dir and flags, so std and every dependency are compiled once for both.
+  threads_build wasm-pkg-web-threads-relaxed target-wasm-threads --features relaxed-simd
 fi

@@ -73,8 +73,8 @@ const log = (m) => console.error(`[wasm-lm-browser] ${m}`);
 for (const [dir, what] of [
   [path.join(cache, 'wasm-pkg-web'), 'the web wasm package'],
   [path.join(cache, 'wasm-pkg-web-threads'), 'the web wasm threads package'],
-  [path.join(cache, 'wasm-pkg-web-threads-relaxed'), 'the web wasm threads package with relaxed SIMD'],
-  [path.join(wllamaDir, 'esm'), 'wllama (bash scripts/bench/setup-peers.sh installs it)'],
+  ...(opts.engines.includes('docmem-relaxed') ? [[path.join(cache, 'wasm-pkg-web-threads-relaxed'), 'the web wasm threads package with relaxed SIMD']] : []),
+  ...(opts.engines.includes('wllama') ? [[path.join(wllamaDir, 'esm'), 'wllama (bash scripts/bench/setup-peers.sh installs it)']] : []),
 ]) {
   if (!fs.existsSync(dir)) die(`no ${what} in ${dir}`);
 }

@@ -248,7 +248,9 @@ impl Matcher<'_> {
     fn afford(&self, pattern: usize, from: usize, to: usize) -> bool {
         let cost = (to.saturating_sub(from) as u64).saturating_mul(pattern.max(1) as u64);
         let total = self.spent.get().saturating_add(cost);
-        if total > self.params.max_work {
+        // Once one search was refused, every later one is too: the chunks after it count
+        // as failed, not only the expensive ones.
+        if self.exhausted.get() || total > self.params.max_work {
             self.exhausted.set(true);
             return false;
         }
@@ -256,13 +258,23 @@ impl Matcher<'_> {
         true
     }
 
+    /// [`find_exact`] paid for what it scans: the search is refused unless its whole range
+    /// could be paid, then charged up to where it stopped (a match near the cursor is cheap).
+    fn exact(&self, pat: &[char], from: usize, to: usize) -> Option<usize> {
+        let before = self.spent.get();
+        if !self.afford(pat.len(), from, to) {
+            return None;
+        }
+        let found = find_exact(&self.norm.chars, pat, from, to);
+        let scanned = found.map_or(to, |s| s + 1).min(to);
+        self.spent.set(before.saturating_add((scanned.saturating_sub(from) as u64).saturating_mul(pat.len().max(1) as u64)));
+        found
+    }
+
     /// Find `pat` starting the search at `from`; exact anywhere up to `exact_to`, fuzzy
     /// within `fuzzy_from..fuzzy_to`. Returns normalized (start, end).
     fn locate(&self, pat: &[char], from: usize, exact_to: usize, fuzzy_from: usize, fuzzy_to: usize) -> Option<(usize, usize, MatchKind)> {
-        if !self.afford(pat.len(), from, exact_to) {
-            return None;
-        }
-        if let Some(s) = find_exact(&self.norm.chars, pat, from, exact_to) {
+        if let Some(s) = self.exact(pat, from, exact_to) {
             return Some((s, s + pat.len(), MatchKind::Exact));
         }
         if pat.len() < self.params.min_fuzzy_chars || !self.afford(pat.len(), fuzzy_from, fuzzy_to) {
@@ -293,13 +305,10 @@ impl Matcher<'_> {
         }
         // The suffix may overlap the prefix (very short chunks) but must end at or after it.
         let window_end = pe.saturating_add(p.max_chunk_chars).min(n);
-        if !self.afford(suffix.len(), ps, window_end) {
-            return None;
-        }
         let exact = {
             let mut from = ps;
             let mut found = None;
-            while let Some(s) = find_exact(&self.norm.chars, suffix, from, window_end) {
+            while let Some(s) = self.exact(suffix, from, window_end) {
                 if s + suffix.len() >= pe {
                     found = Some(s + suffix.len());
                     break;

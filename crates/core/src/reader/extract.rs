@@ -440,6 +440,7 @@ pub async fn extract_memory(
         alignment.fuzzy += r.stats.fuzzy;
         alignment.failed += r.stats.failed;
         alignment.merged_short += r.stats.merged_short;
+        alignment.stopped_at_work_limit |= r.stats.stopped_at_work_limit;
         coverage += r.stats.coverage_before_repair * w.len() as f32;
     }
     alignment.coverage_before_repair = coverage / total as f32;

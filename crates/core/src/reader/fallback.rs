@@ -97,8 +97,18 @@ mod tests {
         let why = fallback_reason(&reply, &a, &FallbackPolicy::default()).unwrap();
         assert!(why.contains("alignment work limit") && why.contains("20 were not placed"), "{why}");
         assert!(start.elapsed().as_secs_f64() < 0.1, "{:?}", start.elapsed());
-        // The default limit is far above what a well-behaved reply needs.
+        // The default limit is far above what a well-behaved reply needs, even one with 400
+        // chunks over a 64K-character window (exact matches are paid for up to where they
+        // are found, not for the whole rest of the text).
         let good = parse_memreader_output("<scenario><chunk>Plain words[MASK]and hills.</chunk>Rivers.</scenario>");
         assert!(!align_memory(&text, &good, &AlignParams::default()).stats.stopped_at_work_limit);
+        let long: String =
+            (0..400).map(|i| format!("Sentence {i} opens here and runs on for a while about item {i} until it ends {i}. ")).collect();
+        assert!(long.len() > 30_000, "{}", long.len());
+        let chunks: String =
+            (0..400).map(|i| format!("<scenario><chunk>Sentence {i} opens[MASK]until it ends {i}.</chunk>Item {i}.</scenario>")).collect();
+        let aligned = align_memory(&long, &parse_memreader_output(&chunks), &AlignParams::default());
+        assert!(!aligned.stats.stopped_at_work_limit);
+        assert_eq!(aligned.stats.exact, 400, "{:?}", aligned.stats);
     }
 }

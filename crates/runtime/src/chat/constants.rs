@@ -12,82 +12,87 @@ use minijinja::machinery::ast::{self, BinOpKind, CallArg, Expr, Stmt, UnaryOpKin
 /// Bytes a folded constant may hold; real templates' constants are a few words.
 pub(super) const MAX_CONSTANT_BYTES: u64 = 1 << 20;
 
-/// What a constant expression may become: its integer value when it is one, and a bound on
-/// its size in bytes (elements count [`super::meter`]'s 32 bytes each).
+/// What a constant expression may become: its integer value when it is one, a bound on its
+/// size in bytes (elements count [`super::meter`]'s 32 bytes each), and a bound on the bytes
+/// alive while it is folded (its operands' values beside the result: minijinja folds every
+/// operand of a constant expression, even where the result is small, as in `not …` or
+/// `… == 1`).
 #[derive(Clone, Copy)]
 struct Folded {
     int: Option<i128>,
     bytes: u64,
+    peak: u64,
 }
 
+const ELEMENT: u64 = 32;
+
 fn folded(expr: &Expr<'_>) -> Option<Folded> {
-    const ELEMENT: u64 = 32;
+    // The result of `own` from `parts`, whose values are alive while it is made.
+    let combine = |parts: &[Folded], int: Option<i128>, bytes: u64| {
+        let alive = parts.iter().fold(bytes, |a, p| a.saturating_add(p.bytes));
+        let peak = parts.iter().fold(alive, |a, p| a.max(p.peak));
+        Folded { int, bytes, peak }
+    };
     Some(match expr {
         Expr::Const(c) => {
             let value = &c.value;
-            let int = if value.is_integer() { i128::try_from(value.clone()).ok() } else { None };
+            let int = if value.is_integer() { value.as_i64().map(i128::from) } else { None };
             let bytes = value.as_str().map_or(16, |s| s.len() as u64);
-            Folded { int, bytes }
+            Folded { int, bytes, peak: bytes }
         }
         Expr::List(l) => {
-            let mut bytes = 0u64;
-            for item in &l.items {
-                bytes = bytes.saturating_add(folded(item)?.bytes).saturating_add(ELEMENT);
-            }
-            Folded { int: None, bytes }
+            let parts = l.items.iter().map(folded).collect::<Option<Vec<_>>>()?;
+            let bytes = parts.iter().fold(0u64, |a, p| a.saturating_add(p.bytes).saturating_add(ELEMENT));
+            combine(&parts, None, bytes)
         }
         Expr::Map(m) => {
-            let mut bytes = 0u64;
-            for item in m.keys.iter().chain(&m.values) {
-                bytes = bytes.saturating_add(folded(item)?.bytes).saturating_add(ELEMENT);
-            }
-            Folded { int: None, bytes }
+            let parts = m.keys.iter().chain(&m.values).map(folded).collect::<Option<Vec<_>>>()?;
+            let bytes = parts.iter().fold(0u64, |a, p| a.saturating_add(p.bytes).saturating_add(ELEMENT));
+            combine(&parts, None, bytes)
         }
         Expr::UnaryOp(u) => {
             let inner = folded(&u.expr)?;
             match u.op {
-                UnaryOpKind::Neg => Folded { int: inner.int.and_then(i128::checked_neg), bytes: inner.bytes },
-                UnaryOpKind::Not => Folded { int: None, bytes: 8 },
+                UnaryOpKind::Neg => combine(&[inner], inner.int.and_then(i128::checked_neg), inner.bytes),
+                UnaryOpKind::Not => combine(&[inner], None, 8),
             }
         }
         Expr::BinOp(b) => {
             let (l, r) = (folded(&b.left)?, folded(&b.right)?);
             let ints = l.int.zip(r.int);
             let sum = l.bytes.saturating_add(r.bytes);
-            match b.op {
+            let (int, bytes) = match b.op {
                 BinOpKind::Mul => {
                     let times = |n: Option<i128>| n.map_or(0, |n| u64::try_from(n.unsigned_abs()).unwrap_or(u64::MAX));
-                    let bytes = l
-                        .bytes
-                        .saturating_add(ELEMENT)
-                        .saturating_mul(times(r.int))
-                        .max(r.bytes.saturating_add(ELEMENT).saturating_mul(times(l.int)));
-                    Folded { int: ints.and_then(|(a, b)| a.checked_mul(b)), bytes: bytes.max(sum) }
+                    // (a list's bytes already count an element's 32 for each item)
+                    let bytes = l.bytes.saturating_mul(times(r.int)).max(r.bytes.saturating_mul(times(l.int)));
+                    (ints.and_then(|(a, b)| a.checked_mul(b)), bytes.max(sum))
                 }
                 BinOpKind::Pow => {
                     let int = ints.and_then(|(a, b)| u32::try_from(b).ok().and_then(|b| a.checked_pow(b)));
                     // An overflowing power is an error, not a value, when minijinja folds it;
                     // as a count it would be unbounded, so it is taken as one.
-                    Folded { int, bytes: if ints.is_some() && int.is_none() { u64::MAX } else { 16 } }
+                    (int, if ints.is_some() && int.is_none() { u64::MAX } else { 16 })
                 }
-                BinOpKind::Add => Folded { int: ints.and_then(|(a, b)| a.checked_add(b)), bytes: sum },
-                BinOpKind::Sub => Folded { int: ints.and_then(|(a, b)| a.checked_sub(b)), bytes: sum },
+                BinOpKind::Add => (ints.and_then(|(a, b)| a.checked_add(b)), sum),
+                BinOpKind::Sub => (ints.and_then(|(a, b)| a.checked_sub(b)), sum),
+                // never larger in magnitude than the dividend (or the divisor, for `%`)
                 BinOpKind::Div | BinOpKind::FloorDiv | BinOpKind::Rem => {
-                    // never larger in magnitude than the dividend (or the divisor, for `%`)
-                    Folded { int: ints.map(|(a, b)| if b == 0 { a } else { a.abs().max(b.abs()) }), bytes: sum }
+                    (ints.map(|(a, b)| if b == 0 { a } else { a.abs().max(b.abs()) }), sum)
                 }
-                BinOpKind::Concat | BinOpKind::ScAnd | BinOpKind::ScOr => Folded { int: l.int.or(r.int), bytes: sum },
+                BinOpKind::Concat | BinOpKind::ScAnd | BinOpKind::ScOr => (l.int.or(r.int), sum),
                 BinOpKind::Eq | BinOpKind::Ne | BinOpKind::Lt | BinOpKind::Lte | BinOpKind::Gt | BinOpKind::Gte | BinOpKind::In => {
-                    Folded { int: None, bytes: 8 }
+                    (None, 8)
                 }
-            }
+            };
+            combine(&[l, r], int, bytes)
         }
         Expr::Compare(c) => {
-            folded(&c.expr)?;
+            let mut parts = vec![folded(&c.expr)?];
             for op in &c.ops {
-                folded(&op.expr)?;
+                parts.push(folded(&op.expr)?);
             }
-            Folded { int: None, bytes: 8 }
+            combine(&parts, None, 8)
         }
         _ => return None,
     })
@@ -204,7 +209,7 @@ impl Walker {
         }
         // The compiler folds the outermost constant expression whole.
         if let Some(f) = folded(expr) {
-            if f.bytes > self.limit {
+            if f.peak > self.limit {
                 self.found = Some(expr.span().start_line as usize);
             }
             return;

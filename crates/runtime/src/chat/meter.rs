@@ -105,6 +105,52 @@ impl Meter {
         Ok(())
     }
 
+    /// `value`, or, for a one-shot iterator, a list of its items (charged, and refused past
+    /// what is left of the memory budget), which the engine reads as it would the iterator.
+    fn materialize(&self, value: &Value) -> Result<Value, Error> {
+        if !is_iterator(value) {
+            return Ok(value.clone());
+        }
+        let Ok(items) = value.try_iter() else { return Ok(value.clone()) };
+        let mut list = Vec::new();
+        for item in items {
+            self.charge_memory(ELEMENT_BYTES)?;
+            list.push(item);
+        }
+        Ok(Value::from(list))
+    }
+
+    /// Refuses a container nested deeper than [`MAX_NESTING`] (printing, comparing or
+    /// dropping it would recurse that deep); the walk is charged as work.
+    fn check_nesting(&self, value: &Value) -> Result<(), Error> {
+        fn depth(value: &Value, at: u32, visited: &mut u64) -> u32 {
+            if at > MAX_NESTING || !matches!(value.kind(), ValueKind::Seq | ValueKind::Map) || is_iterator(value) {
+                return at;
+            }
+            let Ok(items) = value.try_iter() else { return at };
+            let mut deepest = at;
+            for item in items {
+                *visited += 1;
+                let inner = if value.kind() == ValueKind::Map { value.get_item(&item).unwrap_or_default() } else { item };
+                deepest = deepest.max(depth(&inner, at + 1, visited));
+                if deepest > MAX_NESTING {
+                    break;
+                }
+            }
+            deepest
+        }
+        if !matches!(value.kind(), ValueKind::Seq | ValueKind::Map) {
+            return Ok(());
+        }
+        let mut visited = 0;
+        let deepest = depth(value, 0, &mut visited);
+        self.charge_work(visited.saturating_mul(ELEMENT_BYTES))?;
+        if deepest > MAX_NESTING {
+            return Err(Error::new(ErrorKind::InvalidOperation, format!("values nested more than {MAX_NESTING} deep")));
+        }
+        Ok(())
+    }
+
     /// The length of `value`'s text, counted without building it and charged as work
     /// ([`PRINT_COST`] per byte: printing is far slower than reading); past what is left of
     /// either budget it stops and refuses.
@@ -138,21 +184,29 @@ const PRINT_COST: u64 = 4;
 const SMALL_RESULTS: &[&str] =
     &["length", "count", "first", "last", "int", "float", "bool", "abs", "round", "attr", "min", "max", "default", "d", "sum"];
 
+/// Filters that compare their items with each other (a sort's comparisons, a log factor).
+const COMPARERS: &[&str] = &["sort", "unique", "min", "max", "groupby", "dictsort"];
+
 /// How much of its operands an operation reads.
 enum Reads {
-    /// All of them, nested values included (comparisons, `in`).
-    Deep,
+    /// All of them, nested values included (comparisons, `in`, tests such as `in` or
+    /// `lower`), this many times over.
+    Deep(u64),
     /// Their own elements or bytes.
     Shallow,
-    /// Next to nothing.
-    Nothing,
+    /// A string's bytes (`length` counts its characters); a container's size is known.
+    Strings,
 }
 
-fn reads(kind: Checked, name: &str) -> Reads {
+fn reads(kind: Checked, name: &str, operands: &[Value]) -> Reads {
     match kind {
-        Checked::Operator if matches!(name, "compare" | "in") => Reads::Deep,
-        Checked::Test => Reads::Nothing,
-        Checked::Filter | Checked::Method if SMALL_RESULTS.contains(&name) => Reads::Nothing,
+        Checked::Operator if matches!(name, "compare" | "in") => Reads::Deep(1),
+        Checked::Test => Reads::Deep(1),
+        Checked::Filter | Checked::Method if COMPARERS.contains(&name) => {
+            let items = operands.first().and_then(Value::len).unwrap_or(1) as u64;
+            Reads::Deep(u64::from(64 - items.max(1).leading_zeros()))
+        }
+        Checked::Filter | Checked::Method if SMALL_RESULTS.contains(&name) => Reads::Strings,
         _ => Reads::Shallow,
     }
 }
@@ -228,13 +282,25 @@ fn own_bytes(value: &Value) -> u64 {
     }
 }
 
+/// An integer operand's size, or the sum of those a map holds (keyword arguments arrive as
+/// one: `indent(width=…)`).
 fn int_arg(value: &Value) -> u64 {
     if value.is_integer() {
-        value.as_i64().map_or(u64::MAX, i64::unsigned_abs)
-    } else {
-        0
+        return value.as_i64().map_or(u64::MAX, i64::unsigned_abs);
     }
+    if value.kind() == ValueKind::Map {
+        if let Ok(keys) = value.try_iter() {
+            return keys
+                .take(64)
+                .map(|k| value.get_item(&k).map_or(0, |v| if v.is_integer() { int_arg(&v) } else { 0 }))
+                .fold(0, u64::saturating_add);
+        }
+    }
+    0
 }
+
+/// How deep lists and maps may nest.
+const MAX_NESTING: u32 = 100;
 
 /// What kind of instruction a [`Gate::Check`] stands before.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -266,6 +332,8 @@ impl Checked {
 }
 
 /// Filters and methods whose result has an element per byte or item of their input.
+/// (Not `map`: with a filter's name it makes a new value of each item, so it takes the
+/// general bound, from its operands' text.)
 const ELEMENT_MAKERS: &[&str] = &[
     "list",
     "batch",
@@ -279,7 +347,6 @@ const ELEMENT_MAKERS: &[&str] = &[
     "unique",
     "sort",
     "reverse",
-    "map",
     "select",
     "reject",
     "selectattr",
@@ -343,6 +410,12 @@ fn result_bound(kind: Checked, name: &str, args: &[Value], shown: &[u64]) -> u64
         (Checked::Method, "join") => {
             // `sep.join(items)`: the receiver is the separator
             total.saturating_add(items_at(1).saturating_mul(shown_at(0)))
+        }
+        (Checked::Filter | Checked::Method, "split" | "splitlines" | "lines") => {
+            // at most one piece per separator (one byte when none is given), and the text
+            let text = shown_at(0);
+            let separator = args.get(1).and_then(Value::as_str).map_or(1, |s| s.len().max(1)) as u64;
+            text.saturating_add((text / separator).saturating_add(1).saturating_mul(ELEMENT_BYTES))
         }
         (_, name) if ELEMENT_MAKERS.contains(&name) => {
             // an element per character of a string, or per item of a container (whose
@@ -421,33 +494,38 @@ impl Object for Gate {
                 let (Some(name), Some(kind)) = (name.as_str(), kind.as_str().and_then(Checked::from_tag)) else {
                     return Err(gate_misused());
                 };
+                // A one-shot iterator cannot be measured without being used up: it is made a
+                // list (charged) and handed on in its place.
+                let operands = operands.iter().map(|v| meter.materialize(v)).collect::<Result<Vec<_>, _>>()?;
                 // How large the result can be (printing the operands only for operations
                 // that print them), then what the operation will read.
                 let shown = operands
                     .iter()
                     .map(|v| if makes_text(kind, name) { meter.display_len(v) } else { Ok(own_bytes(v)) })
                     .collect::<Result<Vec<_>, _>>()?;
-                meter.check_memory(result_bound(kind, name, operands, &shown))?;
-                for value in operands {
-                    let reads = match reads(kind, name) {
-                        Reads::Deep => deep_bytes(value, meter.work_left()),
+                meter.check_memory(result_bound(kind, name, &operands, &shown))?;
+                for value in &operands {
+                    let read = match reads(kind, name, &operands) {
+                        Reads::Deep(times) => deep_bytes(value, meter.work_left()).saturating_mul(times),
                         Reads::Shallow => own_bytes(value),
-                        Reads::Nothing => 0,
+                        Reads::Strings => value.as_str().map_or(0, |t| t.len() as u64),
                     };
-                    meter.charge_work(reads)?;
+                    meter.charge_work(read)?;
                 }
                 Ok(Value::from(operands.iter().rev().cloned().collect::<Vec<_>>()))
             }
             Gate::New(meter) => {
                 let [value] = args else { return Err(gate_misused()) };
                 meter.charge_memory(own_bytes(value))?;
+                meter.check_nesting(value)?;
                 Ok(value.clone())
             }
             Gate::Out(meter) => {
                 let [value] = args else { return Err(gate_misused()) };
-                let bytes = meter.display_len(value)?;
+                let value = meter.materialize(value)?;
+                let bytes = meter.display_len(&value)?;
                 meter.charge_memory(bytes)?;
-                Ok(value.clone())
+                Ok(value)
             }
             Gate::Raw(meter) => {
                 let [bytes] = args else { return Err(gate_misused()) };

@@ -114,6 +114,9 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     steps: u64,
     memory: u64,
+    /// Instructions of the metered template per instruction of the template (rounded up):
+    /// the gates' instructions use fuel too.
+    expansion: u64,
     meter: Arc<Meter>,
     /// One render at a time per template: the gates share one meter.
     rendering: Mutex<()>,
@@ -147,8 +150,13 @@ impl ChatTemplate {
         rewrite::check_source(source).map_err(unsupported)?;
         let whitespace = WhitespaceConfig { trim_blocks: true, lstrip_blocks: true, keep_trailing_newline: false };
         let parsed = parse(source, "chat", Default::default(), whitespace).map_err(template_err)?;
-        if constants::huge_constant(&parsed, constants::MAX_CONSTANT_BYTES).is_some() {
-            return Err(ChatError::MemoryLimit { bytes: constants::MAX_CONSTANT_BYTES });
+        if let Some(line) = constants::huge_constant(&parsed, constants::MAX_CONSTANT_BYTES) {
+            return Err(ChatError::Template {
+                message: format!(
+                    "a constant expression on line {line} would be computed into more than {} bytes when the template is compiled (the template constant limit)",
+                    constants::MAX_CONSTANT_BYTES
+                ),
+            });
         }
         let mut env = Environment::new();
         env.set_trim_blocks(true);
@@ -157,6 +165,10 @@ impl ChatTemplate {
         env.add_function("raise_exception", |msg: String| -> Result<String, JinjaError> {
             Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
         });
+        // Neither is a chat template's, and both print a whole value before any gate sees
+        // the result (`pprint` indents every nesting level on every line).
+        env.remove_global("debug");
+        env.remove_filter("pprint");
         let meter = Arc::new(Meter::default());
         for (name, gate) in Gate::all(&meter) {
             env.add_global(name, Value::from_object(gate));
@@ -165,22 +177,25 @@ impl ChatTemplate {
         let mut t = ChatTemplate {
             env,
             steps: 0,
+            expansion: 1,
             memory: DEFAULT_RENDER_MEMORY,
             meter,
             rendering: Mutex::new(()),
             bos: bos.to_owned(),
             eos: eos.to_owned(),
         };
-        t.set_step_limit(DEFAULT_RENDER_STEPS);
-        // Refuse now what the metered render could not run.
-        {
+        // Refuse now what the metered render could not run; learn how many instructions the
+        // gates add, so that the step limit counts the template's own.
+        t.expansion = {
             let tmpl = t.env.get_template("chat").map_err(template_err)?;
             let compiled = get_compiled_template(&tmpl);
             if !compiled.blocks.is_empty() {
                 return Err(unsupported(rewrite::Unsupported("`{% block %}`")));
             }
-            rewrite::metered(&compiled.instructions).map_err(unsupported)?;
-        }
+            let metered = rewrite::metered(&compiled.instructions).map_err(unsupported)?;
+            (metered.len() as u64).div_ceil(compiled.instructions.len().max(1) as u64).max(1)
+        };
+        t.set_step_limit(DEFAULT_RENDER_STEPS);
         Ok(t)
     }
 
@@ -202,7 +217,7 @@ impl ChatTemplate {
 
     fn set_step_limit(&mut self, steps: u64) {
         self.steps = steps;
-        self.env.set_fuel(Some(steps));
+        self.env.set_fuel(Some(steps.saturating_mul(self.expansion)));
     }
 
     /// The prompt text for `messages`; with `add_generation_prompt`, it ends where the
@@ -300,8 +315,8 @@ mod tests {
     #[test]
     fn single_operations_that_would_make_huge_text_are_refused_before_they_run() {
         for source in [
-            "{{ 'x' * 100000000 }}",
-            "{{ ['x'] * 100000000 }}",
+            "{% set n = 100000000 %}{{ 'x' * n }}",
+            "{% set n = 100000000 %}{{ ['x'] * n }}",
             "{% set s = 'x' * 10000 %}{{ s|replace('', s)|length }}",
             "{{ ('x\n' * 100000)|indent(100000) }}",
             "{{ '%1000000000s'|format('x') }}",
@@ -310,9 +325,16 @@ mod tests {
             "{% set s = 'x' * 1000000 %}{{ ([s] * 100000)|string }}",
             "{% set s = 'x' * 1000000 %}{{ s ~ ([s] * 100000) }}",
             "{% set s = 'x' * 1000000 %}{{ (s * 30)|list|length }}",
+            // found by review: a filter applied to each item, keyword widths, and text
+            // joined from an iterator with no length
+            "{% set n = 1000000 %}{% set s = 'x' * n %}{{ ([s] * 10000)|map('upper')|list|length }}",
+            "{{ 'x'|indent(width=1000000000, first=true) }}",
+            "{% set n = 1000000 %}{% set s = 'x' * n %}{{ (([s] * 10000)|chain([]))|join|length }}",
         ] {
+            // Refused before the text is made: by its size, or by printing the operands to
+            // measure them.
             let err = render_quickly(source).unwrap_err();
-            assert!(matches!(err, ChatError::MemoryLimit { .. }), "{source}: {err}");
+            assert!(matches!(err, ChatError::MemoryLimit { .. } | ChatError::ScanLimit { .. }), "{source}: {err}");
         }
     }
 
@@ -334,6 +356,29 @@ mod tests {
         let err = render_quickly(source).unwrap_err();
         assert!(matches!(err, ChatError::ScanLimit { .. }), "{err}");
         assert!(err.to_string().contains("scan limit"), "{err}");
+    }
+
+    #[test]
+    fn operations_that_read_large_values_over_and_over_stop_at_the_scan_limit() {
+        for source in [
+            "{% set n = 16000000 %}{% set s = 'x' * n %}{% for i in range(100000) %}{% if s|length %}{% endif %}{% endfor %}",
+            "{% set n = 16000000 %}{% set s = 'x' * n %}{% for i in range(100000) %}{% if s is lower %}{% endif %}{% endfor %}",
+            "{% set r = range(100000)|list %}{% for i in range(100000) %}{% if i is in r %}{% endif %}{% endfor %}",
+            "{% set n = 1000000 %}{% set s = 'x' * n %}{% for i in range(1000) %}{% set u = ([s] * 1000)|unique|list %}{% endfor %}",
+        ] {
+            let err = render_quickly(source).unwrap_err();
+            assert!(matches!(err, ChatError::ScanLimit { .. } | ChatError::MemoryLimit { .. }), "{source}: {err}");
+        }
+    }
+
+    #[test]
+    fn deeply_nested_values_and_printing_helpers_are_refused() {
+        let nest = "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}";
+        let err = render_quickly(nest).unwrap_err();
+        assert!(err.to_string().contains("nested more than 100 deep"), "{err}");
+        for source in ["{{ debug() }}", "{{ [1]|pprint }}"] {
+            assert!(matches!(render_quickly(source), Err(ChatError::Template { .. })), "{source}");
+        }
     }
 
     #[test]
@@ -368,10 +413,14 @@ mod tests {
             ("{% block b %}x{% endblock %}", "block"),
             ("{% import 'chat' as m %}", "import"),
             ("{% set __docmem_new = 1 %}", "__docmem_"),
-            ("{{ 'x' * 100000000 }}", "memory limit"),
-            ("{{ ['x'] * 10 ** 8 }}", "memory limit"),
-            ("{% if x %}{{ ('ab' ~ 'c') * (1000 * 1000 * 100) }}{% endif %}", "memory limit"),
-            ("{{ 'x' * 2 ** 200 }}", "memory limit"),
+            ("{{ 'x' * 100000000 }}", "constant limit"),
+            ("{{ ['x'] * 10 ** 8 }}", "constant limit"),
+            ("{% if x %}{{ ('ab' ~ 'c') * (1000 * 1000 * 100) }}{% endif %}", "line 1"),
+            ("{{ 'x' * 2 ** 200 }}", "constant limit"),
+            ("{{ not ('x' * 10 ** 7 ~ 'x' * 10 ** 7) }}", "constant limit"),
+            ("{{ ('x' * 10 ** 7 ~ 'x' * 10 ** 7) == 1 }}", "constant limit"),
+            ("{% for a in r %}{{ range(*a) }}{% endfor %}", "*args"),
+            ("{% autoescape true %}{{ x }}{% endautoescape %}", "autoescape"),
         ] {
             let err = ChatTemplate::new(Some(source), "", "").unwrap_err();
             assert!(err.to_string().contains(names), "{source}: {err}");

@@ -7,8 +7,8 @@
 //! template renders exactly as it would unmetered, or stops with the meter's error.
 //!
 //! Refused, because a chat template has no use for them and they would run code the rewrite
-//! never saw: `{% include %}`, `{% extends %}`, `{% block %}`, `{% import %}`, and filters,
-//! methods or tests called with `*args`.
+//! never saw or write more than it counts: `{% include %}`, `{% extends %}`, `{% block %}`,
+//! `{% import %}`, `{% autoescape %}`, and calls with `*args`.
 
 use minijinja::machinery::{Instruction, Instructions};
 use minijinja::value::Value;
@@ -70,6 +70,9 @@ fn around(instruction: &Instruction<'_>) -> Result<Around, Unsupported> {
         I::Include(_) => return Err(Unsupported("`{% include %}` or `{% import %}`")),
         I::LoadBlocks | I::CallBlock(_) | I::FastSuper => return Err(Unsupported("`{% extends %}` and `{% block %}`")),
         I::ExportLocals => return Err(Unsupported("`{% import %}`")),
+        I::UnpackLists(_) => return Err(Unsupported("`*args` calls")),
+        // Output escaped for HTML grows up to six times past what the output gate counts.
+        I::PushAutoEscape => return Err(Unsupported("`{% autoescape %}`")),
         _ => Around::Plain,
     })
 }

@@ -114,7 +114,6 @@ mod portable {
         (0..16).map(|j| (i32::from(qs[j] & 0xF) - b) * i32::from(y[j]) + (i32::from(qs[j] >> 4) - b) * i32::from(y[j + 16])).sum()
     }
 
-    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
     pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
         let nibble = |j: usize, l: usize| {
             let b = qs[32 * (j / 2) + l];
@@ -180,14 +179,14 @@ pub(super) mod simd {
 
     /// [`dot16_small`] over 32 values (`w0·y0 + w1·y1`) for weights in 0..=15 (|w·y| ≤
     /// 1,920, so the four products a lane gathers stay within an i16).
-    #[cfg_attr(not(docmem_relaxed_simd), inline(always))]
-    #[cfg_attr(docmem_relaxed_simd, inline, target_feature(enable = "relaxed-simd"))]
+    #[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
+    #[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
     pub(in crate::cpu) fn dot32_nibbles(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
-        #[cfg(docmem_relaxed_simd)]
+        #[cfg(feature = "relaxed-simd")]
         {
             dot32_small_unsigned(w0, y0, w1, y1)
         }
-        #[cfg(not(docmem_relaxed_simd))]
+        #[cfg(not(feature = "relaxed-simd"))]
         {
             let p0 = i16x8_add(i16x8_extmul_low_i8x16(w0, y0), i16x8_extmul_high_i8x16(w0, y0));
             let p1 = i16x8_add(i16x8_extmul_low_i8x16(w1, y1), i16x8_extmul_high_i8x16(w1, y1));
@@ -202,11 +201,11 @@ pub(super) mod simd {
     /// (V8 11.3, Node 20's, behind `--experimental-wasm-relaxed-simd`, returns twice the
     /// sum on x86 with AVX-512 VNNI; the load-time kernel check refuses such an engine.)
     ///
-    /// The relaxed build (`--cfg docmem_relaxed_simd`, scripts/build-wasm.sh) enables the
+    /// The relaxed build (the `relaxed-simd` feature, scripts/build-wasm.sh) enables the
     /// feature only on the functions that use it, not the whole module, so the compiler
     /// puts no other relaxed instruction (min, max, truncation, whose results an engine may
     /// choose) anywhere else.
-    #[cfg(docmem_relaxed_simd)]
+    #[cfg(feature = "relaxed-simd")]
     #[inline]
     #[target_feature(enable = "relaxed-simd")]
     pub(in crate::cpu) fn dot32_small_unsigned(w0: v128, y0: v128, w1: v128, y1: v128) -> v128 {
@@ -222,10 +221,10 @@ pub(super) mod simd {
         hsum(i32x4_add(dot16(load(&w[..16]), load_i8(&y[..16])), dot16(load(&w[16..32]), load_i8(&y[16..32]))))
     }
 
-    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
+    #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
     pub fn nibble_block(qs: &[u8], y: &[i8], bias: i8) -> i32 {
         let q = load(&qs[..16]);
-        #[cfg(docmem_relaxed_simd)]
+        #[cfg(feature = "relaxed-simd")]
         if bias == 0 {
             let (lo, hi) = (v128_and(q, u8x16_splat(0x0F)), u8x16_shr(q, 4));
             return hsum(dot32_small_unsigned(lo, load_i8(&y[..16]), hi, load_i8(&y[16..32])));
@@ -236,7 +235,7 @@ pub(super) mod simd {
         hsum(i32x4_add(dot16_small(lo, load_i8(&y[..16])), dot16_small(hi, load_i8(&y[16..32]))))
     }
 
-    #[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
+    #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
     pub fn q4k_block(qs: &[u8], sc: &[u8; 8], y: &[i8]) -> i32 {
         let m4 = u8x16_splat(0x0F);
         let mut acc = i32x4_splat(0);

@@ -40,7 +40,7 @@ fn load_i16(s: &[i16]) -> v128 {
     unsafe { v128_load(s.as_ptr() as *const v128) }
 }
 
-#[cfg_attr(docmem_relaxed_simd, target_feature(enable = "relaxed-simd"))]
+#[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
 fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
     let mut sum = [0f32; T];
@@ -79,7 +79,7 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 /// 6-bit values (0..=63) are multiplied as they are, and the `-32` of each weight comes back
 /// as `32 · Σ_v scale_v · Σ y_v`, from the activations' sums per 16 values (Q8_K keeps
 /// them). Same exact integers as [`q6k`].
-#[cfg(docmem_relaxed_simd)]
+#[cfg(feature = "relaxed-simd")]
 #[target_feature(enable = "relaxed-simd")]
 fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     use super::isum::simd::q6k_weights16_offset;
@@ -125,13 +125,13 @@ fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 }
 
 fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
-    #[cfg(docmem_relaxed_simd)]
+    #[cfg(feature = "relaxed-simd")]
     return q6k_relaxed(row, qs);
-    #[cfg(not(docmem_relaxed_simd))]
+    #[cfg(not(feature = "relaxed-simd"))]
     q6k_extmul(row, qs)
 }
 
-#[cfg_attr(docmem_relaxed_simd, allow(dead_code))]
+#[cfg_attr(feature = "relaxed-simd", allow(dead_code))]
 fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let mut sum = [0f32; T];
     for (i, b) in row.chunks_exact(210).enumerate() {
