@@ -16,6 +16,35 @@ fn model(tokenizer: TinyTokenizer) -> Lm {
     Lm::load_from(&MemorySource::new(tiny_lm("llama", tokenizer, None)), &opts).expect("the tiny model loads")
 }
 
+/// Generate with `params`, returning what was streamed beside the result.
+fn generate_streamed(lm: &Lm, params: &SamplingParams) -> (String, docmem_runtime::lm::Generation) {
+    let mut streamed = String::new();
+    let g = docmem_runtime::block_on(lm.generate(Prompt::Text("abc de"), params, |piece| {
+        streamed.push_str(piece);
+        ControlFlow::Continue(())
+    }))
+    .expect("generation on a tiny model");
+    (streamed, g)
+}
+
+/// Regression (a CI failure of the property below): `"e"` was streamed, `"d"` came and
+/// made the stop string `"ed"`, and the returned text was cut to `""`.
+#[test]
+fn text_streamed_before_a_stop_string_completes_is_not_recalled() {
+    let lm = model(TinyTokenizer::Spm);
+    let params = SamplingParams {
+        temperature: 1.7198745,
+        top_p: 1.0,
+        top_k: 0,
+        seed: 1163771518235113772,
+        max_tokens: 2,
+        stop: vec!["ed".to_owned()],
+        ..SamplingParams::default()
+    };
+    let (streamed, g) = generate_streamed(&lm, &params);
+    assert_eq!(streamed, g.text);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -29,12 +58,7 @@ proptest! {
     ) {
         let lm = model(if spm { TinyTokenizer::Spm } else { TinyTokenizer::Gpt2 });
         let params = SamplingParams { temperature, top_p: 1.0, top_k: 0, seed, max_tokens, stop: stop.clone(), ..SamplingParams::default() };
-        let mut streamed = String::new();
-        let g = docmem_runtime::block_on(lm.generate(Prompt::Text("abc de"), &params, |piece| {
-            streamed.push_str(piece);
-            ControlFlow::Continue(())
-        }))
-        .expect("generation on a tiny model");
+        let (streamed, g) = generate_streamed(&lm, &params);
         prop_assert_eq!(&streamed, &g.text);
         prop_assert!(g.tokens.len() <= max_tokens, "{} tokens for a budget of {max_tokens}", g.tokens.len());
         for s in stop.iter().filter(|s| !s.is_empty()) {

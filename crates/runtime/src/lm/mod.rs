@@ -233,6 +233,24 @@ fn find_stop(text: &str, before: usize, stops: &[String]) -> Option<usize> {
         .min()
 }
 
+/// How many bytes at the end of `text` to hold back from streaming: the longest tail that
+/// is a proper prefix of some stop string, so it may yet become one. Streaming it and then
+/// cutting it from the result would make the streamed text and the returned text differ
+/// (a stop string `"ed"` arriving as `"e"`, then `"d"`). A tail starts on a character
+/// boundary, so what is streamed is always whole characters.
+fn stop_prefix_held(text: &str, stops: &[String]) -> usize {
+    stops
+        .iter()
+        .filter_map(|s| {
+            (1..s.len().min(text.len() + 1)).rev().find(|&n| {
+                let from = text.len() - n;
+                text.is_char_boundary(from) && s.as_bytes().starts_with(&text.as_bytes()[from..])
+            })
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Why generation stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -564,6 +582,8 @@ impl<B: Backend> Lm<B> {
         let mut sampler = Sampler::new(params.clone());
         let mut stream = Utf8Stream::default();
         let (mut text, mut tokens) = (String::new(), Vec::new());
+        // Bytes of `text` given to `on_text`; the rest is held (see `stop_prefix_held`).
+        let mut streamed = 0;
         let mut finish = Finish::Length;
         // Greedy on a backend that picks on the device: the token comes back, not logits.
         let pick_on_device = params.is_plain_greedy() && self.backend.picks_on_device();
@@ -583,19 +603,26 @@ impl<B: Backend> Lm<B> {
             let before = text.len();
             text.push_str(&piece);
             if let Some(cut) = find_stop(&text, before, &params.stop) {
-                // Emit only what precedes the stop string (a stop string that began in
-                // text already streamed is cut from the result, not recalled).
-                let visible = &text[before..cut.max(before)];
-                if !visible.is_empty() {
-                    let _ = on_text(visible);
+                // What precedes the stop string and was held back goes out; the held
+                // text guarantees the stop string never began in text already streamed.
+                if cut > streamed {
+                    let _ = on_text(&text[streamed..cut]);
                 }
                 text.truncate(cut);
                 finish = Finish::Stop;
                 break;
             }
-            if !piece.is_empty() && on_text(&piece).is_break() {
-                finish = Finish::Cancelled;
-                break;
+            // Stream all but a tail that could still become a stop string.
+            let ready = text.len() - stop_prefix_held(&text, &params.stop);
+            if ready > streamed {
+                let flow = on_text(&text[streamed..ready]);
+                streamed = ready;
+                if flow.is_break() {
+                    // The caller stopped reading: the result is what it was given.
+                    text.truncate(streamed);
+                    finish = Finish::Cancelled;
+                    break;
+                }
             }
             if tokens.len() >= params.max_tokens {
                 break;
@@ -609,6 +636,10 @@ impl<B: Backend> Lm<B> {
             } else {
                 logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
             }
+        }
+        if matches!(finish, Finish::Length | Finish::EndOfText | Finish::ContextFull) && text.len() > streamed {
+            // No stop string came: the held tail was text after all.
+            let _ = on_text(&text[streamed..]);
         }
         let decode_seconds = now_seconds() - start;
         Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })
@@ -717,7 +748,25 @@ impl<B: Backend> Scorer for Lm<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::find_stop;
+    use super::{find_stop, stop_prefix_held};
+
+    /// Regression (CI, proptest): with the stop string `"ed"`, an `"e"` was streamed, then
+    /// `"d"` came and the result was cut to `""`, so the streamed and returned text differed.
+    /// A tail that may yet become a stop string is now held back.
+    #[test]
+    fn a_tail_that_may_become_a_stop_string_is_held_back() {
+        let stops = vec!["ed".to_owned(), "</s>".to_owned(), "中文".to_owned()];
+        assert_eq!(stop_prefix_held("the", &stops), 1);
+        assert_eq!(stop_prefix_held("the <", &stops), 1);
+        assert_eq!(stop_prefix_held("the </", &stops), 2);
+        assert_eq!(stop_prefix_held("the </s", &stops), 3);
+        assert_eq!(stop_prefix_held("the end", &stops), 0);
+        assert_eq!(stop_prefix_held("文中", &stops), "中".len());
+        assert_eq!(stop_prefix_held("", &stops), 0);
+        assert_eq!(stop_prefix_held("e", &[String::new()]), 0);
+        // A whole stop string is found by `find_stop`, never held.
+        assert_eq!(stop_prefix_held("ed", &["ed".to_owned()]), 0);
+    }
 
     /// Regression (issue 20): the search window began `stop.len()` bytes before the new
     /// text, inside a three-byte Chinese character, and slicing there panicked.
