@@ -1,6 +1,12 @@
 //! `docmem bench lm`: prefill and decode speed of our CPU backend beside llama.cpp's
 //! `llama-bench` on the same model file with the same thread count, in the same run.
 //!
+//! `--backend gpu` runs our WebGPU backend natively (wgpu; the model loaded straight onto
+//! the adapter), decoding with the greedy pick on the GPU, and llama-bench with `-ngl 99`
+//! (its GPU backend, when the build has one). Where the adapter offers timestamp queries,
+//! every kernel is timed: GPU microseconds per token by kernel, in prefill and decoding,
+//! and each kernel's share of a decode step.
+//!
 //! Prefill: one forward pass over `--prompt-tokens` tokens (llama-bench's `pp`). Decode:
 //! `--gen-tokens` single-token steps after that prompt (its `tg` run at depth
 //! `-d <prompt-tokens>`, so both decode over the same context lengths). Peak memory is the
@@ -24,7 +30,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_runtime::cpu::transformer::{KvCache, Logits};
+use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use serde::Serialize;
 
@@ -35,7 +41,8 @@ pub struct LmBenchArgs {
     /// A GGUF model file.
     #[arg(long)]
     model: PathBuf,
-    /// Backend (cpu).
+    /// Backend: cpu, or gpu (WebGPU's native wgpu backend: the model loaded straight
+    /// onto the adapter, each kernel timed with timestamp queries where it offers them).
     #[arg(long, default_value = "cpu")]
     backend: String,
     /// Prompt length for the prefill figure.
@@ -105,6 +112,67 @@ struct PathsFigures {
     identical: bool,
 }
 
+/// GPU kernel times over one timed stretch: (kernel, dispatches, seconds), and the
+/// dispatches left untimed.
+pub struct KernelLap {
+    by_kernel: Vec<(String, usize, f64)>,
+    untimed: usize,
+}
+
+/// One kernel's GPU time per token, in prefill and in decoding.
+#[derive(Serialize)]
+struct KernelRow {
+    kernel: String,
+    prefill_us_per_token: f64,
+    decode_us_per_token: f64,
+    decode_dispatches_per_token: f64,
+    /// Share of the decode step's GPU time.
+    decode_share: f64,
+}
+
+#[derive(Serialize)]
+struct GpuKernels {
+    rows: Vec<KernelRow>,
+    /// GPU time per token summed over kernels (the rest of a step's wall time is the CPU's
+    /// recording, submission and read-back).
+    prefill_gpu_us_per_token: f64,
+    decode_gpu_us_per_token: f64,
+    untimed_dispatches: usize,
+}
+
+impl GpuKernels {
+    /// Per-token rows from the prefill and decode laps (`None` when kernels were not timed).
+    fn of(prefill: Option<KernelLap>, prompt_tokens: usize, decode: Option<KernelLap>, gen_tokens: usize) -> Option<GpuKernels> {
+        let (prefill, decode) = (prefill?, decode?);
+        let (p_n, d_n) = (prompt_tokens.max(1) as f64, gen_tokens.max(1) as f64);
+        let decode_total: f64 = decode.by_kernel.iter().map(|k| k.2).sum();
+        let prefill_total: f64 = prefill.by_kernel.iter().map(|k| k.2).sum();
+        let mut names: Vec<&String> = decode.by_kernel.iter().map(|k| &k.0).collect();
+        names.extend(prefill.by_kernel.iter().map(|k| &k.0).filter(|n| !decode.by_kernel.iter().any(|d| &d.0 == *n)));
+        let find = |lap: &KernelLap, name: &str| lap.by_kernel.iter().find(|k| k.0 == name).map_or((0, 0.0), |k| (k.1, k.2));
+        let rows = names
+            .into_iter()
+            .map(|name| {
+                let (d_count, d_s) = find(&decode, name);
+                let (_, p_s) = find(&prefill, name);
+                KernelRow {
+                    kernel: name.clone(),
+                    prefill_us_per_token: p_s * 1e6 / p_n,
+                    decode_us_per_token: d_s * 1e6 / d_n,
+                    decode_dispatches_per_token: d_count as f64 / d_n,
+                    decode_share: if decode_total > 0.0 { d_s / decode_total } else { 0.0 },
+                }
+            })
+            .collect();
+        Some(GpuKernels {
+            rows,
+            prefill_gpu_us_per_token: prefill_total * 1e6 / p_n,
+            decode_gpu_us_per_token: decode_total * 1e6 / d_n,
+            untimed_dispatches: prefill.untimed + decode.untimed,
+        })
+    }
+}
+
 #[derive(Serialize, Default)]
 struct Figures {
     prefill_tok_s: f64,
@@ -115,6 +183,11 @@ struct Figures {
 #[derive(Serialize)]
 struct Report {
     model: String,
+    /// `cpu` or `gpu`.
+    backend: String,
+    /// The GPU adapter (`--backend gpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter: Option<String>,
     threads: usize,
     prompt_tokens: usize,
     gen_tokens: usize,
@@ -129,6 +202,9 @@ struct Report {
     multi_path: Option<PathsFigures>,
     #[serde(skip_serializing_if = "Option::is_none")]
     drafts: Option<DraftFigures>,
+    /// GPU time per kernel (timestamp queries), per token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_kernels: Option<GpuKernels>,
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -154,6 +230,9 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
             .arg(&a.model)
             .args(extra)
             .args(["-t", &a.threads.to_string(), "-r", "2", "-o", "json"])
+            // Against our GPU backend, llama.cpp's layers on its GPU backend (a build
+            // without one runs them on the CPU; the report names the backend).
+            .args(if a.backend == "gpu" { &["-ngl", "99"][..] } else { &[][..] })
             .output()
             .ok()?;
         let rows: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -165,7 +244,7 @@ fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
 }
 
 /// The multi-path figures: `a.paths` paths after `prefix`, batched and one by one.
-fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
+fn bench_paths<B: Backend>(lm: &Lm<B>, prefix: &Prefix<B::Cache>, a: &LmBenchArgs) -> Result<PathsFigures, CliError> {
     let paths = mom_paths(a.paths, a.gen_tokens);
     // Rounds alternate the two ways and each keeps its fastest: this VM's speed drifts
     // within a run, and alternating lets both meet the same drift.
@@ -199,7 +278,7 @@ fn bench_paths(lm: &Lm, prefix: &Prefix<KvCache>, a: &LmBenchArgs) -> Result<Pat
 
 /// MoM's paths (as [`bench_paths`]) on the MemReader prompt of a real document, batched,
 /// with and without prompt-lookup drafts.
-fn bench_drafts(lm: &Lm, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
+fn bench_drafts<B: Backend>(lm: &Lm<B>, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
     let text = std::fs::read_to_string(doc).map_err(|e| CliError::Read { path: doc.clone(), source: e })?;
     // About four characters a token: the document's first ~--prompt-tokens tokens.
     let mut cut = text.len().min(a.prompt_tokens * 4);
@@ -263,50 +342,94 @@ fn mom_paths(n: usize, max_tokens: usize) -> Vec<SamplingParams> {
 }
 
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
-    if a.backend != "cpu" {
-        return Err(CliError::BadArgument { message: format!("--backend {}: only cpu is available", a.backend) });
-    }
     if a.prompt_tokens == 0 || a.gen_tokens == 0 {
         return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
     }
     // Room for the MemReader instructions around a --document too.
     let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
-    let lm = Lm::load(&a.model, &LoadOptions { threads: a.threads, context, ..Default::default() })?;
+    let opts = LoadOptions { threads: a.threads, context, ..Default::default() };
+    match a.backend.as_str() {
+        "cpu" => {
+            let lm = Lm::load(&a.model, &opts)?;
+            let parity = match &a.golden {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| CliError::Read { path: path.clone(), source: e })?;
+                    let golden = serde_json::from_str(&text)
+                        .map_err(|e| CliError::BadArgument { message: format!("--golden {}: {e}", path.display()) })?;
+                    Some(docmem_runtime::lm::parity::check(&lm, &golden)?)
+                }
+                None => None,
+            };
+            report(a, &lm, parity, None, &|| None)
+        }
+        #[cfg(feature = "gpu")]
+        "gpu" => {
+            use docmem_runtime::gpu::{Gpu, GpuOptions};
+            if a.golden.is_some() {
+                return Err(CliError::BadArgument { message: "--golden checks the CPU backend; leave it out with --backend gpu".into() });
+            }
+            let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, profile: true, ..GpuOptions::default() })
+                .map_err(docmem_runtime::lm::LmError::from)?;
+            let adapter = gpu.describe();
+            eprintln!("[backend: gpu, {adapter}{}]", if gpu.is_profiling() { ", kernels timed" } else { ", no timestamp queries" });
+            let src = docmem_runtime::source::FileSource::open(&a.model).map_err(docmem_runtime::lm::LmError::Source)?;
+            let lm = Lm::load_onto_gpu(&src, &opts, gpu)?;
+            // Each read of the kernel times starts them afresh.
+            let lap = || {
+                let gpu = lm.backend.gpu();
+                let times = gpu.kernel_times();
+                gpu.reset_kernel_times();
+                times.map(|(t, untimed)| KernelLap {
+                    untimed,
+                    by_kernel: t.into_iter().map(|k| (k.kernel, k.dispatches, k.seconds)).collect(),
+                })
+            };
+            report(a, &lm, None, Some(adapter), &lap)
+        }
+        other => Err(CliError::BadArgument { message: format!("--backend {other}: cpu or gpu") }),
+    }
+}
+
+/// Time prefill and greedy decoding (the token picked where the logits are, as a user's
+/// greedy decode picks it), then the multi-path figures, on `lm`'s backend; then print.
+fn report<B: Backend>(
+    a: &LmBenchArgs,
+    lm: &Lm<B>,
+    parity: Option<docmem_runtime::lm::parity::ParityReport>,
+    adapter: Option<String>,
+    kernel_lap: &dyn Fn() -> Option<KernelLap>,
+) -> Result<(), CliError> {
     let backend = &lm.backend;
     let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
-    // Warm-up (page in weights, spin up threads).
+    // Warm-up (page in weights, spin up threads, compile pipelines).
     let mut warm = backend.new_cache();
     docmem_runtime::block_on(Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last))?;
+    drop(warm);
+    kernel_lap();
     let t0 = Instant::now();
     let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt))?;
     let prefill = t0.elapsed().as_secs_f64();
+    let prefill_kernels = kernel_lap();
     let mut cache = prefix.cache().clone();
     let mut next = argmax(prefix.last_logits());
     let t1 = Instant::now();
     for _ in 0..a.gen_tokens {
-        let l = docmem_runtime::block_on(Backend::forward(backend, &mut cache, &[next], Logits::Last))?;
-        next = argmax(&l);
+        next = docmem_runtime::block_on(Backend::forward_argmax(backend, &mut cache, &[next]))?;
     }
     let decode = t1.elapsed().as_secs_f64();
+    let decode_kernels = kernel_lap();
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
-    let multi_path = if a.paths >= 2 { Some(bench_paths(&lm, &prefix, a)?) } else { None };
+    let multi_path = if a.paths >= 2 { Some(bench_paths(lm, &prefix, a)?) } else { None };
     let drafts = match (&a.document, a.paths >= 1) {
-        (Some(doc), true) => Some(bench_drafts(&lm, doc, a)?),
+        (Some(doc), true) => Some(bench_drafts(lm, doc, a)?),
         _ => None,
     };
     let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
-    let parity = match &a.golden {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| CliError::Read { path: path.clone(), source: e })?;
-            let golden =
-                serde_json::from_str(&text).map_err(|e| CliError::BadArgument { message: format!("--golden {}: {e}", path.display()) })?;
-            Some(docmem_runtime::lm::parity::check(&lm, &golden)?)
-        }
-        None => None,
-    };
     let report = Report {
         model: a.model.display().to_string(),
+        backend: a.backend.clone(),
+        adapter,
         threads: a.threads,
         prompt_tokens: a.prompt_tokens,
         gen_tokens: a.gen_tokens,
@@ -318,6 +441,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
         parity,
         multi_path,
         drafts,
+        gpu_kernels: GpuKernels::of(prefill_kernels, a.prompt_tokens, decode_kernels, a.gen_tokens),
     };
     let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
     let parity_result = || {
@@ -368,6 +492,26 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     }
     if let Some(m) = report.peak_rss_mb {
         println!("peak memory {m:.0} MB");
+    }
+    if let Some(g) = &report.gpu_kernels {
+        println!(
+            "GPU time per token (timestamp queries, {}): prefill {:.0} us, decode {:.0} us{}",
+            report.adapter.as_deref().unwrap_or("GPU"),
+            g.prefill_gpu_us_per_token,
+            g.decode_gpu_us_per_token,
+            if g.untimed_dispatches > 0 { format!(" ({} dispatches untimed)", g.untimed_dispatches) } else { String::new() }
+        );
+        println!("{:<14} {:>14} {:>14} {:>12} {:>8}", "kernel", "prefill us/tok", "decode us/tok", "decode disp", "share");
+        for r in &g.rows {
+            println!(
+                "{:<14} {:>14.1} {:>14.1} {:>12.1} {:>7.1}%",
+                r.kernel,
+                r.prefill_us_per_token,
+                r.decode_us_per_token,
+                r.decode_dispatches_per_token,
+                r.decode_share * 100.0
+            );
+        }
     }
     if let Some(p) = &report.parity {
         let greedy: Vec<String> = p.greedy.iter().map(|g| format!("{}/{}", g.identical, g.reference)).collect();

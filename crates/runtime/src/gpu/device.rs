@@ -8,6 +8,7 @@ use docmem_core::{ErrorCode, HasErrorCode};
 
 use super::bind_groups::BindGroupCache;
 use super::pool::BufferPool;
+use super::profile::{KernelTime, Profiler};
 
 /// Why the GPU backend cannot run, or failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +120,9 @@ pub struct GpuOptions {
     pub min_binding_bytes: u64,
     /// Use a CPU adapter (llvmpipe, SwiftShader) when no real GPU is found: tests do this.
     pub allow_cpu_adapter: bool,
+    /// Time every kernel with timestamp queries where the adapter offers them (natively;
+    /// [`Gpu::kernel_times`]): for benchmarks, as it costs a read-back per submission.
+    pub profile: bool,
 }
 
 /// A device and its queue, with the limits granted.
@@ -135,6 +139,8 @@ pub struct Gpu {
     pub(crate) pool: BufferPool,
     /// Bind groups kept for reuse (decoding binds the same buffers every other token).
     pub(crate) bind_groups: BindGroupCache,
+    /// Per-kernel timestamps, when asked for and offered.
+    pub(crate) profiler: Option<Profiler>,
 }
 
 impl fmt::Debug for Gpu {
@@ -186,10 +192,12 @@ impl Gpu {
         limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size;
         limits.max_buffer_size = offered.max_buffer_size;
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        // Timestamps need the read-back to wait on the device: natively only.
+        let profile = options.profile && !cfg!(target_arch = "wasm32") && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("docmem"),
-                required_features: wgpu::Features::empty(),
+                required_features: if profile { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() },
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -202,7 +210,8 @@ impl Gpu {
                 first.get_or_insert_with(|| e.to_string());
             }
         }));
-        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default(), bind_groups: BindGroupCache::default() })
+        let profiler = profile.then(|| Profiler::new(&device, &queue));
+        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default(), bind_groups: BindGroupCache::default(), profiler })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -245,6 +254,26 @@ impl Gpu {
     /// Bind groups created so far (decoding stops creating them after its first steps).
     pub fn bind_groups_created(&self) -> usize {
         self.bind_groups.created()
+    }
+
+    /// Whether kernels are being timed ([`GpuOptions::profile`] asked for it and the
+    /// adapter offers timestamp queries).
+    pub fn is_profiling(&self) -> bool {
+        self.profiler.is_some()
+    }
+
+    /// GPU time per kernel since the last [`Gpu::reset_kernel_times`], the longest first,
+    /// and the dispatches that ran untimed (past a submission's query set); `None` when not
+    /// [profiling](Gpu::is_profiling).
+    pub fn kernel_times(&self) -> Option<(Vec<KernelTime>, usize)> {
+        self.profiler.as_ref().map(Profiler::times)
+    }
+
+    /// Start the kernel times afresh.
+    pub fn reset_kernel_times(&self) {
+        if let Some(p) = &self.profiler {
+            p.reset();
+        }
     }
 
     /// The first error the device has reported, if any (as an error to return).

@@ -19,20 +19,20 @@ const MAX_GROUPS: u32 = 65_535;
 /// The compiled kernels of one device.
 #[derive(Debug)]
 pub struct Kernels {
-    matvec_f32: wgpu::ComputePipeline,
-    matvec_q4_1: wgpu::ComputePipeline,
-    matvec_q8_0: wgpu::ComputePipeline,
-    matvec_q4_k: wgpu::ComputePipeline,
-    matvec_q6_k: wgpu::ComputePipeline,
-    rms_norm: wgpu::ComputePipeline,
-    rope: wgpu::ComputePipeline,
-    swiglu: wgpu::ComputePipeline,
-    add: wgpu::ComputePipeline,
-    softmax: wgpu::ComputePipeline,
-    argmax: wgpu::ComputePipeline,
-    kv_store: wgpu::ComputePipeline,
-    attention: wgpu::ComputePipeline,
-    quantize_q8: wgpu::ComputePipeline,
+    matvec_f32: Pipeline,
+    matvec_q4_1: Pipeline,
+    matvec_q8_0: Pipeline,
+    matvec_q4_k: Pipeline,
+    matvec_q6_k: Pipeline,
+    rms_norm: Pipeline,
+    rope: Pipeline,
+    swiglu: Pipeline,
+    add: Pipeline,
+    softmax: Pipeline,
+    argmax: Pipeline,
+    kv_store: Pipeline,
+    attention: Pipeline,
+    quantize_q8: Pipeline,
 }
 
 /// Whether the matrix × vector kernel for `ty` reads activations quantized to 8 bits
@@ -72,23 +72,30 @@ const MATVEC_TILE: u32 = 8;
 /// The element-wise kernel, after an operation's `op`.
 const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
 
+/// A compiled kernel and its name (for the profiler's figures).
+#[derive(Debug)]
+struct Pipeline {
+    name: &'static str,
+    inner: wgpu::ComputePipeline,
+}
+
 /// A pipeline from WGSL pieces joined in order (WGSL has no includes).
-fn pipeline(gpu: &Gpu, name: &str, pieces: &[&str]) -> wgpu::ComputePipeline {
+fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
     let source = pieces.join("\n");
     let module = gpu
         .device
         .create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(source.into()) });
-    gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+    let inner = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(name),
         layout: None,
         module: &module,
         entry_point: Some("main"),
         compilation_options: Default::default(),
         cache: None,
-    })
+    });
+    Pipeline { name, inner }
 }
 
-/// A uniform buffer holding `words` (each a u32 or an f32's bits).
 /// A parameter block holding `words`, from the pool; held until the work is submitted.
 fn params(gpu: &Gpu, words: &[u32]) -> wgpu::Buffer {
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -144,7 +151,7 @@ impl Kernels {
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        pipeline: &wgpu::ComputePipeline,
+        pipeline: &Pipeline,
         buffers: &[&wgpu::Buffer],
         words: &[u32],
         groups: (u32, u32, u32),
@@ -152,9 +159,10 @@ impl Kernels {
         let uniform = params(gpu, words);
         let mut bound: Vec<&wgpu::Buffer> = buffers.to_vec();
         bound.push(&uniform);
-        let bind = gpu.bind_groups.get(&gpu.device, pipeline, &bound);
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-        pass.set_pipeline(pipeline);
+        let bind = gpu.bind_groups.get(&gpu.device, &pipeline.inner, &bound);
+        let timestamp_writes = gpu.profiler.as_ref().and_then(|p| p.pass(pipeline.name));
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+        pass.set_pipeline(&pipeline.inner);
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         gpu.pool.hold(Use::Uniform, uniform.clone());
@@ -300,7 +308,7 @@ impl Kernels {
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
-        pipeline: &wgpu::ComputePipeline,
+        pipeline: &Pipeline,
         a: &GpuVector,
         b: &GpuVector,
         what: &'static str,
@@ -428,8 +436,14 @@ impl Kernels {
     pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
         let recorded = record(&mut enc);
+        if let (Ok(()), Some(p)) = (&recorded, &gpu.profiler) {
+            p.resolve(&mut enc);
+        }
         if recorded.is_ok() {
             gpu.queue.submit([enc.finish()]);
+        }
+        if let Some(p) = &gpu.profiler {
+            p.collect(&gpu.device, recorded.is_ok());
         }
         // Submitted, or dropped unsubmitted: either way nothing will read the parameter
         // blocks recorded, so they go back to the pool.

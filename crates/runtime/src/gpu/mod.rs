@@ -17,7 +17,8 @@
 //! pool (`pool`) and the bind-group cache (`bind_groups`), so decoding creates neither per
 //! token; and [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command
 //! buffer per forward pass, weights loaded straight from the file), checked against the
-//! CPU backend on SmolLM2 (`tests/gpu_parity.rs`). Still to come: top-k/top-p sampling on
+//! CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for benchmarks, GPU time per
+//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). Still to come: top-k/top-p sampling on
 //! the GPU, prefill tiled over rows, an f16 path; the CPU backend stays the reference.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
@@ -30,6 +31,7 @@ mod device;
 mod kernels;
 mod model;
 mod pool;
+mod profile;
 #[cfg(test)]
 mod tests;
 
@@ -37,3 +39,4 @@ pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
 pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels};
 pub use model::{GpuKvCache, GpuTransformer};
+pub use profile::KernelTime;

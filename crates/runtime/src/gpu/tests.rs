@@ -60,3 +60,23 @@ fn shapes_and_types_are_checked() {
     assert_eq!(err, GpuError::Shape { what: "matvec input", expected: 68, got: 63 });
     assert!(err.to_string().contains("63 elements where 68 are needed"), "{err}");
 }
+
+#[test]
+fn profiling_times_each_kernel_by_name_and_resets() {
+    let timed = match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, profile: true, ..GpuOptions::default() }) {
+        Ok(g) => g,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(timed.is_profiling(), "llvmpipe offers timestamp queries");
+    pollster::block_on(checks::run(&timed, "rms_norm")).unwrap();
+    pollster::block_on(checks::run(&timed, "argmax")).unwrap();
+    let (times, untimed) = timed.kernel_times().unwrap();
+    assert_eq!(untimed, 0);
+    let names: Vec<&str> = times.iter().map(|t| t.kernel.as_str()).collect();
+    assert!(names.contains(&"rms_norm") && names.contains(&"argmax"), "{names:?}");
+    assert!(times.iter().all(|t| t.dispatches > 0 && t.seconds.is_finite() && t.seconds >= 0.0), "{times:?}");
+    timed.reset_kernel_times();
+    assert!(timed.kernel_times().unwrap().0.is_empty());
+    // Without the option, nothing is timed.
+    assert!(gpu().kernel_times().is_none());
+}
