@@ -120,6 +120,33 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     )
     .unwrap();
     assert_eq!(a.tokens, b.tokens);
+
+    // Sampling draws on the GPU (4 bytes back per token): the same seed gives what the
+    // CPU sampler draws from the GPU's own logits, for top-k with top-p, top-p alone, the
+    // repetition penalty (applied on the GPU), temperature alone, and a top-k above the
+    // GPU's head (handed back and finished on the CPU).
+    // Three tokens each (a token costs about a second on llvmpipe).
+    for params in [
+        SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 40, seed: 7, max_tokens: 3, ..Default::default() },
+        SamplingParams { temperature: 0.9, top_p: 0.95, repetition_penalty: 1.3, seed: 9, max_tokens: 3, ..Default::default() },
+        SamplingParams { temperature: 1.0, seed: 10, max_tokens: 3, ..Default::default() },
+        SamplingParams { temperature: 0.8, top_k: 1000, seed: 11, max_tokens: 3, ..Default::default() },
+    ] {
+        assert!(gpu.backend.draws_on_device());
+        let drawn = docmem_runtime::block_on(gpu.generate(text, &params, |_| ControlFlow::Continue(()))).unwrap();
+        let mut sampler = docmem_runtime::lm::Sampler::new(params.clone());
+        let (mut cache, mut history) = (gpu.backend.new_cache(), ids.clone());
+        let mut logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &ids, Logits::Last)).unwrap();
+        let mut from_logits = Vec::new();
+        for _ in 0..drawn.tokens.len() {
+            let next = sampler.sample(&mut logits, &history);
+            from_logits.push(next);
+            history.push(next);
+            logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &[next], Logits::Last)).unwrap();
+        }
+        eprintln!("sampled on the GPU ({params:?}): {:?}", drawn.text);
+        assert_eq!(drawn.tokens, from_logits, "drawn on the GPU against the CPU sampler on the GPU's logits ({params:?})");
+    }
 }
 
 /// `lm`'s answer to `prompt` (at most 3 tokens) and the text streamed while writing it.

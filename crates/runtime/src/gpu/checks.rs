@@ -23,8 +23,8 @@ use crate::gguf::GgmlType;
 use crate::testdata::{activations, weight_row};
 
 /// The checks [`run`] knows, in the order [`run_all`] runs them.
-pub const CHECKS: [&str; 9] =
-    ["matvec", "matvec_k_quants", "quantize_q8", "split_matrix", "rms_norm", "rope", "elementwise", "attention", "argmax"];
+pub const CHECKS: [&str; 10] =
+    ["matvec", "matvec_k_quants", "quantize_q8", "split_matrix", "rms_norm", "rope", "elementwise", "attention", "argmax", "sample"];
 
 /// Run one check by name ([`CHECKS`]).
 pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
@@ -73,6 +73,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
         "elementwise" => elementwise(gpu, k).await,
         "attention" => attention(gpu, k).await,
         "argmax" => argmax(gpu, k).await,
+        "sample" => sample(gpu, k).await,
         _ => Err(GpuError::Shape { what: "check name (see gpu::checks::CHECKS)", expected: CHECKS.len(), got: 0 }),
     }
 }
@@ -339,6 +340,136 @@ async fn argmax(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
         .map(|row| row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best }) as f32)
         .collect();
     compare("argmax", &got, &want, |_| 0.0)
+}
+
+/// Logits of `n` tokens spread over ±3.2 × `scale`, nearly all distinct.
+fn logits(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    activations(n, seed).iter().zip(activations(n, seed + 1)).map(|(a, b)| (a + b / 300.0) * scale).collect()
+}
+
+/// `x` with forty tokens raised far above the rest (a language model's few likely tokens
+/// over a long tail).
+fn spiked(mut x: Vec<f32>) -> Vec<f32> {
+    let n = x.len();
+    for i in 0..40 {
+        x[(i * 3797) % n] += 10.0 + i as f32 * 0.1;
+    }
+    x
+}
+
+/// The draw on the GPU against the CPU sampler's on the same logits and uniform numbers:
+/// each uniform number sits mid-way in one candidate's interval of the CPU's walk (so f32
+/// against f64 rounding cannot move it), for the first candidates, one in the middle and
+/// the last kept. Cases: top-k with top-p, top-p alone over a large vocabulary, ties at the
+/// top-k edge (lower index first), a row narrower than the workgroup, infinities and NaN
+/// (never drawn), the repetition penalty applied on the GPU first, and temperature alone
+/// (walked in index order by both). Top-k above the GPU's
+/// head of 256 and a nucleus its head does not fill must hand the draw back
+/// ([`SAMPLE_FALLBACK`]).
+async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    use super::{GpuDraw, SAMPLE_FALLBACK};
+    use crate::lm::sampler::{draw_with, kept};
+    use crate::lm::SamplingParams;
+    let params = |temperature: f32, top_k: usize, top_p: f32| SamplingParams { temperature, top_k, top_p, ..SamplingParams::default() };
+    let mut ties = logits(1000, 41, 2.0);
+    let tenth = {
+        let mut sorted = ties.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        sorted[9]
+    };
+    for i in [3, 200, 517, 998] {
+        ties[i] = tenth;
+    }
+    let mut odd = spiked(logits(5000, 43, 3.0));
+    odd[17] = f32::INFINITY;
+    odd[18] = f32::NAN;
+    odd[19] = f32::NEG_INFINITY;
+    // (logits, settings, penalized tokens, whether the GPU hands the draw back)
+    let cases: Vec<(Vec<f32>, SamplingParams, Vec<u32>, bool)> = vec![
+        (logits(5000, 51, 3.0), params(0.7, 40, 0.8), vec![], false),
+        // A large vocabulary with a long tail, as a language model's.
+        (spiked(logits(151_936, 53, 1.0)), params(0.7, 0, 0.8), vec![], false),
+        (ties, params(0.8, 10, 1.0), vec![], false),
+        (logits(70, 55, 1.0), params(0.5, 0, 0.95), vec![], false),
+        (odd, params(1.0, 0, 0.9), vec![], false),
+        (logits(5000, 57, 3.0), params(0.7, 50, 0.9), vec![1, 2, 3, 4000, 4999], false),
+        (logits(3000, 59, 1.0), params(1.3, 0, 1.0), vec![], false),
+        (logits(5000, 61, 3.0), params(0.7, 300, 0.9), vec![], true),
+        (logits(5000, 63, 0.01), params(1.0, 0, 0.95), vec![], true),
+    ];
+    for (case, (x, mut p, penalized, fallback)) in cases.into_iter().enumerate() {
+        let penalty = if penalized.is_empty() { 1.0 } else { 1.3 };
+        p.repetition_penalty = penalty;
+        let mut cpu_x = x.clone();
+        for &id in &penalized {
+            let l = &mut cpu_x[id as usize];
+            *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+        }
+        // The candidates the CPU walks, in its order (temperature alone: index order) and
+        // their probabilities.
+        let pure = p.top_k == 0 && p.top_p >= 1.0;
+        let (order, probs) = kept(&p, &cpu_x).unwrap_or_default();
+        // The GPU's head is 256 candidates: a nucleus longer than that goes back.
+        let finite = cpu_x.iter().filter(|v| v.is_finite()).count();
+        let beyond_head = (p.top_k > 256 && p.top_k < finite) || (p.top_k == 0 && p.top_p < 1.0 && probs.len() > 256);
+        if beyond_head != fallback {
+            return Err(GpuError::Shape {
+                what: "sample check case (whether it is beyond the GPU's head)",
+                expected: usize::from(fallback),
+                got: case,
+            });
+        }
+        let total: f64 = probs.iter().sum();
+        let mut cum = vec![0.0];
+        for &q in &probs {
+            cum.push(cum[cum.len() - 1] + q);
+        }
+        // Candidates whose interval is wide enough to aim at: the top three, the heaviest
+        // in the middle of the order, the last kept.
+        let n = probs.len();
+        let mut ranks = vec![0, 1.min(n - 1), 2.min(n - 1), n - 1];
+        if pure {
+            ranks.push((0..n).max_by(|&a, &b| probs[a].total_cmp(&probs[b])).unwrap_or(0));
+        } else {
+            ranks.push(n / 2);
+        }
+        ranks.retain(|&r| probs[r] / total > 1e-4);
+        let gx = GpuVector::from_slice(gpu, &x);
+        let ids: Vec<f32> = penalized.iter().map(|&t| f32::from_bits(t)).collect();
+        let gids = GpuVector::from_slice(gpu, &ids);
+        for r in ranks {
+            let u = (cum[r] + cum[r + 1]) / 2.0 / total;
+            let want = draw_with(&p, &cpu_x, u);
+            if want != order[r] {
+                return Err(GpuError::WrongResult {
+                    check: format!("sample (case {case}): the CPU reference's walk"),
+                    index: r,
+                    gpu: want as f32,
+                    cpu: order[r] as f32,
+                    tolerance: 0.0,
+                });
+            }
+            let draw = GpuDraw { temperature: p.temperature, top_k: p.top_k, top_p: p.top_p, uniform: u as f32 };
+            let (row, out) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, 1));
+            k.run(gpu, |enc| {
+                enc.copy_buffer_to_buffer(&gx.buffer, 0, &row.buffer, 0, (x.len() * 4) as u64);
+                k.penalize(gpu, enc, &row, &gids, penalty)?;
+                k.sample(gpu, enc, &row, &draw, &out)
+            })?;
+            let got = out.read(gpu).await?[0].to_bits();
+            let want = if fallback { SAMPLE_FALLBACK } else { want };
+            if got != want {
+                return Err(GpuError::WrongResult {
+                    check: format!("sample (case {case}, u {u:.6})"),
+                    index: r,
+                    gpu: got as f32,
+                    cpu: want as f32,
+                    tolerance: 0.0,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The gap between `x` and the next f16 (subnormals included).

@@ -30,9 +30,28 @@ pub struct Kernels {
     add: Pipeline,
     softmax: Pipeline,
     argmax: Pipeline,
+    sample: Pipeline,
+    penalize: Pipeline,
     kv_store: Pipeline,
     attention: Pipeline,
     quantize_q8: Pipeline,
+}
+
+/// What [`Kernels::sample`] writes when the draw needs the whole row on the CPU (top-k above
+/// the GPU's head of 256, or a nucleus its 256 most likely tokens do not fill).
+pub const SAMPLE_FALLBACK: u32 = 0xffff_fffe;
+
+/// The settings of one draw on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuDraw {
+    /// Softmax temperature (positive).
+    pub temperature: f32,
+    /// Keep this many most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the smallest most-likely-first run whose probability reaches this (1: all).
+    pub top_p: f32,
+    /// The uniform draw in [0, 1).
+    pub uniform: f32,
 }
 
 /// Whether the matrix × vector kernel for `ty` reads activations quantized to 8 bits
@@ -139,6 +158,8 @@ impl Kernels {
             add: pipeline(gpu, "add", &[include_str!("wgsl/add.wgsl"), ELEMENTWISE]),
             softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
             argmax: pipeline(gpu, "argmax", &[include_str!("wgsl/argmax.wgsl")]),
+            sample: pipeline(gpu, "sample", &[include_str!("wgsl/sample.wgsl")]),
+            penalize: pipeline(gpu, "penalize", &[include_str!("wgsl/penalize.wgsl")]),
             kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
             quantize_q8: pipeline(gpu, "quantize_q8", &[include_str!("wgsl/quantize_q8.wgsl")]),
@@ -348,6 +369,63 @@ impl Kernels {
             return Err(GpuError::Shape { what: "argmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         self.dispatch(gpu, enc, &self.argmax, &[&x.buffer, &out.buffer], &[u32_of(width, "argmax width")?, rows, 0, 0], (rows, 1, 1));
+        Ok(())
+    }
+
+    /// Draw a token from one row of logits `x` as the CPU sampler would (temperature, top-k,
+    /// top-p; `sample.wgsl` says how) with the uniform draw `u`, into `out` (one slot: the
+    /// token id's bits, or [`SAMPLE_FALLBACK`]'s when the draw needs the whole row on the
+    /// CPU). `temperature` must be positive and finite.
+    pub fn sample(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        x: &GpuVector,
+        draw: &GpuDraw,
+        out: &GpuVector,
+    ) -> Result<(), GpuError> {
+        shape("sample output", out.len, 1)?;
+        if x.len == 0 || !(draw.temperature > 0.0 && draw.temperature.is_finite()) {
+            return Err(GpuError::Shape { what: "sampled row (a positive temperature)", expected: 1, got: x.len });
+        }
+        let top_k = u32::try_from(draw.top_k).unwrap_or(u32::MAX);
+        let words = [
+            u32_of(x.len, "sample width")?,
+            top_k,
+            0,
+            0,
+            draw.temperature.to_bits(),
+            draw.top_p.to_bits(),
+            draw.uniform.clamp(0.0, 1.0).to_bits(),
+            0,
+        ];
+        self.dispatch(gpu, enc, &self.sample, &[&x.buffer, &out.buffer], &words, (1, 1, 1));
+        Ok(())
+    }
+
+    /// The repetition penalty on one row of logits `x`, in place: each token of `ids`
+    /// (their bits in f32 slots, each once) divided (positive logits) or multiplied by
+    /// `penalty`.
+    pub fn penalize(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        x: &GpuVector,
+        ids: &GpuVector,
+        penalty: f32,
+    ) -> Result<(), GpuError> {
+        if ids.len == 0 {
+            return Ok(());
+        }
+        let words = [u32_of(ids.len, "penalized tokens")?, u32_of(x.len, "penalized row")?, penalty.to_bits(), 0];
+        self.dispatch(
+            gpu,
+            enc,
+            &self.penalize,
+            &[&x.buffer, &ids.buffer],
+            &words,
+            (u32_of(ids.len.div_ceil(64), "penalized tokens")?, 1, 1),
+        );
         Ok(())
     }
 

@@ -23,13 +23,13 @@
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
-use super::kernels::{q8_len, reads_q8, AttentionShape, Kernels};
+use super::kernels::{q8_len, reads_q8, AttentionShape, GpuDraw, Kernels, SAMPLE_FALLBACK};
 use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::{CpuTransformer, Logits};
 use crate::gguf::GgufFile;
-use crate::lm::{Backend, LmError};
+use crate::lm::{Backend, DeviceDraw, Drawn, LmError};
 use crate::model::{Layer, ModelConfig, Weights};
 use crate::source::ByteSource;
 
@@ -205,8 +205,8 @@ impl GpuTransformer {
     /// row, waiting for the read-back without blocking (a browser resolves it through its
     /// event loop; natively wgpu's poll has already run it). [`Backend::forward`] is this.
     pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
-        match self.submit(cache, tokens, which, false)? {
-            Some(logits) => self.read_and_recycle(logits).await,
+        match self.submit(cache, tokens, which, Pick::None)? {
+            Some(out) => self.read_and_recycle(out.logits).await,
             None => Ok(Vec::new()),
         }
     }
@@ -214,9 +214,31 @@ impl GpuTransformer {
     /// Append `tokens` to `cache` and pick the most likely next token on the GPU (the
     /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
     pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, GpuError> {
-        match self.submit(cache, tokens, Logits::Last, true)? {
-            Some(pick) => Ok(self.read_and_recycle(pick).await?.first().map(|v| v.to_bits())),
+        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Argmax)? else { return Ok(None) };
+        self.kernels.recycle(&self.gpu, out.logits);
+        match out.picked {
+            Some(picked) => Ok(self.read_and_recycle(picked).await?.first().map(|v| v.to_bits())),
             None => Ok(None),
+        }
+    }
+
+    /// Append `tokens` to `cache` and draw the next token on the GPU as `draw` says
+    /// (penalty, temperature, top-k, top-p; `wgsl/sample.wgsl`): 4 bytes come back. When
+    /// the draw needs the whole row (top-k above 256, or a nucleus the 256 most likely
+    /// tokens do not fill) the logits come back instead, for the CPU to finish with the
+    /// same uniform number. `None` for no tokens.
+    pub async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Option<Drawn>, GpuError> {
+        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw))? else { return Ok(None) };
+        let token = match out.picked {
+            Some(picked) => self.read_and_recycle(picked).await?.first().map(|v| v.to_bits()),
+            None => None,
+        };
+        match token {
+            Some(t) if t != SAMPLE_FALLBACK => {
+                self.kernels.recycle(&self.gpu, out.logits);
+                Ok(Some(Drawn::Token(t)))
+            }
+            _ => Ok(Some(Drawn::Logits { logits: self.read_and_recycle(out.logits).await?, penalized: out.penalized })),
         }
     }
 
@@ -253,9 +275,10 @@ impl GpuTransformer {
         }
     }
 
-    /// Record and submit the forward pass of `tokens` after `cache`; the buffer the logits
-    /// will be in, or with `pick` the last row's most likely token (`None` for no tokens).
-    fn submit(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits, pick: bool) -> Result<Option<GpuVector>, GpuError> {
+    /// Record and submit the forward pass of `tokens` after `cache`: the buffer the logits
+    /// will be in, and with a pick the buffer its one slot will be in (`None` for no
+    /// tokens). The caller reads what it needs and recycles both.
+    fn submit(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits, pick: Pick<'_>) -> Result<Option<Outputs>, GpuError> {
         let cfg = &self.cfg;
         let (t_n, e, kvw, hd) = (tokens.len(), cfg.n_embd, cfg.kv_width(), cfg.head_dim);
         if t_n == 0 {
@@ -302,7 +325,19 @@ impl GpuTransformer {
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let normed_q = zeros(q8_len(logit_rows * e));
-        let picked = zeros(if pick { logit_rows } else { 0 });
+        let picked = match pick {
+            Pick::None => None,
+            Pick::Argmax => Some(zeros(logit_rows)),
+            Pick::Draw(_) => Some(zeros(1)),
+        };
+        // The repetition penalty's tokens, as bits in f32 slots.
+        let penalized = match pick {
+            Pick::Draw(d) if d.repetition_penalty != 1.0 && d.repetition_penalty > 0.0 && !d.penalized.is_empty() => {
+                let bits: Vec<f32> = d.penalized.iter().map(|&t| f32::from_bits(t)).collect();
+                Some(k.scratch_from(gpu, &bits))
+            }
+            _ => None,
+        };
         let shape = AttentionShape { head_dim: hd, heads: cfg.n_head, kv_heads: cfg.n_head_kv, tokens: t_n, n_past };
         let neox = cfg.arch.rope_neox();
         k.run(gpu, |enc| {
@@ -343,18 +378,52 @@ impl GpuTransformer {
             k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
             k.quantize_q8(gpu, enc, &normed, &normed_q)?;
             k.matvec(gpu, enc, &self.head, if reads_q8(self.head.ty) { &normed_q } else { &normed }, logit_rows, &logits)?;
-            if pick {
-                k.argmax(gpu, enc, &logits, cfg.vocab, &picked)?;
+            if let (Pick::Draw(d), Some(ids)) = (pick, &penalized) {
+                k.penalize(gpu, enc, &logits, ids, d.repetition_penalty)?;
+            }
+            match (pick, &picked) {
+                (Pick::Argmax, Some(out)) => k.argmax(gpu, enc, &logits, cfg.vocab, out)?,
+                (Pick::Draw(d), Some(out)) if d.temperature > 0.0 && d.temperature.is_finite() => {
+                    let draw = GpuDraw { temperature: d.temperature, top_k: d.top_k, top_p: d.top_p, uniform: d.uniform as f32 };
+                    k.sample(gpu, enc, &logits, &draw, out)?;
+                }
+                (Pick::Draw(_), Some(out)) => k.argmax(gpu, enc, &logits, cfg.vocab, out)?,
+                _ => {}
             }
             Ok(())
         })?;
         cache.len += t_n;
-        let (result, spare) = if pick { (picked, logits) } else { (logits, picked) };
-        for v in [x, angles, h, q, kk, vv, attn, o, gate, up, hq, attn_q, gate_q, scores, last, normed, normed_q, spare] {
+        for v in [x, angles, h, q, kk, vv, attn, o, gate, up, hq, attn_q, gate_q, scores, last, normed, normed_q] {
             k.recycle(gpu, v);
         }
-        Ok(Some(result))
+        if let Some(ids) = penalized {
+            k.recycle(gpu, ids);
+        }
+        Ok(Some(Outputs {
+            logits,
+            picked,
+            penalized: matches!(pick, Pick::Draw(d) if d.repetition_penalty != 1.0 && d.repetition_penalty > 0.0 && !d.penalized.is_empty()),
+        }))
     }
+}
+
+/// What a forward pass picks where the logits are.
+#[derive(Clone, Copy)]
+enum Pick<'a> {
+    /// Nothing: the logits come back.
+    None,
+    /// Each row's most likely token.
+    Argmax,
+    /// A draw from the last row.
+    Draw(&'a DeviceDraw),
+}
+
+/// A submitted pass's buffers.
+struct Outputs {
+    logits: GpuVector,
+    picked: Option<GpuVector>,
+    /// Whether the repetition penalty was applied to `logits`.
+    penalized: bool,
 }
 
 impl GpuTransformer {
@@ -400,5 +469,14 @@ impl Backend for GpuTransformer {
     async fn forward_argmax(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<u32, LmError> {
         self.check_ids(tokens)?;
         GpuTransformer::forward_greedy(self, cache, tokens).await?.ok_or(LmError::EmptyPrompt)
+    }
+
+    fn draws_on_device(&self) -> bool {
+        true
+    }
+
+    async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, LmError> {
+        self.check_ids(tokens)?;
+        GpuTransformer::forward_draw(self, cache, tokens, draw).await?.ok_or(LmError::EmptyPrompt)
     }
 }

@@ -14,7 +14,7 @@ mod drafts;
 pub mod parity;
 mod paths;
 mod reader;
-mod sampler;
+pub(crate) mod sampler;
 mod text;
 
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ use serde::Serialize;
 
 pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
-pub use sampler::{argmax, log_prob, Sampler, SamplingParams};
+pub use sampler::{argmax, log_prob, DeviceDraw, Drawn, Sampler, SamplingParams};
 pub use text::LmText;
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};
@@ -83,6 +83,21 @@ pub trait Backend {
     /// of equal logits, as the sampler's greedy pick). This default reads the logits.
     async fn forward_argmax(&self, cache: &mut Self::Cache, tokens: &[u32]) -> Result<u32, LmError> {
         Ok(argmax(&self.forward(cache, tokens, Logits::Last).await?))
+    }
+    /// Whether [`forward_draw`](Self::forward_draw) draws sampled tokens where the logits
+    /// are (the GPU reads back 4 bytes instead of a vocabulary of floats): sampled
+    /// generation then calls it.
+    fn draws_on_device(&self) -> bool {
+        false
+    }
+    /// Append `tokens` to the sequence and draw the next token as `draw` says
+    /// ([`Sampler::device_draw`]). A backend that cannot draw it where the logits are (this
+    /// default, or settings beyond what its sampler does) hands the logits back and the
+    /// caller finishes the draw on the CPU with the same uniform number
+    /// ([`Sampler::finish_draw`]).
+    async fn forward_draw(&self, cache: &mut Self::Cache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, LmError> {
+        let _ = draw;
+        Ok(Drawn::Logits { logits: self.forward(cache, tokens, Logits::Last).await?, penalized: false })
     }
     /// One step of several independent sequences: each `(cache, tokens)` appends its
     /// tokens to its own cache; returns logits for every row, sequence after sequence.
@@ -585,8 +600,10 @@ impl<B: Backend> Lm<B> {
         // Bytes of `text` given to `on_text`; the rest is held (see `stop_prefix_held`).
         let mut streamed = 0;
         let mut finish = Finish::Length;
-        // Greedy on a backend that picks on the device: the token comes back, not logits.
+        // Greedy on a backend that picks on the device, or sampling on one that draws
+        // there: the token comes back, not logits.
         let pick_on_device = params.is_plain_greedy() && self.backend.picks_on_device();
+        let draw_on_device = !pick_on_device && self.backend.draws_on_device();
         let mut picked: Option<u32> = None;
         while tokens.len() < params.max_tokens {
             let next = match picked.take() {
@@ -633,6 +650,12 @@ impl<B: Backend> Lm<B> {
             }
             if pick_on_device {
                 picked = Some(self.backend.forward_argmax(&mut cache, &[next]).await?);
+            } else if draw_on_device {
+                let draw = sampler.device_draw(&history);
+                picked = Some(match self.backend.forward_draw(&mut cache, &[next], &draw).await? {
+                    Drawn::Token(token) => token,
+                    Drawn::Logits { mut logits, penalized } => sampler.finish_draw(&mut logits, &draw, penalized),
+                });
             } else {
                 logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
             }

@@ -91,19 +91,39 @@ impl Sampler {
 
     /// Pick the next token given the logits and the tokens so far.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
-        match self.distribution(logits, history) {
+        self.penalize(logits, history);
+        match choose(&self.params, logits) {
             Dist::Token(t) => t,
-            Dist::Kept { cand, probs } => {
-                let total: f64 = probs.iter().sum();
-                let mut r = self.rng.gen::<f64>() * total;
-                for (i, &x) in probs.iter().enumerate() {
-                    r -= x;
-                    if r <= 0.0 {
-                        return cand[i].0;
-                    }
-                }
-                cand[probs.len() - 1].0
-            }
+            kept => pick(&kept, self.rng.gen::<f64>()),
+        }
+    }
+
+    /// The next draw for a backend that samples where the logits are
+    /// ([`super::Backend::forward_draw`]): the settings, the recent tokens to penalize, and
+    /// the uniform number the generator gives now (none for greedy settings), so the same
+    /// seed gives the same text as [`sample`](Self::sample) on the same logits.
+    pub fn device_draw(&mut self, history: &[u32]) -> DeviceDraw {
+        let p = &self.params;
+        let greedy = p.temperature <= 0.0 || !p.temperature.is_finite();
+        DeviceDraw {
+            temperature: if greedy { 0.0 } else { p.temperature },
+            top_k: p.top_k,
+            top_p: p.top_p,
+            repetition_penalty: p.repetition_penalty,
+            penalized: if p.penalizes_repetition() { recent(history, p.repetition_window) } else { Vec::new() },
+            uniform: if greedy { 0.0 } else { self.rng.gen::<f64>() },
+        }
+    }
+
+    /// Finish on the CPU a draw the backend handed back as logits (`penalized`: whether
+    /// the penalty is already applied to them), with the draw's own uniform number.
+    pub fn finish_draw(&self, logits: &mut [f32], draw: &DeviceDraw, penalized: bool) -> u32 {
+        if !penalized {
+            penalize_tokens(logits, &draw.penalized, self.params.repetition_penalty);
+        }
+        match choose(&self.params, logits) {
+            Dist::Token(t) => t,
+            kept => pick(&kept, draw.uniform),
         }
     }
 
@@ -114,7 +134,8 @@ impl Sampler {
     /// for a draft distribution that puts all its mass on one token, so the token returned
     /// is distributed exactly as [`sample`](Self::sample)'s.
     pub fn sample_with_draft(&mut self, logits: &mut [f32], history: &[u32], draft: u32) -> u32 {
-        match self.distribution(logits, history) {
+        self.penalize(logits, history);
+        match choose(&self.params, logits) {
             Dist::Token(t) => t,
             Dist::Kept { cand, probs } => {
                 let total: f64 = probs.iter().sum();
@@ -141,84 +162,169 @@ impl Sampler {
         }
     }
 
-    /// The distribution to draw from: one token (greedy), or candidates and their
-    /// (unnormalized) probabilities, most likely first.
-    fn distribution(&self, logits: &mut [f32], history: &[u32]) -> Dist {
+    /// The repetition penalty on the logits of the recent tokens of `history`.
+    fn penalize(&self, logits: &mut [f32], history: &[u32]) {
         let p = &self.params;
         if p.penalizes_repetition() {
-            let start = history.len().saturating_sub(p.repetition_window);
-            let mut seen: Vec<u32> = history[start..].to_vec();
-            seen.sort_unstable();
-            seen.dedup();
-            for id in seen {
-                if let Some(l) = logits.get_mut(id as usize) {
-                    *l = if *l > 0.0 { *l / p.repetition_penalty } else { *l * p.repetition_penalty };
-                }
-            }
+            penalize_tokens(logits, &recent(history, p.repetition_window), p.repetition_penalty);
         }
-        if p.temperature <= 0.0 || !p.temperature.is_finite() {
-            return Dist::Token(argmax(logits));
-        }
-        let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().filter(|(_, l)| l.is_finite()).map(|(i, &l)| (i as u32, l)).collect();
-        if cand.is_empty() {
-            return Dist::Token(argmax(logits));
-        }
-        let k = if p.top_k == 0 { cand.len() } else { p.top_k.min(cand.len()) };
-        if k < cand.len() {
-            cand.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            cand.truncate(k);
-        }
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let max = cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
-        let weight = |l: f32| f64::from((l - max) / p.temperature).exp();
-        let total: f64 = cand.iter().map(|&(_, l)| weight(l)).sum();
-        // Nucleus sampling needs only the most likely tokens in order: sort a head of
-        // them, and the whole vocabulary only when the head does not reach `top_p` (sorting
-        // 150,000 logits per token per path would cost a good part of a decode step).
-        let mut probs: Vec<f64> = Vec::new();
-        let mut sorted = 0;
-        if p.top_p < 1.0 {
-            let head = NUCLEUS_HEAD.min(cand.len());
-            if head < cand.len() {
-                cand.select_nth_unstable_by(head - 1, order);
-            }
-            cand[..head].sort_by(order);
-            sorted = head;
-            let mut acc = 0.0;
-            for &(_, l) in &cand[..head] {
-                let x = weight(l) / total;
-                probs.push(x);
-                acc += x;
-                if acc >= f64::from(p.top_p) {
-                    break;
-                }
-            }
-            if acc < f64::from(p.top_p) && head < cand.len() {
-                probs.clear();
-                sorted = 0;
-            }
-        }
-        if sorted == 0 {
-            cand.sort_by(order);
-            probs = cand.iter().map(|&(_, l)| weight(l) / total).collect();
-            if p.top_p < 1.0 {
-                let mut acc = 0.0;
-                let mut keep = probs.len();
-                for (i, &x) in probs.iter().enumerate() {
-                    acc += x;
-                    if acc >= f64::from(p.top_p) {
-                        keep = i + 1;
-                        break;
-                    }
-                }
-                probs.truncate(keep);
-            }
-        }
-        Dist::Kept { cand, probs }
     }
 }
 
-/// What [`Sampler::distribution`] gives.
+/// The last `window` tokens of `history`, sorted, each once.
+fn recent(history: &[u32], window: usize) -> Vec<u32> {
+    let mut seen: Vec<u32> = history[history.len().saturating_sub(window)..].to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    seen
+}
+
+/// Divide the positive logits of `ids` by `penalty` and multiply the negative ones.
+fn penalize_tokens(logits: &mut [f32], ids: &[u32], penalty: f32) {
+    for &id in ids {
+        if let Some(l) = logits.get_mut(id as usize) {
+            *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+        }
+    }
+}
+
+/// Draw from `dist` with the uniform number `u` in [0, 1): the first candidate where `u`
+/// times the kept weight, less the weights so far, reaches 0.
+fn pick(dist: &Dist, u: f64) -> u32 {
+    match dist {
+        Dist::Token(t) => *t,
+        Dist::Kept { cand, probs } => {
+            let total: f64 = probs.iter().sum();
+            let mut r = u * total;
+            for (i, &x) in probs.iter().enumerate() {
+                r -= x;
+                if r <= 0.0 {
+                    return cand[i].0;
+                }
+            }
+            cand[probs.len() - 1].0
+        }
+    }
+}
+
+/// The token `sample` would give for `logits` (penalty already applied) and the uniform
+/// number `u`; the GPU sampler's check compares against it.
+pub(crate) fn draw_with(params: &SamplingParams, logits: &[f32], u: f64) -> u32 {
+    pick(&choose(params, logits), u)
+}
+
+/// The candidates a draw walks, in order, and their probabilities (`None`: greedy).
+pub(crate) fn kept(params: &SamplingParams, logits: &[f32]) -> Option<(Vec<u32>, Vec<f64>)> {
+    match choose(params, logits) {
+        Dist::Token(_) => None,
+        Dist::Kept { cand, probs } => Some((cand[..probs.len()].iter().map(|c| c.0).collect(), probs)),
+    }
+}
+
+/// What a backend that samples where the logits are needs for one draw
+/// ([`Sampler::device_draw`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceDraw {
+    /// Softmax temperature; 0 picks the most likely token.
+    pub temperature: f32,
+    /// Keep this many most likely tokens (0 = all).
+    pub top_k: usize,
+    /// Keep the smallest set of tokens whose probability reaches this (1 = all).
+    pub top_p: f32,
+    /// The repetition penalty (1: none).
+    pub repetition_penalty: f32,
+    /// The recent tokens it applies to, sorted, each once.
+    pub penalized: Vec<u32>,
+    /// The uniform number in [0, 1) the draw uses.
+    pub uniform: f64,
+}
+
+/// What a backend's draw gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Drawn {
+    /// The token, drawn where the logits are.
+    Token(u32),
+    /// The logits, for the CPU to finish the draw ([`Sampler::finish_draw`]); `penalized`:
+    /// whether the repetition penalty is already applied to them.
+    Logits {
+        /// The last row's logits.
+        logits: Vec<f32>,
+        /// Whether the penalty is applied.
+        penalized: bool,
+    },
+}
+
+/// The distribution to draw from: one token (greedy), or candidates and their
+/// (unnormalized) probabilities, most likely first.
+fn choose(p: &SamplingParams, logits: &[f32]) -> Dist {
+    if p.temperature <= 0.0 || !p.temperature.is_finite() {
+        return Dist::Token(argmax(logits));
+    }
+    let mut cand: Vec<(u32, f32)> = logits.iter().enumerate().filter(|(_, l)| l.is_finite()).map(|(i, &l)| (i as u32, l)).collect();
+    if cand.is_empty() {
+        return Dist::Token(argmax(logits));
+    }
+    let finite = cand.len();
+    let k = if p.top_k == 0 { finite } else { p.top_k.min(finite) };
+    if k < cand.len() {
+        cand.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        cand.truncate(k);
+    }
+    let top_k_cut = k < finite;
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let max = cand.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
+    let weight = |l: f32| f64::from((l - max) / p.temperature).exp();
+    let total: f64 = cand.iter().map(|&(_, l)| weight(l)).sum();
+    // Nucleus sampling needs only the most likely tokens in order: sort a head of
+    // them, and the whole vocabulary only when the head does not reach `top_p` (sorting
+    // 150,000 logits per token per path would cost a good part of a decode step).
+    let mut probs: Vec<f64> = Vec::new();
+    let mut sorted = 0;
+    if p.top_p < 1.0 {
+        let head = NUCLEUS_HEAD.min(cand.len());
+        if head < cand.len() {
+            cand.select_nth_unstable_by(head - 1, order);
+        }
+        cand[..head].sort_by(order);
+        sorted = head;
+        let mut acc = 0.0;
+        for &(_, l) in &cand[..head] {
+            let x = weight(l) / total;
+            probs.push(x);
+            acc += x;
+            if acc >= f64::from(p.top_p) {
+                break;
+            }
+        }
+        if acc < f64::from(p.top_p) && head < cand.len() {
+            probs.clear();
+            sorted = 0;
+        }
+    }
+    if sorted == 0 {
+        // Temperature alone walks the candidates in index order (the same distribution,
+        // no sort of the whole vocabulary; the GPU's sampler walks so too).
+        if p.top_p < 1.0 || top_k_cut {
+            cand.sort_by(order);
+        }
+        probs = cand.iter().map(|&(_, l)| weight(l) / total).collect();
+        if p.top_p < 1.0 {
+            let mut acc = 0.0;
+            let mut keep = probs.len();
+            for (i, &x) in probs.iter().enumerate() {
+                acc += x;
+                if acc >= f64::from(p.top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            probs.truncate(keep);
+        }
+    }
+    Dist::Kept { cand, probs }
+}
+
+/// What [`choose`] gives.
 enum Dist {
     /// This token, no draw.
     Token(u32),
