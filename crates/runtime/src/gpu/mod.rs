@@ -11,15 +11,16 @@
 //! writes of at most 64 MiB, read-back), and the kernels ([`Kernels`]): matrix × vector
 //! (tiled over tokens for prefill) for f32, Q4_1, Q8_0, Q4_K and Q6_K, activation
 //! quantization, RMSNorm, RoPE from an angle table, SwiGLU, residual add, softmax, the
-//! f16-rounded K/V cache write, causal grouped-query attention over it and argmax, each in
+//! f16-rounded K/V cache write, causal grouped-query attention over it, argmax, and
+//! sampling (repetition penalty, temperature, top-k, top-p; `wgsl/sample.wgsl`), each in
 //! its own WGSL file under `wgsl/`, checked against the CPU reference (`checks`, natively
 //! in `npm test` on Vulkan/llvmpipe, in the browser, and on a user's adapter); the buffer
 //! pool (`pool`) and the bind-group cache (`bind_groups`), so decoding creates neither per
 //! token; and [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command
 //! buffer per forward pass, weights loaded straight from the file), checked against the
 //! CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for benchmarks, GPU time per
-//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). Still to come: top-k/top-p sampling on
-//! the GPU, prefill tiled over rows, an f16 path; the CPU backend stays the reference.
+//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). Still to come:
+//! prefill tiled over rows, an f16 path, subgroups; the CPU backend stays the reference.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
