@@ -125,14 +125,18 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     // CPU sampler draws from the GPU's own logits, for top-k with top-p, top-p alone, the
     // repetition penalty (applied on the GPU), temperature alone, and a top-k above the
     // GPU's head (handed back and finished on the CPU).
-    // Three tokens each (a token costs about a second on llvmpipe).
-    for params in [
-        SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 40, seed: 7, max_tokens: 3, ..Default::default() },
-        SamplingParams { temperature: 0.9, top_p: 0.95, repetition_penalty: 1.3, seed: 9, max_tokens: 3, ..Default::default() },
-        SamplingParams { temperature: 1.0, seed: 10, max_tokens: 3, ..Default::default() },
-        SamplingParams { temperature: 0.8, top_k: 1000, seed: 11, max_tokens: 3, ..Default::default() },
+    // Four tokens each (a token costs about a second on llvmpipe): the first is drawn from
+    // the prompt's logits, the next three on the GPU (or handed back).
+    // Where each draw is made: all on the GPU, all handed back, or either (a nucleus of
+    // 0.95 at 0.9 may pass the GPU's 256-token head).
+    for (params, on_gpu) in [
+        (SamplingParams { temperature: 0.7, top_p: 0.8, top_k: 40, seed: 7, max_tokens: 4, ..Default::default() }, Some(true)),
+        (SamplingParams { temperature: 0.9, top_p: 0.95, repetition_penalty: 1.3, seed: 9, max_tokens: 4, ..Default::default() }, None),
+        (SamplingParams { temperature: 1.0, seed: 10, max_tokens: 4, ..Default::default() }, Some(true)),
+        (SamplingParams { temperature: 0.8, top_k: 1000, seed: 11, max_tokens: 4, ..Default::default() }, Some(false)),
     ] {
         assert!(gpu.backend.draws_on_device());
+        let before = gpu.backend.draws();
         let drawn = docmem_runtime::block_on(gpu.generate(text, &params, |_| ControlFlow::Continue(()))).unwrap();
         let mut sampler = docmem_runtime::lm::Sampler::new(params.clone());
         let (mut cache, mut history) = (gpu.backend.new_cache(), ids.clone());
@@ -143,6 +147,15 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
             from_logits.push(next);
             history.push(next);
             logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &[next], Logits::Last)).unwrap();
+        }
+        let (made, handed_back) = gpu.backend.draws();
+        let (made, handed_back) = (made - before.0, handed_back - before.1);
+        let steps = drawn.tokens.len() - 1;
+        assert_eq!(made + handed_back, steps, "draws made on the GPU and handed back ({params:?})");
+        match on_gpu {
+            Some(true) => assert_eq!(made, steps, "every draw on the GPU ({params:?})"),
+            Some(false) => assert_eq!(handed_back, steps, "every draw handed back ({params:?})"),
+            None => {}
         }
         eprintln!("sampled on the GPU ({params:?}): {:?}", drawn.text);
         assert_eq!(drawn.tokens, from_logits, "drawn on the GPU against the CPU sampler on the GPU's logits ({params:?})");

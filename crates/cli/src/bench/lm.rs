@@ -360,7 +360,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                 }
                 None => None,
             };
-            report(a, &lm, parity, None, &|| None)
+            report(a, &lm, parity, None, &|_| None)
         }
         #[cfg(feature = "gpu")]
         "gpu" => {
@@ -371,14 +371,18 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, profile: true, ..GpuOptions::default() })
                 .map_err(docmem_runtime::lm::LmError::from)?;
             let adapter = gpu.describe();
-            eprintln!("[backend: gpu, {adapter}{}]", if gpu.is_profiling() { ", kernels timed" } else { ", no timestamp queries" });
+            let subgroups = gpu.subgroup_size().map_or(String::from("no subgroups"), |s| format!("subgroups of {s}"));
+            let timed = if gpu.can_profile() { "kernels timed in a run of their own" } else { "no timestamp queries" };
+            eprintln!("[backend: gpu, {adapter}, {subgroups}, {timed}]");
+            gpu.set_profiling(false);
             let src = docmem_runtime::source::FileSource::open(&a.model).map_err(docmem_runtime::lm::LmError::Source)?;
             let lm = Lm::load_onto_gpu(&src, &opts, gpu)?;
-            // Each read of the kernel times starts them afresh.
-            let lap = || {
+            // Turns timing on or off; gives the times since the last call, and starts afresh.
+            let lap = |on: bool| {
                 let gpu = lm.backend.gpu();
                 let times = gpu.kernel_times();
                 gpu.reset_kernel_times();
+                gpu.set_profiling(on);
                 times.map(|(t, untimed)| KernelLap {
                     untimed,
                     by_kernel: t.into_iter().map(|k| (k.kernel, k.dispatches, k.seconds)).collect(),
@@ -386,18 +390,42 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             };
             report(a, &lm, None, Some(adapter), &lap)
         }
+        #[cfg(not(feature = "gpu"))]
+        "gpu" => Err(CliError::BadArgument { message: "--backend gpu: this docmem was built without the gpu feature".into() }),
         other => Err(CliError::BadArgument { message: format!("--backend {other}: cpu or gpu") }),
     }
 }
 
-/// Time prefill and greedy decoding (the token picked where the logits are, as a user's
-/// greedy decode picks it), then the multi-path figures, on `lm`'s backend; then print.
+/// Prefill `prompt`, then decode `gen` tokens greedily (each picked where the logits are,
+/// as a user's greedy decode picks it), calling `between` after the prefill: the prefix and
+/// the seconds of each.
+fn prefill_and_decode<B: Backend>(
+    lm: &Lm<B>,
+    prompt: &[u32],
+    gen: usize,
+    between: &dyn Fn(),
+) -> Result<(Prefix<B::Cache>, f64, f64), CliError> {
+    let t0 = Instant::now();
+    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt.to_vec()))?;
+    let prefill = t0.elapsed().as_secs_f64();
+    between();
+    let mut cache = prefix.cache().clone();
+    let mut next = argmax(prefix.last_logits());
+    let t1 = Instant::now();
+    for _ in 0..gen {
+        next = docmem_runtime::block_on(Backend::forward_argmax(&lm.backend, &mut cache, &[next]))?;
+    }
+    Ok((prefix, prefill, t1.elapsed().as_secs_f64()))
+}
+
+/// Time prefill and greedy decoding, then the kernels (a GPU that can time them), then the
+/// multi-path figures, on `lm`'s backend; then print.
 fn report<B: Backend>(
     a: &LmBenchArgs,
     lm: &Lm<B>,
     parity: Option<docmem_runtime::lm::parity::ParityReport>,
     adapter: Option<String>,
-    kernel_lap: &dyn Fn() -> Option<KernelLap>,
+    kernel_lap: &dyn Fn(bool) -> Option<KernelLap>,
 ) -> Result<(), CliError> {
     let backend = &lm.backend;
     let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
@@ -405,19 +433,16 @@ fn report<B: Backend>(
     let mut warm = backend.new_cache();
     docmem_runtime::block_on(Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last))?;
     drop(warm);
-    kernel_lap();
-    let t0 = Instant::now();
-    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt))?;
-    let prefill = t0.elapsed().as_secs_f64();
-    let prefill_kernels = kernel_lap();
-    let mut cache = prefix.cache().clone();
-    let mut next = argmax(prefix.last_logits());
-    let t1 = Instant::now();
-    for _ in 0..a.gen_tokens {
-        next = docmem_runtime::block_on(Backend::forward_argmax(backend, &mut cache, &[next]))?;
+    let (prefix, prefill, decode) = prefill_and_decode(lm, &prompt, a.gen_tokens, &|| ())?;
+    // Kernel times in a run of their own: timestamps cost a read-back per submission,
+    // which the figures above must not pay.
+    let prefill_kernels = std::cell::RefCell::new(None);
+    let mut decode_kernels = None;
+    if kernel_lap(true).is_some() {
+        prefill_and_decode(lm, &prompt, a.gen_tokens, &|| *prefill_kernels.borrow_mut() = kernel_lap(true))?;
+        decode_kernels = kernel_lap(false);
     }
-    let decode = t1.elapsed().as_secs_f64();
-    let decode_kernels = kernel_lap();
+    let prefill_kernels = prefill_kernels.into_inner();
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
     let multi_path = if a.paths >= 2 { Some(bench_paths(lm, &prefix, a)?) } else { None };

@@ -269,7 +269,8 @@ async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     let total = n_past + tokens;
     let (keys, values) = (activations(total * kvw, 11), activations(total * kvw, 12));
     let q = activations(tokens * heads * head_dim, 13);
-    let (gk, gv) = (GpuVector::zeros(gpu, (total + 5) * kvw), GpuVector::zeros(gpu, (total + 5) * kvw));
+    // The caches hold f16 pairs, a word per two values.
+    let (gk, gv) = (GpuVector::zeros(gpu, (total + 5) * kvw / 2), GpuVector::zeros(gpu, (total + 5) * kvw / 2));
     // The prefix in one write, the new tokens' rows in another.
     let (kp, vp) = (GpuVector::from_slice(gpu, &keys[..n_past * kvw]), GpuVector::from_slice(gpu, &values[..n_past * kvw]));
     let (kn, vn) = (GpuVector::from_slice(gpu, &keys[n_past * kvw..]), GpuVector::from_slice(gpu, &values[n_past * kvw..]));
@@ -289,7 +290,14 @@ async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     };
     let (keys, values, q) = (round(&keys), round(&values), round(&q));
     // The cache holds the rounded rows.
-    compare("key cache", &gk.read(gpu).await?[..total * kvw], &keys, |_| 0.0)?;
+    let halves: Vec<f32> = gk.read(gpu).await?[..total * kvw / 2]
+        .iter()
+        .flat_map(|w| {
+            let bits = w.to_bits();
+            [crate::quant::f16_to_f32(bits as u16), crate::quant::f16_to_f32((bits >> 16) as u16)]
+        })
+        .collect();
+    compare("key cache", &halves, &keys, |_| 0.0)?;
     let mut want = vec![0f32; q.len()];
     // A probability that lies next to an f16 rounding boundary may round either way, as
     // `exp` is allowed a few ulps (SwiftShader's differs from llvmpipe's): each output may
@@ -401,10 +409,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
         let penalty = if penalized.is_empty() { 1.0 } else { 1.3 };
         p.repetition_penalty = penalty;
         let mut cpu_x = x.clone();
-        for &id in &penalized {
-            let l = &mut cpu_x[id as usize];
-            *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
-        }
+        crate::lm::sampler::penalize_tokens(&mut cpu_x, &penalized, penalty);
         // The candidates the CPU walks, in its order (temperature alone: index order) and
         // their probabilities.
         let pure = p.top_k == 0 && p.top_p >= 1.0;
@@ -434,6 +439,9 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
             ranks.push(n / 2);
         }
         ranks.retain(|&r| probs[r] / total > 1e-4);
+        if ranks.is_empty() {
+            return Err(GpuError::Shape { what: "sample check case (candidates wide enough to aim at)", expected: 1, got: case });
+        }
         let gx = GpuVector::from_slice(gpu, &x);
         let ids: Vec<f32> = penalized.iter().map(|&t| f32::from_bits(t)).collect();
         let gids = GpuVector::from_slice(gpu, &ids);

@@ -52,6 +52,14 @@ pub enum GpuError {
         /// The size given.
         got: usize,
     },
+    /// A kernel setting outside what it takes (a sampling temperature that is not positive
+    /// and finite).
+    BadSetting {
+        /// Which setting.
+        what: &'static str,
+        /// The value given.
+        value: f32,
+    },
     /// A tensor type the GPU kernels do not read yet.
     UnsupportedType {
         /// The GGUF type's name.
@@ -84,6 +92,7 @@ impl fmt::Display for GpuError {
             GpuError::Device { message } => write!(f, "GPU device error: {message}"),
             GpuError::Readback { message } => write!(f, "could not read a result back from the GPU: {message}"),
             GpuError::Shape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
+            GpuError::BadSetting { what, value } => write!(f, "the GPU kernel's {what} cannot be {value}"),
             GpuError::UnsupportedType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
             GpuError::WrongResult { check, index, gpu, cpu, tolerance } => {
                 write!(f, "{check}: element {index}: GPU {gpu} vs CPU {cpu} (tolerance {tolerance})")
@@ -102,7 +111,7 @@ impl HasErrorCode for GpuError {
             }
             GpuError::UnsupportedType { .. } => ErrorCode::ModelLoadFailed,
             GpuError::Device { .. } | GpuError::Readback { .. } => ErrorCode::ModelFailed,
-            GpuError::Shape { .. } => ErrorCode::Internal,
+            GpuError::Shape { .. } | GpuError::BadSetting { .. } => ErrorCode::Internal,
         }
     }
 }
@@ -120,6 +129,9 @@ pub struct GpuOptions {
     pub min_binding_bytes: u64,
     /// Use a CPU adapter (llvmpipe, SwiftShader) when no real GPU is found: tests do this.
     pub allow_cpu_adapter: bool,
+    /// Never use subgroup operations, even where the adapter offers them (the tests check
+    /// the path without them this way).
+    pub avoid_subgroups: bool,
     /// Time every kernel with timestamp queries where the adapter offers them (natively;
     /// [`Gpu::kernel_times`]): for benchmarks, as it costs a read-back per submission.
     pub profile: bool,
@@ -132,6 +144,8 @@ pub struct Gpu {
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
     f16: bool,
+    /// The adapter's smallest subgroup, where subgroup operations are enabled.
+    subgroup_size: Option<u32>,
     /// The first error the device reported outside any call (a lost device, say); checked
     /// after every submission.
     lost: Arc<Mutex<Option<String>>>,
@@ -194,10 +208,22 @@ impl Gpu {
         let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
         // Timestamps need the read-back to wait on the device: natively only.
         let profile = options.profile && !cfg!(target_arch = "wasm32") && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        // Subgroups where offered, with a known smallest size the matrix kernel can take as
+        // its workgroup (so a workgroup is one subgroup).
+        let subgroup_size = (!options.avoid_subgroups && adapter.features().contains(wgpu::Features::SUBGROUP))
+            .then_some(info.subgroup_min_size)
+            .filter(|s| (4..=128).contains(s) && s.is_power_of_two());
+        let mut features = wgpu::Features::empty();
+        if profile {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
+        if subgroup_size.is_some() {
+            features |= wgpu::Features::SUBGROUP;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("docmem"),
-                required_features: if profile { wgpu::Features::TIMESTAMP_QUERY } else { wgpu::Features::empty() },
+                required_features: features,
                 required_limits: limits.clone(),
                 ..Default::default()
             })
@@ -211,7 +237,18 @@ impl Gpu {
             }
         }));
         let profiler = profile.then(|| Profiler::new(&device, &queue));
-        Ok(Gpu { device, queue, info, limits, f16, lost, pool: BufferPool::default(), bind_groups: BindGroupCache::default(), profiler })
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            f16,
+            subgroup_size,
+            lost,
+            pool: BufferPool::default(),
+            bind_groups: BindGroupCache::default(),
+            profiler,
+        })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -240,6 +277,12 @@ impl Gpu {
         self.f16
     }
 
+    /// The subgroup size the kernels use (the adapter's smallest), where subgroup operations
+    /// are enabled: the matrix kernel then sums with `subgroupAdd`.
+    pub fn subgroup_size(&self) -> Option<u32> {
+        self.subgroup_size
+    }
+
     /// The largest buffer binding granted, in bytes.
     pub fn max_binding_bytes(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size
@@ -256,15 +299,28 @@ impl Gpu {
         self.bind_groups.created()
     }
 
-    /// Whether kernels are being timed ([`GpuOptions::profile`] asked for it and the
-    /// adapter offers timestamp queries).
+    /// Whether kernels are being timed ([`GpuOptions::profile`] asked for it, the adapter
+    /// offers timestamp queries, and [`Gpu::set_profiling`] has not turned it off).
     pub fn is_profiling(&self) -> bool {
+        self.profiler.as_ref().is_some_and(Profiler::is_enabled)
+    }
+
+    /// Whether kernels can be timed ([`GpuOptions::profile`] and timestamp queries).
+    pub fn can_profile(&self) -> bool {
         self.profiler.is_some()
+    }
+
+    /// Time kernels from now on, or stop (a benchmark times throughput without the
+    /// timestamps' read-backs, then a profiled run). No effect unless [`Gpu::can_profile`].
+    pub fn set_profiling(&self, on: bool) {
+        if let Some(p) = &self.profiler {
+            p.set_enabled(on);
+        }
     }
 
     /// GPU time per kernel since the last [`Gpu::reset_kernel_times`], the longest first,
     /// and the dispatches that ran untimed (past a submission's query set); `None` when not
-    /// [profiling](Gpu::is_profiling).
+    /// [able to profile](Gpu::can_profile).
     pub fn kernel_times(&self) -> Option<(Vec<KernelTime>, usize)> {
         self.profiler.as_ref().map(Profiler::times)
     }

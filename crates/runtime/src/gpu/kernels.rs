@@ -84,8 +84,12 @@ pub struct AttentionShape {
 
 /// Workgroup reductions, prepended to the kernels that sum or take maxima.
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
-/// The matrix × vector kernel, after a block format's `block_dot`.
+/// The matrix × vector kernel, after a block format's `block_dot`, before its entry point.
 const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
+/// The matrix kernel's entry point summing by a tree in workgroup memory.
+const MATVEC_TREE: &str = include_str!("wgsl/matvec_tree.wgsl");
+/// The matrix kernel's entry point summing with `subgroupAdd`.
+const MATVEC_SUBGROUP: &str = include_str!("wgsl/matvec_subgroup.wgsl");
 /// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
 const MATVEC_TILE: u32 = 8;
 /// The element-wise kernel, after an operation's `op`.
@@ -113,6 +117,21 @@ fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
         cache: None,
     });
     Pipeline { name, inner }
+}
+
+/// The matrix kernel for one block format (`format` defines its `block_dot`), summing with
+/// subgroup operations where the device has them enabled.
+fn matvec(gpu: &Gpu, name: &'static str, format: &str) -> Pipeline {
+    match gpu.subgroup_size() {
+        Some(size) => {
+            // Browsers' WGSL compilers want the extension enabled; wgpu's native one (naga)
+            // refuses the directive and takes subgroup operations from the device feature.
+            let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;" } else { "" };
+            let threads = format!("const SG: u32 = {size}u;");
+            pipeline(gpu, name, &[enable, format, MATVEC, &threads, MATVEC_SUBGROUP])
+        }
+        None => pipeline(gpu, name, &[REDUCE, format, MATVEC, MATVEC_TREE]),
+    }
 }
 
 /// A parameter block holding `words`, from the pool; held until the work is submitted.
@@ -147,11 +166,11 @@ impl Kernels {
     /// Compile every kernel for `gpu`.
     pub fn new(gpu: &Gpu) -> Kernels {
         Kernels {
-            matvec_f32: pipeline(gpu, "matvec_f32", &[REDUCE, include_str!("wgsl/matvec_f32.wgsl"), MATVEC]),
-            matvec_q4_1: pipeline(gpu, "matvec_q4_1", &[REDUCE, include_str!("wgsl/matvec_q4_1.wgsl"), MATVEC]),
-            matvec_q8_0: pipeline(gpu, "matvec_q8_0", &[REDUCE, include_str!("wgsl/matvec_q8_0.wgsl"), MATVEC]),
-            matvec_q4_k: pipeline(gpu, "matvec_q4_k", &[REDUCE, include_str!("wgsl/matvec_q4_k.wgsl"), MATVEC]),
-            matvec_q6_k: pipeline(gpu, "matvec_q6_k", &[REDUCE, include_str!("wgsl/matvec_q6_k.wgsl"), MATVEC]),
+            matvec_f32: matvec(gpu, "matvec_f32", include_str!("wgsl/matvec_f32.wgsl")),
+            matvec_q4_1: matvec(gpu, "matvec_q4_1", include_str!("wgsl/matvec_q4_1.wgsl")),
+            matvec_q8_0: matvec(gpu, "matvec_q8_0", include_str!("wgsl/matvec_q8_0.wgsl")),
+            matvec_q4_k: matvec(gpu, "matvec_q4_k", include_str!("wgsl/matvec_q4_k.wgsl")),
+            matvec_q6_k: matvec(gpu, "matvec_q6_k", include_str!("wgsl/matvec_q6_k.wgsl")),
             rms_norm: pipeline(gpu, "rms_norm", &[REDUCE, include_str!("wgsl/rms_norm.wgsl")]),
             rope: pipeline(gpu, "rope", &[include_str!("wgsl/rope.wgsl")]),
             swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
@@ -385,8 +404,11 @@ impl Kernels {
         out: &GpuVector,
     ) -> Result<(), GpuError> {
         shape("sample output", out.len, 1)?;
-        if x.len == 0 || !(draw.temperature > 0.0 && draw.temperature.is_finite()) {
-            return Err(GpuError::Shape { what: "sampled row (a positive temperature)", expected: 1, got: x.len });
+        if x.len == 0 {
+            return Err(GpuError::Shape { what: "sampled row", expected: 1, got: 0 });
+        }
+        if !(draw.temperature > 0.0 && draw.temperature.is_finite()) {
+            return Err(GpuError::BadSetting { what: "sampling temperature", value: draw.temperature });
         }
         let top_k = u32::try_from(draw.top_k).unwrap_or(u32::MAX);
         let words = [
@@ -443,10 +465,14 @@ impl Kernels {
         n_past: usize,
     ) -> Result<(), GpuError> {
         shape("cache rows", src.len, width * tokens)?;
-        if cache.len < (n_past + tokens) * width {
-            return Err(GpuError::Shape { what: "cache", expected: (n_past + tokens) * width, got: cache.len });
+        if !width.is_multiple_of(2) {
+            return Err(GpuError::Shape { what: "cache row width (even: f16 pairs)", expected: width + 1, got: width });
         }
-        let n = u32_of(width * tokens, "cache rows")?;
+        // The cache holds f16 pairs, one u32 word per two values.
+        if cache.len < (n_past + tokens) * width / 2 {
+            return Err(GpuError::Shape { what: "cache (words of two f16)", expected: (n_past + tokens) * width / 2, got: cache.len });
+        }
+        let n = u32_of(width * tokens / 2, "cache rows")?;
         let groups = n.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
         let words = [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, 0];
@@ -474,8 +500,15 @@ impl Kernels {
         if a.kv_heads == 0 || !a.heads.is_multiple_of(a.kv_heads) {
             return Err(GpuError::Shape { what: "attention kv heads", expected: a.heads, got: a.kv_heads });
         }
-        let filled = (a.n_past + a.tokens) * a.kv_heads * a.head_dim;
-        for (what, cache) in [("key cache", k), ("value cache", v)] {
+        if !a.head_dim.is_multiple_of(2) {
+            return Err(GpuError::Shape {
+                what: "attention head_dim (even: the cache holds f16 pairs)",
+                expected: a.head_dim + 1,
+                got: a.head_dim,
+            });
+        }
+        let filled = (a.n_past + a.tokens) * a.kv_heads * a.head_dim / 2;
+        for (what, cache) in [("key cache (words of two f16)", k), ("value cache (words of two f16)", v)] {
             if cache.len < filled {
                 return Err(GpuError::Shape { what, expected: filled, got: cache.len });
             }
@@ -512,6 +545,7 @@ impl Kernels {
 
     /// Submit what `record` records, as one command buffer, and check the device.
     pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
+        let _timing = gpu.profiler.as_ref().and_then(|p| p.recording());
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
         let recorded = record(&mut enc);
         if let (Ok(()), Some(p)) = (&recorded, &gpu.profiler) {

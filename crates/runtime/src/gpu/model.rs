@@ -21,6 +21,8 @@
 //! the GPU, tiling over rows as well as tokens (shared-memory staging, as a real matmul
 //! does).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
 use super::kernels::{q8_len, reads_q8, AttentionShape, GpuDraw, Kernels, SAMPLE_FALLBACK};
@@ -80,6 +82,8 @@ pub struct GpuTransformer {
     output_norm: GpuVector,
     head: GpuMatrix,
     theta_scale: f32,
+    /// Draws made on the GPU, and draws handed back as logits ([`GpuTransformer::draws`]).
+    drawn: [AtomicUsize; 2],
 }
 
 /// A sequence's K/V cache on the GPU.
@@ -106,12 +110,12 @@ impl Clone for GpuKvCache {
                 mapped_at_creation: false,
             });
             let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("fork") });
-            let filled = (self.len * self.kv_width * 4) as u64;
+            let filled = self.filled_bytes();
             if filled > 0 {
                 enc.copy_buffer_to_buffer(&src.buffer, 0, &dst, 0, filled);
             }
             self.queue.submit([enc.finish()]);
-            GpuVector { len: rows * self.kv_width, buffer: dst }
+            GpuVector { len: rows * self.kv_width / 2, buffer: dst }
         };
         GpuKvCache {
             device: self.device.clone(),
@@ -122,6 +126,13 @@ impl Clone for GpuKvCache {
             capacity: self.capacity,
             kv_width: self.kv_width,
         }
+    }
+}
+
+impl GpuKvCache {
+    /// Bytes of one layer's K (or V) buffer that hold rows: two bytes a value (f16).
+    fn filled_bytes(&self) -> u64 {
+        (self.len * self.kv_width * 2) as u64
     }
 }
 
@@ -170,7 +181,13 @@ impl GpuTransformer {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = Kernels::new(&gpu);
         gpu.check()?;
-        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, theta_scale })
+        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, theta_scale, drawn: Default::default() })
+    }
+
+    /// Sampled draws so far: made on the GPU, and handed back as logits for the CPU to
+    /// finish (top-k above 256, or a nucleus the 256 most likely tokens do not fill).
+    pub fn draws(&self) -> (usize, usize) {
+        (self.drawn[0].load(Ordering::Relaxed), self.drawn[1].load(Ordering::Relaxed))
     }
 
     /// The device this model runs on (its adapter, for reports).
@@ -178,8 +195,9 @@ impl GpuTransformer {
         &self.gpu
     }
 
+    /// A layer's K or V buffers for `rows` positions: f16 pairs, a u32 word per two values.
     fn cache_buffers(&self, rows: usize) -> Vec<GpuVector> {
-        (0..self.cfg.n_layer).map(|_| GpuVector::zeros(&self.gpu, rows * self.cfg.kv_width())).collect()
+        (0..self.cfg.n_layer).map(|_| GpuVector::zeros(&self.gpu, rows * self.cfg.kv_width() / 2)).collect()
     }
 
     /// Make room for `more` rows, doubling the buffers (and copying what they hold).
@@ -191,7 +209,7 @@ impl GpuTransformer {
         let rows = need.next_power_of_two().max(FIRST_CAPACITY);
         let (k, v) = (self.cache_buffers(rows), self.cache_buffers(rows));
         let mut enc = self.gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("grow cache") });
-        let filled = (cache.len * cache.kv_width * 4) as u64;
+        let filled = cache.filled_bytes();
         if filled > 0 {
             for (old, new) in cache.k.iter().zip(&k).chain(cache.v.iter().zip(&v)) {
                 enc.copy_buffer_to_buffer(&old.buffer, 0, &new.buffer, 0, filled);
@@ -236,9 +254,13 @@ impl GpuTransformer {
         match token {
             Some(t) if t != SAMPLE_FALLBACK => {
                 self.kernels.recycle(&self.gpu, out.logits);
+                self.drawn[0].fetch_add(1, Ordering::Relaxed);
                 Ok(Some(Drawn::Token(t)))
             }
-            _ => Ok(Some(Drawn::Logits { logits: self.read_and_recycle(out.logits).await?, penalized: out.penalized })),
+            _ => {
+                self.drawn[1].fetch_add(1, Ordering::Relaxed);
+                Ok(Some(Drawn::Logits { logits: self.read_and_recycle(out.logits).await?, penalized: out.penalized }))
+            }
         }
     }
 
@@ -331,8 +353,9 @@ impl GpuTransformer {
             Pick::Draw(_) => Some(zeros(1)),
         };
         // The repetition penalty's tokens, as bits in f32 slots.
+        // `penalized` is empty unless the penalty applies (`Sampler::device_draw`).
         let penalized = match pick {
-            Pick::Draw(d) if d.repetition_penalty != 1.0 && d.repetition_penalty > 0.0 && !d.penalized.is_empty() => {
+            Pick::Draw(d) if d.repetition_penalty > 0.0 && !d.penalized.is_empty() => {
                 let bits: Vec<f32> = d.penalized.iter().map(|&t| f32::from_bits(t)).collect();
                 Some(k.scratch_from(gpu, &bits))
             }

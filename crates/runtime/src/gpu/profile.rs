@@ -13,7 +13,8 @@
 //! timestamps); passes past that run untimed and are counted as such.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Passes timed per submission (two timestamps each).
 pub const MAX_PASSES: u32 = 2048;
@@ -48,6 +49,11 @@ pub(crate) struct Profiler {
     period: f64,
     pending: Mutex<Vec<&'static str>>,
     tally: Mutex<Tally>,
+    /// Whether passes are timed now ([`super::Gpu::set_profiling`]).
+    enabled: AtomicBool,
+    /// Held from a command buffer's recording to its collection, so two recordings at once
+    /// cannot mix their passes' query slots.
+    recording: Mutex<()>,
 }
 
 impl Profiler {
@@ -67,12 +73,31 @@ impl Profiler {
             period: f64::from(queue.get_timestamp_period()),
             pending: Mutex::new(Vec::new()),
             tally: Mutex::new(Tally::default()),
+            enabled: AtomicBool::new(true),
+            recording: Mutex::new(()),
         }
+    }
+
+    /// Time passes from now on, or stop.
+    pub(crate) fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Hold this while recording, submitting and collecting one command buffer.
+    pub(crate) fn recording(&self) -> Option<MutexGuard<'_, ()>> {
+        self.recording.lock().ok()
     }
 
     /// The timestamp writes for the next pass, a dispatch of `kernel` (none once the query
     /// set is full: that pass is counted untimed).
     pub(crate) fn pass(&self, kernel: &'static str) -> Option<wgpu::ComputePassTimestampWrites<'_>> {
+        if !self.is_enabled() {
+            return None;
+        }
         let mut pending = self.pending.lock().ok()?;
         let i = pending.len() as u32;
         if i >= MAX_PASSES {
@@ -111,8 +136,12 @@ impl Profiler {
         }
         let bytes = names.len() as u64 * 16;
         let slice = self.readback.slice(0..bytes);
-        slice.map_async(wgpu::MapMode::Read, |_| {});
-        if device.poll(wgpu::PollType::wait_indefinitely()).is_err() {
+        let mapped = std::sync::Arc::new(AtomicBool::new(false));
+        let done = mapped.clone();
+        slice.map_async(wgpu::MapMode::Read, move |r| done.store(r.is_ok(), Ordering::Release));
+        // A failed wait or mapping means a lost device, which the caller's check reports;
+        // the figures are only skipped.
+        if device.poll(wgpu::PollType::wait_indefinitely()).is_err() || !mapped.load(Ordering::Acquire) {
             return;
         }
         let Ok(view) = slice.get_mapped_range() else { return };

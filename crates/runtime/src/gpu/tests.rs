@@ -81,3 +81,21 @@ fn profiling_times_each_kernel_by_name_and_resets() {
     // Without the option, nothing is timed.
     assert!(gpu().kernel_times().is_none());
 }
+
+/// llvmpipe offers subgroups (of 8), so the checks above run the matrix kernel that sums
+/// with `subgroupAdd`; here the same checks run the one that sums by a tree, as on an
+/// adapter without subgroups (SwiftShader in the browser test, say).
+#[test]
+fn the_matrix_kernel_without_subgroups_matches_the_cpu_reference_too() {
+    assert_eq!(gpu().subgroup_size(), Some(8), "llvmpipe's subgroups are enabled");
+    let plain = match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, avoid_subgroups: true, ..GpuOptions::default() }) {
+        Ok(g) => g,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(plain.subgroup_size(), None);
+    for check in ["matvec", "matvec_k_quants", "split_matrix"] {
+        if let Err(e) = pollster::block_on(checks::run(&plain, check)) {
+            panic!("{e}");
+        }
+    }
+}

@@ -285,9 +285,13 @@ pub enum Finish {
 /// A finished generation.
 #[derive(Clone, Debug, Serialize)]
 pub struct Generation {
-    /// The text generated (stop string excluded).
+    /// The text generated (stop string excluded): always what `on_text` was given. While
+    /// the text ends in what may become a stop string, that tail is held back from
+    /// `on_text`; it goes out once it cannot, or at the end, and is dropped when the caller
+    /// cancels (so a cancel is noticed at the next piece streamed).
     pub text: String,
-    /// Token ids generated.
+    /// Token ids generated (those of a stop string, or of a tail dropped by a cancel,
+    /// included).
     pub tokens: Vec<u32>,
     /// Tokens in the prompt (prefix included).
     pub prompt_tokens: usize,

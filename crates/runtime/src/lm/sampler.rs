@@ -56,7 +56,7 @@ impl Default for SamplingParams {
     }
 }
 
-/// Tokens sorted first when looking for the nucleus (see [`Sampler::sample`]).
+/// Tokens sorted first when looking for the nucleus (see [`choose`]).
 const NUCLEUS_HEAD: usize = 256;
 
 /// A sampler's state: its generator.
@@ -101,14 +101,17 @@ impl Sampler {
     /// The next draw for a backend that samples where the logits are
     /// ([`super::Backend::forward_draw`]): the settings, the recent tokens to penalize, and
     /// the uniform number the generator gives now (none for greedy settings), so the same
-    /// seed gives the same text as [`sample`](Self::sample) on the same logits.
+    /// seed gives the same text as [`sample`](Self::sample) on the same logits. (One
+    /// difference: a row with no finite logit, where `sample` falls back to argmax without
+    /// drawing, still uses up this draw's number.)
     pub fn device_draw(&mut self, history: &[u32]) -> DeviceDraw {
         let p = &self.params;
         let greedy = p.temperature <= 0.0 || !p.temperature.is_finite();
         DeviceDraw {
             temperature: if greedy { 0.0 } else { p.temperature },
             top_k: p.top_k,
-            top_p: p.top_p,
+            // Anything not below 1 (NaN too) keeps every token, as `choose` reads it.
+            top_p: if p.top_p < 1.0 { p.top_p } else { 1.0 },
             repetition_penalty: p.repetition_penalty,
             penalized: if p.penalizes_repetition() { recent(history, p.repetition_window) } else { Vec::new() },
             uniform: if greedy { 0.0 } else { self.rng.gen::<f64>() },
@@ -180,7 +183,7 @@ fn recent(history: &[u32], window: usize) -> Vec<u32> {
 }
 
 /// Divide the positive logits of `ids` by `penalty` and multiply the negative ones.
-fn penalize_tokens(logits: &mut [f32], ids: &[u32], penalty: f32) {
+pub(crate) fn penalize_tokens(logits: &mut [f32], ids: &[u32], penalty: f32) {
     for &id in ids {
         if let Some(l) = logits.get_mut(id as usize) {
             *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
@@ -233,7 +236,8 @@ pub struct DeviceDraw {
     pub top_p: f32,
     /// The repetition penalty (1: none).
     pub repetition_penalty: f32,
-    /// The recent tokens it applies to, sorted, each once.
+    /// The recent tokens it applies to, sorted, each once (empty when the penalty is off:
+    /// 1, or not positive).
     pub penalized: Vec<u32>,
     /// The uniform number in [0, 1) the draw uses.
     pub uniform: f64,
@@ -255,7 +259,8 @@ pub enum Drawn {
 }
 
 /// The distribution to draw from: one token (greedy), or candidates and their
-/// (unnormalized) probabilities, most likely first.
+/// (unnormalized) probabilities in the order a draw walks them: most likely first, except
+/// for temperature alone (no top-k, no top-p), which walks the vocabulary in index order.
 fn choose(p: &SamplingParams, logits: &[f32]) -> Dist {
     if p.temperature <= 0.0 || !p.temperature.is_finite() {
         return Dist::Token(argmax(logits));

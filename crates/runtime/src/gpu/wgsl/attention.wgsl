@@ -4,7 +4,8 @@
 // scores go to a scratch buffer (contexts are longer than workgroup memory), then softmax,
 // then each thread sums the weighted values of its dimensions. The query, and each
 // normalised probability, are rounded to f16 precision, as the CPU backend rounds them for
-// llama.cpp's f16 cache (whose products take f16 operands).
+// llama.cpp's f16 cache (whose products take f16 operands). The cache holds f16 pairs packed
+// in u32 words (kv_store.wgsl); every row and head starts at an even value.
 
 struct Params {
     head_dim: u32,
@@ -18,8 +19,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<u32>;
+@group(0) @binding(2) var<storage, read> v: array<u32>;
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
@@ -41,8 +42,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var j = lid.x; j < n; j += WG) {
         let ko = j * kv_stride + kvh * p.head_dim;
         var s = 0.0;
-        for (var d = 0u; d < p.head_dim; d++) {
-            s += f16_round(q[qo + d]) * k[ko + d];
+        for (var d = 0u; d < p.head_dim; d += 2u) {
+            let kd = unpack2x16float(k[(ko + d) / 2u]);
+            s += f16_round(q[qo + d]) * kd.x;
+            s += f16_round(q[qo + d + 1u]) * kd.y;
         }
         s *= p.scale;
         scores[so + j] = s;
@@ -60,7 +63,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var d = lid.x; d < p.head_dim; d += WG) {
         var acc = 0.0;
         for (var j = 0u; j < n; j++) {
-            acc += f16_round(scores[so + j] * inv) * v[j * kv_stride + kvh * p.head_dim + d];
+            let vd = unpack2x16float(v[(j * kv_stride + kvh * p.head_dim + d) / 2u]);
+            acc += f16_round(scores[so + j] * inv) * select(vd.x, vd.y, (d & 1u) == 1u);
         }
         out[qo + d] = acc;
     }

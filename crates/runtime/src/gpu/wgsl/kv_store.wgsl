@@ -1,22 +1,24 @@
-// Append `tokens` rows of keys or values to a layer's cache at position `n_past`, rounded
-// to f16 precision as the CPU backend (and llama.cpp, whose cache is f16) keeps them.
+// Append `tokens` rows of keys or values to a layer's cache at position `n_past`, as f16
+// pairs packed in u32 words (half the memory and reads of f32; `pack2x16float` is core
+// WGSL, so no `shader-f16` is needed), the precision the CPU backend (and llama.cpp, whose
+// cache is f16) keeps them at. Rows have an even width (heads × an even head_dim).
 
 struct Params {
-    width: u32,  // floats per row (kv heads × head_dim)
+    width: u32,  // values per row (kv heads × head_dim)
     tokens: u32,
     n_past: u32,
     _pad0: u32,
 }
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> cache: array<f32>;
+@group(0) @binding(1) var<storage, read_write> cache: array<u32>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * 65535u * 64u;
-    if (i >= p.width * p.tokens) {
+    let pair = gid.x + gid.y * 65535u * 64u;
+    if (pair >= p.width * p.tokens / 2u) {
         return;
     }
-    cache[p.n_past * p.width + i] = unpack2x16float(pack2x16float(vec2<f32>(src[i], 0.0))).x;
+    cache[p.n_past * p.width / 2u + pair] = pack2x16float(vec2<f32>(src[2u * pair], src[2u * pair + 1u]));
 }

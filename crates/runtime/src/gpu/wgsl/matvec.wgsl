@@ -1,7 +1,9 @@
 // y[t, first_row + r] = W[r] · x[t] for one part of a matrix (rows split across buffers
-// when larger than a binding): one workgroup per row and tile of up to TILE tokens, its 64
+// when larger than a binding): one workgroup per row and tile of up to TILE tokens, its
 // threads taking blocks in turn (each block against every token of the tile), then one
-// tree sum per token. The block format's file, prepended, defines `BLOCK_VALUES` and
+// sum per token: a tree over 64 threads in workgroup memory (matvec_tree.wgsl), or, where
+// the adapter has subgroups, one subgroup's `subgroupAdd` (matvec_subgroup.wgsl); one of
+// the two follows this file. The block format's file, prepended, defines `BLOCK_VALUES` and
 // `block_dot(block, xo)`: block `block` (an index over the part's blocks) against
 // x[xo .. xo + BLOCK_VALUES] (the activations as f32, or quantized by quantize_q8.wgsl, as
 // the format's CPU kernel reads them).
@@ -9,9 +11,10 @@
 // Why tiles: a prompt of n tokens used to be n matrix × vector products, each reading
 // the whole matrix from memory; a workgroup now takes each of a row's blocks for up to
 // TILE tokens in a row, so the block comes from memory once and from cache after (prefill
-// is memory-bound on a GPU). `block_dot` still decodes the block once per token. Each (row, token) is summed in the same order as
-// with a tile of one (thread lid takes blocks lid, lid + 64, …; then the same tree), so
-// a token's result does not depend on the prompt's length or its place in a tile.
+// is memory-bound on a GPU). `block_dot` still decodes the block once per token. Each
+// (row, token) is summed in the same order as with a tile of one (thread lid takes blocks
+// lid, lid + threads, …; then the same sum), so a token's result does not depend on the
+// prompt's length or its place in a tile.
 
 struct Params {
     rows: u32,       // rows in this part
@@ -35,37 +38,20 @@ fn weight_byte(base: u32, i: u32) -> u32 {
     return (w[base + i / 4u] >> (8u * (i % 4u))) & 0xFFu;
 }
 
+// Tokens per workgroup (MATVEC_TILE in kernels.rs).
 const TILE: u32 = 8u;
-var<workgroup> tile_partial: array<f32, WG * TILE>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let row = wg.x + wg.y * p.row_groups;
-    let t0 = wg.z * TILE;
-    let n = min(TILE, p.tokens - t0);
+// The partial sums of thread `lane` of `threads` for row `row` and the `n` tokens of the
+// tile starting at `t0`: blocks lane, lane + threads, … (each against every token).
+fn partial_sums(row: u32, t0: u32, n: u32, lane: u32, threads: u32) -> array<f32, TILE> {
     var acc: array<f32, TILE>;
     if (row < p.rows) {
-        for (var b = lid.x; b < p.blocks; b += WG) {
+        for (var b = lane; b < p.blocks; b += threads) {
             let block = row * p.blocks + b;
             for (var i = 0u; i < n; i++) {
                 acc[i] += block_dot(block, (t0 + i) * p.cols + b * BLOCK_VALUES);
             }
         }
     }
-    for (var i = 0u; i < n; i++) {
-        tile_partial[i * WG + lid.x] = acc[i];
-    }
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid.x < s) {
-            for (var i = 0u; i < n; i++) {
-                tile_partial[i * WG + lid.x] += tile_partial[i * WG + lid.x + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    // Thread i writes token i's sum.
-    if (lid.x < n && row < p.rows) {
-        y[(t0 + lid.x) * p.out_rows + p.first_row + row] = tile_partial[lid.x * WG];
-    }
+    return acc;
 }

@@ -104,8 +104,8 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let finite_n = workgroupUniformLoad(&bcast_a);
     let mx = workgroupUniformLoad(&bcast_f);
     let k = select(min(p.top_k, finite_n), finite_n, p.top_k == 0u);
-    let all = k == finite_n;
-    if (finite_n == 0u || (!all && k > HEAD)) {
+    let whole = k == finite_n;
+    if (finite_n == 0u || (!whole && k > HEAD)) {
         if (lid == 0u) {
             out[0] = FALLBACK;
         }
@@ -114,7 +114,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
 
     // The weight of every finite logit, summed (needed unless top-k keeps a head).
     var total = 0.0;
-    if (all) {
+    if (whole) {
         var part = 0.0;
         for (var i = lo; i < hi; i++) {
             let v = x[i];
@@ -144,7 +144,10 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
                 var owner = NONE;
                 var last = NONE;
                 for (var t = 0u; t < WG; t++) {
-                    let next = select(total, red_f[t + 1u], t + 1u < WG);
+                    var next = total;
+                    if (t + 1u < WG) {
+                        next = red_f[t + 1u];
+                    }
                     if (next > red_f[t]) {
                         last = t;
                         if (owner == NONE && r <= next) {
@@ -183,8 +186,8 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     var prefix = 0u;
     var mask = 0u;
     var need = h;
-    for (var round = 0u; round < 4u; round++) {
-        let shift = 24u - 8u * round;
+    for (var digit = 0u; digit < 4u; digit++) {
+        let shift = 24u - 8u * digit;
         atomicStore(&hist[lid], 0u);
         workgroupBarrier();
         for (var i = lo; i < hi; i++) {
@@ -292,7 +295,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
     // where they reach top_p, then u times the kept share.
     if (lid == 0u) {
         var sum = total;
-        if (!all) {
+        if (!whole) {
             sum = 0.0;
             for (var i = 0u; i < h; i++) {
                 sum += exp((value_of(cand_key[i]) - mx) / p.temperature);
@@ -307,7 +310,7 @@ fn main(@builtin(local_invocation_id) lid3: vec3<u32>) {
                 break;
             }
         }
-        if (p.top_p < 1.0 && acc < p.top_p && all && h < finite_n) {
+        if (p.top_p < 1.0 && acc < p.top_p && whole && h < finite_n) {
             // The head does not fill the nucleus: the CPU draws from the whole row.
             out[0] = FALLBACK;
             return;
