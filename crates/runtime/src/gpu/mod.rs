@@ -19,8 +19,10 @@
 //! token; and [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command
 //! buffer per forward pass, weights loaded straight from the file), checked against the
 //! CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for benchmarks, GPU time per
-//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). Still to come:
-//! prefill tiled over rows, an f16 path, subgroups; the CPU backend stays the reference.
+//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). The matrix kernel
+//! sums with `subgroupAdd` where the adapter has subgroups ([`Gpu::subgroup_size`]), and
+//! the K/V cache holds packed f16 pairs. Still to come: prefill tiled over rows, f16
+//! arithmetic; the CPU backend stays the reference.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
