@@ -375,8 +375,9 @@ fn spiked(mut x: Vec<f32>) -> Vec<f32> {
 /// head of 256 and a nucleus its head does not fill must hand the draw back
 /// ([`SAMPLE_FALLBACK`]).
 async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
-    use super::{GpuDraw, SAMPLE_FALLBACK};
+    use super::SAMPLE_FALLBACK;
     use crate::lm::sampler::{draw_with, kept};
+    use crate::lm::DeviceDraw;
     use crate::lm::SamplingParams;
     let params = |temperature: f32, top_k: usize, top_p: f32| SamplingParams { temperature, top_k, top_p, ..SamplingParams::default() };
     let mut ties = logits(1000, 41, 2.0);
@@ -457,7 +458,15 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
                     tolerance: 0.0,
                 });
             }
-            let draw = GpuDraw { temperature: p.temperature, top_k: p.top_k, top_p: p.top_p, uniform: u as f32 };
+            // The penalty goes through `penalize` below, as the model applies it.
+            let draw = DeviceDraw {
+                temperature: p.temperature,
+                top_k: p.top_k,
+                top_p: p.top_p,
+                repetition_penalty: 1.0,
+                penalized: Vec::new(),
+                uniform: u,
+            };
             let (row, out) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, 1));
             k.run(gpu, |enc| {
                 enc.copy_buffer_to_buffer(&gx.buffer, 0, &row.buffer, 0, (x.len() * 4) as u64);

@@ -10,6 +10,7 @@ use super::buffers::{block_layout, GpuMatrix, GpuVector};
 use super::device::{Gpu, GpuError};
 use super::pool::Use;
 use crate::gguf::GgmlType;
+use crate::lm::DeviceDraw;
 
 /// Threads per workgroup in every kernel (the WGSL files say the same).
 const WORKGROUP: u32 = 64;
@@ -40,19 +41,6 @@ pub struct Kernels {
 /// What [`Kernels::sample`] writes when the draw needs the whole row on the CPU (top-k above
 /// the GPU's head of 256, or a nucleus its 256 most likely tokens do not fill).
 pub const SAMPLE_FALLBACK: u32 = 0xffff_fffe;
-
-/// The settings of one draw on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GpuDraw {
-    /// Softmax temperature (positive).
-    pub temperature: f32,
-    /// Keep this many most likely tokens (0: all).
-    pub top_k: usize,
-    /// Keep the smallest most-likely-first run whose probability reaches this (1: all).
-    pub top_p: f32,
-    /// The uniform draw in [0, 1).
-    pub uniform: f32,
-}
 
 /// Whether the matrix × vector kernel for `ty` reads activations quantized to 8 bits
 /// ([`Kernels::quantize_q8`]), as the CPU backend's kernel for it does.
@@ -391,16 +379,17 @@ impl Kernels {
         Ok(())
     }
 
-    /// Draw a token from one row of logits `x` as the CPU sampler would (temperature, top-k,
-    /// top-p; `sample.wgsl` says how) with the uniform draw `u`, into `out` (one slot: the
-    /// token id's bits, or [`SAMPLE_FALLBACK`]'s when the draw needs the whole row on the
-    /// CPU). `temperature` must be positive and finite.
+    /// Draw a token from one row of logits `x` as the CPU sampler would (the draw's
+    /// temperature, top-k and top-p with its uniform number; `sample.wgsl` says how; the
+    /// penalty is [`Kernels::penalize`]'s), into `out` (one slot: the token id's bits, or
+    /// [`SAMPLE_FALLBACK`]'s when the draw needs the whole row on the CPU). The temperature
+    /// must be positive and finite.
     pub fn sample(
         &self,
         gpu: &Gpu,
         enc: &mut wgpu::CommandEncoder,
         x: &GpuVector,
-        draw: &GpuDraw,
+        draw: &DeviceDraw,
         out: &GpuVector,
     ) -> Result<(), GpuError> {
         shape("sample output", out.len, 1)?;
@@ -418,7 +407,7 @@ impl Kernels {
             0,
             draw.temperature.to_bits(),
             draw.top_p.to_bits(),
-            draw.uniform.clamp(0.0, 1.0).to_bits(),
+            (draw.uniform.clamp(0.0, 1.0) as f32).to_bits(),
             0,
         ];
         self.dispatch(gpu, enc, &self.sample, &[&x.buffer, &out.buffer], &words, (1, 1, 1));

@@ -40,6 +40,6 @@ mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
-pub use kernels::{q8_len, reads_q8, AttentionShape, GpuDraw, Kernels, SAMPLE_FALLBACK};
+pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels, SAMPLE_FALLBACK};
 pub use model::{GpuKvCache, GpuTransformer};
 pub use profile::KernelTime;

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
-use super::kernels::{q8_len, reads_q8, AttentionShape, GpuDraw, Kernels, SAMPLE_FALLBACK};
+use super::kernels::{q8_len, reads_q8, AttentionShape, Kernels, SAMPLE_FALLBACK};
 use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
@@ -406,10 +406,7 @@ impl GpuTransformer {
             }
             match (pick, &picked) {
                 (Pick::Argmax, Some(out)) => k.argmax(gpu, enc, &logits, cfg.vocab, out)?,
-                (Pick::Draw(d), Some(out)) if d.temperature > 0.0 && d.temperature.is_finite() => {
-                    let draw = GpuDraw { temperature: d.temperature, top_k: d.top_k, top_p: d.top_p, uniform: d.uniform as f32 };
-                    k.sample(gpu, enc, &logits, &draw, out)?;
-                }
+                (Pick::Draw(d), Some(out)) if d.temperature > 0.0 && d.temperature.is_finite() => k.sample(gpu, enc, &logits, d, out)?,
                 (Pick::Draw(_), Some(out)) => k.argmax(gpu, enc, &logits, cfg.vocab, out)?,
                 _ => {}
             }
@@ -419,14 +416,11 @@ impl GpuTransformer {
         for v in [x, angles, h, q, kk, vv, attn, o, gate, up, hq, attn_q, gate_q, scores, last, normed, normed_q] {
             k.recycle(gpu, v);
         }
+        let was_penalized = penalized.is_some();
         if let Some(ids) = penalized {
             k.recycle(gpu, ids);
         }
-        Ok(Some(Outputs {
-            logits,
-            picked,
-            penalized: matches!(pick, Pick::Draw(d) if d.repetition_penalty != 1.0 && d.repetition_penalty > 0.0 && !d.penalized.is_empty()),
-        }))
+        Ok(Some(Outputs { logits, picked, penalized: was_penalized }))
     }
 }
 
