@@ -124,10 +124,7 @@ impl Sampler {
         if !penalized {
             penalize_tokens(logits, &draw.penalized, self.params.repetition_penalty);
         }
-        match choose(&self.params, logits) {
-            Dist::Token(t) => t,
-            kept => pick(&kept, draw.uniform),
-        }
+        draw_with(&self.params, logits, draw.uniform)
     }
 
     /// Pick the next token where `draft` was proposed for it (speculative decoding with a
@@ -211,7 +208,7 @@ fn pick(dist: &Dist, u: f64) -> u32 {
 }
 
 /// The token `sample` would give for `logits` (penalty already applied) and the uniform
-/// number `u`; the GPU sampler's check compares against it.
+/// number `u` (the GPU sampler's check compares against it).
 pub(crate) fn draw_with(params: &SamplingParams, logits: &[f32], u: f64) -> u32 {
     pick(&choose(params, logits), u)
 }
