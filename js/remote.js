@@ -19,9 +19,11 @@
 //   started on first use, does the fetch and hands the reply over a MessagePort while this
 //   thread waits on an Atomics flag (the pattern of the synckit package).
 //
-// post and postStream wait out a rate limit (429) after its Retry-After, a few times;
-// postSync does not (a synchronous XMLHttpRequest cannot sleep), so a hosted embedder
-// behind a tight rate limit fails with REMOTE_FAILED instead.
+// post and postStream send a request again by the runtime's rules (crates/runtime/src/
+// remote/retry.rs, mirrored in retryDelay): a rate limit (429) is waited out for its
+// Retry-After, a few times; a 502, a 503 or no reply at all is tried twice more after half
+// a second, then a second. postSync does not (a synchronous XMLHttpRequest cannot sleep),
+// so a hosted embedder behind a tight rate limit fails with REMOTE_FAILED instead.
 //
 // abort() fails every request in flight at once (not postSync's, which nothing can
 // interrupt): the worker calls it when its request is cancelled, so a cancel never waits
@@ -36,12 +38,27 @@ const nodeThreads = isNode ? await import('node:worker_threads') : null;
 const TIMEOUT_MS = 10 * 60_000;
 /** How often a rate-limited (429) request is sent again, each after its Retry-After (1–30 s). */
 const RATE_LIMIT_RETRIES = 4;
+/** How often a request that got no reply, a 502 or a 503 is sent again. */
+const UNAVAILABLE_RETRIES = 2;
 
-/** Wait `retryAfter` seconds (a header's value; 1 when absent, at most 30), unless `signal` aborts first. */
-function waitOut(retryAfter, signal) {
-  const seconds = Math.min(30, Math.max(1, Number.parseInt(retryAfter ?? '', 10) || 1));
+/**
+ * Milliseconds to wait before sending a request again after try number `tries` (1 for the
+ * first) got `status` (null: no reply) with header `retryAfter`, or null when it is final.
+ * The rules are crates/runtime/src/remote/retry.rs's.
+ */
+export function retryDelay(status, retryAfter, tries) {
+  const asked = /^\s*\d+\s*$/.test(retryAfter ?? '') ? Math.min(30, Number.parseInt(retryAfter, 10)) * 1000 : null;
+  const backoff = 500 * 2 ** (Math.min(Math.max(tries, 1), 8) - 1);
+  if (status === 429) return tries <= RATE_LIMIT_RETRIES ? Math.max(1000, asked ?? 1000) : null;
+  if (status === 502 || status === 503) return tries <= UNAVAILABLE_RETRIES ? (asked ?? backoff) : null;
+  if (status === null) return tries <= UNAVAILABLE_RETRIES ? backoff : null;
+  return null;
+}
+
+/** Wait `ms` milliseconds, unless `signal` aborts first. */
+function wait(ms, signal) {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, seconds * 1000);
+    const timer = setTimeout(resolve, ms);
     signal.addEventListener(
       'abort',
       () => {
@@ -106,12 +123,23 @@ export function makeTransport({ url, token, allowHttp = false }) {
     inFlight.set(controller, done);
     try {
       // A rate limit (the worker's 429) is waited out, so a burst of scoring requests slows
-      // down instead of failing a whole ingest.
+      // down instead of failing a whole ingest; a dropped connection, a 502 or a 503 is
+      // tried again (see retryDelay).
       for (let tries = 1; ; tries++) {
-        const response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
-        if (response.status !== 429 || tries > RATE_LIMIT_RETRIES) return { response, controller, done };
+        let response;
+        try {
+          response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
+        } catch (e) {
+          // No reply. A cancel or the timeout is final; anything else is tried again.
+          const delay = controller.signal.aborted ? null : retryDelay(null, null, tries);
+          if (delay === null) throw e;
+          await wait(delay, controller.signal);
+          continue;
+        }
+        const delay = retryDelay(response.status, response.headers.get('retry-after'), tries);
+        if (delay === null) return { response, controller, done };
         await response.body?.cancel();
-        await waitOut(response.headers.get('retry-after'), controller.signal);
+        await wait(delay, controller.signal);
       }
     } catch (e) {
       done();

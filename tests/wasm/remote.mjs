@@ -120,6 +120,17 @@ const limited = await dm.ask('Who brought printing to England?', { k: 2, maxToke
 assert.equal(limited.answer.trim(), ANSWER);
 assert.ok(performance.now() - t >= 1900, 'two 429s, each waited out for its Retry-After of 1 s');
 
+// A dropped connection and a 502 (the worker could not reach its upstream) are tried again.
+host.failing = ['drop', 502];
+t = performance.now();
+const retried = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32 });
+assert.equal(retried.answer.trim(), ANSWER);
+assert.equal(host.failing.length, 0);
+assert.ok(performance.now() - t >= 1400, 'half a second after the dropped connection, a second after the 502');
+// Three in a row are reported.
+host.failing = [502, 502, 502];
+await assert.rejects(dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32 }), (e) => e.code === 'REMOTE_FAILED' && /502/.test(e.message));
+
 // ---- cancels reach the host: its connection closes ----
 let controller = new AbortController();
 t = performance.now();
@@ -188,5 +199,5 @@ await host.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 console.log(
   `npm package with hosted models: options checked, MoM ingest and a cited streamed answer with reader, answerer and embedder hosted, clues, ` +
-    `cancel mid-stream (${cancelMs.toFixed(0)} ms) and while the host is silent, the library's embedder width, 401 → REMOTE_FAILED, two 429s waited out: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+    `cancel mid-stream (${cancelMs.toFixed(0)} ms) and while the host is silent, the library's embedder width, 401 → REMOTE_FAILED, two 429s waited out, a dropped connection and a 502 tried again: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
 );

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::Args;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
+use docmem_runtime::remote::retry::{retry_delay, Outcome};
 use docmem_runtime::remote::{HttpReply, RemoteError, Transport, DEFAULT_REMOTE_CONTEXT};
 
 use crate::CliError;
@@ -71,9 +72,6 @@ fn is_loopback(authority_and_path: &str) -> bool {
     host == "localhost" || host == "::1" || host.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// How often a rate-limited request is tried again.
-const RATE_LIMIT_RETRIES: usize = 4;
-
 /// POSTs JSON to one base URL with a bearer token, over ureq.
 #[derive(Debug)]
 pub struct HttpTransport {
@@ -109,9 +107,10 @@ impl HttpTransport {
         Ok(HttpTransport { agent: config.into(), base, token })
     }
 
-    /// POST, waiting out a rate limit: a 429 is retried after its `Retry-After` (at most
-    /// 30 s each time, a few times), so a burst of scoring requests slows down instead of
-    /// failing a whole ingest.
+    /// POST until the reply's headers, sending the request again as `remote::retry` decides:
+    /// a rate limit (429) is waited out for its `Retry-After`, a 502, a 503 or no reply at
+    /// all is tried twice more after a short wait, so one dropped connection does not fail
+    /// a whole ingest.
     fn send(&self, path: &str, body: &str) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
         let mut tries = 0;
         loop {
@@ -119,13 +118,23 @@ impl HttpTransport {
             if let Some(token) = &self.token {
                 request = request.header("Authorization", format!("Bearer {token}"));
             }
-            let response = request.send(body).map_err(|e| RemoteError::Transport { message: e.to_string() })?;
             tries += 1;
-            if response.status().as_u16() != 429 || tries > RATE_LIMIT_RETRIES {
-                return Ok(response);
-            }
-            let wait = response.headers().get("retry-after").and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok()).unwrap_or(1);
-            std::thread::sleep(Duration::from_secs(wait.clamp(1, 30)));
+            let sent = request.send(body);
+            let outcome = match &sent {
+                Ok(response) => Some(Outcome::Reply {
+                    status: response.status().as_u16(),
+                    retry_after: response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+                }),
+                // A timeout has already waited minutes: it is final.
+                Err(ureq::Error::Timeout(_)) => None,
+                Err(_) => Some(Outcome::NoReply),
+            };
+            let Some(wait) = outcome.and_then(|outcome| retry_delay(outcome, tries)) else {
+                return sent.map_err(|e| RemoteError::Transport { message: e.to_string() });
+            };
+            // The refused reply's body is dropped unread: ureq closes that connection.
+            drop(sent);
+            std::thread::sleep(wait);
         }
     }
 

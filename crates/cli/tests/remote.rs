@@ -14,22 +14,39 @@ use std::thread;
 /// What the server saw: (path, authorization header, body) per request.
 type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
 
+/// How the server fails a request before it answers the next ones.
+#[derive(Clone, Copy, Debug)]
+enum Failure {
+    /// The connection is closed with no reply (as a host that restarts, or a pooled
+    /// connection the host had just closed).
+    NoReply,
+    /// 502, as the edge worker answers when it could not reach its upstream.
+    Unavailable,
+}
+
 /// Serve on 127.0.0.1 until the test ends; the token that is accepted is "sesame".
 fn serve() -> (String, Seen) {
+    serve_failing(Vec::new())
+}
+
+/// As [`serve`], failing the first requests as `failures` says, one each, in order (the
+/// failed requests are in `Seen` too).
+fn serve_failing(failures: Vec<Failure>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen: Seen = Arc::default();
     let log = seen.clone();
+    let failures = Arc::new(Mutex::new(std::collections::VecDeque::from(failures)));
     thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let log = log.clone();
-            thread::spawn(move || answer(stream, &log));
+            let (log, failures) = (log.clone(), failures.clone());
+            thread::spawn(move || answer(stream, &log, &failures));
         }
     });
     (url, seen)
 }
 
-fn answer(mut stream: TcpStream, log: &Seen) {
+fn answer(mut stream: TcpStream, log: &Seen, failures: &Mutex<std::collections::VecDeque<Failure>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut line = String::new();
     if reader.read_line(&mut line).is_err() {
@@ -60,6 +77,19 @@ fn answer(mut stream: TcpStream, log: &Seen) {
             text.len()
         );
     };
+    let failure = failures.lock().unwrap().pop_front();
+    match failure {
+        Some(Failure::NoReply) => return drop(stream.shutdown(std::net::Shutdown::Both)),
+        Some(Failure::Unavailable) => {
+            return respond(
+                &mut stream,
+                "502 Bad Gateway",
+                "application/json",
+                r#"{"error":{"code":"upstream_unavailable","message":"the upstream could not be reached"}}"#,
+            )
+        }
+        None => {}
+    }
     if auth != "Bearer sesame" {
         return respond(
             &mut stream,
@@ -150,6 +180,33 @@ fn a_hosted_reader_embedder_and_answerer_ingest_and_answer() {
     let chat: Vec<_> = seen.iter().filter(|(p, _, _)| p == "/v1/chat/completions").collect();
     assert!(chat.len() >= 2 && chat.iter().all(|(_, _, b)| b.contains("\"stream\":true")), "{} chat requests", chat.len());
     assert!(seen.iter().any(|(p, _, _)| p == "/v1/embeddings"));
+    let _ = std::fs::remove_dir_all(&lib);
+}
+
+#[test]
+fn a_dropped_connection_and_a_502_are_tried_again() {
+    let (url, seen) = serve_failing(vec![Failure::NoReply, Failure::Unavailable]);
+    let lib = temp_library("retried");
+    let lib_s = lib.display().to_string();
+    let example = example();
+    let args = ["ingest", "--library", &lib_s, "--chunker", "sentence", "--embedder", "remote:bag", "--remote", &url, &example];
+    let started = std::time::Instant::now();
+    let out = docmem(&args, "sesame");
+    assert!(out.status.success(), "ingest failed: {}", String::from_utf8_lossy(&out.stderr));
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() >= 3 && seen[..3].iter().all(|(p, _, _)| p == "/v1/embeddings"), "{seen:?}");
+    // Half a second after the dropped connection, a second after the 502.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(1500), "{:?}", started.elapsed());
+
+    // A host that keeps failing is reported after the third try.
+    let (url, seen) = serve_failing(vec![Failure::Unavailable; 3]);
+    let _ = std::fs::remove_dir_all(&lib);
+    let args = ["ingest", "--library", &lib_s, "--chunker", "sentence", "--embedder", "remote:bag", "--remote", &url, &example];
+    let out = docmem(&args, "sesame");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("502 upstream_unavailable"), "{stderr}");
+    assert_eq!(seen.lock().unwrap().len(), 3);
     let _ = std::fs::remove_dir_all(&lib);
 }
 

@@ -19,11 +19,14 @@
 //!   API's token log-probabilities), short-reply model
 //!   ([`docmem_core::text_model::TextModel`]) and answerer ([`crate::answerer::Answerer`]).
 //! - [`RemoteEmbedder`]: a hosted embedding model as the core's [`docmem_core::Embedder`].
+//! - [`retry`]: which failed requests are sent again, and after how long (the transports
+//!   wait; this decides).
 
 pub mod api;
 mod embedder;
 mod error;
 mod model;
+pub mod retry;
 pub mod sse;
 mod transport;
 
