@@ -11,9 +11,11 @@
 //! after all thirty the logits to about 0.2 (rms) of a span of about 30.
 //!
 //! Stated tolerance, then: every logit within 1.0 of the CPU's, rms difference under 0.3,
-//! and the same top token for every row; greedy continuations agree on their first
-//! tokens, and the test reports how far (the issue asks for 32; that needs the GPU to sum
-//! in llama.cpp's orders, as the CPU backend does, which it does not yet).
+//! and the same top token for every row; greedy continuations of 32 tokens pick the same
+//! token at every position whose two best logits are at least 0.5 apart (teacher-forced;
+//! a free-running continuation may leave the CPU's only at such a near tie). Identical
+//! free-running continuations of any length would need the GPU to sum in llama.cpp's
+//! orders, as the CPU backend does, which it does not.
 
 #![cfg(feature = "gpu")]
 
@@ -68,20 +70,61 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
         }
     }
 
-    // Greedy continuations, 16 tokens (each costs about a second on llvmpipe), through the
-    // same `Lm` code on both backends.
-    let params = SamplingParams { max_tokens: 16, ..Default::default() };
+    // Greedy continuations, 32 tokens. The CPU backend writes its continuation; the GPU
+    // reads the prompt and those tokens in one pass (teacher forcing: one near tie cannot
+    // send the rest down another path) and must pick the CPU's token at every position,
+    // unless the CPU's two best logits there are within TIE of each other (the logits
+    // differ by about 0.2 rms, so a closer pair may fall either way).
+    const TIE: f32 = 0.5;
     let text = Prompt::Text("Gutenberg's press spread across Europe because");
-    let want = docmem_runtime::block_on(cpu.generate(text, &params, |_| ControlFlow::Continue(()))).unwrap();
+    let ids = cpu.prompt_tokens(text).unwrap();
+    let long = SamplingParams { max_tokens: 32, ..Default::default() };
+    let want = docmem_runtime::block_on(cpu.generate(text, &long, |_| ControlFlow::Continue(()))).unwrap();
+    assert_eq!(want.tokens.len(), 32, "the CPU's continuation is 32 tokens");
+    let mut forced = ids.clone();
+    forced.extend(&want.tokens[..31]);
+    let rows = |lm_logits: Vec<f32>| lm_logits.chunks_exact(vocab).skip(ids.len() - 1).map(<[f32]>::to_vec).collect::<Vec<_>>();
+    let cpu_rows =
+        rows(docmem_runtime::block_on(Backend::forward(&cpu.backend, &mut cpu.backend.new_cache(), &forced, Logits::All)).unwrap());
+    let gpu_rows =
+        rows(docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut gpu.backend.new_cache(), &forced, Logits::All)).unwrap());
+    let margin = |row: &[f32]| {
+        let best = argmax(row) as usize;
+        row[best] - row.iter().enumerate().filter(|&(i, _)| i != best).map(|(_, v)| *v).fold(f32::MIN, f32::max)
+    };
+    let (mut near_ties, mut differ) = (0, 0);
+    for (i, ((c, g), &token)) in cpu_rows.iter().zip(&gpu_rows).zip(&want.tokens).enumerate() {
+        let m = margin(c);
+        if argmax(g) != token {
+            differ += 1;
+        }
+        if m < TIE {
+            near_ties += 1;
+        } else {
+            assert_eq!(argmax(c), token, "position {i}: the CPU's logits in one pass give its greedy token");
+            assert_eq!(argmax(g), token, "position {i}: the GPU picks {} where the CPU picks {token} by a margin of {m}", argmax(g));
+        }
+    }
+    eprintln!(
+        "greedy, teacher-forced: the GPU picks the CPU's token at {} of 32 positions; {near_ties} are near ties (margin < {TIE}), where {differ} differ",
+        32 - differ
+    );
+    assert!(near_ties <= 12, "{near_ties} of 32 positions are near ties: the prompt no longer tests much");
+
+    // Free-running, 16 tokens (each costs about a second on llvmpipe): where the GPU's
+    // continuation first leaves the CPU's, the contexts were still the same, so that must be
+    // a near tie.
+    let params = SamplingParams { max_tokens: 16, ..Default::default() };
     let got = docmem_runtime::block_on(gpu.generate(text, &params, |_| ControlFlow::Continue(()))).unwrap();
-    assert_eq!(want.tokens.len(), 16);
     let same = got.tokens.iter().zip(&want.tokens).take_while(|(a, b)| a == b).count();
-    eprintln!("greedy: the first {same} of 16 tokens agree\n  GPU {:?}\n  CPU {:?}", got.text, want.text);
-    assert!(same >= 2, "greedy tokens diverge at {same}: GPU {:?} vs CPU {:?}", got.text, want.text);
+    eprintln!("greedy, free-running: the first {same} of 16 tokens agree\n  GPU {:?}\n  CPU {:?}", got.text, want.text);
+    if same < 16 {
+        let m = margin(&cpu_rows[same]);
+        assert!(m < TIE, "greedy tokens diverge at {same} where the CPU's margin is {m}: GPU {:?} vs CPU {:?}", got.text, want.text);
+    }
 
     // `generate` picked those greedy tokens on the GPU (4 bytes read back per token, not
     // the logits): the sampler's greedy pick from the GPU's logits gives the same ones.
-    let ids = gpu.prompt_tokens(text).unwrap();
     let mut cache = gpu.backend.new_cache();
     let mut logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &ids, Logits::Last)).unwrap();
     let mut from_logits = Vec::new();
