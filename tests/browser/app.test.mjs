@@ -183,7 +183,7 @@ async function packageOnWebgpu(page) {
   console.log(`  package with backend 'webgpu': ${r.backend.label} — ${r.backend.reason}; ${r.added.chunks} chunks added`);
   assert.equal(r.backend.name, 'webgpu');
   assert.equal(r.backend.software, true, 'SwiftShader is a software adapter');
-  assert.match(r.backend.reason, /10 kernel checks pass/);
+  assert.match(r.backend.reason, /11 kernel checks pass/);
   assert.deepEqual(r.documents, ['printing-press.md']);
   assert.ok(r.added.chunks > 0);
 }
@@ -289,7 +289,7 @@ try {
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
   assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — /);
   // SwiftShader is the browser's fallback adapter: 'auto' keeps the models on the CPU.
-  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(10 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
+  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(11 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
   assert.match(await page.locator('#models').textContent(), /SmolLM2-135M.*all-MiniLM-L6-v2/);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');

@@ -43,6 +43,10 @@ pub struct EmbedBenchArgs {
     /// scripts/wasm-test.sh)
     #[arg(long)]
     pub wasm_pkg: Option<PathBuf>,
+    /// Also time the encoder on the GPU (natively through wgpu; a software adapter such as
+    /// llvmpipe is used when no GPU is found, and named)
+    #[arg(long)]
+    pub gpu: bool,
     /// JSON output
     #[arg(long)]
     pub json: bool,
@@ -68,6 +72,8 @@ struct Report {
     tokens_per_text: usize,
     threads: usize,
     native: Vec<Native>,
+    /// The encoder on the GPU (`--gpu`): the adapter and its speed.
+    gpu: Option<(String, Speed)>,
     wasm: Option<Speed>,
     sentence_transformers: Option<Speed>,
     transformers_js: Option<Speed>,
@@ -104,6 +110,23 @@ fn time_native(e: &mut Embedder, texts: &[&str], tokens: usize, repeats: usize) 
         Ok(best)
     };
     Ok(Speed { batch1: best(1, texts.len().min(32))?, batch32: best(32, texts.len())? })
+}
+
+/// The encoder on the GPU: the adapter's name and the speed.
+#[cfg(feature = "gpu")]
+fn time_gpu(model: &Path, texts: &[&str], tokens: usize, repeats: usize) -> Result<(String, Speed), CliError> {
+    use docmem_runtime::gpu::{Gpu, GpuOptions};
+    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() })
+        .map_err(|e| CliError::BadArgument { message: format!("--gpu: {e}") })?;
+    let adapter = gpu.describe();
+    eprintln!("docmem: the GPU encoder runs on {adapter}");
+    let mut e = Embedder::load_onto_gpu(model, gpu)?;
+    Ok((adapter, time_native(&mut e, texts, tokens, repeats)?))
+}
+
+#[cfg(not(feature = "gpu"))]
+fn time_gpu(_: &Path, _: &[&str], _: usize, _: usize) -> Result<(String, Speed), CliError> {
+    Err(CliError::BadArgument { message: "--gpu: this docmem was built without the gpu feature".into() })
 }
 
 const ST_SCRIPT: &str = include_str!("../../../../scripts/bench/st_embed.py");
@@ -156,6 +179,7 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
         let mut e = Embedder::load(&a.model, EmbedderOptions { precision, threads: a.threads })?;
         native.push(Native { precision: precision.name(), speed: time_native(&mut e, &texts, a.tokens, a.repeats)? });
     }
+    let gpu = if a.gpu { Some(time_gpu(&a.model, &texts, a.tokens, a.repeats)?) } else { None };
     let texts_file = std::env::temp_dir().join(format!("docmem-bench-embed-{}.json", std::process::id()));
     std::fs::write(&texts_file, serde_json::to_vec(&owned).map_err(std::io::Error::from)?)?;
     let (repeats, threads) = (a.repeats.to_string(), a.threads.to_string());
@@ -198,6 +222,7 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
         ratio_native_vs_sentence_transformers: ratio(default, st),
         ratio_wasm_vs_transformers_js: ratio(wasm, tjs),
         native,
+        gpu,
         wasm,
         sentence_transformers: st,
         transformers_js: tjs,
@@ -214,6 +239,9 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
     println!("{:<40} {:>10} {:>10}", "engine", "batch 1", "batch 32");
     for n in &report.native {
         row(&format!("docmem native {} ({} threads)", n.precision, a.threads), Some(n.speed));
+    }
+    if let Some((adapter, speed)) = &report.gpu {
+        row(&format!("docmem GPU f32 ({adapter})"), Some(*speed));
     }
     row(&format!("sentence-transformers ({} threads)", a.threads), st);
     row("docmem wasm (Node, 1 thread)", wasm);

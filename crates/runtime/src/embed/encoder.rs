@@ -264,7 +264,7 @@ impl Encoder {
 }
 
 /// The embedding table in the precision's block type (Q8_0 where the width allows).
-fn table(w: &[f32], rows: usize, cols: usize, precision: Precision) -> QMatrix {
+pub(crate) fn table(w: &[f32], rows: usize, cols: usize, precision: Precision) -> QMatrix {
     let (ty, bytes) = match precision {
         Precision::Q8_0 if cols.is_multiple_of(32) => {
             let mut b = Vec::new();
@@ -280,7 +280,7 @@ fn table(w: &[f32], rows: usize, cols: usize, precision: Precision) -> QMatrix {
 }
 
 /// Pool one sequence's token vectors (`tokens × h`).
-fn pool(rows: &[f32], h: usize, pooling: Pooling) -> Vec<f32> {
+pub(crate) fn pool(rows: &[f32], h: usize, pooling: Pooling) -> Vec<f32> {
     let n = rows.len() / h;
     if n == 0 {
         return vec![0.0; h];

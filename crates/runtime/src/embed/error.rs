@@ -41,6 +41,13 @@ pub enum EmbedderError {
         /// Rows of the model's embedding table.
         model: usize,
     },
+    /// The GPU failed, or refused the work (a device lost, out of memory, a text longer
+    /// than the GPU encoder takes, a synchronous call where only an asynchronous one can
+    /// wait for the GPU); the CPU encoder can be used instead.
+    Gpu {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl docmem_core::HasErrorCode for EmbedderError {
@@ -60,6 +67,7 @@ impl fmt::Display for EmbedderError {
             EmbedderError::VocabularyMismatch { tokenizer, model } => {
                 write!(f, "tokenizer.json has {tokenizer} tokens but the model embeds {model}: they are not one model's files")
             }
+            EmbedderError::Gpu { message } => write!(f, "the GPU encoder: {message}"),
         }
     }
 }

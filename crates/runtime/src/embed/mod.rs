@@ -14,6 +14,11 @@
 //! [`Embedder::max_batch_tokens`] tokens ([`encoder`]), pooled as the model says and
 //! L2-normalised. Vectors match sentence-transformers' (cosine ≥ 0.999 on a committed
 //! golden set, `tests/embed_parity.rs`, in every [`Precision`]).
+//!
+//! With the `gpu` feature the encoder's layers may run on the GPU instead
+//! ([`Embedder::load_onto_gpu`], [`crate::gpu::GpuEncoder`]), on the decoder's device;
+//! its vectors match the CPU encoder's (cosine ≥ 0.99999, `tests/gpu_embedder.rs`). A
+//! browser waits for it with [`Embedder::embed_async`].
 
 pub mod config;
 pub mod encoder;
@@ -76,11 +81,27 @@ impl Default for EmbedderOptions {
     }
 }
 
+/// Where the encoder's layers run. (One per embedder: the variants' sizes do not matter.)
+#[allow(clippy::large_enum_variant)]
+enum Engine {
+    /// The runtime's CPU kernels, in the chosen [`Precision`].
+    Cpu(Encoder),
+    /// The GPU (f32 weights), on a device shared with the decoder.
+    #[cfg(feature = "gpu")]
+    Gpu(crate::gpu::GpuEncoder),
+}
+
+/// The GPU to load an encoder onto, where the runtime has the GPU backend.
+#[cfg(feature = "gpu")]
+type OnGpu = Option<crate::gpu::Gpu>;
+#[cfg(not(feature = "gpu"))]
+type OnGpu = Option<std::convert::Infallible>;
+
 /// A sentence embedder: tokenizer, encoder and the model's conventions.
 pub struct Embedder {
     config: EmbedderConfig,
     tokenizer: Tokenizer,
-    encoder: Encoder,
+    encoder: Engine,
     threads: Threads,
     name: String,
     /// Tokens per forward pass (texts are packed end to end up to this many; a longer
@@ -96,7 +117,7 @@ pub const MAX_BATCH_TOKENS: usize = 512;
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embedder").field("name", &self.name).field("precision", &self.encoder.precision()).finish()
+        f.debug_struct("Embedder").field("name", &self.name).field("precision", &self.precision()).field("on_gpu", &self.on_gpu()).finish()
     }
 }
 
@@ -125,6 +146,25 @@ impl Embedder {
     /// sentence-transformers' optional files), or a `.gguf` file in llama.cpp's `bert`
     /// layout ([`gguf`]).
     pub fn load(path: &Path, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        Self::load_on(path, options, None)
+    }
+
+    /// [`Embedder::load`] with the encoder's layers on `gpu` (f32 weights; the tokenizer,
+    /// the word table and the pooling stay on the CPU). `gpu` may be a clone of the
+    /// decoder's device: both then run on one.
+    #[cfg(feature = "gpu")]
+    pub fn load_onto_gpu(path: &Path, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+        Self::load_on(path, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
+    }
+
+    /// [`Embedder::from_files`] with the encoder's layers on `gpu` (see
+    /// [`Embedder::load_onto_gpu`]).
+    #[cfg(feature = "gpu")]
+    pub fn from_files_onto_gpu(files: BTreeMap<String, Vec<u8>>, name: &str, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+        Self::from_files_on(files, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
+    }
+
+    fn load_on(path: &Path, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, EmbedderError> {
         let is_gguf = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
         let weights_path = if is_gguf { path.to_owned() } else { path.join("model.safetensors") };
         #[cfg(not(target_arch = "wasm32"))]
@@ -134,34 +174,53 @@ impl Embedder {
         let src = src.map_err(|e| EmbedderError::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
         if is_gguf {
             let name = path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            return Self::from_gguf(&src, name, options);
+            return Self::from_gguf_on(&src, name, options, gpu);
         }
         let files = DirFiles(path.to_owned());
-        Self::build(&files, &src, files.model_name(), options)
+        Self::build(&files, &src, files.model_name(), options, gpu)
     }
 
     /// Load a GGUF file in llama.cpp's `bert` layout from any byte source.
     pub fn from_gguf(src: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        Self::from_gguf_on(src, name, options, None)
+    }
+
+    fn from_gguf_on(src: &dyn ByteSource, name: String, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, EmbedderError> {
         let file = crate::gguf::GgufFile::read(src).map_err(|e| EmbedderError::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
         let (config, tokenizer) = gguf::read_config(&file)?;
         // No supported block format stores a weight in fewer than 4 bits.
         weights_fit(&config.shape, src.len(), 4, "GGUF metadata", "the GGUF file")?;
         let read = |name: &str, shape: &[usize]| gguf::read_tensor(&file, src, name, shape);
-        Self::assemble(config, tokenizer, &read, name, options)
+        Self::assemble(config, tokenizer, &read, name, options, gpu)
     }
 
     /// Load from files held in memory by name (what a page hands to the wasm package):
     /// `model.safetensors`, `config.json`, `tokenizer.json`, and where present
     /// `modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`,
     /// `config_sentence_transformers.json`, `tokenizer_config.json`.
-    pub fn from_files(mut files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+    pub fn from_files(files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+        Self::from_files_on(files, name, options, None)
+    }
+
+    fn from_files_on(
+        mut files: BTreeMap<String, Vec<u8>>,
+        name: &str,
+        options: EmbedderOptions,
+        gpu: OnGpu,
+    ) -> Result<Self, EmbedderError> {
         let weights = files
             .remove("model.safetensors")
             .ok_or_else(|| EmbedderError::MissingFile { path: "model.safetensors".into(), reason: "not given".into() })?;
-        Self::build(&files, &MemorySource::new(weights), name.to_owned(), options)
+        Self::build(&files, &MemorySource::new(weights), name.to_owned(), options, gpu)
     }
 
-    fn build(files: &dyn ModelFiles, weights: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+    fn build(
+        files: &dyn ModelFiles,
+        weights: &dyn ByteSource,
+        name: String,
+        options: EmbedderOptions,
+        gpu: OnGpu,
+    ) -> Result<Self, EmbedderError> {
         let config = EmbedderConfig::from_files(files)?;
         let tok_bytes = files
             .read("tokenizer.json")?
@@ -175,7 +234,7 @@ impl Embedder {
             let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
             Ok(file.read_f32(weights, &format!("{prefix}{name}"), &dims)?)
         };
-        Self::assemble(config, tokenizer, &read, name, options)
+        Self::assemble(config, tokenizer, &read, name, options, gpu)
     }
 
     /// The embedder from its configuration, tokenizer and a reader of its tensors.
@@ -185,6 +244,7 @@ impl Embedder {
         read: &encoder::TensorReader<'_>,
         name: String,
         options: EmbedderOptions,
+        gpu: OnGpu,
     ) -> Result<Self, EmbedderError> {
         tokenizer.with_padding(None);
         tokenizer
@@ -194,7 +254,13 @@ impl Embedder {
         if vocab > config.shape.vocab {
             return Err(EmbedderError::VocabularyMismatch { tokenizer: vocab, model: config.shape.vocab });
         }
-        let encoder = Encoder::load(config.shape.clone(), read, options.precision)?;
+        let encoder = match gpu {
+            None => Engine::Cpu(Encoder::load(config.shape.clone(), read, options.precision)?),
+            #[cfg(feature = "gpu")]
+            Some(gpu) => Engine::Gpu(crate::gpu::GpuEncoder::load(gpu, config.shape.clone(), read)?),
+            #[cfg(not(feature = "gpu"))]
+            Some(never) => match never {},
+        };
         let name = if name.is_empty() { "embedder".to_owned() } else { name };
         Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: MAX_BATCH_TOKENS })
     }
@@ -211,12 +277,25 @@ impl Embedder {
 
     /// The precision the weights are held in.
     pub fn precision(&self) -> Precision {
-        self.encoder.precision()
+        match &self.encoder {
+            Engine::Cpu(e) => e.precision(),
+            #[cfg(feature = "gpu")]
+            Engine::Gpu(_) => Precision::F32,
+        }
     }
 
-    /// Bytes of weights held.
+    /// Bytes of weights held (on the GPU, for a GPU encoder).
     pub fn weight_bytes(&self) -> usize {
-        self.encoder.bytes()
+        match &self.encoder {
+            Engine::Cpu(e) => e.bytes(),
+            #[cfg(feature = "gpu")]
+            Engine::Gpu(g) => g.gpu_bytes(),
+        }
+    }
+
+    /// Whether the encoder's layers run on the GPU.
+    pub fn on_gpu(&self) -> bool {
+        !matches!(self.encoder, Engine::Cpu(_))
     }
 
     /// The model's name (its directory's, or the one given).
@@ -247,11 +326,49 @@ impl Embedder {
         Ok((out, truncated))
     }
 
-    /// Embed `texts` as `role`: one unit vector each, in order.
+    /// Embed `texts` as `role`: one unit vector each, in order. A GPU encoder waits for
+    /// the GPU here natively; in a browser only [`Embedder::embed_async`] can wait for it.
     pub fn embed(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
         let (seqs, truncated) = self.tokenize(texts, role)?;
         let mut vectors = Vec::with_capacity(seqs.len());
-        let mut rest = &seqs[..];
+        for batch in self.batches(&seqs) {
+            let pooled = match &self.encoder {
+                Engine::Cpu(e) => e.forward(&self.threads, batch, self.config.pooling),
+                #[cfg(all(feature = "gpu", not(target_arch = "wasm32")))]
+                Engine::Gpu(g) => pollster::block_on(g.forward(batch, self.config.pooling))?,
+                #[cfg(all(feature = "gpu", target_arch = "wasm32"))]
+                Engine::Gpu(_) => {
+                    return Err(EmbedderError::Gpu {
+                        message: "a browser cannot wait for the GPU in a synchronous call: use embed_async".into(),
+                    })
+                }
+            };
+            vectors.extend(pooled.into_iter().map(unit));
+        }
+        Ok(Embeddings { vectors, truncated })
+    }
+
+    /// [`Embedder::embed`], waiting for a GPU encoder without blocking (what a browser
+    /// needs); a CPU encoder computes in place.
+    pub async fn embed_async(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
+        match &self.encoder {
+            Engine::Cpu(_) => self.embed(texts, role),
+            #[cfg(feature = "gpu")]
+            Engine::Gpu(g) => {
+                let (seqs, truncated) = self.tokenize(texts, role)?;
+                let mut vectors = Vec::with_capacity(seqs.len());
+                for batch in self.batches(&seqs) {
+                    vectors.extend(g.forward(batch, self.config.pooling).await?.into_iter().map(unit));
+                }
+                Ok(Embeddings { vectors, truncated })
+            }
+        }
+    }
+
+    /// `seqs` in runs of at most [`Embedder::max_batch_tokens`] tokens (a longer text alone).
+    fn batches<'s>(&self, seqs: &'s [Vec<u32>]) -> Vec<&'s [Vec<u32>]> {
+        let mut out = Vec::new();
+        let mut rest = seqs;
         while !rest.is_empty() {
             let mut n = 0;
             let mut tokens = 0;
@@ -260,14 +377,10 @@ impl Embedder {
                 n += 1;
             }
             let (batch, tail) = rest.split_at(n);
-            for mut v in self.encoder.forward(&self.threads, batch, self.config.pooling) {
-                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                v.iter_mut().for_each(|x| *x /= norm);
-                vectors.push(v);
-            }
+            out.push(batch);
             rest = tail;
         }
-        Ok(Embeddings { vectors, truncated })
+        out
     }
 }
 
@@ -283,4 +396,11 @@ impl docmem_core::embed::Embedder for Embedder {
     fn name(&self) -> String {
         format!("{} ({})", self.name, self.precision().name())
     }
+}
+
+/// `v` scaled to length one (a zero vector stays zero).
+fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
 }

@@ -14,7 +14,9 @@
 //! relative (plus 1e-7 absolute), RoPE within 1e-6, attention within 2e-5 relative plus
 //! one f16 step of one probability (its probabilities are rounded to f16, and an `exp` a
 //! few ulps off may round one the other way). 8-bit activation quantization must give the
-//! CPU's values exactly.
+//! CPU's values exactly. The encoder's kernels: LayerNorm within 1e-5 relative (plus 1e-5),
+//! bias + GELU within 2e-6 relative (plus 2e-6), bidirectional attention within 2e-5
+//! relative plus 1e-5 (a weighted mean of values about 1 in size).
 
 use super::{q8_len, reads_q8, AttentionShape, Gpu, GpuError, GpuMatrix, GpuVector, Kernels};
 use crate::cpu::act::QuantizedRow;
@@ -23,8 +25,19 @@ use crate::gguf::GgmlType;
 use crate::testdata::{activations, weight_row};
 
 /// The checks [`run`] knows, in the order [`run_all`] runs them.
-pub const CHECKS: [&str; 10] =
-    ["matvec", "matvec_k_quants", "quantize_q8", "split_matrix", "rms_norm", "rope", "elementwise", "attention", "argmax", "sample"];
+pub const CHECKS: [&str; 11] = [
+    "matvec",
+    "matvec_k_quants",
+    "quantize_q8",
+    "split_matrix",
+    "rms_norm",
+    "rope",
+    "elementwise",
+    "attention",
+    "argmax",
+    "sample",
+    "encoder",
+];
 
 /// Run one check by name ([`CHECKS`]).
 pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
@@ -74,6 +87,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
         "attention" => attention(gpu, k).await,
         "argmax" => argmax(gpu, k).await,
         "sample" => sample(gpu, k).await,
+        "encoder" => encoder(gpu, k).await,
         _ => Err(GpuError::Shape { what: "check name (see gpu::checks::CHECKS)", expected: CHECKS.len(), got: 0 }),
     }
 }
@@ -258,6 +272,56 @@ async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
         want.extend(e.iter().map(|v| (v / sum) as f32));
     }
     compare("softmax", &ga.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)
+}
+
+/// The embedder's kernels against the CPU encoder's: LayerNorm, the feed-forward's bias and
+/// GELU, and bidirectional attention over two sequences packed end to end (each must see
+/// only its own tokens).
+async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+    use crate::cpu::encoder_ops::{attend, gelu1, layer_norm};
+    let (n, rows) = (384, 5);
+    // Rows far from zero: the variance must be taken about the mean.
+    let x: Vec<f32> = activations(n * rows, 21).iter().map(|v| v + 40.0).collect();
+    let (gamma, beta) = (activations(n, 22), activations(n, 23));
+    let mut want = x.clone();
+    layer_norm(&mut want, &gamma, &beta, 1e-12);
+    let (gx, gg, gb) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &gamma), GpuVector::from_slice(gpu, &beta));
+    k.run(gpu, |enc| k.layer_norm(gpu, enc, &gx, (&gg, &gb), 1e-12))?;
+    compare("layer_norm", &gx.read(gpu).await?, &want, |i| 1e-5 * want[i].abs() + 1e-5)?;
+
+    let (a, bias) = (activations(1536 * 3, 24).iter().map(|v| v * 4.0).collect::<Vec<_>>(), activations(1536, 25));
+    let want: Vec<f32> = a.iter().enumerate().map(|(i, v)| gelu1(v + bias[i % 1536])).collect();
+    let ga = GpuVector::from_slice(gpu, &a);
+    k.run(gpu, |enc| k.bias_gelu(gpu, enc, &ga, &GpuVector::from_slice(gpu, &bias)))?;
+    compare("bias_gelu", &ga.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 2e-6)?;
+
+    let (heads, head_dim) = (3, 32);
+    let h = heads * head_dim;
+    let lens = [7usize, 70];
+    let total: usize = lens.iter().sum();
+    let qkv = activations(total * 3 * h, 26);
+    let mut want = vec![0f32; total * h];
+    let (mut start, mut scratch) = (0, Vec::new());
+    for &len in &lens {
+        for head in 0..heads {
+            let base = start * 3 * h + head * head_dim;
+            let mut out = vec![0f32; len * head_dim];
+            let scale = 1.0 / (head_dim as f32).sqrt();
+            attend(&qkv[base..], &qkv[base + h..], &qkv[base + 2 * h..], 3 * h, (len, head_dim), scale, &mut out, head_dim, &mut scratch);
+            for (i, o) in out.chunks_exact(head_dim).enumerate() {
+                want[(start + i) * h + head * head_dim..][..head_dim].copy_from_slice(o);
+            }
+        }
+        start += len;
+    }
+    let (gq, gc) = (GpuVector::from_slice(gpu, &qkv), GpuVector::zeros(gpu, total * h));
+    k.run(gpu, |enc| {
+        k.encoder_attention(gpu, enc, &gq, &gc, (0, lens[0]), (heads, head_dim))?;
+        k.encoder_attention(gpu, enc, &gq, &gc, (lens[0], lens[1]), (heads, head_dim))
+    })?;
+    // Each output is a weighted mean of values of magnitude about 1 (the weights sum to one),
+    // so the rounding is measured against that, not against the mean, which may cancel.
+    compare("encoder_attention", &gc.read(gpu).await?, &want, |i| 2e-5 * want[i].abs() + 1e-5)
 }
 
 /// Attention against a plain f64 reference on the same f16-rounded query, keys and values:

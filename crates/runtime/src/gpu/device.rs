@@ -138,6 +138,11 @@ pub struct GpuOptions {
 }
 
 /// A device and its queue, with the limits granted.
+///
+/// A clone is the same device (wgpu's handles are shared, and so are the buffer pool, the
+/// bind-group cache and the profiler): the decoder and the embedder run on one device, so
+/// a page asks the browser for one and its memory is counted once.
+#[derive(Clone)]
 pub struct Gpu {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
@@ -150,11 +155,11 @@ pub struct Gpu {
     /// after every submission.
     lost: Arc<Mutex<Option<String>>>,
     /// Scratch, parameter and read-back buffers kept for reuse.
-    pub(crate) pool: BufferPool,
+    pub(crate) pool: Arc<BufferPool>,
     /// Bind groups kept for reuse (decoding binds the same buffers every other token).
-    pub(crate) bind_groups: BindGroupCache,
+    pub(crate) bind_groups: Arc<BindGroupCache>,
     /// Per-kernel timestamps, when asked for and offered.
-    pub(crate) profiler: Option<Profiler>,
+    pub(crate) profiler: Option<Arc<Profiler>>,
 }
 
 impl fmt::Debug for Gpu {
@@ -236,19 +241,11 @@ impl Gpu {
                 first.get_or_insert_with(|| e.to_string());
             }
         }));
-        let profiler = profile.then(|| Profiler::new(&device, &queue));
-        Ok(Gpu {
-            device,
-            queue,
-            info,
-            limits,
-            f16,
-            subgroup_size,
-            lost,
-            pool: BufferPool::default(),
-            bind_groups: BindGroupCache::default(),
-            profiler,
-        })
+        // In a browser wgpu's handles are neither Send nor Sync, and nothing crosses threads;
+        // natively they are, and the Arc lets a shared device cross threads.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let profiler = profile.then(|| Arc::new(Profiler::new(&device, &queue)));
+        Ok(Gpu { device, queue, info, limits, f16, subgroup_size, lost, pool: Arc::default(), bind_groups: Arc::default(), profiler })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -302,7 +299,7 @@ impl Gpu {
     /// Whether kernels are being timed ([`GpuOptions::profile`] asked for it, the adapter
     /// offers timestamp queries, and [`Gpu::set_profiling`] has not turned it off).
     pub fn is_profiling(&self) -> bool {
-        self.profiler.as_ref().is_some_and(Profiler::is_enabled)
+        self.profiler.as_deref().is_some_and(Profiler::is_enabled)
     }
 
     /// Whether kernels can be timed ([`GpuOptions::profile`] and timestamp queries).
@@ -322,7 +319,7 @@ impl Gpu {
     /// and the dispatches that ran untimed (past a submission's query set); `None` when not
     /// [able to profile](Gpu::can_profile).
     pub fn kernel_times(&self) -> Option<(Vec<KernelTime>, usize)> {
-        self.profiler.as_ref().map(Profiler::times)
+        self.profiler.as_deref().map(Profiler::times)
     }
 
     /// Start the kernel times afresh.

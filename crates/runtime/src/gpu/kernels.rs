@@ -36,7 +36,14 @@ pub struct Kernels {
     kv_store: Pipeline,
     attention: Pipeline,
     quantize_q8: Pipeline,
+    layer_norm: Pipeline,
+    bias_gelu: Pipeline,
+    encoder_attention: Pipeline,
 }
+
+/// The longest sequence [`Kernels::encoder_attention`] takes (its scores are held in
+/// workgroup memory; `encoder_attention.wgsl`'s MAX_TOKENS).
+pub const ENCODER_MAX_TOKENS: usize = 1024;
 
 /// What [`Kernels::sample`] writes when the draw needs the whole row on the CPU (top-k above
 /// the GPU's head of 256, or a nucleus its 256 most likely tokens do not fill).
@@ -170,6 +177,9 @@ impl Kernels {
             kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
             quantize_q8: pipeline(gpu, "quantize_q8", &[include_str!("wgsl/quantize_q8.wgsl")]),
+            layer_norm: pipeline(gpu, "layer_norm", &[REDUCE, include_str!("wgsl/layer_norm.wgsl")]),
+            bias_gelu: pipeline(gpu, "bias_gelu", &[include_str!("wgsl/bias_gelu.wgsl"), ELEMENTWISE]),
+            encoder_attention: pipeline(gpu, "encoder_attention", &[REDUCE, include_str!("wgsl/encoder_attention.wgsl")]),
         }
     }
 
@@ -529,6 +539,76 @@ impl Kernels {
             &words,
             (heads, tokens, 1),
         );
+        Ok(())
+    }
+
+    /// Each row of `gamma.len` values of `x`, in place: LayerNorm with `gamma` and `beta`
+    /// (the BERT encoder's).
+    pub fn layer_norm(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        x: &GpuVector,
+        (gamma, beta): (&GpuVector, &GpuVector),
+        eps: f32,
+    ) -> Result<(), GpuError> {
+        let n = gamma.len.max(1);
+        shape("layer_norm beta", beta.len, gamma.len)?;
+        shape("layer_norm input", x.len, x.len / n * n)?;
+        let rows = u32_of(x.len / n, "layer_norm rows")?;
+        if rows > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "layer_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
+        }
+        let words = [u32_of(n, "layer_norm width")?, rows, eps.to_bits(), 0];
+        self.dispatch(gpu, enc, &self.layer_norm, &[&x.buffer, &gamma.buffer, &beta.buffer], &words, (rows, 1, 1));
+        Ok(())
+    }
+
+    /// `a = gelu(a + bias)`, the bias repeating over `a`'s rows (the encoder's feed-forward
+    /// layer; GELU in its erf form).
+    pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, a: &GpuVector, bias: &GpuVector) -> Result<(), GpuError> {
+        self.elementwise(gpu, enc, &self.bias_gelu, a, bias, "bias_gelu")
+    }
+
+    /// Bidirectional attention of the sequence at tokens `first..first + tokens` of the
+    /// packed rows: `qkv` holds each token's q | k | v (`3 · heads · head_dim` values),
+    /// `ctx` gets each token's attended values (`heads · head_dim`), for those tokens only.
+    pub fn encoder_attention(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        qkv: &GpuVector,
+        ctx: &GpuVector,
+        (first, tokens): (usize, usize),
+        (heads, head_dim): (usize, usize),
+    ) -> Result<(), GpuError> {
+        let hidden = heads * head_dim;
+        if tokens == 0 {
+            return Ok(());
+        }
+        if tokens > ENCODER_MAX_TOKENS {
+            return Err(GpuError::Shape { what: "encoder attention tokens", expected: ENCODER_MAX_TOKENS, got: tokens });
+        }
+        if qkv.len < (first + tokens) * 3 * hidden || !qkv.len.is_multiple_of(3 * hidden.max(1)) {
+            return Err(GpuError::Shape { what: "encoder attention qkv", expected: (first + tokens) * 3 * hidden, got: qkv.len });
+        }
+        shape("encoder attention output", ctx.len, qkv.len / 3)?;
+        let heads = u32_of(heads, "heads")?;
+        if heads > MAX_GROUPS {
+            return Err(GpuError::Shape { what: "encoder attention heads", expected: MAX_GROUPS as usize, got: heads as usize });
+        }
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        let words = [
+            u32_of(first, "first token")?,
+            u32_of(tokens, "tokens")?,
+            u32_of(hidden, "hidden")?,
+            u32_of(head_dim, "head_dim")?,
+            heads,
+            scale.to_bits(),
+            0,
+            0,
+        ];
+        self.dispatch(gpu, enc, &self.encoder_attention, &[&qkv.buffer, &ctx.buffer], &words, (u32_of(tokens, "tokens")?, heads, 1));
         Ok(())
     }
 

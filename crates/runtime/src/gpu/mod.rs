@@ -21,8 +21,11 @@
 //! CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for benchmarks, GPU time per
 //! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). The matrix kernel
 //! sums with `subgroupAdd` where the adapter has subgroups ([`Gpu::subgroup_size`]), and
-//! the K/V cache holds packed f16 pairs. Still to come: prefill tiled over rows, f16
-//! arithmetic; the CPU backend stays the reference.
+//! the K/V cache holds packed f16 pairs. The embedder's encoder runs here too
+//! ([`GpuEncoder`]: LayerNorm, bias + GELU and bidirectional attention over packed
+//! sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`, `encoder_attention.wgsl`), on the same
+//! device as the decoder (a [`Gpu`] clone is that device). Still to come: prefill tiled
+//! over rows, f16 arithmetic; the CPU backend stays the reference.
 //!
 //! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
 //! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
@@ -31,6 +34,7 @@ mod bind_groups;
 mod buffers;
 pub mod checks;
 mod device;
+mod encoder;
 mod kernels;
 mod model;
 mod pool;
@@ -40,6 +44,7 @@ mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
-pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels, SAMPLE_FALLBACK};
+pub use encoder::GpuEncoder;
+pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
 pub use model::{GpuKvCache, GpuTransformer};
 pub use profile::KernelTime;

@@ -37,12 +37,13 @@ kernel_checks! {
     attention_over_the_cache_matches_a_plain_reference => "attention",
     argmax_picks_the_first_largest_value => "argmax",
     sampling_draws_what_the_cpu_sampler_draws => "sample",
+    the_encoder_kernels_match_the_cpu_encoder => "encoder",
 }
 
 #[test]
 fn every_check_is_reachable_by_name_and_an_unknown_name_is_an_error() {
     let gpu = gpu();
-    assert_eq!(checks::CHECKS.len(), 10);
+    assert_eq!(checks::CHECKS.len(), 11);
     assert!(pollster::block_on(checks::run(&gpu, "no such check")).is_err());
 }
 

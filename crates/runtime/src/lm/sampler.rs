@@ -214,6 +214,7 @@ pub(crate) fn draw_with(params: &SamplingParams, logits: &[f32], u: f64) -> u32 
 }
 
 /// The candidates a draw walks, in order, and their probabilities (`None`: greedy).
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))] // the GPU sampler's checks use it
 pub(crate) fn kept(params: &SamplingParams, logits: &[f32]) -> Option<(Vec<u32>, Vec<f64>)> {
     match choose(params, logits) {
         Dist::Token(_) => None,

@@ -1,0 +1,77 @@
+//! The embedder's encoder on the GPU against the CPU encoder (f32, the reference that
+//! matches sentence-transformers, `tests/embed_parity.rs`) on all-MiniLM-L6-v2, natively
+//! on whatever adapter wgpu finds (Vulkan on llvmpipe here), and on the same device as a
+//! decoder.
+//!
+//! Stated tolerance: cosine ≥ 0.99999 between the GPU's and the CPU's unit vectors, every
+//! component within 1e-4 (both sum f32 products, in other orders).
+
+#![cfg(feature = "gpu")]
+
+mod common;
+
+use common::{model, model_dir};
+use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
+use docmem_runtime::lm::{Lm, LoadOptions};
+
+fn gpu() -> Gpu {
+    Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() })
+        .unwrap_or_else(|e| panic!("{e}: the GPU tests need a Vulkan driver (scripts/setup.sh installs mesa-vulkan-drivers)"))
+}
+
+fn compare(cpu: &[Vec<f32>], gpu: &[Vec<f32>], what: &str) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: vectors");
+    for (i, (c, g)) in cpu.iter().zip(gpu).enumerate() {
+        assert_eq!(c.len(), g.len(), "{what}, text {i}: width");
+        let cos: f32 = c.iter().zip(g).map(|(a, b)| a * b).sum();
+        let (j, d) = c.iter().zip(g).map(|(a, b)| (a - b).abs()).enumerate().fold((0, 0f32), |m, (j, d)| if d > m.1 { (j, d) } else { m });
+        eprintln!("{what}, text {i}: cosine {cos:.7}, largest difference {d:.2e} (component {j})");
+        assert!(cos >= 0.99999, "{what}, text {i}: cosine {cos}");
+        assert!(d <= 1e-4, "{what}, text {i}: component {j} is {} on the GPU and {} on the CPU", g[j], c[j]);
+    }
+}
+
+#[test]
+fn minilm_on_the_gpu_embeds_as_the_cpu_encoder_does() {
+    let dir = model_dir("all-MiniLM-L6-v2");
+    let cpu = Embedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+    let on_gpu = Embedder::load_onto_gpu(&dir, gpu()).unwrap();
+    assert!(on_gpu.on_gpu() && !cpu.on_gpu());
+    assert_eq!(on_gpu.dim(), cpu.dim());
+    let long = "William Caxton set up a printing press at Westminster in 1476. ".repeat(12);
+    let texts = [
+        "Who brought printing to England?",
+        "The Quillfeather press was built in Mainz in 1452 and printed indulgences before books.",
+        "a",
+        long.as_str(),
+    ];
+    // Packed in one batch (every text attends to itself alone), and one at a time.
+    let want = cpu.embed(&texts, EmbedRole::Passage).unwrap();
+    let got = on_gpu.embed(&texts, EmbedRole::Passage).unwrap();
+    compare(&want.vectors, &got.vectors, "packed");
+    for (i, text) in texts.iter().enumerate() {
+        let alone = docmem_runtime::block_on(on_gpu.embed_async(&[text], EmbedRole::Query)).unwrap();
+        let reference = cpu.embed(&[text], EmbedRole::Query).unwrap();
+        compare(&reference.vectors, &alone.vectors, &format!("alone {i}"));
+    }
+    // An empty list, and an empty text (only the special tokens).
+    assert!(on_gpu.embed(&[], EmbedRole::Query).unwrap().vectors.is_empty());
+    compare(&cpu.embed(&[""], EmbedRole::Query).unwrap().vectors, &on_gpu.embed(&[""], EmbedRole::Query).unwrap().vectors, "empty");
+}
+
+#[test]
+fn the_embedder_and_the_decoder_share_one_device() {
+    let gpu = gpu();
+    let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    let lm = lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu.clone(), cpu)).unwrap();
+    let embedder = Embedder::load_onto_gpu(&model_dir("all-MiniLM-L6-v2"), lm.backend.gpu().clone()).unwrap();
+    let before = gpu.buffers_created();
+    let v = embedder.embed(&["printing in England"], EmbedRole::Query).unwrap();
+    assert_eq!(v.vectors[0].len(), 384);
+    // The embedder's scratch came from the same pool the decoder's device counts.
+    assert!(lm.backend.gpu().buffers_created() > before, "the embedder's buffers are the shared device's");
+    let ids = lm.tokenizer.encode("The printing press").unwrap();
+    let next = pollster::block_on(lm.backend.greedy_async(&ids, 1)).unwrap();
+    assert_eq!(next.len(), 1);
+}
