@@ -115,29 +115,52 @@ impl GpuMatrix {
         data: &[u8],
         part_bytes: usize,
     ) -> Result<GpuMatrix, GpuError> {
+        let rows_of = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), GpuError> {
+            run.extend_from_slice(&data[at..at + len]);
+            Ok(())
+        };
+        Self::upload_rows(gpu, (ty, rows, cols), data.len(), (part_bytes, MAX_WRITE_BYTES), rows_of)
+    }
+
+    /// Upload a matrix whose `bytes` (GGUF's layout) are read a run of whole rows at a time
+    /// by `read(byte offset, length, run)`, which appends those bytes to the empty `run`
+    /// (at most `run_bytes` of the file, and at most [`MAX_WRITE_BYTES`] re-laid, per run),
+    /// in parts of at most `part_bytes`: a matrix streamed from a file is never whole in
+    /// memory.
+    pub(crate) fn upload_rows<E: From<GpuError>>(
+        gpu: &Gpu,
+        (ty, rows, cols): (GgmlType, usize, usize),
+        bytes: usize,
+        (part_bytes, run_bytes): (usize, usize),
+        mut read: impl FnMut(usize, usize, &mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<GpuMatrix, E> {
         let layout = block_layout(ty).ok_or_else(|| GpuError::UnsupportedType { ty: format!("{ty:?}") })?;
         if !cols.is_multiple_of(layout.values) {
-            return Err(GpuError::Shape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols });
+            return Err(GpuError::Shape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols }.into());
         }
         let blocks = cols / layout.values;
         let file_row = blocks * layout.file_bytes;
-        if data.len() != rows * file_row {
-            return Err(GpuError::Shape { what: "matrix data (bytes)", expected: rows * file_row, got: data.len() });
+        if bytes != rows * file_row {
+            return Err(GpuError::Shape { what: "matrix data (bytes)", expected: rows * file_row, got: bytes }.into());
         }
         let gpu_row = blocks * layout.words * 4;
         let per_part = (part_bytes / gpu_row.max(1)).max(1);
+        // Re-lay and write a bounded run of rows at a time.
+        let rows_per_run = (MAX_WRITE_BYTES / gpu_row.max(1)).min(run_bytes / file_row.max(1)).max(1);
         let mut parts = Vec::new();
         let mut relaid = Vec::new();
         for first_row in (0..rows.max(1)).step_by(per_part) {
             let n = per_part.min(rows - first_row.min(rows));
             let buffer = storage(gpu, n * gpu_row, "weights");
-            // Re-lay and write a bounded run of rows at a time.
-            let rows_per_write = (MAX_WRITE_BYTES / gpu_row.max(1)).max(1);
-            for r in (0..n).step_by(rows_per_write) {
-                let m = rows_per_write.min(n - r);
-                let src = &data[(first_row + r) * file_row..(first_row + r + m) * file_row];
+            for r in (0..n).step_by(rows_per_run) {
+                let m = rows_per_run.min(n - r);
+                let mut run = Vec::with_capacity(m * file_row);
+                read((first_row + r) * file_row, m * file_row, &mut run)?;
+                if run.len() != m * file_row {
+                    return Err(GpuError::Shape { what: "matrix rows read", expected: m * file_row, got: run.len() }.into());
+                }
                 relaid.clear();
-                relay_blocks(ty, src, &mut relaid);
+                relay_blocks(ty, &run, &mut relaid);
                 gpu.queue.write_buffer(&buffer, (r * gpu_row) as u64, &relaid);
             }
             parts.push(MatrixPart { first_row, rows: n, buffer });

@@ -7,4 +7,5 @@ mod weights;
 
 pub use config::{Arch, ModelConfig, ModelError};
 pub use hf::{HfCheckpoint, LoadQuant};
+pub(crate) use weights::tensor_info;
 pub use weights::{Layer, Weights};

@@ -117,7 +117,7 @@ impl Layer {
     }
 }
 
-fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelError> {
+pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelError> {
     let t = g.tensor(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
     if t.dims != dims {
         return Err(ModelError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue #6's benchmark: in headless Chromium (WebGPU on SwiftShader where there is no GPU),
+# the time to load a GGUF model straight onto the WebGPU device from a local URL
+# (docmem's GpuLm.fromReader over synchronous HTTP Range reads in a worker) and the wasm
+# heap (linear memory) before and after, for SmolLM2-135M Q4_1 and Qwen2.5-Coder-1.5B
+# Q4_K_M (each skipped when missing; the target is a heap under 300 MiB with the 1.5B
+# model loaded), plus the first greedy token to show the model works. JSON lines and then
+# a markdown table on stdout, progress on stderr; exits 1 when a case failed. Not part of
+# npm test: a 1.5B load on SwiftShader takes minutes.
+#
+#   bash scripts/bench/gpu-load-browser.sh [--models SUBSTR,...] [--case-timeout SECONDS]
+#        [--prompt TEXT] [--tokens N (0: skip the first call)] [--trace FILE]
+#
+# Needs the web wasm package built with the gpu feature ($DOCMEM_CACHE/wasm-pkg-web;
+# scripts/build-wasm.sh), playwright-core (scripts/setup.sh) and /usr/bin/chromium. The
+# work is in gpu-load-browser.mjs.
+source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
+cd "$DOCMEM_ROOT"
+if [ ! -f "$DOCMEM_CACHE/wasm-pkg-web/docmem_wasm_bg.wasm" ]; then
+  echo "docmem: no web wasm package in $DOCMEM_CACHE/wasm-pkg-web; run bash scripts/wasm-test.sh first" >&2
+  exit 1
+fi
+if [ ! -d node_modules/playwright-core ]; then
+  echo "docmem: playwright-core is not installed; run bash scripts/setup.sh first" >&2
+  exit 1
+fi
+node scripts/bench/gpu-load-browser.mjs "$@"
