@@ -16,6 +16,8 @@
 // requests and bytes it serves per model as a cross-check of the worker's own count.
 // Each model runs in a fresh browser (so one case's GPU buffers cannot inflate the next),
 // launched with the WebGPU-on-SwiftShader flags of ../shared/docs/machine-facts.md.
+// The server, the launch options, the argument loop, the model list and the page's run
+// are shared with wasm-lm-browser.mjs in browser-bench.mjs.
 // While a case runs, the RSS of Chromium's processes is sampled from /proc every second:
 // the GPU process (where SwiftShader keeps the weights) and the renderer (where the worker
 // and its wasm heap live), for context next to the wasm figures.
@@ -27,68 +29,39 @@
 // Output (stdout): one JSON object per model, then a markdown table. Progress and errors
 // go to stderr. A failed case is printed with its error, and the script exits 1 at the end.
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { browserLabel, cache, errorText, findModels, launchOptions, parseArgs, reporter, round, runBenchPage, startServer } from './browser-bench.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
-const modelsDir = process.env.DOCMEM_MODELS || path.join(cache, 'models');
 const pkgDir = path.join(cache, 'wasm-pkg-web');
 
-const MODELS = ['SmolLM2-135M-Instruct.Q4_1.gguf', 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf'];
 const TARGET_MIB = 300; // issue #6: the wasm heap with the 1.5B model loaded
 const MiB = 2 ** 20;
 
-// ---- arguments
-const args = process.argv.slice(2);
-const opts = { models: null, caseTimeout: 900, prompt: 'The capital of France is', tokens: 1, trace: null };
-for (let i = 0; i < args.length; i++) {
-  const a = args[i];
-  const value = () => {
-    if (i + 1 >= args.length) die(`${a} needs a value`);
-    return args[++i];
-  };
-  const int = (v, min = 1) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) die(`${a}: not an integer >= ${min}: ${v}`);
-    return n;
-  };
-  if (a === '--models') opts.models = value().split(',').filter(Boolean);
-  else if (a === '--case-timeout') opts.caseTimeout = int(value());
-  else if (a === '--prompt') opts.prompt = value();
-  else if (a === '--tokens') opts.tokens = int(value(), 0);
-  else if (a === '--trace') opts.trace = value();
-  else if (a === '-h' || a === '--help') {
-    console.log('usage: gpu-load-browser.mjs [--models SUBSTR,...] [--case-timeout SECONDS (900)] [--prompt TEXT] [--tokens N (1; 0 skips the call)] [--trace FILE]');
-    process.exit(0);
-  } else die(`unknown argument: ${a}`);
-}
+const { die, log } = reporter('gpu-load-browser');
 
-function die(message) {
-  console.error(`gpu-load-browser: ${message}`);
-  process.exit(2);
-}
-const log = (m) => console.error(`[gpu-load-browser] ${m}`);
+// ---- arguments
+const opts = { models: null, caseTimeout: 900, prompt: 'The capital of France is', tokens: 1, trace: null };
+parseArgs(process.argv.slice(2), {
+  die,
+  usage: 'usage: gpu-load-browser.mjs [--models SUBSTR,...] [--case-timeout SECONDS (900)] [--prompt TEXT] [--tokens N (1; 0 skips the call)] [--trace FILE]',
+  handle: (a, value, int) => {
+    if (a === '--models') opts.models = value().split(',').filter(Boolean);
+    else if (a === '--case-timeout') opts.caseTimeout = int(value());
+    else if (a === '--prompt') opts.prompt = value();
+    else if (a === '--tokens') opts.tokens = int(value(), 0);
+    else if (a === '--trace') opts.trace = value();
+    else return false;
+  },
+});
 
 // ---- what to run
 if (!fs.existsSync(path.join(pkgDir, 'docmem_wasm_bg.wasm'))) die(`no web wasm package in ${pkgDir}`);
 if (!fs.readFileSync(path.join(pkgDir, 'docmem_wasm.d.ts'), 'utf8').includes('class GpuLm')) {
   die(`the web wasm package in ${pkgDir} has no GpuLm (built without the gpu feature?)`);
 }
-const models = [];
-for (const file of MODELS) {
-  if (opts.models && !opts.models.some((s) => file.toLowerCase().includes(s.toLowerCase()))) continue;
-  const full = path.join(modelsDir, file);
-  if (!fs.existsSync(full)) {
-    log(`skipping ${file}: not in ${modelsDir}`);
-    continue;
-  }
-  models.push({ file, full, name: file.replace(/\.gguf$/, ''), size: fs.statSync(full).size });
-}
-if (models.length === 0) die(`none of the models is in ${modelsDir} (scripts/fetch-models.sh, docmem models fetch bench)`);
+const models = findModels(opts.models, { log, die });
 
 // ---- the GGUF's tokenizer.ggml.tokens (the first token's text) and tensor ranges (for
 // --trace), read here, not in the page, so the wasm figures are the loader's alone
@@ -170,107 +143,9 @@ function ggufIndex(file) {
   }
 }
 
-// ---- the server (with Range support: the worker's reader asks for byte ranges)
-const MIME = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.json': 'application/json; charset=utf-8',
-  '.wasm': 'application/wasm',
-  '.gguf': 'application/octet-stream',
-};
-const PAGE_FILES = ['gpu-load-browser.html', 'gpu-load-browser-page.js', 'gpu-load-browser-worker.js'];
-const HEADERS = {
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-embedder-policy': 'require-corp',
-  'cross-origin-resource-policy': 'same-origin',
-  'cache-control': 'no-store',
-  'accept-ranges': 'bytes',
-};
-const served = new Map(); // model file -> {requests, bytes}
-
-function resolveFile(pathname) {
-  if (pathname === '/' || pathname === '/bench/') return path.join(root, 'scripts', 'bench', 'gpu-load-browser.html');
-  if (pathname.startsWith('/bench/')) {
-    const name = pathname.slice('/bench/'.length);
-    return PAGE_FILES.includes(name) ? path.join(root, 'scripts', 'bench', name) : null;
-  }
-  if (pathname.startsWith('/models/')) {
-    const m = models.find((x) => x.file === pathname.slice('/models/'.length));
-    return m ? m.full : null;
-  }
-  if (pathname.startsWith('/pkg/')) {
-    const full = path.resolve(pkgDir, '.' + pathname.slice('/pkg'.length));
-    return full.startsWith(pkgDir + path.sep) ? full : null;
-  }
-  return null;
-}
-
-const server = http.createServer((req, res) => {
-  let pathname;
-  try {
-    pathname = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-  } catch {
-    pathname = '';
-  }
-  if (pathname === '/favicon.ico') {
-    res.writeHead(204, HEADERS); // (not a 404 in a failed case's console lines)
-    res.end();
-    return;
-  }
-  const file = pathname && resolveFile(pathname);
-  let stat = null;
-  try {
-    stat = file ? fs.statSync(file) : null;
-  } catch {
-    stat = null;
-  }
-  if (!stat || !stat.isFile()) {
-    res.writeHead(404, { ...HEADERS, 'content-type': 'text/plain; charset=utf-8' });
-    res.end(`not found: ${pathname}\n`);
-    return;
-  }
-  const type = MIME[path.extname(file)] || 'application/octet-stream';
-  let start = 0;
-  let end = stat.size - 1;
-  let status = 200;
-  const range = req.headers.range;
-  if (range) {
-    const m = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
-    if (m && (m[1] !== '' || m[2] !== '')) {
-      if (m[1] === '') start = Math.max(0, stat.size - Number(m[2])); // the last N bytes
-      else {
-        start = Number(m[1]);
-        if (m[2] !== '') end = Math.min(end, Number(m[2]));
-      }
-    }
-    if (!m || start > end || start >= stat.size) {
-      res.writeHead(416, { ...HEADERS, 'content-range': `bytes */${stat.size}` });
-      res.end();
-      return;
-    }
-    status = 206;
-  }
-  const length = end - start + 1;
-  res.writeHead(status, {
-    ...HEADERS,
-    'content-type': type,
-    'content-length': length,
-    ...(status === 206 ? { 'content-range': `bytes ${start}-${end}/${stat.size}` } : {}),
-  });
-  if (req.method === 'HEAD') {
-    res.end();
-    return;
-  }
-  if (pathname.startsWith('/models/')) {
-    const s = served.get(pathname) || { requests: 0, bytes: 0 };
-    s.requests++;
-    s.bytes += length;
-    served.set(pathname, s);
-  }
-  fs.createReadStream(file, { start, end }).pipe(res);
-});
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
+// ---- the server (browser-bench.mjs: Range support, for the worker's reader asks for
+// byte ranges; `served` counts what it sends of each model)
+const { server, origin, served } = await startServer({ page: 'gpu-load-browser', models, mounts: [['/pkg/', pkgDir]] });
 
 // ---- Chromium's processes and their memory (Linux /proc; null elsewhere)
 function procTable() {
@@ -343,52 +218,31 @@ function rssSampler(profile) {
 }
 
 // ---- one case in a fresh browser
-const WEBGPU = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-vulkan=swiftshader', '--use-webgpu-adapter=swiftshader'];
-const COMMON = ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-
 async function runCase(model) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-gpu-load-'));
   let context = null;
   let stopRss = null;
-  let timer;
-  let info = null;
-  const consoleLines = [];
   try {
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-      headless: true,
-      args: [...COMMON, ...WEBGPU],
-    });
+    context = await chromium.launchPersistentContext(profile, launchOptions({ webgpu: true }));
     stopRss = rssSampler(profile);
     const page = context.pages()[0] || (await context.newPage());
-    page.on('console', (m) => {
-      const text = m.text();
-      if (text.startsWith('[gpu-load] ')) log(text.slice('[gpu-load] '.length));
-      else {
-        consoleLines.push(`console.${m.type()}: ${text}`);
-        if (consoleLines.length > 40) consoleLines.shift();
-      }
+    const out = await runBenchPage(page, {
+      url: `${origin}/bench/gpu-load-browser.html`,
+      c: { model: `/models/${model.file}`, name: model.name, size: model.size, prompt: opts.prompt, tokens: opts.tokens },
+      timeoutMs: opts.caseTimeout * 1000,
+      readyTimeoutMs: 60000,
+      progressPrefix: '[gpu-load] ',
+      onProgress: log,
     });
-    page.on('pageerror', (e) => consoleLines.push(`page error: ${e.message}`));
-    await page.goto(`${origin}/bench/gpu-load-browser.html`);
-    await page.waitForSelector('body[data-ready="true"]', { timeout: 60000 });
-    info = await page.evaluate(() => window.bench.info());
-    const c = { model: `/models/${model.file}`, name: model.name, size: model.size, prompt: opts.prompt, tokens: opts.tokens };
-    const timeout = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${opts.caseTimeout} s`)), opts.caseTimeout * 1000);
-    });
-    const result = await Promise.race([page.evaluate((x) => window.bench.run(x), c), timeout]);
-    return { ok: true, result, info, rss: stopRss(), console: consoleLines };
+    return { ...out, rss: stopRss() };
   } catch (e) {
-    return { ok: false, error: String(e && e.message ? e.message : e), info, rss: stopRss ? stopRss() : null, console: consoleLines };
+    return { ok: false, error: errorText(e), info: null, rss: stopRss ? stopRss() : null, console: [] };
   } finally {
-    clearTimeout(timer);
     if (context) await context.close().catch(() => {});
     fs.rmSync(profile, { recursive: true, force: true });
   }
 }
 
-const round = (x, d = 2) => (x == null || !Number.isFinite(x) ? x : Math.round(x * 10 ** d) / 10 ** d);
 const results = [];
 const traces = [];
 let failed = 0;
@@ -463,8 +317,7 @@ if (opts.trace) {
 const lines = [''];
 lines.push(
   `GGUF load onto WebGPU with GpuLm.fromReader (synchronous Range reads over local HTTP) in headless ` +
-    `${browserInfo ? browserInfo.userAgent.match(/(?:Headless)?Chrome\/[\d.]+/)?.[0] : 'Chromium'}` +
-    ` (${browserInfo ? browserInfo.cores : '?'} cores reported); first call: ${opts.tokens ? `greedy(${JSON.stringify(opts.prompt)}, ${opts.tokens})` : 'skipped'}.`,
+    `${browserLabel(browserInfo)}; first call: ${opts.tokens ? `greedy(${JSON.stringify(opts.prompt)}, ${opts.tokens})` : 'skipped'}.`,
 );
 lines.push('');
 lines.push('| model | file MiB | adapter | load s (in reads) | wasm MiB before → after load → after 1st call | reads, MiB read, largest read MiB | first token (s) | Chromium RSS peak MiB: GPU process / renderer |');

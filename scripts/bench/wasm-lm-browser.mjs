@@ -10,9 +10,11 @@
 //
 // A small static server (every response cross-origin isolated: COOP, COEP, CORP) serves
 // the page (scripts/bench/wasm-lm-browser{.html,-page.js,-worker.js}) at /bench/, the
-// repo's js/ at /js/, the web wasm packages at /pkg/ and /pkg-threads/, wllama's esm/ dist
-// at /wllama/ and the model files at /models/. Each (engine, model, threads) case runs in a
-// fresh page, so no wasm instance or thread of one case outlives it. Before the cases of a
+// repo's js/ at /js/, the web wasm packages at /pkg/, /pkg-threads/ and
+// /pkg-threads-relaxed/, wllama's esm/ dist at /wllama/ and the model files at /models/
+// (the server, the launch options, the argument loop, the model list and the page's run
+// are shared with gpu-load-browser.mjs in browser-bench.mjs). Each (engine, model, threads)
+// case runs in a fresh page, so no wasm instance or thread of one case outlives it. Before the cases of a
 // model, one more page has docmem's tokenizer pick the prompt: a paragraph of English
 // repeated to about --prompt-tokens tokens, given to both engines as raw text. How each
 // engine's figures are taken is written in wasm-lm-browser-page.js (wllama) and
@@ -23,51 +25,32 @@
 // Progress and errors go to stderr. A failed case is printed with its error and the
 // script exits 1 at the end.
 import fs from 'node:fs';
-import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { browserLabel, cache, findModels, launchOptions, parseArgs, reporter, root, round, runBenchPage, startServer } from './browser-bench.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
-const modelsDir = process.env.DOCMEM_MODELS || path.join(cache, 'models');
 const wllamaDir = path.join(cache, 'bench-node', 'node_modules', '@wllama', 'wllama');
 
-const MODELS = ['SmolLM2-135M-Instruct.Q4_1.gguf', 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf'];
 const TARGET = 1.2;
 
-// ---- arguments
-const args = process.argv.slice(2);
-const opts = { genTokens: 64, promptTokens: 128, models: null, threads: [1, 2], caseTimeout: null, engines: ['docmem', 'docmem-relaxed', 'wllama'] };
-for (let i = 0; i < args.length; i++) {
-  const a = args[i];
-  const value = () => {
-    if (i + 1 >= args.length) die(`${a} needs a value`);
-    return args[++i];
-  };
-  const int = (v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) die(`${a}: not a positive integer: ${v}`);
-    return n;
-  };
-  if (a === '--gen-tokens') opts.genTokens = int(value());
-  else if (a === '--prompt-tokens') opts.promptTokens = int(value());
-  else if (a === '--models') opts.models = value().split(',').filter(Boolean);
-  else if (a === '--threads') opts.threads = value().split(',').map(int);
-  else if (a === '--engines') opts.engines = value().split(',');
-  else if (a === '--case-timeout') opts.caseTimeout = int(value());
-  else if (a === '-h' || a === '--help') {
-    console.log('usage: wasm-lm-browser.mjs [--gen-tokens N] [--prompt-tokens N] [--models SUBSTR,...] [--threads 1,2] [--engines docmem,docmem-relaxed,wllama] [--case-timeout SECONDS]');
-    process.exit(0);
-  } else die(`unknown argument: ${a}`);
-}
+const { die, log } = reporter('wasm-lm-browser');
 
-function die(message) {
-  console.error(`wasm-lm-browser: ${message}`);
-  process.exit(2);
-}
-const log = (m) => console.error(`[wasm-lm-browser] ${m}`);
+// ---- arguments
+const opts = { genTokens: 64, promptTokens: 128, models: null, threads: [1, 2], caseTimeout: null, engines: ['docmem', 'docmem-relaxed', 'wllama'] };
+parseArgs(process.argv.slice(2), {
+  die,
+  usage: 'usage: wasm-lm-browser.mjs [--gen-tokens N] [--prompt-tokens N] [--models SUBSTR,...] [--threads 1,2] [--engines docmem,docmem-relaxed,wllama] [--case-timeout SECONDS]',
+  handle: (a, value, int) => {
+    const positive = (v) => int(v, 1, 'a positive integer');
+    if (a === '--gen-tokens') opts.genTokens = positive(value());
+    else if (a === '--prompt-tokens') opts.promptTokens = positive(value());
+    else if (a === '--models') opts.models = value().split(',').filter(Boolean);
+    else if (a === '--threads') opts.threads = value().split(',').map(positive);
+    else if (a === '--engines') opts.engines = value().split(',');
+    else if (a === '--case-timeout') opts.caseTimeout = positive(value());
+    else return false;
+  },
+});
 
 // ---- what to run
 for (const [dir, what] of [
@@ -78,17 +61,7 @@ for (const [dir, what] of [
 ]) {
   if (!fs.existsSync(dir)) die(`no ${what} in ${dir}`);
 }
-const models = [];
-for (const file of MODELS) {
-  if (opts.models && !opts.models.some((s) => file.toLowerCase().includes(s.toLowerCase()))) continue;
-  const full = path.join(modelsDir, file);
-  if (!fs.existsSync(full)) {
-    log(`skipping ${file}: not in ${modelsDir}`);
-    continue;
-  }
-  models.push({ file, name: file.replace(/\.gguf$/, ''), size: fs.statSync(full).size });
-}
-if (models.length === 0) die(`none of the models is in ${modelsDir} (scripts/fetch-models.sh, docmem models fetch bench)`);
+const models = findModels(opts.models, { log, die });
 const wllamaVersion = JSON.parse(fs.readFileSync(path.join(wllamaDir, 'package.json'), 'utf8')).version;
 
 // A case's time limit: a generous bound on load + warm-up + timed run at one thread on a
@@ -99,114 +72,30 @@ function caseTimeoutMs(model) {
   return Math.round(Math.max(180, (model.size / 1e9) * 600 * Math.max(1, scale)) * 1000);
 }
 
-// ---- the server
-const MIME = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.json': 'application/json; charset=utf-8',
-  '.wasm': 'application/wasm',
-  '.gguf': 'application/octet-stream',
-};
-const PAGE_FILES = ['wasm-lm-browser.html', 'wasm-lm-browser-page.js', 'wasm-lm-browser-worker.js'];
-const mounts = [
-  ['/js/', path.join(root, 'js')],
-  ['/pkg/', path.join(cache, 'wasm-pkg-web')],
-  ['/pkg-threads/', path.join(cache, 'wasm-pkg-web-threads')],
-  ['/pkg-threads-relaxed/', path.join(cache, 'wasm-pkg-web-threads-relaxed')],
-  ['/wllama/', path.join(wllamaDir, 'esm')],
-];
-const ISOLATION = {
-  'cross-origin-opener-policy': 'same-origin',
-  'cross-origin-embedder-policy': 'require-corp',
-  'cross-origin-resource-policy': 'same-origin',
-  'cache-control': 'no-store',
-};
-
-function resolveFile(pathname) {
-  if (pathname === '/' || pathname === '/bench/') return path.join(root, 'scripts', 'bench', 'wasm-lm-browser.html');
-  if (pathname.startsWith('/bench/')) {
-    const name = pathname.slice('/bench/'.length);
-    return PAGE_FILES.includes(name) ? path.join(root, 'scripts', 'bench', name) : null;
-  }
-  if (pathname.startsWith('/models/')) {
-    const name = pathname.slice('/models/'.length);
-    return models.some((m) => m.file === name) ? path.join(modelsDir, name) : null;
-  }
-  for (const [prefix, dir] of mounts) {
-    if (!pathname.startsWith(prefix)) continue;
-    const full = path.resolve(dir, '.' + pathname.slice(prefix.length - 1));
-    return full.startsWith(dir + path.sep) ? full : null;
-  }
-  return null;
-}
-
-const server = http.createServer((req, res) => {
-  let pathname;
-  try {
-    pathname = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-  } catch {
-    pathname = '';
-  }
-  const file = pathname && resolveFile(pathname);
-  let stat = null;
-  try {
-    stat = file ? fs.statSync(file) : null;
-  } catch {
-    stat = null;
-  }
-  if (!stat || !stat.isFile()) {
-    res.writeHead(404, { ...ISOLATION, 'content-type': 'text/plain; charset=utf-8' });
-    res.end(`not found: ${pathname}\n`);
-    return;
-  }
-  res.writeHead(200, {
-    ...ISOLATION,
-    'content-type': MIME[path.extname(file)] || 'application/octet-stream',
-    'content-length': stat.size,
-  });
-  if (req.method === 'HEAD') {
-    res.end();
-    return;
-  }
-  fs.createReadStream(file).pipe(res);
+// ---- the server (browser-bench.mjs)
+const { server, origin } = await startServer({
+  page: 'wasm-lm-browser',
+  models,
+  mounts: [
+    ['/js/', path.join(root, 'js')],
+    ['/pkg/', path.join(cache, 'wasm-pkg-web')],
+    ['/pkg-threads/', path.join(cache, 'wasm-pkg-web-threads')],
+    ['/pkg-threads-relaxed/', path.join(cache, 'wasm-pkg-web-threads-relaxed')],
+    ['/wllama/', path.join(wllamaDir, 'esm')],
+  ],
 });
-await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-const origin = `http://127.0.0.1:${server.address().port}`;
 
 // ---- the browser
 // (playwright's launch() gives the browser a fresh temporary profile of its own)
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--disable-background-networking', '--disable-component-update', '--no-first-run'],
-});
+const browser = await chromium.launch(launchOptions());
 const context = await browser.newContext();
 
-// One case in a fresh page. Resolves with {ok, result | error, console}.
+// One case in a fresh page. Resolves with {ok, result | error, info, console}.
 async function inPage(c, timeoutMs) {
   const page = await context.newPage();
-  const consoleLines = [];
-  page.on('console', (m) => {
-    consoleLines.push(`console.${m.type()}: ${m.text()}`);
-    if (consoleLines.length > 40) consoleLines.shift();
-  });
-  page.on('pageerror', (e) => consoleLines.push(`page error: ${e.message}`));
-  let timer;
-  let info = null;
   try {
-    await page.goto(`${origin}/bench/wasm-lm-browser.html`);
-    await page.waitForSelector('body[data-ready="true"]', { timeout: 30000 });
-    info = await page.evaluate(() => window.bench.info());
-    const timeout = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`timed out after ${Math.round(timeoutMs / 1000)} s`)), timeoutMs);
-    });
-    const result = await Promise.race([page.evaluate((x) => window.bench.run(x), c), timeout]);
-    return { ok: true, result, info, console: consoleLines };
-  } catch (e) {
-    return { ok: false, error: String(e && e.message ? e.message : e), info, console: consoleLines };
+    return await runBenchPage(page, { url: `${origin}/bench/wasm-lm-browser.html`, c, timeoutMs, readyTimeoutMs: 30000 });
   } finally {
-    clearTimeout(timer);
     await page.close().catch(() => {});
   }
 }
@@ -219,7 +108,6 @@ function rates(r) {
   };
 }
 
-const round = (x, d = 2) => (x == null || !Number.isFinite(x) ? x : Math.round(x * 10 ** d) / 10 ** d);
 const results = []; // {engine, model, threads, ok, ...}
 let failed = 0;
 let browserInfo = null;
@@ -323,8 +211,7 @@ const pair = (r) => (r ? `${fmt(r.prefill_tok_s)} / ${fmt(r.decode_tok_s)}` : 'f
 const lines = [];
 lines.push('');
 lines.push(
-  `docmem (wasm CPU backend) vs wllama ${wllamaVersion} in headless ${browserInfo ? browserInfo.userAgent.match(/(?:Headless)?Chrome\/[\d.]+/)?.[0] : 'Chromium'}` +
-    ` (${browserInfo ? browserInfo.cores : '?'} cores reported), prompt ~${opts.promptTokens} tokens, ${opts.genTokens} generated, greedy; tokens per second.`,
+  `docmem (wasm CPU backend) vs wllama ${wllamaVersion} in headless ${browserLabel(browserInfo)}, prompt ~${opts.promptTokens} tokens, ${opts.genTokens} generated, greedy; tokens per second.`,
 );
 lines.push('');
 lines.push('| model | threads | docmem simd128 prefill / decode | docmem relaxed SIMD prefill / decode | wllama prefill / decode | ratio (docmem best build) prefill / decode |');
