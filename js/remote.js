@@ -19,11 +19,13 @@
 //   started on first use, does the fetch and hands the reply over a MessagePort while this
 //   thread waits on an Atomics flag (the pattern of the synckit package).
 //
-// post and postStream send a request again by the runtime's rules (crates/runtime/src/
-// remote/retry.rs, mirrored in retryDelay): a rate limit (429) is waited out for its
-// Retry-After, a few times; a 502, a 503 or no reply at all is tried twice more after half
-// a second, then a second. postSync does not (a synchronous XMLHttpRequest cannot sleep),
-// so a hosted embedder behind a tight rate limit fails with REMOTE_FAILED instead.
+// Every way sends a request again by the runtime's rules (crates/runtime/src/remote/
+// retry.rs, mirrored in `retries`): a rate limit (429) is waited out for its Retry-After, a
+// few times; a 502, a 503 or no reply at all is tried twice more after half a second, then
+// a second. postSync sleeps between tries with Atomics.wait, which a browser allows only
+// where SharedArrayBuffer exists (a cross-origin-isolated page); elsewhere it tries a
+// dropped connection, a 502 or a 503 again at once and cannot wait out a rate limit (the
+// 429 is returned, and the call fails with REMOTE_FAILED).
 //
 // abort() fails every request in flight at once (not postSync's, which nothing can
 // interrupt): the worker calls it when its request is cancelled, so a cancel never waits
@@ -42,21 +44,37 @@ const RATE_LIMIT_RETRIES = 4;
 const UNAVAILABLE_RETRIES = 2;
 
 /**
- * Milliseconds to wait before sending a request again after try number `tries` (1 for the
- * first) got `status` (null: no reply) with header `retryAfter`, or null when it is final.
- * The rules are crates/runtime/src/remote/retry.rs's.
+ * A request's failures so far, counted by kind (each kind has its own budget). `next(status,
+ * retryAfter)` counts one (status null: no reply) and gives the milliseconds to wait before
+ * sending the request again, or null when it is final. The rules are
+ * crates/runtime/src/remote/retry.rs's (`Retries`); tests/wasm/remote.mjs checks the same
+ * table of cases.
  */
-export function retryDelay(status, retryAfter, tries) {
-  const asked = /^\s*\d+\s*$/.test(retryAfter ?? '') ? Math.min(30, Number.parseInt(retryAfter, 10)) * 1000 : null;
-  const backoff = 500 * 2 ** (Math.min(Math.max(tries, 1), 8) - 1);
-  if (status === 429) return tries <= RATE_LIMIT_RETRIES ? Math.max(1000, asked ?? 1000) : null;
-  if (status === 502 || status === 503) return tries <= UNAVAILABLE_RETRIES ? (asked ?? backoff) : null;
-  if (status === null) return tries <= UNAVAILABLE_RETRIES ? backoff : null;
-  return null;
+export function retries() {
+  let rateLimited = 0;
+  let unavailable = 0;
+  return {
+    next(status, retryAfter) {
+      // Whole seconds in ASCII digits, at most 30 (however many digits); anything else is ignored.
+      const text = (retryAfter ?? '').trim();
+      const asked = /^[0-9]+$/.test(text) ? Math.min(30, Number(text)) * 1000 : null;
+      if (status === 429) {
+        rateLimited += 1;
+        return rateLimited <= RATE_LIMIT_RETRIES ? Math.max(1000, asked ?? 1000) : null;
+      }
+      if (status === 502 || status === 503 || status === null) {
+        unavailable += 1;
+        const backoff = 500 * 2 ** (Math.min(unavailable, 8) - 1);
+        return unavailable <= UNAVAILABLE_RETRIES ? ((status === null ? null : asked) ?? backoff) : null;
+      }
+      return null;
+    },
+  };
 }
 
-/** Wait `ms` milliseconds, unless `signal` aborts first. */
+/** Wait `ms` milliseconds, unless `signal` aborts first (or has already). */
 function wait(ms, signal) {
+  if (signal.aborted) return Promise.reject(signal.reason ?? new DOMException('aborted', 'AbortError'));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
     signal.addEventListener(
@@ -124,19 +142,20 @@ export function makeTransport({ url, token, allowHttp = false }) {
     try {
       // A rate limit (the worker's 429) is waited out, so a burst of scoring requests slows
       // down instead of failing a whole ingest; a dropped connection, a 502 or a 503 is
-      // tried again (see retryDelay).
-      for (let tries = 1; ; tries++) {
+      // tried again (see retries).
+      const failures = retries();
+      for (;;) {
         let response;
         try {
           response = await fetch(base + path, { method: 'POST', headers, body, signal: controller.signal });
         } catch (e) {
           // No reply. A cancel or the timeout is final; anything else is tried again.
-          const delay = controller.signal.aborted ? null : retryDelay(null, null, tries);
+          const delay = controller.signal.aborted ? null : failures.next(null, null);
           if (delay === null) throw e;
           await wait(delay, controller.signal);
           continue;
         }
-        const delay = retryDelay(response.status, response.headers.get('retry-after'), tries);
+        const delay = failures.next(response.status, response.headers.get('retry-after'));
         if (delay === null) return { response, controller, done };
         await response.body?.cancel();
         await wait(delay, controller.signal);
@@ -196,35 +215,69 @@ export function makeTransport({ url, token, allowHttp = false }) {
   };
 }
 
-/** postSync in a browser's Web Worker: a synchronous XMLHttpRequest. */
+/** Block this worker for `ms` milliseconds; false where it cannot (no SharedArrayBuffer). */
+function sleepSync(ms) {
+  if (typeof SharedArrayBuffer === 'undefined') return false;
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  return true;
+}
+
+/** postSync in a browser's Web Worker: a synchronous XMLHttpRequest, tried again as `retries` says. */
 function xhrSyncPost(headers) {
   return (url, body) => {
-    const xhr = new XMLHttpRequest();
-    xhr.open('POST', url, false);
-    xhr.timeout = TIMEOUT_MS; // allowed for synchronous requests in workers
-    for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
-    try {
-      xhr.send(body);
-    } catch (e) {
-      throw unreachable(url, e);
+    const failures = retries();
+    for (;;) {
+      const xhr = new XMLHttpRequest();
+      xhr.open('POST', url, false);
+      xhr.timeout = TIMEOUT_MS; // allowed for synchronous requests in workers
+      for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+      let failure = null;
+      try {
+        xhr.send(body);
+      } catch (e) {
+        failure = e;
+      }
+      // Status 0: no reply (refused, a CORS failure, the timeout).
+      const status = failure || xhr.status === 0 ? null : xhr.status;
+      const delay = failures.next(status, status === null ? null : xhr.getResponseHeader('retry-after'));
+      const final = delay === null || (!sleepSync(delay) && status === 429);
+      if (!final) continue;
+      if (status === null) throw unreachable(url, failure ?? new Error('no reply (the host is unreachable, or refused the cross-origin request)'));
+      return { status, body: xhr.responseText };
     }
-    // Status 0: no reply (refused, a CORS failure, the timeout).
-    if (xhr.status === 0) throw unreachable(url, new Error('no reply (the host is unreachable, or refused the cross-origin request)'));
-    return { status: xhr.status, body: xhr.responseText };
   };
 }
 
-// The Node helper thread's code: fetch each request it is sent, post the reply on the
-// request's port, then raise its flag (the port message is queued before the waiter wakes).
+// The Node helper thread's code: fetch each request it is sent (again as \`retries\` says,
+// its source and constants copied in), post the reply on the request's port, then raise
+// its flag (the port message is queued before the waiter wakes).
 const HELPER = `
+const RATE_LIMIT_RETRIES = ${RATE_LIMIT_RETRIES};
+const UNAVAILABLE_RETRIES = ${UNAVAILABLE_RETRIES};
+${retries.toString()}
 const { parentPort } = require('node:worker_threads');
 parentPort.on('message', async ({ url, headers, body, timeoutMs, port, flag }) => {
   let reply;
-  try {
-    const response = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(timeoutMs) });
-    reply = { status: response.status, body: await response.text() };
-  } catch (e) {
-    reply = { error: (e && e.cause && e.cause.message) || (e && e.message) || String(e) };
+  const failures = retries();
+  const deadline = AbortSignal.timeout(timeoutMs);
+  for (;;) {
+    let delay;
+    try {
+      const response = await fetch(url, { method: 'POST', headers, body, signal: deadline });
+      delay = failures.next(response.status, response.headers.get('retry-after'));
+      if (delay === null) {
+        reply = { status: response.status, body: await response.text() };
+        break;
+      }
+      await response.body?.cancel();
+    } catch (e) {
+      delay = deadline.aborted ? null : failures.next(null, null);
+      if (delay === null) {
+        reply = { error: (e && e.cause && e.cause.message) || (e && e.message) || String(e) };
+        break;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, delay));
   }
   port.postMessage(reply);
   port.close();

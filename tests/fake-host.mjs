@@ -14,7 +14,8 @@
 //   and counts it down, as a worker's rate limit would.
 // - While `host.failing` holds entries, each chat request takes the first: 'drop' closes
 //   the connection with no reply, 502 answers upstream_unavailable (as the worker does when
-//   its upstream could not be reached).
+//   its upstream could not be reached); `host.failingEmbeddings` does the same to
+//   embedding requests.
 // - CORS on every reply (preflights answered) and Cross-Origin-Resource-Policy:
 //   cross-origin, as a page that is cross-origin isolated needs.
 // Each request is recorded as {path, auth, body, closedEarly}: closedEarly turns true when
@@ -45,7 +46,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Start the host on 127.0.0.1 (a free port); `token` is the bearer token it accepts. */
 export async function startFakeHost({ token }) {
-  const host = { token, requests: [], url: '', rateLimited: 0, failing: [] };
+  const host = { token, requests: [], url: '', rateLimited: 0, failing: [], failingEmbeddings: [] };
   const json = (res, status, value) => res.writeHead(status, { ...CORS, 'content-type': 'application/json' }).end(JSON.stringify(value));
 
   async function chat(req, res, record) {
@@ -90,7 +91,8 @@ export async function startFakeHost({ token }) {
         return json(res, 400, { error: { code: 'bad_request', message: 'the body is not JSON' } });
       }
       if (record.auth !== `Bearer ${host.token}`) return json(res, 401, { error: { code: 'unauthorized', message: 'the bearer token is not valid' } });
-      const failure = req.url === '/v1/chat/completions' ? host.failing.shift() : undefined;
+      const failing = { '/v1/chat/completions': host.failing, '/v1/embeddings': host.failingEmbeddings }[req.url];
+      const failure = failing?.shift();
       if (failure === 'drop') return req.socket.destroy();
       if (failure === 502) return json(res, 502, { error: { code: 'upstream_unavailable', message: 'the upstream could not be reached' } });
       if (host.rateLimited > 0 && req.url === '/v1/chat/completions') {

@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DocMem } from '../../js/docmem.js';
+import { retries } from '../../js/remote.js';
 import { ANSWER, startFakeHost } from '../fake-host.mjs';
 
 const [modelsDir] = process.argv.slice(2);
@@ -130,6 +131,32 @@ assert.ok(performance.now() - t >= 1400, 'half a second after the dropped connec
 // Three in a row are reported.
 host.failing = [502, 502, 502];
 await assert.rejects(dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32 }), (e) => e.code === 'REMOTE_FAILED' && /502/.test(e.message));
+// The hosted embedder's synchronous requests (the package's worker thread waits on a helper
+// thread) are tried again the same way.
+host.failingEmbeddings = ['drop', 502];
+t = performance.now();
+const embeddedAgain = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 32 });
+assert.equal(embeddedAgain.answer.trim(), ANSWER);
+assert.equal(host.failingEmbeddings.length, 0, 'the embedding requests met both failures');
+assert.ok(performance.now() - t >= 1400, 'half a second after the dropped connection, a second after the 502');
+// The rules, case by case, as crates/runtime/src/remote/retry.rs's tests state them.
+{
+  const waits = (outcomes) => {
+    const r = retries();
+    return outcomes.map(([status, after]) => r.next(status, after ?? null));
+  };
+  assert.deepEqual(waits([[429, '3']]), [3000]);
+  assert.deepEqual(waits([[429, '0']]), [1000]);
+  assert.deepEqual(waits([[429, '3600']]), [30000]);
+  assert.deepEqual(waits([[429, '99999999999999999999999']]), [30000]);
+  for (const odd of ['Wed, 21 Oct 2026 07:28:00 GMT', '+5', '-1', '1.5', '']) assert.deepEqual(waits([[429, odd]]), [1000], odd);
+  assert.deepEqual(waits(Array(5).fill([429])), [1000, 1000, 1000, 1000, null]);
+  for (const s of [502, 503, null]) assert.deepEqual(waits(Array(3).fill([s])), [500, 1000, null], String(s));
+  assert.deepEqual(waits([[503, '2']]), [2000]);
+  assert.deepEqual(waits([[502, 'soon']]), [500]);
+  assert.deepEqual(waits([[429], [429], [null], [502], [null]]), [1000, 1000, 500, 1000, null]);
+  for (const s of [200, 400, 401, 403, 404, 408, 413, 500, 504]) assert.deepEqual(waits([[s, '1']]), [null], String(s));
+}
 
 // ---- cancels reach the host: its connection closes ----
 let controller = new AbortController();

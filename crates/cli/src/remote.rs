@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::Args;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_runtime::remote::retry::{retry_delay, Outcome};
+use docmem_runtime::remote::retry::{Outcome, Retries};
 use docmem_runtime::remote::{HttpReply, RemoteError, Transport, DEFAULT_REMOTE_CONTEXT};
 
 use crate::CliError;
@@ -112,24 +112,24 @@ impl HttpTransport {
     /// all is tried twice more after a short wait, so one dropped connection does not fail
     /// a whole ingest.
     fn send(&self, path: &str, body: &str) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
-        let mut tries = 0;
+        let mut retries = Retries::default();
         loop {
             let mut request = self.agent.post(format!("{}{path}", self.base)).header("Content-Type", "application/json");
             if let Some(token) = &self.token {
                 request = request.header("Authorization", format!("Bearer {token}"));
             }
-            tries += 1;
             let sent = request.send(body);
             let outcome = match &sent {
                 Ok(response) => Some(Outcome::Reply {
                     status: response.status().as_u16(),
                     retry_after: response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
                 }),
-                // A timeout has already waited minutes: it is final.
+                // A timeout has already waited (30 s to connect, up to ten minutes for the
+                // reply's headers): it is final.
                 Err(ureq::Error::Timeout(_)) => None,
                 Err(_) => Some(Outcome::NoReply),
             };
-            let Some(wait) = outcome.and_then(|outcome| retry_delay(outcome, tries)) else {
+            let Some(wait) = outcome.and_then(|outcome| retries.next(outcome)) else {
                 return sent.map_err(|e| RemoteError::Transport { message: e.to_string() });
             };
             // The refused reply's body is dropped unread: ureq closes that connection.

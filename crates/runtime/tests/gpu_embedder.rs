@@ -4,7 +4,8 @@
 //! decoder.
 //!
 //! Stated tolerance: cosine ≥ 0.99999 between the GPU's and the CPU's unit vectors, every
-//! component within 1e-4 (both sum f32 products, in other orders).
+//! component within 1e-4 (both hold the same f32 weights and sum f32 products, in other
+//! orders; the GPU's `exp` is not the CPU's).
 
 #![cfg(feature = "gpu")]
 

@@ -52,7 +52,11 @@ pub enum EmbedderError {
 
 impl docmem_core::HasErrorCode for EmbedderError {
     fn code(&self) -> docmem_core::ErrorCode {
-        docmem_core::ErrorCode::ModelLoadFailed
+        match self {
+            // The GPU fails while a loaded model runs, mostly.
+            EmbedderError::Gpu { .. } => docmem_core::ErrorCode::ModelFailed,
+            _ => docmem_core::ErrorCode::ModelLoadFailed,
+        }
     }
 }
 

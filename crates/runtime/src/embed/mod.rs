@@ -18,7 +18,9 @@
 //! With the `gpu` feature the encoder's layers may run on the GPU instead
 //! ([`Embedder::load_onto_gpu`], [`crate::gpu::GpuEncoder`]), on the decoder's device;
 //! its vectors match the CPU encoder's (cosine ≥ 0.99999, `tests/gpu_embedder.rs`). A
-//! browser waits for it with [`Embedder::embed_async`].
+//! browser waits for it with [`Embedder::embed_async`] (the core's synchronous `Embedder`
+//! trait, which the library's ingest calls, cannot wait for a GPU in a browser, so the
+//! package's embedder stays on the CPU there for now).
 
 pub mod config;
 pub mod encoder;
@@ -246,6 +248,16 @@ impl Embedder {
         options: EmbedderOptions,
         gpu: OnGpu,
     ) -> Result<Self, EmbedderError> {
+        // The GPU's attention holds a sequence's scores in workgroup memory: a longer text is
+        // truncated there, as at the model's own limit (and counted as truncated).
+        #[cfg(feature = "gpu")]
+        let config = {
+            let mut config = config;
+            if gpu.is_some() {
+                config.max_tokens = config.max_tokens.min(crate::gpu::ENCODER_MAX_TOKENS);
+            }
+            config
+        };
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: config.max_tokens, ..Default::default() }))

@@ -160,6 +160,10 @@ pub struct Gpu {
     pub(crate) bind_groups: Arc<BindGroupCache>,
     /// Per-kernel timestamps, when asked for and offered.
     pub(crate) profiler: Option<Arc<Profiler>>,
+    /// Held from the first dispatch recorded to the submission ([`super::Kernels::run`]):
+    /// the parameter blocks recorded go back to the shared pool at submission, so two
+    /// clones recording at once on two threads would hand each other's back too early.
+    pub(crate) submission: Arc<Mutex<()>>,
 }
 
 impl fmt::Debug for Gpu {
@@ -245,7 +249,19 @@ impl Gpu {
         // natively they are, and the Arc lets a shared device cross threads.
         #[allow(clippy::arc_with_non_send_sync)]
         let profiler = profile.then(|| Arc::new(Profiler::new(&device, &queue)));
-        Ok(Gpu { device, queue, info, limits, f16, subgroup_size, lost, pool: Arc::default(), bind_groups: Arc::default(), profiler })
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            f16,
+            subgroup_size,
+            lost,
+            pool: Arc::default(),
+            bind_groups: Arc::default(),
+            profiler,
+            submission: Arc::default(),
+        })
     }
 
     /// [`Gpu::new`], waiting for it (native targets).

@@ -9,8 +9,8 @@
 //! on the CPU, so the linear layers run once over every token of a batch and attention
 //! runs per sequence (`encoder_attention.wgsl`): no padding, no mask. The weights are f32
 //! (`matvec_f32.wgsl`, tiled over tokens), as checkpoints ship them; the word table stays
-//! in host memory as f16 (a row per token is read, so uploading 30,522 rows would only
-//! spend GPU memory).
+//! in host memory, f32 like the rest (a row per token is read, so uploading 30,522 rows
+//! would only spend GPU memory).
 //!
 //! One forward pass is one command buffer (about 13 dispatches per layer and one per
 //! sequence and layer for attention) and one read-back.
@@ -51,7 +51,7 @@ pub struct GpuEncoder {
     gpu: Gpu,
     kernels: Kernels,
     shape: BertShape,
-    /// Word embeddings in host memory (f16), a row read per token.
+    /// Word embeddings in host memory (f32), a row read per token.
     word: QMatrix,
     /// Position embeddings plus the token-type-0 embedding (`positions × hidden`).
     position: Vec<f32>,
@@ -116,7 +116,7 @@ impl GpuEncoder {
             });
         }
         let word = read("embeddings.word_embeddings.weight", &[shape.vocab, h])?;
-        let word = table(&word, shape.vocab, h, Precision::F16);
+        let word = table(&word, shape.vocab, h, Precision::F32);
         let mut position = read("embeddings.position_embeddings.weight", &[shape.max_positions, h])?;
         let types = read("embeddings.token_type_embeddings.weight", &[shape.type_vocab, h])?;
         for row in position.chunks_exact_mut(h) {

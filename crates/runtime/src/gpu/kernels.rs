@@ -614,6 +614,8 @@ impl Kernels {
 
     /// Submit what `record` records, as one command buffer, and check the device.
     pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
+        // One recording at a time per device (a poisoned lock guards nothing: taken anyway).
+        let _submission = gpu.submission.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _timing = gpu.profiler.as_ref().and_then(|p| p.recording());
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
         let recorded = record(&mut enc);

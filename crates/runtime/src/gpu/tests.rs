@@ -106,13 +106,13 @@ fn a_matrix_streamed_in_runs_of_rows_computes_what_an_uploaded_one_does() {
     let gpu = gpu();
     let k = Kernels::new(&gpu);
     // F32 as the file stores it; Q6_K re-laid from 210-byte blocks to 212.
-    for (ty, file_row) in [(GgmlType::F32, 512 * 4), (GgmlType::Q6K, 2 * 210)] {
+    for (ty, file_row, gpu_row) in [(GgmlType::F32, 512 * 4, 512 * 4), (GgmlType::Q6K, 2 * 210, 2 * 212)] {
         let (rows, cols) = (23, 512);
         let data = weight_row(ty, rows * cols, 5);
         let whole = GpuMatrix::upload(&gpu, ty, rows, cols, &data).unwrap();
         let mut runs = Vec::new();
         // Runs of three rows, parts of five: neither divides 23.
-        let streamed = GpuMatrix::upload_rows(&gpu, (ty, rows, cols), data.len(), (5 * file_row * 4, 3 * file_row), |at, len, run| {
+        let streamed = GpuMatrix::upload_rows(&gpu, (ty, rows, cols), data.len(), (5 * gpu_row, 3 * file_row), |at, len, run| {
             runs.push(len);
             run.extend_from_slice(&data[at..at + len]);
             Ok::<(), GpuError>(())
@@ -120,6 +120,7 @@ fn a_matrix_streamed_in_runs_of_rows_computes_what_an_uploaded_one_does() {
         .unwrap();
         assert!(runs.iter().all(|&len| len <= 3 * file_row), "{ty:?}: runs {runs:?}");
         assert_eq!(runs.iter().sum::<usize>(), data.len());
+        assert_eq!(streamed.parts.len(), 5, "{ty:?}: parts of five rows");
         let x = GpuVector::from_slice(&gpu, &crate::testdata::activations(cols, 6));
         let (a, b) = (GpuVector::zeros(&gpu, rows), GpuVector::zeros(&gpu, rows));
         k.run(&gpu, |enc| {

@@ -15,7 +15,8 @@
 //!
 //! The transports wait, because each front end waits its own way (a blocking sleep in the
 //! CLI, a timer that a cancel interrupts in the npm package, `js/remote.js`, which follows
-//! these rules); this module only decides.
+//! these rules, with the same table of cases in `tests/wasm/remote.mjs`); this module
+//! only decides.
 
 use core::time::Duration;
 
@@ -42,26 +43,48 @@ pub enum Outcome<'a> {
     NoReply,
 }
 
-/// How long to wait before sending the request again after try number `tries` (1 for the
-/// first) ended in `outcome`, or `None` when it is not sent again.
-pub fn retry_delay(outcome: Outcome<'_>, tries: u32) -> Option<Duration> {
-    let backoff = || FIRST_BACKOFF * (1u32 << (tries.clamp(1, 8) - 1));
-    match outcome {
-        Outcome::Reply { status: 429, retry_after } => {
-            (tries <= RATE_LIMIT_RETRIES).then(|| asked_wait(retry_after).unwrap_or(Duration::from_secs(1)).max(Duration::from_secs(1)))
+/// The failures of one request so far, counted by kind: each kind has its own budget, so
+/// rate limits waited out do not use up the tries a dropped connection gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retries {
+    rate_limited: u32,
+    unavailable: u32,
+}
+
+impl Retries {
+    /// Count `outcome` and say how long to wait before sending the request again, or
+    /// `None` when it is final (a success, a status never retried, or its kind's budget
+    /// spent).
+    pub fn next(&mut self, outcome: Outcome<'_>) -> Option<Duration> {
+        match outcome {
+            Outcome::Reply { status: 429, retry_after } => {
+                self.rate_limited += 1;
+                let wait = asked_wait(retry_after).unwrap_or(Duration::from_secs(1)).max(Duration::from_secs(1));
+                (self.rate_limited <= RATE_LIMIT_RETRIES).then_some(wait)
+            }
+            Outcome::Reply { status: 502 | 503, .. } | Outcome::NoReply => {
+                self.unavailable += 1;
+                let asked = match outcome {
+                    Outcome::Reply { retry_after, .. } => asked_wait(retry_after),
+                    Outcome::NoReply => None,
+                };
+                let backoff = FIRST_BACKOFF * (1u32 << (self.unavailable.min(8) - 1));
+                (self.unavailable <= UNAVAILABLE_RETRIES).then(|| asked.unwrap_or(backoff))
+            }
+            Outcome::Reply { .. } => None,
         }
-        Outcome::Reply { status: 502 | 503, retry_after } => {
-            (tries <= UNAVAILABLE_RETRIES).then(|| asked_wait(retry_after).unwrap_or_else(backoff))
-        }
-        Outcome::NoReply => (tries <= UNAVAILABLE_RETRIES).then(backoff),
-        Outcome::Reply { .. } => None,
     }
 }
 
-/// The wait a `Retry-After` of whole seconds asks for, at most [`MAX_WAIT`] (an HTTP date,
-/// or anything else, is ignored: the caller's default applies).
+/// The wait a `Retry-After` of whole seconds (ASCII digits only) asks for, at most
+/// [`MAX_WAIT`] (however many digits); an HTTP date, or anything else, is ignored: the
+/// caller's default applies. `js/remote.js` reads it the same way.
 fn asked_wait(retry_after: Option<&str>) -> Option<Duration> {
-    let seconds: u64 = retry_after?.trim().parse().ok()?;
+    let digits = retry_after?.trim();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let seconds = digits.parse::<u64>().unwrap_or(u64::MAX);
     Some(Duration::from_secs(seconds).min(MAX_WAIT))
 }
 
@@ -73,31 +96,49 @@ mod tests {
         Outcome::Reply { status, retry_after }
     }
 
+    /// The waits for `outcomes` in turn, on one request.
+    fn waits(outcomes: &[Outcome<'_>]) -> Vec<Option<Duration>> {
+        let mut r = Retries::default();
+        outcomes.iter().map(|&o| r.next(o)).collect()
+    }
+
+    /// The first wait after `outcome`.
+    fn retry_delay(outcome: Outcome<'_>) -> Option<Duration> {
+        Retries::default().next(outcome)
+    }
+
     #[test]
     fn a_rate_limit_is_waited_out_as_asked_a_few_times() {
-        assert_eq!(retry_delay(reply(429, Some("3")), 1), Some(Duration::from_secs(3)));
-        assert_eq!(retry_delay(reply(429, None), 1), Some(Duration::from_secs(1)));
-        assert_eq!(retry_delay(reply(429, Some("0")), 2), Some(Duration::from_secs(1)), "at least a second");
-        assert_eq!(retry_delay(reply(429, Some("3600")), 1), Some(MAX_WAIT));
-        assert_eq!(retry_delay(reply(429, Some("Wed, 21 Oct 2026 07:28:00 GMT")), 1), Some(Duration::from_secs(1)));
-        assert_eq!(retry_delay(reply(429, None), RATE_LIMIT_RETRIES), Some(Duration::from_secs(1)));
-        assert_eq!(retry_delay(reply(429, None), RATE_LIMIT_RETRIES + 1), None);
+        let s = Duration::from_secs;
+        assert_eq!(retry_delay(reply(429, Some("3"))), Some(s(3)));
+        assert_eq!(retry_delay(reply(429, None)), Some(s(1)));
+        assert_eq!(retry_delay(reply(429, Some("0"))), Some(s(1)), "at least a second");
+        assert_eq!(retry_delay(reply(429, Some("3600"))), Some(MAX_WAIT));
+        assert_eq!(retry_delay(reply(429, Some("99999999999999999999999"))), Some(MAX_WAIT), "too long for u64");
+        for odd in ["Wed, 21 Oct 2026 07:28:00 GMT", "+5", "-1", "1.5", ""] {
+            assert_eq!(retry_delay(reply(429, Some(odd))), Some(s(1)), "{odd:?} is not whole seconds");
+        }
+        let limited = waits(&[reply(429, None); 5]);
+        assert_eq!(limited, [Some(s(1)), Some(s(1)), Some(s(1)), Some(s(1)), None], "{RATE_LIMIT_RETRIES} retries");
     }
 
     #[test]
     fn an_unavailable_host_or_no_reply_is_tried_twice_more_with_a_doubling_wait() {
+        let ms = Duration::from_millis;
         for outcome in [reply(502, None), reply(503, None), Outcome::NoReply] {
-            assert_eq!(retry_delay(outcome, 1), Some(Duration::from_millis(500)), "{outcome:?}");
-            assert_eq!(retry_delay(outcome, 2), Some(Duration::from_millis(1000)), "{outcome:?}");
-            assert_eq!(retry_delay(outcome, 3), None, "{outcome:?}");
+            assert_eq!(waits(&[outcome; 3]), [Some(ms(500)), Some(ms(1000)), None], "{outcome:?}");
         }
-        assert_eq!(retry_delay(reply(503, Some("2")), 1), Some(Duration::from_secs(2)), "a 503's Retry-After is honoured");
+        assert_eq!(retry_delay(reply(503, Some("2"))), Some(Duration::from_secs(2)), "a 503's Retry-After is honoured");
+        assert_eq!(retry_delay(reply(502, Some("soon"))), Some(ms(500)), "an unreadable one is not");
+        // Each kind has its own budget: rate limits do not use up a dropped connection's tries.
+        let mixed = waits(&[reply(429, None), reply(429, None), Outcome::NoReply, reply(502, None), Outcome::NoReply]);
+        assert_eq!(mixed, [Some(Duration::from_secs(1)), Some(Duration::from_secs(1)), Some(ms(500)), Some(ms(1000)), None]);
     }
 
     #[test]
     fn other_statuses_are_final() {
         for status in [200, 400, 401, 403, 404, 408, 413, 500, 504] {
-            assert_eq!(retry_delay(reply(status, Some("1")), 1), None, "{status}");
+            assert_eq!(retry_delay(reply(status, Some("1"))), None, "{status}");
         }
     }
 }

@@ -22,7 +22,7 @@ struct Params {
 
 // The longest sequence (encoder_attention in kernels.rs refuses longer ones).
 const MAX_TOKENS: u32 = 1024u;
-var<workgroup> weights: array<f32, 1024>;
+var<workgroup> weights: array<f32, MAX_TOKENS>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
