@@ -109,14 +109,90 @@ struct Norm {
     beta: Vec<f32>,
 }
 
-struct Layer {
+/// One layer's weights, whatever holds them (`L` a linear layer, `N` a LayerNorm): the CPU
+/// encoder's panels or the GPU encoder's buffers.
+pub(crate) struct LayerOf<L, N> {
     /// Query, key and value projections stacked (`[3·hidden, hidden]`): one matmul.
-    qkv: Linear,
-    attn_out: Linear,
-    attn_norm: Norm,
-    up: Linear,
-    down: Linear,
-    out_norm: Norm,
+    pub qkv: L,
+    pub attn_out: L,
+    pub attn_norm: N,
+    pub up: L,
+    pub down: L,
+    pub out_norm: N,
+}
+
+type Layer = LayerOf<Linear, Norm>;
+
+/// An encoder's weights as [`read_weights`] reads them.
+pub(crate) struct WeightsOf<L, N> {
+    pub layers: Vec<LayerOf<L, N>>,
+    /// Word embeddings (`vocab × hidden`), f32.
+    pub word: Vec<f32>,
+    /// Position embeddings plus the token-type-0 embedding, pre-added (`positions × hidden`).
+    pub position: Vec<f32>,
+    pub embed_norm: N,
+}
+
+/// Read an encoder's weights through `read` by Hugging Face's `BertModel` names (kept here
+/// alone), each linear layer's weights (`[rows, cols]`, several stacked) and bias handed to
+/// `linear(w, b, rows, cols)` and each LayerNorm's to `norm(gamma, beta)`, so each engine
+/// holds them its own way.
+pub(crate) fn read_weights<L, N>(
+    shape: &BertShape,
+    read: &TensorReader<'_>,
+    mut linear: impl FnMut(Vec<f32>, Vec<f32>, usize, usize) -> Result<L, EmbedderError>,
+    mut norm: impl FnMut(Vec<f32>, Vec<f32>) -> Result<N, EmbedderError>,
+) -> Result<WeightsOf<L, N>, EmbedderError> {
+    let h = shape.hidden;
+    let mut read_norm = |name: &str| norm(read(&format!("{name}.weight"), &[h])?, read(&format!("{name}.bias"), &[h])?);
+    let mut read_linear = |names: &[String], rows: usize, cols: usize| -> Result<L, EmbedderError> {
+        let (mut w, mut b) = (Vec::with_capacity(rows * cols * names.len()), Vec::new());
+        for n in names {
+            w.extend(read(&format!("{n}.weight"), &[rows, cols])?);
+            b.extend(read(&format!("{n}.bias"), &[rows])?);
+        }
+        linear(w, b, rows * names.len(), cols)
+    };
+    let mut layers = Vec::with_capacity(shape.layers);
+    for l in 0..shape.layers {
+        let n = |s: &str| format!("encoder.layer.{l}.{s}");
+        let (i, qkv) = (shape.intermediate, ["query", "key", "value"].map(|p| n(&format!("attention.self.{p}"))));
+        layers.push(LayerOf {
+            qkv: read_linear(&qkv, h, h)?,
+            attn_out: read_linear(&[n("attention.output.dense")], h, h)?,
+            attn_norm: read_norm(&n("attention.output.LayerNorm"))?,
+            up: read_linear(&[n("intermediate.dense")], i, h)?,
+            down: read_linear(&[n("output.dense")], h, i)?,
+            out_norm: read_norm(&n("output.LayerNorm"))?,
+        });
+    }
+    let word = read("embeddings.word_embeddings.weight", &[shape.vocab, h])?;
+    let mut position = read("embeddings.position_embeddings.weight", &[shape.max_positions, h])?;
+    let types = read("embeddings.token_type_embeddings.weight", &[shape.type_vocab, h])?;
+    // Every token is of type 0 (single-segment inputs): its embedding is a constant.
+    for row in position.chunks_exact_mut(h) {
+        row.iter_mut().zip(&types[..h]).for_each(|(p, t)| *p += t);
+    }
+    Ok(WeightsOf { layers, word, position, embed_norm: read_norm("embeddings.LayerNorm")? })
+}
+
+/// The first layer's input for `seqs` packed end to end (each sequence from its start in
+/// `starts`): word row + position row per token. Ids and lengths are the caller's to check.
+pub(crate) fn token_inputs(word: &QMatrix, position: &[f32], shape: &BertShape, seqs: &[Vec<u32>], starts: &[usize]) -> Vec<f32> {
+    let h = shape.hidden;
+    let total: usize = seqs.iter().map(Vec::len).sum();
+    let mut x = vec![0f32; total * h];
+    let mut row = Vec::with_capacity(h);
+    for (seq, &start) in seqs.iter().zip(starts) {
+        for (p, &id) in seq.iter().enumerate() {
+            word.row_f32(id as usize, &mut row);
+            let pos = &position[(p + shape.position_offset) * h..][..h];
+            for ((o, w), q) in x[(start + p) * h..][..h].iter_mut().zip(&row).zip(pos) {
+                *o = w + q;
+            }
+        }
+    }
+    x
 }
 
 /// Reads one tensor by its Hugging Face name (without any `bert.`/`roberta.` prefix) as
@@ -138,40 +214,14 @@ pub struct Encoder {
 impl Encoder {
     /// Load the weights through `read`.
     pub fn load(shape: BertShape, read: &TensorReader<'_>, precision: Precision) -> Result<Self, EmbedderError> {
-        let h = shape.hidden;
-        let norm = |name: &str| -> Result<Norm, EmbedderError> {
-            Ok(Norm { gamma: read(&format!("{name}.weight"), &[h])?, beta: read(&format!("{name}.bias"), &[h])? })
-        };
-        let linear = |names: &[String], rows: usize, cols: usize| -> Result<Linear, EmbedderError> {
-            let (mut w, mut b) = (Vec::with_capacity(rows * cols * names.len()), Vec::new());
-            for n in names {
-                w.extend(read(&format!("{n}.weight"), &[rows, cols])?);
-                b.extend(read(&format!("{n}.bias"), &[rows])?);
-            }
-            Ok(Linear::new(&w, b, rows * names.len(), cols, precision))
-        };
-        let mut layers = Vec::with_capacity(shape.layers);
-        for l in 0..shape.layers {
-            let n = |s: &str| format!("encoder.layer.{l}.{s}");
-            let (i, qkv) = (shape.intermediate, ["query", "key", "value"].map(|p| n(&format!("attention.self.{p}"))));
-            layers.push(Layer {
-                qkv: linear(&qkv, h, h)?,
-                attn_out: linear(&[n("attention.output.dense")], h, h)?,
-                attn_norm: norm(&n("attention.output.LayerNorm"))?,
-                up: linear(&[n("intermediate.dense")], i, h)?,
-                down: linear(&[n("output.dense")], h, i)?,
-                out_norm: norm(&n("output.LayerNorm"))?,
-            });
-        }
-        let word = read("embeddings.word_embeddings.weight", &[shape.vocab, h])?;
-        let word = table(&word, shape.vocab, h, precision);
-        let mut position = read("embeddings.position_embeddings.weight", &[shape.max_positions, h])?;
-        let types = read("embeddings.token_type_embeddings.weight", &[shape.type_vocab, h])?;
-        // Every token is of type 0 (single-segment inputs): its embedding is a constant.
-        for row in position.chunks_exact_mut(h) {
-            row.iter_mut().zip(&types[..h]).for_each(|(p, t)| *p += t);
-        }
-        Ok(Encoder { embed_norm: norm("embeddings.LayerNorm")?, word, position, layers, shape, precision })
+        let w = read_weights(
+            &shape,
+            read,
+            |w, bias, rows, cols| Ok(Linear::new(&w, bias, rows, cols, precision)),
+            |gamma, beta| Ok(Norm { gamma, beta }),
+        )?;
+        let word = table(&w.word, shape.vocab, shape.hidden, precision);
+        Ok(Encoder { embed_norm: w.embed_norm, word, position: w.position, layers: w.layers, shape, precision })
     }
 
     /// The shape read from the configuration.
@@ -198,17 +248,7 @@ impl Encoder {
         let h = self.shape.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();
         let starts: Vec<usize> = seqs.iter().scan(0, |s, q| Some(std::mem::replace(s, *s + q.len()))).collect();
-        let mut x = vec![0f32; total * h];
-        let mut row = Vec::with_capacity(h);
-        for (seq, &start) in seqs.iter().zip(&starts) {
-            for (p, &id) in seq.iter().enumerate() {
-                self.word.row_f32(id as usize, &mut row);
-                let pos = &self.position[(p + self.shape.position_offset) * h..][..h];
-                for ((o, w), q) in x[(start + p) * h..][..h].iter_mut().zip(&row).zip(pos) {
-                    *o = w + q;
-                }
-            }
-        }
+        let mut x = token_inputs(&self.word, &self.position, &self.shape, seqs, &starts);
         par_rows(threads, &mut x, h, |_, rows| layer_norm(rows, &self.embed_norm.gamma, &self.embed_norm.beta, self.eps()));
 
         let (heads, d) = (self.shape.heads, h / self.shape.heads);

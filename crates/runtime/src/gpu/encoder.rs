@@ -20,7 +20,7 @@ use super::device::{Gpu, GpuError};
 use super::kernels::{Kernels, ENCODER_MAX_TOKENS};
 use crate::cpu::matmul::QMatrix;
 use crate::embed::config::{BertShape, Pooling};
-use crate::embed::encoder::{pool, table, Precision, TensorReader};
+use crate::embed::encoder::{pool, read_weights, table, token_inputs, LayerOf, Precision, TensorReader};
 use crate::embed::error::EmbedderError;
 use crate::gguf::GgmlType;
 
@@ -36,15 +36,7 @@ struct GpuNorm {
     beta: GpuVector,
 }
 
-struct GpuEncoderLayer {
-    /// Query, key and value stacked (`[3·hidden, hidden]`): one product.
-    qkv: GpuLinear,
-    attn_out: GpuLinear,
-    attn_norm: GpuNorm,
-    up: GpuLinear,
-    down: GpuLinear,
-    out_norm: GpuNorm,
-}
+type GpuEncoderLayer = LayerOf<GpuLinear, GpuNorm>;
 
 /// A BERT-family encoder whose layers run on the GPU.
 pub struct GpuEncoder {
@@ -81,51 +73,28 @@ impl GpuEncoder {
                 reason: format!("hidden width {h} is not a multiple of {} heads", shape.heads),
             });
         }
-        let mut bytes = 0;
-        let vector = |values: &[f32], bytes: &mut usize| {
-            *bytes += values.len() * 4;
+        // Counted as the weights are uploaded (two closures add to it).
+        let bytes = std::cell::Cell::new(0);
+        let vector = |values: &[f32]| {
+            bytes.set(bytes.get() + values.len() * 4);
             GpuVector::from_slice(&gpu, values)
         };
-        let norm = |name: &str, bytes: &mut usize| -> Result<GpuNorm, EmbedderError> {
-            let gamma = read(&format!("{name}.weight"), &[h])?;
-            let beta = read(&format!("{name}.bias"), &[h])?;
-            Ok(GpuNorm { gamma: vector(&gamma, bytes), beta: vector(&beta, bytes) })
-        };
-        let linear = |names: &[String], rows: usize, cols: usize, bytes: &mut usize| -> Result<GpuLinear, EmbedderError> {
-            let (mut w, mut b) = (Vec::with_capacity(rows * cols * names.len()), Vec::new());
-            for n in names {
-                w.extend(read(&format!("{n}.weight"), &[rows, cols])?);
-                b.extend(read(&format!("{n}.bias"), &[rows])?);
-            }
-            let data: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
-            *bytes += data.len() + b.len() * 4;
-            let weights = GpuMatrix::upload(&gpu, GgmlType::F32, rows * names.len(), cols, &data).map_err(gpu_error)?;
-            Ok(GpuLinear { weights, bias: GpuVector::from_slice(&gpu, &b) })
-        };
-        let mut layers = Vec::with_capacity(shape.layers);
-        for l in 0..shape.layers {
-            let n = |s: &str| format!("encoder.layer.{l}.{s}");
-            let (i, qkv) = (shape.intermediate, ["query", "key", "value"].map(|p| n(&format!("attention.self.{p}"))));
-            layers.push(GpuEncoderLayer {
-                qkv: linear(&qkv, h, h, &mut bytes)?,
-                attn_out: linear(&[n("attention.output.dense")], h, h, &mut bytes)?,
-                attn_norm: norm(&n("attention.output.LayerNorm"), &mut bytes)?,
-                up: linear(&[n("intermediate.dense")], i, h, &mut bytes)?,
-                down: linear(&[n("output.dense")], h, i, &mut bytes)?,
-                out_norm: norm(&n("output.LayerNorm"), &mut bytes)?,
-            });
-        }
-        let word = read("embeddings.word_embeddings.weight", &[shape.vocab, h])?;
-        let word = table(&word, shape.vocab, h, Precision::F32);
-        let mut position = read("embeddings.position_embeddings.weight", &[shape.max_positions, h])?;
-        let types = read("embeddings.token_type_embeddings.weight", &[shape.type_vocab, h])?;
-        for row in position.chunks_exact_mut(h) {
-            row.iter_mut().zip(&types[..h]).for_each(|(p, t)| *p += t);
-        }
-        let embed_norm = norm("embeddings.LayerNorm", &mut bytes)?;
+        let w = read_weights(
+            &shape,
+            read,
+            |w, bias, rows, cols| {
+                let data: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+                bytes.set(bytes.get() + data.len());
+                let weights = GpuMatrix::upload(&gpu, GgmlType::F32, rows, cols, &data).map_err(gpu_error)?;
+                Ok(GpuLinear { weights, bias: vector(&bias) })
+            },
+            |gamma, beta| Ok(GpuNorm { gamma: vector(&gamma), beta: vector(&beta) }),
+        )?;
+        let word = table(&w.word, shape.vocab, h, Precision::F32);
+        let (position, embed_norm, layers) = (w.position, w.embed_norm, w.layers);
         gpu.check().map_err(gpu_error)?;
         let kernels = Kernels::new(&gpu);
-        Ok(GpuEncoder { gpu, kernels, shape, word, position, embed_norm, layers, gpu_bytes: bytes })
+        Ok(GpuEncoder { gpu, kernels, shape, word, position, embed_norm, layers, gpu_bytes: bytes.get() })
     }
 
     /// The device it runs on.
@@ -154,25 +123,17 @@ impl GpuEncoder {
             return Ok(seqs.iter().map(|_| vec![0.0; h]).collect());
         }
         let starts: Vec<usize> = seqs.iter().scan(0, |at, q| Some(std::mem::replace(at, *at + q.len()))).collect();
-        let mut x = vec![0f32; total * h];
-        let mut row = Vec::with_capacity(h);
-        for (seq, &start) in seqs.iter().zip(&starts) {
+        for seq in seqs {
             if seq.len() > ENCODER_MAX_TOKENS || seq.len() + s.position_offset > s.max_positions {
                 return Err(EmbedderError::Gpu {
                     message: format!("a text of {} tokens is longer than the encoder takes on the GPU", seq.len()),
                 });
             }
-            for (p, &id) in seq.iter().enumerate() {
-                if id as usize >= s.vocab {
-                    return Err(EmbedderError::VocabularyMismatch { tokenizer: id as usize + 1, model: s.vocab });
-                }
-                self.word.row_f32(id as usize, &mut row);
-                let pos = &self.position[(p + s.position_offset) * h..][..h];
-                for ((o, w), q) in x[(start + p) * h..][..h].iter_mut().zip(&row).zip(pos) {
-                    *o = w + q;
-                }
+            if let Some(&id) = seq.iter().find(|&&id| id as usize >= s.vocab) {
+                return Err(EmbedderError::VocabularyMismatch { tokenizer: id as usize + 1, model: s.vocab });
             }
         }
+        let x = token_inputs(&self.word, &self.position, s, seqs, &starts);
         let (gpu, k) = (&self.gpu, &self.kernels);
         let eps = s.layer_norm_eps as f32;
         let (heads, head_dim) = (s.heads, h / s.heads);

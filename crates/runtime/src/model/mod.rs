@@ -7,5 +7,6 @@ mod weights;
 
 pub use config::{Arch, ModelConfig, ModelError};
 pub use hf::{HfCheckpoint, LoadQuant};
+#[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;
 pub use weights::{Layer, Weights};
