@@ -57,6 +57,11 @@ pub struct ModelArgs {
     /// Backend.
     #[arg(long, value_enum, default_value_t)]
     pub backend: BackendKind,
+    /// With --backend gpu: multiply in f32 even where the adapter offers shader-f16 (the
+    /// K-quants' f16 path).
+    #[cfg(feature = "gpu")]
+    #[arg(long)]
+    pub gpu_f32: bool,
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -73,8 +78,9 @@ impl ModelArgs {
     pub fn load_gpu(&self) -> Result<Lm<docmem_runtime::gpu::GpuTransformer>, CliError> {
         use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
         use docmem_runtime::lm::LmError;
-        let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }).map_err(LmError::from)?;
-        eprintln!("[backend: gpu, {}]", gpu.describe());
+        let options = GpuOptions { allow_cpu_adapter: true, avoid_f16: self.gpu_f32, ..GpuOptions::default() };
+        let gpu = Gpu::new_blocking(&options).map_err(LmError::from)?;
+        eprintln!("[backend: gpu, {}, {}]", gpu.describe(), if gpu.has_f16() { "f16 path" } else { "f32 path" });
         Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(LmError::from)?)
     }
 }

@@ -45,6 +45,10 @@ pub struct LmBenchArgs {
     /// onto the adapter, each kernel timed with timestamp queries where it offers them).
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// With --backend gpu: multiply in f32 even where the adapter offers shader-f16 (the
+    /// K-quants' f16 path), to compare the two.
+    #[arg(long)]
+    gpu_f32: bool,
     /// Prompt length for the prefill figure.
     #[arg(long, default_value_t = 512)]
     prompt_tokens: usize,
@@ -368,12 +372,13 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             if a.golden.is_some() {
                 return Err(CliError::BadArgument { message: "--golden checks the CPU backend; leave it out with --backend gpu".into() });
             }
-            let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, profile: true, ..GpuOptions::default() })
-                .map_err(docmem_runtime::lm::LmError::from)?;
-            let adapter = gpu.describe();
+            let options = GpuOptions { allow_cpu_adapter: true, profile: true, avoid_f16: a.gpu_f32, ..GpuOptions::default() };
+            let gpu = Gpu::new_blocking(&options).map_err(docmem_runtime::lm::LmError::from)?;
             let subgroups = gpu.subgroup_size().map_or(String::from("no subgroups"), |s| format!("subgroups of {s}"));
+            let path = if gpu.has_f16() { "f16 path" } else { "f32 path" };
+            let adapter = format!("{}, {subgroups}, {path}", gpu.describe());
             let timed = if gpu.can_profile() { "kernels timed in a run of their own" } else { "no timestamp queries" };
-            eprintln!("[backend: gpu, {adapter}, {subgroups}, {timed}]");
+            eprintln!("[backend: gpu, {adapter}, {timed}]");
             gpu.set_profiling(false);
             let src = docmem_runtime::source::FileSource::open(&a.model).map_err(docmem_runtime::lm::LmError::Source)?;
             let lm = Lm::load_onto_gpu(&src, &opts, gpu)?;

@@ -60,6 +60,11 @@ pub enum GpuError {
         /// The value given.
         value: f32,
     },
+    /// A kernel needs a device feature that was not enabled (the f16 path's `shader-f16`).
+    MissingFeature {
+        /// The WebGPU feature's name.
+        feature: &'static str,
+    },
     /// A tensor type the GPU kernels do not read yet.
     UnsupportedType {
         /// The GGUF type's name.
@@ -93,6 +98,7 @@ impl fmt::Display for GpuError {
             GpuError::Readback { message } => write!(f, "could not read a result back from the GPU: {message}"),
             GpuError::Shape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
             GpuError::BadSetting { what, value } => write!(f, "the GPU kernel's {what} cannot be {value}"),
+            GpuError::MissingFeature { feature } => write!(f, "the GPU device has no {feature} enabled"),
             GpuError::UnsupportedType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
             GpuError::WrongResult { check, index, gpu, cpu, tolerance } => {
                 write!(f, "{check}: element {index}: GPU {gpu} vs CPU {cpu} (tolerance {tolerance})")
@@ -106,9 +112,11 @@ impl std::error::Error for GpuError {}
 impl HasErrorCode for GpuError {
     fn code(&self) -> ErrorCode {
         match self {
-            GpuError::NoAdapter { .. } | GpuError::MissingLimit { .. } | GpuError::RequestDevice { .. } | GpuError::WrongResult { .. } => {
-                ErrorCode::WebgpuUnavailable
-            }
+            GpuError::NoAdapter { .. }
+            | GpuError::MissingLimit { .. }
+            | GpuError::MissingFeature { .. }
+            | GpuError::RequestDevice { .. }
+            | GpuError::WrongResult { .. } => ErrorCode::WebgpuUnavailable,
             GpuError::UnsupportedType { .. } => ErrorCode::ModelLoadFailed,
             GpuError::Device { .. } | GpuError::Readback { .. } => ErrorCode::ModelFailed,
             GpuError::Shape { .. } | GpuError::BadSetting { .. } => ErrorCode::Internal,
@@ -132,6 +140,9 @@ pub struct GpuOptions {
     /// Never use subgroup operations, even where the adapter offers them (the tests check
     /// the path without them this way).
     pub avoid_subgroups: bool,
+    /// Never use the f16 path, even where the adapter offers `shader-f16` (the tests check
+    /// the f32 path this way; a benchmark compares the two).
+    pub avoid_f16: bool,
     /// Time every kernel with timestamp queries where the adapter offers them (natively;
     /// [`Gpu::kernel_times`]): for benchmarks, as it costs a read-back per submission.
     pub profile: bool,
@@ -214,7 +225,8 @@ impl Gpu {
         limits.max_storage_buffers_per_shader_stage = STORAGE_BUFFERS;
         limits.max_storage_buffer_binding_size = offered.max_storage_buffer_binding_size;
         limits.max_buffer_size = offered.max_buffer_size;
-        let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        // The f16 path where offered (the K-quant kernels multiply in f16; `Kernels::input`).
+        let f16 = !options.avoid_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
         // Timestamps need the read-back to wait on the device: natively only.
         let profile = options.profile && !cfg!(target_arch = "wasm32") && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         // Subgroups where offered, with a known smallest size the matrix kernel can take as
@@ -228,6 +240,9 @@ impl Gpu {
         }
         if subgroup_size.is_some() {
             features |= wgpu::Features::SUBGROUP;
+        }
+        if f16 {
+            features |= wgpu::Features::SHADER_F16;
         }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
@@ -285,7 +300,8 @@ impl Gpu {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
 
-    /// Whether the adapter could run f16 shaders (`shader-f16`).
+    /// Whether the f16 path is on: the adapter offers `shader-f16`, the device was created
+    /// with it, and the K-quant kernels multiply in f16 ([`super::Kernels::input`]).
     pub fn has_f16(&self) -> bool {
         self.f16
     }

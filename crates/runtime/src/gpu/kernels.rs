@@ -25,6 +25,9 @@ pub struct Kernels {
     matvec_q8_0: Pipeline,
     matvec_q4_k: Pipeline,
     matvec_q6_k: Pipeline,
+    /// The f16 path's K-quant kernels and its activation step, where the device has
+    /// `shader-f16` enabled ([`Gpu::has_f16`]).
+    f16: Option<F16Kernels>,
     rms_norm: Pipeline,
     rope: Pipeline,
     swiglu: Pipeline,
@@ -39,6 +42,15 @@ pub struct Kernels {
     layer_norm: Pipeline,
     bias_gelu: Pipeline,
     encoder_attention: Pipeline,
+}
+
+/// The f16 path's kernels (`activations_f16.wgsl`, `matvec_q4_k_f16.wgsl`,
+/// `matvec_q6_k_f16.wgsl`).
+#[derive(Debug)]
+struct F16Kernels {
+    activations: Pipeline,
+    matvec_q4_k: Pipeline,
+    matvec_q6_k: Pipeline,
 }
 
 /// The longest sequence [`Kernels::encoder_attention`] takes (its scores are held in
@@ -59,6 +71,39 @@ pub fn reads_q8(ty: GgmlType) -> bool {
 /// block of 32.
 pub fn q8_len(n: usize) -> usize {
     n + n / 16
+}
+
+/// Words that `n` activations take on the f16 path ([`Kernels::activations_f16`]): packed
+/// f16 pairs, then a scale per block of 32.
+pub fn f16_len(n: usize) -> usize {
+    n / 2 + n / 32
+}
+
+/// How a matrix kernel reads its activations ([`Kernels::input`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// As f32.
+    F32,
+    /// Quantized to 8 bits ([`Kernels::quantize_q8`], [`q8_len`] floats): Q4_1 and Q8_0, as
+    /// the CPU backend's kernels read them.
+    Q8,
+    /// Scaled into [-1, 1] per block of 32 and packed as f16 ([`Kernels::activations_f16`],
+    /// [`f16_len`] words): the K-quants on the f16 path, which multiply in f16.
+    F16,
+}
+
+/// Activations (`f32`, `tokens × n` values) and room for the copies matrix kernels may read
+/// instead ([`Input`]): `q8` of [`q8_len`]`(tokens × n)` floats, `f16` of [`f16_len`] words.
+/// [`Kernels::prepare`] fills the copies the matrices about to read it need;
+/// [`Kernels::product`] hands each matrix its form.
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a> {
+    /// The activations.
+    pub f32: &'a GpuVector,
+    /// Their 8-bit copy.
+    pub q8: &'a GpuVector,
+    /// Their f16 copy.
+    pub f16: &'a GpuVector,
 }
 
 /// The shape of one attention call: `tokens` new query rows (positions `n_past..`) of
@@ -83,6 +128,12 @@ const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
 const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
 /// The matrix kernel's entry point summing by a tree in workgroup memory.
 const MATVEC_TREE: &str = include_str!("wgsl/matvec_tree.wgsl");
+/// Q4_K's block layout, shared by its f32 and f16 kernels.
+const Q4_K: &str = include_str!("wgsl/q4_k.wgsl");
+/// Q6_K's block layout, shared by its f32 and f16 kernels.
+const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
+/// The f16 path's activations and helpers, before a format's `block_dot`.
+const MATVEC_F16: &str = include_str!("wgsl/matvec_f16.wgsl");
 /// The matrix kernel's entry point summing with `subgroupAdd`.
 const MATVEC_SUBGROUP: &str = include_str!("wgsl/matvec_subgroup.wgsl");
 /// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
@@ -114,18 +165,21 @@ fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
     Pipeline { name, inner }
 }
 
-/// The matrix kernel for one block format (`format` defines its `block_dot`), summing with
-/// subgroup operations where the device has them enabled.
-fn matvec(gpu: &Gpu, name: &'static str, format: &str) -> Pipeline {
+/// The matrix kernel for one block format (`format`'s pieces define its `block_dot`),
+/// summing with subgroup operations where the device has them enabled; on the f16 path
+/// (`f16`) with `enable f16;` and `matvec_f16.wgsl` before the format.
+fn matvec(gpu: &Gpu, name: &'static str, format: &[&str], f16: bool) -> Pipeline {
+    let (enable_f16, input) = if f16 { ("enable f16;", MATVEC_F16) } else { ("", "alias XWord = f32;") };
+    let format = format.join("\n");
     match gpu.subgroup_size() {
         Some(size) => {
             // Browsers' WGSL compilers want the extension enabled; wgpu's native one (naga)
             // refuses the directive and takes subgroup operations from the device feature.
             let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;" } else { "" };
             let threads = format!("const SG: u32 = {size}u;");
-            pipeline(gpu, name, &[enable, format, MATVEC, &threads, MATVEC_SUBGROUP])
+            pipeline(gpu, name, &[enable_f16, enable, input, &format, MATVEC, &threads, MATVEC_SUBGROUP])
         }
-        None => pipeline(gpu, name, &[REDUCE, format, MATVEC, MATVEC_TREE]),
+        None => pipeline(gpu, name, &[enable_f16, REDUCE, input, &format, MATVEC, MATVEC_TREE]),
     }
 }
 
@@ -161,11 +215,16 @@ impl Kernels {
     /// Compile every kernel for `gpu`.
     pub fn new(gpu: &Gpu) -> Kernels {
         Kernels {
-            matvec_f32: matvec(gpu, "matvec_f32", include_str!("wgsl/matvec_f32.wgsl")),
-            matvec_q4_1: matvec(gpu, "matvec_q4_1", include_str!("wgsl/matvec_q4_1.wgsl")),
-            matvec_q8_0: matvec(gpu, "matvec_q8_0", include_str!("wgsl/matvec_q8_0.wgsl")),
-            matvec_q4_k: matvec(gpu, "matvec_q4_k", include_str!("wgsl/matvec_q4_k.wgsl")),
-            matvec_q6_k: matvec(gpu, "matvec_q6_k", include_str!("wgsl/matvec_q6_k.wgsl")),
+            matvec_f32: matvec(gpu, "matvec_f32", &[include_str!("wgsl/matvec_f32.wgsl")], false),
+            matvec_q4_1: matvec(gpu, "matvec_q4_1", &[include_str!("wgsl/matvec_q4_1.wgsl")], false),
+            matvec_q8_0: matvec(gpu, "matvec_q8_0", &[include_str!("wgsl/matvec_q8_0.wgsl")], false),
+            matvec_q4_k: matvec(gpu, "matvec_q4_k", &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], false),
+            matvec_q6_k: matvec(gpu, "matvec_q6_k", &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], false),
+            f16: gpu.has_f16().then(|| F16Kernels {
+                activations: pipeline(gpu, "activations_f16", &[include_str!("wgsl/activations_f16.wgsl")]),
+                matvec_q4_k: matvec(gpu, "matvec_q4_k_f16", &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], true),
+                matvec_q6_k: matvec(gpu, "matvec_q6_k_f16", &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], true),
+            }),
             rms_norm: pipeline(gpu, "rms_norm", &[REDUCE, include_str!("wgsl/rms_norm.wgsl")]),
             rope: pipeline(gpu, "rope", &[include_str!("wgsl/rope.wgsl")]),
             swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
@@ -219,9 +278,69 @@ impl Kernels {
         Ok(())
     }
 
+    /// Scale and pack the activations `x` (a multiple of 32 values) into `h` ([`f16_len`]
+    /// words) for the kernels that read [`Input::F16`]; an error unless the f16 path is on.
+    pub fn activations_f16(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, h: &GpuVector) -> Result<(), GpuError> {
+        let Some(f16) = &self.f16 else {
+            return Err(GpuError::MissingFeature { feature: "shader-f16" });
+        };
+        shape("f16 activations", h.len, f16_len(x.len))?;
+        if !x.len.is_multiple_of(32) {
+            return Err(GpuError::Shape { what: "activations to pack as f16", expected: x.len.next_multiple_of(32), got: x.len });
+        }
+        let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
+        let (gx, gy) = groups_2d(groups);
+        self.dispatch(gpu, enc, &f16.activations, &[&x.buffer, &h.buffer], &[u32_of(x.len, "activations")?, 0, 0, 0], (gx, gy, 1));
+        Ok(())
+    }
+
+    /// Fill the copies of `x` that matrices of the types `readers` read (none for f32
+    /// readers: a K-quant model on the f32 path quantizes nothing).
+    pub fn prepare(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: Operand, readers: &[GgmlType]) -> Result<(), GpuError> {
+        let needs = |input| readers.iter().any(|&ty| self.input(ty) == input);
+        if needs(Input::Q8) {
+            self.quantize_q8(gpu, enc, x.f32, x.q8)?;
+        }
+        if needs(Input::F16) {
+            self.activations_f16(gpu, enc, x.f32, x.f16)?;
+        }
+        Ok(())
+    }
+
+    /// [`Kernels::matvec`] with `x` in the form `w`'s kernel reads (after
+    /// [`Kernels::prepare`]).
+    pub fn product(
+        &self,
+        gpu: &Gpu,
+        enc: &mut wgpu::CommandEncoder,
+        w: &GpuMatrix,
+        x: Operand,
+        tokens: usize,
+        y: &GpuVector,
+    ) -> Result<(), GpuError> {
+        let input = match self.input(w.ty) {
+            Input::F32 => x.f32,
+            Input::Q8 => x.q8,
+            Input::F16 => x.f16,
+        };
+        self.matvec(gpu, enc, w, input, tokens, y)
+    }
+
+    /// How the matrix kernel for `ty` reads its activations on this device: [`Input::F16`]
+    /// for the K-quants where the f16 path is on, [`Input::Q8`] where the type [`reads_q8`],
+    /// [`Input::F32`] otherwise.
+    pub fn input(&self, ty: GgmlType) -> Input {
+        match ty {
+            GgmlType::Q4_1 | GgmlType::Q8_0 => Input::Q8,
+            GgmlType::Q4K | GgmlType::Q6K if self.f16.is_some() => Input::F16,
+            _ => Input::F32,
+        }
+    }
+
     /// `y[t] = w · x[t]` for each of `tokens` rows of `x` (`tokens × w.cols`); `y` holds
-    /// `tokens × w.rows`. Where the weight type [`reads_q8`], `x` is the rows quantized
-    /// ([`Kernels::quantize_q8`], [`q8_len`] floats).
+    /// `tokens × w.rows`. `x` is the rows as [`Kernels::input`] says for `w`'s type: f32,
+    /// quantized ([`Kernels::quantize_q8`], [`q8_len`] floats) or packed as f16
+    /// ([`Kernels::activations_f16`], [`f16_len`] words).
     pub fn matvec(
         &self,
         gpu: &Gpu,
@@ -232,15 +351,23 @@ impl Kernels {
         y: &GpuVector,
     ) -> Result<(), GpuError> {
         let inputs = tokens * w.cols;
-        shape("matvec input", x.len, if reads_q8(w.ty) { q8_len(inputs) } else { inputs })?;
+        let input = self.input(w.ty);
+        let (x_len, scales_at) = match input {
+            Input::F32 => (inputs, inputs),
+            Input::Q8 => (q8_len(inputs), inputs),
+            Input::F16 => (f16_len(inputs), inputs / 2),
+        };
+        shape("matvec input", x.len, x_len)?;
         shape("matvec output", y.len, tokens * w.rows)?;
-        let pipeline = match w.ty {
-            GgmlType::F32 => &self.matvec_f32,
-            GgmlType::Q4_1 => &self.matvec_q4_1,
-            GgmlType::Q8_0 => &self.matvec_q8_0,
-            GgmlType::Q4K => &self.matvec_q4_k,
-            GgmlType::Q6K => &self.matvec_q6_k,
-            ty => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
+        let pipeline = match (w.ty, &self.f16) {
+            (GgmlType::F32, _) => &self.matvec_f32,
+            (GgmlType::Q4_1, _) => &self.matvec_q4_1,
+            (GgmlType::Q8_0, _) => &self.matvec_q8_0,
+            (GgmlType::Q4K, Some(f16)) => &f16.matvec_q4_k,
+            (GgmlType::Q6K, Some(f16)) => &f16.matvec_q6_k,
+            (GgmlType::Q4K, None) => &self.matvec_q4_k,
+            (GgmlType::Q6K, None) => &self.matvec_q6_k,
+            (ty, _) => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
         };
         // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
         let values = match w.ty {
@@ -263,7 +390,7 @@ impl Kernels {
                 u32_of(w.rows, "matrix rows")?,
                 u32_of(part.first_row, "matrix rows")?,
                 gx,
-                u32_of(inputs, "matvec input")?,
+                u32_of(scales_at, "matvec input")?,
                 tokens,
             ];
             self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tiles));

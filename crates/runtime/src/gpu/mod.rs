@@ -25,10 +25,16 @@
 //! ([`GpuEncoder`]: LayerNorm, bias + GELU and bidirectional attention over packed
 //! sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`, `encoder_attention.wgsl`), on the same
 //! device as the decoder (a [`Gpu`] clone is that device). Still to come: prefill tiled
-//! over rows, f16 arithmetic; the CPU backend stays the reference.
+//! over rows; the CPU backend stays the reference.
 //!
-//! Only the f32 path is used: it needs no `shader-f16`, which SwiftShader and many Linux
-//! and Windows adapters lack ([`Gpu::has_f16`] says whether an f16 path could run).
+//! Two paths for the K-quants (Q4_K, Q6_K, the 1.5B models' formats): the f32 path needs
+//! no `shader-f16`, which SwiftShader and many Linux and Windows adapters lack; where the
+//! adapter offers it, the f16 path ([`Gpu::has_f16`], [`Input::F16`]) packs each matrix's
+//! input as f16 scaled by a power of two per 32 values (`activations_f16.wgsl`: no
+//! overflow whatever the activations' size, half the bytes) and multiplies four values at a
+//! time in f16, adding in f32 (`matvec_q4_k_f16.wgsl`, `matvec_q6_k_f16.wgsl`). Q4_1 and
+//! Q8_0 keep their exact 8-bit integer path on both. [`GpuOptions::avoid_f16`] forces the
+//! f32 path (the tests check both).
 
 mod bind_groups;
 mod buffers;
@@ -45,6 +51,6 @@ mod tests;
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
 pub use device::{Gpu, GpuError, GpuOptions};
 pub use encoder::GpuEncoder;
-pub use kernels::{q8_len, reads_q8, AttentionShape, Kernels, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
+pub use kernels::{f16_len, q8_len, reads_q8, AttentionShape, Input, Kernels, Operand, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
 pub use model::{GpuKvCache, GpuTransformer};
 pub use profile::KernelTime;

@@ -11,21 +11,23 @@
 //!
 //! Scratch, parameter blocks and read-back buffers come from the device's pool
 //! ([`super::pool`]): after its first steps, decoding creates no buffer per token (a test
-//! counts them). Greedy decoding picks the token on the GPU ([`GpuTransformer::forward_greedy`],
-//! 4 bytes back per token); sampled decoding reads the logits back.
+//! counts them), and bind groups come from the device's cache. Greedy decoding picks the
+//! token on the GPU (4 bytes back per token), and so does sampling with temperature, top-k
+//! and top-p (`sample.wgsl`) unless the draw needs the whole row.
 //!
 //! A prompt's matrix products take tiles of 8 tokens per workgroup (matvec.wgsl), so a
-//! weight row is read once per tile, not once per token.
+//! weight row is read once per tile, not once per token. Each matrix reads its input in the
+//! form its kernel takes ([`super::Input`]): f32, 8-bit (Q4_1, Q8_0) or, on the f16 path,
+//! packed f16 (the K-quants); only the forms some matrix reads are made.
 //!
-//! Not yet: bind groups are still made per dispatch (not cached), top-k/top-p sampling on
-//! the GPU, tiling over rows as well as tokens (shared-memory staging, as a real matmul
+//! Not yet: tiling over rows as well as tokens (shared-memory staging, as a real matmul
 //! does).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
-use super::kernels::{q8_len, reads_q8, AttentionShape, Kernels, SAMPLE_FALLBACK};
+use super::kernels::{f16_len, q8_len, AttentionShape, Kernels, Operand, SAMPLE_FALLBACK};
 use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
@@ -357,12 +359,13 @@ impl GpuTransformer {
             zeros(t_n * e),
         );
         let (gate, up) = (zeros(t_n * cfg.n_ff), zeros(t_n * cfg.n_ff));
-        // Quantized copies of the matrices' inputs, for the kernels that read them so.
-        let (hq, attn_q, gate_q) = (zeros(q8_len(t_n * e)), zeros(q8_len(t_n * cfg.n_head * hd)), zeros(q8_len(t_n * cfg.n_ff)));
+        // Room for the copies of the matrices' inputs that their kernels read (8-bit, f16).
+        let copies = |n: usize| (zeros(q8_len(n)), zeros(f16_len(n)));
+        let ((hq, h16), (attn_q, attn16), (gate_q, gate16)) = (copies(t_n * e), copies(t_n * cfg.n_head * hd), copies(t_n * cfg.n_ff));
         let scores = zeros(t_n * cfg.n_head * (n_past + t_n));
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
-        let normed_q = zeros(q8_len(logit_rows * e));
+        let (normed_q, normed16) = copies(logit_rows * e);
         let picked = match pick {
             Pick::None => None,
             Pick::Argmax => Some(zeros(logit_rows)),
@@ -380,16 +383,16 @@ impl GpuTransformer {
         let shape = AttentionShape { head_dim: hd, heads: cfg.n_head, kv_heads: cfg.n_head_kv, tokens: t_n, n_past };
         let neox = cfg.arch.rope_neox();
         k.run(gpu, |enc| {
-            // `w · x` with `x` (f32) or its quantized copy `xq`, as `w`'s kernel reads it.
-            let product = |enc: &mut wgpu::CommandEncoder, w: &GpuMatrix, (x, xq): (&GpuVector, &GpuVector), y: &GpuVector| {
-                k.matvec(gpu, enc, w, if reads_q8(w.ty) { xq } else { x }, t_n, y)
-            };
+            let h_in = Operand { f32: &h, q8: &hq, f16: &h16 };
+            let attn_in = Operand { f32: &attn, q8: &attn_q, f16: &attn16 };
+            let gate_in = Operand { f32: &gate, q8: &gate_q, f16: &gate16 };
+            let product = |enc: &mut wgpu::CommandEncoder, w: &GpuMatrix, x: Operand, y: &GpuVector| k.product(gpu, enc, w, x, t_n, y);
             for (l, w) in self.layers.iter().enumerate() {
                 k.rms_norm(gpu, enc, &x, &w.attn_norm, cfg.rms_eps, &h)?;
-                k.quantize_q8(gpu, enc, &h, &hq)?;
-                product(enc, &w.wq, (&h, &hq), &q)?;
-                product(enc, &w.wk, (&h, &hq), &kk)?;
-                product(enc, &w.wv, (&h, &hq), &vv)?;
+                k.prepare(gpu, enc, h_in, &[w.wq.ty, w.wk.ty, w.wv.ty])?;
+                product(enc, &w.wq, h_in, &q)?;
+                product(enc, &w.wk, h_in, &kk)?;
+                product(enc, &w.wv, h_in, &vv)?;
                 for (out, bias) in [&q, &kk, &vv].into_iter().zip(&w.biases) {
                     if let Some(b) = bias {
                         k.add(gpu, enc, out, b)?;
@@ -400,23 +403,24 @@ impl GpuTransformer {
                 k.kv_store(gpu, enc, &kk, &cache.k[l], kvw, t_n, n_past)?;
                 k.kv_store(gpu, enc, &vv, &cache.v[l], kvw, t_n, n_past)?;
                 k.attention(gpu, enc, &q, (&cache.k[l], &cache.v[l]), &scores, &attn, shape)?;
-                k.quantize_q8(gpu, enc, &attn, &attn_q)?;
-                product(enc, &w.wo, (&attn, &attn_q), &o)?;
+                k.prepare(gpu, enc, attn_in, &[w.wo.ty])?;
+                product(enc, &w.wo, attn_in, &o)?;
                 k.add(gpu, enc, &x, &o)?;
                 k.rms_norm(gpu, enc, &x, &w.ffn_norm, cfg.rms_eps, &h)?;
-                k.quantize_q8(gpu, enc, &h, &hq)?;
-                product(enc, &w.w_gate, (&h, &hq), &gate)?;
-                product(enc, &w.w_up, (&h, &hq), &up)?;
+                k.prepare(gpu, enc, h_in, &[w.w_gate.ty, w.w_up.ty])?;
+                product(enc, &w.w_gate, h_in, &gate)?;
+                product(enc, &w.w_up, h_in, &up)?;
                 k.swiglu(gpu, enc, &gate, &up)?;
-                k.quantize_q8(gpu, enc, &gate, &gate_q)?;
-                product(enc, &w.w_down, (&gate, &gate_q), &o)?;
+                k.prepare(gpu, enc, gate_in, &[w.w_down.ty])?;
+                product(enc, &w.w_down, gate_in, &o)?;
                 k.add(gpu, enc, &x, &o)?;
             }
             let from = ((t_n - logit_rows) * e * 4) as u64;
             enc.copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
             k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
-            k.quantize_q8(gpu, enc, &normed, &normed_q)?;
-            k.matvec(gpu, enc, &self.head, if reads_q8(self.head.ty) { &normed_q } else { &normed }, logit_rows, &logits)?;
+            let normed_in = Operand { f32: &normed, q8: &normed_q, f16: &normed16 };
+            k.prepare(gpu, enc, normed_in, &[self.head.ty])?;
+            k.product(gpu, enc, &self.head, normed_in, logit_rows, &logits)?;
             if let (Pick::Draw(d), Some(ids)) = (pick, &penalized) {
                 k.penalize(gpu, enc, &logits, ids, d.repetition_penalty)?;
             }
@@ -429,7 +433,9 @@ impl GpuTransformer {
             Ok(())
         })?;
         cache.len += t_n;
-        for v in [x, angles, h, q, kk, vv, attn, o, gate, up, hq, attn_q, gate_q, scores, last, normed, normed_q] {
+        for v in
+            [x, angles, h, q, kk, vv, attn, o, gate, up, hq, h16, attn_q, attn16, gate_q, gate16, scores, last, normed, normed_q, normed16]
+        {
             k.recycle(gpu, v);
         }
         let was_penalized = penalized.is_some();

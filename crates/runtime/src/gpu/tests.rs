@@ -83,22 +83,47 @@ fn profiling_times_each_kernel_by_name_and_resets() {
     assert!(gpu().kernel_times().is_none());
 }
 
+/// The matrix checks on a device made with `options`.
+fn matrix_checks_on(options: GpuOptions) -> Gpu {
+    let device = match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..options }) {
+        Ok(g) => g,
+        Err(e) => panic!("{e}"),
+    };
+    for check in ["matvec", "matvec_k_quants", "split_matrix"] {
+        if let Err(e) = pollster::block_on(checks::run(&device, check)) {
+            panic!("{e}");
+        }
+    }
+    device
+}
+
 /// llvmpipe offers subgroups (of 8), so the checks above run the matrix kernel that sums
 /// with `subgroupAdd`; here the same checks run the one that sums by a tree, as on an
 /// adapter without subgroups (SwiftShader in the browser test, say).
 #[test]
 fn the_matrix_kernel_without_subgroups_matches_the_cpu_reference_too() {
     assert_eq!(gpu().subgroup_size(), Some(8), "llvmpipe's subgroups are enabled");
-    let plain = match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, avoid_subgroups: true, ..GpuOptions::default() }) {
-        Ok(g) => g,
-        Err(e) => panic!("{e}"),
-    };
+    let plain = matrix_checks_on(GpuOptions { avoid_subgroups: true, ..GpuOptions::default() });
     assert_eq!(plain.subgroup_size(), None);
-    for check in ["matvec", "matvec_k_quants", "split_matrix"] {
-        if let Err(e) = pollster::block_on(checks::run(&plain, check)) {
-            panic!("{e}");
-        }
-    }
+}
+
+/// llvmpipe offers `shader-f16`, so the checks above run the K-quants' f16 path (f16
+/// products of activations packed by `activations_f16.wgsl`); here the same checks run the
+/// f32 path, as on an adapter without `shader-f16` (SwiftShader in the browser test, say).
+#[test]
+fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
+    let default = gpu();
+    assert!(default.has_f16(), "llvmpipe's shader-f16 is enabled");
+    let k = Kernels::new(&default);
+    assert_eq!((k.input(GgmlType::Q4K), k.input(GgmlType::Q6K), k.input(GgmlType::Q8_0)), (Input::F16, Input::F16, Input::Q8));
+    let plain = matrix_checks_on(GpuOptions { avoid_f16: true, ..GpuOptions::default() });
+    assert!(!plain.has_f16());
+    let k = Kernels::new(&plain);
+    assert_eq!((k.input(GgmlType::Q4K), k.input(GgmlType::Q6K)), (Input::F32, Input::F32));
+    // Without the feature, the f16 step is refused, not run.
+    let (x, h) = (GpuVector::zeros(&plain, 32), GpuVector::zeros(&plain, f16_len(32)));
+    let refused = k.run(&plain, |enc| k.activations_f16(&plain, enc, &x, &h));
+    assert!(matches!(refused, Err(GpuError::MissingFeature { feature: "shader-f16" })), "{refused:?}");
 }
 
 #[test]
@@ -122,10 +147,13 @@ fn a_matrix_streamed_in_runs_of_rows_computes_what_an_uploaded_one_does() {
         assert_eq!(runs.iter().sum::<usize>(), data.len());
         assert_eq!(streamed.parts.len(), 5, "{ty:?}: parts of five rows");
         let x = GpuVector::from_slice(&gpu, &crate::testdata::activations(cols, 6));
+        let (q8, f16) = (GpuVector::zeros(&gpu, q8_len(cols)), GpuVector::zeros(&gpu, f16_len(cols)));
+        let x = Operand { f32: &x, q8: &q8, f16: &f16 };
         let (a, b) = (GpuVector::zeros(&gpu, rows), GpuVector::zeros(&gpu, rows));
         k.run(&gpu, |enc| {
-            k.matvec(&gpu, enc, &whole, &x, 1, &a)?;
-            k.matvec(&gpu, enc, &streamed, &x, 1, &b)
+            k.prepare(&gpu, enc, x, &[ty])?;
+            k.product(&gpu, enc, &whole, x, 1, &a)?;
+            k.product(&gpu, enc, &streamed, x, 1, &b)
         })
         .unwrap();
         let (a, b) = (pollster::block_on(a.read(&gpu)).unwrap(), pollster::block_on(b.read(&gpu)).unwrap());

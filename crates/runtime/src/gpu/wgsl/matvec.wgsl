@@ -5,8 +5,9 @@
 // the adapter has subgroups, one subgroup's `subgroupAdd` (matvec_subgroup.wgsl); one of
 // the two follows this file. The block format's file, prepended, defines `BLOCK_VALUES` and
 // `block_dot(block, xo)`: block `block` (an index over the part's blocks) against
-// x[xo .. xo + BLOCK_VALUES] (the activations as f32, or quantized by quantize_q8.wgsl, as
-// the format's CPU kernel reads them).
+// activations xo .. xo + BLOCK_VALUES (as f32, or quantized by quantize_q8.wgsl, as the
+// format's CPU kernel reads them; on the f16 path, words from activations_f16.wgsl, with
+// matvec_f16.wgsl prepended). The Rust side declares `XWord`, the activations' element.
 //
 // Why tiles: a prompt of n tokens used to be n matrix × vector products, each reading
 // the whole matrix from memory; a workgroup now takes each of a row's blocks for up to
@@ -28,7 +29,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<XWord>; // f32, or words on the f16 path
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
