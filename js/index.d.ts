@@ -174,8 +174,10 @@ export interface IngestProgress {
 }
 
 export interface BackendInfo {
-  /** Where the local reader and answerer run (the embedder runs in wasm either way; hosted models run on their host). */
+  /** Where the local reader and answerer run (hosted models run on their host). */
   name: 'cpu-wasm-simd128' | 'webgpu';
+  /** Where the embedder runs: on WebGPU beside the local models (their device, shared) unless the answerer is hosted, else in wasm, or on the host. */
+  embedder: 'webgpu' | 'cpu' | 'hosted';
   /** 'CPU (wasm simd128, 2 threads)' or 'WebGPU' */
   label: string;
   /** WebGPU: the adapter and its kernel checks. CPU: why not WebGPU ('no WebGPU adapter', a software adapter, failed checks). */

@@ -258,14 +258,19 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
     }
     return lms.get(spec.name);
   };
-  if (local('embedder')) {
-    const files = {};
-    for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
-    embedder = load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
-  }
   if (local('reader')) reader = await lm(models.reader);
   if (local('answerer')) answerer = await lm(local('answerer'));
   onGpu = gpu !== null && lms.size > 0;
+  if (local('embedder')) {
+    const files = {};
+    for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
+    // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
+    // guided asks (which embed synchronously) need it in wasm.
+    const device = onGpu && !hosted.answerer ? [...lms.values()][0] : null;
+    embedder = device
+      ? load(models.embedder.name, () => w.Embedder.onGpu(files, models.embedder.name, device))
+      : load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
+  }
   for (const f of got.values()) f.close?.();
   emit({ stage: 'loading', fraction: 1 });
   return fromCache;
@@ -336,7 +341,8 @@ const ops = {
     // CPU backend), as the loaded models use them.
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
-    backend = { ...backend, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
+    const embedderRuns = hosted.embedder ? 'hosted' : embedder.onWebGpu() ? 'webgpu' : 'cpu';
+    backend = { ...backend, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
     if (backend.name === CPU.name) {
       const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';
       backend.label = `CPU (wasm ${simd}, ${threads} thread${threads === 1 ? '' : 's'})`;
@@ -366,7 +372,9 @@ const ops = {
       else json = lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
     } else {
       emit({ stage: 'indexing', fraction: 0 });
-      json = lib.addDocument(a.title, text, a.method, embedder, a.collection);
+      // An embedder on WebGPU can only be awaited.
+      if (!hosted.embedder && embedder.onWebGpu()) json = await lib.addDocumentAsync(a.title, text, a.method, embedder, a.collection);
+      else json = lib.addDocument(a.title, text, a.method, embedder, a.collection);
     }
     const r = JSON.parse(json);
     emit({ stage: 'indexing', fraction: 1 });

@@ -148,7 +148,25 @@ async function webgpuInPage(page) {
       emptyQuestion: await code(lib.askOnGpu('  ', 1, 1, embedder, gpu, null)),
       documents: JSON.parse(lib.documents()).documents.length,
     };
-    return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue };
+
+    // The embedder on WebGPU, sharing the decoder's device: its vectors (awaited) against
+    // the wasm CPU encoder's, and a library built with it (sentence chunks, embedded ahead
+    // of indexing) whose sync calls refuse it with a typed error.
+    const onGpu = w.Embedder.onGpu(files, manifest.embedder.name, gpu);
+    const texts = ['William Caxton printed in England.', 'The bell rang at noon.', ''];
+    const cpuVectors = embedder.embed(texts, false).vectors;
+    const gpuVectors = (await clock('embed', () => onGpu.embedAsync(texts, false))).vectors;
+    const dim = embedder.dim();
+    let minCosine = 1;
+    for (let t = 0; t < texts.length; t++) {
+      let dot = 0;
+      for (let i = t * dim; i < (t + 1) * dim; i++) dot += cpuVectors[i] * gpuVectors[i];
+      minCosine = Math.min(minCosine, dot);
+    }
+    const gpuLib = w.Library.open({}, onGpu);
+    const added = JSON.parse(await clock('add', () => gpuLib.addDocumentAsync('bells.txt', 'The bell rang at noon. It rang again at dusk.', 'sentence', onGpu)));
+    const embedding = { onWebGpu: onGpu.onWebGpu(), cpuOnWebGpu: embedder.onWebGpu(), minCosine, chunks: added.chunks, syncRefused: await code(Promise.resolve().then(() => gpuLib.addDocument('x.txt', 'Some text.', 'sentence', onGpu))) };
+    return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue, embedding };
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
   assert.equal(r.check.checks, 11);
@@ -158,11 +176,17 @@ async function webgpuInPage(page) {
   assert.ok(r.agree >= 2, `greedy continuations agree for at least 2 tokens (${r.agree})`);
   console.log(`  WebGPU library calls: a cancelled ingest rejects ${r.glue.cancelledIngest}, an empty question ${r.glue.emptyQuestion}; documents after: ${r.glue.documents}`);
   assert.deepEqual(r.glue, { cancelledIngest: 'ABORTED', emptyQuestion: 'BAD_QUESTION', documents: 1 }, 'the WebGPU library calls settle with typed errors');
+  const e = r.embedding;
+  console.log(`  WebGPU embedder: cosine with the wasm encoder ≥ ${e.minCosine.toFixed(7)}; a library built with it holds ${e.chunks} chunks; a synchronous add refuses it with ${e.syncRefused}`);
+  assert.deepEqual([e.onWebGpu, e.cpuOnWebGpu], [true, false]);
+  assert.ok(e.minCosine >= 0.99999, `the WebGPU embedder's vectors match the wasm encoder's (cosine ${e.minCosine})`);
+  assert.ok(e.chunks > 0);
+  assert.equal(e.syncRefused, 'BAD_ARGUMENT');
 }
 
 /**
  * The npm package with backend 'webgpu', which takes the software adapter: the worker loads
- * the reader and answerer onto WebGPU (the embedder stays in wasm) and a document goes in.
+ * the reader, the answerer and the embedder onto WebGPU (one device) and a document goes in.
  * Answering is not run here: SwiftShader takes about 4 s per prompt token, so an answer
  * prompt of ~150 tokens would take ten minutes; `tests/gpu_parity.rs` answers on the GPU
  * natively.
@@ -172,16 +196,18 @@ async function packageOnWebgpu(page) {
     async ({ text }) => {
       const { DocMem } = await import('/js/docmem.js');
       const dm = await DocMem.open('package-webgpu', { backend: 'webgpu', method: 'sentence' });
+      // A short document: SwiftShader embeds about a sentence a second on these two cores.
       const added = await dm.addDocument(text, { title: 'printing-press.md' });
       const documents = await dm.documents();
       const out = { backend: dm.backend, models: dm.models, added, documents: documents.map((d) => d.title) };
       dm.close();
       return out;
     },
-    { text: exampleText },
+    { text: 'William Caxton set up the first printing press in England in 1476. He printed Chaucer.' },
   );
   console.log(`  package with backend 'webgpu': ${r.backend.label} — ${r.backend.reason}; ${r.added.chunks} chunks added`);
   assert.equal(r.backend.name, 'webgpu');
+  assert.equal(r.backend.embedder, 'webgpu', 'the embedder runs beside the models on WebGPU');
   assert.equal(r.backend.software, true, 'SwiftShader is a software adapter');
   assert.match(r.backend.reason, /11 kernel checks pass/);
   assert.deepEqual(r.documents, ['printing-press.md']);

@@ -62,6 +62,7 @@ assert.equal(host.requests.length, 0, 'nothing was sent');
 // ---- every model role hosted: no manifest, nothing downloaded ----
 let dm = await DocMem.open('hosted', { ...options, remote });
 assert.deepEqual(dm.remote, { host: hostName, roles: { reader: 'remote:memreader-7b', answerer: 'remote:qwen2.5-7b-instruct', embedder: 'remote:hash-16' } });
+assert.equal(dm.backend.embedder, 'hosted');
 assert.deepEqual([dm.models.reader, dm.models.answerer, dm.models.embedder], ['remote:memreader-7b', 'remote:qwen2.5-7b-instruct', 'remote:hash-16']);
 assert.equal(host.to('/v1/embeddings').length, 1, 'the embedder asked for one vector, to learn the width');
 assert.equal(dm.backend.threadsNote, 'every model is hosted, none runs here');

@@ -14,11 +14,12 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::local_future::LocalBoxFuture;
 use crate::text::lexical_terms;
 use crate::vector::normalize;
 
 /// Whether a text is a query or a passage (models may prefix them differently).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum EmbedRole {
     /// A question or search query.
     Query,
@@ -78,6 +79,20 @@ pub trait Embedder {
     fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError>;
     /// A short name for provenance (model name or `hashing-384`).
     fn name(&self) -> String;
+
+    /// Whether [`Embedder::embed`] cannot answer here and the vectors must be awaited
+    /// ([`Embedder::embed_async`]): a GPU encoder in a browser. Steps that embed run through
+    /// [`crate::embed_ahead::ahead`] for it.
+    fn needs_await(&self) -> bool {
+        false
+    }
+
+    /// [`Embedder::embed`], awaited: an embedder whose vectors come back later (the GPU's)
+    /// overrides it; for the rest the future is ready at once.
+    fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        let out = self.embed(texts, role);
+        crate::local_future::boxed(core::future::ready(out))
+    }
 }
 
 /// Feature-hashing embedder (see the module docs).

@@ -39,6 +39,7 @@ pub mod chunk;
 pub mod clues;
 pub mod document;
 pub mod embed;
+pub mod embed_ahead;
 pub mod error_code;
 pub mod eval;
 #[doc(hidden)]

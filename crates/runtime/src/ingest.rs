@@ -183,7 +183,9 @@ pub async fn ingest_into<S: Store>(
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
     }
     let memory = write_memory(doc, method, embedder, progress).await?;
-    let added = library.add_to(collection, doc, &memory, embedder)?;
+    // Embedded ahead where the embedder must be awaited (a GPU encoder in a browser); a
+    // failed add changes nothing, so it may run again.
+    let added = docmem_core::embed_ahead::ahead(embedder, |e| library.add_to(collection, doc, &memory, e)).await?;
     Ok(Ingested { memory, added })
 }
 
@@ -196,7 +198,10 @@ pub async fn write_memory(
 ) -> Result<DocumentMemory, IngestError> {
     match method {
         MemoryMethod::Chunker { kind, options } => {
-            let spans = chunk_with(*kind, &doc.text, *options, Some(embedder)).map_err(IngestError::Chunk)?;
+            let (kind, options) = (*kind, *options);
+            let spans = docmem_core::embed_ahead::ahead(embedder, |e| chunk_with(kind, &doc.text, options, Some(e)))
+                .await
+                .map_err(IngestError::Chunk)?;
             Ok(DocumentMemory::from_spans(doc, &spans, kind.name()))
         }
         MemoryMethod::Mom { reader, scorer, settings } => {

@@ -69,6 +69,11 @@ impl From<LibraryError> for QaError {
         QaError::Library(e)
     }
 }
+impl From<docmem_core::embed::EmbedError> for QaError {
+    fn from(e: docmem_core::embed::EmbedError) -> Self {
+        QaError::Library(e.into())
+    }
+}
 impl From<LmError> for QaError {
     fn from(e: LmError) -> Self {
         QaError::Lm(e)
@@ -226,6 +231,17 @@ pub fn prepare<S: Store>(
     Ok(AnswerPrompt { sources, user_turn, retrieve_seconds })
 }
 
+/// [`prepare`] with an embedder that may have to be awaited (the GPU encoder in a browser):
+/// the question's vector is embedded ahead ([`docmem_core::embed_ahead::ahead`]).
+pub async fn prepare_async<S: Store>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    question: &str,
+    params: &AskParams,
+) -> Result<AnswerPrompt, QaError> {
+    docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await
+}
+
 /// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted
 /// model; at most `max_tokens`), streaming its text to `on_text`, and read its citations.
 pub async fn answer(
@@ -270,6 +286,6 @@ pub async fn ask<S: Store>(
     params: &AskParams,
     on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
-    let prompt = prepare(library, embedder, question, params)?;
+    let prompt = prepare_async(library, embedder, question, params).await?;
     answer(prompt, answerer, params.max_tokens, on_text).await
 }

@@ -76,3 +76,51 @@ fn the_embedder_and_the_decoder_share_one_device() {
     let next = pollster::block_on(lm.backend.greedy_async(&ids, 1)).unwrap();
     assert_eq!(next.len(), 1);
 }
+
+/// A library built and searched with the embedder on the GPU, through the path a browser
+/// must take (its vectors awaited ahead of each step: the semantic chunker's sentences, the
+/// document's layers, the question), holds the chunks the CPU embedder's library holds and
+/// finds the same passages in the same order.
+#[test]
+fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
+    use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+    use docmem_core::library::{Library, LibrarySettings, MemStore};
+    use docmem_core::retrieve::RetrievalMode;
+    use docmem_core::Document;
+    use docmem_core::Embedder as CoreEmbedder;
+    use docmem_runtime::ingest::{ingest, MemoryMethod};
+    use docmem_runtime::qa::{prepare_async, AskParams};
+
+    let dir = model_dir("all-MiniLM-L6-v2");
+    let text = "Johannes Gutenberg built a printing press with movable metal type in Mainz around 1440. \
+                His press could print thousands of pages a day. William Caxton brought printing to England in 1476 \
+                and printed Chaucer's Canterbury Tales. Venice became the centre of printing in Italy; Aldus Manutius \
+                printed small, cheap books there. Paper mills spread across Europe to feed the presses.";
+    let doc = Document::new("printing.txt", text);
+    let mut found = Vec::new();
+    for mut embedder in [
+        Embedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap(),
+        Embedder::load_onto_gpu(&dir, gpu()).unwrap(),
+    ] {
+        let on_gpu = embedder.on_gpu();
+        assert_eq!(CoreEmbedder::needs_await(&embedder), on_gpu, "only the GPU encoder is awaited");
+        let settings = LibrarySettings { embedder: CoreEmbedder::name(&embedder), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Semantic, options: ChunkOptions { size: None, overlap: None } };
+        let ingested = docmem_runtime::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
+        assert!(ingested.added);
+        let spans: Vec<_> = ingested.memory.scenarios.iter().map(|s| s.span).collect();
+        let prompt = docmem_runtime::block_on(prepare_async(
+            &library,
+            &mut embedder,
+            "Who brought printing to England?",
+            &AskParams { k: 3, ..AskParams::default() },
+        ))
+        .unwrap();
+        let order: Vec<_> = prompt.sources.iter().map(|s| s.text.clone()).collect();
+        eprintln!("on the GPU: {on_gpu}; {} chunks; first passage {:?}", spans.len(), order.first());
+        assert!(order.first().is_some_and(|t| t.contains("Caxton")), "{order:?}");
+        found.push((spans, order));
+    }
+    assert_eq!(found[0], found[1], "the same chunks and the same passages, in order");
+}

@@ -178,8 +178,30 @@ impl WasmLibrary {
         })
     }
 
-    /// `ask` with an answerer on WebGPU: retrieval runs now (on the CPU), generation on the
-    /// GPU. Resolves to the same JSON.
+    /// `addDocument` (the chunkers, no reader) with an embedder of any kind, one on WebGPU
+    /// included (`Embedder.onGpu`): a Promise of the same JSON. Holds the library and the
+    /// embedder until it settles, as `addDocumentWithGpuReader` does.
+    #[wasm_bindgen(js_name = addDocumentAsync)]
+    pub fn add_document_async(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
+        embedder: &WasmEmbedder,
+        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
+    ) -> js_sys::Promise {
+        let args = library::chunker_args(&title, &text, &chunker, &collection);
+        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (title, text, mut method, collection) = args?;
+            let doc = Document::new(&title, &text);
+            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, None).await
+        })
+    }
+
+    /// `ask` with an answerer on WebGPU: retrieval first (the question embedded on WebGPU
+    /// when the embedder is there, holding the library and the embedder meanwhile), then
+    /// generation on the GPU, holding neither. Resolves to the same JSON.
     #[wasm_bindgen(js_name = askOnGpu)]
     pub fn ask_on_gpu(
         &self,
@@ -190,16 +212,53 @@ impl WasmLibrary {
         answerer: &WasmGpuLm,
         on_token: Option<js_sys::Function>,
     ) -> js_sys::Promise {
-        let prepared = boundary::ready().and_then(|()| {
-            let (question, params) = (boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?);
-            let prompt = qa::prepare(&*self.get()?, &mut *embedder.get()?, &question, &params).map_err(coded)?;
-            Ok((prompt, params.max_tokens))
-        });
-        let lm = answerer.lm.clone();
+        let args = boundary::ready().and_then(|()| Ok((boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?)));
+        let (library, embedder, lm) = (self.library.clone(), embedder.embedder.clone(), answerer.lm.clone());
         wasm_bindgen_futures::future_to_promise(async move {
-            let (prompt, max_tokens) = prepared?;
-            let answer = qa::answer(prompt, &*lm, max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
+            let (question, params) = args?;
+            let prompt = library::prepare_holding(&library, &embedder, &question, &params).await?;
+            let answer = qa::answer(prompt, &*lm, params.max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
             Ok(to_json(&answer)?.into())
+        })
+    }
+}
+
+/// The sentence embedder on WebGPU.
+#[wasm_bindgen(js_class = Embedder)]
+impl WasmEmbedder {
+    /// Load from a model's files (as `new Embedder` takes them) onto the WebGPU device
+    /// `device` runs on, which it then shares (one device for the decoder and the
+    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocumentAsync`,
+    /// `addDocumentWithGpuReader` and `askOnGpu` take it; the synchronous calls refuse it.
+    #[wasm_bindgen(js_name = onGpu)]
+    pub fn on_gpu(
+        #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        device: &WasmGpuLm,
+    ) -> Result<WasmEmbedder, JsValue> {
+        boundary::ready()?;
+        let name = boundary::string(&name, "name")?;
+        let gpu = device.lm.backend.gpu().clone();
+        let embedder = docmem_runtime::embed::Embedder::from_files_onto_gpu(crate::model_files(&files)?, &name, gpu).map_err(coded)?;
+        Ok(WasmEmbedder::wrap(embedder))
+    }
+
+    /// Whether this embedder runs on WebGPU (its vectors can only be awaited).
+    #[wasm_bindgen(js_name = onWebGpu)]
+    pub fn on_web_gpu(&self) -> Result<bool, JsValue> {
+        boundary::ready()?;
+        Ok(docmem_core::Embedder::needs_await(&*self.read()?))
+    }
+
+    /// `embed`, awaited: a Promise of the same `{vectors, truncated}`, for an embedder of
+    /// any kind (one on WebGPU included).
+    #[wasm_bindgen(js_name = embedAsync)]
+    pub fn embed_async(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> js_sys::Promise {
+        let texts = boundary::ready().and_then(|()| boundary::strings(&texts, "texts"));
+        let embedder = self.embedder.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let texts = texts?;
+            crate::embed_holding(&embedder, &texts, query).await
         })
     }
 }

@@ -229,7 +229,8 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
 }
 
 /// A BERT-family sentence embedder (all-MiniLM-L6-v2, bge, e5, multilingual XLM-RoBERTa
-/// models) on the CPU backend inside WebAssembly.
+/// models) on the CPU backend inside WebAssembly, on WebGPU (`Embedder.onGpu`: awaited
+/// only), or hosted (`Embedder.remote`).
 #[wasm_bindgen(js_name = Embedder)]
 pub struct WasmEmbedder {
     /// Shared with calls still running: an ingest or answer on the GPU, or with a hosted
@@ -242,9 +243,18 @@ impl WasmEmbedder {
         WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder.into())) }
     }
 
-    /// The embedder to run, unless a call still running holds it (then a `BUSY` error).
+    /// The embedder for a synchronous call, unless a call still running holds it (then a
+    /// `BUSY` error) or it runs on WebGPU, which a synchronous call cannot wait for (then a
+    /// `BAD_ARGUMENT` error naming the calls that can).
     fn get(&self) -> Result<std::cell::RefMut<'_, remote::AnyEmbedder>, JsValue> {
-        self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))
+        let embedder = self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+        if docmem_core::Embedder::needs_await(&*embedder) {
+            return Err(error_with(
+                ErrorCode::BadArgument,
+                "this embedder runs on WebGPU, which a synchronous call cannot wait for: use embedAsync, addDocumentAsync, addDocumentWithGpuReader or askOnGpu",
+            ));
+        }
+        Ok(embedder)
     }
 
     /// The embedder for a call that only reads it (its name, width, precision),
@@ -252,6 +262,16 @@ impl WasmEmbedder {
     fn read(&self) -> Result<std::cell::Ref<'_, remote::AnyEmbedder>, JsValue> {
         self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
+}
+
+/// A model's files, `{name: Uint8Array}`, as a map.
+fn model_files(files: &JsValue) -> Result<std::collections::BTreeMap<String, Vec<u8>>, JsValue> {
+    let mut map = std::collections::BTreeMap::new();
+    for (key, value) in boundary::entries(files, "the model's files")? {
+        let bytes = boundary::bytes(&value, &format!("file '{key}'"), ErrorCode::ModelLoadFailed)?;
+        map.insert(key, bytes);
+    }
+    Ok(map)
 }
 
 /// The `BUSY` error for `what`, held by a call still running.
@@ -276,12 +296,8 @@ impl WasmEmbedder {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let precision = parse_precision(&boundary::string(&precision, "precision")?)?;
-        let mut map = std::collections::BTreeMap::new();
-        for (key, value) in boundary::entries(&files, "the model's files")? {
-            let bytes = boundary::bytes(&value, &format!("file '{key}'"), ErrorCode::ModelLoadFailed)?;
-            map.insert(key, bytes);
-        }
-        let embedder = Embedder::from_files(map, &name, EmbedderOptions { precision, threads: WASM_THREADS }).map_err(coded)?;
+        let embedder =
+            Embedder::from_files(model_files(&files)?, &name, EmbedderOptions { precision, threads: WASM_THREADS }).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))
     }
 
@@ -336,12 +352,37 @@ impl WasmEmbedder {
                 (vectors, 0)
             }
         };
-        let flat: Vec<f32> = vectors.concat();
-        let result = js_sys::Object::new();
-        let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
-        set("vectors", &js_sys::Float32Array::from(flat.as_slice()))
-            .map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
-        set("truncated", &JsValue::from_f64(truncated as f64)).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
-        Ok(result)
+        embedded_object(&vectors, truncated)
     }
+}
+
+/// `embed`'s result: `{vectors: Float32Array (texts × dim, row by row), truncated}`.
+fn embedded_object(vectors: &[Vec<f32>], truncated: usize) -> Result<js_sys::Object, JsValue> {
+    let flat: Vec<f32> = vectors.concat();
+    let result = js_sys::Object::new();
+    let set = |k: &str, v: &JsValue| js_sys::Reflect::set(&result, &JsValue::from_str(k), v).map(|_| ());
+    set("vectors", &js_sys::Float32Array::from(flat.as_slice())).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+    set("truncated", &JsValue::from_f64(truncated as f64)).map_err(|_| error_with(ErrorCode::Internal, "cannot build the result"))?;
+    Ok(result)
+}
+
+/// `embedAsync`: `texts` embedded by `embedder` (held until they are), awaited where it
+/// runs on WebGPU.
+#[allow(clippy::await_holding_refcell_ref)] // held on purpose: other calls answer BUSY meanwhile
+async fn embed_holding(embedder: &std::cell::RefCell<remote::AnyEmbedder>, texts: &[String], query: bool) -> Result<JsValue, JsValue> {
+    use docmem_runtime::embed::EmbedRole;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    let (vectors, truncated) = match &mut *embedder {
+        remote::AnyEmbedder::Local(e) => {
+            let out = e.embed_async(&refs, role).await.map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+            (out.vectors, out.truncated)
+        }
+        remote::AnyEmbedder::Remote(e) => {
+            let vectors = docmem_core::Embedder::embed(e, &refs, role).map_err(|e| error_with(ErrorCode::RemoteFailed, e))?;
+            (vectors, 0)
+        }
+    };
+    Ok(embedded_object(&vectors, truncated)?.into())
 }

@@ -148,6 +148,34 @@ pub(crate) async fn ingest_holding(
     Ok(added_json(doc, &done)?.into())
 }
 
+/// `addDocument`'s arguments, checked: title, text, the chunker as a method, collection.
+pub(crate) fn chunker_args(
+    title: &JsValue,
+    text: &JsValue,
+    chunker: &JsValue,
+    collection: &JsValue,
+) -> Result<(String, String, MemoryMethod<'static>, String), JsValue> {
+    boundary::ready()?;
+    let (title, text) = (string(title, "title")?, string(text, "text")?);
+    let kind: ChunkerKind = string(chunker, "chunker")?.parse().map_err(coded)?;
+    let (size, overlap) = passage_sizes(kind, None, None);
+    Ok((title, text, MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }, collection_name(collection)?))
+}
+
+/// The answer prompt for `question`, its vector awaited where the embedder runs on WebGPU,
+/// holding the library and the embedder until then (other calls answer BUSY meanwhile).
+#[allow(clippy::await_holding_refcell_ref)]
+pub(crate) async fn prepare_holding(
+    library: &RefCell<Library<JournalStore>>,
+    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    question: &str,
+    params: &AskParams,
+) -> Result<docmem_runtime::qa::AnswerPrompt, JsValue> {
+    let library = library.try_borrow().map_err(|_| busy("the library"))?;
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    docmem_runtime::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
+}
+
 /// `k` and `maxTokens` of an answer, checked.
 pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> {
     let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
@@ -249,12 +277,7 @@ impl WasmLibrary {
         embedder: &mut WasmEmbedder,
         #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
     ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (title, text) = (string(&title, "title")?, string(&text, "text")?);
-        let kind: ChunkerKind = string(&chunker, "chunker")?.parse().map_err(coded)?;
-        let (size, overlap) = passage_sizes(kind, None, None);
-        let mut method = MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } };
-        let collection = collection_name(&collection)?;
+        let (title, text, mut method, collection) = chunker_args(&title, &text, &chunker, &collection)?;
         self.add(&collection, &title, &text, &mut method, embedder, None)
     }
 

@@ -157,6 +157,22 @@ impl docmem_core::Embedder for AnyEmbedder {
             AnyEmbedder::Remote(e) => e.name(),
         }
     }
+    fn needs_await(&self) -> bool {
+        match self {
+            AnyEmbedder::Local(e) => docmem_core::Embedder::needs_await(e),
+            AnyEmbedder::Remote(e) => e.needs_await(),
+        }
+    }
+    fn embed_async<'a>(
+        &'a mut self,
+        texts: &'a [&'a str],
+        role: docmem_core::embed::EmbedRole,
+    ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
+        match self {
+            AnyEmbedder::Local(e) => docmem_core::Embedder::embed_async(e, texts, role),
+            AnyEmbedder::Remote(e) => e.embed_async(texts, role),
+        }
+    }
 }
 
 #[wasm_bindgen(js_class = Embedder)]

@@ -123,6 +123,12 @@ pub enum ChunkError {
     Embed(crate::embed::EmbedError),
 }
 
+impl From<crate::embed::EmbedError> for ChunkError {
+    fn from(e: crate::embed::EmbedError) -> Self {
+        ChunkError::Embed(e)
+    }
+}
+
 impl fmt::Display for ChunkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

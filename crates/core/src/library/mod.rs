@@ -207,6 +207,12 @@ impl From<RetrieveError> for LibraryError {
     }
 }
 
+impl From<crate::embed::EmbedError> for LibraryError {
+    fn from(e: crate::embed::EmbedError) -> Self {
+        LibraryError::Retrieve(e.into())
+    }
+}
+
 /// A retrieved chunk with what an answer prompt and a citation need.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Passage<'a> {

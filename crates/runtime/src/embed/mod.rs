@@ -405,6 +405,20 @@ impl docmem_core::embed::Embedder for Embedder {
         Ok(Embedder::embed(self, texts, role)?.vectors)
     }
 
+    /// A GPU encoder is awaited, so callers embed ahead of their steps
+    /// ([`docmem_core::embed_ahead`]): the one path a browser can take, used natively too.
+    fn needs_await(&self) -> bool {
+        self.on_gpu()
+    }
+
+    fn embed_async<'a>(
+        &'a mut self,
+        texts: &'a [&'a str],
+        role: EmbedRole,
+    ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
+        docmem_core::local_future::boxed(async move { Ok(Embedder::embed_async(self, texts, role).await?.vectors) })
+    }
+
     fn name(&self) -> String {
         format!("{} ({})", self.name, self.precision().name())
     }

@@ -41,12 +41,12 @@ pub const CHECKS: [&str; 11] = [
 
 /// Run one check by name ([`CHECKS`]).
 pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
-    run_with(gpu, &Kernels::new(gpu), name).await
+    run_with(gpu, &gpu.kernels(), name).await
 }
 
 /// Run every check (the pipelines compiled once); the number run.
 pub async fn run_all(gpu: &Gpu) -> Result<usize, GpuError> {
-    let k = Kernels::new(gpu);
+    let k = gpu.kernels();
     for name in CHECKS {
         run_with(gpu, &k, name).await?;
     }

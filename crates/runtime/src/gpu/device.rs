@@ -171,6 +171,9 @@ pub struct Gpu {
     pub(crate) bind_groups: Arc<BindGroupCache>,
     /// Per-kernel timestamps, when asked for and offered.
     pub(crate) profiler: Option<Arc<Profiler>>,
+    /// The kernels, compiled once per device on first use ([`Gpu::kernels`]): the decoder,
+    /// the embedder and the checks on one device share them.
+    kernels: Arc<std::sync::OnceLock<Arc<super::Kernels>>>,
     /// Held from the first dispatch recorded to the submission ([`super::Kernels::run`]):
     /// the parameter blocks recorded go back to the shared pool at submission, so two
     /// clones recording at once on two threads would hand each other's back too early.
@@ -275,6 +278,7 @@ impl Gpu {
             pool: Arc::default(),
             bind_groups: Arc::default(),
             profiler,
+            kernels: Arc::default(),
             submission: Arc::default(),
         })
     }
@@ -298,6 +302,14 @@ impl Gpu {
     /// adapter): correct, but slower than the CPU backend on the same cores.
     pub fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The device's kernels, compiled on the first call (a few seconds on a software
+    /// adapter) and shared by every clone after.
+    pub fn kernels(&self) -> Arc<super::Kernels> {
+        // In a browser wgpu's handles are neither Send nor Sync, and nothing crosses threads.
+        #[allow(clippy::arc_with_non_send_sync)]
+        self.kernels.get_or_init(|| Arc::new(super::Kernels::new(self))).clone()
     }
 
     /// Whether the f16 path is on: the adapter offers `shader-f16`, the device was created

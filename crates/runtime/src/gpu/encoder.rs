@@ -41,7 +41,7 @@ type GpuEncoderLayer = LayerOf<GpuLinear, GpuNorm>;
 /// A BERT-family encoder whose layers run on the GPU.
 pub struct GpuEncoder {
     gpu: Gpu,
-    kernels: Kernels,
+    kernels: std::sync::Arc<Kernels>,
     shape: BertShape,
     /// Word embeddings in host memory (f32), a row read per token.
     word: QMatrix,
@@ -93,7 +93,7 @@ impl GpuEncoder {
         let word = table(&w.word, shape.vocab, h, Precision::F32);
         let (position, embed_norm, layers) = (w.position, w.embed_norm, w.layers);
         gpu.check().map_err(gpu_error)?;
-        let kernels = Kernels::new(&gpu);
+        let kernels = gpu.kernels();
         Ok(GpuEncoder { gpu, kernels, shape, word, position, embed_norm, layers, gpu_bytes: bytes.get() })
     }
 

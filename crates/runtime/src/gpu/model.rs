@@ -92,7 +92,7 @@ fn upload_layer(gpu: &Gpu, l: &Layer) -> Result<GpuLayer, GpuError> {
 #[derive(Debug)]
 pub struct GpuTransformer {
     gpu: Gpu,
-    kernels: Kernels,
+    kernels: std::sync::Arc<Kernels>,
     cfg: ModelConfig,
     token_embd: QMatrix,
     layers: Vec<GpuLayer>,
@@ -197,7 +197,7 @@ impl GpuTransformer {
         head: GpuMatrix,
     ) -> Result<GpuTransformer, GpuError> {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
-        let kernels = Kernels::new(&gpu);
+        let kernels = gpu.kernels();
         gpu.check()?;
         Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, theta_scale, drawn: Default::default() })
     }
