@@ -185,7 +185,7 @@ export interface BackendInfo {
   webgpuAdapter: boolean;
   /** WebGPU on a software adapter (SwiftShader), as backend 'webgpu' allows. */
   software?: boolean;
-  /** Threads the wasm CPU kernels run on (the embedder's always), the caller's included. */
+  /** Threads the wasm CPU kernels run on (the embedder's unless it runs on WebGPU), the caller's included. */
   threads: number;
   /** Why one thread, when it is one (not cross-origin isolated, no threads build, every model hosted, …). */
   threadsNote: string;

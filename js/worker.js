@@ -19,8 +19,8 @@
 // the checks, and otherwise runs on the CPU and says why (a software adapter such as
 // SwiftShader is slower than wasm on the same cores).
 //
-// Threads: the wasm CPU kernels (the embedder always; the reader and answerer on the CPU
-// backend) run on `threads` threads (default: the cores, at most 8) with the threads build
+// Threads: the wasm CPU kernels (the embedder unless it runs on WebGPU; the reader and
+// answerer on the CPU backend) run on `threads` threads (default: the cores, at most 8) with the threads build
 // of the wasm package, whose helper workers threads.js starts before any model loads;
 // where shared memory is unavailable (a page that is not cross-origin isolated), on one
 // with the plain build, and the backend report says why.
@@ -337,8 +337,8 @@ const ops = {
     const remote = a.remote
       ? { host: new URL(a.remote.url).host, roles: Object.fromEntries(Object.keys(hosted).map((role) => [role, `remote:${a.remote.roles[role]}`])) }
       : null;
-    // The CPU kernels' threads (the embedder's always; the reader's and answerer's on the
-    // CPU backend), as the loaded models use them.
+    // The CPU kernels' threads (the embedder's unless on WebGPU; the reader's and
+    // answerer's on the CPU backend), as the loaded models use them.
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
     const embedderRuns = hosted.embedder ? 'hosted' : embedder.onWebGpu() ? 'webgpu' : 'cpu';

@@ -69,9 +69,10 @@ struct Known {
 impl Known {
     /// The missing texts of `role`, each once, in the order first asked for.
     fn take_missing(&mut self, role: EmbedRole) -> Vec<String> {
+        let mut seen = alloc::collections::BTreeSet::new();
         let mut texts: Vec<String> = Vec::new();
         for (r, t) in &self.missing {
-            if *r == role && !texts.contains(t) {
+            if *r == role && seen.insert(t.as_str()) {
                 texts.push(t.clone());
             }
         }

@@ -239,7 +239,11 @@ pub async fn prepare_async<S: Store>(
     question: &str,
     params: &AskParams,
 ) -> Result<AnswerPrompt, QaError> {
-    docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await
+    let t = crate::lm::now_seconds();
+    let mut prompt = docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await?;
+    // The question's vector was awaited before the last run: count it.
+    prompt.retrieve_seconds = crate::lm::now_seconds() - t;
+    Ok(prompt)
 }
 
 /// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted

@@ -1,5 +1,5 @@
-//! WebGPU from JavaScript (the `gpu` feature): the kernel checks on the browser's adapter
-//! and the decoder on it. Everything async here is async because a browser reads GPU
+//! WebGPU from JavaScript (the `gpu` feature): the kernel checks on the browser's adapter,
+//! and the decoder and the embedder on it. Everything async here is async because a browser reads GPU
 //! buffers back only through its event loop; the work is the runtime's
 //! (`docmem_runtime::gpu`).
 

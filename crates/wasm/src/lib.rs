@@ -14,8 +14,9 @@
 //! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
 //! sentence embedder on the same kernels, and [`WasmLibrary`], a document library (ingest,
 //! search, cited answers) whose changes the JavaScript side persists; with the `gpu`
-//! feature, `webgpuCheck`, `GpuLm` (a model moved onto WebGPU) and the library's
-//! `addDocumentWithGpuReader` and `askOnGpu`, which return Promises (a page reads GPU
+//! feature, `webgpuCheck`, `GpuLm` (a model moved onto WebGPU), `Embedder.onGpu` (the
+//! embedder on that device) with `embedAsync`, and the library's `addDocumentWithGpuReader`,
+//! `addDocumentAsync` and `askOnGpu`, which return Promises (a page reads GPU
 //! results back only through its event loop; on the CPU the same runtime futures are ready
 //! at once, and the exports stay synchronous). The `DocMem` client (worker, model cache,
 //! IndexedDB) is in `js/`.
@@ -247,14 +248,7 @@ impl WasmEmbedder {
     /// `BUSY` error) or it runs on WebGPU, which a synchronous call cannot wait for (then a
     /// `BAD_ARGUMENT` error naming the calls that can).
     fn get(&self) -> Result<std::cell::RefMut<'_, remote::AnyEmbedder>, JsValue> {
-        let embedder = self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-        if docmem_core::Embedder::needs_await(&*embedder) {
-            return Err(error_with(
-                ErrorCode::BadArgument,
-                "this embedder runs on WebGPU, which a synchronous call cannot wait for: use embedAsync, addDocumentAsync, addDocumentWithGpuReader or askOnGpu",
-            ));
-        }
-        Ok(embedder)
+        synchronous(self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)
     }
 
     /// The embedder for a call that only reads it (its name, width, precision),
@@ -262,6 +256,18 @@ impl WasmEmbedder {
     fn read(&self) -> Result<std::cell::Ref<'_, remote::AnyEmbedder>, JsValue> {
         self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
+}
+
+/// `embedder`, for a call that embeds synchronously: refused with `BAD_ARGUMENT` (naming
+/// the calls that can take it) when it runs on WebGPU, which such a call cannot wait for.
+fn synchronous<E: std::ops::DerefMut<Target = remote::AnyEmbedder>>(embedder: E) -> Result<E, JsValue> {
+    if docmem_core::Embedder::needs_await(&*embedder) {
+        return Err(error_with(
+            ErrorCode::BadArgument,
+            "this embedder runs on WebGPU, which a synchronous embedding step cannot wait for: use embedAsync, addDocumentAsync, addDocumentWithGpuReader or askOnGpu",
+        ));
+    }
+    Ok(embedder)
 }
 
 /// A model's files, `{name: Uint8Array}`, as a map.

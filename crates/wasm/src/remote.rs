@@ -284,7 +284,8 @@ impl WasmLibrary {
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, settings): (String, _, GuideSettings) = args?;
             let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
-            let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+            // Guided asks embed synchronously (clues, routing): not with an embedder on WebGPU.
+            let mut embedder = crate::synchronous(embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)?;
             let answer = ask_guided(
                 &mut library,
                 &mut *embedder,

@@ -331,7 +331,7 @@ impl Kernels {
     /// [`Input::F32`] otherwise.
     pub fn input(&self, ty: GgmlType) -> Input {
         match ty {
-            GgmlType::Q4_1 | GgmlType::Q8_0 => Input::Q8,
+            ty if reads_q8(ty) => Input::Q8,
             GgmlType::Q4K | GgmlType::Q6K if self.f16.is_some() => Input::F16,
             _ => Input::F32,
         }

@@ -114,11 +114,11 @@ fn the_matrix_kernel_without_subgroups_matches_the_cpu_reference_too() {
 fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
     let default = gpu();
     assert!(default.has_f16(), "llvmpipe's shader-f16 is enabled");
-    let k = Kernels::new(&default);
+    let k = default.kernels();
     assert_eq!((k.input(GgmlType::Q4K), k.input(GgmlType::Q6K), k.input(GgmlType::Q8_0)), (Input::F16, Input::F16, Input::Q8));
     let plain = matrix_checks_on(GpuOptions { avoid_f16: true, ..GpuOptions::default() });
     assert!(!plain.has_f16());
-    let k = Kernels::new(&plain);
+    let k = plain.kernels();
     assert_eq!((k.input(GgmlType::Q4K), k.input(GgmlType::Q6K)), (Input::F32, Input::F32));
     // Without the feature, the f16 step is refused, not run.
     let (x, h) = (GpuVector::zeros(&plain, 32), GpuVector::zeros(&plain, f16_len(32)));

@@ -30,10 +30,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         amax = max(amax, abs(x[o + j]));
     }
     // amax = fract · 2^e with fract in [0.5, 1): |x| · 2^-e < 1 (e = 0 for a block of zeros).
+    // ldexp per value, not a factor 2^-e (which overflows for a block of subnormals).
     let e = frexp(amax).exp;
-    let scale = ldexp(1.0, -e);
     for (var j = 0u; j < 16u; j++) {
-        h[o / 2u + j] = pack2x16float(vec2<f32>(x[o + 2u * j] * scale, x[o + 2u * j + 1u] * scale));
+        h[o / 2u + j] = pack2x16float(vec2<f32>(ldexp(x[o + 2u * j], -e), ldexp(x[o + 2u * j + 1u], -e)));
     }
     h[p.n / 2u + b] = pack2x16float(vec2<f32>(f32(e), 0.0));
 }
