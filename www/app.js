@@ -514,7 +514,10 @@ async function openDocMem(remote) {
   $('backend').textContent = `${b.label} — ${b.reason}${b.threadsNote ? `; one thread: ${b.threadsNote}` : ''}`;
   $('backend').dataset.name = b.name;
   const m = dm.models;
-  $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (embedder)` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (embedder)`;
+  // The embedder runs where the backend line says the models do, unless a hosted answerer
+  // keeps it in wasm beside models on WebGPU.
+  const embedderRole = b.name === 'webgpu' && b.embedder === 'cpu' ? 'embedder, in wasm' : 'embedder';
+  $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (${embedderRole})` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (${embedderRole})`;
   $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}, ${Math.round(m.wasmMemoryBytes / 2 ** 20)} MB of wasm memory.`;
   $('model-progress').value = 1;
   $('model-status').classList.add('done');

@@ -342,23 +342,10 @@ impl WasmEmbedder {
     /// Embed `texts` (as queries when `query`, else as passages). Returns
     /// `{vectors: Float32Array (texts × dim, row by row), truncated: number}`.
     pub fn embed(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> Result<js_sys::Object, JsValue> {
-        use docmem_runtime::embed::EmbedRole;
         boundary::ready()?;
         let texts = boundary::strings(&texts, "texts")?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
-        // Loading is over: any failure now is the running model's.
-        let (vectors, truncated) = match &mut *self.get()? {
-            remote::AnyEmbedder::Local(e) => {
-                let out = e.embed(&refs, role).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
-                (out.vectors, out.truncated)
-            }
-            remote::AnyEmbedder::Remote(e) => {
-                let vectors = docmem_core::Embedder::embed(e, &refs, role).map_err(|e| error_with(ErrorCode::RemoteFailed, e))?;
-                (vectors, 0)
-            }
-        };
-        embedded_object(&vectors, truncated)
+        // Ready at once: `get` refuses an embedder on WebGPU, the one kind that waits.
+        docmem_runtime::block_on(embedded(&mut *self.get()?, &texts, query))
     }
 }
 
@@ -376,11 +363,17 @@ fn embedded_object(vectors: &[Vec<f32>], truncated: usize) -> Result<js_sys::Obj
 /// runs on WebGPU.
 #[allow(clippy::await_holding_refcell_ref)] // held on purpose: other calls answer BUSY meanwhile
 async fn embed_holding(embedder: &std::cell::RefCell<remote::AnyEmbedder>, texts: &[String], query: bool) -> Result<JsValue, JsValue> {
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    Ok(embedded(&mut embedder, texts, query).await?.into())
+}
+
+/// `embed`'s and `embedAsync`'s work: `texts` embedded, as `{vectors, truncated}`. Loading
+/// is over, so a failure is the running model's (or the host's).
+async fn embedded(embedder: &mut remote::AnyEmbedder, texts: &[String], query: bool) -> Result<js_sys::Object, JsValue> {
     use docmem_runtime::embed::EmbedRole;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    let (vectors, truncated) = match &mut *embedder {
+    let (vectors, truncated) = match embedder {
         remote::AnyEmbedder::Local(e) => {
             let out = e.embed_async(&refs, role).await.map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
             (out.vectors, out.truncated)
@@ -390,5 +383,5 @@ async fn embed_holding(embedder: &std::cell::RefCell<remote::AnyEmbedder>, texts
             (vectors, 0)
         }
     };
-    Ok(embedded_object(&vectors, truncated)?.into())
+    embedded_object(&vectors, truncated)
 }
