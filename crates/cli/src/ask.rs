@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
-use docmem_core::retrieve::RetrievalMode;
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
@@ -119,7 +118,7 @@ pub fn open_library(path: &Path, embedder: &dyn Embedder) -> Result<Library<DirS
             message: format!("--library: {} holds no library (make one with docmem ingest)", path.display()),
         });
     }
-    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
     Ok(Library::open(DirStore::open(path)?, &settings)?)
 }
 

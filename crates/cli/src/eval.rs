@@ -91,6 +91,11 @@ pub struct RetrievalEvalArgs {
     /// (sentence: tokens; fixed, recursive: characters), e.g. sentence:40:0,fixed:512.
     #[arg(long, default_value = "mom,fixed,sentence,recursive,semantic", value_delimiter = ',')]
     pub methods: Vec<String>,
+    /// MoM: index a memory chunk longer than this many characters as sentence-bounded
+    /// pieces of at most this length, as new libraries do (0: whole chunks). Baseline
+    /// chunkers' passages are not cut.
+    #[arg(long, default_value_t = docmem_core::pieces::DEFAULT_PIECE_CHARS)]
+    pub piece_chars: usize,
     /// Only the embedding lists, no BM25 (dense retrieval, as the reference
     /// figures were measured).
     #[arg(long)]
@@ -217,11 +222,12 @@ pub(crate) fn method_memories(
 
 fn build_index(
     mode: RetrievalMode,
+    piece_chars: usize,
     docs: &[Document],
     memories: &[DocumentMemory],
     embedder: &mut dyn docmem_core::Embedder,
 ) -> Result<MemoryIndex, CliError> {
-    let mut index = MemoryIndex::new(mode, embedder.dim(), SegmentParams::default());
+    let mut index = MemoryIndex::new(mode, embedder.dim(), SegmentParams::default()).with_piece_chars(piece_chars);
     for (doc, memory) in docs.iter().zip(memories) {
         if memory.check(doc).is_ok() {
             index.add_document(doc, memory, embedder)?;
@@ -448,15 +454,17 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
     let mut reader_name = None;
     for method in &methods {
         let m = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
-        let chunks: usize = m.memories.iter().map(|m| m.scenarios.len()).sum();
         let chars: usize =
             m.memories.iter().zip(&set.documents).flat_map(|(m, d)| m.scenarios.iter().map(move |s| s.span.char_len(&d.text))).sum();
         let fallback_docs = m.memories.iter().filter(|m| m.provenance.fallback.is_some()).count();
         let variants = if method.chunker.is_none() { RetrievalMode::ALL.to_vec() } else { vec![RetrievalMode::ChunkOnly] };
         for mode in variants {
             let t = Instant::now();
-            let index = build_index(mode, &set.documents, &m.memories, embedder.as_mut())?;
+            let index = build_index(mode, a.piece_chars, &set.documents, &m.memories, embedder.as_mut())?;
             let index_seconds = t.elapsed().as_secs_f64();
+            // What is searched: chunks, or their pieces (which tile them, so the
+            // characters are the same).
+            let chunks = index.chunks();
             let params = match mode {
                 RetrievalMode::ThreeLayer => &three_layer_params,
                 _ => &params,
@@ -578,7 +586,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
     for method in &methods {
         let m = method_memories(a, method, &set.documents, embedder.as_mut(), &mut reader_name)?;
         let mode = if method.chunker.is_none() { RetrievalMode::ThreeLayer } else { RetrievalMode::ChunkOnly };
-        let index = build_index(mode, &set.documents, &m.memories, embedder.as_mut())?;
+        let index = build_index(mode, a.piece_chars, &set.documents, &m.memories, embedder.as_mut())?;
         let mem_of: HashMap<DocId, &DocumentMemory> = m.memories.iter().map(|m| (m.doc_id, m)).collect();
         let (mut em, mut f, mut nll, mut nll_n, mut refusals) = (0.0, 0.0, 0.0, 0usize, 0usize);
         let started = Instant::now();
@@ -603,24 +611,30 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
                 owned.iter().map(|(t, o, c, x)| Memory { title: t, outline: o.as_deref(), core: c, text: x }).collect();
             let prompt = answer_prompt(&question.question, &shown, false);
             let messages = [ChatMessage::new("user", &prompt)];
-            let g = docmem_runtime::block_on(lm.generate(
-                Prompt::Chat(&messages),
-                &SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() },
-                |_| std::ops::ControlFlow::Continue(()),
-            ))?;
+            // The prompt runs once: the answer and the gold answer's score both continue it.
+            // Only the answer's first non-blank line is scored, so generation stops once
+            // that line has ended.
+            let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
+            let sampling = SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() };
+            let mut so_far = String::new();
+            let g = docmem_runtime::block_on(lm.generate_after(&prefix, "", &sampling, |piece| {
+                so_far.push_str(piece);
+                if so_far.trim_start().contains('\n') {
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                }
+            }))?;
             // The first line, without its citation markers, is the answer scored.
             let answer = without_citations(g.text.trim().lines().next().unwrap_or(""));
             let golds: Vec<&str> = question.answers.iter().map(String::as_str).collect();
             em += exact_match(&answer, &golds);
             f += f1(&answer, &golds);
             refusals += usize::from(says_not_in_documents(&answer));
-            let rendered = lm.render_chat(&messages)?;
             let gold = format!(" {}", golds.first().copied().unwrap_or(""));
-            if let Some(lps) = docmem_runtime::block_on(lm.score(&[(rendered.as_str(), gold.as_str())]))?.first() {
-                if let Some(v) = informational_support(lps) {
-                    nll += v;
-                    nll_n += 1;
-                }
+            if let Some(v) = informational_support(&docmem_runtime::block_on(lm.score_after(&prefix, &gold))?) {
+                nll += v;
+                nll_n += 1;
             }
             eprintln!("docmem eval qa: {} {}/{}: {answer:?} (gold {:?})", method.label, i + 1, set.questions.len(), golds.first());
         }

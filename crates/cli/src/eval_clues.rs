@@ -25,7 +25,7 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::clues::{fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, GlobalMemorySettings};
 use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
-use docmem_core::retrieve::{RetrievalMode, SearchParams};
+use docmem_core::retrieve::SearchParams;
 use docmem_core::route::terms::{coverage, term_set};
 use docmem_core::{Document, DocumentMemory, Embedder};
 use docmem_runtime::guided::global_memory;
@@ -175,7 +175,7 @@ pub(crate) fn memory_library(
     collections: &dyn Fn(usize) -> String,
     embedder: &mut dyn Embedder,
 ) -> Result<Library<MemStore>, CliError> {
-    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
     let mut library = Library::open(MemStore::default(), &settings)?;
     for (i, (d, m)) in docs.iter().zip(memories).enumerate() {
         library.add_to(&collections(i), d, m, embedder)?;

@@ -16,7 +16,6 @@ use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderModel, ReaderPrompt, Stage};
-use docmem_core::retrieve::RetrievalMode;
 use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
@@ -207,7 +206,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         return Err(IngestError::DocumentTooLarge { title, bytes, limit }.into());
     }
     let mut embedder = a.embedder.open()?;
-    let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
     let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;
 
     let reader_path = a.reader.clone().unwrap_or_else(crate::models::default_reader);

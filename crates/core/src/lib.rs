@@ -51,6 +51,7 @@ pub mod library;
 pub mod local_future;
 pub mod memory;
 pub mod parse;
+pub mod pieces;
 pub mod reader;
 pub mod retrieve;
 pub mod route;

@@ -152,6 +152,12 @@ impl DocumentMemory {
         }
     }
 
+    /// Whether a reader wrote it: it has an outline item or a core content. A baseline
+    /// chunker's passages ([`DocumentMemory::from_spans`]) have neither.
+    pub fn has_summaries(&self) -> bool {
+        !self.outline.is_empty() || self.scenarios.iter().any(|s| !s.core.trim().is_empty())
+    }
+
     /// Check that this memory can be used with `doc`: a readable version, the right
     /// document, spans that tile its text, outline references in range.
     pub fn check(&self, doc: &Document) -> Result<(), MemoryError> {

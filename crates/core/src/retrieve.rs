@@ -338,6 +338,10 @@ pub struct MemoryIndex {
     chunks: HashMap<u32, ChunkRef>,
     docs: HashMap<DocId, DocEntry>,
     next_id: u32,
+    /// A memory's chunk longer than this many characters is indexed as pieces
+    /// ([`crate::pieces`]); 0 indexes every chunk whole. Not serialized: it applies to
+    /// the documents added from now on.
+    piece_chars: usize,
 }
 
 /// One entry to index: its layer position, the chunks it stands for, its BM25 text, and
@@ -388,7 +392,23 @@ impl MemoryIndex {
                 item_chunks: HashMap::new(),
             })
             .collect();
-        MemoryIndex { mode, dim, layers, chunks: HashMap::new(), docs: HashMap::new(), next_id: 0 }
+        MemoryIndex { mode, dim, layers, chunks: HashMap::new(), docs: HashMap::new(), next_id: 0, piece_chars: 0 }
+    }
+
+    /// Index each memory chunk longer than `max_chars` characters as sentence-bounded
+    /// pieces of at most that length, which search ranks and returns one by one (their
+    /// scenario's core and outline item stand for each); 0, the default, keeps chunks whole.
+    /// Applies to the reader memories of documents added from now on, not to a baseline
+    /// chunker's passages (a memory without summaries, or [`MemoryIndex::add_chunks`]).
+    /// See [`crate::pieces`] for why.
+    pub fn with_piece_chars(mut self, max_chars: usize) -> Self {
+        self.piece_chars = max_chars;
+        self
+    }
+
+    /// The piece limit in use (see [`MemoryIndex::with_piece_chars`]).
+    pub fn piece_chars(&self) -> usize {
+        self.piece_chars
     }
 
     /// The layout.
@@ -429,7 +449,9 @@ impl MemoryIndex {
             return Ok(false);
         }
         memory.check(doc)?;
-        self.add_unchecked(doc, memory, embedder)
+        // A chunker's passages stay as the chunker cut them.
+        let piece_chars = if memory.has_summaries() { self.piece_chars } else { 0 };
+        self.add_unchecked(doc, memory, piece_chars, embedder)
     }
 
     /// Index a baseline chunker's chunks, which may overlap and need not tile (see
@@ -439,15 +461,21 @@ impl MemoryIndex {
             return Ok(false);
         }
         chunks.check_chunks(doc)?;
-        self.add_unchecked(doc, chunks, embedder)
+        self.add_unchecked(doc, chunks, 0, embedder)
     }
 
-    fn add_unchecked(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+    fn add_unchecked(
+        &mut self,
+        doc: &Document,
+        memory: &DocumentMemory,
+        piece_chars: usize,
+        embedder: &mut dyn Embedder,
+    ) -> Result<bool, RetrieveError> {
         if embedder.dim() != self.dim {
             return Err(EmbedError::WrongDimension { expected: self.dim, got: embedder.dim() }.into());
         }
         let first_id = self.next_id;
-        match self.add_checked(doc, memory, embedder) {
+        match self.add_checked(doc, memory, piece_chars, embedder) {
             Ok(()) => Ok(true),
             Err(e) => {
                 self.next_id = first_id;
@@ -456,18 +484,32 @@ impl MemoryIndex {
         }
     }
 
-    fn add_checked(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<(), RetrieveError> {
-        // Plan every item and embed them all before touching the index.
-        let mut chunk_ids = Vec::with_capacity(memory.scenarios.len());
-        for _ in &memory.scenarios {
-            chunk_ids.push(self.alloc_id()?);
+    fn add_checked(
+        &mut self,
+        doc: &Document,
+        memory: &DocumentMemory,
+        piece_chars: usize,
+        embedder: &mut dyn Embedder,
+    ) -> Result<(), RetrieveError> {
+        // Plan every item and embed them all before touching the index. The chunks
+        // indexed are the scenarios' spans, or their pieces where one is too long.
+        let mut pieces: Vec<(u32, u32, Span)> = Vec::with_capacity(memory.scenarios.len());
+        let mut scenario_chunks: Vec<Vec<u32>> = Vec::with_capacity(memory.scenarios.len());
+        for (i, s) in memory.scenarios.iter().enumerate() {
+            let mut ids = Vec::new();
+            for span in crate::pieces::pieces(&doc.text, s.span, piece_chars) {
+                let id = self.alloc_id()?;
+                ids.push(id);
+                pieces.push((id, i as u32, span));
+            }
+            scenario_chunks.push(ids);
         }
-        let chunk_text = |i: usize| memory.scenarios[i].span.slice(&doc.text).unwrap_or("");
+        let piece_text = |span: Span| span.slice(&doc.text).unwrap_or("");
         let mut pending: Vec<Pending> = Vec::new();
         let mut outline_chunks: Vec<Vec<u32>> = alloc::vec![Vec::new(); memory.outline.len()];
         for (i, s) in memory.scenarios.iter().enumerate() {
             if let Some(o) = s.outline_item {
-                outline_chunks[o as usize].push(chunk_ids[i]);
+                outline_chunks[o as usize].extend(&scenario_chunks[i]);
             }
         }
         for &layer in self.mode.layers() {
@@ -484,12 +526,12 @@ impl MemoryIndex {
             };
             let cores = |push: &mut dyn FnMut(Vec<u32>, String)| {
                 for (i, s) in memory.scenarios.iter().enumerate().filter(|(_, s)| carries_words(&s.core)) {
-                    push(alloc::vec![chunk_ids[i]], s.core.clone());
+                    push(scenario_chunks[i].clone(), s.core.clone());
                 }
             };
             let chunks = |push: &mut dyn FnMut(Vec<u32>, String)| {
-                for (i, id) in chunk_ids.iter().enumerate() {
-                    push(alloc::vec![*id], String::from(chunk_text(i)));
+                for &(id, _, span) in &pieces {
+                    push(alloc::vec![id], String::from(piece_text(span)));
                 }
             };
             match layer {
@@ -502,13 +544,14 @@ impl MemoryIndex {
                     chunks(&mut push);
                 }
                 Layer::Combined => {
-                    for (i, s) in memory.scenarios.iter().enumerate() {
+                    for &(id, i, span) in &pieces {
+                        let s = &memory.scenarios[i as usize];
                         let outline = s.outline_item.and_then(|o| memory.outline.get(o as usize)).map_or("", String::as_str);
                         let summaries = [outline, s.core.as_str()].into_iter().filter(|t| carries_words(t));
                         let parts: Vec<String> =
-                            summaries.chain([chunk_text(i)]).filter(|t| !t.trim().is_empty()).map(String::from).collect();
+                            summaries.chain([piece_text(span)]).filter(|t| !t.trim().is_empty()).map(String::from).collect();
                         if !parts.is_empty() {
-                            pending.push(Pending { layer: pos, chunks: alloc::vec![chunk_ids[i]], text: parts.join("\n"), parts });
+                            pending.push(Pending { layer: pos, chunks: alloc::vec![id], text: parts.join("\n"), parts });
                         }
                     }
                 }
@@ -533,7 +576,7 @@ impl MemoryIndex {
             item_ids.push(self.alloc_id()?);
         }
         // From here on nothing can fail: ids are fresh and vectors were checked.
-        let mut entry = DocEntry { chunks: chunk_ids.clone(), items: Vec::with_capacity(pending.len()) };
+        let mut entry = DocEntry { chunks: pieces.iter().map(|p| p.0).collect(), items: Vec::with_capacity(pending.len()) };
         for ((p, v), id) in pending.into_iter().zip(&vectors).zip(item_ids) {
             let layer = &mut self.layers[p.layer as usize];
             layer.vectors.add(id, v)?;
@@ -541,8 +584,8 @@ impl MemoryIndex {
             layer.item_chunks.insert(id, p.chunks);
             entry.items.push((p.layer, id));
         }
-        for (i, s) in memory.scenarios.iter().enumerate() {
-            self.chunks.insert(chunk_ids[i], ChunkRef { doc_id: doc.id, scenario: i as u32, span: s.span });
+        for (id, scenario, span) in pieces {
+            self.chunks.insert(id, ChunkRef { doc_id: doc.id, scenario, span });
         }
         self.docs.insert(doc.id, entry);
         Ok(())
@@ -988,5 +1031,54 @@ mod tests {
         assert!(matches!(SearchParams::parse_layer_weights("core=NaN"), Err(LayerWeightsError::BadWeight { .. })));
         assert_eq!(SearchParams::parse_layer_weights("core=0"), Err(LayerWeightsError::NoLayer));
         assert_eq!(SearchParams::parse_layer_weights(""), Err(LayerWeightsError::NoLayer));
+    }
+
+    #[test]
+    fn a_long_chunk_is_searched_and_returned_by_pieces_that_keep_their_scenario() {
+        let (doc, memory) = doc_with_memory();
+        let mut e = HashingEmbedder::new(256);
+        let equal = [(Layer::Outline, 1.0), (Layer::Core, 1.0), (Layer::Chunk, 1.0)];
+        let p = SearchParams { k: 8, layer_weights: equal, ..SearchParams::default() };
+        // A 40-character limit cuts the two-sentence scenarios in two, not the one-sentence one.
+        let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 256, SegmentParams::default()).with_piece_chars(40);
+        assert!(idx.add_document(&doc, &memory, &mut e).unwrap());
+        assert_eq!(idx.chunks(), 5);
+        // Chunk words find the one piece that holds them, with its scenario.
+        let r = idx.search_text("ships waited in the bay", &mut e, &p).unwrap();
+        assert_eq!(r[0].scenario, 0);
+        assert_eq!(r[0].span.slice(&doc.text).map(str::trim), Some("Ships waited in the bay for the ice to break."));
+        // A core stands for every piece of its scenario: its pieces tie on the core list.
+        let r = idx.search_text("officials food prices metal ore extracted processed", &mut e, &p).unwrap();
+        let core_ranks = |scenario: u32| -> Vec<u32> {
+            r.iter()
+                .filter(|x| x.scenario == scenario)
+                .filter_map(|x| x.ranks.iter().find(|l| l.layer == Layer::Core && l.kind == ListKind::Vector).map(|l| l.rank))
+                .collect()
+        };
+        let ranks = core_ranks(1);
+        assert_eq!(ranks.len(), 2, "both pieces of scenario 1: {r:?}");
+        assert_eq!(ranks[0], ranks[1]);
+        // Every piece lies inside its scenario, and the pieces tile it.
+        let mut all = idx.search_text("the", &mut e, &SearchParams { k: 10, ..p.clone() }).unwrap();
+        all.sort_by_key(|x| x.span.start);
+        assert_eq!(all.len(), 5);
+        for (i, s) in memory.scenarios.iter().enumerate() {
+            let spans: Vec<Span> = all.iter().filter(|x| x.scenario == i as u32).map(|x| x.span).collect();
+            assert_eq!(spans.first().map(|x| x.start), Some(s.span.start));
+            assert_eq!(spans.last().map(|x| x.end), Some(s.span.end));
+        }
+        // A baseline chunker's passages are never cut, even where they tile the document,
+        // and removal takes every piece.
+        let mut base = MemoryIndex::new(RetrievalMode::ChunkOnly, 256, SegmentParams::default()).with_piece_chars(40);
+        assert!(base.add_chunks(&doc, &memory, &mut e).unwrap());
+        assert_eq!(base.chunks(), 3);
+        let spans: Vec<Span> = memory.scenarios.iter().map(|s| s.span).collect();
+        let passages = DocumentMemory::from_spans(&doc, &spans, "sentence");
+        let mut base = MemoryIndex::new(RetrievalMode::ChunkOnly, 256, SegmentParams::default()).with_piece_chars(40);
+        assert!(base.add_document(&doc, &passages, &mut e).unwrap());
+        assert_eq!(base.chunks(), 3);
+        assert!(idx.remove_document(doc.id));
+        assert_eq!(idx.chunks(), 0);
+        assert!(idx.search_text("ships", &mut e, &p).unwrap().is_empty());
     }
 }

@@ -224,13 +224,12 @@ pub async fn write_memory(
 mod tests {
     use super::*;
     use docmem_core::library::{LibrarySettings, MemStore};
-    use docmem_core::retrieve::RetrievalMode;
     use docmem_core::HashingEmbedder;
 
     #[test]
     fn a_chunker_memory_goes_in_once() {
         let mut embedder = HashingEmbedder::new(64);
-        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let settings = LibrarySettings::new(embedder.name(), embedder.dim());
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let doc = Document::new("bells.txt", "The bell rang at noon. It rang again at dusk, twice.");
         let mut method: MemoryMethod<'_> =
@@ -245,7 +244,7 @@ mod tests {
     #[test]
     fn an_empty_document_is_refused_with_its_code_and_the_library_is_unchanged() {
         let mut embedder = HashingEmbedder::new(64);
-        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let settings = LibrarySettings::new(embedder.name(), embedder.dim());
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let mut method: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let e = crate::block_on(ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true))
@@ -258,7 +257,7 @@ mod tests {
     #[test]
     fn a_document_over_the_size_limit_is_refused_naming_the_limit_and_the_library_is_unchanged() {
         let mut embedder = HashingEmbedder::new(64);
-        let settings = LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let settings = LibrarySettings::new(embedder.name(), embedder.dim());
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let mut method: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let doc = Document::new("long.txt", "The bell rang at noon. ".repeat(10));

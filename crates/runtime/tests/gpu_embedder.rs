@@ -85,7 +85,6 @@ fn the_embedder_and_the_decoder_share_one_device() {
 fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
     use docmem_core::chunk::{ChunkOptions, ChunkerKind};
     use docmem_core::library::{Library, LibrarySettings, MemStore};
-    use docmem_core::retrieve::RetrievalMode;
     use docmem_core::Document;
     use docmem_core::Embedder as CoreEmbedder;
     use docmem_runtime::ingest::{ingest, MemoryMethod};
@@ -104,7 +103,7 @@ fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
     ] {
         let on_gpu = embedder.on_gpu();
         assert_eq!(CoreEmbedder::needs_await(&embedder), on_gpu, "only the GPU encoder is awaited");
-        let settings = LibrarySettings { embedder: CoreEmbedder::name(&embedder), dim: embedder.dim(), mode: RetrievalMode::ThreeLayer };
+        let settings = LibrarySettings::new(CoreEmbedder::name(&embedder), embedder.dim());
         let mut library = Library::open(MemStore::default(), &settings).unwrap();
         let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Semantic, options: ChunkOptions { size: None, overlap: None } };
         let ingested = docmem_runtime::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();

@@ -12,7 +12,6 @@ use docmem_core::chunk::{chunk_with, ChunkerKind};
 use docmem_core::clues::{ClueKind, CluesMode, GlobalMemorySettings};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::local_future::poll_once;
-use docmem_core::retrieve::RetrievalMode;
 use docmem_core::route::{ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::{Document, DocumentMemory, HashingEmbedder};
 use docmem_runtime::guided::{global_memory, learn_after_answer, prepare_guided, refresh_descriptors, GuideSettings};
@@ -25,7 +24,7 @@ const ENGINES: &str = "The steam engine converts heat into work. James Watt adde
                        Its efficiency is limited by the temperature of the steam.";
 
 fn library(e: &mut HashingEmbedder) -> Library<MemStore> {
-    let settings = LibrarySettings { embedder: "hashing-64".into(), dim: 64, mode: RetrievalMode::ThreeLayer };
+    let settings = LibrarySettings::new("hashing-64".into(), 64);
     let mut lib = Library::open(MemStore::default(), &settings).unwrap();
     for (collection, title, text) in [("history", "printing.txt", PRINTING), ("engineering", "engines.txt", ENGINES)] {
         let doc = Document::new(title, text);

@@ -149,3 +149,26 @@ fn greedy_output_is_identical_with_and_without_drafts() {
         assert!(a.tokens.len() <= 20);
     }
 }
+
+#[test]
+fn scoring_after_a_prefill_equals_scoring_the_whole_prompt() {
+    // eval qa generates an answer from a prefilled prompt, then scores the gold answer
+    // after the same prefix; that must be what scoring the rendered prompt gives.
+    let lm = smollm2();
+    let messages = [ChatMessage::new("user", "Who printed the first book in English?")];
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let rendered = lm.render_chat(&messages).unwrap();
+    let gold = " William Caxton";
+    let whole = docmem_runtime::block_on(lm.score(&[(rendered.as_str(), gold)])).unwrap().remove(0);
+    let after = docmem_runtime::block_on(lm.score_after(&prefix, gold)).unwrap();
+    assert!(whole.len() >= 2, "a multi-token answer: {whole:?}");
+    assert_eq!(bits(&after), bits(&whole));
+    // The prefix is left as it was: generating from it still works, and again it scores the same.
+    let g = docmem_runtime::block_on(
+        lm.generate_after(&prefix, "", &SamplingParams { max_tokens: 3, ..Default::default() }, |_| ControlFlow::Continue(())),
+    )
+    .unwrap();
+    assert_eq!(g.prompt_tokens, prefix.tokens().len());
+    assert_eq!(bits(&docmem_runtime::block_on(lm.score_after(&prefix, gold)).unwrap()), bits(&whole));
+    assert!(docmem_runtime::block_on(lm.score_after(&prefix, "")).unwrap().is_empty());
+}

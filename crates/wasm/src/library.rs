@@ -23,7 +23,7 @@ use docmem_core::clues::CluesMode;
 use docmem_core::library::DEFAULT_COLLECTION;
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
-use docmem_core::retrieve::{RetrievalMode, SearchParams};
+use docmem_core::retrieve::SearchParams;
 use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::guided::{ask_guided, GuideSettings};
@@ -58,7 +58,7 @@ fn entries_from(object: &JsValue) -> Result<BTreeMap<String, Vec<u8>>, JsValue> 
 /// A library indexed with `embedder`'s vectors.
 fn settings(embedder: &WasmEmbedder) -> Result<LibrarySettings, JsValue> {
     let e = embedder.read()?;
-    Ok(LibrarySettings { embedder: Embedder::name(&*e), dim: Embedder::dim(&*e), mode: RetrievalMode::ThreeLayer })
+    Ok(LibrarySettings::new(Embedder::name(&*e), Embedder::dim(&*e)))
 }
 
 /// `progress` (a JS function given `{stage, …, fraction}` that returns `false` to cancel)

@@ -46,6 +46,7 @@ use crate::document::{DocId, Document};
 use crate::embed::Embedder;
 use crate::index::SegmentParams;
 use crate::memory::DocumentMemory;
+use crate::pieces::DEFAULT_PIECE_CHARS;
 use crate::retrieve::{MemoryIndex, RetrievalMode, RetrieveError, RetrievedChunk, SearchParams, SearchScratch};
 use crate::span::Span;
 
@@ -98,6 +99,11 @@ pub struct Manifest {
     pub dim: usize,
     /// The index layout.
     pub mode: RetrievalMode,
+    /// A reader memory's chunk longer than this is indexed as pieces
+    /// ([`MemoryIndex::with_piece_chars`]); 0, as in libraries written before pieces
+    /// existed, keeps chunks whole.
+    #[serde(default)]
+    pub piece_chars: usize,
     /// Documents in the order they were added.
     pub documents: Vec<DocumentEntry>,
 }
@@ -111,6 +117,17 @@ pub struct LibrarySettings {
     pub dim: usize,
     /// Index layout for a new library.
     pub mode: RetrievalMode,
+    /// Piece limit for a new library ([`Manifest::piece_chars`]); an existing one keeps
+    /// its own.
+    pub piece_chars: usize,
+}
+
+impl LibrarySettings {
+    /// A new library's defaults for an embedder: three-layer retrieval, long chunks
+    /// searched by pieces of at most [`DEFAULT_PIECE_CHARS`].
+    pub fn new(embedder: String, dim: usize) -> Self {
+        LibrarySettings { embedder, dim, mode: RetrievalMode::ThreeLayer, piece_chars: DEFAULT_PIECE_CHARS }
+    }
 }
 
 /// Why a library operation failed. Nothing already stored is lost by any of them.
@@ -282,9 +299,10 @@ impl<S: Store> Library<S> {
                 embedder: settings.embedder.clone(),
                 dim: settings.dim,
                 mode: settings.mode,
+                piece_chars: settings.piece_chars,
                 documents: Vec::new(),
             };
-            let index = MemoryIndex::new(settings.mode, settings.dim, segments.clone());
+            let index = MemoryIndex::new(settings.mode, settings.dim, segments.clone()).with_piece_chars(settings.piece_chars);
             let mut lib = Library { store, manifest, documents: BTreeMap::new(), index, segments };
             lib.collect_garbage();
             return Ok(lib);
@@ -318,7 +336,8 @@ impl<S: Store> Library<S> {
                 .map_err(|e| LibraryError::Corrupt { key: ik.clone(), message: format!("{e}") })?,
             None if manifest.documents.is_empty() => MemoryIndex::new(manifest.mode, manifest.dim, segments.clone()),
             None => return Err(LibraryError::Corrupt { key: ik, message: "missing".into() }),
-        };
+        }
+        .with_piece_chars(manifest.piece_chars);
         let mut lib = Library { store, manifest, documents, index, segments };
         lib.collect_garbage();
         Ok(lib)
@@ -343,7 +362,7 @@ impl<S: Store> Library<S> {
             return Err(LibraryError::UnsupportedVersion { found: head.format_version });
         }
         let mode = head.mode.unwrap_or(RetrievalMode::ThreeLayer);
-        let settings = LibrarySettings { embedder: head.embedder, dim: head.dim, mode };
+        let settings = LibrarySettings { embedder: head.embedder, dim: head.dim, mode, piece_chars: 0 };
         Self::open(store, &settings).map(Some)
     }
 
@@ -503,7 +522,7 @@ impl<S: Store> Library<S> {
         manifest.documents.retain(|e| e.id != id);
         if let Err(e) = self.commit(manifest, &[]) {
             if let Ok(index) = MemoryIndex::from_bytes(&before, self.segments.clone()) {
-                self.index = index;
+                self.index = index.with_piece_chars(self.manifest.piece_chars);
             }
             return Err(e);
         }
@@ -586,7 +605,7 @@ mod tests {
     use alloc::vec;
 
     fn settings() -> LibrarySettings {
-        LibrarySettings { embedder: "hashing-64".into(), dim: 64, mode: RetrievalMode::ThreeLayer }
+        LibrarySettings::new("hashing-64".into(), 64)
     }
 
     fn doc_and_memory(title: &str, parts: &[(&str, &str)]) -> (Document, DocumentMemory) {
@@ -689,6 +708,37 @@ mod tests {
     }
 
     #[test]
+    fn a_library_keeps_its_piece_limit_and_old_ones_keep_whole_chunks() {
+        let mut e = HashingEmbedder::new(64);
+        let long = "The Nile flows north into the sea. It floods every summer. Farmers wait for it. ";
+        let (d1, m1) = doc_and_memory("nile.txt", &[(long, "Nile")]);
+        let cut = LibrarySettings { piece_chars: 40, ..settings() };
+        let mut lib = Library::open(MemStore::default(), &cut).unwrap();
+        assert!(lib.add(&d1, &m1, &mut e).unwrap());
+        assert_eq!(lib.index().chunks(), 3, "three sentences, each its own piece");
+        let hits = lib.search("when does it flood", &mut e, &SearchParams::default()).unwrap();
+        let top = lib.passage(&hits[0]).unwrap();
+        assert_eq!((top.text, top.core), ("It floods every summer. ", "Nile"), "a piece, with its scenario's core");
+        // Reopened with other settings, the library keeps its own limit for new documents.
+        let mut lib = Library::open(lib.into_store(), &settings()).unwrap();
+        assert_eq!(lib.manifest().piece_chars, 40);
+        let (d2, m2) = doc_and_memory("nile2.txt", &[(&long.replace("Nile", "Congo"), "Congo")]);
+        assert!(lib.add(&d2, &m2, &mut e).unwrap());
+        assert_eq!(lib.index().chunks(), 6);
+        // A manifest from before pieces reads as 0: whole chunks.
+        let mut store = lib.into_store();
+        let manifest = String::from_utf8(store.read(MANIFEST).unwrap().unwrap()).unwrap();
+        let old = manifest.replace(",\"piece_chars\":40", "");
+        assert!(!old.contains("piece_chars"));
+        store.write(MANIFEST, old.as_bytes()).unwrap();
+        let mut lib = Library::open(store, &settings()).unwrap();
+        assert_eq!(lib.manifest().piece_chars, 0);
+        let (d3, m3) = doc_and_memory("nile3.txt", &[(&long.replace("Nile", "Niger"), "Niger")]);
+        assert!(lib.add(&d3, &m3, &mut e).unwrap());
+        assert_eq!(lib.index().chunks(), 7);
+    }
+
+    #[test]
     fn a_crash_at_any_write_leaves_the_library_as_it_was() {
         let mut e = HashingEmbedder::new(64);
         let (d1, m1) = rivers();
@@ -721,7 +771,7 @@ mod tests {
         let reopened = Library::open_existing(store.clone()).unwrap().unwrap();
         assert_eq!(reopened.documents().len(), 1);
         assert!(Library::open_existing(MemStore::default()).unwrap().is_none());
-        let other = LibrarySettings { embedder: "all-MiniLM-L6-v2".into(), dim: 384, mode: RetrievalMode::ThreeLayer };
+        let other = LibrarySettings::new("all-MiniLM-L6-v2".into(), 384);
         let err = Library::open(store.clone(), &other).unwrap_err();
         assert!(err.to_string().contains("hashing-64 (64 dimensions)"), "{err}");
         store.entries.insert(MANIFEST.into(), br#"{"format_version": 9}"#.to_vec());

@@ -707,17 +707,33 @@ impl<B: Backend> Lm<B> {
                     }
                 }
             };
-            self.check_fits(prefix.tokens.len() + cont.len())?;
-            let mut cache = prefix.cache.clone();
-            let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All).await?;
-            let vocab = self.config().vocab;
-            let mut lps = vec![log_prob(&prefix.last_logits, cont[0])];
-            for (i, &id) in cont.iter().enumerate().skip(1) {
-                lps.push(log_prob(&all[(i - 1) * vocab..i * vocab], id));
-            }
-            out.push(lps);
+            out.push(self.score_tokens_after(prefix, &cont).await?);
         }
         Ok(out)
+    }
+
+    /// The log-probability of each token of `continuation` (text, no BOS) after a
+    /// prefilled prefix, which is left as it was: a caller that has just generated from a
+    /// prompt scores a reference answer without running the prompt again.
+    pub async fn score_after(&self, prefix: &Prefix<B::Cache>, continuation: &str) -> Result<Vec<f32>, LmError> {
+        let cont = self.tokenizer.encode(continuation)?;
+        if cont.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.score_tokens_after(prefix, &cont).await
+    }
+
+    /// [`Lm::score_after`] for a non-empty continuation as token ids.
+    async fn score_tokens_after(&self, prefix: &Prefix<B::Cache>, cont: &[u32]) -> Result<Vec<f32>, LmError> {
+        self.check_fits(prefix.tokens.len() + cont.len())?;
+        let mut cache = prefix.cache.clone();
+        let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All).await?;
+        let vocab = self.config().vocab;
+        let mut lps = vec![log_prob(&prefix.last_logits, cont[0])];
+        for (i, &id) in cont.iter().enumerate().skip(1) {
+            lps.push(log_prob(&all[(i - 1) * vocab..i * vocab], id));
+        }
+        Ok(lps)
     }
 
     async fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, LmError> {
