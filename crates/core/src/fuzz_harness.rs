@@ -135,8 +135,7 @@ pub fn sample_library(
     use crate::{Document, DocumentMemory, Embedder, HashingEmbedder, Scenario, Span};
 
     let mut embedder = HashingEmbedder::new(16);
-    let settings =
-        LibrarySettings { embedder: embedder.name(), dim: embedder.dim(), mode, piece_chars: crate::pieces::DEFAULT_PIECE_CHARS };
+    let settings = LibrarySettings { mode, ..LibrarySettings::new(embedder.name(), embedder.dim()) };
     let mut lib = Library::open(MemStore::default(), &settings).expect("an empty library opens");
     let text = "The harbor froze every winter. Ships waited in the bay.\n\n文档记忆由大纲组成。Copper was mined in the hills.";
     let doc = Document::new("harbor.md", text);

@@ -406,11 +406,6 @@ impl MemoryIndex {
         self
     }
 
-    /// The piece limit in use (see [`MemoryIndex::with_piece_chars`]).
-    pub fn piece_chars(&self) -> usize {
-        self.piece_chars
-    }
-
     /// The layout.
     pub fn mode(&self) -> RetrievalMode {
         self.mode

@@ -362,7 +362,8 @@ impl<S: Store> Library<S> {
             return Err(LibraryError::UnsupportedVersion { found: head.format_version });
         }
         let mode = head.mode.unwrap_or(RetrievalMode::ThreeLayer);
-        let settings = LibrarySettings { embedder: head.embedder, dim: head.dim, mode, piece_chars: 0 };
+        // The manifest's own piece limit applies (`open` reads it), not this one.
+        let settings = LibrarySettings { mode, ..LibrarySettings::new(head.embedder, head.dim) };
         Self::open(store, &settings).map(Some)
     }
 
