@@ -40,6 +40,9 @@ export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261124}"
 echo "property tests: PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
 cargo test --workspace --locked $features 2>&1 | tee "$log"
 
+step "the GPU run's script, smoke-tested: tiny synthetic models on llvmpipe (a lent GPU machine runs it at full size)"
+bash scripts/device/gpu-run.sh --smoke --bin "$CARGO_TARGET_DIR/debug/docmem" --out "$DOCMEM_CACHE/gpu-run-smoke"
+
 step "wasm (release: simd128, and with threads): the LM at 1 and 2 threads and the embedder in Node, against llama.cpp and sentence-transformers"
 bash scripts/wasm-test.sh
 

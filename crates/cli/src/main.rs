@@ -14,6 +14,7 @@ mod error;
 mod eval;
 mod eval_clues;
 mod eval_routing;
+mod gpu_check;
 mod ingest;
 mod input;
 mod lm;
@@ -21,6 +22,7 @@ mod models;
 mod remote;
 mod retrieve;
 mod search;
+mod synth;
 
 use clap::{Parser, Subcommand};
 
@@ -68,6 +70,12 @@ enum Command {
     /// Benchmarks (JSON and a table; side by side with a reference in the same run).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Write a synthetic model (a real model's shapes and block formats, seeded random
+    /// values) as a GGUF file, for benchmarks on a machine the real file cannot reach.
+    SynthGguf(synth::SynthArgs),
+    /// Run the kernel checks on this machine's GPU (both K-quant paths), with what the
+    /// adapter is and offers.
+    GpuCheck(gpu_check::GpuCheckArgs),
 }
 
 fn main() {
@@ -87,6 +95,8 @@ fn main() {
         Command::Tokenize(a) => lm::tokenize(&a),
         Command::Models(m) => models::run(&m),
         Command::Bench(b) => bench::run(&b),
+        Command::SynthGguf(a) => synth::run(&a),
+        Command::GpuCheck(a) => gpu_check::run(&a),
     };
     if let Err(e) = result {
         // A closed pipe (`docmem chunk … | head`) is the reader's choice, not an error.

@@ -345,3 +345,34 @@ fn eval_retrieval_scores_budgets_and_splits() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn synth_gguf_writes_a_model_the_commands_load_and_bench_lm_runs_it_in_memory() {
+    let path = std::env::temp_dir().join(format!("docmem-synth-{}.gguf", std::process::id()));
+    let file = path.display().to_string();
+    let out = docmem(&["synth-gguf", "llama-tiny:q4_1", &file, "--seed", "4"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&path).unwrap();
+    // A model file like any other: the LM commands load it (any text tokenizes).
+    let v = json(&docmem(&["logits", "--model", &file, "--prompt", "Hello there", "--top", "3", "--json"]));
+    assert_eq!(v["top"].as_array().unwrap().len(), 3, "{v}");
+    // The same seed, the same bytes.
+    assert!(docmem(&["synth-gguf", "llama-tiny:q4_1", &file, "--seed", "4"]).status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    let _ = std::fs::remove_file(&path);
+    // bench lm builds it in memory; a step reads every tensor (the head is the tied table).
+    let args = ["bench", "lm", "--synthetic", "llama-tiny:q4_1", "--seed", "4", "--prompt-tokens", "8", "--gen-tokens", "2", "--json"];
+    let report = json(&docmem(&[&args[..], &["--llama-bench", "/no/such/llama-bench", "--peak-gbs", "100"]].concat()));
+    assert_eq!(report["model"], "synthetic llama-tiny:q4_1 (seed 4)");
+    let weights = report["weight_bytes_per_token"].as_u64().unwrap();
+    assert!(weights > 0 && weights < bytes.len() as u64, "{weights} of {}", bytes.len());
+    assert!(report["bandwidth_share"].as_f64().unwrap() > 0.0, "{report}");
+    // Unknown names are input errors that list what is known.
+    let out = docmem(&["synth-gguf", "gpt-9:q4_k_m", &file]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gpt-9") && err.contains("qwen2-1.5b"), "{err}");
+    let out = docmem(&["bench", "lm", "--synthetic", "qwen2-1.5b:q2_k", "--prompt-tokens", "4", "--gen-tokens", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("q4_k_m"));
+}

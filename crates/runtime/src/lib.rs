@@ -49,6 +49,7 @@ pub mod remote;
 pub mod safetensors;
 pub mod source;
 pub mod store;
+pub mod synthetic;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod testdata;
 pub mod tokenizer;

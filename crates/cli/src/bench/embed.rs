@@ -21,8 +21,13 @@ use crate::CliError;
 #[derive(Args, Debug)]
 pub struct EmbedBenchArgs {
     /// A sentence-transformers model directory
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    pub model: Option<PathBuf>,
+    /// Instead of a model, a synthetic encoder of a real one's shapes (minilm,
+    /// bge-small): seeded random f32 weights, in llama.cpp's bert GGUF layout, built in
+    /// memory. Our engines only: the peers need the real model.
     #[arg(long)]
-    pub model: PathBuf,
+    pub synthetic: Option<String>,
     /// Texts at batch 32 (batch 1 runs the first 32)
     #[arg(long, default_value_t = 128)]
     pub texts: usize,
@@ -47,6 +52,9 @@ pub struct EmbedBenchArgs {
     /// llvmpipe is used when no GPU is found, and named)
     #[arg(long)]
     pub gpu: bool,
+    /// Time the encoder on the GPU alone (no CPU precisions, no peers)
+    #[arg(long)]
+    pub gpu_only: bool,
     /// JSON output
     #[arg(long)]
     pub json: bool,
@@ -84,12 +92,9 @@ struct Report {
 }
 
 /// Texts of exactly `tokens` WordPiece tokens with MiniLM's vocabulary (common words, one
-/// token each), varied so no two are equal.
+/// token each, in the synthetic encoders' vocabulary too), varied so no two are equal.
 fn texts(n: usize, tokens: usize) -> Vec<String> {
-    const WORDS: [&str; 24] = [
-        "the", "river", "city", "house", "music", "paper", "light", "water", "green", "small", "people", "world", "time", "north",
-        "school", "story", "printing", "press", "book", "church", "king", "war", "trade", "ship",
-    ];
+    const WORDS: [&str; 24] = docmem_runtime::synthetic::BENCH_WORDS;
     (0..n)
         .map(|i| (0..tokens.saturating_sub(2)).map(|k| WORDS[(i * 7 + k * 3 + k / 5) % WORDS.len()]).collect::<Vec<_>>().join(" "))
         .collect()
@@ -112,20 +117,69 @@ fn time_native(e: &mut Embedder, texts: &[&str], tokens: usize, repeats: usize) 
     Ok(Speed { batch1: best(1, texts.len().min(32))?, batch32: best(32, texts.len())? })
 }
 
+/// The model an embed benchmark runs: a directory, or a synthetic encoder's GGUF bytes.
+enum EmbedModel {
+    Dir(PathBuf),
+    Synthetic { name: String, gguf: Vec<u8> },
+}
+
+impl EmbedModel {
+    fn of(a: &EmbedBenchArgs) -> Result<Self, CliError> {
+        match (&a.synthetic, &a.model) {
+            (Some(name), _) => {
+                let shape = docmem_runtime::synthetic::embedder_shape(name)
+                    .map_err(|e| CliError::BadArgument { message: format!("--synthetic: {e}") })?;
+                Ok(EmbedModel::Synthetic {
+                    name: format!("synthetic {} (seed 1)", shape.model),
+                    gguf: docmem_runtime::synthetic::embedder_gguf(shape, 1),
+                })
+            }
+            (None, Some(dir)) => Ok(EmbedModel::Dir(dir.clone())),
+            (None, None) => Err(CliError::BadArgument { message: "give --model DIR or --synthetic NAME".into() }),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            EmbedModel::Dir(d) => d.display().to_string(),
+            EmbedModel::Synthetic { name, .. } => name.clone(),
+        }
+    }
+
+    fn load(&self, options: EmbedderOptions) -> Result<Embedder, CliError> {
+        Ok(match self {
+            EmbedModel::Dir(d) => Embedder::load(d, options)?,
+            EmbedModel::Synthetic { name, gguf } => {
+                Embedder::from_gguf(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), options)?
+            }
+        })
+    }
+
+    #[cfg(feature = "gpu")]
+    fn load_onto_gpu(&self, gpu: docmem_runtime::gpu::Gpu) -> Result<Embedder, CliError> {
+        Ok(match self {
+            EmbedModel::Dir(d) => Embedder::load_onto_gpu(d, gpu)?,
+            EmbedModel::Synthetic { name, gguf } => {
+                Embedder::from_gguf_onto_gpu(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), gpu)?
+            }
+        })
+    }
+}
+
 /// The encoder on the GPU: the adapter's name and the speed.
 #[cfg(feature = "gpu")]
-fn time_gpu(model: &Path, texts: &[&str], tokens: usize, repeats: usize) -> Result<(String, Speed), CliError> {
+fn time_gpu(model: &EmbedModel, texts: &[&str], tokens: usize, repeats: usize) -> Result<(String, Speed), CliError> {
     use docmem_runtime::gpu::{Gpu, GpuOptions};
     let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() })
         .map_err(|e| CliError::BadArgument { message: format!("--gpu: {e}") })?;
     let adapter = gpu.describe();
     eprintln!("docmem: the GPU encoder runs on {adapter}");
-    let mut e = Embedder::load_onto_gpu(model, gpu)?;
+    let mut e = model.load_onto_gpu(gpu)?;
     Ok((adapter, time_native(&mut e, texts, tokens, repeats)?))
 }
 
 #[cfg(not(feature = "gpu"))]
-fn time_gpu(_: &Path, _: &[&str], _: usize, _: usize) -> Result<(String, Speed), CliError> {
+fn time_gpu(_: &EmbedModel, _: &[&str], _: usize, _: usize) -> Result<(String, Speed), CliError> {
     Err(CliError::BadArgument { message: "--gpu: this docmem was built without the gpu feature".into() })
 }
 
@@ -174,16 +228,23 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
     }
     let owned = texts(a.texts, a.tokens);
     let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let model = EmbedModel::of(a)?;
     let mut native = Vec::new();
-    for precision in Precision::ALL {
-        let mut e = Embedder::load(&a.model, EmbedderOptions { precision, threads: a.threads })?;
+    // --gpu-only: the GPU machine's CPU figures are not what it is lent for.
+    for precision in Precision::ALL.into_iter().filter(|_| !a.gpu_only) {
+        let mut e = model.load(EmbedderOptions { precision, threads: a.threads })?;
         native.push(Native { precision: precision.name(), speed: time_native(&mut e, &texts, a.tokens, a.repeats)? });
     }
-    let gpu = if a.gpu { Some(time_gpu(&a.model, &texts, a.tokens, a.repeats)?) } else { None };
+    let gpu = if a.gpu || a.gpu_only { Some(time_gpu(&model, &texts, a.tokens, a.repeats)?) } else { None };
+    let EmbedModel::Dir(dir) = &model else {
+        return print_report(a, model.name(), native, gpu, None, None, None);
+    };
     let texts_file = std::env::temp_dir().join(format!("docmem-bench-embed-{}.json", std::process::id()));
     std::fs::write(&texts_file, serde_json::to_vec(&owned).map_err(std::io::Error::from)?)?;
     let (repeats, threads) = (a.repeats.to_string(), a.threads.to_string());
-    let (model, file) = (a.model.as_os_str(), texts_file.as_os_str());
+    let file = texts_file.as_os_str();
+    let model_name = dir.display().to_string();
+    let model = dir.as_os_str();
 
     let pkg = a.wasm_pkg.clone().unwrap_or_else(|| cache().join("wasm-pkg-node"));
     let wasm = if pkg.join("docmem_wasm.js").is_file() {
@@ -212,10 +273,22 @@ pub fn run(a: &EmbedBenchArgs) -> Result<(), CliError> {
         None
     };
     let _ = std::fs::remove_file(&texts_file);
+    print_report(a, model_name, native, gpu, wasm, st, tjs)
+}
 
+/// Print the figures as JSON (`--json`) or a table.
+fn print_report(
+    a: &EmbedBenchArgs,
+    model: String,
+    native: Vec<Native>,
+    gpu: Option<(String, Speed)>,
+    wasm: Option<Speed>,
+    st: Option<Speed>,
+    tjs: Option<Speed>,
+) -> Result<(), CliError> {
     let default = native.iter().find(|n| n.precision == Precision::DEFAULT.name()).map(|n| n.speed);
     let report = Report {
-        model: a.model.display().to_string(),
+        model,
         texts: a.texts,
         tokens_per_text: a.tokens,
         threads: a.threads,

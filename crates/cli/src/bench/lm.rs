@@ -7,6 +7,12 @@
 //! every kernel is timed: GPU microseconds per token by kernel, in prefill and decoding,
 //! and each kernel's share of a decode step.
 //!
+//! `--synthetic MODEL:QUANT` benchmarks a model of a real one's shapes and block formats built
+//! in memory from seeded values ([`docmem_runtime::synthetic`]), where the file cannot go;
+//! llama-bench then reads the same bytes from a temporary file. The report gives the weights
+//! a decode step reads and, with `--peak-gbs`, the share of the memory's bandwidth decoding
+//! reaches.
+//!
 //! Prefill: one forward pass over `--prompt-tokens` tokens (llama-bench's `pp`). Decode:
 //! `--gen-tokens` single-token steps after that prompt (its `tg` run at depth
 //! `-d <prompt-tokens>`, so both decode over the same context lengths). Peak memory is the
@@ -31,7 +37,10 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_runtime::cpu::transformer::Logits;
+use docmem_runtime::gguf::GgufFile;
 use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
+use docmem_runtime::source::{ByteSource, FileSource, MemorySource};
+use docmem_runtime::synthetic::{self, DecoderSpec};
 use serde::Serialize;
 
 use crate::CliError;
@@ -39,8 +48,21 @@ use crate::CliError;
 #[derive(Args, Debug)]
 pub struct LmBenchArgs {
     /// A GGUF model file.
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    model: Option<PathBuf>,
+    /// Instead of a file, a synthetic model of a real model's shapes and block formats,
+    /// built in memory from seeded random values: MODEL:QUANT, e.g. qwen2-1.5b:q4_k_m
+    /// (`docmem synth-gguf --list` names them). llama-bench, when found, is timed on the
+    /// same bytes written to a temporary file.
     #[arg(long)]
-    model: PathBuf,
+    synthetic: Option<String>,
+    /// Seed of the synthetic weights.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The GPU's peak memory bandwidth in GB/s: the report then gives the share of it that
+    /// decoding reaches (weights read per token × tokens/s ÷ this).
+    #[arg(long)]
+    peak_gbs: Option<f64>,
     /// Backend: cpu, or gpu (WebGPU's native wgpu backend: the model loaded straight
     /// onto the adapter, each kernel timed with timestamp queries where it offers them).
     #[arg(long, default_value = "cpu")]
@@ -76,6 +98,15 @@ pub struct LmBenchArgs {
     /// document (its first ~--prompt-tokens tokens), batched paths with and without drafts.
     #[arg(long)]
     document: Option<PathBuf>,
+    /// With --paths: also time prompt-lookup drafts without a document, on a copy-heavy
+    /// prompt (for models with nothing to copy, such as synthetic ones): a bench prompt,
+    /// with drafts looked up in it followed by the greedy path's own continuation
+    /// (generated first), as if the prompt were a document the path copies from.
+    #[arg(long, conflicts_with = "document")]
+    drafts: bool,
+    /// Paths of the drafts figure (default: --paths); 1 times the greedy path alone.
+    #[arg(long)]
+    draft_paths: Option<usize>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -83,6 +114,7 @@ pub struct LmBenchArgs {
 
 #[derive(Serialize)]
 struct DraftFigures {
+    /// The prompt drafted from: a document's MemReader prompt, or the copy-heavy prompt.
     document: String,
     prompt_tokens: usize,
     paths: usize,
@@ -186,6 +218,7 @@ struct Figures {
 
 #[derive(Serialize)]
 struct Report {
+    /// The model file, or `synthetic MODEL:QUANT (seed N)`.
     model: String,
     /// `cpu` or `gpu`.
     backend: String,
@@ -197,6 +230,16 @@ struct Report {
     gen_tokens: usize,
     docmem: Figures,
     peak_rss_mb: Option<f64>,
+    /// Bytes of weights one decode step reads: every tensor but the embedding table (one
+    /// row of it), which a tied model reads whole as its output head.
+    weight_bytes_per_token: Option<u64>,
+    /// `weight_bytes_per_token × decode tok/s`, in GB/s.
+    decode_weight_gbs: Option<f64>,
+    /// `--peak-gbs`, and `decode_weight_gbs` as a share of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_gbs: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bandwidth_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parity: Option<docmem_runtime::lm::parity::ParityReport>,
     llama_cpp: Option<Figures>,
@@ -225,13 +268,13 @@ fn default_llama_bench() -> Option<PathBuf> {
     std::fs::read_dir(cache.join("llamacpp")).ok()?.flatten().map(|e| e.path().join("bin/llama-bench")).find(|p| p.is_file())
 }
 
-fn run_llama_bench(bin: &PathBuf, a: &LmBenchArgs) -> Option<Figures> {
+fn run_llama_bench(bin: &PathBuf, model: &std::path::Path, a: &LmBenchArgs) -> Option<Figures> {
     // Prefill from an empty cache; decode at the depth our decode runs at (after the
     // prompt), which llama-bench's `-d` prefills before timing.
     let avg_ts = |extra: &[String]| -> Option<f64> {
         let out = Command::new(bin)
             .arg("-m")
-            .arg(&a.model)
+            .arg(model)
             .args(extra)
             .args(["-t", &a.threads.to_string(), "-r", "2", "-o", "json"])
             // Against our GPU backend, llama.cpp's layers on its GPU backend (a build
@@ -280,20 +323,49 @@ fn bench_paths<B: Backend>(lm: &Lm<B>, prefix: &Prefix<B::Cache>, a: &LmBenchArg
     })
 }
 
-/// MoM's paths (as [`bench_paths`]) on the MemReader prompt of a real document, batched,
-/// with and without prompt-lookup drafts.
-fn bench_drafts<B: Backend>(lm: &Lm<B>, doc: &PathBuf, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
-    let text = std::fs::read_to_string(doc).map_err(|e| CliError::Read { path: doc.clone(), source: e })?;
-    // About four characters a token: the document's first ~--prompt-tokens tokens.
-    let mut cut = text.len().min(a.prompt_tokens * 4);
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
+/// The prompt drafts are timed on, prefilled; what it is; and the tokens drafts are looked
+/// up in. With `--document`: its MemReader prompt, drafts from the prompt itself. With
+/// `--drafts` (a model that has nothing to copy, such as a synthetic one): a bench prompt
+/// of `--prompt-tokens`, drafts from that prompt followed by the greedy path's own
+/// continuation, measured beforehand, as if the prompt were a document holding the text
+/// the reader copies out of it. Acceptance is reported beside the speed either way.
+fn drafts_prefix<B: Backend>(lm: &Lm<B>, a: &LmBenchArgs) -> Result<DraftsPrompt<B::Cache>, CliError> {
+    if let Some(doc) = &a.document {
+        let text = std::fs::read_to_string(doc).map_err(|e| CliError::Read { path: doc.clone(), source: e })?;
+        // About four characters a token: the document's first ~--prompt-tokens tokens.
+        let mut cut = text.len().min(a.prompt_tokens * 4);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
+        let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
+        let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
+        let table = prefix.tokens().to_vec();
+        return Ok(DraftsPrompt { what: doc.display().to_string(), prefix, table });
     }
-    let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
-    let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
-    let paths = mom_paths(a.paths, a.gen_tokens);
-    let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
+    let prompt = bench_prompt(lm.backend.config().vocab, a.prompt_tokens);
+    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt.clone()))?;
+    let greedy = SamplingParams { temperature: 0.0, top_p: 1.0, max_tokens: a.gen_tokens, ..SamplingParams::default() };
+    let continued = docmem_runtime::block_on(lm.generate_paths(&prefix, &[greedy]))?;
+    let table = [prompt, continued[0].tokens.clone()].concat();
+    let what = format!("copy-heavy: {} bench tokens, drafts from them and the greedy path's own continuation", a.prompt_tokens);
+    Ok(DraftsPrompt { what, prefix, table })
+}
+
+/// What [`drafts_prefix`] gives: what the prompt is, the prompt prefilled, and the tokens
+/// drafts are looked up in.
+struct DraftsPrompt<C> {
+    what: String,
+    prefix: Prefix<C>,
+    table: Vec<u32>,
+}
+
+/// MoM's paths (as [`bench_paths`]) after the drafts prompt ([`drafts_prefix`]), batched,
+/// with and without prompt-lookup drafts.
+fn bench_drafts<B: Backend>(lm: &Lm<B>, a: &LmBenchArgs) -> Result<DraftFigures, CliError> {
+    let DraftsPrompt { what: document, prefix, table } = drafts_prefix(lm, a)?;
+    let paths = mom_paths(a.draft_paths.unwrap_or(a.paths), a.gen_tokens);
+    let lookup = PromptLookup::new(&table, DraftSettings::default());
     let (mut plain, mut drafted) = (Vec::new(), Vec::new());
     let (mut plain_s, mut drafted_s) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..a.rounds.max(1) {
@@ -309,9 +381,9 @@ fn bench_drafts<B: Backend>(lm: &Lm<B>, doc: &PathBuf, a: &LmBenchArgs) -> Resul
     let (d, acc) = drafted.iter().fold((0, 0), |(d, acc), g| (d + g.drafted, acc + g.accepted));
     let (plain_tok_s, drafted_tok_s) = (tokens as f64 / plain_s, tokens_drafted_run as f64 / drafted_s);
     Ok(DraftFigures {
-        document: doc.display().to_string(),
+        document,
         prompt_tokens: prefix.tokens().len(),
-        paths: a.paths,
+        paths: paths.len(),
         tokens,
         tokens_drafted_run,
         plain_tok_s,
@@ -345,16 +417,95 @@ fn mom_paths(n: usize, max_tokens: usize) -> Vec<SamplingParams> {
         .collect()
 }
 
+/// The model a run benchmarks: a file, or a synthetic model's bytes in memory.
+struct BenchModel {
+    /// What the report calls it.
+    name: String,
+    /// The GGUF bytes (`None`: a Hugging Face checkpoint directory, loaded by path).
+    source: Option<Box<dyn ByteSource>>,
+    /// The file llama-bench reads (a synthetic model's is written when llama-bench is
+    /// found, and removed on drop).
+    file: Option<PathBuf>,
+    temporary: bool,
+    /// Weights one decode step reads ([`weight_bytes_per_token`]; GGUF models).
+    weight_bytes_per_token: Option<u64>,
+}
+
+impl Drop for BenchModel {
+    fn drop(&mut self) {
+        if let (true, Some(f)) = (self.temporary, &self.file) {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Bytes of weights a decode step reads: every tensor, less the embedding table when the
+/// model has its own output head (a step reads one row of the table).
+fn weight_bytes_per_token(g: &GgufFile) -> u64 {
+    let all: u64 = g.tensors.iter().map(|t| t.size).sum();
+    match (g.tensor("token_embd.weight"), g.tensor("output.weight")) {
+        (Some(embd), Some(_)) => all - embd.size + embd.size / embd.dims.get(1).copied().unwrap_or(1).max(1),
+        _ => all,
+    }
+}
+
+fn bench_model(a: &LmBenchArgs, llama_bench: Option<&PathBuf>) -> Result<BenchModel, CliError> {
+    let (name, source, file, temporary): (String, Option<Box<dyn ByteSource>>, Option<PathBuf>, bool) = match (&a.synthetic, &a.model) {
+        (Some(spec), _) => {
+            let spec: DecoderSpec = spec.parse().map_err(|e| CliError::BadArgument { message: format!("--synthetic: {e}") })?;
+            let t = Instant::now();
+            let bytes = synthetic::decoder_gguf(spec.shape, spec.quant, a.seed);
+            eprintln!("[synthetic {spec}: {:.0} MB built in {:.1} s]", bytes.len() as f64 / 1e6, t.elapsed().as_secs_f64());
+            let file = match llama_bench {
+                Some(_) => {
+                    let path = std::env::temp_dir().join(format!(
+                        "docmem-synthetic-{}-{}.gguf",
+                        std::process::id(),
+                        spec.to_string().replace(':', "-")
+                    ));
+                    std::fs::write(&path, &bytes).map_err(CliError::Output)?;
+                    Some(path)
+                }
+                None => None,
+            };
+            (format!("synthetic {spec} (seed {})", a.seed), Some(Box::new(MemorySource::new(bytes))), file, true)
+        }
+        (None, Some(path)) if path.is_dir() => (path.display().to_string(), None, None, false),
+        (None, Some(path)) => {
+            let src = FileSource::open(path).map_err(docmem_runtime::lm::LmError::Source)?;
+            (path.display().to_string(), Some(Box::new(src)), Some(path.clone()), false)
+        }
+        (None, None) => return Err(CliError::BadArgument { message: "give --model FILE or --synthetic MODEL:QUANT".into() }),
+    };
+    let weights = match &source {
+        Some(src) => Some(weight_bytes_per_token(&GgufFile::read(&**src).map_err(docmem_runtime::lm::LmError::from)?)),
+        None => None,
+    };
+    Ok(BenchModel { name, weight_bytes_per_token: weights, source, file, temporary })
+}
+
 pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     if a.prompt_tokens == 0 || a.gen_tokens == 0 {
         return Err(CliError::BadArgument { message: "--prompt-tokens and --gen-tokens must be at least 1".into() });
     }
+    if a.draft_paths == Some(0) {
+        return Err(CliError::BadArgument { message: "--draft-paths must be at least 1".into() });
+    }
+    if a.peak_gbs.is_some_and(|p| !(p.is_finite() && p > 0.0)) {
+        return Err(CliError::BadArgument { message: "--peak-gbs must be a positive number of GB/s".into() });
+    }
+    let llama_bench = a.llama_bench.clone().or_else(default_llama_bench);
+    let model = bench_model(a, llama_bench.as_ref())?;
     // Room for the MemReader instructions around a --document too.
     let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
     let opts = LoadOptions { threads: a.threads, context, ..Default::default() };
     match a.backend.as_str() {
         "cpu" => {
-            let lm = Lm::load(&a.model, &opts)?;
+            let lm = match (&model.source, &a.model) {
+                (Some(src), _) => Lm::load_from(&**src, &opts)?,
+                (None, Some(dir)) => Lm::load(dir, &opts)?,
+                (None, None) => unreachable!("bench_model gives a source or a directory"),
+            };
             let parity = match &a.golden {
                 Some(path) => {
                     let text = std::fs::read_to_string(path).map_err(|e| CliError::Read { path: path.clone(), source: e })?;
@@ -364,7 +515,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                 }
                 None => None,
             };
-            report(a, &lm, parity, None, &|_| None)
+            report(a, &model, llama_bench.as_ref(), &lm, parity, None, &|_| None)
         }
         #[cfg(feature = "gpu")]
         "gpu" => {
@@ -380,8 +531,12 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             let timed = if gpu.can_profile() { "kernels timed in a run of their own" } else { "no timestamp queries" };
             eprintln!("[backend: gpu, {adapter}, {timed}]");
             gpu.set_profiling(false);
-            let src = docmem_runtime::source::FileSource::open(&a.model).map_err(docmem_runtime::lm::LmError::Source)?;
-            let lm = Lm::load_onto_gpu(&src, &opts, gpu)?;
+            let t = Instant::now();
+            let src = model.source.as_deref().ok_or_else(|| CliError::BadArgument {
+                message: "--backend gpu loads GGUF files (or --synthetic), not checkpoint directories".into(),
+            })?;
+            let lm = Lm::load_onto_gpu(src, &opts, gpu)?;
+            eprintln!("[loaded onto the GPU in {:.1} s]", t.elapsed().as_secs_f64());
             // Turns timing on or off; gives the times since the last call, and starts afresh.
             let lap = |on: bool| {
                 let gpu = lm.backend.gpu();
@@ -393,7 +548,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                     by_kernel: t.into_iter().map(|k| (k.kernel, k.dispatches, k.seconds)).collect(),
                 })
             };
-            report(a, &lm, None, Some(adapter), &lap)
+            report(a, &model, llama_bench.as_ref(), &lm, None, Some(adapter), &lap)
         }
         #[cfg(not(feature = "gpu"))]
         "gpu" => Err(CliError::BadArgument { message: "--backend gpu: this docmem was built without the gpu feature".into() }),
@@ -427,6 +582,8 @@ fn prefill_and_decode<B: Backend>(
 /// multi-path figures, on `lm`'s backend; then print.
 fn report<B: Backend>(
     a: &LmBenchArgs,
+    model: &BenchModel,
+    llama_bench: Option<&PathBuf>,
     lm: &Lm<B>,
     parity: Option<docmem_runtime::lm::parity::ParityReport>,
     adapter: Option<String>,
@@ -451,13 +608,18 @@ fn report<B: Backend>(
     let ours =
         Figures { prefill_tok_s: a.prompt_tokens as f64 / prefill, decode_tok_s: a.gen_tokens as f64 / decode, ttft_ms: prefill * 1000.0 };
     let multi_path = if a.paths >= 2 { Some(bench_paths(lm, &prefix, a)?) } else { None };
-    let drafts = match (&a.document, a.paths >= 1) {
-        (Some(doc), true) => Some(bench_drafts(lm, doc, a)?),
+    let drafts = if (a.document.is_some() || a.drafts) && a.paths >= 1 { Some(bench_drafts(lm, a)?) } else { None };
+    let llama = match (llama_bench, &model.file) {
+        (Some(bin), Some(file)) => run_llama_bench(bin, file, a),
         _ => None,
     };
-    let llama = a.llama_bench.clone().or_else(default_llama_bench).and_then(|b| run_llama_bench(&b, a));
+    let decode_weight_gbs = model.weight_bytes_per_token.map(|b| b as f64 * ours.decode_tok_s / 1e9);
     let report = Report {
-        model: a.model.display().to_string(),
+        model: model.name.clone(),
+        weight_bytes_per_token: model.weight_bytes_per_token,
+        decode_weight_gbs,
+        peak_gbs: a.peak_gbs,
+        bandwidth_share: a.peak_gbs.zip(decode_weight_gbs).map(|(p, g)| g / p),
         backend: a.backend.clone(),
         adapter,
         threads: a.threads,
@@ -522,6 +684,16 @@ fn report<B: Backend>(
     }
     if let Some(m) = report.peak_rss_mb {
         println!("peak memory {m:.0} MB");
+    }
+    if let (Some(bytes), Some(gbs)) = (report.weight_bytes_per_token, report.decode_weight_gbs) {
+        println!(
+            "decode reads {:.0} MB of weights a token: {gbs:.1} GB/s{}",
+            bytes as f64 / 1e6,
+            match (report.peak_gbs, report.bandwidth_share) {
+                (Some(p), Some(s)) => format!(", {:.1}% of {p:.0} GB/s", s * 100.0),
+                _ => String::new(),
+            }
+        );
     }
     if let Some(g) = &report.gpu_kernels {
         println!(

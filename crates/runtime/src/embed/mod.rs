@@ -187,6 +187,13 @@ impl Embedder {
         Self::from_gguf_on(src, name, options, None)
     }
 
+    /// [`Embedder::from_gguf`] with the encoder's layers on `gpu` (see
+    /// [`Embedder::load_onto_gpu`]).
+    #[cfg(feature = "gpu")]
+    pub fn from_gguf_onto_gpu(src: &dyn ByteSource, name: String, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+        Self::from_gguf_on(src, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
+    }
+
     fn from_gguf_on(src: &dyn ByteSource, name: String, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, EmbedderError> {
         let file = crate::gguf::GgufFile::read(src).map_err(|e| EmbedderError::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
         let (config, tokenizer) = gguf::read_config(&file)?;

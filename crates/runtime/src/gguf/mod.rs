@@ -14,6 +14,7 @@
 #[doc(hidden)]
 pub mod testing;
 mod types;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::fmt;

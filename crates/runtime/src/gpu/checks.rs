@@ -342,8 +342,14 @@ async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
 /// Attention against a plain f64 reference on the same f16-rounded query, keys and values:
 /// grouped heads, a prefix already cached and several new tokens (each seeing only the
 /// positions up to its own).
+/// Both kernels, and heads of 64 (SmolLM2) and 128 (Qwen2.5) dimensions.
 async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
-    let (head_dim, heads, kv_heads, n_past, tokens) = (64, 6, 2, 37, 3);
+    attention_case(gpu, k, 64, 37).await?;
+    attention_case(gpu, k, 128, 300).await
+}
+
+async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) -> Result<(), GpuError> {
+    let (heads, kv_heads, tokens) = (6, 2, 3);
     let kvw = kv_heads * head_dim;
     let total = n_past + tokens;
     let (keys, values) = (activations(total * kvw, 11), activations(total * kvw, 12));
@@ -353,14 +359,17 @@ async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     // The prefix in one write, the new tokens' rows in another.
     let (kp, vp) = (GpuVector::from_slice(gpu, &keys[..n_past * kvw]), GpuVector::from_slice(gpu, &values[..n_past * kvw]));
     let (kn, vn) = (GpuVector::from_slice(gpu, &keys[n_past * kvw..]), GpuVector::from_slice(gpu, &values[n_past * kvw..]));
-    let (gq, scores, out) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, tokens * heads * total), GpuVector::zeros(gpu, q.len()));
-    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past };
+    let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, tokens * heads * total));
+    // Both kernels, whichever this adapter's models run.
+    let (out, out_wide) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
     k.run(gpu, |enc| {
         k.kv_store(gpu, enc, &kp, &gk, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &vp, &gv, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &kn, &gk, kvw, tokens, n_past)?;
         k.kv_store(gpu, enc, &vn, &gv, kvw, tokens, n_past)?;
-        k.attention(gpu, enc, &gq, (&gk, &gv), &scores, &out, shape)
+        k.attention_as(false, gpu, enc, &gq, (&gk, &gv), &scores, &out, shape)?;
+        k.attention_as(true, gpu, enc, &gq, (&gk, &gv), &scores, &out_wide, shape)
     })?;
     let round = |v: &[f32]| {
         let mut v = v.to_vec();
@@ -408,7 +417,9 @@ async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
             }
         }
     }
-    compare("attention", &out.read(gpu).await?, &want, |i| 2e-5 * want[i].abs() + 2e-6 + flip[i])
+    let tol = |i: usize| 2e-5 * want[i].abs() + 2e-6 + flip[i];
+    compare(&format!("attention (head_dim {head_dim})"), &out.read(gpu).await?, &want, tol)?;
+    compare(&format!("attention_wide (head_dim {head_dim})"), &out_wide.read(gpu).await?, &want, tol)
 }
 
 /// Rows with their largest value anywhere, a tie (the first must win), and a row of one
@@ -548,7 +559,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
             };
             let (row, out) = (GpuVector::from_slice(gpu, &x), GpuVector::zeros(gpu, 1));
             k.run(gpu, |enc| {
-                enc.copy_buffer_to_buffer(&gx.buffer, 0, &row.buffer, 0, (x.len() * 4) as u64);
+                enc.encoder().copy_buffer_to_buffer(&gx.buffer, 0, &row.buffer, 0, (x.len() * 4) as u64);
                 k.penalize(gpu, enc, &row, &gids, penalty)?;
                 k.sample(gpu, enc, &row, &draw, &out)
             })?;

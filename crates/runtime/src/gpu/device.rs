@@ -148,6 +148,47 @@ pub struct GpuOptions {
     pub profile: bool,
 }
 
+/// An adapter's identity, driver, features and limits ([`Gpu::adapter_report`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct AdapterReport {
+    /// Its name (`NVIDIA H100 80GB HBM3`, `llvmpipe (LLVM 15.0.6, 256 bits)`).
+    pub name: String,
+    /// The native API (`Vulkan`, `Metal`, `Dx12`) or `BrowserWebGpu`.
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu`, …
+    pub device_type: String,
+    /// PCI vendor id (0x10de NVIDIA).
+    pub vendor: u32,
+    /// PCI device id.
+    pub device: u32,
+    /// The driver's name.
+    pub driver: String,
+    /// The driver's version.
+    pub driver_info: String,
+    /// Whether the adapter offers `shader-f16`.
+    pub shader_f16: bool,
+    /// Whether it offers subgroup operations.
+    pub subgroups: bool,
+    /// Its smallest and largest subgroup.
+    pub subgroup_sizes: (u32, u32),
+    /// Whether it offers timestamp queries.
+    pub timestamp_query: bool,
+    /// The largest buffer.
+    pub max_buffer_size: u64,
+    /// The largest storage binding.
+    pub max_storage_buffer_binding_size: u64,
+    /// Workgroup memory, bytes.
+    pub max_compute_workgroup_storage_size: u32,
+    /// Threads per workgroup.
+    pub max_compute_invocations_per_workgroup: u32,
+    /// Workgroups per dispatch dimension.
+    pub max_compute_workgroups_per_dimension: u32,
+    /// Whether this device runs the K-quants' f16 path.
+    pub uses_f16_path: bool,
+    /// The subgroup size this device's matrix kernel uses, if any.
+    pub uses_subgroups: Option<u32>,
+}
+
 /// A device and its queue, with the limits granted.
 ///
 /// A clone is the same device (wgpu's handles are shared, and so are the buffer pool, the
@@ -159,6 +200,9 @@ pub struct Gpu {
     pub(crate) queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
+    /// What the adapter offers (the device is created with less: `limits`).
+    offered: wgpu::Limits,
+    adapter_features: wgpu::Features,
     f16: bool,
     /// The adapter's smallest subgroup, where subgroup operations are enabled.
     subgroup_size: Option<u32>,
@@ -272,6 +316,8 @@ impl Gpu {
             queue,
             info,
             limits,
+            offered,
+            adapter_features: adapter.features(),
             f16,
             subgroup_size,
             lost,
@@ -287,6 +333,32 @@ impl Gpu {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new_blocking(options: &GpuOptions) -> Result<Gpu, GpuError> {
         pollster::block_on(Self::new(options))
+    }
+
+    /// What the adapter is and offers, for a benchmark's report: a driver's compiler is
+    /// part of what a figure measures.
+    pub fn adapter_report(&self) -> AdapterReport {
+        let (i, l, f) = (&self.info, &self.offered, self.adapter_features);
+        AdapterReport {
+            name: i.name.clone(),
+            backend: format!("{:?}", i.backend),
+            device_type: format!("{:?}", i.device_type),
+            vendor: i.vendor,
+            device: i.device,
+            driver: i.driver.clone(),
+            driver_info: i.driver_info.clone(),
+            shader_f16: f.contains(wgpu::Features::SHADER_F16),
+            subgroups: f.contains(wgpu::Features::SUBGROUP),
+            subgroup_sizes: (i.subgroup_min_size, i.subgroup_max_size),
+            timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+            max_buffer_size: l.max_buffer_size,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+            max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+            uses_f16_path: self.f16,
+            uses_subgroups: self.subgroup_size,
+        }
     }
 
     /// The adapter's name and driver, e.g. `llvmpipe (LLVM 15.0.6, 256 bits), Vulkan`.

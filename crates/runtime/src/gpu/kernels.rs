@@ -9,6 +9,7 @@
 use super::buffers::{block_layout, GpuMatrix, GpuVector};
 use super::device::{Gpu, GpuError};
 use super::pool::Use;
+use super::recorder::Recorder;
 use crate::gguf::GgmlType;
 use crate::lm::DeviceDraw;
 
@@ -37,7 +38,12 @@ pub struct Kernels {
     sample: Pipeline,
     penalize: Pipeline,
     kv_store: Pipeline,
+    /// Attention as software adapters run it fastest (a workgroup of 64 per head)…
     attention: Pipeline,
+    /// …and as GPUs do (256, the work split by position too).
+    attention_wide: Pipeline,
+    /// Whether [`Kernels::attention`] runs `attention_wide` (GPUs, not software adapters).
+    wide_attention: bool,
     quantize_q8: Pipeline,
     layer_norm: Pipeline,
     bias_gelu: Pipeline,
@@ -120,10 +126,17 @@ pub struct AttentionShape {
     pub tokens: usize,
     /// Positions already in the cache before them.
     pub n_past: usize,
+    /// The query and output rows' first row in their buffers (sequences of a batch sit one
+    /// after another there, each attending to its own cache).
+    pub first_row: usize,
 }
 
 /// Workgroup reductions, prepended to the kernels that sum or take maxima.
 const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
+/// Rounding and packing to f16 with integer operations (`f16.wgsl` says why).
+const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
+/// The attention kernels' parameters and buffers.
+const ATTENTION_IO: &str = include_str!("wgsl/attention_io.wgsl");
 /// The matrix × vector kernel, after a block format's `block_dot`, before its entry point.
 const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
 /// The matrix kernel's entry point summing by a tree in workgroup memory.
@@ -221,7 +234,7 @@ impl Kernels {
             matvec_q4_k: matvec(gpu, "matvec_q4_k", &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], false),
             matvec_q6_k: matvec(gpu, "matvec_q6_k", &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], false),
             f16: gpu.has_f16().then(|| F16Kernels {
-                activations: pipeline(gpu, "activations_f16", &[include_str!("wgsl/activations_f16.wgsl")]),
+                activations: pipeline(gpu, "activations_f16", &[F16_WGSL, include_str!("wgsl/activations_f16.wgsl")]),
                 matvec_q4_k: matvec(gpu, "matvec_q4_k_f16", &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], true),
                 matvec_q6_k: matvec(gpu, "matvec_q6_k_f16", &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], true),
             }),
@@ -233,9 +246,14 @@ impl Kernels {
             argmax: pipeline(gpu, "argmax", &[include_str!("wgsl/argmax.wgsl")]),
             sample: pipeline(gpu, "sample", &[include_str!("wgsl/sample.wgsl")]),
             penalize: pipeline(gpu, "penalize", &[include_str!("wgsl/penalize.wgsl")]),
-            kv_store: pipeline(gpu, "kv_store", &[include_str!("wgsl/kv_store.wgsl")]),
-            attention: pipeline(gpu, "attention", &[REDUCE, include_str!("wgsl/attention.wgsl")]),
-            quantize_q8: pipeline(gpu, "quantize_q8", &[include_str!("wgsl/quantize_q8.wgsl")]),
+            kv_store: pipeline(gpu, "kv_store", &[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]),
+            attention: pipeline(gpu, "attention", &[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]),
+            attention_wide: pipeline(gpu, "attention_wide", &[F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]),
+            // A GPU, as far as an adapter says: not a CPU adapter (llvmpipe), and with
+            // subgroups, which SwiftShader in a browser (whose adapter has no name or type
+            // there) lacks and real GPUs offer.
+            wide_attention: !gpu.is_software() && gpu.subgroup_size().is_some(),
+            quantize_q8: pipeline(gpu, "quantize_q8", &[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]),
             layer_norm: pipeline(gpu, "layer_norm", &[REDUCE, include_str!("wgsl/layer_norm.wgsl")]),
             bias_gelu: pipeline(gpu, "bias_gelu", &[include_str!("wgsl/bias_gelu.wgsl"), ELEMENTWISE]),
             encoder_attention: pipeline(gpu, "encoder_attention", &[REDUCE, include_str!("wgsl/encoder_attention.wgsl")]),
@@ -247,7 +265,7 @@ impl Kernels {
     fn dispatch(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         pipeline: &Pipeline,
         buffers: &[&wgpu::Buffer],
         words: &[u32],
@@ -258,7 +276,7 @@ impl Kernels {
         bound.push(&uniform);
         let bind = gpu.bind_groups.get(&gpu.device, &pipeline.inner, &bound);
         let timestamp_writes = gpu.profiler.as_ref().and_then(|p| p.pass(pipeline.name));
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+        let pass = enc.pass(timestamp_writes);
         pass.set_pipeline(&pipeline.inner);
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(groups.0, groups.1, groups.2);
@@ -267,7 +285,7 @@ impl Kernels {
 
     /// Quantize the activations `x` (a multiple of 32 values) into `q` ([`q8_len`] floats)
     /// for the kernels that [`reads_q8`].
-    pub fn quantize_q8(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, q: &GpuVector) -> Result<(), GpuError> {
+    pub fn quantize_q8(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, q: &GpuVector) -> Result<(), GpuError> {
         shape("quantized activations", q.len, q8_len(x.len))?;
         if !x.len.is_multiple_of(32) {
             return Err(GpuError::Shape { what: "activations to quantize", expected: x.len.next_multiple_of(32), got: x.len });
@@ -280,7 +298,7 @@ impl Kernels {
 
     /// Scale and pack the activations `x` (a multiple of 32 values) into `h` ([`f16_len`]
     /// words) for the kernels that read [`Input::F16`]; an error unless the f16 path is on.
-    pub fn activations_f16(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, h: &GpuVector) -> Result<(), GpuError> {
+    pub fn activations_f16(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, h: &GpuVector) -> Result<(), GpuError> {
         let Some(f16) = &self.f16 else {
             return Err(GpuError::MissingFeature { feature: "shader-f16" });
         };
@@ -296,7 +314,7 @@ impl Kernels {
 
     /// Fill the copies of `x` that matrices of the types `readers` read (none for f32
     /// readers: a K-quant model on the f32 path quantizes nothing).
-    pub fn prepare(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: Operand, readers: &[GgmlType]) -> Result<(), GpuError> {
+    pub fn prepare(&self, gpu: &Gpu, enc: &mut Recorder, x: Operand, readers: &[GgmlType]) -> Result<(), GpuError> {
         let needs = |input| readers.iter().any(|&ty| self.input(ty) == input);
         if needs(Input::Q8) {
             self.quantize_q8(gpu, enc, x.f32, x.q8)?;
@@ -309,15 +327,7 @@ impl Kernels {
 
     /// [`Kernels::matvec`] with `x` in the form `w`'s kernel reads (after
     /// [`Kernels::prepare`]).
-    pub fn product(
-        &self,
-        gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
-        w: &GpuMatrix,
-        x: Operand,
-        tokens: usize,
-        y: &GpuVector,
-    ) -> Result<(), GpuError> {
+    pub fn product(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: Operand, tokens: usize, y: &GpuVector) -> Result<(), GpuError> {
         let input = match self.input(w.ty) {
             Input::F32 => x.f32,
             Input::Q8 => x.q8,
@@ -344,7 +354,7 @@ impl Kernels {
     pub fn matvec(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         w: &GpuMatrix,
         x: &GpuVector,
         tokens: usize,
@@ -402,7 +412,7 @@ impl Kernels {
     pub fn rms_norm(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         x: &GpuVector,
         weight: &GpuVector,
         eps: f32,
@@ -427,7 +437,7 @@ impl Kernels {
     pub fn rope(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         x: &GpuVector,
         angles: &GpuVector,
         (tokens, heads, head_dim, pairs): (usize, usize, usize, usize),
@@ -458,21 +468,21 @@ impl Kernels {
     }
 
     /// `gate = silu(gate) · up`, element by element.
-    pub fn swiglu(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
+    pub fn swiglu(&self, gpu: &Gpu, enc: &mut Recorder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
         shape("swiglu", up.len, gate.len)?;
         self.elementwise(gpu, enc, &self.swiglu, gate, up, "swiglu")
     }
 
     /// `a += b`, element by element; `b` may be shorter and repeat (a bias added to each of
     /// `a`'s rows), its length dividing `a`'s.
-    pub fn add(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
+    pub fn add(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
         self.elementwise(gpu, enc, &self.add, a, b, "add")
     }
 
     fn elementwise(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         pipeline: &Pipeline,
         a: &GpuVector,
         b: &GpuVector,
@@ -489,7 +499,7 @@ impl Kernels {
     }
 
     /// Each row of `n` values of `x`, in place: `softmax(scale · row)`.
-    pub fn softmax(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, n: usize, scale: f32) -> Result<(), GpuError> {
+    pub fn softmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, n: usize, scale: f32) -> Result<(), GpuError> {
         let n = n.max(1);
         shape("softmax input", x.len, x.len / n * n)?;
         let rows = u32_of(x.len / n, "softmax rows")?;
@@ -503,7 +513,7 @@ impl Kernels {
     /// For each row of `width` values of `x`, the index of its largest value (the first of
     /// equal ones), into `out` (one slot per row, holding the index's bits: read it back
     /// with `f32::to_bits`).
-    pub fn argmax(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, x: &GpuVector, width: usize, out: &GpuVector) -> Result<(), GpuError> {
+    pub fn argmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, width: usize, out: &GpuVector) -> Result<(), GpuError> {
         let width = width.max(1);
         let rows = x.len / width;
         shape("argmax input", x.len, rows * width)?;
@@ -521,14 +531,7 @@ impl Kernels {
     /// penalty is [`Kernels::penalize`]'s), into `out` (one slot: the token id's bits, or
     /// [`SAMPLE_FALLBACK`]'s when the draw needs the whole row on the CPU). The temperature
     /// must be positive and finite.
-    pub fn sample(
-        &self,
-        gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
-        x: &GpuVector,
-        draw: &DeviceDraw,
-        out: &GpuVector,
-    ) -> Result<(), GpuError> {
+    pub fn sample(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, draw: &DeviceDraw, out: &GpuVector) -> Result<(), GpuError> {
         shape("sample output", out.len, 1)?;
         if x.len == 0 {
             return Err(GpuError::Shape { what: "sampled row", expected: 1, got: 0 });
@@ -554,14 +557,7 @@ impl Kernels {
     /// The repetition penalty on one row of logits `x`, in place: each token of `ids`
     /// (their bits in f32 slots, each once) divided (positive logits) or multiplied by
     /// `penalty`.
-    pub fn penalize(
-        &self,
-        gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
-        x: &GpuVector,
-        ids: &GpuVector,
-        penalty: f32,
-    ) -> Result<(), GpuError> {
+    pub fn penalize(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, ids: &GpuVector, penalty: f32) -> Result<(), GpuError> {
         if ids.len == 0 {
             return Ok(());
         }
@@ -583,7 +579,7 @@ impl Kernels {
     pub fn kv_store(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         src: &GpuVector,
         cache: &GpuVector,
         width: usize,
@@ -591,6 +587,25 @@ impl Kernels {
         n_past: usize,
     ) -> Result<(), GpuError> {
         shape("cache rows", src.len, width * tokens)?;
+        self.kv_store_rows(gpu, enc, (src, 0), cache, width, tokens, n_past)
+    }
+
+    /// [`Kernels::kv_store`] of `tokens` rows of `src` from row `first` on (a batch's rows
+    /// hold several sequences, each with its own cache).
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_store_rows(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        (src, first): (&GpuVector, usize),
+        cache: &GpuVector,
+        width: usize,
+        tokens: usize,
+        n_past: usize,
+    ) -> Result<(), GpuError> {
+        if src.len < width * (first + tokens) {
+            return Err(GpuError::Shape { what: "cache rows", expected: width * (first + tokens), got: src.len });
+        }
         if !width.is_multiple_of(2) {
             return Err(GpuError::Shape { what: "cache row width (even: f16 pairs)", expected: width + 1, got: width });
         }
@@ -601,7 +616,8 @@ impl Kernels {
         let n = u32_of(width * tokens / 2, "cache rows")?;
         let groups = n.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
-        let words = [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, 0];
+        let words =
+            [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, u32_of(first, "first row")?];
         self.dispatch(gpu, enc, &self.kv_store, &[&src.buffer, &cache.buffer], &words, (gx, gy, 1));
         Ok(())
     }
@@ -610,19 +626,39 @@ impl Kernels {
     /// `k` and `v` (rows `0..n_past + tokens` filled), into `out` (the shape of `q`);
     /// `scores` is scratch of at least `tokens × heads × (n_past + tokens)` floats.
     #[allow(clippy::too_many_arguments)] // the operands of one attention call
+    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
+        q: &GpuVector,
+        kv: (&GpuVector, &GpuVector),
+        scores: &GpuVector,
+        out: &GpuVector,
+        a: AttentionShape,
+    ) -> Result<(), GpuError> {
+        self.attention_as(self.wide_attention, gpu, enc, q, kv, scores, out, a)
+    }
+
+    /// [`Kernels::attention`] with the kernel named: `wide` (GPUs) or not (software
+    /// adapters); the checks run both on every adapter.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attention_as(
+        &self,
+        wide: bool,
+        gpu: &Gpu,
+        enc: &mut Recorder,
         q: &GpuVector,
         (k, v): (&GpuVector, &GpuVector),
         scores: &GpuVector,
         out: &GpuVector,
         a: AttentionShape,
     ) -> Result<(), GpuError> {
-        let rows = a.tokens * a.heads * a.head_dim;
-        shape("attention queries", q.len, rows)?;
-        shape("attention output", out.len, rows)?;
+        let rows = (a.first_row + a.tokens) * a.heads * a.head_dim;
+        if q.len < rows {
+            return Err(GpuError::Shape { what: "attention queries", expected: rows, got: q.len });
+        }
+        shape("attention output", out.len, q.len)?;
         if a.kv_heads == 0 || !a.heads.is_multiple_of(a.kv_heads) {
             return Err(GpuError::Shape { what: "attention kv heads", expected: a.heads, got: a.kv_heads });
         }
@@ -632,6 +668,10 @@ impl Kernels {
                 expected: a.head_dim + 1,
                 got: a.head_dim,
             });
+        }
+        // A head's f16 pairs each take a thread of the 256 (attention.wgsl).
+        if a.head_dim > 512 {
+            return Err(GpuError::Shape { what: "attention head_dim (at most 512)", expected: 512, got: a.head_dim });
         }
         let filled = (a.n_past + a.tokens) * a.kv_heads * a.head_dim / 2;
         for (what, cache) in [("key cache (words of two f16)", k), ("value cache (words of two f16)", v)] {
@@ -656,12 +696,12 @@ impl Kernels {
             u32_of(a.n_past, "cache position")?,
             u32_of(ctx, "context")?,
             scale.to_bits(),
-            0,
+            u32_of(a.first_row, "attention first row")?,
         ];
         self.dispatch(
             gpu,
             enc,
-            &self.attention,
+            if wide { &self.attention_wide } else { &self.attention },
             &[&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer],
             &words,
             (heads, tokens, 1),
@@ -674,7 +714,7 @@ impl Kernels {
     pub fn layer_norm(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         x: &GpuVector,
         (gamma, beta): (&GpuVector, &GpuVector),
         eps: f32,
@@ -693,7 +733,7 @@ impl Kernels {
 
     /// `a = gelu(a + bias)`, the bias repeating over `a`'s rows (the encoder's feed-forward
     /// layer; GELU in its erf form).
-    pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder, a: &GpuVector, bias: &GpuVector) -> Result<(), GpuError> {
+    pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, bias: &GpuVector) -> Result<(), GpuError> {
         self.elementwise(gpu, enc, &self.bias_gelu, a, bias, "bias_gelu")
     }
 
@@ -703,7 +743,7 @@ impl Kernels {
     pub fn encoder_attention(
         &self,
         gpu: &Gpu,
-        enc: &mut wgpu::CommandEncoder,
+        enc: &mut Recorder,
         qkv: &GpuVector,
         ctx: &GpuVector,
         (first, tokens): (usize, usize),
@@ -740,14 +780,14 @@ impl Kernels {
     }
 
     /// Submit what `record` records, as one command buffer, and check the device.
-    pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<(), GpuError>) -> Result<(), GpuError> {
+    pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut Recorder) -> Result<(), GpuError>) -> Result<(), GpuError> {
         // One recording at a time per device (a poisoned lock guards nothing: taken anyway).
         let _submission = gpu.submission.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _timing = gpu.profiler.as_ref().and_then(|p| p.recording());
-        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("docmem") });
+        let mut enc = Recorder::new(gpu, "docmem");
         let recorded = record(&mut enc);
         if let (Ok(()), Some(p)) = (&recorded, &gpu.profiler) {
-            p.resolve(&mut enc);
+            p.resolve(enc.encoder());
         }
         if recorded.is_ok() {
             gpu.queue.submit([enc.finish()]);

@@ -24,8 +24,15 @@
 //! the K/V cache holds packed f16 pairs. The embedder's encoder runs here too
 //! ([`GpuEncoder`]: LayerNorm, bias + GELU and bidirectional attention over packed
 //! sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`, `encoder_attention.wgsl`), on the same
-//! device as the decoder (a [`Gpu`] clone is that device). Still to come: prefill tiled
-//! over rows; the CPU backend stays the reference.
+//! device as the decoder (a [`Gpu`] clone is that device). A forward pass is recorded into
+//! one compute pass ([`Recorder`]); several sequences can share a pass
+//! ([`GpuTransformer::forward_batch_async`]: batched paths, drafts); f16 rounding is done
+//! with integer operations (`wgsl/f16.wgsl`), since a driver may fold or round
+//! `pack2x16float` its own way. Attention has two kernels: `attention_wide.wgsl` for GPUs,
+//! `attention.wgsl` for software adapters, where the wide one is far slower. Measured on an
+//! H100 by `scripts/device/gpu-run.sh` (`docs/gpu-device-run.md`). Still to come: fewer,
+//! fused dispatches per token, and prefill tiled over rows; the CPU backend stays the
+//! reference.
 //!
 //! Two paths for the K-quants (Q4_K, Q6_K, the 1.5B models' formats): the f32 path needs
 //! no `shader-f16`, which SwiftShader and many Linux and Windows adapters lack; where the
@@ -45,12 +52,14 @@ mod kernels;
 mod model;
 mod pool;
 mod profile;
+mod recorder;
 #[cfg(test)]
 mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
-pub use device::{Gpu, GpuError, GpuOptions};
+pub use device::{AdapterReport, Gpu, GpuError, GpuOptions};
 pub use encoder::GpuEncoder;
 pub use kernels::{f16_len, q8_len, reads_q8, AttentionShape, Input, Kernels, Operand, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
 pub use model::{GpuKvCache, GpuTransformer};
 pub use profile::KernelTime;
+pub use recorder::Recorder;

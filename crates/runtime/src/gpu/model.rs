@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::buffers::GpuVector;
 use super::device::{Gpu, GpuError};
 use super::kernels::{f16_len, q8_len, AttentionShape, Kernels, Operand, SAMPLE_FALLBACK};
+use super::recorder::Recorder;
 use super::GpuMatrix;
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
@@ -247,6 +248,16 @@ impl GpuTransformer {
         }
     }
 
+    /// Append each sequence's tokens to its cache in one pass (the weights read once for
+    /// all their rows) and read back every row's logits, sequence after sequence.
+    /// [`Backend::forward_batch`] is this: batched paths and drafts verify through it.
+    pub async fn forward_batch_async(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, GpuError> {
+        match self.submit_batch(seqs, Logits::All, Pick::None)? {
+            Some(out) => self.read_and_recycle(out.logits).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Append `tokens` to `cache` and pick the most likely next token on the GPU (the
     /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
     pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, GpuError> {
@@ -319,33 +330,72 @@ impl GpuTransformer {
     /// will be in, and with a pick the buffer its one slot will be in (`None` for no
     /// tokens). The caller reads what it needs and recycles both.
     fn submit(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits, pick: Pick<'_>) -> Result<Option<Outputs>, GpuError> {
+        self.submit_batch(&mut [(cache, tokens)], which, pick)
+    }
+
+    /// [`GpuTransformer::submit`] for several sequences at once, each appended to its own
+    /// cache: their rows go through every matrix together (the weights are read once for
+    /// all), and only the cache writes and attention run per sequence. With more than one
+    /// sequence the logits are every row's ([`Logits::All`]) and nothing is picked.
+    fn submit_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])], which: Logits, pick: Pick<'_>) -> Result<Option<Outputs>, GpuError> {
         let cfg = &self.cfg;
-        let (t_n, e, kvw, hd) = (tokens.len(), cfg.n_embd, cfg.kv_width(), cfg.head_dim);
+        let (e, kvw, hd) = (cfg.n_embd, cfg.kv_width(), cfg.head_dim);
+        let seqs: Vec<(&mut GpuKvCache, &[u32])> = seqs.iter_mut().filter(|(_, t)| !t.is_empty()).map(|(c, t)| (&mut **c, *t)).collect();
+        let t_n: usize = seqs.iter().map(|(_, t)| t.len()).sum();
         if t_n == 0 {
             return Ok(None);
         }
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= cfg.vocab) {
+        if seqs.len() > 1 && (which != Logits::All || !matches!(pick, Pick::None)) {
+            return Err(GpuError::Shape {
+                what: "sequences in a batch that picks or keeps only the last logits",
+                expected: 1,
+                got: seqs.len(),
+            });
+        }
+        if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= cfg.vocab) {
             return Err(GpuError::Shape { what: "token id (the vocabulary's size)", expected: cfg.vocab, got: bad as usize });
         }
-        self.reserve(cache, t_n);
+        let mut seqs = seqs;
+        for (cache, tokens) in seqs.iter_mut() {
+            self.reserve(cache, tokens.len());
+        }
         let gpu = &self.gpu;
         let k = &self.kernels;
-        let n_past = cache.len;
         // Token embeddings, looked up on the CPU.
         let mut x = Vec::with_capacity(t_n * e);
         let mut row = Vec::with_capacity(e);
-        for &t in tokens {
+        for &t in seqs.iter().flat_map(|(_, t)| t.iter()) {
             self.token_embd.row_f32(t as usize, &mut row);
             x.extend_from_slice(&row);
         }
-        // RoPE's angles for the new positions, computed as the CPU backend computes them.
+        // RoPE's angles for each row's position in its sequence, computed as the CPU
+        // backend computes them.
         let pairs = cfg.rope_dims / 2;
         let mut angles = Vec::with_capacity(t_n * pairs * 2);
         let mut cs = vec![(0f32, 0f32); pairs];
-        for p in n_past..n_past + t_n {
-            rope_angles(p, self.theta_scale, &mut cs);
-            angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+        for (cache, tokens) in &seqs {
+            for p in cache.len..cache.len + tokens.len() {
+                rope_angles(p, self.theta_scale, &mut cs);
+                angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+            }
         }
+        // Each sequence's rows, cache position and attention shape.
+        let mut first = 0;
+        let parts: Vec<(usize, AttentionShape)> = seqs
+            .iter()
+            .map(|(cache, tokens)| {
+                let shape = AttentionShape {
+                    head_dim: hd,
+                    heads: cfg.n_head,
+                    kv_heads: cfg.n_head_kv,
+                    tokens: tokens.len(),
+                    n_past: cache.len,
+                    first_row: first,
+                };
+                first += tokens.len();
+                (cache.len, shape)
+            })
+            .collect();
         // Scratch from the pool (back to it below, once the pass is submitted).
         let zeros = |n: usize| k.scratch(gpu, n);
         let x = k.scratch_from(gpu, &x);
@@ -362,7 +412,8 @@ impl GpuTransformer {
         // Room for the copies of the matrices' inputs that their kernels read (8-bit, f16).
         let copies = |n: usize| (zeros(q8_len(n)), zeros(f16_len(n)));
         let ((hq, h16), (attn_q, attn16), (gate_q, gate16)) = (copies(t_n * e), copies(t_n * cfg.n_head * hd), copies(t_n * cfg.n_ff));
-        let scores = zeros(t_n * cfg.n_head * (n_past + t_n));
+        // Attention's scratch, reused by each sequence in turn.
+        let scores = zeros(parts.iter().map(|(n_past, a)| a.tokens * cfg.n_head * (n_past + a.tokens)).max().unwrap_or(0));
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let (normed_q, normed16) = copies(logit_rows * e);
@@ -380,13 +431,12 @@ impl GpuTransformer {
             }
             _ => None,
         };
-        let shape = AttentionShape { head_dim: hd, heads: cfg.n_head, kv_heads: cfg.n_head_kv, tokens: t_n, n_past };
         let neox = cfg.arch.rope_neox();
         k.run(gpu, |enc| {
             let h_in = Operand { f32: &h, q8: &hq, f16: &h16 };
             let attn_in = Operand { f32: &attn, q8: &attn_q, f16: &attn16 };
             let gate_in = Operand { f32: &gate, q8: &gate_q, f16: &gate16 };
-            let product = |enc: &mut wgpu::CommandEncoder, w: &GpuMatrix, x: Operand, y: &GpuVector| k.product(gpu, enc, w, x, t_n, y);
+            let product = |enc: &mut Recorder, w: &GpuMatrix, x: Operand, y: &GpuVector| k.product(gpu, enc, w, x, t_n, y);
             for (l, w) in self.layers.iter().enumerate() {
                 k.rms_norm(gpu, enc, &x, &w.attn_norm, cfg.rms_eps, &h)?;
                 k.prepare(gpu, enc, h_in, &[w.wq.ty, w.wk.ty, w.wv.ty])?;
@@ -400,9 +450,11 @@ impl GpuTransformer {
                 }
                 k.rope(gpu, enc, &q, &angles, (t_n, cfg.n_head, hd, pairs), neox)?;
                 k.rope(gpu, enc, &kk, &angles, (t_n, cfg.n_head_kv, hd, pairs), neox)?;
-                k.kv_store(gpu, enc, &kk, &cache.k[l], kvw, t_n, n_past)?;
-                k.kv_store(gpu, enc, &vv, &cache.v[l], kvw, t_n, n_past)?;
-                k.attention(gpu, enc, &q, (&cache.k[l], &cache.v[l]), &scores, &attn, shape)?;
+                for ((cache, _), (n_past, shape)) in seqs.iter().zip(&parts) {
+                    k.kv_store_rows(gpu, enc, (&kk, shape.first_row), &cache.k[l], kvw, shape.tokens, *n_past)?;
+                    k.kv_store_rows(gpu, enc, (&vv, shape.first_row), &cache.v[l], kvw, shape.tokens, *n_past)?;
+                    k.attention(gpu, enc, &q, (&cache.k[l], &cache.v[l]), &scores, &attn, *shape)?;
+                }
                 k.prepare(gpu, enc, attn_in, &[w.wo.ty])?;
                 product(enc, &w.wo, attn_in, &o)?;
                 k.add(gpu, enc, &x, &o)?;
@@ -416,7 +468,7 @@ impl GpuTransformer {
                 k.add(gpu, enc, &x, &o)?;
             }
             let from = ((t_n - logit_rows) * e * 4) as u64;
-            enc.copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
+            enc.encoder().copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
             k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
             let normed_in = Operand { f32: &normed, q8: &normed_q, f16: &normed16 };
             k.prepare(gpu, enc, normed_in, &[self.head.ty])?;
@@ -432,7 +484,9 @@ impl GpuTransformer {
             }
             Ok(())
         })?;
-        cache.len += t_n;
+        for (cache, tokens) in seqs.iter_mut() {
+            cache.len += tokens.len();
+        }
         for v in
             [x, angles, h, q, kk, vv, attn, o, gate, up, hq, h16, attn_q, attn16, gate_q, gate16, scores, last, normed, normed_q, normed16]
         {
@@ -503,6 +557,13 @@ impl Backend for GpuTransformer {
 
     fn picks_on_device(&self) -> bool {
         true
+    }
+
+    async fn forward_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
+        for (_, tokens) in seqs.iter() {
+            self.check_ids(tokens)?;
+        }
+        Ok(self.forward_batch_async(seqs).await?)
     }
 
     async fn forward_argmax(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<u32, LmError> {

@@ -5,7 +5,8 @@
 // exactly, so the only rounding is to f16 (to nearest: 11 significant bits, where the 8-bit
 // path keeps 8). Output as f16 halves: the scaled values at [0, n), then block b's exponent
 // e at half n + 2b (a word each, the upper half zero, so no two threads write one word).
-// One thread per block. Needs no f16 arithmetic itself (it writes packed words).
+// One thread per block. Needs no f16 arithmetic itself (it writes packed words; f16.wgsl
+// is prepended).
 
 struct Params {
     n: u32,   // values (a multiple of 32)
@@ -33,7 +34,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     // ldexp per value, not a factor 2^-e (which overflows for a block of subnormals).
     let e = frexp(amax).exp;
     for (var j = 0u; j < 16u; j++) {
-        h[o / 2u + j] = pack2x16float(vec2<f32>(ldexp(x[o + 2u * j], -e), ldexp(x[o + 2u * j + 1u], -e)));
+        h[o / 2u + j] = pack_f16(ldexp(x[o + 2u * j], -e), ldexp(x[o + 2u * j + 1u], -e));
     }
-    h[p.n / 2u + b] = pack2x16float(vec2<f32>(f32(e), 0.0));
+    h[p.n / 2u + b] = pack_f16(f32(e), 0.0);
 }

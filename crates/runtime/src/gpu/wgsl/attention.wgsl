@@ -1,33 +1,13 @@
-// Causal grouped-query attention of `tokens` new query rows over a layer's cache (reduce.wgsl
-// is prepended). Token t (at position n_past + t) of head h attends to positions
-// 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup per (head, token). The
-// scores go to a scratch buffer (contexts are longer than workgroup memory), then softmax,
-// then each thread sums the weighted values of its dimensions. The query, and each
+// Causal grouped-query attention of `tokens` new query rows over a layer's cache (reduce.wgsl,
+// f16.wgsl and attention_io.wgsl are prepended), for software adapters (llvmpipe,
+// SwiftShader), where it runs tens of times faster than attention_wide.wgsl, the one GPUs
+// run (which says why). Token t (at position n_past + t) of head h attends to positions
+// 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup of 64 per (head, token).
+// The scores go to a scratch buffer (contexts are longer than workgroup memory), then
+// softmax, then each thread sums the weighted values of its dimensions. The query, and each
 // normalised probability, are rounded to f16 precision, as the CPU backend rounds them for
 // llama.cpp's f16 cache (whose products take f16 operands). The cache holds f16 pairs packed
 // in u32 words (kv_store.wgsl); every row and head starts at an even value.
-
-struct Params {
-    head_dim: u32,
-    heads: u32,
-    kv_heads: u32,
-    tokens: u32,
-    n_past: u32,
-    ctx: u32,       // scratch row length (at least n_past + tokens)
-    scale: f32,
-    _pad0: u32,
-}
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<u32>;
-@group(0) @binding(2) var<storage, read> v: array<u32>;
-@group(0) @binding(3) var<storage, read_write> scores: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
-
-fn f16_round(x: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
-}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -35,7 +15,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let t = wg.y;
     let kvh = h / (p.heads / p.kv_heads);
     let n = p.n_past + t + 1u;
-    let qo = (t * p.heads + h) * p.head_dim;
+    let qo = ((p.first_row + t) * p.heads + h) * p.head_dim;
     let so = (t * p.heads + h) * p.ctx;
     let kv_stride = p.kv_heads * p.head_dim;
     var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)

@@ -1,0 +1,379 @@
+//! Synthetic decoders: the shapes of the llama and qwen2 models docmem runs, quantized as
+//! llama.cpp quantizes them.
+
+use super::blocks::{fill, fill_f32_around, Rng};
+use crate::gguf::writer::GgufWriter;
+use crate::gguf::GgmlType;
+
+/// A decoder's shapes (the hyper-parameters of its `config.json`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecoderShape {
+    /// The name a specification uses (`qwen2-1.5b`).
+    pub name: &'static str,
+    /// The model it copies.
+    pub model: &'static str,
+    /// `general.architecture`: `llama` or `qwen2`.
+    pub arch: &'static str,
+    /// Transformer blocks.
+    pub layers: u32,
+    /// Hidden width.
+    pub embd: u32,
+    /// Query heads.
+    pub heads: u32,
+    /// Key/value heads.
+    pub kv_heads: u32,
+    /// Feed-forward width.
+    pub ff: u32,
+    /// Vocabulary size (rows of the embedding table and of the output head).
+    pub vocab: u32,
+    /// Whether the output head is the embedding table (no `output.weight`).
+    pub tied: bool,
+    /// Training context.
+    pub context: u32,
+    /// RoPE base.
+    pub rope_base: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+}
+
+/// The decoders a synthetic model can copy. The two `-tiny` ones are for tests and the
+/// benchmark script's smoke run (shapes whose rows are whole K-quant blocks, a vocabulary
+/// just past the 256 byte pieces).
+pub const DECODERS: [DecoderShape; 9] = [
+    // Qwen2.5-Coder-1.5B-Instruct, the file `docmem models fetch bench` fetches: its own
+    // output head (the base Qwen2.5-1.5B ties it).
+    DecoderShape {
+        name: "qwen2-1.5b",
+        model: "Qwen2.5-Coder-1.5B-Instruct",
+        arch: "qwen2",
+        layers: 28,
+        embd: 1536,
+        heads: 12,
+        kv_heads: 2,
+        ff: 8960,
+        vocab: 151_936,
+        tied: false,
+        context: 32_768,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    },
+    DecoderShape {
+        name: "qwen2-0.5b",
+        model: "Qwen2.5-0.5B-Instruct",
+        arch: "qwen2",
+        layers: 24,
+        embd: 896,
+        heads: 14,
+        kv_heads: 2,
+        ff: 4864,
+        vocab: 151_936,
+        tied: true,
+        context: 32_768,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    },
+    DecoderShape {
+        name: "qwen2-3b",
+        model: "Qwen2.5-3B-Instruct (MemReader-3B's base)",
+        arch: "qwen2",
+        layers: 36,
+        embd: 2048,
+        heads: 16,
+        kv_heads: 2,
+        ff: 11_008,
+        vocab: 151_936,
+        tied: true,
+        context: 32_768,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    },
+    DecoderShape {
+        name: "qwen2-7b",
+        model: "Qwen2.5-7B-Instruct (MemReader-7B's base)",
+        arch: "qwen2",
+        layers: 28,
+        embd: 3584,
+        heads: 28,
+        kv_heads: 4,
+        ff: 18_944,
+        vocab: 152_064,
+        tied: false,
+        context: 32_768,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    },
+    DecoderShape {
+        name: "llama-135m",
+        model: "SmolLM2-135M-Instruct",
+        arch: "llama",
+        layers: 30,
+        embd: 576,
+        heads: 9,
+        kv_heads: 3,
+        ff: 1536,
+        vocab: 49_152,
+        tied: true,
+        context: 8192,
+        rope_base: 1e5,
+        rms_eps: 1e-5,
+    },
+    DecoderShape {
+        name: "llama-360m",
+        model: "SmolLM2-360M-Instruct",
+        arch: "llama",
+        layers: 32,
+        embd: 960,
+        heads: 15,
+        kv_heads: 5,
+        ff: 2560,
+        vocab: 49_152,
+        tied: true,
+        context: 8192,
+        rope_base: 1e5,
+        rms_eps: 1e-5,
+    },
+    DecoderShape {
+        name: "llama-1.7b",
+        model: "SmolLM2-1.7B-Instruct",
+        arch: "llama",
+        layers: 24,
+        embd: 2048,
+        heads: 32,
+        kv_heads: 32,
+        ff: 8192,
+        vocab: 49_152,
+        tied: true,
+        context: 8192,
+        rope_base: 1.3e5,
+        rms_eps: 1e-5,
+    },
+    DecoderShape {
+        name: "qwen2-tiny",
+        model: "a two-block qwen2 for tests",
+        arch: "qwen2",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 320,
+        tied: false,
+        context: 2048,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+    },
+    DecoderShape {
+        name: "llama-tiny",
+        model: "a two-block llama for tests",
+        arch: "llama",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 1,
+        ff: 512,
+        vocab: 320,
+        tied: true,
+        context: 2048,
+        rope_base: 1e4,
+        rms_eps: 1e-5,
+    },
+];
+
+/// How a synthetic decoder's matrices are stored: llama.cpp's `--type` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Quant {
+    /// Q4_K, with Q6_K for the output head and for `attn_v`/`ffn_down` in the layers
+    /// llama.cpp gives more bits (the 1.5B reader's format).
+    Q4KM,
+    /// Q4_1, with Q6_K for the output head (SmolLM2's test file's format).
+    Q4_1,
+    /// Q8_0 throughout.
+    Q8_0,
+}
+
+impl Quant {
+    /// Every quantization.
+    pub const ALL: [Quant; 3] = [Quant::Q4KM, Quant::Q4_1, Quant::Q8_0];
+
+    /// llama.cpp's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quant::Q4KM => "q4_k_m",
+            Quant::Q4_1 => "q4_1",
+            Quant::Q8_0 => "q8_0",
+        }
+    }
+
+    /// `general.file_type`: llama.cpp's `LLAMA_FTYPE_*`.
+    fn file_type(self) -> u32 {
+        match self {
+            Quant::Q4KM => 15,
+            Quant::Q4_1 => 3,
+            Quant::Q8_0 => 7,
+        }
+    }
+
+    /// The type of a matrix: `role` its GGUF name without the block prefix, `layer` its
+    /// block (if any), `cols` its row length. llama.cpp's `llama_tensor_get_type` for
+    /// these types; where a row is not whole blocks of the choice, Q8_0 (see the module
+    /// docs).
+    fn matrix_type(self, shape: &DecoderShape, role: &str, layer: Option<u32>, cols: u32) -> GgmlType {
+        let output = role == "output.weight" || (shape.tied && role == "token_embd.weight");
+        // llama.cpp counts the layers in the order their tensors sit in the file, which its
+        // converter sorts by name (blk.0, blk.1, blk.10, blk.11, …, blk.2, …): so the
+        // layers given more bits are picked by that rank, not by the layer number. (This
+        // gives exactly the Q6_K layers of the real Qwen2.5-Coder-1.5B Q4_K_M file.)
+        let more_bits = |layer: u32, n: u32| {
+            let name = layer.to_string();
+            let i = (0..n).filter(|other| other.to_string() < name).count() as u32;
+            i < n / 8 || i >= 7 * n / 8 || (i.wrapping_sub(n / 8)) % 3 == 2
+        };
+        let choice = match self {
+            Quant::Q8_0 => GgmlType::Q8_0,
+            _ if output => GgmlType::Q6K,
+            Quant::Q4_1 => GgmlType::Q4_1,
+            Quant::Q4KM => match layer {
+                Some(i) if (role == "attn_v.weight" || role == "ffn_down.weight") && more_bits(i, shape.layers) => GgmlType::Q6K,
+                _ => GgmlType::Q4K,
+            },
+        };
+        if u64::from(cols).is_multiple_of(choice.block_elements()) {
+            choice
+        } else {
+            GgmlType::Q8_0
+        }
+    }
+}
+
+/// The vocabulary: the 256 byte-level pieces (GPT-2's byte-to-character map, so any text
+/// tokenizes), fillers `t256`, … (printable ASCII, which llama.cpp's byte map decodes), and
+/// ChatML's three control tokens last.
+fn vocabulary(size: usize) -> (Vec<String>, Vec<i32>) {
+    let mut tokens: Vec<String> = (0..=255u8).map(byte_char).map(String::from).collect();
+    let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+    while tokens.len() < size - specials.len() {
+        tokens.push(format!("t{}", tokens.len()));
+    }
+    tokens.extend(specials.map(String::from));
+    let types = (0..tokens.len()).map(|i| if i >= size - specials.len() { 3 } else { 1 }).collect();
+    (tokens, types)
+}
+
+/// GPT-2's byte-level character for byte `b`: printable Latin-1 bytes stand for
+/// themselves, the others map to U+0100 onwards in order.
+fn byte_char(b: u8) -> char {
+    let printable = |c: u8| (b'!'..=b'~').contains(&c) || (0xA1..=0xAC).contains(&c) || (0xAE..=0xFF).contains(&c);
+    if printable(b) {
+        return char::from(b);
+    }
+    let shifted = (0..b).filter(|&c| !printable(c)).count() as u32;
+    char::from_u32(256 + shifted).unwrap_or('?')
+}
+
+/// One tensor of a synthetic decoder: its GGUF name, shape (innermost first) and type,
+/// and the value its entries are drawn around (1 for norms, else 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedTensor {
+    /// GGUF name (`blk.3.attn_v.weight`).
+    pub name: String,
+    /// Dimensions, innermost (row length) first.
+    pub dims: Vec<u64>,
+    /// Storage type.
+    pub ty: GgmlType,
+    /// Centre of its values (norm weights 1).
+    pub centre: f32,
+    /// Standard deviation of its values around the centre.
+    pub std: f32,
+}
+
+impl PlannedTensor {
+    /// Bytes of its data.
+    pub fn bytes(&self) -> u64 {
+        self.dims.iter().product::<u64>() / self.ty.block_elements() * self.ty.block_bytes()
+    }
+}
+
+/// Every tensor of `shape` stored as `quant`, in file order (llama.cpp's converter's).
+pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor> {
+    let s = shape;
+    let (e, kv, ff, vocab) = (u64::from(s.embd), u64::from(s.embd / s.heads * s.kv_heads), u64::from(s.ff), u64::from(s.vocab));
+    let mut out = Vec::new();
+    // The output head's values are larger, so the logits spread as a trained model's do
+    // (a standard deviation of about 3 over the vocabulary, a few tokens well ahead):
+    // with the 0.02 of the other matrices every token would be about as likely, and
+    // nucleus sampling would have to sort the whole vocabulary at every step, which no
+    // real model makes it do.
+    let head_std = 3.0 / (s.embd as f32).sqrt();
+    let matrix = |name: String, role: &str, layer: Option<u32>, cols: u64, rows: u64| {
+        let ty = quant.matrix_type(s, role, layer, cols as u32);
+        let head = role == "output.weight" || (s.tied && role == "token_embd.weight");
+        PlannedTensor { name, dims: vec![cols, rows], ty, centre: 0.0, std: if head { head_std } else { 0.02 } }
+    };
+    let vector = |name: String, len: u64, centre: f32| PlannedTensor { name, dims: vec![len], ty: GgmlType::F32, centre, std: 0.02 };
+    out.push(matrix("token_embd.weight".into(), "token_embd.weight", None, e, vocab));
+    if !s.tied {
+        out.push(matrix("output.weight".into(), "output.weight", None, e, vocab));
+    }
+    out.push(vector("output_norm.weight".into(), e, 1.0));
+    for i in 0..s.layers {
+        let b = |part: &str| format!("blk.{i}.{part}");
+        out.push(vector(b("attn_norm.weight"), e, 1.0));
+        for (part, cols, rows) in
+            [("attn_q.weight", e, e), ("attn_k.weight", e, kv), ("attn_v.weight", e, kv), ("attn_output.weight", e, e)]
+        {
+            out.push(matrix(b(part), part, Some(i), cols, rows));
+        }
+        if s.arch == "qwen2" {
+            for (part, len) in [("attn_q.bias", e), ("attn_k.bias", kv), ("attn_v.bias", kv)] {
+                out.push(vector(b(part), len, 0.0));
+            }
+        }
+        out.push(vector(b("ffn_norm.weight"), e, 1.0));
+        for (part, cols, rows) in [("ffn_gate.weight", e, ff), ("ffn_up.weight", e, ff), ("ffn_down.weight", ff, e)] {
+            out.push(matrix(b(part), part, Some(i), cols, rows));
+        }
+    }
+    out
+}
+
+/// The GGUF file of a synthetic decoder: `shape` stored as `quant`, values from `seed`
+/// (the same seed gives the same bytes).
+pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
+    let s = shape;
+    let key = |k: &str| format!("{}.{k}", s.arch);
+    let (tokens, types) = vocabulary(s.vocab as usize);
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let n = tokens.len() as u32;
+    let (pre, endoftext, im_end) = (if s.arch == "qwen2" { "qwen2" } else { "smollm" }, n - 3, n - 1);
+    let mut w = GgufWriter::default()
+        .kv_str("general.architecture", s.arch)
+        .kv_str("general.name", &format!("synthetic {} {}", s.model, quant.name()))
+        .kv_u32("general.file_type", quant.file_type())
+        .kv_u32("general.quantization_version", 2)
+        .kv_u32(&key("block_count"), s.layers)
+        .kv_u32(&key("context_length"), s.context)
+        .kv_u32(&key("embedding_length"), s.embd)
+        .kv_u32(&key("feed_forward_length"), s.ff)
+        .kv_u32(&key("attention.head_count"), s.heads)
+        .kv_u32(&key("attention.head_count_kv"), s.kv_heads)
+        .kv_f32(&key("rope.freq_base"), s.rope_base)
+        .kv_f32(&key("attention.layer_norm_rms_epsilon"), s.rms_eps)
+        .kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", pre)
+        .kv_str_array("tokenizer.ggml.tokens", &refs)
+        .kv_i32_array("tokenizer.ggml.token_type", &types)
+        .kv_str_array("tokenizer.ggml.merges", &[])
+        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
+        .kv_u32("tokenizer.ggml.eos_token_id", im_end)
+        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
+        .kv_bool("tokenizer.ggml.add_bos_token", false);
+    let (mut matrices, mut vectors) = (Rng::new(seed), Rng::new(seed ^ 0x5EED));
+    for t in decoder_tensors(shape, quant) {
+        w = w.tensor_with(&t.name, &t.dims, t.ty, |out| match t.ty {
+            GgmlType::F32 => fill_f32_around(out, t.centre, t.std, &mut vectors),
+            ty => fill(ty, out, t.std, &mut matrices),
+        });
+    }
+    w.build(3)
+}
