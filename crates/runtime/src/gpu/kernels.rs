@@ -249,10 +249,7 @@ impl Kernels {
             kv_store: pipeline(gpu, "kv_store", &[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]),
             attention_wide: pipeline(gpu, "attention_wide", &[F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]),
-            // A GPU, as far as an adapter says: not a CPU adapter (llvmpipe), and with
-            // subgroups, which SwiftShader in a browser (whose adapter has no name or type
-            // there) lacks and real GPUs offer.
-            wide_attention: !gpu.is_software() && gpu.subgroup_size().is_some(),
+            wide_attention: gpu.is_gpu(),
             quantize_q8: pipeline(gpu, "quantize_q8", &[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]),
             layer_norm: pipeline(gpu, "layer_norm", &[REDUCE, include_str!("wgsl/layer_norm.wgsl")]),
             bias_gelu: pipeline(gpu, "bias_gelu", &[include_str!("wgsl/bias_gelu.wgsl"), ELEMENTWISE]),
