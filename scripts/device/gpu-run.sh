@@ -81,6 +81,7 @@ gpu_name=$(tail -n 1 "$work/nvidia-smi.csv" 2>/dev/null | cut -d, -f1)
 case "$gpu_name" in
   *H200*) peak=4800 ;;
   *H100*PCIe*) peak=2000 ;;
+  *H100*NVL*) peak=3900 ;;
   *H100*) peak=3350 ;;
   *A100*80GB*) peak=2039 ;;
   *A100*) peak=1555 ;;

@@ -47,6 +47,13 @@ checks = run["checks"]
 # A step failed when its JSON says so (gpu-run.sh writes {"failed": …} or {"skipped": …});
 # the checks' report counts its failures in "failed" and always has "paths".
 failures = [k for k in ("lm_f16", "lm_f32", "embed") if "failed" in run[k] or "skipped" in run[k]]
+if run["lm_baseline"] and ("failed" in run["lm_baseline"] or "skipped" in run["lm_baseline"]):
+    failures.append("lm_baseline")
+mp0, dr0 = run["lm_f16"].get("multi_path"), run["lm_f16"].get("drafts")
+if mp0 and not mp0.get("identical"):
+    failures.append("batched paths gave other tokens than one by one")
+if dr0 and not dr0.get("greedy_identical"):
+    failures.append("greedy output changed with drafts")
 if "paths" not in checks:
     failures.append("checks")
 elif checks.get("failed"):

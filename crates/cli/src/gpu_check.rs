@@ -129,7 +129,7 @@ pub fn run(a: &GpuCheckArgs) -> Result<(), CliError> {
         println!("{} passed, {} failed", report.passed, report.failed);
     }
     if report.failed > 0 {
-        return Err(CliError::CheckFailed { message: format!("{} kernel checks failed", report.failed) });
+        return Err(CliError::CheckFailed { message: format!("{} checks failed (kernel checks and forward passes)", report.failed) });
     }
     Ok(())
 }

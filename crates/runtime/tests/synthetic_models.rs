@@ -107,3 +107,47 @@ fn a_synthetic_model_runs_the_real_kernels_on_the_gpu() {
     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!(dot / (norm(&want) * norm(&reference)) > 0.999);
 }
+
+/// Sequences batched through one GPU pass (batched paths, drafts) give each sequence the
+/// logits it gets alone: caches of different lengths, several new rows in one of them, so
+/// every sequence's rows, positions and cache writes sit at their own offsets.
+#[cfg(feature = "gpu")]
+#[test]
+fn sequences_batched_on_the_gpu_get_the_logits_each_gets_alone() {
+    use docmem_runtime::gpu::{Gpu, GpuOptions};
+    let spec: DecoderSpec = "qwen2-tiny:q4_k_m".parse().unwrap();
+    let bytes = decoder_gguf(spec.shape, spec.quant, 9);
+    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }).unwrap();
+    let opts = LoadOptions { threads: 1, context: 64, ..Default::default() };
+    let lm = Lm::load_onto_gpu(&MemorySource::new(bytes), &opts, gpu).unwrap();
+    let b = &lm.backend;
+    let histories: [&[u32]; 3] = [&[5, 6, 7, 8, 9], &[300, 2, 41, 17, 8, 8, 250, 3, 1], &[77]];
+    let news: [&[u32]; 3] = [&[10, 11, 12], &[9], &[100, 101]];
+    let run = |h: &[u32]| {
+        let mut c = b.new_cache();
+        docmem_runtime::block_on(b.forward(&mut c, h, Logits::Last)).unwrap();
+        c
+    };
+    // Alone: each history, then its new rows (every row's logits).
+    let mut want = Vec::new();
+    for (h, n) in histories.iter().zip(&news) {
+        let mut c = run(h);
+        want.extend(docmem_runtime::block_on(b.forward(&mut c, n, Logits::All)).unwrap());
+    }
+    // Together.
+    let mut caches: Vec<_> = histories.iter().map(|h| run(h)).collect();
+    let mut seqs: Vec<(&mut _, &[u32])> = caches.iter_mut().zip(&news).map(|(c, n)| (c, *n)).collect();
+    let got = docmem_runtime::block_on(b.forward_batch(&mut seqs)).unwrap();
+    assert_eq!(got.len(), want.len());
+    let vocab = spec.shape.vocab as usize;
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (row, (g, w)) in got.chunks(vocab).zip(want.chunks(vocab)).enumerate() {
+        let worst = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-3 * scale, "row {row}: logits differ by {worst} (scale {scale})");
+        assert_eq!(docmem_runtime::lm::argmax(g), docmem_runtime::lm::argmax(w), "row {row}");
+    }
+    // Each cache grew by its own rows.
+    for (c, (h, n)) in caches.iter().zip(histories.iter().zip(&news)) {
+        assert_eq!(b.cache_len(c), h.len() + n.len());
+    }
+}

@@ -623,7 +623,6 @@ impl Kernels {
     /// `k` and `v` (rows `0..n_past + tokens` filled), into `out` (the shape of `q`);
     /// `scores` is scratch of at least `tokens × heads × (n_past + tokens)` floats.
     #[allow(clippy::too_many_arguments)] // the operands of one attention call
-    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         gpu: &Gpu,

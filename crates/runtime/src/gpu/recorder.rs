@@ -13,27 +13,30 @@ use super::device::Gpu;
 
 /// A command encoder with at most one compute pass open on it.
 pub struct Recorder {
+    /// The open pass, and whether it is a timed dispatch's (which nothing else may join).
+    /// Declared first, so it is ended before the encoder goes.
+    pass: Option<(wgpu::ComputePass<'static>, bool)>,
     enc: wgpu::CommandEncoder,
-    pass: Option<wgpu::ComputePass<'static>>,
 }
 
 impl Recorder {
     /// A new encoder for `gpu`.
     pub(crate) fn new(gpu: &Gpu, label: &'static str) -> Self {
-        Recorder { enc: gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) }), pass: None }
+        Recorder { pass: None, enc: gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) }) }
     }
 
     /// The compute pass to record the next dispatch into: the open one, or, for a timed
     /// dispatch (`timestamps`), a pass of its own.
     pub(crate) fn pass(&mut self, timestamps: Option<wgpu::ComputePassTimestampWrites<'_>>) -> &mut wgpu::ComputePass<'static> {
-        if timestamps.is_some() {
+        let timed = timestamps.is_some();
+        if timed || self.pass.as_ref().is_some_and(|(_, was_timed)| *was_timed) {
             self.pass = None;
         }
         let enc = &mut self.enc;
         let pass = self.pass.take().unwrap_or_else(|| {
-            enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps }).forget_lifetime()
+            (enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: timestamps }).forget_lifetime(), timed)
         });
-        self.pass.insert(pass)
+        &mut self.pass.insert(pass).0
     }
 
     /// The encoder itself, for copies: ends the open pass first.

@@ -99,14 +99,27 @@ fn scales(ty: GgmlType, b: &mut [u8], std: f32, rng: &mut Rng) {
         GgmlType::Q4_0 => put_f16(b, 0, jitter(rng, std / 4.6)),
         // d · sc · q − dmin · m per 32 values, sc and m 6-bit (random bytes are valid):
         // sc averages 31.5, so d · 31.5 · 4.6 ≈ std; dmin = 7.5 · d centres on average.
-        GgmlType::Q4K | GgmlType::Q5K => {
+        GgmlType::Q4K => {
             let d = jitter(rng, std / (31.5 * 4.6));
             put_f16(b, 0, d);
             put_f16(b, 2, 7.5 * d);
         }
+        // As Q4_K with 5-bit q (standard deviation 9.2, mean 15.5).
+        GgmlType::Q5K => {
+            let d = jitter(rng, std / (31.5 * 9.2));
+            put_f16(b, 0, d);
+            put_f16(b, 2, 15.5 * d);
+        }
         // d · sc · (q − 32), sc an i8 (|sc| averages 64), q 6-bit (standard deviation 18.5).
         GgmlType::Q6K => put_f16(b, 208, jitter(rng, std / (64.0 * 18.5))),
-        // Not produced by any quantization here.
+        // d · q with 5-bit q (Q5_0: standard deviation 9.2), d and m for Q5_1.
+        GgmlType::Q5_0 => put_f16(b, 0, jitter(rng, std / 9.2)),
+        GgmlType::Q5_1 => {
+            let d = jitter(rng, std / 9.2);
+            put_f16(b, 0, d);
+            put_f16(b, 2, -15.5 * d);
+        }
+        // Float types are filled as values, not blocks (`fill`).
         _ => {}
     }
 }
