@@ -22,6 +22,15 @@ fn string(out: &mut Vec<u8>, s: &str) {
 }
 
 impl GgufWriter {
+    /// The start of an array value: its key, GGUF's array type (9), the items' type and
+    /// their count.
+    fn array_header(&mut self, key: &str, item_type: u32, len: usize) {
+        string(&mut self.kv, key);
+        self.kv.extend_from_slice(&9u32.to_le_bytes());
+        self.kv.extend_from_slice(&item_type.to_le_bytes());
+        self.kv.extend_from_slice(&(len as u64).to_le_bytes());
+    }
+
     /// A `u32` metadata value.
     pub fn kv_u32(mut self, key: &str, v: u32) -> Self {
         string(&mut self.kv, key);
@@ -42,10 +51,7 @@ impl GgufWriter {
 
     /// An array of strings.
     pub fn kv_str_array(mut self, key: &str, items: &[&str]) -> Self {
-        string(&mut self.kv, key);
-        self.kv.extend_from_slice(&9u32.to_le_bytes());
-        self.kv.extend_from_slice(&8u32.to_le_bytes());
-        self.kv.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        self.array_header(key, 8, items.len());
         for i in items {
             string(&mut self.kv, i);
         }
@@ -55,10 +61,7 @@ impl GgufWriter {
 
     /// An array of `i32`.
     pub fn kv_i32_array(mut self, key: &str, items: &[i32]) -> Self {
-        string(&mut self.kv, key);
-        self.kv.extend_from_slice(&9u32.to_le_bytes());
-        self.kv.extend_from_slice(&5u32.to_le_bytes());
-        self.kv.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        self.array_header(key, 5, items.len());
         for i in items {
             self.kv.extend_from_slice(&i.to_le_bytes());
         }
@@ -68,10 +71,7 @@ impl GgufWriter {
 
     /// An array of `f32`.
     pub fn kv_f32_array(mut self, key: &str, items: &[f32]) -> Self {
-        string(&mut self.kv, key);
-        self.kv.extend_from_slice(&9u32.to_le_bytes());
-        self.kv.extend_from_slice(&6u32.to_le_bytes());
-        self.kv.extend_from_slice(&(items.len() as u64).to_le_bytes());
+        self.array_header(key, 6, items.len());
         for i in items {
             self.kv.extend_from_slice(&i.to_le_bytes());
         }

@@ -132,7 +132,9 @@ pub struct AttentionShape {
 }
 
 /// Workgroup reductions, prepended to the kernels that sum or take maxima.
-const REDUCE: &str = include_str!("wgsl/reduce.wgsl");
+const REDUCE: &str = concat!("const WG: u32 = 64u;\nvar<workgroup> partial: array<f32, 64>;\n", include_str!("wgsl/reduce.wgsl"));
+/// The same reductions over 256 threads (attention_wide.wgsl).
+const REDUCE_256: &str = concat!("const WG: u32 = 256u;\nvar<workgroup> partial: array<f32, 256>;\n", include_str!("wgsl/reduce.wgsl"));
 /// Rounding and packing to f16 with integer operations (`f16.wgsl` says why).
 const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
 /// The attention kernels' parameters and buffers.
@@ -248,7 +250,11 @@ impl Kernels {
             penalize: pipeline(gpu, "penalize", &[include_str!("wgsl/penalize.wgsl")]),
             kv_store: pipeline(gpu, "kv_store", &[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]),
             attention: pipeline(gpu, "attention", &[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]),
-            attention_wide: pipeline(gpu, "attention_wide", &[F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]),
+            attention_wide: pipeline(
+                gpu,
+                "attention_wide",
+                &[REDUCE_256, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")],
+            ),
             wide_attention: gpu.is_gpu(),
             quantize_q8: pipeline(gpu, "quantize_q8", &[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]),
             layer_norm: pipeline(gpu, "layer_norm", &[REDUCE, include_str!("wgsl/layer_norm.wgsl")]),

@@ -1,5 +1,5 @@
-// Causal grouped-query attention of `tokens` new query rows over a layer's cache (f16.wgsl
-// and attention_io.wgsl are prepended). Token t (at position n_past + t) of head h attends to positions
+// Causal grouped-query attention of `tokens` new query rows over a layer's cache (reduce.wgsl
+// at 256 threads, f16.wgsl and attention_io.wgsl are prepended). Token t (at position n_past + t) of head h attends to positions
 // 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup of 256 threads per (head,
 // token). The scores go to a scratch buffer (contexts are longer than workgroup memory):
 // each thread scores every 256th position, then softmax over the workgroup; then the
@@ -15,38 +15,8 @@
 // pairs packed in u32 words (kv_store.wgsl); every row and head starts at an even value.
 // head_dim is even and at most 512 (the host checks).
 
-const WGA: u32 = 256u;
 var<workgroup> query: array<vec2<f32>, 256>;
-var<workgroup> partial: array<f32, 256>;
 var<workgroup> sums: array<vec2<f32>, 256>;
-
-fn reduce_max(lid: u32, x: f32) -> f32 {
-    partial[lid] = x;
-    workgroupBarrier();
-    for (var s = WGA / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] = max(partial[lid], partial[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let r = partial[0];
-    workgroupBarrier();
-    return r;
-}
-
-fn reduce_sum(lid: u32, x: f32) -> f32 {
-    partial[lid] = x;
-    workgroupBarrier();
-    for (var s = WGA / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let r = partial[0];
-    workgroupBarrier();
-    return r;
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -60,12 +30,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     // Rows of the cache in u32 words: kv heads × head_dim halves.
     let row = p.kv_heads * pairs;
     let head = kvh * pairs;
-    for (var i = lid.x; i < pairs; i += WGA) {
+    for (var i = lid.x; i < pairs; i += WG) {
         query[i] = vec2<f32>(f16_round(q[qo + 2u * i]), f16_round(q[qo + 2u * i + 1u]));
     }
     workgroupBarrier();
     var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)
-    for (var j = lid.x; j < n; j += WGA) {
+    for (var j = lid.x; j < n; j += WG) {
         let ko = j * row + head;
         var s = 0.0;
         for (var i = 0u; i < pairs; i++) {
@@ -78,17 +48,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         scores[so + j] = s;
         m = max(m, s);
     }
-    let top = reduce_max(lid.x, m);
+    let top = workgroup_max(lid.x, m);
     var sum = 0.0;
-    for (var j = lid.x; j < n; j += WGA) {
+    for (var j = lid.x; j < n; j += WG) {
         let e = exp(scores[so + j] - top);
         scores[so + j] = e;
         sum += e;
     }
-    let inv = 1.0 / reduce_sum(lid.x, sum);
+    let inv = 1.0 / workgroup_sum(lid.x, sum);
     storageBarrier();
     // Values: thread (g, i) sums pair i over positions g, g + groups, …
-    let groups = WGA / pairs;
+    let groups = WG / pairs;
     let g = lid.x / pairs;
     let i = lid.x % pairs;
     var acc = vec2<f32>(0.0, 0.0);

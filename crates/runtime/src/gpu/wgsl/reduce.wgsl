@@ -1,8 +1,7 @@
-// Workgroup reductions over 64 threads (prepended to the kernels that use them). Every
-// thread of the workgroup must call them, in uniform control flow.
-
-const WG: u32 = 64u;
-var<workgroup> partial: array<f32, 64>;
+// Workgroup reductions over WG threads (prepended to the kernels that use them, after a
+// header that declares `WG` and `partial: array<f32, WG>`: 64 threads for most kernels, 256
+// for attention_wide.wgsl; kernels.rs writes it). Every thread of the workgroup must call
+// them, in uniform control flow.
 
 fn workgroup_sum(lid: u32, v: f32) -> f32 {
     partial[lid] = v;
