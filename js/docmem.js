@@ -19,7 +19,7 @@ export { DocMemError, codes } from './errors.js';
 
 const isNode = typeof window === 'undefined' && typeof self === 'undefined' && typeof process !== 'undefined';
 
-const SUFFIXES = /\.(txt|md|markdown|html?)$/i;
+const SUFFIXES = /\.(txt|md|markdown|html?|pdf)$/i;
 
 const ROLES = ['reader', 'scorer', 'answerer', 'embedder'];
 
@@ -103,7 +103,7 @@ async function spawnWorker(workerUrl) {
     const { Worker } = await import('node:worker_threads');
     const wk = new Worker(workerUrl);
     return {
-      post: (m) => wk.postMessage(m),
+      post: (m, transfer) => wk.postMessage(m, transfer),
       onMessage: (f) => wk.on('message', f),
       onError: (f) => wk.on('error', f),
       terminate: () => wk.terminate(),
@@ -111,7 +111,7 @@ async function spawnWorker(workerUrl) {
   }
   const wk = new Worker(workerUrl, { type: 'module', name: 'docmem' });
   return {
-    post: (m) => wk.postMessage(m),
+    post: (m, transfer) => wk.postMessage(m, transfer ?? []),
     onMessage: (f) => wk.addEventListener('message', (e) => f(e.data)),
     onError: (f) => wk.addEventListener('error', (e) => f(new Error(e.message || 'the docmem worker failed to start'))),
     terminate: () => wk.terminate(),
@@ -130,6 +130,7 @@ export class DocMem {
   #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one
   #info = null;
   #closed = false;
+  #persistence = null; // {asked, granted}: the browser's answer to requestPersistence()
 
   /**
    * Open (or create) the library `libraryName`, fetching the models on first use.
@@ -168,6 +169,16 @@ export class DocMem {
       models = await fetchManifest(base);
     }
     const pkg = o.wasm ?? (await defaultWasm());
+    // navigator.storage.persist() exists on pages only, not in the worker: ask here, once,
+    // before the worker starts (the worker's downloads then read the answer).
+    if (!isNode && !this.#persistence) {
+      try {
+        const { requestPersistence } = await import('./model-cache.js');
+        this.#persistence = await requestPersistence();
+      } catch {
+        this.#persistence = { asked: false, granted: false };
+      }
+    }
     let storageDir;
     let modelCacheDir;
     if (isNode) {
@@ -249,6 +260,15 @@ export class DocMem {
     return this.#name;
   }
 
+  /**
+   * Whether the browser keeps this origin's storage (models, library) under storage
+   * pressure: {asked, granted}, as requestPersistence() answered when this opened; null in
+   * Node, where everything is in directories.
+   */
+  get persistence() {
+    return this.#persistence;
+  }
+
   // A request straight to the worker, ahead of the queue (init).
   #send(op, args, { onEvent, first }) {
     return new Promise((resolve, reject) => {
@@ -258,14 +278,14 @@ export class DocMem {
     });
   }
 
-  #call(op, args = {}, { signal, onEvent, cancellable = false } = {}) {
+  #call(op, args = {}, { signal, onEvent, cancellable = false, transfer } = {}) {
     if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
     return new Promise((resolve, reject) => {
       if (signal && signal.aborted) {
         reject(abortError());
         return;
       }
-      const job = { id: this.#nextId++, op, args, resolve, reject, onEvent, signal, cancellable };
+      const job = { id: this.#nextId++, op, args, resolve, reject, onEvent, signal, cancellable, transfer };
       if (signal) {
         job.onAbort = () => this.#abort(job);
         signal.addEventListener('abort', job.onAbort, { once: true });
@@ -280,7 +300,7 @@ export class DocMem {
     const job = this.#queue.shift();
     this.#running = job;
     if (this.#cancel) Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
-    this.#worker.post({ id: job.id, op: job.op, args: job.args });
+    this.#worker.post({ id: job.id, op: job.op, args: job.args }, job.transfer);
   }
 
   #onMessage(m) {
@@ -328,25 +348,35 @@ export class DocMem {
   }
 
   /**
-   * Add a document (a File/Blob named .txt, .md or .html, or a string) and write its
-   * memory. onProgress gets {stage: 'reading' | 'candidates' | 'indexing', fraction, …}.
-   * Resolves to {id, title, added, chunks, outline, fallback}.
+   * Add a document (a File/Blob named .txt, .md, .html or .pdf, or a string) and write its
+   * memory. A PDF's text is read in the worker (PDF.js), its pages kept: an answer's
+   * sources carry their `page`; a scan (no text layer) or an encrypted PDF is BAD_DOCUMENT. onProgress gets {stage: 'reading' | 'candidates' | 'indexing', fraction, …}.
+   * Resolves to {id, title, added, chunks, outline, fallback, document} (`document`: its
+   * entry as documents() lists it). An aborted `signal` cancels it (ABORTED): the library
+   * is left as it was, nothing of the document stored. A MoM ingest stops at its next
+   * progress report; a chunker's, which has none, ends the worker, which starts again
+   * (the models reload) before the next request.
    */
   async addDocument(fileOrText, { title, onProgress, signal, method, samples, collection } = {}) {
     let text;
+    let bytes;
+    let name;
     let html = false;
     if (typeof fileOrText === 'string') {
       text = fileOrText;
       title = title ?? firstHeading(text);
     } else if (fileOrText && typeof fileOrText.text === 'function') {
-      const name = fileOrText.name ?? title ?? 'untitled.txt';
+      name = fileOrText.name ?? title ?? 'untitled.txt';
       if (!SUFFIXES.test(name)) {
-        throw new DocMemError(codes.BAD_DOCUMENT, `'${name}' is not a .txt, .md or .html file`);
+        throw new DocMemError(codes.BAD_DOCUMENT, `'${name}' is not a .txt, .md, .html or .pdf file`);
       }
       html = /\.html?$/i.test(name);
       title = title ?? name;
       try {
-        text = await fileOrText.text();
+        // A PDF goes to the worker as bytes (its buffer transferred, not copied), where
+        // PDF.js reads its text.
+        if (/\.pdf$/i.test(name)) bytes = new Uint8Array(await fileOrText.arrayBuffer());
+        else text = await fileOrText.text();
       } catch (e) {
         throw new DocMemError(codes.BAD_DOCUMENT, `'${name}' could not be read: ${e.message}`);
       }
@@ -355,8 +385,9 @@ export class DocMem {
     }
     const o = this.#options;
     const m = method ?? o.method ?? 'mom';
-    const args = { title, text, html, method: m, samples: samples ?? o.samples ?? 1, collection };
-    return this.#call('add', args, { signal, onEvent: onProgress, cancellable: m === 'mom' });
+    const args = bytes ? { title, name, bytes } : { title, text, html };
+    Object.assign(args, { method: m, samples: samples ?? o.samples ?? 1, collection });
+    return this.#call('add', args, { signal, onEvent: onProgress, cancellable: m === 'mom', transfer: bytes ? [bytes.buffer] : undefined });
   }
 
   /**
@@ -365,9 +396,17 @@ export class DocMem {
    * ranks}], sources, notInDocuments, …}; spans index the document's text as JS strings do.
    * `clues` ('off' | 'on' | 'auto') turns on clue-guided retrieval, `route` ('auto' or a
    * collection's name) routing across collections; the answer then carries their traces.
+   * onProgress gets what is happening before the answer: {stage: 'search'}, then {stage:
+   * 'read', found, passages, sources: [{n, document, span, outline}]} as the answerer
+   * starts reading, where the search comes first (no clues or routing, the embedder on the
+   * CPU; passages and sources null when what it reads, windows around the passages found,
+   * is only known with the answer), then {stage: 'write'} as the first token comes.
    */
-  ask(question, { k = 8, maxTokens = 256, onToken, signal, clues = 'off', route } = {}) {
-    const onEvent = onToken ? (d) => onToken(d.token) : undefined;
+  ask(question, { k = 8, maxTokens = 256, onToken, onProgress, signal, clues = 'off', route } = {}) {
+    const onEvent = (d) => {
+      if (d.token !== undefined) onToken?.(d.token);
+      else onProgress?.(d);
+    };
     return this.#call('ask', { question, k, maxTokens, clues, route }, { signal, onEvent, cancellable: true });
   }
 

@@ -156,7 +156,19 @@ export interface OpenOptions {
 }
 
 export type LoadProgress =
-  | { stage: 'download'; model: string; file: string; loaded: number; total: number; fraction: number }
+  | {
+      stage: 'download';
+      model: string;
+      file: string;
+      /** Bytes of every model file so far, those already stored included. */
+      loaded: number;
+      total: number;
+      fraction: number;
+      /** Of `loaded`, the bytes an interrupted download had stored and that were not fetched again. */
+      resumed: number;
+      /** Whether the browser keeps this origin's storage under pressure (always true in Node). */
+      persisted: boolean;
+    }
   | { stage: 'loading'; fraction: number };
 
 export interface IngestProgress {
@@ -216,6 +228,8 @@ export interface Added {
   outline: number;
   /** Why the reader's memory fell back to sentence chunks, if it did. */
   fallback: string | null;
+  /** Its entry as `documents()` lists it (null only if it is gone already). */
+  document: DocumentInfo | null;
 }
 
 export interface DocumentInfo {
@@ -246,7 +260,12 @@ export interface Citation {
   document: { id: string; title: string };
   span: Span;
   byteSpan: { start: number; end: number };
+  /** The passage's text (a page break in it is a newline). */
   text: string;
+  /** The page (from 1) of its best retrieved piece, for a paged document (a PDF); null otherwise. */
+  page: number | null;
+  /** The retrieved pieces inside the passage, best first: [start, end) of the document's text in JS string indices, as `span`. */
+  hits: [number, number][];
   core: string;
   outline: string | null;
   /** Where each layer's lists ranked it. */
@@ -270,6 +289,27 @@ export interface Answer {
   /** The router's trace, when `route` was given. */
   route?: RouteTrace;
 }
+
+/**
+ * What an ask is doing before and as its answer streams (`onProgress`), in this order:
+ * 'search' as retrieval starts; 'read' once the passages are found and the answerer
+ * starts reading them (its prompt's prefill, the long wait on a CPU), where retrieval is
+ * a search done first (no clues or routing, and an embedder on the CPU; otherwise it
+ * happens inside the answer's call and no 'read' comes); 'write' as the first token
+ * comes, just before it reaches `onToken`.
+ */
+export type AskProgress =
+  | { stage: 'search' }
+  | {
+      stage: 'read';
+      /** How many passages the search found. */
+      found: number;
+      /** How many passages the answerer reads; null when that is only known with the answer (the passages found grown into windows of the text around them, neighbours merged). */
+      passages: number | null;
+      /** The passages, numbered as the answer's `[n]` will cite them (enough to link a citation while the answer streams), or null as `passages`. */
+      sources: { n: number; document: { id: string; title: string }; span: Span; outline: string | null }[] | null;
+    }
+  | { stage: 'write' };
 
 /** When clue-guided retrieval (MemoRAG) is used: see the README. */
 export type CluesMode = 'off' | 'on' | 'auto';
@@ -317,7 +357,18 @@ export declare class DocMem {
   readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean; wasmMemoryBytes: number };
   /** The hosted models, or null when every role runs on this device. */
   readonly remote: RemoteInfo | null;
-  /** A File/Blob named .txt, .md or .html, or a string. */
+  /**
+   * Browser: whether this origin's storage (models, library) is kept under storage
+   * pressure, as the browser answered when this opened (asked once per origin); null in Node.
+   */
+  readonly persistence: { asked: boolean; granted: boolean } | null;
+  /**
+   * A File/Blob named .txt, .md, .html or .pdf (its text read with PDF.js in the worker,
+   * its pages kept for citations; a scan or an encrypted PDF is BAD_DOCUMENT), or a string;
+   * a File's title defaults to its name. Aborting `signal` cancels it with ABORTED and leaves the library as it was: a
+   * 'mom' ingest stops at its next progress report; a chunker's ends the worker, which
+   * starts again (reloading the models) before the next request.
+   */
   addDocument(
     fileOrText: Blob | string,
     options?: {
@@ -337,6 +388,8 @@ export declare class DocMem {
       k?: number;
       maxTokens?: number;
       onToken?: (text: string) => void;
+      /** Searching, reading N passages, writing: see AskProgress. */
+      onProgress?: (p: AskProgress) => void;
       signal?: AbortSignal;
       clues?: CluesMode;
       /** 'auto' (the router chooses) or a collection's name; leave out to search every collection at once. */

@@ -1,60 +1,154 @@
 // Model files, fetched once by URL with download progress, checked against their pinned
-// sha256, and kept: in the browser in the Cache API (a second visit loads them with no
-// network), in Node in a directory (a `file:` URL is read in place, after the same check).
+// sha256, and kept: in the browser in the Origin Private File System (a second visit loads
+// them with no network), in Node in a directory (a `file:` URL is read in place, after the
+// same check).
 //
 // A model is {name, files: [{path, url, size, sha256}]}; each file comes back as a
 // ModelFile with `size`, `read(offset, length)` (synchronous, for Lm.fromReader) and
-// `bytes()`.
+// `bytes()` (the small embedder files only).
+//
+// Downloads respect the device: a file streams into storage as it arrives and is hashed
+// on the way (an incremental SHA-256 from `hasher`, the wasm package's Sha256 in the
+// worker, node:crypto in Node), so no more than one network chunk and one 4 MiB read
+// buffer are ever held in memory, whatever the file's size. An interrupted download keeps
+// what it stored; the next try hashes that prefix again (streaming, from storage) and asks
+// the server for the rest with a Range request (`bytes=N-`); a server that answers 200
+// instead of 206 is read from byte 0 again. A file whose hash is not the pinned one is
+// deleted (partial or complete), so the next try starts clean. Before a download starts,
+// `prepare(files)` refuses with QUOTA_EXCEEDED when the bytes still to fetch exceed the
+// free storage (navigator.storage.estimate(), or the directory's disk in Node).
+//
+// Browser storage (OPFS directory `docmem-models/`):
+//   <sha256>      the file's bytes, appended through a sync access handle (a dedicated
+//                 worker) as they arrive; a partial download is this file, shorter
+//   <sha256>.ok   written once the whole file hashed to <sha256>: {sha256, size, url}.
+//                 A file with its .ok is trusted without hashing it again (re-hashing 1 GB
+//                 on every visit would take seconds); OPFS is private to the origin.
+// The Cache API cannot append, so it cannot resume; entries that an older docmem stored
+// there (`docmem-models` cache, x-docmem-sha256 header) are still read in place (no copy,
+// no migration). Where OPFS is missing (a private window in some browsers) a file streams
+// into the Cache API instead, hashed on the way, without resuming.
+//
+// Node (directory `dir`): `<sha256>` complete and verified, `<sha256>.part` a partial
+// download. A complete file is hashed again once per process (per worker thread) before
+// it is used; a mismatch deletes it.
+//
+// Hasher: a function returning {update(Uint8Array), finish() → 64 hex digits, free?()},
+// the shape of the wasm package's `Sha256` (so `() => new w.Sha256()` fits as is).
 
 import { DocMemError, codes, storageError } from './errors.js';
 
 const HASH_HEADER = 'x-docmem-sha256';
+const CACHE_NAME = 'docmem-models';
+const DIR_NAME = 'docmem-models';
+const PERSIST_ASKED = '.persist-asked';
+const CHUNK = 4 << 20; // bytes read back at a time when re-hashing a stored prefix
+const FLUSH_EVERY = 16 << 20; // bytes between flushes of the sync access handle (what a crash can lose)
+const PROGRESS_EVERY = 1 << 20; // bytes between progress callbacks
 
-function hex(buffer) {
-  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, '0')).join('');
+const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined' && typeof self === 'undefined';
+
+const mb = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : `${(n / 1e6).toFixed(1)} MB`);
+
+function checksumError(file, got, partial = false) {
+  return new DocMemError(
+    codes.MODEL_CHECKSUM_MISMATCH,
+    `${file.path}: sha256 ${got}, expected ${file.sha256}; the ${partial ? 'downloaded' : 'stored'} copy was deleted, so the next try downloads it again`,
+  );
 }
 
-async function sha256(bytes) {
-  return hex(await crypto.subtle.digest('SHA-256', bytes));
+function fetchError(file, what, cause) {
+  return new DocMemError(codes.MODEL_FETCH_FAILED, `${file.url}: ${what}`, cause ? { cause } : undefined);
 }
 
-function checksumError(file, got) {
-  return new DocMemError(codes.MODEL_CHECKSUM_MISMATCH, `${file.path}: sha256 ${got}, expected ${file.sha256}`);
+function quotaError(needed, free, where, advice) {
+  return new DocMemError(codes.QUOTA_EXCEEDED, `the models need ${mb(needed)} more of ${where}, and only ${mb(Math.max(0, free))} is free: ${advice}`);
 }
 
-/** GET `url` into one buffer, calling onProgress(loaded, total) as bytes arrive. */
-async function download(file, onProgress) {
+/**
+ * GET `file.url`, from byte `from` when from > 0 (a Range request). Returns
+ * {response, start}: start is where the body begins in the file (0 when the server
+ * ignored the Range and sent the whole file, or answered 416).
+ */
+async function request(file, from) {
+  const init = from > 0 ? { headers: { range: `bytes=${from}-` } } : {};
+  if (!isNode) init.cache = 'no-store'; // the HTTP cache would keep a second copy of the model
   let response;
   try {
-    response = await fetch(file.url);
+    response = await fetch(file.url, init);
   } catch (e) {
-    throw new DocMemError(codes.MODEL_FETCH_FAILED, `${file.url}: ${e.message}`, { cause: e });
+    throw fetchError(file, e.message, e);
   }
-  if (!response.ok) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${file.url}: HTTP ${response.status}`);
-  const total = file.size || Number(response.headers.get('content-length')) || 0;
-  let out = new Uint8Array(total);
-  let loaded = 0;
+  if (from > 0 && response.status === 416) {
+    // What is stored is not a prefix of the file (longer than it): start again.
+    await response.body?.cancel();
+    return request(file, 0);
+  }
+  if (!response.ok) throw fetchError(file, `HTTP ${response.status}`);
+  if (from > 0 && response.status === 206) {
+    const m = /^bytes (\d+)-/.exec(response.headers.get('content-range') || '');
+    if (m && Number(m[1]) === from) return { response, start: from };
+    await response.body?.cancel(); // a range we did not ask for
+    return request(file, 0);
+  }
+  return { response, start: 0 };
+}
+
+/**
+ * Stream `response`'s body through `sink(chunk)` (which stores it) and the hasher,
+ * counting from `start`. Returns the bytes of the file now stored. A lost connection is
+ * MODEL_FETCH_FAILED that says how much is kept.
+ */
+async function pump(file, response, start, hash, sink, progress) {
+  let pos = start;
   const reader = response.body.getReader();
   try {
     for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (loaded + value.length > out.length) {
-        const grown = new Uint8Array(Math.max(out.length * 2, loaded + value.length));
-        grown.set(out.subarray(0, loaded));
-        out = grown;
+      let part;
+      try {
+        part = await reader.read();
+      } catch (e) {
+        throw fetchError(file, `the download stopped after ${pos} of ${file.size || '?'} bytes (${e.message}); what arrived is kept and the next try resumes from there`, e);
       }
-      out.set(value, loaded);
-      loaded += value.length;
-      onProgress(loaded, total);
+      if (part.done) break;
+      const chunk = part.value;
+      try {
+        await sink(chunk, pos);
+      } catch (e) {
+        await reader.cancel().catch(() => {});
+        throw e;
+      }
+      hash.update(chunk);
+      pos += chunk.length;
+      progress(pos);
     }
-  } catch (e) {
-    throw new DocMemError(codes.MODEL_FETCH_FAILED, `${file.url}: ${e.message}`, { cause: e });
+  } finally {
+    reader.releaseLock?.();
   }
-  return loaded === out.length ? out : out.slice(0, loaded);
+  return pos;
 }
 
-/** A cached file held as a Blob (disk-backed in browsers), read in slices. */
+/** Calls onProgress at most every PROGRESS_EVERY bytes (and always at the end). */
+function throttled(onProgress, total, resumed) {
+  let last = -Infinity;
+  return (loaded, force = false) => {
+    if (force || loaded - last >= PROGRESS_EVERY || loaded === total) {
+      last = loaded;
+      onProgress(loaded, total, false, { resumed });
+    }
+  };
+}
+
+function finishHash(hash) {
+  const got = hash.finish();
+  hash.free?.();
+  return got;
+}
+
+// ---------------------------------------------------------------------------------
+// Browser
+
+/** A stored file held as a Blob (an OPFS File: disk-backed), read in slices. */
 class BlobFile {
   constructor(blob) {
     this.size = blob.size;
@@ -70,88 +164,465 @@ class BlobFile {
   }
 }
 
-/** Browser: the Cache API. */
+async function opfsDir() {
+  if (!globalThis.navigator?.storage?.getDirectory) return null;
+  try {
+    const root = await navigator.storage.getDirectory();
+    return await root.getDirectoryHandle(DIR_NAME, { create: true });
+  } catch {
+    return null; // no OPFS here (some private windows)
+  }
+}
+
+async function fileIn(dir, name, create = false) {
+  try {
+    return await dir.getFileHandle(name, { create });
+  } catch (e) {
+    if (e && (e.name === 'NotFoundError' || e.name === 'TypeMismatchError')) return null;
+    throw e;
+  }
+}
+
+async function removeIn(dir, name) {
+  try {
+    await dir.removeEntry(name);
+  } catch (e) {
+    if (!e || e.name !== 'NotFoundError') throw e;
+  }
+}
+
+async function readText(dir, name) {
+  const h = await fileIn(dir, name);
+  return h ? (await h.getFile()).text() : null;
+}
+
+async function writeText(dir, name, text) {
+  const h = await fileIn(dir, name, true);
+  const w = await h.createWritable();
+  await w.write(text);
+  await w.close();
+}
+
+/**
+ * Ask the browser once to keep this origin's storage under pressure (persist() exists on
+ * pages only, not in workers: the page calls this before the worker starts). The answer
+ * is remembered beside the models, so the question is never asked twice. Returns
+ * {asked, granted}.
+ */
+export async function requestPersistence() {
+  const storage = globalThis.navigator?.storage;
+  if (!storage?.persisted) return { asked: false, granted: false };
+  if (await storage.persisted()) return { asked: true, granted: true };
+  const dir = await opfsDir();
+  if (!storage.persist || !dir) return { asked: dir ? (await readText(dir, PERSIST_ASKED)) !== null : false, granted: false };
+  if ((await readText(dir, PERSIST_ASKED)) !== null) return { asked: true, granted: false };
+  const granted = await storage.persist();
+  await writeText(dir, PERSIST_ASKED, JSON.stringify({ granted, at: new Date().toISOString() }));
+  return { asked: true, granted };
+}
+
+/** Bytes of model files this origin keeps in OPFS (the storage line of the app adds them). */
+export async function storedModelBytes() {
+  const dir = await opfsDir();
+  let bytes = 0;
+  if (dir) for await (const [, h] of dir.entries()) if (h.kind === 'file') bytes += (await h.getFile()).size;
+  return bytes;
+}
+
+/** Browser: the Origin Private File System (see the top of this file). */
 export class WebModelCache {
-  constructor(cacheName = 'docmem-models') {
-    this.cacheName = cacheName;
+  /** options: {hasher} (required to download: () => {update, finish}). */
+  constructor(options = {}) {
+    if (typeof options === 'string') options = {}; // the old (cacheName) signature
+    this.hasher = options.hasher;
+    this.dirPromise = null;
+  }
+
+  dir() {
+    this.dirPromise ??= opfsDir();
+    return this.dirPromise;
+  }
+
+  /** A verified stored copy of `file`: a BlobFile, or null. */
+  async stored(file) {
+    const dir = await this.dir();
+    if (dir) {
+      const text = await readText(dir, `${file.sha256}.ok`);
+      const data = text !== null ? await fileIn(dir, file.sha256) : null;
+      if (data) {
+        let ok = null;
+        try {
+          ok = JSON.parse(text);
+        } catch {
+          ok = null;
+        }
+        const blob = await data.getFile();
+        if (ok && ok.sha256 === file.sha256 && blob.size === ok.size && (!file.size || blob.size === file.size)) return new BlobFile(blob);
+      }
+    }
+    // An older docmem's Cache API entry: trusted as it was (its header is the hash it checked).
+    if (globalThis.caches) {
+      const hit = await (await caches.open(CACHE_NAME)).match(file.url);
+      if (hit && hit.headers.get(HASH_HEADER) === file.sha256) {
+        const blob = await hit.blob();
+        if (!file.size || blob.size === file.size) return new BlobFile(blob);
+      }
+    }
+    return null;
+  }
+
+  /** Bytes of `file` already stored by an interrupted download. */
+  async partial(file) {
+    const dir = await this.dir();
+    const h = dir ? await fileIn(dir, file.sha256) : null;
+    return h ? (await h.getFile()).size : 0;
+  }
+
+  /**
+   * Before any download: refuse with QUOTA_EXCEEDED when the bytes still to fetch exceed
+   * what the origin may still store. Returns {needed, free, persisted, persistAsked}.
+   */
+  async prepare(files) {
+    let needed = 0;
+    for (const f of files) {
+      if (await this.stored(f)) continue;
+      needed += Math.max(0, (f.size || 0) - Math.min(await this.partial(f), f.size || 0));
+    }
+    const storage = globalThis.navigator?.storage;
+    // Pages ask for persistence themselves (requestPersistence); in a worker only the answer is read.
+    const persistence = storage?.persist ? await requestPersistence() : null;
+    const persisted = persistence ? persistence.granted : storage?.persisted ? await storage.persisted() : false;
+    const dir = await this.dir();
+    const persistAsked = persistence ? persistence.asked : dir ? (await readText(dir, PERSIST_ASKED)) !== null : false;
+    let free = Infinity;
+    if (storage?.estimate) {
+      const { quota, usage } = await storage.estimate();
+      if (Number.isFinite(quota)) free = quota - usage;
+    }
+    if (needed > free) throw quotaError(needed, free, "this browser's storage for this site", "free space on the device or remove other sites' data, then try again");
+    return { needed, free, persisted, persistAsked };
   }
 
   async file(file, onProgress = () => {}) {
-    const cache = await caches.open(this.cacheName);
-    const hit = await cache.match(file.url);
-    if (hit && hit.headers.get(HASH_HEADER) === file.sha256) {
-      const blob = await hit.blob();
-      if (!file.size || blob.size === file.size) {
-        onProgress(blob.size, blob.size, true);
-        return new BlobFile(blob);
-      }
+    const hit = await this.stored(file);
+    if (hit) {
+      onProgress(hit.size, hit.size, true, { resumed: 0 });
+      return hit;
     }
-    const bytes = await download(file, onProgress);
-    const got = await sha256(bytes);
-    if (got !== file.sha256) throw checksumError(file, got);
-    const headers = { 'content-type': 'application/octet-stream', [HASH_HEADER]: got };
+    if (!this.hasher) throw new DocMemError(codes.INTERNAL, 'WebModelCache needs a hasher to download');
+    const dir = await this.dir();
+    if (!dir) return this.intoCache(file, onProgress);
+    let handle;
     try {
-      await cache.put(file.url, new Response(bytes, { headers }));
+      handle = await fileIn(dir, file.sha256, true);
     } catch (e) {
       throw storageError(e, `storing ${file.path}`);
     }
-    // Hand back the stored copy, so the downloaded buffer can be freed.
-    const stored = await cache.match(file.url);
-    return stored ? new BlobFile(await stored.blob()) : new BlobFile(new Blob([bytes]));
+    const sync = typeof handle.createSyncAccessHandle === 'function' && typeof DedicatedWorkerGlobalScope !== 'undefined';
+    try {
+      if (sync) await this.downloadSync(dir, handle, file, onProgress);
+      else await this.downloadWritable(dir, handle, file, onProgress);
+    } catch (e) {
+      // The storage filled up mid-file (estimate() said there was room, or the browser
+      // does not report the real limit): say how much is missing; what is stored is kept.
+      if (e.code !== codes.QUOTA_EXCEEDED) throw e;
+      const have = await this.partial(file).catch(() => 0);
+      throw new DocMemError(
+        codes.QUOTA_EXCEEDED,
+        `this browser's storage for this site filled up after ${mb(have)} of ${file.path} (${mb(file.size || 0)}), which needs ${mb(Math.max(0, (file.size || 0) - have))} more; free space on the device or remove other sites' data, then try again (the download resumes from what is stored)`,
+        { cause: e },
+      );
+    }
+    const blob = await handle.getFile();
+    await writeText(dir, `${file.sha256}.ok`, JSON.stringify({ sha256: file.sha256, size: blob.size, url: file.url }));
+    return new BlobFile(blob);
   }
 
-  /** Whether every file of `model` is cached (a second visit needs no network). */
-  async has(model) {
-    const cache = await caches.open(this.cacheName);
-    for (const f of model.files) {
-      const hit = await cache.match(f.url);
-      if (!hit || hit.headers.get(HASH_HEADER) !== f.sha256) return false;
+  /** In a dedicated worker: appended through a sync access handle, flushed as it goes. */
+  async downloadSync(dir, handle, file, onProgress) {
+    let access;
+    try {
+      access = await handle.createSyncAccessHandle();
+    } catch (e) {
+      if (e && e.name === 'NoModificationAllowedError') {
+        throw new DocMemError(codes.STORAGE_FAILED, `${file.path} is being downloaded by another tab or worker of this site; try again when it has finished`, { cause: e });
+      }
+      throw storageError(e, `storing ${file.path}`);
     }
+    let end;
+    let got;
+    try {
+      let stored = access.getSize();
+      if (file.size && stored > file.size) {
+        access.truncate(0);
+        stored = 0;
+      }
+      let hash = this.hasher();
+      // The stored prefix, hashed again from storage.
+      if (stored > 0) {
+        const buf = new Uint8Array(Math.min(CHUNK, stored));
+        for (let at = 0; at < stored; ) {
+          const n = access.read(buf.subarray(0, Math.min(buf.length, stored - at)), { at });
+          if (n <= 0) break;
+          hash.update(buf.subarray(0, n));
+          at += n;
+        }
+      }
+      end = stored;
+      if (!file.size || stored < file.size) {
+        const { response, start } = await request(file, stored);
+        if (start !== stored) {
+          // The server ignored the Range: the whole file again, from byte 0.
+          access.truncate(0);
+          hash.free?.();
+          hash = this.hasher();
+        }
+        end = await this.appendSync(access, file, response, start, hash, onProgress);
+      } else {
+        onProgress(stored, stored, false, { resumed: stored });
+      }
+      got = finishHash(hash);
+      access.flush();
+    } finally {
+      access.close();
+    }
+    if (file.size && end !== file.size) throw fetchError(file, `the server sent ${end} of ${file.size} bytes; what arrived is kept and the next try resumes from there`);
+    if (got !== file.sha256) {
+      await removeIn(dir, file.sha256);
+      throw checksumError(file, got, true);
+    }
+  }
+
+  async appendSync(access, file, response, start, hash, onProgress) {
+    const total = file.size || start + Number(response.headers.get('content-length') || 0);
+    const progress = throttled(onProgress, total, start);
+    progress(start, true);
+    let unflushed = 0;
+    const end = await pump(
+      file,
+      response,
+      start,
+      hash,
+      (chunk, at) => {
+        try {
+          let done = 0;
+          while (done < chunk.length) done += access.write(chunk.subarray(done), { at: at + done });
+          unflushed += chunk.length;
+          if (unflushed >= FLUSH_EVERY) {
+            access.flush();
+            unflushed = 0;
+          }
+        } catch (e) {
+          throw storageError(e, `storing ${file.path}`);
+        }
+      },
+      progress,
+    );
+    progress(end, true);
+    return end;
+  }
+
+  /**
+   * On a page (no sync access handles): a writable stream, committed when it closes, so
+   * an interruption keeps only what an earlier, finished attempt stored.
+   */
+  async downloadWritable(dir, handle, file, onProgress) {
+    const stored0 = (await handle.getFile()).size;
+    let stored = file.size && stored0 > file.size ? 0 : stored0;
+    let hash = this.hasher();
+    if (stored > 0) {
+      const reader = (await handle.getFile()).slice(0, stored).stream().getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        hash.update(value);
+      }
+    }
+    const { response, start } = file.size && stored === file.size ? { response: null, start: stored } : await request(file, stored);
+    if (start !== stored) {
+      hash.free?.();
+      hash = this.hasher();
+      stored = 0;
+    }
+    let writable;
+    try {
+      writable = await handle.createWritable({ keepExistingData: stored > 0 });
+      await writable.truncate(stored);
+      await writable.seek(stored);
+    } catch (e) {
+      throw storageError(e, `storing ${file.path}`);
+    }
+    let end = stored;
+    try {
+      if (response) {
+        const progress = throttled(onProgress, file.size || 0, stored);
+        end = await pump(file, response, stored, hash, (chunk) => writable.write(chunk), progress);
+        progress(end, true);
+      }
+      await writable.close();
+    } catch (e) {
+      await writable.abort().catch(() => {});
+      throw e instanceof DocMemError ? e : storageError(e, `storing ${file.path}`);
+    }
+    const got = finishHash(hash);
+    if (file.size && end !== file.size) throw fetchError(file, `the server sent ${end} of ${file.size} bytes`);
+    if (got !== file.sha256) {
+      await removeIn(dir, file.sha256);
+      throw checksumError(file, got, true);
+    }
+  }
+
+  /** Without OPFS: streamed into the Cache API, hashed on the way (no resuming there). */
+  async intoCache(file, onProgress) {
+    const cache = await caches.open(CACHE_NAME);
+    const { response } = await request(file, 0);
+    const hash = this.hasher();
+    const total = file.size || Number(response.headers.get('content-length') || 0);
+    const progress = throttled(onProgress, total, 0);
+    let loaded = 0;
+    const hashing = new TransformStream({
+      transform(chunk, controller) {
+        hash.update(chunk);
+        loaded += chunk.length;
+        progress(loaded);
+        controller.enqueue(chunk);
+      },
+    });
+    const headers = { 'content-type': 'application/octet-stream', [HASH_HEADER]: file.sha256 };
+    try {
+      await cache.put(file.url, new Response(response.body.pipeThrough(hashing), { headers }));
+    } catch (e) {
+      await cache.delete(file.url);
+      if (e instanceof DocMemError) throw e;
+      throw e && e.name === 'QuotaExceededError' ? storageError(e, `storing ${file.path}`) : fetchError(file, e.message, e);
+    }
+    progress(loaded, true);
+    const got = finishHash(hash);
+    if (got !== file.sha256 || (file.size && loaded !== file.size)) {
+      await cache.delete(file.url);
+      throw checksumError(file, got, true);
+    }
+    const stored = await cache.match(file.url);
+    return new BlobFile(await stored.blob());
+  }
+
+  /** Whether every file of `model` is stored and verified (a second visit needs no network). */
+  async has(model) {
+    for (const f of model.files) if (!(await this.stored(f))) return false;
     return true;
   }
 }
 
+// ---------------------------------------------------------------------------------
+// Node
+
+const verified = new Map(); // path → "size:mtimeMs" of files hashed in this process
+
+function nodeHasher(createHash) {
+  return () => {
+    const h = createHash('sha256');
+    return { update: (b) => h.update(b), finish: () => h.digest('hex') };
+  };
+}
+
 /** Node: a directory of files named by their sha256; `file:` URLs are read in place. */
 export class FsModelCache {
-  constructor(dir) {
+  /**
+   * options: {hasher} (default node:crypto), {freeBytes: async () => number} (default: the
+   * directory's disk, from statfs).
+   */
+  constructor(dir, options = {}) {
     this.dir = dir;
+    this.options = options;
+  }
+
+  async modules() {
+    if (!this.mods) {
+      const [fs, path, url, crypto] = await Promise.all([import('node:fs'), import('node:path'), import('node:url'), import('node:crypto')]);
+      this.mods = { fs, path, fileURLToPath: url.fileURLToPath, hasher: this.options.hasher ?? nodeHasher(crypto.createHash) };
+    }
+    return this.mods;
+  }
+
+  async hashFile(p, onBytes = () => {}) {
+    const { fs, hasher } = await this.modules();
+    const h = hasher();
+    let n = 0;
+    for await (const chunk of fs.createReadStream(p, { highWaterMark: CHUNK })) {
+      h.update(chunk);
+      n += chunk.length;
+      onBytes(n);
+    }
+    return finishHash(h);
+  }
+
+  /** Hash `p` unless this process already did (same size and mtime). */
+  async check(file, p) {
+    const { fs } = await this.modules();
+    const st = fs.statSync(p);
+    const key = `${st.size}:${st.mtimeMs}`;
+    if (verified.get(p) === key) return null;
+    const got = await this.hashFile(p);
+    if (got === file.sha256) verified.set(p, key);
+    return got === file.sha256 ? null : got;
+  }
+
+  local(file) {
+    return file.url.startsWith('file:') || this.mods.path.isAbsolute(file.url);
+  }
+
+  /** Refuse with QUOTA_EXCEEDED when the bytes to fetch exceed the disk's free space. */
+  async prepare(files) {
+    const { fs, path } = await this.modules();
+    let needed = 0;
+    for (const f of files) {
+      if (this.local(f) || !f.sha256 || fs.existsSync(path.join(this.dir, f.sha256))) continue;
+      let part = 0;
+      try {
+        part = fs.statSync(path.join(this.dir, `${f.sha256}.part`)).size;
+      } catch {
+        part = 0;
+      }
+      needed += Math.max(0, (f.size || 0) - Math.min(part, f.size || 0));
+    }
+    let free = Infinity;
+    if (this.options.freeBytes) free = await this.options.freeBytes();
+    else if (needed > 0 && fs.statfsSync) {
+      let at = this.dir;
+      while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
+      const s = fs.statfsSync(at);
+      free = s.bavail * s.bsize;
+    }
+    if (needed > free) throw quotaError(needed, free, `disk space in ${this.dir}`, 'free some space there (or choose another modelCacheDir) and try again');
+    return { needed, free, persisted: true, persistAsked: false };
   }
 
   async file(file, onProgress = () => {}) {
-    const fs = await import('node:fs');
-    const path = await import('node:path');
-    const { fileURLToPath } = await import('node:url');
-    const { createHash } = await import('node:crypto');
-    const hashFile = async (p) => {
-      const h = createHash('sha256');
-      for await (const chunk of fs.createReadStream(p, { highWaterMark: 1 << 20 })) h.update(chunk);
-      return h.digest('hex');
-    };
+    const { fs, path, fileURLToPath } = await this.modules();
     let where;
-    if (file.url.startsWith('file:') || path.isAbsolute(file.url)) {
+    if (this.local(file)) {
       where = file.url.startsWith('file:') ? fileURLToPath(file.url) : file.url;
       if (!fs.existsSync(where)) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${where}: no such file`);
       if (file.sha256) {
-        const got = await hashFile(where);
-        if (got !== file.sha256) throw checksumError(file, got);
+        const got = await this.check(file, where);
+        if (got) throw new DocMemError(codes.MODEL_CHECKSUM_MISMATCH, `${file.path}: sha256 ${got}, expected ${file.sha256}`);
       }
     } else {
       where = path.join(this.dir, file.sha256);
-      if (!fs.existsSync(where)) {
-        const bytes = await download(file, onProgress);
-        const got = await sha256(bytes);
-        if (got !== file.sha256) throw checksumError(file, got);
-        try {
-          fs.mkdirSync(this.dir, { recursive: true });
-          fs.writeFileSync(`${where}.part`, bytes);
-          fs.renameSync(`${where}.part`, where);
-        } catch (e) {
-          throw storageError(e, `storing ${file.path}`);
+      if (fs.existsSync(where)) {
+        const got = await this.check(file, where);
+        if (got) {
+          fs.rmSync(where, { force: true });
+          verified.delete(where);
+          throw checksumError(file, got);
         }
+      } else {
+        await this.download(file, where, onProgress);
+        verified.set(where, `${fs.statSync(where).size}:${fs.statSync(where).mtimeMs}`);
       }
     }
     const size = fs.statSync(where).size;
-    onProgress(size, size, true);
+    onProgress(size, size, true, { resumed: 0 });
     const fd = fs.openSync(where, 'r');
     return {
       size,
@@ -172,5 +643,81 @@ export class FsModelCache {
         fs.closeSync(fd);
       },
     };
+  }
+
+  /** Into `<where>.part` (resumed when it exists), verified, then renamed to `where`. */
+  async download(file, where, onProgress) {
+    const { fs, hasher } = await this.modules();
+    const part = `${where}.part`;
+    let fh;
+    try {
+      fs.mkdirSync(this.dir, { recursive: true });
+      fh = await fs.promises.open(part, fs.existsSync(part) ? 'r+' : 'w+');
+    } catch (e) {
+      throw storageError(e, `storing ${file.path}`);
+    }
+    let end;
+    let got;
+    try {
+      let stored = (await fh.stat()).size;
+      if (file.size && stored > file.size) {
+        await fh.truncate(0);
+        stored = 0;
+      }
+      let hash = hasher();
+      if (stored > 0) {
+        const buf = new Uint8Array(Math.min(CHUNK, stored));
+        for (let at = 0; at < stored; ) {
+          const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, stored - at), at);
+          if (bytesRead <= 0) break;
+          hash.update(buf.subarray(0, bytesRead));
+          at += bytesRead;
+        }
+      }
+      end = stored;
+      if (!file.size || stored < file.size) {
+        const { response, start } = await request(file, stored);
+        if (start !== stored) {
+          // The server ignored the Range: the whole file again, from byte 0.
+          await fh.truncate(0);
+          hash.free?.();
+          hash = hasher();
+        }
+        const total = file.size || start + Number(response.headers.get('content-length') || 0);
+        const progress = throttled(onProgress, total, start);
+        progress(start, true);
+        end = await pump(
+          file,
+          response,
+          start,
+          hash,
+          async (chunk, at) => {
+            try {
+              let done = 0;
+              while (done < chunk.length) done += (await fh.write(chunk, done, chunk.length - done, at + done)).bytesWritten;
+            } catch (e) {
+              throw storageError(e, `storing ${file.path}`);
+            }
+          },
+          progress,
+        );
+        progress(end, true);
+      } else {
+        onProgress(stored, stored, false, { resumed: stored });
+      }
+      got = finishHash(hash);
+    } finally {
+      await fh.close();
+    }
+    if (file.size && end !== file.size) throw fetchError(file, `the server sent ${end} of ${file.size} bytes; what arrived is kept and the next try resumes from there`);
+    if (got !== file.sha256) {
+      fs.rmSync(part, { force: true });
+      throw checksumError(file, got, true);
+    }
+    try {
+      fs.renameSync(part, where);
+    } catch (e) {
+      throw storageError(e, `storing ${file.path}`);
+    }
   }
 }

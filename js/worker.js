@@ -208,7 +208,9 @@ function connectHosted(remote) {
  */
 async function loadModels(models, cacheDir, emit, gpu = null) {
   const { WebModelCache, FsModelCache } = await import('./model-cache.js');
-  const cache = isNode ? new FsModelCache(cacheDir) : new WebModelCache();
+  // Downloads are hashed as they stream into storage: node:crypto in Node, the wasm
+  // package's incremental Sha256 here (WebCrypto would need the whole file in memory).
+  const cache = isNode ? new FsModelCache(cacheDir) : new WebModelCache({ hasher: () => new w.Sha256() });
   const local = (role) => !hosted[role] && (models[role] || (role === 'answerer' && models.reader));
   const unique = new Map();
   for (const role of ['embedder', 'reader', 'answerer']) {
@@ -218,14 +220,19 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
   const all = [...unique.values()].flatMap((m) => m.files.map((f) => ({ model: m.name, file: f })));
   const total = all.reduce((s, x) => s + (x.file.size || 0), 0);
   const loaded = new Map();
+  const resumed = new Map(); // bytes an interrupted download had stored, not fetched again
   let fromCache = true;
   const got = new Map();
+  // Refuses (QUOTA_EXCEEDED) before any download when the storage cannot take the files.
+  const room = await cache.prepare(all.map((x) => x.file));
+  const sumOf = (m) => [...m.values()].reduce((a, b) => a + b, 0);
   for (const { model, file } of all) {
-    const f = await cache.file(file, (n, _t, cached) => {
+    const f = await cache.file(file, (n, _t, cached, info = {}) => {
       loaded.set(file.url, n);
+      if (info.resumed) resumed.set(file.url, info.resumed);
       if (!cached) fromCache = false;
-      const sum = [...loaded.values()].reduce((a, b) => a + b, 0);
-      emit({ stage: 'download', model, file: file.path, loaded: sum, total, fraction: total ? sum / total : 1 });
+      const sum = sumOf(loaded);
+      emit({ stage: 'download', model, file: file.path, loaded: sum, total, fraction: total ? sum / total : 1, resumed: sumOf(resumed), persisted: room.persisted });
     });
     got.set(file.url, f);
   }
@@ -301,6 +308,58 @@ function mapSpan(id, span) {
   return { start: at(span.start), end: at(span.end) };
 }
 
+/** A [start, end) span of document `id` in characters (code points, as the engine counts) as UTF-16 indices. */
+function mapChars(id, [start, end]) {
+  const d = docText(id);
+  if (!d.units) {
+    d.units = []; // UTF-16 index at each code point
+    let u = 0;
+    for (const ch of d.text) {
+      d.units.push(u);
+      u += ch.length;
+    }
+    d.units.push(u);
+  }
+  const at = (k) => d.units[Math.min(k, d.units.length - 1)];
+  return [at(start), at(end)];
+}
+
+/** A manifest entry of the library as the client's DocumentInfo. */
+function documentInfo(d) {
+  return {
+    id: String(d.id),
+    title: d.title,
+    language: d.language,
+    bytes: d.bytes,
+    chunks: d.scenarios,
+    reader: d.reader,
+    fallback: d.fallback ?? null,
+    collection: d.collection ?? 'default',
+  };
+}
+
+/**
+ * An add request's text: {text}. A string (`text`; HTML when `html`) is the text as
+ * given. A file's bytes (`bytes`, a Uint8Array, with its `name`) are a PDF when the name
+ * ends in .pdf or they start with %PDF- (pdf.js: PDF.js in this worker; a scan, an
+ * encrypted or unreadable file or one over its size limit is refused with BAD_DOCUMENT),
+ * else UTF-8 text (HTML when named .htm or .html), read as File.text() reads it. A PDF's
+ * pages are separated by a form feed on its own line ("\n\f\n"), the engine's page mark:
+ * a citation's page is counted from them.
+ */
+async function documentText(a) {
+  if (a.bytes === undefined || a.bytes === null) return { text: a.html ? w.htmlToText(a.text) : a.text };
+  const bytes = a.bytes instanceof Uint8Array ? a.bytes : new Uint8Array(a.bytes);
+  const name = String(a.name ?? a.title ?? '');
+  const { isPdf, pdfToText } = await import('./pdf.js');
+  if (/\.pdf$/i.test(name) || isPdf(bytes)) {
+    const { text } = await pdfToText(bytes, { name, isCancelled: cancelled, separator: '\n\f\n' });
+    return { text };
+  }
+  const text = new TextDecoder().decode(bytes);
+  return { text: a.html || /\.html?$/i.test(name) ? w.htmlToText(text) : text };
+}
+
 const ops = {
   async init(a, emit) {
     cancelFlag = a.cancel ? new Int32Array(a.cancel) : null;
@@ -358,7 +417,7 @@ const ops = {
 
   async add(a, emit) {
     // An empty text is refused by ingest itself (IngestError::EmptyDocument → BAD_DOCUMENT).
-    const text = a.html ? w.htmlToText(a.text) : a.text;
+    const { text } = await documentText(a);
     let json;
     if (a.method === 'mom') {
       const stages = { reading: 'reading', fallback: 'reading', scoring: 'candidates', done: 'indexing' };
@@ -379,15 +438,26 @@ const ops = {
     const r = JSON.parse(json);
     emit({ stage: 'indexing', fraction: 1 });
     await persist();
-    return { id: r.id, title: a.title, added: r.added, chunks: r.chunks, outline: r.outline, fallback: r.fallback };
+    // The library's entry for it (as documents() lists it), so a page can list it now,
+    // before any request queued behind this one.
+    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === String(r.id));
+    return { id: r.id, title: a.title, added: r.added, chunks: r.chunks, outline: r.outline, fallback: r.fallback, document: entry ? documentInfo(entry) : null };
   },
 
   async ask(a, emit) {
+    // Progress: {stage: 'search'}, then {stage: 'read', passages, sources} where the
+    // passages are known before the answerer starts, then {stage: 'write'} with the first
+    // token; tokens as {token}.
     let stopped = false;
+    let writing = false;
     const onToken = (piece) => {
       if (cancelled()) {
         stopped = true;
         return false;
+      }
+      if (!writing) {
+        writing = true;
+        emit({ stage: 'write' });
       }
       emit({ token: piece });
       return true;
@@ -395,6 +465,21 @@ const ops = {
     const guided = (a.clues && a.clues !== 'off') || a.route;
     if (guided && onGpu && !hosted.answerer) {
       throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing run with the CPU backend for now (load with backend: "cpu")');
+    }
+    emit({ stage: 'search' });
+    // Without clues or routing, and with an embedder that answers synchronously, the
+    // passages are found first (the same search the ask repeats: one question vector and
+    // a lookup, about 10 ms), so the page can say how many the answerer reads and link
+    // each [n] as it streams. Where the ask grows its hits into windows of the text
+    // around them (search results that carry `hits`), merging neighbours, what it reads
+    // is only known with the answer: 'read' then gives the passages found, not the
+    // windows read. Clues, routing and embedders on WebGPU or a host search inside the
+    // ask: no 'read' stage then.
+    if (!guided && !hosted.embedder && !embedder.onWebGpu()) {
+      const found = JSON.parse(lib.search(a.question, a.k, embedder));
+      const windowed = found.some((s) => Array.isArray(s.hits));
+      const sources = found.map((s) => ({ n: s.n, document: { id: String(s.doc_id), title: s.title }, span: mapSpan(String(s.doc_id), s.span), outline: s.outline }));
+      emit(windowed ? { stage: 'read', found: found.length, passages: null, sources: null } : { stage: 'read', found: found.length, passages: sources.length, sources });
     }
     let json;
     if (hosted.answerer) json = await lib.askRemote(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken);
@@ -411,6 +496,9 @@ const ops = {
       span: mapSpan(String(s.doc_id), s.span),
       byteSpan: s.span,
       text: s.text,
+      // A paged document's (a PDF's) page, from 1; hits: the retrieved pieces in the passage.
+      page: s.page ?? null,
+      hits: (s.hits ?? []).map((h) => mapChars(String(s.doc_id), h)),
       core: s.core,
       outline: s.outline,
       ranks: s.ranks,
@@ -456,16 +544,7 @@ const ops = {
   },
 
   async documents() {
-    return JSON.parse(lib.documents()).documents.map((d) => ({
-      id: String(d.id),
-      title: d.title,
-      language: d.language,
-      bytes: d.bytes,
-      chunks: d.scenarios,
-      reader: d.reader,
-      fallback: d.fallback ?? null,
-      collection: d.collection ?? 'default',
-    }));
+    return JSON.parse(lib.documents()).documents.map(documentInfo);
   },
 
   async collections() {

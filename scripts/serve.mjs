@@ -1,5 +1,7 @@
 // The docmem web app's server (Node, no dependencies): www/ at /, the npm package at
-// /js/, the wasm package for the web at /pkg/ and the models at /models/, with a
+// /js/, the wasm package for the web at /pkg/, PDF.js (npm's pdfjs-dist, from
+// node_modules: the two modules of its build, its CMaps and standard fonts; js/pdf.js
+// loads them in the worker) at /vendor/pdfjs/ and the models at /models/, with a
 // generated /models/models.json (url, size, sha256 of each file; hashes computed once and
 // cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
 // cancel flag and the wasm CPU kernels run on threads; `?isolated=0` on a page leaves the
@@ -58,6 +60,12 @@ const MIME = {
   '.ico': 'image/x-icon',
   '.ts': 'text/plain; charset=utf-8',
 };
+
+// PDF.js under /vendor/pdfjs/ (the paths of node_modules/pdfjs-dist): only what js/pdf.js
+// loads (the modern build's module and its worker's, minified, which it runs in docmem's
+// worker) and fetches while reading text (CMaps, standard fonts), and the licence.
+const pdfjsDir = path.join(root, 'node_modules', 'pdfjs-dist');
+const PDFJS = /^\/vendor\/pdfjs\/(build\/pdf(\.worker)?\.min\.mjs|cmaps\/[\w.-]+\.bcmap|standard_fonts\/[\w.-]+\.(pfb|ttf)|LICENSE)$/;
 
 // URL prefix → directory.
 const mounts = [
@@ -129,14 +137,32 @@ function headers(type, extra = {}, isolated = true) {
   };
 }
 
-function sendFile(req, res, file, cacheControl, isolated = true) {
+// `ranges`: answer a Range request (`bytes=a-b`, `bytes=a-`, `bytes=-n`; one range) with
+// 206 and Content-Range, or 416 when it starts past the end: an interrupted model
+// download resumes from the bytes it stored (js/model-cache.js).
+function sendFile(req, res, file, cacheControl, isolated = true, ranges = false) {
   fs.stat(file, (err, st) => {
     if (err || !st.isFile()) {
       res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
       return;
     }
     const type = MIME[path.extname(file).toLowerCase()] || 'application/octet-stream';
-    res.writeHead(200, headers(type, { 'content-length': st.size, 'cache-control': cacheControl }, isolated));
+    const extra = { 'cache-control': cacheControl, ...(ranges ? { 'accept-ranges': 'bytes' } : {}) };
+    const m = ranges ? /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '') : null;
+    if (m && (m[1] !== '' || m[2] !== '')) {
+      let start = m[1] === '' ? Math.max(0, st.size - Number(m[2])) : Number(m[1]);
+      const end = m[1] === '' || m[2] === '' ? st.size - 1 : Math.min(Number(m[2]), st.size - 1);
+      if (m[1] === '' && Number(m[2]) === 0) start = st.size;
+      if (start >= st.size || start > end) {
+        res.writeHead(416, headers('text/plain; charset=utf-8', { ...extra, 'content-range': `bytes */${st.size}` }, isolated)).end();
+        return;
+      }
+      res.writeHead(206, headers(type, { ...extra, 'content-length': end - start + 1, 'content-range': `bytes ${start}-${end}/${st.size}` }, isolated));
+      if (req.method === 'HEAD') res.end();
+      else fs.createReadStream(file, { start, end }).pipe(res);
+      return;
+    }
+    res.writeHead(200, headers(type, { ...extra, 'content-length': st.size }, isolated));
     if (req.method === 'HEAD') res.end();
     else fs.createReadStream(file).pipe(res);
   });
@@ -179,7 +205,12 @@ const server = http.createServer((req, res) => {
       res.writeHead(404, headers('text/plain; charset=utf-8')).end('not a served model file\n');
       return;
     }
-    sendFile(req, res, path.join(modelsDir, rel), 'public, max-age=31536000, immutable');
+    sendFile(req, res, path.join(modelsDir, rel), 'public, max-age=31536000, immutable', true, true);
+    return;
+  }
+  if (pathname.startsWith('/vendor/pdfjs/')) {
+    if (!PDFJS.test(pathname)) res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
+    else sendFile(req, res, path.join(pdfjsDir, pathname.slice('/vendor/pdfjs/'.length)), 'no-cache', isolated);
     return;
   }
   for (const [prefix, dir] of mounts) {

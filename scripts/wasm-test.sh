@@ -4,7 +4,8 @@
 # against llama.cpp (at one thread, and in the threads build at one and two), the embedder on all-MiniLM-L6-v2 against sentence-transformers, the
 # document library (ingest, search, answers, persistence) on both, the npm package's
 # DocMem client in Node, with local models and with hosted ones (a fake OpenAI-compatible
-# host), and every export called with bad arguments (an Error each time,
+# host), PDFs' text through PDF.js (js/pdf.js alone, then the worker adding a PDF from its
+# bytes), and every export called with bad arguments (an Error each time,
 # never a trap; a panic's message reaches console.error and the next call).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 pkg="$DOCMEM_CACHE/wasm-pkg-node"
@@ -27,4 +28,9 @@ node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/remote.mjs" "$DOCMEM_MODELS"
+node "$DOCMEM_ROOT/tests/pdf/pdf.mjs"
+node "$DOCMEM_ROOT/tests/wasm/pdf-worker.mjs" "$DOCMEM_MODELS"
 node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"
+# Model downloads (js/model-cache.js in Node, serve.mjs's Range answers): streamed and
+# hashed as they arrive, resumed with a Range request, mismatches deleted, free space checked.
+node "$DOCMEM_ROOT/tests/wasm/model-cache.mjs"

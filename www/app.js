@@ -22,11 +22,14 @@ const el = (tag, props = {}, ...children) => {
 };
 const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
 const secs = (ms) => `${(ms / 1000).toFixed(1)} s`;
+const size = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : n >= 1e6 ? mb(n) : `${Math.max(n / 1e3, n > 0 ? 0.1 : 0).toFixed(1)} kB`);
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 let dm = null;
 const memories = new Map(); // doc id → memory (with text)
 let shown = null; // the document in the view
 let hosted = null; // the hosted models in use: DocMem's `remote` option, or null
+let readyLabel = ''; // the model line once the models are loaded (put back after a restart)
 
 function showError(e) {
   const box = $('error');
@@ -40,6 +43,11 @@ function clearError() {
 function modelProgress(p) {
   const bar = $('model-progress');
   const label = $('model-label');
+  // Loaded already: the worker is starting again (a cancelled add ended it, or it failed).
+  if (document.body.dataset.ready === 'true') {
+    label.textContent = p.stage === 'loading' && p.fraction === 1 ? readyLabel : 'Starting the engine again (the models reload from this browser\u2019s cache)…';
+    return;
+  }
   if (p.stage === 'download') {
     bar.value = p.fraction;
     label.textContent = `Models: ${mb(p.loaded)} of ${mb(p.total)}`;
@@ -51,33 +59,53 @@ function modelProgress(p) {
 
 // ---- documents -------------------------------------------------------------------
 
+const notes = new Map(); // doc id → what adding it said this session ("added in 1.2 s")
+let addController = null; // aborts every add in flight (the Cancel button)
+let addsInFlight = 0;
+let lastAddSettled = 0; // when the last add finished: the worker starts the next one then
+const cancelledTitles = [];
+
+/** The title a file gets: its name without the extension ("printing-press.md" → "printing-press"). */
+const titleOf = (name) => name.replace(/\.[^./\\]{1,10}$/, '') || name;
+
+function docItem(d) {
+  const how = d.fallback ? `${d.reader}; fell back to sentence chunks` : d.reader;
+  const note = notes.get(d.id);
+  return el(
+    'li',
+    { class: 'doc', dataset: { id: d.id } },
+    el('button', { type: 'button', class: 'link doc-open', text: d.title, onclick: () => openDocument(d.id) }),
+    el('span', {
+      class: 'muted doc-meta',
+      text: `${plural(d.chunks, 'chunk')} · ${how}${d.collection !== 'default' ? ` · in ${d.collection}` : ''}${note ? ` · ${note}` : ''}`,
+    }),
+    el('button', {
+      type: 'button',
+      class: 'icon secondary',
+      'aria-label': `Remove ${d.title}`,
+      title: `Remove ${d.title}`,
+      text: '×',
+      onclick: () => removeDocument(d),
+    }),
+  );
+}
+
+/** Put document `d` in the list (replacing its row if it has one), above the files still being added. */
+function listDocument(d) {
+  const list = $('doc-list');
+  const row = docItem(d);
+  const old = list.querySelector(`li[data-id="${CSS.escape(d.id)}"]`);
+  if (old) old.replaceWith(row);
+  else list.insertBefore(row, list.querySelector('li:not([data-id])'));
+  $('no-docs').hidden = true;
+}
+
 async function refreshDocuments() {
   const docs = await dm.documents();
   const list = $('doc-list');
   for (const li of [...list.querySelectorAll('li[data-id]')]) li.remove();
-  for (const d of docs) {
-    const how = d.fallback ? `${d.reader}; fell back to sentence chunks` : d.reader;
-    list.append(
-      el(
-        'li',
-        { class: 'doc', dataset: { id: d.id } },
-        el('button', { type: 'button', class: 'link doc-open', text: d.title, onclick: () => openDocument(d.id) }),
-        el('span', {
-          class: 'muted doc-meta',
-          text: `${d.chunks} chunk${d.chunks === 1 ? '' : 's'} · ${how}${d.collection !== 'default' ? ` · in ${d.collection}` : ''}`,
-        }),
-        el('button', {
-          type: 'button',
-          class: 'icon secondary',
-          'aria-label': `Remove ${d.title}`,
-          title: `Remove ${d.title}`,
-          text: '×',
-          onclick: () => removeDocument(d),
-        }),
-      ),
-    );
-  }
-  $('no-docs').hidden = docs.length > 0 || list.querySelector('li') !== null;
+  for (const d of docs) listDocument(d);
+  $('no-docs').hidden = list.querySelector('li') !== null;
   // The search picker: every collection, the router, or one collection.
   const route = $('route');
   const chosen = route.value;
@@ -90,49 +118,197 @@ async function refreshDocuments() {
 
 const STAGES = { reading: 'Reading', candidates: 'Scoring candidates', indexing: 'Indexing', download: 'Downloading' };
 
-async function addFiles(files) {
+function addStatus(text) {
+  $('add-status').textContent = text;
+  $('add-status').hidden = !text;
+}
+
+/**
+ * Add `files` one after another (the worker serves one request at a time). Each is listed
+ * as soon as it is stored, so searchable, with the time it took; Cancel stops the rest.
+ */
+function addFiles(files) {
+  if (files.length === 0) return;
   clearError();
+  addStatus('');
   const method = $('method').value;
+  const collection = $('collection').value.trim() || 'default';
+  addController ??= new AbortController();
+  const { signal } = addController;
+  $('cancel-add').hidden = false;
+  $('cancel-add').disabled = false;
   for (const file of files) {
-    const bar = el('progress', { max: '1', 'aria-label': `Memory of ${file.name}` });
+    const title = titleOf(file.name);
+    const bar = el('progress', { max: '1', 'aria-label': `Memory of ${title}` });
     const status = el('span', { class: 'muted', text: 'waiting…' });
-    const item = el('li', { class: 'doc pending' }, el('span', { class: 'doc-title', text: file.name }), status, bar);
+    const item = el('li', { class: 'doc pending' }, el('span', { class: 'doc-title', text: title }), status, bar);
     $('doc-list').append(item);
     $('no-docs').hidden = true;
-    const t0 = performance.now();
+    const queued = performance.now();
+    addsInFlight += 1;
     dm.addDocument(file, {
+      title,
       method,
-      collection: $('collection').value.trim() || 'default',
+      collection,
+      signal,
       onProgress: (p) => {
+        // A chunker's indexing reports only its start and end: no percentage to show.
+        if (p.stage === 'indexing' && p.fraction === 0) {
+          bar.removeAttribute('value');
+          status.textContent = 'Indexing…';
+          return;
+        }
         bar.value = p.fraction;
         const where = p.stage === 'reading' && p.windows > 1 ? ` (part ${p.window} of ${p.windows})` : '';
         status.textContent = `${STAGES[p.stage] || p.stage}${where} ${Math.round(p.fraction * 100)}%`;
       },
     })
-      .then(async (r) => {
+      .then((r) => {
+        // Its own time: from when the worker took it up (the previous add ended) to now.
+        const took = performance.now() - Math.max(queued, lastAddSettled);
         item.remove();
-        await refreshDocuments();
-        const li = document.querySelector(`li[data-id="${r.id}"] .doc-meta`);
-        if (li) li.textContent += r.added ? ` · written in ${secs(performance.now() - t0)}` : ' · already in the library';
+        notes.set(r.id, r.added ? `added in ${secs(took)}` : 'already in the library');
+        if (r.document) listDocument(r.document);
       })
       .catch((e) => {
+        if (e.code === 'ABORTED') {
+          item.remove();
+          cancelledTitles.push(title);
+          return;
+        }
         status.textContent = `not added: ${e.message}`;
         item.classList.add('failed');
         if (e.code) item.dataset.code = e.code;
         bar.remove();
+      })
+      .finally(() => {
+        lastAddSettled = performance.now();
+        addsInFlight -= 1;
+        if (addsInFlight === 0) addsSettled();
       });
   }
 }
 
+/** Every add has settled: say what a cancel left out, and list the library as stored. */
+async function addsSettled() {
+  addController = null;
+  $('cancel-add').hidden = true;
+  if (cancelledTitles.length) {
+    const names = cancelledTitles.splice(0);
+    const which = names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
+    addStatus(`Cancelled: ${which} ${names.length === 1 ? 'was' : 'were'} not added; nothing of ${names.length === 1 ? 'it' : 'them'} is stored.`);
+  }
+  if (!dm || document.body.dataset.ready !== 'true') return; // closed (hosted models applied): openDocMem lists the library
+  try {
+    await refreshDocuments(); // after the engine has started again, when a cancel ended it
+    if (document.body.dataset.ready === 'true') $('model-label').textContent = readyLabel;
+    await showStorage();
+  } catch (e) {
+    if (e.code !== 'CLOSED') showError(e);
+  }
+}
+
+function cancelAdding() {
+  if (!addController) return;
+  addController.abort();
+  $('cancel-add').disabled = true;
+  addStatus('Cancelling…');
+}
+
 async function removeDocument(d) {
   clearError();
+  const sure = await confirmDialog({
+    title: `Remove ${d.title}?`,
+    text: `Its memory (${plural(d.chunks, 'chunk')}) is deleted from this library, and answers no longer draw on it. Your file is not touched: adding it again writes the memory anew.`,
+    yes: 'Remove',
+    no: 'Keep',
+  });
+  if (!sure) return;
   try {
     await dm.removeDocument(d.id);
     memories.delete(d.id);
+    notes.delete(d.id);
     if (shown === d.id) $('doc-view').hidden = true;
     await refreshDocuments();
+    await showStorage();
   } catch (e) {
     showError(e);
+  }
+}
+
+// ---- asking first ----------------------------------------------------------------
+
+/**
+ * Ask before something is lost, in the page's own dialog: resolves true when the user
+ * chooses `yes`, false on `no`, Escape or a click outside it. The safe choice has focus.
+ */
+function confirmDialog({ title, text, yes, no = 'Cancel' }) {
+  const dialog = $('confirm');
+  $('confirm-h').textContent = title;
+  $('confirm-text').textContent = text;
+  $('confirm-yes').textContent = yes;
+  $('confirm-no').textContent = no;
+  dialog.returnValue = '';
+  dialog.showModal();
+  $('confirm-no').focus();
+  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes'), { once: true }));
+}
+
+// ---- storage ---------------------------------------------------------------------
+
+/**
+ * What this page keeps in the browser: the models (the model cache's files in the Origin
+ * Private File System, as model-cache.js counts them, plus any an older docmem kept in the
+ * Cache API's docmem-models), the library (IndexedDB, from navigator.storage.estimate()'s
+ * usageDetails where the browser gives them, else the rest of its usage) and the app's
+ * own files (the service worker's cache), against the quota the browser allows.
+ */
+async function showStorage() {
+  await measureStorage();
+  // The browser counts a write a moment after it is done: look again shortly.
+  clearTimeout(storageAgain);
+  storageAgain = setTimeout(measureStorage, 2000);
+}
+let storageAgain = 0;
+
+async function measureStorage() {
+  const out = $('storage');
+  if (!navigator.storage?.estimate) {
+    out.textContent = 'not reported by this browser';
+    return;
+  }
+  try {
+    const estimate = await navigator.storage.estimate();
+    let models = 0;
+    let app = 0;
+    try {
+      const { storedModelBytes } = await import('/js/model-cache.js');
+      if (storedModelBytes) models += await storedModelBytes();
+    } catch {
+      // No OPFS count: the Cache API's entries below are what there is.
+    }
+    if (globalThis.caches) {
+      for (const name of await caches.keys()) {
+        const cache = await caches.open(name);
+        let bytes = 0;
+        for (const request of await cache.keys()) {
+          const response = await cache.match(request);
+          if (response) bytes += (await response.blob()).size;
+        }
+        if (name.startsWith('docmem-models')) models += bytes;
+        else app += bytes;
+      }
+    }
+    const details = estimate.usageDetails;
+    const library = details && details.indexedDB !== undefined ? details.indexedDB : Math.max(0, estimate.usage - models - app);
+    // Asked once, before the worker started (DocMem.open): whether the browser keeps it all.
+    const kept = navigator.storage.persisted ? await navigator.storage.persisted() : Boolean(dm?.persistence?.granted);
+    out.textContent = `models ${size(models)} · library ${size(library)} · app ${size(app)} (of ${size(estimate.quota)} this browser allows) · ${kept ? 'kept (persistent)' : 'may be evicted'}`;
+    out.title = `Models: the model cache (the Origin Private File System). Library: IndexedDB (every library of this page). App: the files kept for offline use. ${
+      kept ? 'The browser keeps them under storage pressure (persistent storage granted).' : 'The browser may evict them under storage pressure (persistent storage not granted).'
+    }`;
+  } catch (e) {
+    out.textContent = `not known (${e.message})`;
   }
 }
 
@@ -143,39 +319,75 @@ async function memoryOf(id) {
   return memories.get(id);
 }
 
-/** The text with each chunk shaded, and `cite` (a span) inside one <mark>. */
+/**
+ * A stretch of a document's text as nodes: each form feed (a PDF's page mark) is drawn as
+ * a page separator ("p. 2", from CSS, so the view's text is the document's without the
+ * form feeds), not as the character. `pages` counts the form feeds before the stretch.
+ */
+function textWithPages(text, pages) {
+  const nodes = [];
+  text.split('\f').forEach((piece, i) => {
+    if (i > 0) {
+      pages.count += 1;
+      const page = pages.count + 1;
+      nodes.push(el('span', { class: 'page-break', role: 'separator', 'aria-label': `Page ${page}`, dataset: { page: String(page) } }));
+    }
+    if (piece) nodes.push(document.createTextNode(piece));
+  });
+  return nodes;
+}
+
+/**
+ * The document's text, drawn once: it is cut at every chunk's start and end (and the
+ * cited span's), and each stretch is one <span> shaded by the chunks that hold it, so the
+ * text two neighbouring chunks share (sentence chunks overlap) is drawn once, marked as
+ * shared, rather than once per chunk. `cite` (a span) is inside one <mark>. A paged
+ * document's (a PDF's) page boundaries are drawn as separators.
+ */
 function renderText(m, cite) {
   const box = $('doc-text');
   box.replaceChildren();
-  const pieces = [];
-  let at = 0;
-  m.scenarios.forEach((s, i) => {
-    if (s.span.start > at) pieces.push({ start: at, end: s.span.start, chunk: -1 });
-    const cuts = [s.span.start, s.span.end];
-    if (cite) for (const c of [cite.start, cite.end]) if (c > s.span.start && c < s.span.end) cuts.push(c);
-    cuts.sort((a, b) => a - b);
-    for (let k = 0; k + 1 < cuts.length; k++) pieces.push({ start: cuts[k], end: cuts[k + 1], chunk: i });
-    at = s.span.end;
-  });
-  if (at < m.text.length) pieces.push({ start: at, end: m.text.length, chunk: -1 });
+  const end = m.text.length;
+  const clamp = (x) => Math.max(0, Math.min(end, x));
+  const spans = m.scenarios.map((s) => ({ start: clamp(s.span.start), end: clamp(s.span.end) }));
+  const range = cite ? { start: clamp(cite.start), end: clamp(cite.end) } : null;
+  const cuts = new Set([0, end]);
+  for (const s of spans) cuts.add(s.start).add(s.end);
+  if (range) cuts.add(range.start).add(range.end);
+  const at = [...cuts].sort((x, y) => x - y);
+  const anchored = new Set();
+  const pages = { count: 0 }; // form feeds drawn so far
   let mark = null;
-  const seen = new Set();
-  for (const p of pieces) {
-    const inCite = cite && p.start >= cite.start && p.end <= cite.end && p.end > p.start;
-    const span = el('span', { class: p.chunk < 0 ? 'gap' : `chunk c${p.chunk % 2}`, text: m.text.slice(p.start, p.end) });
-    if (p.chunk >= 0 && !seen.has(p.chunk)) {
-      span.id = `chunk-${p.chunk}`;
-      seen.add(p.chunk);
+  for (let k = 0; k + 1 < at.length; k++) {
+    const [from, to] = [at[k], at[k + 1]];
+    const chunks = [];
+    spans.forEach((s, i) => {
+      if (s.start <= from && to <= s.end) chunks.push(i);
+    });
+    const part = el(
+      'span',
+      { class: chunks.length === 0 ? 'gap' : chunks.length === 1 ? `chunk c${chunks[0] % 2}` : 'chunk shared' },
+      ...textWithPages(m.text.slice(from, to), pages),
+    );
+    if (chunks.length) {
+      part.dataset.chunks = chunks.join(' ');
+      part.title = chunks.length === 1 ? `Chunk ${chunks[0] + 1}` : `Shared by chunks ${chunks.map((i) => i + 1).join(' and ')}`;
     }
+    // Where each chunk begins: the outline's links scroll there.
+    const starting = chunks.filter((i) => !anchored.has(i));
+    starting.forEach((i) => anchored.add(i));
+    const anchors = starting.slice(1).map((i) => el('span', { id: `chunk-${i}` }));
+    if (starting.length) part.id = `chunk-${starting[0]}`;
+    const inCite = range && from >= range.start && to <= range.end && range.end > range.start;
+    let into = box;
     if (inCite) {
       if (!mark) {
         mark = el('mark', { id: 'cited', class: 'cited', tabindex: '-1' });
         box.append(mark);
       }
-      mark.append(span);
-    } else {
-      box.append(span);
+      into = mark;
     }
+    into.append(...anchors, part);
   }
   return mark;
 }
@@ -185,18 +397,18 @@ function renderOutline(m) {
   tree.replaceChildren();
   const jump = (i) => () => {
     const target = document.getElementById(`chunk-${i}`);
-    if (target) {
-      target.scrollIntoView({ block: 'center', behavior: 'smooth' });
-      target.classList.add('flash');
-      setTimeout(() => target.classList.remove('flash'), 1200);
-    }
+    if (!target) return;
+    target.scrollIntoView({ block: 'center', behavior: 'smooth' });
+    const parts = document.querySelectorAll(`#doc-text [data-chunks~="${i}"]`);
+    for (const p of parts) p.classList.add('flash');
+    setTimeout(() => parts.forEach((p) => p.classList.remove('flash')), 1200);
   };
   const chunkItem = (s, i) =>
     el(
       'li',
       {},
       el('button', { type: 'button', class: 'link', text: `Chunk ${i + 1}`, onclick: jump(i) }),
-      s.core ? el('p', { class: 'core', text: s.core }) : el('p', { class: 'core muted', text: m.text.slice(s.span.start, Math.min(s.span.end, s.span.start + 90)).trim() + '…' }),
+      s.core ? el('p', { class: 'core', text: s.core }) : el('p', { class: 'core muted', text: m.text.slice(s.span.start, Math.min(s.span.end, s.span.start + 90)).replace(/\f/g, ' ').trim() + '…' }),
     );
   const groups = new Map();
   m.scenarios.forEach((s, i) => {
@@ -221,7 +433,8 @@ async function openDocument(id, cite) {
     shown = id;
     $('view-h').textContent = m.title;
     const p = m.provenance;
-    $('view-meta').textContent = `${m.scenarios.length} chunks, ${m.outline.length} outline items · memory by ${p.reader}${p.fallback ? ` (fell back: ${p.fallback})` : ''}`;
+    const pageCount = m.text.split('\f').length;
+    $('view-meta').textContent = `${pageCount > 1 ? `${pageCount} pages, ` : ''}${m.scenarios.length} chunks, ${m.outline.length} outline items · memory by ${p.reader}${p.fallback ? ` (fell back: ${p.fallback})` : ''}`;
     renderOutline(m);
     const mark = renderText(m, cite);
     $('doc-view').hidden = false;
@@ -236,31 +449,72 @@ async function openDocument(id, cite) {
 // ---- asking ----------------------------------------------------------------------
 
 let asking = null;
+let passages = new Map(); // n → passage of the answer being written (from its 'read' stage)
 
+/**
+ * The link of a citation [n]. `source` is the passage, or just {n} while an answer streams
+ * before its passages are known (clues, routing, a hosted embedder): that link opens the
+ * passage once it is known.
+ */
 function citeLink(source) {
+  const known = source.document !== undefined;
   return el('a', {
     href: `#source-${source.n}`,
     class: 'cite',
     text: `[${source.n}]`,
-    title: `${source.document.title}${source.outline ? ` — ${source.outline}` : ''}`,
+    title: known ? `${whereFrom(source)}${source.outline ? ` — ${source.outline}` : ''}` : `Passage ${source.n}`,
     onclick: (e) => {
       e.preventDefault();
-      openDocument(source.document.id, source.span);
+      const s = known ? source : passages.get(source.n);
+      if (s) openDocument(s.document.id, s.span);
     },
   });
 }
 
-function renderAnswer(r) {
-  const answer = $('answer');
-  answer.replaceChildren();
-  const byN = new Map(r.sources.map((s) => [s.n, s]));
-  const parts = r.answer.split(/(\[\d+(?:\s*,\s*\d+)*\])/);
-  for (const part of parts) {
+/** A passage's document, and its page where the document has pages: "printing-press, p. 2". */
+const whereFrom = (source) => `${source.document.title}${source.page ? `, p. ${source.page}` : ''}`;
+
+const MARKER = /(\[\d+(?:\s*,\s*\d+)*\])/;
+
+/** `text` as nodes, each [n] or [n, m] a link: when `byN` (n → passage) is given, only those whose passages it has. */
+function citedNodes(text, byN) {
+  const nodes = [];
+  for (const part of text.split(MARKER)) {
+    if (!part) continue;
     const m = /^\[([\d,\s]+)\]$/.exec(part);
     const ns = m ? m[1].split(',').map((x) => Number(x.trim())) : [];
-    if (m && ns.every((n) => byN.has(n))) ns.forEach((n) => answer.append(citeLink(byN.get(n))));
-    else answer.append(document.createTextNode(part));
+    if (m && ns.every((n) => (byN ? byN.has(n) : n > 0))) ns.forEach((n) => nodes.push(citeLink(byN ? byN.get(n) : { n })));
+    else nodes.push(document.createTextNode(part));
   }
+  return nodes;
+}
+
+/**
+ * A writer of streamed answer text into `box`: each [n] becomes a link as soon as its
+ * closing bracket arrives; an unfinished "[1" at the end waits as plain text.
+ */
+function streamInto(box) {
+  let text = '';
+  let drawn = 0; // text[0, drawn) is in the box as text and links
+  const tail = document.createTextNode('');
+  box.replaceChildren(tail);
+  return (piece) => {
+    text += piece;
+    const open = /\[[\d,\s]*$/.exec(text);
+    const upTo = open ? open.index : text.length;
+    if (upTo > drawn) {
+      for (const node of citedNodes(text.slice(drawn, upTo), passages.size ? passages : null)) box.insertBefore(node, tail);
+      drawn = upTo;
+    }
+    tail.data = text.slice(drawn);
+  };
+}
+
+function renderAnswer(r) {
+  const answer = $('answer');
+  const byN = new Map(r.sources.map((s) => [s.n, s]));
+  passages = byN;
+  answer.replaceChildren(...citedNodes(r.answer, byN));
   // An answer without its own [n] still links the passages that hold its words.
   if (!answer.querySelector('a.cite') && r.citations.length > 0) {
     answer.append(' ');
@@ -274,7 +528,7 @@ function renderAnswer(r) {
       { id: `source-${s.n}` },
       citeLink(s),
       ' ',
-      el('strong', { text: s.document.title }),
+      el('strong', { text: whereFrom(s) }),
       s.outline ? el('span', { class: 'muted', text: ` — ${s.outline}` }) : null,
       el('p', { class: 'snippet', text: s.core || s.text.slice(0, 180) + (s.text.length > 180 ? '…' : '') }),
     );
@@ -314,11 +568,18 @@ function renderTrace(r) {
   $('trace').hidden = items.length === 0;
 }
 
+/** The line above the answer: what is happening (`busy`), or how it went. */
+function answerStatus(text, busy = false) {
+  const status = $('answer-status');
+  status.textContent = text;
+  status.classList.toggle('busy', busy);
+  status.hidden = !text;
+}
+
 async function ask(question) {
   clearError();
   const answer = $('answer');
   $('answer-box').hidden = false;
-  answer.textContent = '';
   $('sources').replaceChildren();
   $('sources-h').textContent = '';
   $('others').hidden = true;
@@ -326,25 +587,43 @@ async function ask(question) {
   $('ask-button').disabled = true;
   $('stop').hidden = false;
   asking = new AbortController();
+  passages = new Map();
+  const write = streamInto(answer);
+  const route = $('route').value || undefined;
+  const clues = $('clues').value;
+  const searching = route === 'auto' ? 'Choosing a collection and searching it…' : clues !== 'off' ? 'Searching, with clues…' : 'Searching the documents…';
+  // Queued behind documents being added, it waits for them (one request at a time).
+  answerStatus(addsInFlight ? `Waiting for ${plural(addsInFlight, 'document')} being added…` : searching, true);
   const t0 = performance.now();
   let first = 0;
   try {
     const r = await dm.ask(question, {
       k: 4, // passages shown to the answerer: each costs prefill time on the CPU
       signal: asking.signal,
-      clues: $('clues').value,
-      route: $('route').value || undefined,
+      clues,
+      route,
+      onProgress: (p) => {
+        if (p.stage === 'search') answerStatus(searching, true);
+        else if (p.stage === 'read') {
+          if (p.sources) passages = new Map(p.sources.map((s) => [s.n, s]));
+          answerStatus(p.passages === null ? `Reading around the ${plural(p.found, 'passage')} found…` : `Reading ${plural(p.passages, 'passage')}…`, true);
+        } else if (p.stage === 'write') answerStatus('Writing…', true);
+      },
       onToken: (t) => {
         if (!first) first = performance.now() - t0;
-        answer.textContent += t;
+        write(t);
       },
     });
     renderAnswer(r);
-    $('answer-box').dataset.seconds = ((performance.now() - t0) / 1000).toFixed(1);
+    const took = performance.now() - t0;
+    answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)})` : ''}.`);
+    $('answer-box').dataset.seconds = (took / 1000).toFixed(1);
     $('answer-box').dataset.firstToken = (first / 1000).toFixed(1);
   } catch (e) {
-    if (e.code !== 'ABORTED') showError(e);
-    else answer.append(el('span', { class: 'muted', text: ' (stopped)' }));
+    if (e.code !== 'ABORTED') {
+      answerStatus('');
+      showError(e);
+    } else answerStatus(`Stopped after ${secs(performance.now() - t0)}${answer.textContent ? ': the answer is cut short' : ''}.`);
   } finally {
     $('ask-button').disabled = false;
     $('stop').hidden = true;
@@ -379,6 +658,14 @@ function wire() {
     if (q && !asking) ask(q);
   });
   $('stop').addEventListener('click', () => asking && asking.abort());
+  $('cancel-add').addEventListener('click', cancelAdding);
+  const dialog = $('confirm');
+  $('confirm-yes').addEventListener('click', () => dialog.close('yes'));
+  $('confirm-no').addEventListener('click', () => dialog.close('no'));
+  // A click on the backdrop (outside the dialog's box) is a no.
+  dialog.addEventListener('click', (e) => {
+    if (e.target === dialog) dialog.close('no');
+  });
   $('export').addEventListener('click', async () => {
     try {
       const bytes = await dm.exportLibrary();
@@ -398,11 +685,25 @@ function wire() {
     const file = e.target.files[0];
     e.target.value = '';
     if (!file) return;
+    clearError();
     try {
+      const docs = await dm.documents();
+      if (docs.length > 0) {
+        const names = docs.length > 3 ? `${docs.slice(0, 3).map((d) => d.title).join(', ')} and ${docs.length - 3} more` : docs.map((d) => d.title).join(', ');
+        const sure = await confirmDialog({
+          title: 'Replace this library?',
+          text: `Importing ${file.name} replaces this library: ${docs.length === 1 ? 'its document' : `its ${docs.length} documents`} (${names}) ${docs.length === 1 ? 'is' : 'are'} removed and the file's documents take their place. Export this library first to keep a copy.`,
+          yes: 'Replace',
+          no: 'Keep this library',
+        });
+        if (!sure) return;
+      }
       await dm.importLibrary(new Uint8Array(await file.arrayBuffer()));
       memories.clear();
+      notes.clear();
       $('doc-view').hidden = true;
       await refreshDocuments();
+      await showStorage();
     } catch (err) {
       showError(err);
     }
@@ -518,7 +819,8 @@ async function openDocMem(remote) {
   // keeps it in wasm beside models on WebGPU.
   const embedderRole = b.name === 'webgpu' && b.embedder === 'cpu' ? 'embedder, in wasm' : 'embedder';
   $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (${embedderRole})` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (${embedderRole})`;
-  $('model-label').textContent = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}, ${Math.round(m.wasmMemoryBytes / 2 ** 20)} MB of wasm memory.`;
+  readyLabel = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}, ${Math.round(m.wasmMemoryBytes / 2 ** 20)} MB of wasm memory.`;
+  $('model-label').textContent = readyLabel;
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
@@ -532,6 +834,7 @@ async function openDocMem(remote) {
   await refreshDocuments();
   // Ready once the stored library is listed (tests read the list right after this).
   document.body.dataset.ready = 'true';
+  showStorage();
 }
 
 async function start() {

@@ -13,6 +13,19 @@
 // tests/fake-host.mjs): the notice says what leaves the device, and an answer streams
 // from the host. Screenshots (desktop and 375 px) go to tests/browser/out/.
 //
+// The page as a user meets it: an answer says what it is doing before its first word
+// (searching, reading N passages, writing) and links each [n] as it streams; a file is
+// titled without its extension and listed, with its own time, as soon as it is stored,
+// while the rest of its batch is still being added, and Cancel stops the rest (nothing of
+// them stored, also after a reload); removing a document and importing over the library
+// ask first in the page's own dialog (dismissed: nothing changes; accepted: it happens);
+// the storage line names the models' and the library's bytes; a document whose sentence
+// chunks overlap is drawn once (its text equals the file's), and a cited passage that
+// shares a sentence with its neighbour shows it once. A PDF: a scan is refused (no text
+// layer) and adds nothing; a two-page PDF is added, a question answered from its page 2
+// lists that passage as "two-pages, p. 2", and the document view draws its page boundary
+// as a separator. The storage line says whether the browser keeps the storage.
+//
 //   node tests/browser/app.test.mjs      (scripts/browser-test.sh runs it)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -241,6 +254,37 @@ async function threadsInPage(page) {
 }
 
 const docTitles = (page) => page.locator('#doc-list li[data-id] .doc-open').allTextContents();
+const pause = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Record, while the next answer is written, each line the status above it shows and
+ * whether a citation link was in the answer before the answer was done (data-seconds).
+ */
+async function watchAnswer(page) {
+  await page.evaluate(() => {
+    const box = document.querySelector('#answer-box');
+    delete box.dataset.seconds;
+    window.answerSeen = { status: [], liveLink: false };
+    window.answerWatch?.disconnect();
+    window.answerWatch = new MutationObserver((records) => {
+      for (const r of records) {
+        if (r.target.id !== 'answer-status') continue;
+        for (const n of r.addedNodes) if (n.nodeType === Node.TEXT_NODE) window.answerSeen.status.push(n.data);
+      }
+      if (!box.dataset.seconds && box.querySelector('#answer a.cite')) window.answerSeen.liveLink = true;
+    });
+    window.answerWatch.observe(box, { childList: true, subtree: true, characterData: true });
+  });
+}
+const answerSeen = (page) => page.evaluate(() => window.answerSeen);
+
+/** The page's confirm dialog is open: its title, text and buttons. */
+async function dialogShown(page) {
+  await page.waitForSelector('#confirm[open]');
+  const [title, text] = await Promise.all([page.locator('#confirm-h').textContent(), page.locator('#confirm-text').textContent()]);
+  return { title, text, focus: await page.evaluate(() => document.activeElement.id) };
+}
+const dialogClosed = (page) => page.waitForSelector('#confirm:not([open])', { state: 'attached' });
 
 /** Wait until the app has (re)opened its library, and fail on an error it shows. */
 async function reopened(page) {
@@ -277,15 +321,20 @@ async function hostedInPage(page, host) {
   console.log(`  hosted models: ${notice}`);
 
   assert.deepEqual(await docTitles(page), [], 'a hosted embedder has its own library');
-  await page.setInputFiles('#files', example);
-  await page.waitForSelector('#doc-list li[data-id]', { timeout: 2 * MINUTES });
-  await page.evaluate(() => delete document.querySelector('#answer-box').dataset.seconds);
+  await page.setInputFiles('#files', [example, shortFile]);
+  await page.waitForFunction(() => document.querySelectorAll('#doc-list li[data-id]').length === 2, null, { timeout: 2 * MINUTES });
+  await watchAnswer(page);
   await page.fill('#question', QUESTION);
   await page.click('#ask-button');
   await page.waitForSelector('#answer-box[data-seconds]', { timeout: 2 * MINUTES });
   const answer = await page.locator('#answer').textContent();
   assert.ok(answer.startsWith(ANSWER.replace(/ \[1\]\.$/, '')), answer);
   assert.ok((await page.locator('#answer a.cite').count()) > 0, 'the hosted answer links a citation');
+  const seen = await answerSeen(page);
+  assert.equal(seen.liveLink, true, 'the [1] of the streamed answer was a link before the answer was done');
+  assert.equal(seen.status[0], 'Searching the documents…');
+  assert.ok(seen.status.includes('Writing…'), JSON.stringify(seen.status));
+  console.log(`  hosted answer's status lines: ${JSON.stringify(seen.status)}; [1] linked while streaming: ${seen.liveLink}`);
   const asked = host.to('/v1/chat/completions').at(-1);
   assert.ok(asked.body.stream && asked.body.messages[0].content.includes(QUESTION), 'the question went to the hosted answerer');
   assert.ok(host.requests.every((r) => r.auth === `Bearer ${host.token}`), 'with the bearer token');
@@ -293,16 +342,102 @@ async function hostedInPage(page, host) {
   await page.screenshot({ path: path.join(out, 'desktop-remote-answer.png') });
   console.log(`  hosted answer: ${JSON.stringify(answer)}`);
 
+  // A cited passage of the document whose chunks overlap: its neighbour's sentence is in
+  // it, shown once (the mark's text is the file's text, not a sentence run in twice).
+  await watchAnswer(page);
+  await page.fill('#question', 'What did the old bell do on day 13?');
+  await page.click('#ask-button');
+  await page.waitForSelector('#answer-box[data-seconds]', { timeout: 2 * MINUTES });
+  await page.locator('#others').evaluate((e) => (e.open = true));
+  await page.locator('#answer-box li a.cite[title^="short-sentences"]').first().click();
+  await page.waitForSelector('mark#cited');
+  const marked = await page.locator('mark#cited').textContent();
+  assert.ok((await page.locator('mark#cited .chunk.shared').count()) > 0, 'the cited passage shares text with a neighbouring chunk');
+  assert.ok(shortText.includes(marked) && marked.length > 100, `the cited passage is the document's text, each sentence once: ${JSON.stringify(marked)}`);
+  assert.equal(await page.locator('#doc-text').textContent(), shortText, 'the document view draws the text once');
+  console.log(`  cited passage with shared text: ${JSON.stringify(marked.slice(0, 60))}…${JSON.stringify(marked.slice(-40))}`);
+
   await page.click('#hosted-off');
   await reopened(page);
   assert.equal(await page.locator('#remote-notice').isVisible(), false);
   assert.equal(await page.locator('#hosted-token').inputValue(), '');
   assert.equal(await page.evaluate((t) => JSON.stringify({ ...sessionStorage, ...localStorage }).includes(t), host.token), false, 'the token is forgotten');
-  assert.deepEqual(await docTitles(page), ['printing-press.md'], "this device's library is back");
+  assert.deepEqual(await docTitles(page), ['printing-press'], "this device's library is back");
   await page.click('#hosted summary');
 }
 
+/**
+ * PDFs dropped on the page (tests/fixtures/pdf): a scan is refused with its reason and
+ * adds nothing; the two-page fixture (page 2: the Gutenberg Bible) is added, and asked
+ * about page 2, the passages listed under the answer name "two-pages, p. 2"; its link
+ * opens the document with the passage marked and the page boundary drawn as a separator
+ * (not the form feed: the view's text is the PDF's text without it).
+ */
+async function pdfInPage(page) {
+  const pdfs = path.join(root, 'tests/fixtures/pdf');
+  await page.setInputFiles('#files', path.join(pdfs, 'scan.pdf'));
+  const scan = page.locator('#doc-list li.failed', { hasText: 'scan' });
+  await scan.waitFor({ timeout: 2 * MINUTES });
+  assert.equal(await scan.getAttribute('data-code'), 'BAD_DOCUMENT');
+  assert.match(await scan.textContent(), /no text layer/);
+  console.log(`  scan.pdf: ${await scan.locator('.muted').textContent()}`);
+  assert.deepEqual(await docTitles(page), ['printing-press'], 'the scan added nothing');
+
+  await page.setInputFiles('#files', path.join(pdfs, 'two-pages.pdf'));
+  await page.locator('#doc-list li[data-id]', { hasText: 'two-pages' }).waitFor({ timeout: 5 * MINUTES });
+  assert.deepEqual(await docTitles(page), ['printing-press', 'two-pages']);
+
+  await watchAnswer(page);
+  await page.fill('#question', 'When was the Gutenberg Bible printed?');
+  await page.click('#ask-button');
+  await page.waitForSelector('#answer-box[data-seconds]', { timeout: 10 * MINUTES });
+  await page.locator('#others').evaluate((e) => (e.open = true));
+  const cited = await page.locator('#sources li strong').allTextContents();
+  const shown = await page.locator('#sources li strong, #other-sources li strong').allTextContents();
+  console.log(`  PDF answer: ${JSON.stringify(await page.locator('#answer').textContent())}; cited ${JSON.stringify(cited)}; shown ${JSON.stringify(shown)}`);
+  // The engine names a passage's page by its best piece, and no chunk spans a page break,
+  // so the passage that holds the answer (page 2) says p. 2.
+  const fromPdf = shown.filter((t) => t.startsWith('two-pages'));
+  assert.ok(fromPdf.length > 0, `a passage of the PDF is listed: ${JSON.stringify(shown)}`);
+  assert.ok(fromPdf.every((t) => /^two-pages, p\. [12]$/.test(t)), `every passage of the PDF names its page: ${JSON.stringify(fromPdf)}`);
+  assert.ok(fromPdf.includes('two-pages, p. 2'), `the answer's page is named: ${JSON.stringify(fromPdf)}`);
+  assert.ok(shown.filter((t) => t.startsWith('printing-press')).every((t) => t === 'printing-press'), 'an unpaged document names no page');
+  const link = page.locator('#answer-box li a.cite[title^="two-pages, p. 2"]').first();
+  assert.match(await link.getAttribute('title'), /^two-pages, p\. 2/);
+
+  await link.click();
+  await page.waitForSelector('mark#cited');
+  const text = await page.locator('#doc-text').textContent();
+  const marked = await page.locator('mark#cited').textContent();
+  const separator = page.locator('#doc-text .page-break');
+  assert.equal(await separator.count(), 1, 'one page boundary drawn');
+  assert.equal(await separator.getAttribute('data-page'), '2');
+  assert.equal(await separator.isVisible(), true);
+  assert.equal(await separator.evaluate((e) => getComputedStyle(e, '::before').content), '"p. 2"');
+  assert.ok(!text.includes('\f'), 'the form feed is not drawn');
+  assert.ok(text.includes('The Gutenberg Bible was printed around 1455'), text);
+  assert.ok(text.indexOf('Caxton') < text.indexOf('Gutenberg Bible'), 'page 1 comes first');
+  assert.ok(marked.trim().length > 20 && text.includes(marked), `the cited passage is marked in the text: ${JSON.stringify(marked)}`);
+  assert.ok(marked.includes('Gutenberg Bible'), `the marked passage holds page 2's text: ${JSON.stringify(marked)}`);
+  assert.match(await page.locator('#view-meta').textContent(), /^2 pages, /);
+  console.log(`  the PDF's cited passage marks: ${JSON.stringify(marked)}`);
+  await page.locator('mark#cited').evaluate((e) => e.scrollIntoView({ block: 'center' }));
+  await page.screenshot({ path: path.join(out, 'desktop-pdf-citation.png') });
+  await page.locator('#answer-box').evaluate((e) => e.scrollIntoView());
+  await page.screenshot({ path: path.join(out, 'desktop-pdf-answer.png') });
+}
+
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-browser-'));
+// A document of short sentences: sentence chunks (128 tokens, 16 of overlap) then share
+// their last sentence with the next chunk.
+const SUBJECTS = ['The miller', 'A sailor', 'The old bell', 'Our baker', 'The river', 'A lantern', 'The clockmaker', 'The ferry', 'A heron', 'The printer'];
+const VERBS = ['woke at dawn', 'crossed the bridge', 'sang a short song', 'counted the coins', 'watched the tide', 'closed the shutters', 'lit the stove', 'mended a net', 'read a letter', 'fed the geese'];
+const shortText = `${[0, 1, 2].map((p) => Array.from({ length: 12 }, (_, k) => p * 12 + k).map((i) => `${SUBJECTS[i % 10]} ${VERBS[(i * 3) % 10]} on day ${i + 1}.`).join(' ')).join('\n\n')}\n`;
+const shortFile = path.join(tmp, 'short-sentences.txt');
+fs.writeFileSync(shortFile, shortText);
+// Long enough (about 200 chunks) to be cancelled while it is being added.
+const longFile = path.join(tmp, 'long.md');
+fs.writeFileSync(longFile, exampleText.repeat(16));
 const profile = path.join(tmp, 'profile');
 const host = await startFakeHost({ token: 'browser-test-token' });
 let server = await serve();
@@ -326,22 +461,49 @@ try {
   await timed('threads: SmolLM2 generates with helper workers on shared memory', () => threadsInPage(page));
 
   // Add the example with the method the app offers by default (sentence chunks).
+  const storedBefore = await (await page.waitForFunction(() => /^models /.test(document.querySelector('#storage').textContent) && document.querySelector('#storage').textContent)).jsonValue();
   await page.setInputFiles('#files', example);
   await timed('add printing-press.md (sentence chunks, embedded in wasm)', () =>
     page.waitForSelector('#doc-list li[data-id]', { timeout: 10 * MINUTES }),
   );
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press'], 'titled without the extension');
+  assert.match(await page.locator('#doc-list li[data-id] .doc-meta').textContent(), /^10 chunks · sentence · added in \d+\.\d s$/);
+  // Storage: the models (the model cache's files) and the library (IndexedDB), shown again after the add.
+  const storage = await page.waitForFunction((before) => {
+    const t = document.querySelector('#storage').textContent;
+    const shape = /^models \d+\.\d MB · library \d+\.\d (kB|MB) · app \d+\.\d MB \(of \d+\.\d (GB|MB) this browser allows\) · (kept \(persistent\)|may be evicted)$/;
+    return shape.test(t) && t !== before && t;
+  }, storedBefore, { timeout: MINUTES });
+  const models = Number(/models (\S+) MB/.exec(await storage.jsonValue())[1]);
+  console.log(`  storage: ${storedBefore} → ${await storage.jsonValue()}`);
+  assert.ok(models > 90 && models < 300, `the models' bytes (SmolLM2 Q4_1 and MiniLM): ${models} MB`);
+  const libraryKb = (t) => Number(/library (\S+) kB/.exec(t)?.[1] ?? 1e6);
+  assert.ok(libraryKb(await storage.jsonValue()) > libraryKb(storedBefore), 'the library grew with the document');
 
-  await page.evaluate(() => delete document.querySelector('#answer-box').dataset.seconds);
+  await watchAnswer(page);
   await page.fill('#question', QUESTION);
   await timed('ask: answer streamed and cited', async () => {
     await page.click('#ask-button');
+    // The long wait on a CPU (the prompt's prefill) says what it is.
+    await page.locator('#answer-status', { hasText: /^Reading / }).waitFor({ timeout: MINUTES });
+    await page.screenshot({ path: path.join(out, 'desktop-reading.png') });
     await page.waitForSelector('#answer-box[data-seconds]', { timeout: 10 * MINUTES });
   });
   assert.ok((await page.locator('#answer a.cite').count()) > 0, 'the answer links a citation');
   const answer = await page.locator('#answer').textContent();
   const box = page.locator('#answer-box');
   console.log(`  answer: ${JSON.stringify(answer)} (${await box.getAttribute('data-seconds')} s, first token ${await box.getAttribute('data-first-token')} s)`);
+  // Before its first word the page said what it was doing, in order; the passages it said
+  // it was reading are the ones listed under the answer.
+  const seen = await answerSeen(page);
+  const shownPassages = await page.locator('#sources li, #other-sources li').count();
+  console.log(`  status lines: ${JSON.stringify(seen.status)}; a [n] linked while streaming: ${seen.liveLink}`);
+  // (The passages read where they are the ones found; else, where the answerer reads the
+  // text around them with neighbours merged, the passages found: 4, k.)
+  assert.deepEqual(seen.status.slice(0, 2), ['Searching the documents…', 'Searching the documents…']);
+  assert.ok([`Reading ${shownPassages} passages…`, 'Reading around the 4 passages found…'].includes(seen.status[2]), JSON.stringify(seen.status));
+  assert.equal(seen.status[3], 'Writing…');
+  assert.match(seen.status.at(-1), /^Answered in \d+\.\d s \(first words after \d+\.\d s\)\.$/);
   await page.screenshot({ path: path.join(out, 'desktop-answer.png'), fullPage: true });
 
   // A citation link opens the document with the cited span marked.
@@ -354,6 +516,7 @@ try {
   assert.ok(marked.trim().length > 20, `marked: ${marked}`);
   assert.ok(shownText.includes(marked), 'the marked span is inside the document text');
   assert.ok(exampleText.includes(marked.trim()), 'and inside the file that was added');
+  assert.equal(shownText, exampleText, 'the view draws the document text once');
   assert.equal(await page.evaluate(() => document.activeElement.id), 'cited', 'focus moves to the cited span');
   console.log(`  ${cited} marks: ${JSON.stringify(marked.slice(0, 80))}…`);
   await page.screenshot({ path: path.join(out, 'desktop-citation.png'), fullPage: false });
@@ -389,11 +552,92 @@ try {
   console.log(`  routing trace: ${JSON.stringify(trace)}`);
   await page.selectOption('#route', '');
 
+  await timed('a batch of two: the first listed while the second is added; Cancel; reload', async () => {
+    await page.setInputFiles('#files', [shortFile, longFile]);
+    const short = page.locator('#doc-list li[data-id]', { hasText: 'short-sentences' });
+    await short.waitFor({ timeout: 2 * MINUTES });
+    assert.equal(await page.locator('#doc-list li.pending').count(), 1, 'short-sentences is listed while long is still being added');
+    assert.match(await short.locator('.doc-meta').textContent(), /^3 chunks · sentence · added in \d+\.\d s$/);
+    assert.deepEqual(await docTitles(page), ['printing-press', 'short-sentences']);
+    // Cancel while the worker is adding long (its first progress report has come).
+    await page.locator('#doc-list li.pending', { hasText: 'Indexing' }).waitFor({ timeout: MINUTES });
+    await page.locator('#docs-h').evaluate((e) => e.scrollIntoView());
+    await page.screenshot({ path: path.join(out, 'desktop-adding.png') });
+    await page.click('#cancel-add');
+    await page.waitForFunction(() => /^Cancelled/.test(document.querySelector('#add-status').textContent));
+    assert.equal(await page.locator('#add-status').textContent(), 'Cancelled: long was not added; nothing of it is stored.');
+    assert.equal(await page.locator('#doc-list li:not([data-id])').count(), 0, 'no row left for the cancelled file');
+    assert.deepEqual(await docTitles(page), ['printing-press', 'short-sentences'], 'the cancelled file is not in the library');
+    // The worker, ended by the cancel, starts again; the page says so, then that it is ready.
+    await page.waitForFunction(() => document.querySelector('#model-label').textContent.startsWith('Models ready'), null, { timeout: 2 * MINUTES });
+    assert.equal(await page.locator('#cancel-add').isVisible(), false);
+    await page.screenshot({ path: path.join(out, 'desktop-cancelled.png') });
+    await ready(page, server.url);
+    assert.deepEqual(await docTitles(page), ['printing-press', 'short-sentences'], 'after a reload: the same library, nothing of long stored');
+  });
+
+  // The document view draws a text whose chunks overlap once.
+  await page.locator('#doc-list .doc-open', { hasText: 'short-sentences' }).click();
+  await page.waitForSelector('#doc-view:not([hidden])');
+  const overlapping = await page.locator('#doc-text').textContent();
+  assert.ok((await page.locator('#doc-text .chunk.shared').count()) >= 2, 'neighbouring chunks share sentences');
+  assert.equal(overlapping, shortText, 'the view shows the document text, each sentence once');
+  assert.equal(overlapping.split('The old bell lit the stove on day 13.').length, 2);
+  await page.locator('#doc-text .chunk.shared').first().evaluate((e) => e.scrollIntoView({ block: 'center' }));
+  await page.screenshot({ path: path.join(out, 'desktop-overlap.png') });
+
+  await timed('remove and import ask first (dismissed: nothing changes; accepted: it happens)', async () => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export')]);
+    const exported = path.join(tmp, 'library.docmem');
+    await download.saveAs(exported);
+    const removeShort = () => page.locator('#doc-list li[data-id]', { hasText: 'short-sentences' }).locator('button.icon').click();
+
+    await removeShort();
+    const asked = await dialogShown(page);
+    assert.equal(asked.title, 'Remove short-sentences?');
+    assert.match(asked.text, /^Its memory \(3 chunks\) is deleted from this library/);
+    assert.equal(asked.focus, 'confirm-no', 'the safe choice has focus');
+    await page.screenshot({ path: path.join(out, 'desktop-confirm.png') });
+    await page.click('#confirm-no');
+    await dialogClosed(page);
+    await pause(500);
+    assert.deepEqual(await docTitles(page), ['printing-press', 'short-sentences'], 'kept: nothing removed');
+    await removeShort();
+    await dialogShown(page);
+    await page.click('#confirm-yes');
+    await page.waitForFunction(() => document.querySelectorAll('#doc-list li[data-id]').length === 1);
+    assert.deepEqual(await docTitles(page), ['printing-press'], 'removed');
+
+    // Import the exported library (two documents) over this one (one).
+    await page.setInputFiles('#import', exported);
+    const replace = await dialogShown(page);
+    assert.equal(replace.title, 'Replace this library?');
+    assert.match(replace.text, /^Importing library\.docmem replaces this library: its document \(printing-press\) is removed/);
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.screenshot({ path: path.join(out, 'phone-375-confirm.png') });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.keyboard.press('Escape');
+    await dialogClosed(page);
+    await pause(500);
+    assert.deepEqual(await docTitles(page), ['printing-press'], 'dismissed with Escape: the library is as it was');
+    await page.setInputFiles('#import', exported);
+    await dialogShown(page);
+    await page.click('#confirm-yes');
+    await page.waitForFunction(() => document.querySelectorAll('#doc-list li[data-id]').length === 2);
+    assert.deepEqual(await docTitles(page), ['printing-press', 'short-sentences'], 'replaced by the imported library');
+
+    await removeShort();
+    await dialogShown(page);
+    await page.click('#confirm-yes');
+    await page.waitForFunction(() => document.querySelectorAll('#doc-list li[data-id]').length === 1);
+  });
+  assert.deepEqual(await docTitles(page), ['printing-press']);
+
   await timed('hosted models: settings applied, a streamed answer from the fake host, turned off', () => hostedInPage(page, host));
 
   // Reload: the library is still there, the models come from the browser's cache.
   await timed('reload: models from the Cache API, library from IndexedDB', () => ready(page, server.url));
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press']);
   assert.match(await page.locator('#model-label').textContent(), /cache/);
   assert.deepEqual(problems, []);
 } finally {
@@ -405,7 +649,7 @@ server.stop();
 ({ context, page, problems } = await launch(profile, WEBGPU));
 try {
   await timed('offline visit (server stopped)', () => ready(page, new URL('/', server.url).href));
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press']);
 } finally {
   await context.close();
 }
@@ -438,14 +682,16 @@ try {
   await cdp.send('Storage.overrideQuotaForOrigin', { origin });
   await page.setInputFiles('#files', example);
   await page.waitForSelector('#doc-list li[data-id]', { timeout: 10 * MINUTES });
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press']);
   const meta = await page.waitForFunction(() => {
     const t = document.querySelector('#doc-list li[data-id] .doc-meta')?.textContent || '';
-    return /written in|already in the library/.test(t) && t;
+    return /added in|already in the library/.test(t) && t;
   });
-  assert.match(await meta.jsonValue(), /written in/, 'written now, not found in the library in memory');
+  assert.match(await meta.jsonValue(), /added in/, 'written now, not found in the library in memory');
   await ready(page, server.url);
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press']);
+
+  await timed('a PDF: a scan refused; two pages added, a passage cited with its page', () => pdfInPage(page));
 
   // Served without COOP/COEP (as a host that sets neither would): no shared memory, so
   // one thread, and the page says why.
@@ -457,7 +703,7 @@ try {
     'CPU (wasm simd128, 1 thread) — no WebGPU adapter; one thread: the page is not cross-origin isolated (it needs the COOP and COEP headers), so wasm cannot share memory between threads',
   );
   console.log(`  backend: ${single}`);
-  assert.deepEqual(await docTitles(page), ['printing-press.md']);
+  assert.deepEqual(await docTitles(page), ['printing-press', 'two-pages']);
 } finally {
   await context.close();
   server.stop();

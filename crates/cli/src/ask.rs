@@ -259,6 +259,11 @@ fn show_traces(out: &mut impl Write, clues: Option<&ClueTrace>, route: Option<&R
 
 fn show_citations(out: &mut impl Write, answer: &docmem_runtime::qa::Answer) -> Result<(), CliError> {
     writeln!(out)?;
+    if answer.draft.is_some() {
+        // The text streamed above was the model's; the check judged it ungrounded.
+        writeln!(out, "\n(not in the documents: the passages do not support the answer above, so docmem does not give it)")?;
+        return Ok(());
+    }
     if answer.not_in_documents {
         writeln!(out, "\n(the documents do not answer this)")?;
         return Ok(());
@@ -271,7 +276,8 @@ fn show_citations(out: &mut impl Write, answer: &docmem_runtime::qa::Answer) -> 
     }
     for n in shown {
         if let Some(s) = answer.sources.get(n - 1) {
-            writeln!(out, "[{n}] → {}, characters {}–{}", s.title, s.chars.0, s.chars.1)?;
+            let page = s.page.map(|p| format!("p. {p}, ")).unwrap_or_default();
+            writeln!(out, "[{n}] → {}, {page}characters {}–{}", s.title, s.chars.0, s.chars.1)?;
         }
     }
     Ok(())

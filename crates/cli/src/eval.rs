@@ -49,6 +49,10 @@ pub enum EvalCommand {
     /// Routing across collections (SEGMEM-RAG) against every collection (EnumRAG), a
     /// random one (BlindRAG) and the router's ablations, over a stream of questions.
     Routing(crate::eval_routing::RoutingEvalArgs),
+    /// Answers through the product's own path (small-to-big windows, the answerability
+    /// check) against LangChain's tutorial recipe and the gold paragraph, with the same
+    /// model: EM/F1, and refusals of answerable and unanswerable questions.
+    Answers(crate::eval_answers::AnswersEvalArgs),
 }
 
 #[derive(Args)]
@@ -337,6 +341,7 @@ pub fn run(cmd: &EvalCommand) -> Result<(), CliError> {
         EvalCommand::Qa(a) => qa(a),
         EvalCommand::Clues(a) => crate::eval_clues::run(a),
         EvalCommand::Routing(a) => crate::eval_routing::run(a),
+        EvalCommand::Answers(a) => crate::eval_answers::run(a),
     }
 }
 

@@ -12,6 +12,7 @@ mod documents;
 mod embed;
 mod error;
 mod eval;
+mod eval_answers;
 mod eval_clues;
 mod eval_routing;
 mod gpu_check;

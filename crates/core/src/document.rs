@@ -2,6 +2,11 @@
 //!
 //! A document's id is a hash of its text, so ingesting the same content twice is
 //! recognisably the same document (a no-op for the library), whatever its file name.
+//!
+//! Pages are marked in the text itself, by a form feed ([`PAGE_BREAK`]) between pages, the
+//! convention of `pdftotext` and of plain-text printers. Keeping them in the text (rather
+//! than as offsets beside it) means every span, export and older build carries them
+//! unchanged, and a citation's page is a count of the breaks before it.
 
 use alloc::string::String;
 use core::fmt;
@@ -80,7 +85,27 @@ pub struct Document {
     pub language: String,
 }
 
+/// The character that separates two pages of a document's text (form feed, U+000C).
+pub const PAGE_BREAK: char = '\u{c}';
+
+/// The page (from 1) that byte offset `at` of `text` lies on, or `None` when `text` has no
+/// page breaks (it was never paged, like a Markdown file). `at` past the end counts every
+/// break.
+pub fn page_at(text: &str, at: usize) -> Option<u32> {
+    if !text.contains(PAGE_BREAK) {
+        return None;
+    }
+    let before = text.as_bytes().get(..at.min(text.len())).unwrap_or_default();
+    let breaks = before.iter().filter(|&&b| b == PAGE_BREAK as u8).count();
+    Some(u32::try_from(breaks).unwrap_or(u32::MAX).saturating_add(1))
+}
+
 impl Document {
+    /// The page (from 1) that byte offset `at` lies on; `None` for a text without pages.
+    pub fn page_at(&self, at: usize) -> Option<u32> {
+        page_at(&self.text, at)
+    }
+
     /// A document with its id computed and its language detected.
     pub fn new(title: impl Into<String>, text: impl Into<String>) -> Self {
         let text = text.into();
@@ -103,5 +128,15 @@ mod tests {
         assert_eq!(DocId::of_text("abc").to_string(), "ba7816bf8f01cfea414140de5dae2223");
         assert_eq!(DocId::from_hex(&a.id.to_string()), Some(a.id));
         assert_eq!(DocId::from_hex("zz"), None);
+    }
+
+    #[test]
+    fn pages_are_counted_by_form_feeds() {
+        let paged = Document::new("a.pdf", "One.\n\u{c}\nTwo.\n\u{c}\nThree.");
+        assert_eq!(paged.page_at(0), Some(1));
+        assert_eq!(paged.page_at(paged.text.find("Two").unwrap()), Some(2));
+        assert_eq!(paged.page_at(paged.text.find("Three").unwrap()), Some(3));
+        assert_eq!(paged.page_at(usize::MAX), Some(3));
+        assert_eq!(Document::new("a.md", "No pages here.").page_at(3), None);
     }
 }

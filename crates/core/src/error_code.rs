@@ -103,6 +103,7 @@ impl HasErrorCode for LibraryError {
             LibraryError::Retrieve(e) => e.code(),
             LibraryError::NoSuchDocument { .. } | LibraryError::NoSuchCollection { .. } => ErrorCode::NotFound,
             LibraryError::BadCollectionName { .. } => ErrorCode::BadArgument,
+            LibraryError::BadMemory(_) => ErrorCode::BadArgument,
         }
     }
 }

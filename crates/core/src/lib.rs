@@ -35,8 +35,10 @@ extern crate alloc;
 
 pub mod align;
 pub mod answer;
+pub mod answerability;
 pub mod chunk;
 pub mod clues;
+pub mod context;
 pub mod document;
 pub mod embed;
 pub mod embed_ahead;

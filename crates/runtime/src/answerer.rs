@@ -3,6 +3,10 @@
 //! A trait because the answer may come from the local [`Lm`] on any backend or from a
 //! hosted model ([`crate::remote::RemoteModel`]); [`crate::qa::answer`] and
 //! [`crate::guided::ask_guided`] take either.
+//!
+//! A local model also reports how likely it found its own answer and the refusal, from
+//! the one prefill of the prompt: the evidence [`docmem_core::answerability`] decides
+//! "not in the documents" with. A hosted model reports none.
 
 use std::ops::ControlFlow;
 
@@ -23,6 +27,27 @@ pub struct Reply {
     pub prefill_seconds: f64,
     /// Seconds from then to the end.
     pub decode_seconds: f64,
+    /// The answerer's probabilities for its reply and for the refusal (local models only).
+    pub probabilities: Option<ReplyProbabilities>,
+}
+
+/// What a local answerer thought of its reply, scored after the same prefilled prompt.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReplyProbabilities {
+    /// Sum of the log-probabilities of the refusal's tokens ([`REFUSAL`]).
+    pub refusal: f32,
+    /// Mean log-probability per token of the reply written.
+    pub reply: f32,
+}
+
+/// The refusal as the answer prompt asks for it, at the start of a reply.
+pub const REFUSAL: &str = "Not in the documents.";
+
+/// Stop strings of an answer: a blank line ends it (the prompt asks for the answer, then
+/// at most a sentence of support; what follows a blank line is a small model echoing the
+/// prompt's layout or inventing sources).
+pub fn answer_stops() -> Vec<String> {
+    vec!["\n\n".to_owned()]
 }
 
 /// Writes the greedy reply to one user turn (see the module docs).
@@ -46,9 +71,27 @@ impl<B: Backend> Answerer for Lm<B> {
     ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
         boxed(async move {
             let messages = [ChatMessage::new("user", user_turn)];
-            let sampling = SamplingParams { max_tokens, ..SamplingParams::default() };
-            let g = self.generate(Prompt::Chat(&messages), &sampling, on_text).await?;
-            Ok(Reply { text: g.text, finish: g.finish, prefill_seconds: g.prefill_seconds, decode_seconds: g.decode_seconds })
+            let sampling = SamplingParams { max_tokens, stop: answer_stops(), ..SamplingParams::default() };
+            // The prompt runs once; the reply and the refusal are both scored after it.
+            let start = crate::lm::now_seconds();
+            let prefix = self.prefill(Prompt::Chat(&messages)).await?;
+            let prefill_seconds = crate::lm::now_seconds() - start;
+            let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
+            let probabilities = if g.finish == Finish::Cancelled {
+                None
+            } else {
+                let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
+                let reply = self.score_after(&prefix, &g.text).await?;
+                let mean = if reply.is_empty() { 0.0 } else { reply.iter().sum::<f32>() / reply.len() as f32 };
+                Some(ReplyProbabilities { refusal, reply: mean })
+            };
+            Ok(Reply {
+                text: g.text,
+                finish: g.finish,
+                prefill_seconds: prefill_seconds + g.prefill_seconds,
+                decode_seconds: g.decode_seconds,
+                probabilities,
+            })
         })
     }
 }

@@ -31,7 +31,7 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
 use serde::Serialize;
 
-use crate::qa::{sources_from_hits, AnswerPrompt, AskParams, QaError, Source};
+use crate::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, QaError, Source};
 
 /// What guides retrieval.
 #[derive(Clone, Debug, Default)]
@@ -167,8 +167,13 @@ pub async fn prepare_guided<S: Store>(
             .map_err(route_error)?;
         let hits: Vec<RetrievedChunk> = routed.passages.iter().map(|f| f.chunk.clone()).collect();
         let sources = sources_from_hits(library, &hits, params.max_chunk_chars)?;
-        let prompt =
-            AnswerPrompt { user_turn: user_turn(question, &sources, None), sources, retrieve_seconds: crate::lm::now_seconds() - t };
+        let prompt = AnswerPrompt {
+            user_turn: user_turn(question, &sources, None),
+            sources,
+            retrieve_seconds: crate::lm::now_seconds() - t,
+            retrieval: best_similarity(&hits),
+            check_answerability: params.check_answerability,
+        };
         let trace = RouteTrace { segments: routed.segments, scores: routed.scores, collection: routed.collection };
         return Ok(GuidedPrompt { prompt, clues: None, route: Some(trace), update: Some(routed.update) });
     }
@@ -218,6 +223,8 @@ pub async fn prepare_guided<S: Store>(
         user_turn: user_turn(question, &sources, overview_text.as_deref()),
         sources,
         retrieve_seconds: crate::lm::now_seconds() - t,
+        retrieval: best_similarity(&hits),
+        check_answerability: params.check_answerability,
     };
     let trace = ClueTrace { scope, queries, found_by: fused.into_iter().map(|c| c.found_by).collect(), overview };
     Ok(GuidedPrompt { prompt, clues: Some(trace), route: None, update: None })

@@ -189,6 +189,25 @@ pub async fn ingest_into<S: Store>(
     Ok(Ingested { memory, added })
 }
 
+/// Write the memory of document `id`, already in `library` (added with plain chunks so it
+/// was searchable at once), with `method` (a reader), and swap it in for the memory it
+/// has, in one commit ([`Library::replace_memory`]): searches see the old chunks until the
+/// new memory lands. Returns the new memory, or `None` when the document was removed while
+/// the reader worked (nothing is stored then). A cancel from `progress` or any error
+/// leaves the library as it was.
+pub async fn rewrite_memory<S: Store>(
+    library: &mut Library<S>,
+    id: docmem_core::DocId,
+    method: &mut MemoryMethod<'_>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<Option<DocumentMemory>, IngestError> {
+    let doc = library.get(id)?.0.clone();
+    let memory = write_memory(&doc, method, embedder, progress).await?;
+    let replaced = docmem_core::embed_ahead::ahead(embedder, |e| library.replace_memory(&memory, e)).await?;
+    Ok(replaced.then_some(memory))
+}
+
 /// `doc`'s memory by `method`, without storing it.
 pub async fn write_memory(
     doc: &Document,
@@ -224,6 +243,8 @@ pub async fn write_memory(
 mod tests {
     use super::*;
     use docmem_core::library::{LibrarySettings, MemStore};
+    use docmem_core::local_future::{boxed, LocalBoxFuture};
+    use docmem_core::reader::{Generated, SampleSpec};
     use docmem_core::HashingEmbedder;
 
     #[test]
@@ -239,6 +260,109 @@ mod tests {
         let again = crate::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
         assert!(!again.added);
         assert_eq!(again.memory, first.memory);
+    }
+
+    /// A reader that always answers the numbered prompt the same way: one scenario per two
+    /// sentences, each with a core that names its first sentence's number.
+    struct ScriptedReader;
+
+    impl Scorer for ScriptedReader {
+        fn continuation_logprobs<'a>(
+            &'a mut self,
+            pairs: &'a [(&'a str, &'a str)],
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::ScoreError>> {
+            boxed(async move { Ok(pairs.iter().map(|(_, a)| vec![-1.0; a.split_whitespace().count().max(1)]).collect()) })
+        }
+        fn next_token_logprobs<'a>(
+            &'a mut self,
+            _: &'a str,
+            c: &'a [&'a str],
+        ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::ScoreError>> {
+            boxed(async move { Ok(vec![-1.0; c.len()]) })
+        }
+        fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::ScoreError> {
+            Ok(text.split_whitespace().count())
+        }
+    }
+
+    impl ReaderModel for ScriptedReader {
+        fn name(&self) -> String {
+            "scripted-reader".into()
+        }
+        fn context_tokens(&self) -> usize {
+            4096
+        }
+        fn chat_overhead_tokens(&mut self) -> usize {
+            4
+        }
+        fn generate<'a>(
+            &'a mut self,
+            user_turn: &'a str,
+            specs: &'a [SampleSpec],
+            _max_tokens: usize,
+            after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+            boxed(async move {
+                let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
+                let units = doc.lines().filter(|l| l.starts_with('[')).count();
+                let mut text = String::from("<outline>\n");
+                let starts: Vec<usize> = (1..=units).step_by(2).collect();
+                for k in &starts {
+                    text += &format!("Part {k}\n");
+                }
+                text += "</outline>\n";
+                for &k in &starts {
+                    text += &format!("<scenario>\n<chunk>{k}-{}</chunk>\nThe point of part {k}\n</scenario>\n", (k + 1).min(units));
+                }
+                let mut out = Vec::new();
+                for i in 0..specs.len() {
+                    let g = Generated { text: text.clone(), tokens: 50 };
+                    if !after_each(i + 1, &g) {
+                        return Err(ModelError::Cancelled);
+                    }
+                    out.push(g);
+                }
+                Ok(out)
+            })
+        }
+    }
+
+    #[test]
+    fn a_readers_memory_replaces_the_chunks_a_document_went_in_with() {
+        let mut embedder = HashingEmbedder::new(64);
+        let settings = LibrarySettings::new(embedder.name(), embedder.dim());
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let doc = Document::new(
+            "bells.txt",
+            "The bell rang at noon. It rang again at dusk, twice. The tower was built in 1310. It fell in a storm in 1703.",
+        );
+        let mut chunks: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
+        crate::block_on(ingest(&mut library, &doc, &mut chunks, &mut embedder, &mut |_| true)).unwrap();
+        let before = library.get(doc.id).unwrap().1.clone();
+        assert!(!before.has_summaries());
+
+        // Cancelled half-way: the chunks stay.
+        let mut reader = MemoryMethod::Mom {
+            reader: Box::new(ScriptedReader),
+            scorer: None,
+            settings: ExtractSettings { samples: 1, ..ExtractSettings::default() },
+        };
+        let e = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| false)).unwrap_err();
+        assert!(matches!(e, IngestError::Cancelled), "{e}");
+        assert_eq!(library.get(doc.id).unwrap().1, &before);
+
+        let memory = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| true)).unwrap().unwrap();
+        assert!(memory.has_summaries() && memory.provenance.reader.starts_with("scripted-reader"), "{memory:?}");
+        assert_eq!(library.get(doc.id).unwrap().1, &memory);
+        let entry = library.documents()[0].clone();
+        assert!(entry.reader.starts_with("scripted-reader") && entry.fallback.is_none(), "{entry:?}");
+        let hits = library.search("when did the tower fall", &mut embedder, &docmem_core::retrieve::SearchParams::default()).unwrap();
+        assert!(library.passage(&hits[0]).unwrap().core.starts_with("The point of part"));
+
+        // Removed while the reader worked: nothing comes back.
+        library.remove(doc.id).unwrap();
+        let e = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| true)).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::NotFound, "{e}");
     }
 
     #[test]

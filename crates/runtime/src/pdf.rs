@@ -8,6 +8,8 @@
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use docmem_core::document::PAGE_BREAK;
+
 /// A PDF whose text could not be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -36,15 +38,35 @@ impl fmt::Display for PdfError {
 
 impl std::error::Error for PdfError {}
 
-/// The text of every page, in order, pages separated by a blank line.
+/// One page's text: lines trimmed at the end, runs of blank lines made one.
+fn tidy_page(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    let mut blank = 0;
+    for line in page.lines() {
+        let line = line.trim_end();
+        if line.trim().is_empty() {
+            blank += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
+        }
+        blank = 0;
+        out.push_str(line);
+    }
+    out
+}
+
+/// The text of every page, in order, pages separated by a form feed on its own line
+/// (`"\n\u{c}\n"`), so a citation can name its page.
 pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     if !bytes.starts_with(b"%PDF-") {
         return Err(PdfError::NotPdf);
     }
     // The extractor prints nothing we need; a panic inside it is caught and reported.
-    let result = catch_unwind(AssertUnwindSafe(|| pdf_extract::extract_text_from_mem(bytes)));
-    let text = match result {
-        Ok(Ok(text)) => text,
+    let result = catch_unwind(AssertUnwindSafe(|| pdf_extract::extract_text_from_mem_by_pages(bytes)));
+    let pages = match result {
+        Ok(Ok(pages)) => pages,
         Ok(Err(e)) => {
             let why = e.to_string();
             return Err(if why.to_ascii_lowercase().contains("encrypt") { PdfError::Encrypted } else { PdfError::Unreadable(why) });
@@ -58,22 +80,12 @@ pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
             return Err(PdfError::Unreadable(why));
         }
     };
-    // Page breaks come out as form feeds; runs of blank lines collapse to one.
-    let text = text.replace('\u{c}', "\n\n");
-    let mut out = String::with_capacity(text.len());
-    let mut blank = 0;
-    for line in text.lines() {
-        let line = line.trim_end();
-        if line.trim().is_empty() {
-            blank += 1;
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(if blank > 0 { "\n\n" } else { "\n" });
-        }
-        blank = 0;
-        out.push_str(line);
-    }
+    // Pages are joined by a form feed on its own line: the document's pages are counted
+    // by them (`docmem_core::document::PAGE_BREAK`). Within a page, runs of blank lines
+    // collapse to one. A blank page keeps its break, so later page numbers stay right.
+    let pages: Vec<String> = pages.iter().map(|p| tidy_page(&p.replace(PAGE_BREAK, "\n"))).collect();
+    let last = pages.iter().rposition(|p| !p.is_empty()).map_or(0, |i| i + 1);
+    let out = pages[..last].join(&format!("\n{PAGE_BREAK}\n"));
     if out.trim().is_empty() {
         return Err(PdfError::NoText);
     }
@@ -95,6 +107,9 @@ mod tests {
         let first = text.find("William Caxton set up a press at Westminster in 1476.").expect(&text);
         let second = text.find("The Gutenberg Bible was printed around 1455.").expect(&text);
         assert!(first < second, "{text}");
+        let doc = docmem_core::Document::new("two-pages.pdf", text.clone());
+        assert_eq!(doc.page_at(first), Some(1));
+        assert_eq!(doc.page_at(second), Some(2), "{text:?}");
     }
 
     #[test]

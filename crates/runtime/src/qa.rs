@@ -1,5 +1,14 @@
 //! Question answering over a library: retrieve through the three layers, build the
-//! answer prompt from the numbered memories, stream the answer, read its citations.
+//! answer prompt from the numbered passages, stream the answer, read its citations, and
+//! decide from evidence whether the documents answer the question at all.
+//!
+//! The answerer reads *windows*, not the retrieved pieces themselves: each hit grows into
+//! the text around it (small-to-big, [`docmem_core::context`]), overlapping windows merge,
+//! and the whole is cut to a budget. Cores and outline items are searched but not shown:
+//! a small answerer is misled by paraphrased cores more than it is helped. After the
+//! answer, [`docmem_core::answerability`] weighs the answerer's probabilities, the
+//! answer's support in the passages and the retrieval score, and replaces an answer it
+//! judges ungrounded by the refusal.
 //!
 //! The glue between [`docmem_core::library`], [`docmem_core::answer`] and an
 //! [`Answerer`] (a local [`crate::lm::Lm`] or a hosted model), so
@@ -9,8 +18,11 @@ use std::fmt;
 use std::ops::ControlFlow;
 
 use docmem_core::answer::{answer_prompt, attribute, cited, says_not_in_documents, Memory};
+use docmem_core::answerability::{support, Calibration, Evidence};
+use docmem_core::context::ContextParams;
+use docmem_core::document::PAGE_BREAK;
 use docmem_core::library::{Library, LibraryError, Store};
-use docmem_core::retrieve::{ListRank, RetrievedChunk, SearchParams};
+use docmem_core::retrieve::{Layer, ListKind, ListRank, RetrievedChunk, SearchParams};
 use docmem_core::text::detect_language;
 use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
 use serde::Serialize;
@@ -93,6 +105,12 @@ pub struct Source {
     pub span: Span,
     /// Character span in the document (what a person counts).
     pub chars: (usize, usize),
+    /// The page (from 1) of its best retrieved piece, for a paged document (a PDF);
+    /// `None` otherwise.
+    pub page: Option<u32>,
+    /// The retrieved pieces inside it, as character spans in the document, best first
+    /// (a window shown to the answerer holds one or more; a search result is one).
+    pub hits: Vec<(usize, usize)>,
     /// The outline item.
     pub outline: Option<String>,
     /// The core content.
@@ -127,22 +145,36 @@ pub struct Answer {
     pub decode_seconds: f64,
     /// Why generation stopped.
     pub finish: Finish,
+    /// What the answerability check weighed.
+    pub evidence: Evidence,
+    /// The probability (0–1) that the answer is grounded in the passages, as the check
+    /// judged it (`None` when the check was off or the answer was cancelled).
+    pub grounded: Option<f32>,
+    /// The answer the model wrote, when the check replaced it by the refusal.
+    pub draft: Option<String>,
 }
 
 /// How to answer.
 #[derive(Clone, Debug)]
 pub struct AskParams {
-    /// Memories retrieved and shown.
+    /// Pieces retrieved (each grows into a window of its neighbours).
     pub k: usize,
     /// Most answer tokens.
     pub max_tokens: usize,
-    /// Characters of each chunk shown (longer chunks are cut; 0: whole chunks).
+    /// Characters of each chunk shown when `context` is off (longer chunks are cut; 0:
+    /// whole chunks).
     pub max_chunk_chars: usize,
+    /// The windows the answerer reads, in characters (`budget` 0: the retrieved pieces
+    /// themselves, with their cores and outline items, as a search shows them).
+    pub context: ContextParams,
+    /// Whether an answer judged ungrounded is replaced by the refusal.
+    pub check_answerability: bool,
 }
 
 impl Default for AskParams {
+    /// Chosen on the dev split of the SQuAD sample with the 1.5B answerer (docs/evaluation.md).
     fn default() -> Self {
-        AskParams { k: 8, max_tokens: 256, max_chunk_chars: 1500 }
+        AskParams { k: 6, max_tokens: 160, max_chunk_chars: 1500, context: ContextParams::default(), check_answerability: true }
     }
 }
 
@@ -182,12 +214,15 @@ pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk]
     for hit in hits {
         let Some(p) = library.passage(hit) else { continue };
         let (doc, _) = library.get(p.doc_id)?;
+        let chars = (char_offset(&doc.text, p.span.start), char_offset(&doc.text, p.span.end));
         sources.push(Source {
             n: sources.len() + 1,
             doc_id: p.doc_id,
             title: p.title.to_string(),
             span: p.span,
-            chars: (char_offset(&doc.text, p.span.start), char_offset(&doc.text, p.span.end)),
+            chars,
+            page: doc.page_at(p.span.start),
+            hits: vec![chars],
             outline: p.outline.map(str::to_string),
             core: p.core.to_string(),
             text: cut(p.text, max_chunk_chars).to_string(),
@@ -196,6 +231,48 @@ pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk]
         });
     }
     Ok(sources)
+}
+
+/// The windows around `hits` (small-to-big, per `params`, sizes in characters) as
+/// numbered [`Source`]s: each window's text, with the best hit's score and ranks.
+pub fn sources_from_windows<S: Store>(
+    library: &Library<S>,
+    hits: &[RetrievedChunk],
+    params: &ContextParams,
+) -> Result<Vec<Source>, QaError> {
+    let windows = library.context_windows(hits, params, &mut |t: &str| t.chars().count());
+    let mut sources = Vec::with_capacity(windows.len());
+    for w in windows {
+        let (doc, _) = library.get(w.doc_id)?;
+        let Some(text) = w.span.slice(&doc.text) else { continue };
+        let best = &hits[w.hits[0]];
+        let chars_of = |s: Span| (char_offset(&doc.text, s.start), char_offset(&doc.text, s.end));
+        sources.push(Source {
+            n: sources.len() + 1,
+            doc_id: w.doc_id,
+            title: doc.title.clone(),
+            span: w.span,
+            chars: chars_of(w.span),
+            page: doc.page_at(best.span.start),
+            hits: w.hits.iter().map(|&h| chars_of(hits[h].span)).collect(),
+            outline: None,
+            core: String::new(),
+            text: text.replace(PAGE_BREAK, "\n"),
+            score: best.score,
+            ranks: best.ranks.clone(),
+        });
+    }
+    Ok(sources)
+}
+
+/// The best cosine similarity of the question to a retrieved chunk (a vector list's own
+/// score), the retrieval feature of the answerability check.
+pub fn best_similarity(hits: &[RetrievedChunk]) -> Option<f32> {
+    hits.iter()
+        .flat_map(|h| &h.ranks)
+        .filter(|r| r.kind == ListKind::Vector && matches!(r.layer, Layer::Chunk | Layer::Mixed | Layer::Combined))
+        .map(|r| r.score)
+        .fold(None, |best: Option<f32>, s| Some(best.map_or(s, |b| b.max(s))))
 }
 
 /// A question with its evidence, put into the answerer's prompt: what [`answer`] needs.
@@ -210,6 +287,10 @@ pub struct AnswerPrompt {
     pub user_turn: String,
     /// Seconds spent retrieving.
     pub retrieve_seconds: f64,
+    /// The best similarity of the question to a retrieved piece ([`best_similarity`]).
+    pub retrieval: Option<f32>,
+    /// Whether [`answer`] replaces an answer judged ungrounded by the refusal.
+    pub check_answerability: bool,
 }
 
 /// Retrieve the evidence for `question` from `library` and build the answer prompt.
@@ -221,14 +302,28 @@ pub fn prepare<S: Store>(
 ) -> Result<AnswerPrompt, QaError> {
     // Not `Instant`: it panics in wasm32-unknown-unknown.
     let t = crate::lm::now_seconds();
+    if question.trim().is_empty() {
+        return Err(QaError::EmptyQuestion);
+    }
     let search = SearchParams { k: params.k.max(1), ..SearchParams::default() };
-    let sources = retrieve(library, embedder, question, &search, params.max_chunk_chars)?;
+    let hits = library.search(question, embedder, &search)?;
+    let sources = if params.context.budget == 0 {
+        sources_from_hits(library, &hits, params.max_chunk_chars)?
+    } else {
+        sources_from_windows(library, &hits, &params.context)?
+    };
     let retrieve_seconds = crate::lm::now_seconds() - t;
     let memories: Vec<Memory<'_>> =
         sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
     let chinese = detect_language(question) == "zh";
     let user_turn = answer_prompt(question, &memories, chinese);
-    Ok(AnswerPrompt { sources, user_turn, retrieve_seconds })
+    Ok(AnswerPrompt {
+        sources,
+        user_turn,
+        retrieve_seconds,
+        retrieval: best_similarity(&hits),
+        check_answerability: params.check_answerability,
+    })
 }
 
 /// [`prepare`] with an embedder that may have to be awaited (the GPU encoder in a browser):
@@ -254,14 +349,35 @@ pub async fn answer(
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
-    let AnswerPrompt { sources, user_turn, retrieve_seconds } = prompt;
+    let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, check_answerability } = prompt;
     let g = answerer.reply(&user_turn, max_tokens, &mut on_text).await?;
-    let answer = g.text.trim().to_string();
-    let not_in_documents = says_not_in_documents(&answer);
-    let mut citations = cited(&answer, sources.len());
+    let written = g.text.trim().to_string();
+    let texts: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
+    let evidence = Evidence {
+        refusal_logprob: g.probabilities.map(|p| p.refusal),
+        answer_logprob: g.probabilities.map(|p| p.reply),
+        // Against everything the answerer was given: the passages, and the question and
+        // instructions ("The answer is: …" invents nothing).
+        support: support(&written, &[user_turn.as_str()]),
+        retrieval,
+    };
+    let model_refused = says_not_in_documents(&written);
+    // The rule was fitted on a local answerer's answers; a hosted model's are its own to
+    // refuse (they refuse far more readily than a 1.5B does).
+    let calibration = Calibration::for_evidence(&evidence);
+    let judged = check_answerability && g.finish != Finish::Cancelled && !model_refused && calibration.is_some();
+    let grounded = calibration.filter(|_| judged).map(|c| c.grounded(&evidence));
+    // An empty reply answers nothing: it is shown as the refusal, never as a blank.
+    let refuse = written.is_empty() || calibration.zip(grounded).is_some_and(|(c, p)| p < c.threshold);
+    let (answer, draft) = if refuse && g.finish != Finish::Cancelled {
+        (refusal_text(&written), Some(written).filter(|w| !w.is_empty()))
+    } else {
+        (written, None)
+    };
+    let not_in_documents = model_refused || draft.is_some() || says_not_in_documents(&answer);
+    let mut citations = if not_in_documents { Vec::new() } else { cited(&answer, sources.len()) };
     let mut citations_from = if citations.is_empty() { "none" } else { "model" };
     if citations.is_empty() && !not_in_documents {
-        let texts: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
         citations = attribute(&answer, &texts);
         if !citations.is_empty() {
             citations_from = "overlap";
@@ -277,7 +393,19 @@ pub async fn answer(
         prefill_seconds: g.prefill_seconds,
         decode_seconds: g.decode_seconds,
         finish: g.finish,
+        evidence,
+        grounded,
+        draft,
     })
+}
+
+/// The refusal shown for an answer the check replaced, in the language of what was written.
+fn refusal_text(written: &str) -> String {
+    if detect_language(written) == "zh" {
+        format!("{}。", docmem_core::answer::NOT_IN_DOCUMENTS_ZH)
+    } else {
+        "Not in the documents.".to_string()
+    }
 }
 
 /// Answer `question` from `library`, streaming answer text to `on_text`: [`prepare`], then
@@ -292,4 +420,112 @@ pub async fn ask<S: Store>(
 ) -> Result<Answer, QaError> {
     let prompt = prepare_async(library, embedder, question, params).await?;
     answer(prompt, answerer, params.max_tokens, on_text).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answerer::{Reply, ReplyProbabilities};
+    use docmem_core::library::{LibrarySettings, MemStore};
+    use docmem_core::local_future::{boxed, LocalBoxFuture};
+    use docmem_core::{Document, DocumentMemory, HashingEmbedder};
+
+    /// An answerer that writes a fixed reply with fixed probabilities.
+    struct Scripted {
+        text: &'static str,
+        probabilities: Option<ReplyProbabilities>,
+    }
+
+    impl Answerer for Scripted {
+        fn reply<'a>(
+            &'a self,
+            _user_turn: &'a str,
+            _max_tokens: usize,
+            on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
+        ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
+            boxed(async move {
+                let _ = on_text(self.text);
+                Ok(Reply {
+                    text: self.text.to_string(),
+                    finish: Finish::EndOfText,
+                    prefill_seconds: 0.0,
+                    decode_seconds: 0.0,
+                    probabilities: self.probabilities,
+                })
+            })
+        }
+    }
+
+    /// A library of one paged document chunked a sentence at a time, with overlaps.
+    fn library() -> (Library<MemStore>, HashingEmbedder) {
+        let text = "Printing came late to England.\n\u{c}\nWilliam Caxton set up a press at Westminster in 1476. \
+                    He printed Chaucer. Rivers flow into the sea. Mountains are tall.";
+        let doc = Document::new("press", text);
+        let sentences = [
+            "Printing came late to England.",
+            "William Caxton set up a press at Westminster in 1476.",
+            "He printed Chaucer.",
+            "Rivers flow into the sea.",
+            "Mountains are tall.",
+        ];
+        let mut spans: Vec<Span> = sentences
+            .iter()
+            .map(|s| {
+                let start = text.find(s).unwrap();
+                Span::new(start, start + s.len())
+            })
+            .collect();
+        // An overlapping chunk, as the sentence chunker makes: sentences 2 and 3 together.
+        spans.push(Span::new(spans[1].start, spans[2].end));
+        let memory = DocumentMemory::from_spans(&doc, &spans, "sentence");
+        let mut embedder = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
+        lib.add(&doc, &memory, &mut embedder).unwrap();
+        (lib, embedder)
+    }
+
+    fn ask_with(answerer: &Scripted, check: bool) -> Answer {
+        let (lib, mut e) = library();
+        let params = AskParams { k: 3, check_answerability: check, ..AskParams::default() };
+        crate::block_on(ask(&lib, &mut e, answerer, "Who set up a press at Westminster?", &params, |_| ControlFlow::Continue(()))).unwrap()
+    }
+
+    #[test]
+    fn the_answerer_reads_windows_with_each_sentence_once_and_their_page() {
+        let a = ask_with(&Scripted { text: "William Caxton [1]", probabilities: None }, false);
+        let shown: String = a.sources.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(shown.matches("William Caxton").count(), 1, "{shown}");
+        let caxton = a.sources.iter().find(|s| s.text.contains("Caxton")).unwrap();
+        assert_eq!(caxton.page, Some(2));
+        assert!(!caxton.text.contains('\u{c}'), "page breaks are not shown to the answerer");
+        // The retrieved piece lies inside its window.
+        assert!(caxton.hits.iter().all(|&(s, e)| caxton.chars.0 <= s && e <= caxton.chars.1));
+        assert_eq!((a.answer.as_str(), a.cited.as_slice(), a.draft.as_deref()), ("William Caxton [1]", &[1][..], None));
+    }
+
+    #[test]
+    fn a_grounded_answer_is_kept_and_an_ungrounded_one_becomes_the_refusal() {
+        let sure = Some(ReplyProbabilities { refusal: -25.0, reply: -0.05 });
+        let a = ask_with(&Scripted { text: "William Caxton [1]", probabilities: sure }, true);
+        assert!(!a.not_in_documents && a.draft.is_none(), "{a:?}");
+        assert!(a.grounded.unwrap() > 0.5 && a.evidence.support == 1.0);
+
+        let unsure = Some(ReplyProbabilities { refusal: -0.5, reply: -3.0 });
+        let a = ask_with(&Scripted { text: "Johannes Gutenberg of Mainz [2]", probabilities: unsure }, true);
+        assert!(a.not_in_documents, "{a:?}");
+        assert_eq!(a.answer, "Not in the documents.");
+        assert_eq!(a.draft.as_deref(), Some("Johannes Gutenberg of Mainz [2]"));
+        assert!(a.cited.is_empty());
+        assert!(a.evidence.support < 0.5, "{}", a.evidence.support);
+
+        // With the check off the same answer stands.
+        let a = ask_with(&Scripted { text: "Johannes Gutenberg of Mainz [2]", probabilities: unsure }, false);
+        assert!(!a.not_in_documents && a.grounded.is_none());
+    }
+
+    #[test]
+    fn an_empty_reply_is_shown_as_the_refusal() {
+        let a = ask_with(&Scripted { text: "  ", probabilities: None }, false);
+        assert_eq!((a.answer.as_str(), a.not_in_documents, a.draft.as_deref()), ("Not in the documents.", true, None));
+    }
 }

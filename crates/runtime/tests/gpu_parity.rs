@@ -260,6 +260,8 @@ fn an_answer_is_written_on_the_gpu_as_on_the_cpu() {
         sources: Vec::new(),
         user_turn: "Who printed the Gutenberg Bible?".into(),
         retrieve_seconds: 0.0,
+        retrieval: None,
+        check_answerability: false,
     };
     let (want, _) = answered(&smollm2(), &prompt);
     let (got, streamed) = answered(&on_gpu(smollm2()), &prompt);

@@ -30,10 +30,12 @@ mod boundary;
 mod gpu;
 mod library;
 mod remote;
+mod sha256;
 mod threads;
 #[cfg(feature = "gpu")]
 pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
+pub use sha256::WasmSha256;
 
 /// A JS `Error` with `message` and `code`.
 fn error_with(code: ErrorCode, message: impl std::fmt::Display) -> JsValue {

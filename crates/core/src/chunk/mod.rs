@@ -144,11 +144,36 @@ impl fmt::Display for ChunkError {
 impl std::error::Error for ChunkError {}
 
 /// Run the chunker `kind` over `text` with `options`; the semantic chunker uses `embedder`.
+///
+/// A paged text (a PDF's, pages separated by [`crate::document::PAGE_BREAK`]) is chunked a
+/// page at a time, so no chunk spans two pages and a citation names one page.
 pub fn chunk_with(
     kind: ChunkerKind,
     text: &str,
     options: ChunkOptions,
-    embedder: Option<&mut dyn crate::embed::Embedder>,
+    mut embedder: Option<&mut dyn crate::embed::Embedder>,
+) -> Result<Vec<Span>, ChunkError> {
+    if !text.contains(crate::document::PAGE_BREAK) {
+        return chunk_page(kind, text, options, embedder);
+    }
+    let mut spans = Vec::new();
+    let mut at = 0;
+    for page in text.split(crate::document::PAGE_BREAK) {
+        if !page.trim().is_empty() {
+            let inner = chunk_page(kind, page, options, embedder.as_deref_mut())?;
+            spans.extend(inner.into_iter().map(|s| Span::new(s.start + at, s.end + at)));
+        }
+        at += page.len() + crate::document::PAGE_BREAK.len_utf8();
+    }
+    Ok(spans)
+}
+
+/// [`chunk_with`] for text without page breaks.
+fn chunk_page<'e>(
+    kind: ChunkerKind,
+    text: &str,
+    options: ChunkOptions,
+    embedder: Option<&mut (dyn crate::embed::Embedder + 'e)>,
 ) -> Result<Vec<Span>, ChunkError> {
     if options.size == Some(0) {
         return Err(ChunkError::ZeroSize);
@@ -269,6 +294,24 @@ mod tests {
             assert_eq!(k.name().parse::<ChunkerKind>(), Ok(k));
         }
         assert!("mom".parse::<ChunkerKind>().is_err());
+    }
+
+    #[test]
+    fn no_chunk_spans_a_page_break() {
+        let text = "Caxton set up a press. He printed Chaucer.\n\u{c}\nThe Gutenberg Bible was printed around 1455. It has 1,286 pages.\n\u{c}\n\n\u{c}\nLast page.";
+        for kind in [ChunkerKind::Sentence, ChunkerKind::Fixed, ChunkerKind::Recursive] {
+            let spans = chunk_with(kind, text, ChunkOptions::default(), None).unwrap();
+            assert!(!spans.is_empty());
+            for s in &spans {
+                let chunk = s.slice(text).unwrap();
+                assert!(!chunk.contains('\u{c}'), "{kind:?}: {chunk:?}");
+            }
+            let pages: Vec<Option<u32>> = spans.iter().map(|s| crate::document::page_at(text, s.start)).collect();
+            assert!(pages.contains(&Some(2)) && pages.contains(&Some(4)), "{kind:?}: {pages:?}");
+            let gutenberg = spans.iter().find(|s| s.slice(text).unwrap().contains("Gutenberg")).unwrap();
+            assert_eq!(crate::document::page_at(text, gutenberg.start), Some(2));
+        }
+        assert_eq!(chunk_with(ChunkerKind::Sentence, text, ChunkOptions { size: Some(0), overlap: None }, None), Err(ChunkError::ZeroSize));
     }
 
     #[test]

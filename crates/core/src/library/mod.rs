@@ -53,6 +53,21 @@ use crate::span::Span;
 /// The library format version this build writes and reads.
 pub const LIBRARY_FORMAT_VERSION: u32 = 1;
 
+/// The format version of a library in which a document's memory has been replaced
+/// ([`Library::replace_memory`]): its memory then lives under a versioned key that a build
+/// reading only version 1 would not look for, so such a manifest says 2 and that build
+/// refuses it with a clear error instead of pairing a new index with an old memory. This
+/// build reads both and writes 1 until a memory is replaced.
+pub const REPLACED_MEMORY_FORMAT_VERSION: u32 = 2;
+
+fn reads_version(v: u32) -> bool {
+    v == LIBRARY_FORMAT_VERSION || v == REPLACED_MEMORY_FORMAT_VERSION
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 const MANIFEST: &str = "manifest.json";
 const ROUTING: &str = "routing.json";
 const GLOBAL: &str = "global.json";
@@ -84,6 +99,10 @@ pub struct DocumentEntry {
     /// The collection it belongs to.
     #[serde(default = "default_collection")]
     pub collection: String,
+    /// How many times its memory was replaced ([`Library::replace_memory`]); names the
+    /// memory's key. 0 (and absent) for a memory written when the document was added.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memory_version: u64,
 }
 
 /// The manifest: everything needed to read the rest.
@@ -172,6 +191,8 @@ pub enum LibraryError {
         /// The name given (cut to 80 characters).
         name: String,
     },
+    /// A replacement memory that does not fit its document (see [`DocumentMemory::check_chunks`]).
+    BadMemory(crate::memory::MemoryError),
 }
 
 /// The longest collection name, in bytes.
@@ -192,7 +213,7 @@ impl fmt::Display for LibraryError {
         match self {
             LibraryError::Store(e) => write!(f, "{e}"),
             LibraryError::UnsupportedVersion { found } => {
-                write!(f, "library format version {found} is not supported (this build reads {LIBRARY_FORMAT_VERSION})")
+                write!(f, "library format version {found} is not supported (this build reads {LIBRARY_FORMAT_VERSION} and {REPLACED_MEMORY_FORMAT_VERSION})")
             }
             LibraryError::EmbedderMismatch { library, given } => write!(
                 f,
@@ -202,6 +223,7 @@ impl fmt::Display for LibraryError {
             LibraryError::Retrieve(e) => write!(f, "{e}"),
             LibraryError::NoSuchDocument { id } => write!(f, "no document {id} in the library"),
             LibraryError::NoSuchCollection { name } => write!(f, "no document is in a collection named '{name}'"),
+            LibraryError::BadMemory(e) => write!(f, "the new memory does not fit its document: {e}"),
             LibraryError::BadCollectionName { name } => {
                 write!(f, "'{name}' cannot name a collection: give 1 to {MAX_COLLECTION_NAME_BYTES} bytes with no control characters, other than 'auto'")
             }
@@ -250,8 +272,12 @@ pub struct Passage<'a> {
 fn document_key(id: DocId) -> String {
     format!("documents/{id}.json")
 }
-fn memory_key(id: DocId) -> String {
-    format!("memories/{id}.json")
+fn memory_key(id: DocId, version: u64) -> String {
+    if version == 0 {
+        format!("memories/{id}.json")
+    } else {
+        format!("memories/{id}.v{version}.json")
+    }
 }
 fn index_key(generation: u64) -> String {
     format!("index/{generation}.bin")
@@ -313,7 +339,7 @@ impl<S: Store> Library<S> {
             format_version: u32,
         }
         let v: Version = decode(MANIFEST, Some(bytes.clone()))?;
-        if v.format_version != LIBRARY_FORMAT_VERSION {
+        if !reads_version(v.format_version) {
             return Err(LibraryError::UnsupportedVersion { found: v.format_version });
         }
         let manifest: Manifest = decode(MANIFEST, Some(bytes))?;
@@ -325,7 +351,7 @@ impl<S: Store> Library<S> {
         }
         let mut documents = BTreeMap::new();
         for e in &manifest.documents {
-            let (dk, mk) = (document_key(e.id), memory_key(e.id));
+            let (dk, mk) = (document_key(e.id), memory_key(e.id, e.memory_version));
             let doc: Document = decode(&dk, store.read(&dk)?)?;
             let memory: DocumentMemory = decode(&mk, store.read(&mk)?)?;
             documents.insert(e.id, (doc, memory));
@@ -358,7 +384,7 @@ impl<S: Store> Library<S> {
             mode: Option<RetrievalMode>,
         }
         let head: Head = decode(MANIFEST, Some(bytes))?;
-        if head.format_version != LIBRARY_FORMAT_VERSION {
+        if !reads_version(head.format_version) {
             return Err(LibraryError::UnsupportedVersion { found: head.format_version });
         }
         let mode = head.mode.unwrap_or(RetrievalMode::ThreeLayer);
@@ -373,8 +399,9 @@ impl<S: Store> Library<S> {
         let Ok(keys) = self.store.keys() else { return };
         let live_index = index_key(self.manifest.generation);
         for key in keys {
-            let live =
-                key == MANIFEST || key == live_index || self.documents.keys().any(|id| key == document_key(*id) || key == memory_key(*id));
+            let live = key == MANIFEST
+                || key == live_index
+                || self.manifest.documents.iter().any(|e| key == document_key(e.id) || key == memory_key(e.id, e.memory_version));
             let ours = key.starts_with("documents/") || key.starts_with("memories/") || key.starts_with("index/");
             if ours && !live {
                 let _ = self.store.remove(&key);
@@ -500,8 +527,9 @@ impl<S: Store> Library<S> {
             reader: memory.provenance.reader.clone(),
             fallback: memory.provenance.fallback.clone(),
             collection: collection.into(),
+            memory_version: 0,
         });
-        let extra = [(document_key(doc.id), encode(doc)), (memory_key(doc.id), encode(memory))];
+        let extra = [(document_key(doc.id), encode(doc)), (memory_key(doc.id, 0), encode(memory))];
         if let Err(e) = self.commit(manifest, &extra) {
             self.index.remove_document(doc.id);
             return Err(e);
@@ -516,6 +544,7 @@ impl<S: Store> Library<S> {
         if !self.documents.contains_key(&id) {
             return Ok(false);
         }
+        let version = self.manifest.documents.iter().find(|e| e.id == id).map_or(0, |e| e.memory_version);
         let before = self.index.to_bytes();
         self.index.remove_document(id);
         let mut manifest = self.manifest.clone();
@@ -529,7 +558,56 @@ impl<S: Store> Library<S> {
         }
         self.documents.remove(&id);
         let _ = self.store.remove(&document_key(id));
-        let _ = self.store.remove(&memory_key(id));
+        let _ = self.store.remove(&memory_key(id, version));
+        Ok(true)
+    }
+
+    /// Replace the memory of a document already in the library by `memory` (a reader's
+    /// memory written after the document went in with plain chunks, say), in one commit:
+    /// until it lands searches see the old memory, after it the new one, and on any error
+    /// the library is as it was. Returns false when the document is not there (removed
+    /// meanwhile). The new memory goes under a new key, so an interrupted replace leaves
+    /// the old memory and index intact.
+    pub fn replace_memory(&mut self, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, LibraryError> {
+        let id = memory.doc_id;
+        let Some((doc, _)) = self.documents.get(&id) else { return Ok(false) };
+        let doc = doc.clone();
+        memory.check_chunks(&doc).map_err(LibraryError::BadMemory)?;
+        let Some(old_version) = self.manifest.documents.iter().find(|e| e.id == id).map(|e| e.memory_version) else {
+            return Ok(false);
+        };
+        let before = self.index.to_bytes();
+        let restore = |lib: &mut Self| {
+            if let Ok(index) = MemoryIndex::from_bytes(&before, lib.segments.clone()) {
+                lib.index = index.with_piece_chars(lib.manifest.piece_chars);
+            }
+        };
+        self.index.remove_document(id);
+        let added = if memory.check(&doc).is_ok() {
+            self.index.add_document(&doc, memory, embedder)
+        } else {
+            self.index.add_chunks(&doc, memory, embedder)
+        };
+        if let Err(e) = added {
+            restore(self);
+            return Err(e.into());
+        }
+        let mut manifest = self.manifest.clone();
+        manifest.generation += 1;
+        let version = old_version + 1;
+        if let Some(entry) = manifest.documents.iter_mut().find(|e| e.id == id) {
+            entry.memory_version = version;
+            entry.scenarios = memory.scenarios.len();
+            entry.reader = memory.provenance.reader.clone();
+            entry.fallback = memory.provenance.fallback.clone();
+        }
+        manifest.format_version = REPLACED_MEMORY_FORMAT_VERSION;
+        if let Err(e) = self.commit(manifest, &[(memory_key(id, version), encode(memory))]) {
+            restore(self);
+            return Err(e);
+        }
+        let _ = self.store.remove(&memory_key(id, old_version));
+        self.documents.insert(id, (doc, memory.clone()));
         Ok(true)
     }
 
@@ -581,6 +659,17 @@ impl<S: Store> Library<S> {
     pub fn save_global_memory(&mut self, model: &str, memory: &crate::clues::GlobalMemory) -> Result<(), LibraryError> {
         let saved = SavedGlobalMemory { generation: self.manifest.generation, model: model.into(), memory: memory.clone() };
         Ok(self.store.write(GLOBAL, &encode(&saved))?)
+    }
+
+    /// The windows of text around `hits` that the answerer reads (small-to-big; see
+    /// [`crate::context`]), with `measure` giving a text's size in the budget's unit.
+    pub fn context_windows(
+        &self,
+        hits: &[RetrievedChunk],
+        params: &crate::context::ContextParams,
+        measure: &mut dyn FnMut(&str) -> usize,
+    ) -> Vec<crate::context::Window> {
+        crate::context::windows(hits, |id| self.documents.get(&id).map(|(d, m)| (d, m)), params, measure)
     }
 
     /// The text, core and outline item of a retrieved chunk.
@@ -760,6 +849,78 @@ mod tests {
             assert_eq!(lib.documents().len(), 1, "fail at write {fail_at}");
             assert_eq!(lib.into_store().entries, before.entries, "fail at write {fail_at}: leftovers removed");
         }
+    }
+
+    /// rivers.txt as a baseline chunker stores it: one plain chunk per sentence.
+    fn rivers_as_chunks() -> (Document, DocumentMemory) {
+        let (doc, reader_memory) = rivers();
+        let spans: Vec<Span> = reader_memory.scenarios.iter().map(|s| s.span.trim(&doc.text)).collect();
+        let chunks = DocumentMemory::from_spans(&doc, &spans, "sentence");
+        (doc, chunks)
+    }
+
+    #[test]
+    fn a_replaced_memory_is_searched_reopened_and_crash_safe() {
+        let mut e = HashingEmbedder::new(64);
+        let (doc, chunks) = rivers_as_chunks();
+        let (_, reader_memory) = rivers();
+        let (d2, m2) = peaks();
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        lib.add(&doc, &chunks, &mut e).unwrap();
+        lib.add(&d2, &m2, &mut e).unwrap();
+        assert_eq!(lib.manifest().format_version, LIBRARY_FORMAT_VERSION);
+        let before = lib.into_store();
+
+        // A crash at each write of the replace (memory, index, manifest) leaves the chunks.
+        for fail_at in 0..3 {
+            let mut store = before.clone();
+            store.fail_after_writes = Some(fail_at);
+            let mut lib = Library::open(store, &settings()).unwrap();
+            assert!(matches!(lib.replace_memory(&reader_memory, &mut e), Err(LibraryError::Store(_))), "fail at {fail_at}");
+            assert_eq!(lib.get(doc.id).unwrap().1, &chunks, "in memory too");
+            let hits = lib.search("Nile", &mut e, &SearchParams::default()).unwrap();
+            assert!(lib.passage(&hits[0]).unwrap().core.is_empty(), "the old index still answers");
+            let mut store = lib.into_store();
+            store.fail_after_writes = None;
+            let lib = Library::open(store, &settings()).unwrap();
+            assert_eq!(lib.into_store().entries, before.entries, "fail at write {fail_at}: leftovers removed");
+        }
+
+        let mut lib = Library::open(before.clone(), &settings()).unwrap();
+        assert!(lib.replace_memory(&reader_memory, &mut e).unwrap());
+        let hits = lib.search("which river flows north", &mut e, &SearchParams::default()).unwrap();
+        let top = lib.passage(&hits[0]).unwrap();
+        assert_eq!((top.title, top.core), ("rivers.txt", "Nile"), "the reader's memory is searched");
+        let entry = lib.documents().iter().find(|d| d.id == doc.id).unwrap().clone();
+        assert_eq!((entry.memory_version, entry.reader.as_str(), entry.scenarios), (1, "test-reader", 2));
+        assert_eq!(lib.manifest().format_version, REPLACED_MEMORY_FORMAT_VERSION);
+        // The other document is untouched; the old memory's key is gone.
+        assert_eq!(lib.get(d2.id).unwrap().1, &m2);
+        let store = lib.into_store();
+        assert!(!store.entries.contains_key(&memory_key(doc.id, 0)));
+        assert!(store.entries.contains_key(&memory_key(doc.id, 1)));
+        // Reopened, it is the same; a second replace and a removal clean up after themselves.
+        let mut lib = Library::open(store, &settings()).unwrap();
+        assert_eq!(lib.get(doc.id).unwrap().1, &reader_memory);
+        assert!(lib.replace_memory(&chunks, &mut e).unwrap());
+        assert!(lib.remove(doc.id).unwrap());
+        assert!(!lib.replace_memory(&reader_memory, &mut e).unwrap(), "a removed document is not brought back");
+        let store = lib.into_store();
+        assert!(!store.entries.keys().any(|k| k.contains(&doc.id.to_string())), "{:?}", store.entries.keys());
+    }
+
+    #[test]
+    fn a_replacement_that_does_not_fit_its_document_is_refused() {
+        let mut e = HashingEmbedder::new(64);
+        let (doc, chunks) = rivers_as_chunks();
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        lib.add(&doc, &chunks, &mut e).unwrap();
+        let mut bad = chunks.clone();
+        bad.scenarios[0].span = Span::new(0, 10_000);
+        let err = lib.replace_memory(&bad, &mut e).unwrap_err();
+        assert!(matches!(err, LibraryError::BadMemory(_)), "{err}");
+        assert_eq!(crate::HasErrorCode::code(&err), crate::ErrorCode::BadArgument);
+        assert_eq!(lib.get(doc.id).unwrap().1, &chunks);
     }
 
     #[test]

@@ -1,0 +1,409 @@
+//! `docmem eval answers`: answers as a user gets them, against the recipe people copy.
+//!
+//! Every article of a SQuAD v2 file becomes one document of one library, and a fixed,
+//! even spread of the split's answerable and unanswerable (`is_impossible`) questions is
+//! asked through a method:
+//! - `ours`: the product's own path (`docmem_runtime::qa::ask`, what `docmem ask`, the npm
+//!   package and the page run): sentence chunks, hybrid retrieval, small-to-big windows,
+//!   the answer prompt, and the answerability check (`--no-check` turns it off, so the
+//!   dev run records the evidence of every raw answer for calibration);
+//! - `recipe`: the chunk-and-embed recipe of the tutorials, LangChain's defaults:
+//!   `RecursiveCharacterTextSplitter` 1,000/200, all-MiniLM-L6-v2, the top 4 chunks by
+//!   cosine, the `rlm/rag-prompt` wording, the same answerer model (docmem's CPU runtime
+//!   is bit-exact with llama.cpp, so this is the model the recipe would run through
+//!   llama-cpp-python);
+//! - `gold`: the same model given the question's own SQuAD paragraph with our prompt (the
+//!   ceiling that retrieval cannot pass).
+//!
+//! Each question's record (answer, the model's draft, refusal, EM/F1, evidence, timings)
+//! goes to `--out` as a JSON line as soon as it is answered; the table of the run goes to
+//! stdout. Answers are scored whole, citation markers removed, by SQuAD's EM and F1, and
+//! by whether a gold answer occurs in them; an unanswerable question is right when it is
+//! refused ("not in the documents", or the recipe's "I don't know").
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use docmem_core::answer::{says_not_in_documents, without_citations};
+use docmem_core::chunk::recursive::{recursive_chunks, RecursiveParams};
+use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+use docmem_core::eval::squad::{parse_squad, Question};
+use docmem_core::eval::{exact_match, f1, normalize_answer, Split};
+use docmem_core::library::{Library, LibrarySettings, MemStore};
+use docmem_core::{Document, EmbedRole};
+use docmem_runtime::answerer::Answerer;
+use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::qa::{ask, AskParams};
+use serde::Serialize;
+
+use crate::CliError;
+
+/// Which pipeline answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMethod {
+    /// docmem's own path (`docmem ask`).
+    Ours,
+    /// LangChain's tutorial recipe with the same model.
+    Recipe,
+    /// The same model given the gold paragraph.
+    Gold,
+}
+
+#[derive(Args)]
+pub struct AnswersEvalArgs {
+    /// SQuAD v2 JSON (e.g. ../shared/eval/squad-v2-dev-sample.json).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// dev (tune here) or test (report these); see `docmem_core::eval::Split`.
+    #[arg(long, default_value = "test")]
+    pub split: Split,
+    /// Answerable questions asked, evenly spread over the split.
+    #[arg(long, default_value_t = 40)]
+    pub answerable: usize,
+    /// Unanswerable questions asked, evenly spread over the split.
+    #[arg(long, default_value_t = 20)]
+    pub unanswerable: usize,
+    /// Methods, comma-separated: ours, recipe, gold.
+    #[arg(long, value_enum, default_value = "ours", value_delimiter = ',')]
+    pub methods: Vec<AnswerMethod>,
+    /// The answerer [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
+    #[arg(long)]
+    pub answerer: Option<PathBuf>,
+    /// Pieces retrieved (ours).
+    #[arg(long)]
+    pub k: Option<usize>,
+    /// Most characters one window grows to around its hit (ours).
+    #[arg(long)]
+    pub window_chars: Option<usize>,
+    /// Characters of windows the answerer reads (ours; 0: the pieces themselves).
+    #[arg(long)]
+    pub budget_chars: Option<usize>,
+    /// Keep every answer as written (no answerability check): the dev run that the
+    /// calibration is fitted on.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Most answer tokens.
+    #[arg(long, default_value_t = 160)]
+    pub max_tokens: usize,
+    /// Worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// One JSON line per question is appended here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub embedder: crate::embed::EmbedderArgs,
+}
+
+/// One question's outcome.
+#[derive(Serialize)]
+struct Record<'a> {
+    method: AnswerMethod,
+    id: &'a str,
+    question: &'a str,
+    answerable: bool,
+    golds: &'a [String],
+    answer: String,
+    /// What the model wrote, before any refusal replaced it.
+    written: String,
+    refused: bool,
+    exact_match: f64,
+    f1: f64,
+    contains_gold: bool,
+    evidence: Option<docmem_core::answerability::Evidence>,
+    grounded: Option<f32>,
+    seconds: f64,
+    prefill_seconds: f64,
+}
+
+/// The `rlm/rag-prompt` wording (LangChain hub), as the tutorials send it.
+fn rag_prompt(question: &str, context: &str) -> String {
+    format!(
+        "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to answer the question. \
+         If you don't know the answer, just say that you don't know. Use three sentences maximum and keep the answer concise.\n\
+         Question: {question} \nContext: {context} \nAnswer:"
+    )
+}
+
+/// Whether a reply is a refusal: ours, or the recipe's "I don't know".
+fn is_refusal(answer: &str) -> bool {
+    let lower = answer.to_lowercase();
+    says_not_in_documents(answer) || lower.contains("don't know") || lower.contains("do not know") || lower.trim().is_empty()
+}
+
+/// `n` items spread evenly over `items`.
+fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
+    if n >= items.len() {
+        return items.to_vec();
+    }
+    (0..n).map(|i| items[i * items.len() / n].clone()).collect()
+}
+
+/// Each question id's own paragraph.
+fn paragraphs(bytes: &[u8]) -> Result<HashMap<String, String>, CliError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| CliError::BadArgument { message: format!("--data: {e}") })?;
+    let mut out = HashMap::new();
+    for article in v["data"].as_array().into_iter().flatten() {
+        for p in article["paragraphs"].as_array().into_iter().flatten() {
+            let context = p["context"].as_str().unwrap_or_default();
+            for q in p["qas"].as_array().into_iter().flatten() {
+                let id = q["id"].as_str().or(q["question"].as_str()).unwrap_or_default();
+                out.insert(id.to_string(), context.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
+    let bytes = std::fs::read(&a.data).map_err(|source| CliError::Read { path: a.data.clone(), source })?;
+    let set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
+    let own_paragraph = paragraphs(&bytes)?;
+    let in_split: Vec<&Question> = set.questions.iter().filter(|q| a.split.includes(&q.id)).collect();
+    let answerable: Vec<&Question> = in_split.iter().copied().filter(|q| !q.answers.is_empty()).collect();
+    let unanswerable: Vec<&Question> = in_split.iter().copied().filter(|q| q.answers.is_empty()).collect();
+    let mut questions = spread(&answerable, a.answerable);
+    questions.extend(spread(&unanswerable, a.unanswerable));
+
+    let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
+    if !path.exists() {
+        return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
+    }
+    let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+    let mut embedder = a.embedder.open()?;
+    let mut out = match &a.out {
+        Some(p) => Some(
+            std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|source| CliError::Read { path: p.clone(), source })?,
+        ),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for &method in &a.methods {
+        let started = Instant::now();
+        let mut records = Vec::new();
+        let mut library = None;
+        let mut recipe = None;
+        match method {
+            AnswerMethod::Ours => library = Some(build_library(&set.documents, embedder.as_mut())?),
+            AnswerMethod::Recipe => recipe = Some(RecipeIndex::build(&set.documents, embedder.as_mut())?),
+            AnswerMethod::Gold => {}
+        }
+        for (i, q) in questions.iter().enumerate() {
+            let t = Instant::now();
+            let (answer, written, evidence, grounded, prefill) =
+                match method {
+                    AnswerMethod::Ours => {
+                        let Some(library) = &library else { continue };
+                        let d = AskParams::default();
+                        let mut context = d.context;
+                        context.window_chars = a.window_chars.unwrap_or(context.window_chars);
+                        context.budget = a.budget_chars.unwrap_or(context.budget);
+                        let params =
+                            AskParams { k: a.k.unwrap_or(d.k), max_tokens: a.max_tokens, context, check_answerability: !a.no_check, ..d };
+                        let r = docmem_runtime::block_on(ask(library, embedder.as_mut(), &lm, &q.question, &params, |_| {
+                            ControlFlow::Continue(())
+                        }))?;
+                        let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
+                        (r.answer, written, Some(r.evidence), r.grounded, r.prefill_seconds)
+                    }
+                    AnswerMethod::Recipe => {
+                        let Some(recipe) = &recipe else { continue };
+                        let v = embedder
+                            .embed(&[q.question.as_str()], EmbedRole::Query)
+                            .map_err(docmem_core::retrieve::RetrieveError::Embed)?;
+                        let context = recipe.top(&v[0], 4).join("\n\n");
+                        let r = reply(&lm, &rag_prompt(&q.question, &context), a.max_tokens)?;
+                        (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
+                    }
+                    AnswerMethod::Gold => {
+                        let paragraph = own_paragraph.get(&q.id).cloned().unwrap_or_default();
+                        let title = &set.documents[q.document].title;
+                        let memory = docmem_core::answer::Memory { title, outline: None, core: "", text: &paragraph };
+                        let prompt = docmem_core::answer::answer_prompt(&q.question, &[memory], false);
+                        let r = reply(&lm, &prompt, a.max_tokens)?;
+                        (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
+                    }
+                };
+            let scored = without_citations(&answer);
+            let golds: Vec<&str> = q.answers.iter().map(String::as_str).collect();
+            let refused = is_refusal(&answer);
+            let contains_gold = !golds.is_empty() && golds.iter().any(|g| normalize_answer(&scored).contains(&normalize_answer(g)));
+            let rec = Record {
+                method,
+                id: &q.id,
+                question: &q.question,
+                answerable: !golds.is_empty(),
+                golds: &q.answers,
+                exact_match: if golds.is_empty() { 0.0 } else { exact_match(&scored, &golds) },
+                f1: if golds.is_empty() { 0.0 } else { f1(&scored, &golds) },
+                contains_gold,
+                refused,
+                answer,
+                written,
+                evidence,
+                grounded,
+                seconds: t.elapsed().as_secs_f64(),
+                prefill_seconds: prefill,
+            };
+            eprintln!(
+                "docmem eval answers: {method:?} {}/{}: {:?} (gold {:?}) {:.1} s",
+                i + 1,
+                questions.len(),
+                rec.answer,
+                q.answers.first(),
+                rec.seconds
+            );
+            if let Some(f) = &mut out {
+                serde_json::to_writer(&mut *f, &rec).map_err(|e| CliError::Output(e.into()))?;
+                writeln!(f)?;
+            }
+            records.push(Summary::of(&rec));
+        }
+        rows.push(Row::from(method, &records, started.elapsed().as_secs_f64()));
+    }
+    let mut o = std::io::stdout().lock();
+    writeln!(
+        o,
+        "| method | answerable | EM | F1 | gold in answer | answerable refused | unanswerable | unanswerable refused | s/question |"
+    )?;
+    writeln!(o, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
+    for r in &rows {
+        writeln!(
+            o,
+            "| {:?} | {} | {:.2} | {:.2} | {:.0}% | {:.0}% | {} | {:.0}% | {:.1} |",
+            r.method,
+            r.answerable,
+            r.em,
+            r.f1,
+            100.0 * r.contains,
+            100.0 * r.answerable_refused,
+            r.unanswerable,
+            100.0 * r.unanswerable_refused,
+            r.seconds_per_question
+        )?;
+    }
+    Ok(())
+}
+
+/// A greedy reply to one user turn, ended by a blank line as answers are.
+fn reply(lm: &Lm, user_turn: &str, max_tokens: usize) -> Result<docmem_runtime::answerer::Reply, CliError> {
+    Ok(docmem_runtime::block_on(lm.reply(user_turn, max_tokens, &mut |_| ControlFlow::Continue(())))?)
+}
+
+/// The library `docmem ingest --chunker sentence` makes of the articles, in memory.
+fn build_library(docs: &[Document], embedder: &mut dyn docmem_core::Embedder) -> Result<Library<MemStore>, CliError> {
+    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
+    let mut library = Library::open(MemStore::default(), &settings)?;
+    for doc in docs {
+        let (size, overlap) = crate::chunk::passage_sizes(ChunkerKind::Sentence, None, None);
+        let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size, overlap } };
+        docmem_runtime::block_on(ingest_into(
+            &mut library,
+            "default",
+            doc,
+            &mut method,
+            embedder,
+            &mut |_| true,
+            &IngestLimits::default(),
+        ))?;
+    }
+    Ok(library)
+}
+
+/// The recipe's index: 1,000/200 recursive chunks and their vectors, searched by cosine.
+struct RecipeIndex {
+    chunks: Vec<String>,
+    vectors: Vec<Vec<f32>>,
+}
+
+impl RecipeIndex {
+    fn build(docs: &[Document], embedder: &mut dyn docmem_core::Embedder) -> Result<Self, CliError> {
+        let params = RecursiveParams { chunk_size: 1000, chunk_overlap: 200, ..RecursiveParams::default() };
+        let chunks: Vec<String> = docs
+            .iter()
+            .flat_map(|d| {
+                recursive_chunks(&d.text, &params).into_iter().filter_map(|s| s.slice(&d.text).map(str::to_string)).collect::<Vec<_>>()
+            })
+            .collect();
+        let mut vectors = Vec::with_capacity(chunks.len());
+        for batch in chunks.chunks(32) {
+            let texts: Vec<&str> = batch.iter().map(String::as_str).collect();
+            vectors.extend(embedder.embed(&texts, EmbedRole::Passage).map_err(docmem_core::retrieve::RetrieveError::Embed)?);
+        }
+        Ok(RecipeIndex { chunks, vectors })
+    }
+
+    fn top(&self, query: &[f32], k: usize) -> Vec<&str> {
+        let cos = |v: &[f32]| {
+            let (mut dot, mut a, mut b) = (0.0f32, 0.0f32, 0.0f32);
+            for (x, y) in v.iter().zip(query) {
+                dot += x * y;
+                a += x * x;
+                b += y * y;
+            }
+            dot / (a.sqrt() * b.sqrt()).max(1e-12)
+        };
+        let mut scored: Vec<(f32, usize)> = self.vectors.iter().enumerate().map(|(i, v)| (cos(v), i)).collect();
+        scored.sort_by(|x, y| y.0.total_cmp(&x.0));
+        scored.into_iter().take(k).map(|(_, i)| self.chunks[i].as_str()).collect()
+    }
+}
+
+struct Summary {
+    answerable: bool,
+    em: f64,
+    f1: f64,
+    contains: bool,
+    refused: bool,
+    seconds: f64,
+}
+
+impl Summary {
+    fn of(r: &Record<'_>) -> Self {
+        Summary { answerable: r.answerable, em: r.exact_match, f1: r.f1, contains: r.contains_gold, refused: r.refused, seconds: r.seconds }
+    }
+}
+
+struct Row {
+    method: AnswerMethod,
+    answerable: usize,
+    em: f64,
+    f1: f64,
+    contains: f64,
+    answerable_refused: f64,
+    unanswerable: usize,
+    unanswerable_refused: f64,
+    seconds_per_question: f64,
+}
+
+impl Row {
+    fn from(method: AnswerMethod, s: &[Summary], seconds: f64) -> Row {
+        let ans: Vec<&Summary> = s.iter().filter(|s| s.answerable).collect();
+        let un: Vec<&Summary> = s.iter().filter(|s| !s.answerable).collect();
+        let mean = |v: &[&Summary], f: &dyn Fn(&Summary) -> f64| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().map(|s| f(s)).sum::<f64>() / v.len() as f64
+            }
+        };
+        let _ = seconds;
+        Row {
+            method,
+            answerable: ans.len(),
+            em: mean(&ans, &|s| s.em),
+            f1: mean(&ans, &|s| s.f1),
+            contains: mean(&ans, &|s| f64::from(u8::from(s.contains))),
+            answerable_refused: mean(&ans, &|s| f64::from(u8::from(s.refused))),
+            unanswerable: un.len(),
+            unanswerable_refused: mean(&un, &|s| f64::from(u8::from(s.refused))),
+            seconds_per_question: mean(&s.iter().collect::<Vec<_>>(), &|s| s.seconds),
+        }
+    }
+}
