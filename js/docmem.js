@@ -170,14 +170,16 @@ export class DocMem {
     }
     const pkg = o.wasm ?? (await defaultWasm());
     // navigator.storage.persist() exists on pages only, not in the worker: ask here, once,
-    // before the worker starts (the worker's downloads then read the answer).
+    // without waiting for the answer (a browser may hold it behind a permission prompt,
+    // and opening must not wait on the user); `persistence` reads it when it comes.
     if (!isNode && !this.#persistence) {
-      try {
-        const { requestPersistence } = await import('./model-cache.js');
-        this.#persistence = await requestPersistence();
-      } catch {
-        this.#persistence = { asked: false, granted: false };
-      }
+      this.#persistence = { asked: false, granted: false };
+      import('./model-cache.js')
+        .then(({ requestPersistence }) => requestPersistence())
+        .then((answer) => {
+          this.#persistence = answer;
+        })
+        .catch(() => {});
     }
     let storageDir;
     let modelCacheDir;
@@ -262,7 +264,8 @@ export class DocMem {
 
   /**
    * Whether the browser keeps this origin's storage (models, library) under storage
-   * pressure: {asked, granted}, as requestPersistence() answered when this opened; null in
+   * pressure: {asked, granted}, as requestPersistence() answered (asked in the background
+   * when this opened: {asked: false, granted: false} until the browser answers); null in
    * Node, where everything is in directories.
    */
   get persistence() {

@@ -46,7 +46,9 @@ fn the_meter_measures_time_and_peak_allocation() {
         drop(v);
     });
     assert!(outcome.is_ok());
-    assert!((1 << 20..2 << 20).contains(&cost.peak_bytes), "{cost:?}");
+    // The meter counts the whole process: a few bytes another thread (the test harness's)
+    // frees meanwhile come off the peak, so the lower bound leaves a page of slack.
+    assert!(((1 << 20) - 4096..2 << 20).contains(&cost.peak_bytes), "{cost:?}");
     assert!(Cost { seconds: 0.1, peak_bytes: PEAK_LIMIT + 1 }.over_limits().unwrap().contains("limit 256.00 MiB"));
     assert!(Cost { seconds: 1.5, peak_bytes: 0 }.over_limits().unwrap().contains("limit 1 s"));
     assert!(Cost { seconds: 0.5, peak_bytes: 1 << 20 }.over_limits().is_none());
