@@ -22,8 +22,8 @@ use crate::chunk::sentences::split_sentences_in;
 use crate::span::Span;
 
 /// The piece limit new libraries get, in characters: the best of 200 to 800 on the shared
-/// SQuAD sample's dev split (recall at a 1,000-character budget; the README's evaluation
-/// section has the figures). Smaller pieces helped down to 200.
+/// SQuAD sample's dev split (recall at a 1,000-character budget; the figures are in
+/// `docs/evaluation-retrieval.md`). Smaller pieces helped down to 200.
 pub const DEFAULT_PIECE_CHARS: usize = 200;
 
 /// `text[span]` cut at sentence ends into pieces of at most `max_chars` characters where
