@@ -16,7 +16,7 @@
 
 use alloc::vec::Vec;
 
-use crate::document::{DocId, Document};
+use crate::document::{DocId, Document, PAGE_BREAK};
 use crate::memory::DocumentMemory;
 use crate::retrieve::RetrievedChunk;
 use crate::span::Span;
@@ -113,9 +113,11 @@ fn sorted_pieces(memory: &DocumentMemory, text: &str) -> Vec<Span> {
 }
 
 /// `hit` grown by whole neighbouring pieces, alternately before and after, while the
-/// result stays within `max_chars` characters.
+/// result stays within `max_chars` characters and on the hit's page (a window never
+/// crosses a [`PAGE_BREAK`], so the page a citation names holds all its text).
 fn grow(pieces: &[Span], hit: Span, max_chars: usize, text: &str) -> Span {
     let chars = |s: Span| s.char_len(text);
+    let same_page = |a: usize, b: usize| text.get(a..b).is_some_and(|between| !between.contains(PAGE_BREAK));
     let mut span = hit;
     // Pieces wholly before and wholly after the hit, nearest first.
     let mut before = pieces.iter().rev().filter(|p| p.end <= hit.start).peekable();
@@ -124,7 +126,7 @@ fn grow(pieces: &[Span], hit: Span, max_chars: usize, text: &str) -> Span {
         let mut grew = false;
         if let Some(p) = before.peek() {
             let wider = Span::new(p.start, span.end);
-            if chars(wider) <= max_chars {
+            if chars(wider) <= max_chars && same_page(p.end, span.start) {
                 span = wider;
                 before.next();
                 grew = true;
@@ -132,7 +134,7 @@ fn grow(pieces: &[Span], hit: Span, max_chars: usize, text: &str) -> Span {
         }
         if let Some(p) = after.peek() {
             let wider = Span::new(span.start, p.end);
-            if chars(wider) <= max_chars {
+            if chars(wider) <= max_chars && same_page(span.end, p.start) {
                 span = wider;
                 after.next();
                 grew = true;
@@ -260,6 +262,28 @@ mod tests {
         let params = ContextParams { window_chars: 150, budget: 160, min_window: 25 };
         let w = windows(&hits, |_| Some((&doc, &memory)), &params, &mut chars);
         assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn a_window_stays_on_its_hits_page() {
+        let text = "Caxton set up a press. He printed Chaucer.\n\u{c}\nThe Gutenberg Bible was printed around 1455. It has 1,286 pages.";
+        let doc = Document::new("two-pages.pdf", text);
+        let spans: Vec<Span> =
+            ["Caxton set up a press.", "He printed Chaucer.", "The Gutenberg Bible was printed around 1455.", "It has 1,286 pages."]
+                .iter()
+                .map(|s| {
+                    let at = text.find(s).unwrap();
+                    Span::new(at, at + s.len())
+                })
+                .collect();
+        let memory = DocumentMemory::from_spans(&doc, &spans, "sentence");
+        let params = ContextParams { window_chars: 1000, budget: 10_000, min_window: 10 };
+        let w = windows(&[hit(&doc, &memory, 2), hit(&doc, &memory, 1)], |_| Some((&doc, &memory)), &params, &mut chars);
+        let texts: Vec<&str> = w.iter().map(|w| w.span.slice(&doc.text).unwrap()).collect();
+        assert_eq!(
+            texts,
+            ["The Gutenberg Bible was printed around 1455. It has 1,286 pages.", "Caxton set up a press. He printed Chaucer."]
+        );
     }
 
     #[test]
