@@ -127,7 +127,9 @@ export class DocMem {
   #queue = [];
   #running = null;
   #nextId = 1;
-  #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one
+  #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one (its slots: worker.js)
+  #background = new Map(); // id → a background memory job (writeMemory), outside the queue
+  #pausedMemories = false;
   #info = null;
   #closed = false;
   #persistence = null; // {asked, granted}: the browser's answer to requestPersistence()
@@ -191,7 +193,7 @@ export class DocMem {
       modelCacheDir = o.modelCacheDir ?? path.join(cache, 'model-cache');
     }
     const shared = typeof SharedArrayBuffer !== 'undefined' && (isNode || globalThis.crossOriginIsolated === true);
-    const cancel = shared ? new SharedArrayBuffer(4) : null;
+    const cancel = shared ? new SharedArrayBuffer(16) : null;
     this.#cancel = cancel ? new Int32Array(cancel) : null;
     this.#init = {
       libraryName: this.#name,
@@ -240,6 +242,14 @@ export class DocMem {
     });
     this.#info = await this.#send('init', this.#init, { onEvent: this.#options.onProgress, first: true });
     this.#ready = true;
+    // Background memories (a fresh worker after a restart starts them again, each from
+    // its first window) and whether they are paused.
+    if (this.#cancel) {
+      Atomics.store(this.#cancel, 1, 0); // a new worker: no request of the old one is owed
+      Atomics.store(this.#cancel, 2, 0);
+    }
+    if (this.#pausedMemories) this.#worker.post({ id: this.#nextId++, op: 'pauseMemories', args: { paused: true } });
+    for (const job of this.#background.values()) this.#worker.post({ id: job.id, op: job.op, args: job.args });
     this.#pump();
   }
 
@@ -302,11 +312,20 @@ export class DocMem {
     if (!this.#ready || this.#running || this.#queue.length === 0) return;
     const job = this.#queue.shift();
     this.#running = job;
-    if (this.#cancel) Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
+    if (this.#cancel) {
+      Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
+      Atomics.add(this.#cancel, 1, 1); // a background memory's window gives way to this request (the worker takes it back)
+    }
     this.#worker.post({ id: job.id, op: job.op, args: job.args }, job.transfer);
   }
 
   #onMessage(m) {
+    const bg = this.#background.get(m.id);
+    if (bg) {
+      if (m.type === 'event') bg.onEvent?.(m.data);
+      else this.#finishBackground(bg, m.type === 'error' ? fromWire(m.error) : null, m.data);
+      return;
+    }
     const job = this.#running;
     if (!job || m.id !== job.id) return;
     if (m.type === 'event') {
@@ -413,6 +432,53 @@ export class DocMem {
     return this.#call('ask', { question, k, maxTokens, clues, route }, { signal, onEvent, cancellable: true });
   }
 
+  /**
+   * Have the local reader write document `docId`'s memory in the background and swap it in
+   * for the chunks it was added with, in one change (searches use the chunks until then).
+   * Other requests go first: with cross-origin isolation the window being read stops
+   * within one decoding step and is read again after them; without it they wait for the
+   * window to end. One memory is written at a time, in the order asked. `samples`:
+   * sampled candidates per window beside the greedy one (default 3 on WebGPU, 0 on the
+   * CPU, where each costs about a greedy reading); `maxNewTokens` caps what the reader
+   * writes per window (default: the window's length and 512 more). onProgress gets {stage: 'memory',
+   * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}. Resolves to
+   * {id, replaced, chunks, outline, fallback, reader, seconds, gaveWay, document}
+   * (`gaveWay`: windows stopped for other requests and read again); `replaced` is
+   * false when the document was removed meanwhile. An aborted `signal` stops it (ABORTED)
+   * and the document keeps its chunks.
+   */
+  writeMemory(docId, { samples, maxNewTokens, onProgress, signal } = {}) {
+    if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
+    if (signal?.aborted) return Promise.reject(abortError());
+    return new Promise((resolve, reject) => {
+      const job = { id: this.#nextId++, op: 'memorize', args: { id: String(docId), samples, maxNewTokens }, resolve, reject, onEvent: onProgress, signal };
+      if (signal) {
+        job.onAbort = () => {
+          if (this.#cancel) Atomics.store(this.#cancel, 2, job.id);
+          this.#worker?.post({ op: 'cancel', id: job.id });
+        };
+        signal.addEventListener('abort', job.onAbort, { once: true });
+      }
+      this.#background.set(job.id, job);
+      if (this.#ready) this.#worker.post({ id: job.id, op: job.op, args: job.args });
+    });
+  }
+
+  /** Hold (true) or go on with (false) the background memories; a window being read stops
+   * at once and is read again when they go on. */
+  pauseMemories(paused) {
+    if (this.#cancel) Atomics.store(this.#cancel, 3, paused ? 1 : 0);
+    this.#pausedMemories = Boolean(paused);
+    this.#worker?.post({ id: this.#nextId++, op: 'pauseMemories', args: { paused: Boolean(paused) } });
+  }
+
+  #finishBackground(job, error, data) {
+    this.#background.delete(job.id);
+    if (job.signal && job.onAbort) job.signal.removeEventListener('abort', job.onAbort);
+    if (error) job.reject(error);
+    else job.resolve(data);
+  }
+
   /** The collections: [{name, documents}]. */
   collections() {
     return this.#call('collections');
@@ -455,6 +521,8 @@ export class DocMem {
     this.#worker = null;
     const closed = new DocMemError(codes.CLOSED, 'this DocMem is closed');
     for (const j of this.#queue.splice(0)) j.reject(closed);
+    for (const j of this.#background.values()) j.reject(closed);
+    this.#background.clear();
     if (this.#running) this.#running.reject(closed);
     this.#running = null;
   }

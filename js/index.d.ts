@@ -243,6 +243,41 @@ export interface DocumentInfo {
   fallback: string | null;
   /** The collection it belongs to ('default' unless added with one). */
   collection: string;
+  /** How many times a reader's memory replaced the one it was added with (writeMemory); 0: as added. */
+  memoryVersion: number;
+}
+
+/** A background memory's progress (writeMemory). */
+export interface MemoryProgress {
+  stage: 'memory';
+  /** The window being read (from 1) and how many there are. */
+  window: number;
+  windows: number;
+  /** Document tokens in the windows read, and in all of them. */
+  tokensDone: number;
+  tokensTotal: number;
+  /** 0 to 1. */
+  fraction: number;
+  /** Seconds spent reading so far, and an estimate of those left (null until there is one). */
+  seconds: number;
+  secondsLeft: number | null;
+}
+
+/** A background memory that landed (writeMemory). */
+export interface MemoryWritten {
+  id: string;
+  /** False when the document was removed while its memory was written (nothing stored). */
+  replaced: boolean;
+  chunks: number;
+  outline: number;
+  /** Why a window fell back to sentence chunks, if one did. */
+  fallback: string | null;
+  /** The reader and its prompt, as the memory's provenance names them. */
+  reader: string;
+  seconds: number;
+  /** Windows stopped halfway for other requests and read again. */
+  gaveWay: number;
+  document: DocumentInfo | null;
 }
 
 export interface Memory {
@@ -401,6 +436,15 @@ export declare class DocMem {
   collections(): Promise<{ name: string; documents: number }[]>;
   memory(docId: string): Promise<Memory>;
   removeDocument(docId: string): Promise<boolean>;
+  /**
+   * Have the local reader write a document's memory in the background and swap it in for
+   * the chunks it was added with, in one change; other requests go first (a window being
+   * read stops within one decoding step where the page is cross-origin isolated). One at
+   * a time, in the order asked. An aborted signal stops it (ABORTED); the chunks stay.
+   */
+  writeMemory(docId: string, options?: { samples?: number; maxNewTokens?: number; onProgress?: (p: MemoryProgress) => void; signal?: AbortSignal }): Promise<MemoryWritten>;
+  /** Hold (true) or go on with (false) the background memories. */
+  pauseMemories(paused: boolean): void;
   exportLibrary(): Promise<Uint8Array>;
   /** Replace the library with an exported one (BAD_LIBRARY if it is not one). */
   importLibrary(bytes: Uint8Array | ArrayBuffer): Promise<boolean>;

@@ -148,8 +148,9 @@ function finishHash(hash) {
 // ---------------------------------------------------------------------------------
 // Browser
 
-/** A stored file held as a Blob (an OPFS File: disk-backed), read in slices. */
-class BlobFile {
+/** A stored file held as a Blob (an OPFS File: disk-backed), read in slices; also a File
+ * the user chose, read where it lies. */
+export class BlobFile {
   constructor(blob) {
     this.size = blob.size;
     this.blob = blob;
@@ -504,6 +505,48 @@ export class WebModelCache {
     }
     const stored = await cache.match(file.url);
     return new BlobFile(await stored.blob());
+  }
+
+  /**
+   * Keep a model file the user chose (a File, read in slices, never whole in memory) in
+   * OPFS beside the downloaded ones, hashed on the way: it is then a stored file like any
+   * other, named by its sha256, and loads on the next visit with no file chooser. Returns
+   * {sha256, size}. A file already kept costs one hash.
+   */
+  async adopt(blob, name, onProgress = () => {}) {
+    const dir = await this.dir();
+    if (!dir) throw new DocMemError(codes.STORAGE_FAILED, `${name} cannot be kept: this browser gives the site no private file system (a private window?)`);
+    const temp = `adopting-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+    const handle = await fileIn(dir, temp, true);
+    const access = await handle.createSyncAccessHandle();
+    const hash = this.hasher();
+    let at = 0;
+    try {
+      const reader = blob.stream().getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        hash.update(value);
+        let written = 0;
+        while (written < value.length) written += access.write(value.subarray(written), { at: at + written });
+        at += value.length;
+        onProgress(at, blob.size);
+      }
+      access.flush();
+    } catch (e) {
+      access.close();
+      await removeIn(dir, temp);
+      throw storageError(e, `keeping ${name}`);
+    }
+    access.close();
+    const sha256 = finishHash(hash);
+    if (await this.stored({ sha256, size: at, url: '' })) await removeIn(dir, temp);
+    else {
+      await removeIn(dir, sha256);
+      await handle.move(sha256);
+      await writeText(dir, `${sha256}.ok`, JSON.stringify({ sha256, size: at, url: `file:${name}` }));
+    }
+    return { sha256, size: at };
   }
 
   /** Whether every file of `model` is stored and verified (a second visit needs no network). */

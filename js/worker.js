@@ -57,7 +57,12 @@ let onGpu = false; // the local reader and answerer are GpuLm objects (WebGPU), 
 let serving = null; // the request being served: {id, aborted}
 let lib;
 let store;
-let cancelFlag = null; // Int32Array over a SharedArrayBuffer: 1 = cancel the current request
+// Int32Array over the client's SharedArrayBuffer: [0] 1 = cancel the current request;
+// [1] requests the client has sent and this worker has not yet answered (a background
+// memory step gives way to them; the client adds one per request, this worker takes it
+// back as it answers);
+// [2] the id of a background memory to stop; [3] 1 = background memories paused.
+let cancelFlag = null;
 const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
 
 const cancelled = () => (serving !== null && serving.aborted) || (cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1);
@@ -224,9 +229,33 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
   let fromCache = true;
   const got = new Map();
   // Refuses (QUOTA_EXCEEDED) before any download when the storage cannot take the files.
-  const room = await cache.prepare(all.map((x) => x.file));
+  const room = await cache.prepare(all.map((x) => (x.file.blob ? { path: x.file.path, size: x.file.blob.size } : x.file)));
   const sumOf = (m) => [...m.values()].reduce((a, b) => a + b, 0);
+  const adoptions = []; // model files the user chose, kept in storage once they load
   for (const { model, file } of all) {
+    const report = (n) => {
+      loaded.set(file.url ?? file.path, n);
+      const sum = sumOf(loaded);
+      emit({ stage: 'download', model, file: file.path, loaded: sum, total, fraction: total ? sum / total : 1, resumed: sumOf(resumed), persisted: room.persisted });
+    };
+    if (file.blob) {
+      // A model file the user chose: read where it lies, a slice at a time.
+      if (isNode) throw new DocMemError(codes.BAD_ARGUMENT, `${model}: a model given as a File is for browsers; in Node give its path as a file: URL`);
+      const { BlobFile } = await import('./model-cache.js');
+      got.set(file.path, new BlobFile(file.blob));
+      adoptions.push({ model, file });
+      fromCache = false;
+      report(file.blob.size);
+      continue;
+    }
+    if (!file.url) {
+      // A model the user chose before, kept by its sha256; nowhere to fetch it from.
+      const kept = file.sha256 && cache.stored ? await cache.stored(file) : null;
+      if (!kept) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${model} is no longer kept in this browser's storage (it was cleared); choose its file again`);
+      got.set(file.path, kept);
+      report(kept.size);
+      continue;
+    }
     const f = await cache.file(file, (n, _t, cached, info = {}) => {
       loaded.set(file.url, n);
       if (info.resumed) resumed.set(file.url, info.resumed);
@@ -246,9 +275,10 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
   };
   emit({ stage: 'loading', fraction: 0 });
   const lms = new Map();
+  const fileOf = (f) => got.get(f.url ?? f.path);
   const lm = async (spec) => {
     if (!lms.has(spec.name)) {
-      const f = got.get(spec.files[0].url);
+      const f = fileOf(spec.files[0]);
       const read = (offset, length) => f.read(offset, length);
       let m;
       if (gpu) {
@@ -270,7 +300,7 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
   onGpu = gpu !== null && lms.size > 0;
   if (local('embedder')) {
     const files = {};
-    for (const f of models.embedder.files) files[f.path] = await got.get(f.url).bytes();
+    for (const f of models.embedder.files) files[f.path] = await fileOf(f).bytes();
     // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
     // guided asks (which embed synchronously) need it in wasm.
     const device = onGpu && !hosted.answerer ? [...lms.values()][0] : null;
@@ -279,8 +309,14 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
       : load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
   }
   for (const f of got.values()) f.close?.();
+  // The chosen files loaded (a supported architecture): keep them for the next visit.
+  const adopted = [];
+  for (const { model, file } of adoptions) {
+    const kept = await cache.adopt(file.blob, file.path, (n, t) => emit({ stage: 'keeping', model, loaded: n, total: t, fraction: t ? n / t : 1 }));
+    adopted.push({ name: model, path: file.path, ...kept });
+  }
   emit({ stage: 'loading', fraction: 1 });
-  return fromCache;
+  return { fromCache, adopted };
 }
 
 async function persist() {
@@ -335,6 +371,8 @@ function documentInfo(d) {
     reader: d.reader,
     fallback: d.fallback ?? null,
     collection: d.collection ?? 'default',
+    // How many times a reader's memory replaced the one it was added with (0: as added).
+    memoryVersion: d.memory_version ?? 0,
   };
 }
 
@@ -369,9 +407,9 @@ const ops = {
     ({ reader, answerer, embedder } = objects);
     scorer = objects.scorer ?? objects.reader ?? null;
     let backend = await detectBackend(a.backend);
-    let fromCache;
+    let loadedModels;
     try {
-      fromCache = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null);
     } catch (e) {
       // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
       if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
@@ -381,7 +419,7 @@ const ops = {
       if (!hosted.embedder) embedder = undefined;
       if (!hosted.reader) reader = undefined;
       if (!hosted.answerer) answerer = undefined;
-      fromCache = await loadModels(a.models, a.modelCacheDir, emit, null);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, null);
       backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
     }
     if (isNode) {
@@ -410,7 +448,15 @@ const ops = {
       backend,
       // Linear memory with every model loaded (the weights are held there once, read in
       // from the model cache a block at a time; on WebGPU the reader's are on the GPU).
-      models: { reader: name('reader'), answerer: name('answerer'), embedder: name('embedder'), fromCache, wasmMemoryBytes: wasmMemory.buffer.byteLength },
+      models: {
+        reader: name('reader'),
+        answerer: name('answerer'),
+        embedder: name('embedder'),
+        fromCache: loadedModels.fromCache,
+        // Model files the user chose, now kept by sha256 ({name, path, sha256, size}).
+        adopted: loadedModels.adopted,
+        wasmMemoryBytes: wasmMemory.buffer.byteLength,
+      },
       remote,
     };
   },
@@ -450,11 +496,13 @@ const ops = {
     // token; tokens as {token}.
     let stopped = false;
     let writing = false;
+    let tokens = 0;
     const onToken = (piece) => {
       if (cancelled()) {
         stopped = true;
         return false;
       }
+      tokens += 1;
       if (!writing) {
         writing = true;
         emit({ stage: 'write' });
@@ -512,6 +560,8 @@ const ops = {
       sources,
       finish: r.finish,
       seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
+      // Pieces of text streamed (one per generated token).
+      tokens,
       clues: r.clues
         ? {
             scope: r.clues.scope ? { scope: r.clues.scope[0], by: r.clues.scope[1] } : null,
@@ -591,6 +641,91 @@ const ops = {
   },
 };
 
+// ---- background memories ----------------------------------------------------------
+// A document added with sentence chunks is searchable at once; `memorize` then has the
+// local reader write its MoM memory in the background, one window per turn of the request
+// queue (a MemoryDraft step), and swap it in for the chunks in one commit when the last
+// window is read. A request that arrives meanwhile is served before the next window; with
+// shared memory the window being read stops within one decoding step (the client raises
+// flag [1]) and is read again afterwards, so a question waits for the prefill at most.
+// Without shared memory a request waits for the window to end. Jobs are served in the
+// order they came; `pauseMemories` holds them (a window being read stops at once).
+
+const memoryJobs = []; // {id, docId, samples, maxNewTokens, emit, draft, aborted, seconds, gaveWay}
+let memoriesPaused = false;
+let pendingRequests = 0; // requests received and not yet answered
+let stepQueued = false;
+
+const flag = (i) => (cancelFlag !== null && cancelFlag.length > i ? Atomics.load(cancelFlag, i) : 0);
+const memoryStopped = (job) => job.aborted || flag(2) === job.id;
+const memoryGivesWay = () => memoriesPaused || flag(3) === 1 || pendingRequests > 0 || flag(1) > 0;
+
+function endMemory(job, error, data) {
+  memoryJobs.splice(memoryJobs.indexOf(job), 1);
+  job.draft?.free();
+  if (error) port.post({ id: job.id, type: 'error', error: toWire(error) });
+  else port.post({ id: job.id, type: 'result', data });
+}
+
+/** Queue one background step behind the requests, when there is work and nothing waits. */
+function scheduleMemory() {
+  if (stepQueued || memoryJobs.length === 0 || memoryGivesWay() || !lib) return;
+  stepQueued = true;
+  queue = queue
+    .then(memoryStep)
+    .finally(() => {
+      stepQueued = false;
+      setTimeout(scheduleMemory, 0);
+    });
+}
+
+/** Read one window of the first job's memory; land it when it is the last. */
+async function memoryStep() {
+  const job = memoryJobs[0];
+  if (!job || memoryGivesWay()) return;
+  try {
+    if (memoryStopped(job)) throw new DocMemError(codes.ABORTED, 'the memory was cancelled');
+    if (!reader || hosted.reader) throw new DocMemError(codes.BAD_ARGUMENT, 'background memories need a reader on this device (the reader is hosted)');
+    const samples = job.samples ?? (onGpu ? 3 : 0);
+    job.draft ??= onGpu ? lib.draftMemoryOnGpu(job.docId, reader, samples, job.maxNewTokens ?? 0) : lib.draftMemory(job.docId, reader, samples, job.maxNewTokens ?? 0);
+    const t0 = performance.now();
+    const report = (p) => {
+      const seconds = job.seconds + (performance.now() - t0) / 1000;
+      const left = p.fraction > 0.02 ? (seconds / p.fraction) * (1 - p.fraction) : null;
+      job.emit({ ...p, stage: 'memory', detail: p.stage, seconds, secondsLeft: left });
+    };
+    const progress = (p) => {
+      if (memoryStopped(job)) return false;
+      report(p);
+      return true;
+    };
+    const interrupt = () => memoryStopped(job) || memoryGivesWay();
+    let complete;
+    try {
+      complete = onGpu ? await job.draft.stepOnGpu(reader, progress, interrupt) : job.draft.step(reader, progress, interrupt);
+    } catch (e) {
+      // Stopped to give way: this window is read again at the next step.
+      if (knownCode(e) === codes.ABORTED && !memoryStopped(job)) {
+        job.gaveWay += 1;
+        return;
+      }
+      throw e;
+    } finally {
+      job.seconds += (performance.now() - t0) / 1000;
+    }
+    if (!complete) {
+      report(JSON.parse(JSON.stringify(job.draft.progress())));
+      return;
+    }
+    const r = JSON.parse(await lib.replaceMemory(job.draft, embedder));
+    await persist();
+    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === job.docId);
+    endMemory(job, null, { ...r, id: job.docId, seconds: job.seconds, gaveWay: job.gaveWay, document: entry ? documentInfo(entry) : null });
+  } catch (e) {
+    endMemory(job, memoryStopped(job) ? new DocMemError(codes.ABORTED, 'the memory was cancelled; the document keeps its chunks') : classify(e));
+  }
+}
+
 async function serve({ id, op, args }) {
   const emit = (data) => port.post({ id, type: 'event', data });
   serving = { id, aborted: false };
@@ -607,17 +742,44 @@ async function serve({ id, op, args }) {
   }
 }
 
-/** Cancel request `id` if it is the one being served: its hosted models' fetches end now. */
+/** Cancel request `id` if it is the one being served (its hosted models' fetches end
+ * now) or a background memory. */
 function cancel(id) {
+  const job = memoryJobs.find((j) => j.id === id);
+  if (job) {
+    job.aborted = true;
+    // Ended behind the step being read, if any (which stops at its next decoding step:
+    // the client raised flag [2], or, on WebGPU, `aborted` is seen between steps).
+    queue = queue.then(() => memoryJobs.includes(job) && endMemory(job, new DocMemError(codes.ABORTED, 'the memory was cancelled; the document keeps its chunks')));
+    return;
+  }
   if (serving === null || serving.id !== id) return;
   serving.aborted = true;
   transport?.abort();
 }
 
-// One request at a time, in arrival order; a cancel is served at once.
+// One request at a time, in arrival order, with background memory steps between them; a
+// cancel, a background memory and a pause are taken at once.
 let queue = Promise.resolve();
 port.on((message) => {
   if (message.op === 'cancel') cancel(message.id);
-  else queue = queue.then(() => serve(message));
+  else if (message.op === 'memorize') {
+    const { id: docId, samples, maxNewTokens } = message.args || {};
+    memoryJobs.push({ id: message.id, docId: String(docId), samples, maxNewTokens, gaveWay: 0, emit: (data) => port.post({ id: message.id, type: 'event', data }), draft: null, aborted: false, seconds: 0 });
+    scheduleMemory();
+  } else if (message.op === 'pauseMemories') {
+    memoriesPaused = Boolean(message.args?.paused);
+    port.post({ id: message.id, type: 'result', data: { paused: memoriesPaused, pending: memoryJobs.length } });
+    scheduleMemory();
+  } else {
+    pendingRequests += 1;
+    queue = queue
+      .then(() => serve(message))
+      .finally(() => {
+        pendingRequests -= 1;
+        if (message.op !== 'init' && cancelFlag !== null && cancelFlag.length > 1) Atomics.sub(cancelFlag, 1, 1);
+        scheduleMemory();
+      });
+  }
 });
 port.post({ type: 'ready' });

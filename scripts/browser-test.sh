@@ -11,6 +11,8 @@ for pkg in wasm-pkg-web wasm-pkg-web-threads wasm-pkg-web-threads-relaxed; do
   fi
 done
 node tests/browser/app.test.mjs
+# Memories written in the background, resumed after a reload; a model file of the user's own.
+node tests/browser/memories.test.mjs
 # Model downloads through the real worker: OPFS, an interrupted file resumed with a Range
 # request after a reload, the worker never holding a file whole, the quota refusals.
 node tests/browser/downloads.test.mjs

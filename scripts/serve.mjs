@@ -12,7 +12,7 @@
 // worker follows its own script's policy, so the header (not only the page's meta tag)
 // must allow them.
 //
-//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]
+//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]   (--reader: the default model)
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -30,7 +30,13 @@ const arg = (name, fallback) => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const port = Number(arg('--port', process.env.PORT ?? 8080));
-const readerFile = arg('--reader', 'SmolLM2-135M-Instruct.Q4_1.gguf');
+// The language models the page offers (reader and answerer), those present in the models
+// folder: the first present is the default unless --reader names another.
+const LMS = [
+  { file: 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf', label: 'Qwen2.5-Coder 1.5B', note: 'reads documents well and answers well' },
+  { file: 'SmolLM2-135M-Instruct.Q4_1.gguf', label: 'SmolLM2 135M', note: 'small and fast; weak answers' },
+];
+const readerArg = arg('--reader', null);
 const embedderDir = 'all-MiniLM-L6-v2';
 
 export const CSP = [
@@ -118,8 +124,18 @@ function manifest() {
     }
   };
   walk(embedderDir);
-  const reader = { name: readerFile, files: [fileEntry(readerFile)] };
-  return { embedder: { name: embedderDir, files: embedderFiles }, reader, answerer: reader };
+  const present = LMS.filter((m) => fs.existsSync(path.join(modelsDir, m.file)));
+  if (readerArg && !present.some((m) => m.file === readerArg)) present.unshift({ file: readerArg, label: readerArg.replace(/\.gguf$/i, ''), note: 'given with --reader' });
+  const defaultFile = readerArg ?? present[0]?.file;
+  if (!defaultFile) throw new Error('no language model (a .gguf file)');
+  // `choices`: every model the page may pick, its size and files; reader and answerer
+  // (what DocMem.open uses when given this manifest's URL) are the default.
+  const choices = present.map((m) => {
+    const files = [fileEntry(m.file)];
+    return { id: m.file, name: m.file, label: m.label, note: m.note, size: files[0].size, default: m.file === defaultFile, files };
+  });
+  const reader = choices.find((c) => c.default);
+  return { embedder: { name: embedderDir, files: embedderFiles }, reader: { name: reader.name, files: reader.files }, answerer: { name: reader.name, files: reader.files }, choices };
 }
 
 let manifestJson = null;
@@ -189,7 +205,7 @@ const server = http.createServer((req, res) => {
     try {
       if (!manifestJson) {
         const m = manifest();
-        for (const role of ['embedder', 'reader']) for (const f of m[role].files) served.add(decodeURIComponent(f.url));
+        for (const spec of [m.embedder, ...m.choices]) for (const f of spec.files) served.add(decodeURIComponent(f.url));
         manifestJson = JSON.stringify(m, null, 1);
       }
     } catch (e) {

@@ -51,6 +51,9 @@ function modelProgress(p) {
   if (p.stage === 'download') {
     bar.value = p.fraction;
     label.textContent = `Models: ${mb(p.loaded)} of ${mb(p.total)}`;
+  } else if (p.stage === 'keeping') {
+    bar.value = p.fraction;
+    label.textContent = `Keeping ${p.model} in this browser for next time: ${mb(p.loaded)} of ${mb(p.total)}`;
   } else if (p.stage === 'loading') {
     bar.removeAttribute('value');
     label.textContent = 'Loading the models into the engine…';
@@ -79,6 +82,7 @@ function docItem(d) {
       class: 'muted doc-meta',
       text: `${plural(d.chunks, 'chunk')} · ${how}${d.collection !== 'default' ? ` · in ${d.collection}` : ''}${note ? ` · ${note}` : ''}`,
     }),
+    memoryLine(d),
     el('button', {
       type: 'button',
       class: 'icon secondary',
@@ -90,6 +94,97 @@ function docItem(d) {
   );
 }
 
+// ---- memories in the background ----------------------------------------------------
+// A document goes in with sentence chunks (searchable at once); then, unless the setting
+// is off, the reader writes its memory in the background (DocMem.writeMemory), one
+// document at a time, and it replaces the chunks when done. A document whose memory is
+// still chunks is queued again when the page opens, so pending memories resume after a
+// reload; one whose memory the user cancelled is not (remembered in localStorage).
+
+const MEMORIES_KEY = 'docmem-memories'; // localStorage: 'background' | 'off'
+const DECLINED_KEY = 'docmem-memory-declined'; // localStorage: ids whose memory was cancelled
+const CHUNKERS = new Set(['sentence', 'fixed', 'recursive', 'semantic']);
+const memoryJobs = new Map(); // doc id → {controller, text, declined}
+let memoriesPaused = false;
+
+const readJson = (key, fallback) => {
+  try {
+    return JSON.parse(localStorage.getItem(key)) ?? fallback;
+  } catch {
+    return fallback;
+  }
+};
+const duration = (s) => (s >= 120 ? `${Math.round(s / 60)} min` : `${Math.max(1, Math.round(s))} s`);
+const needsMemory = (d) => CHUNKERS.has(d.reader) && !d.memoryVersion && !readJson(DECLINED_KEY, []).includes(d.id);
+
+/** The row's line about its background memory, with its Cancel button, or nothing. */
+function memoryLine(d) {
+  const job = memoryJobs.get(d.id);
+  if (!job) return null;
+  return el(
+    'span',
+    { class: 'muted doc-memory' },
+    el('span', { class: 'doc-memory-text', text: job.text }),
+    el('button', { type: 'button', class: 'link', text: 'Cancel memory', onclick: () => cancelMemory(d.id) }),
+  );
+}
+
+function showMemoryLine(id) {
+  const line = $('doc-list').querySelector(`li[data-id="${CSS.escape(id)}"] .doc-memory-text`);
+  if (line) line.textContent = memoryJobs.get(id)?.text ?? '';
+}
+
+function memoryText(p) {
+  const part = p.windows > 1 ? `part ${p.window} of ${p.windows}, ` : '';
+  const left = p.secondsLeft ? `, about ${duration(p.secondsLeft)} left` : '';
+  return `Memory: ${part}${p.tokensDone.toLocaleString()} of ${p.tokensTotal.toLocaleString()} tokens read${left} (${Math.round(p.fraction * 100)}%)`;
+}
+
+function updateMemoryControls() {
+  const n = memoryJobs.size;
+  $('memory-controls').hidden = n === 0;
+  $('memory-status').textContent = n === 0 ? '' : `${plural(n, 'memory')} to write${memoriesPaused ? ', paused' : ' in the background'}`.replace('memorys', 'memories');
+  $('pause-memories').textContent = memoriesPaused ? 'Resume memories' : 'Pause memories';
+}
+
+/** Have the reader write document `d`'s memory in the background, when it needs one. */
+function queueMemory(d) {
+  if ($('memories').value !== 'background' || memoryJobs.has(d.id) || !needsMemory(d) || dm.remote?.roles.reader) return;
+  const job = { controller: new AbortController(), text: 'Memory: waiting for the reader…', declined: false };
+  memoryJobs.set(d.id, job);
+  updateMemoryControls();
+  const owner = dm;
+  dm.writeMemory(d.id, {
+    signal: job.controller.signal,
+    onProgress: (p) => {
+      job.text = memoryText(p);
+      showMemoryLine(d.id);
+    },
+  })
+    .then((r) => {
+      memories.delete(d.id);
+      if (r.replaced) notes.set(d.id, `memory written in ${duration(r.seconds)}${r.fallback ? ' (the reader fell back to sentence chunks)' : ''}`);
+      memoryJobs.delete(d.id);
+      if (r.document) listDocument(r.document);
+      if (shown === d.id) openDocument(d.id);
+    })
+    .catch((e) => {
+      memoryJobs.delete(d.id);
+      if (e.code === 'CLOSED' || owner !== dm) return; // the engine restarted: queued again when it lists the library
+      notes.set(d.id, e.code === 'ABORTED' ? (job.declined ? 'memory cancelled: its sentence chunks are kept' : 'memory stopped') : `memory not written: ${e.message}`);
+      listDocument({ ...d, memoryVersion: d.memoryVersion });
+    })
+    .finally(updateMemoryControls);
+}
+
+function cancelMemory(id) {
+  const job = memoryJobs.get(id);
+  if (!job) return;
+  job.declined = true;
+  localStorage.setItem(DECLINED_KEY, JSON.stringify([...new Set([...readJson(DECLINED_KEY, []), id])]));
+  job.controller.abort();
+}
+
 /** Put document `d` in the list (replacing its row if it has one), above the files still being added. */
 function listDocument(d) {
   const list = $('doc-list');
@@ -98,6 +193,10 @@ function listDocument(d) {
   if (old) old.replaceWith(row);
   else list.insertBefore(row, list.querySelector('li:not([data-id])'));
   $('no-docs').hidden = true;
+  if (!memoryJobs.has(d.id) && needsMemory(d)) {
+    queueMemory(d);
+    if (memoryJobs.has(d.id)) row.replaceWith(docItem(d));
+  }
 }
 
 async function refreshDocuments() {
@@ -131,7 +230,8 @@ function addFiles(files) {
   if (files.length === 0) return;
   clearError();
   addStatus('');
-  const method = $('method').value;
+  // Searchable at once with sentence chunks; the reader's memory follows in the background.
+  const method = 'sentence';
   const collection = $('collection').value.trim() || 'default';
   addController ??= new AbortController();
   const { signal } = addController;
@@ -615,6 +715,7 @@ async function ask(question) {
       },
     });
     renderAnswer(r);
+    recordSpeed(r, first);
     const took = performance.now() - t0;
     answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)})` : ''}.`);
     $('answer-box').dataset.seconds = (took / 1000).toFixed(1);
@@ -629,6 +730,136 @@ async function ask(question) {
     $('stop').hidden = true;
     asking = null;
   }
+}
+
+// ---- the model picker -----------------------------------------------------------------
+// The models the server offers (/models/models.json's `choices`: the 1.5B by default,
+// SmolLM2 as the small one) and the GGUF files the user chose, kept in this browser's
+// storage by sha256. For each: its size, whether it is kept here already, where it runs
+// and the speed measured on this device (from the answers it gave here). The choice is
+// remembered; choosing starts the engine again with that model.
+
+const MODEL_KEY = 'docmem-model'; // localStorage: the chosen model's id
+const OWN_KEY = 'docmem-own-models'; // localStorage: [{id, name, size, sha256}]
+const SPEED_KEY = 'docmem-speed'; // localStorage: {"<model id>|<backend>": {tokensPerSecond, firstToken}}
+const MANIFEST_KEY = 'docmem-manifest'; // localStorage: the last manifest (an offline visit)
+let manifest = null;
+let choice = null; // the model in use: a choice, or {id: 'file', name, blob} while a chosen file loads
+
+async function loadManifest() {
+  try {
+    const r = await fetch('/models/models.json', { cache: 'no-cache' });
+    if (!r.ok) throw new Error(`${r.status} ${await r.text()}`);
+    manifest = await r.json();
+    localStorage.setItem(MANIFEST_KEY, JSON.stringify(manifest));
+  } catch (e) {
+    manifest = readJson(MANIFEST_KEY, null);
+    if (!manifest) throw Object.assign(new Error(`the model list could not be loaded: ${e.message}`), { code: 'MODEL_FETCH_FAILED' });
+  }
+}
+
+function modelChoices() {
+  const served = manifest.choices ?? [{ id: manifest.reader.name, name: manifest.reader.name, label: manifest.reader.name, note: '', size: manifest.reader.files[0].size, default: true, files: manifest.reader.files }];
+  const own = readJson(OWN_KEY, []).map((o) => ({
+    id: o.id,
+    name: o.name,
+    label: titleOf(o.name),
+    note: 'your file, kept in this browser',
+    size: o.size,
+    own: true,
+    files: [{ path: o.name, size: o.size, sha256: o.sha256 }],
+  }));
+  return [...served, ...own];
+}
+
+function chosenModel() {
+  const all = modelChoices();
+  const id = localStorage.getItem(MODEL_KEY);
+  return all.find((c) => c.id === id) ?? all.find((c) => c.default) ?? all[0];
+}
+
+/** DocMem.open's `models` for `c`: the embedder and `c` as reader and answerer. */
+function modelsFor(c) {
+  const base = new URL('/models/', location.href);
+  const spec = (m) => ({ name: m.name, files: m.files.map((f) => (f.url ? { ...f, url: new URL(f.url, base).href } : f)) });
+  const lm = c.blob ? { name: c.name, files: [{ path: c.name, size: c.blob.size, blob: c.blob }] } : spec(c);
+  return { embedder: spec(manifest.embedder), reader: lm, answerer: lm };
+}
+
+const speedKey = (id) => `${id}|${dm?.backend?.name ?? ''}`;
+
+function recordSpeed(r, firstMs) {
+  if (!choice || !r.tokens || !(r.seconds?.decode > 0)) return;
+  const speeds = readJson(SPEED_KEY, {});
+  speeds[speedKey(choice.id)] = { tokensPerSecond: r.tokens / r.seconds.decode, firstToken: firstMs / 1000 };
+  localStorage.setItem(SPEED_KEY, JSON.stringify(speeds));
+  renderPicker();
+}
+
+async function renderPicker() {
+  if (!manifest || !dm) return;
+  const { WebModelCache } = await import('/js/model-cache.js');
+  const cache = new WebModelCache();
+  const speeds = readJson(SPEED_KEY, {});
+  const b = dm.backend;
+  $('model-where').textContent = b.name === 'webgpu' ? `WebGPU: ${b.reason.split(':')[0]}` : `CPU, ${plural(b.threads, 'thread')}`;
+  $('model-choice').textContent = choice ? choice.label ?? titleOf(choice.name) : '…';
+  const rows = [];
+  for (const c of modelChoices()) {
+    const kept = await cache.has({ files: c.files }).catch(() => false);
+    const speed = speeds[speedKey(c.id)];
+    const measured = speed ? `${speed.tokensPerSecond.toFixed(1)} tokens/s, first words after ${speed.firstToken.toFixed(0)} s (measured here)` : 'speed not yet measured here';
+    const input = el('input', { type: 'radio', name: 'model', value: c.id });
+    input.checked = choice?.id === c.id;
+    input.addEventListener('change', () => switchModel(c));
+    rows.push(
+      el(
+        'li',
+        { dataset: { id: c.id } },
+        el('label', {}, input, el('span', {}, el('strong', { text: c.label }), ` ${c.note ? `— ${c.note}` : ''}`, el('br'), el('span', { class: 'muted', text: `${size(c.size)} · ${kept ? 'kept in this browser' : 'downloaded on first use'} · ${measured}` }))),
+      ),
+    );
+  }
+  $('model-list').replaceChildren(...rows);
+}
+
+/** Start the engine again with model `c`; on failure, go back to the model in use. */
+async function switchModel(c) {
+  const previous = choice;
+  clearError();
+  $('model-picker-status').textContent = `Starting with ${c.label ?? c.name}…`;
+  choice = c;
+  document.body.dataset.ready = 'false'; // the model line shows the new model's download
+  try {
+    dm?.close();
+    await openDocMem(hosted);
+    if (c.blob) {
+      // Kept by the worker once it loaded: remember it for the next visit.
+      const kept = dm.models.adopted?.[0];
+      if (kept) {
+        const own = readJson(OWN_KEY, []).filter((o) => o.sha256 !== kept.sha256);
+        own.push({ id: `own:${kept.sha256}`, name: c.name, size: kept.size, sha256: kept.sha256 });
+        localStorage.setItem(OWN_KEY, JSON.stringify(own));
+        choice = modelChoices().find((m) => m.id === `own:${kept.sha256}`);
+      }
+    }
+    localStorage.setItem(MODEL_KEY, choice.id);
+    $('model-picker-status').textContent = `Now using ${choice.label ?? choice.name}.`;
+  } catch (e) {
+    $('model-picker-status').textContent = `${c.label ?? c.name} could not be used: ${e.message}`;
+    showError(e);
+    choice = previous;
+    if (previous) await openDocMem(hosted).catch(showError);
+  }
+  renderPicker();
+}
+
+function useOwnModel(file) {
+  if (!/\.gguf$/i.test(file.name)) {
+    $('model-picker-status').textContent = `${file.name} is not a .gguf file: docmem reads GGUF files of Llama and Qwen2 models.`;
+    return;
+  }
+  switchModel({ id: 'file', name: file.name, label: titleOf(file.name), blob: file });
 }
 
 // ---- start -----------------------------------------------------------------------
@@ -649,9 +880,23 @@ function wire() {
     drop.classList.remove('over');
     addFiles([...e.dataTransfer.files]);
   });
-  const method = $('method');
-  method.value = localStorage.getItem('docmem-method') || 'sentence';
-  method.addEventListener('change', () => localStorage.setItem('docmem-method', method.value));
+  const setting = $('memories');
+  setting.value = localStorage.getItem(MEMORIES_KEY) === 'off' ? 'off' : 'background';
+  setting.addEventListener('change', async () => {
+    localStorage.setItem(MEMORIES_KEY, setting.value);
+    if (setting.value === 'off') for (const job of memoryJobs.values()) job.controller.abort();
+    else if (dm) await refreshDocuments();
+  });
+  $('pause-memories').addEventListener('click', () => {
+    memoriesPaused = !memoriesPaused;
+    dm?.pauseMemories(memoriesPaused);
+    updateMemoryControls();
+  });
+  $('own-model').addEventListener('change', (e) => {
+    const file = e.target.files[0];
+    e.target.value = '';
+    if (file) useOwnModel(file);
+  });
   $('ask-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const q = $('question').value.trim();
@@ -799,7 +1044,9 @@ async function openDocMem(remote) {
   $('doc-view').hidden = true;
   $('answer-box').hidden = true;
   try {
-    dm = await DocMem.open(libraryFor(remote), { onProgress: modelProgress, backend, threads, ...(remote ? { remote } : {}) });
+    choice ??= chosenModel();
+    dm = await DocMem.open(libraryFor(remote), { models: modelsFor(choice), onProgress: modelProgress, backend, threads, ...(remote ? { remote } : {}) });
+    if (memoriesPaused) dm.pauseMemories(true);
   } catch (e) {
     $('model-label').textContent = 'The models could not be loaded.';
     $('backend').textContent = e.code === 'WEBGPU_UNAVAILABLE' ? 'WebGPU unavailable' : 'not started';
@@ -835,10 +1082,17 @@ async function openDocMem(remote) {
   // Ready once the stored library is listed (tests read the list right after this).
   document.body.dataset.ready = 'true';
   showStorage();
+  renderPicker();
 }
 
 async function start() {
   wire();
+  try {
+    await loadManifest();
+  } catch (e) {
+    showError(e);
+    return;
+  }
   for (const b of document.querySelectorAll('#ask-form button, #export, #files, #import')) b.disabled = true;
   if ('serviceWorker' in navigator) navigator.serviceWorker.register('/sw.js').catch(() => {});
   const stored = storedHosted();

@@ -2,7 +2,7 @@
 // so the app opens offline after the first visit. Network first, so a new version is
 // picked up when online; models are not handled here (the DocMem model cache keeps them),
 // nor are requests to a hosted model's host (POSTs to another origin).
-const CACHE = 'docmem-app-v6';
+const CACHE = 'docmem-app-v7';
 const SHELL = ['/', '/index.html', '/app.js', '/style.css', '/js/docmem.js', '/js/worker.js', '/js/errors.js', '/js/remote.js', '/js/spans.js',
   '/js/model-cache.js', '/js/idb-store.js', '/js/threads.js', '/js/thread-worker.js', '/pkg/docmem_wasm.js', '/pkg/docmem_wasm_bg.wasm',
   '/pkg-threads/docmem_wasm.js', '/pkg-threads/docmem_wasm_bg.wasm', '/pkg-threads-relaxed/docmem_wasm.js', '/pkg-threads-relaxed/docmem_wasm_bg.wasm',

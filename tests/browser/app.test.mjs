@@ -61,7 +61,7 @@ const servers = new Set();
 process.on('exit', () => servers.forEach((c) => c.kill()));
 
 function serve() {
-  const child = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0', '--reader', 'SmolLM2-135M-Instruct.Q4_1.gguf'], { stdio: ['ignore', 'pipe', 'inherit'] });
   servers.add(child);
   return new Promise((resolve, reject) => {
     child.stdout.on('data', (d) => {
@@ -80,6 +80,11 @@ async function launch(profile, flags) {
     viewport: { width: 1280, height: 900 },
   });
   const page = context.pages()[0] || (await context.newPage());
+  // Background memories off: SmolLM2 reading the example would take minutes of these two
+  // cores; tests/browser/memories.test.mjs checks them on short documents.
+  await context.addInitScript(() => {
+    if (!localStorage.getItem('docmem-memories')) localStorage.setItem('docmem-memories', 'off');
+  });
   const problems = [];
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {

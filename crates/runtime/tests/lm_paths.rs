@@ -129,7 +129,7 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     paths[1] = SamplingParams { max_tokens: 25, ..Default::default() };
     let plain = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
     let drafted =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
     for (i, (a, b)) in plain.iter().zip(&drafted).enumerate() {
         assert_eq!(a.tokens, b.tokens, "path {i}");
         assert_eq!(a.text, b.text);
@@ -141,9 +141,9 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     // Sampled paths with drafts run, are reproducible and end as asked.
     let sampled = specs(20);
     let a =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
     let b =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()))).unwrap();
+        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
     for (a, b) in a.iter().zip(&b) {
         assert_eq!(a.tokens, b.tokens);
         assert!(a.tokens.len() <= 20);
@@ -171,4 +171,32 @@ fn scoring_after_a_prefill_equals_scoring_the_whole_prompt() {
     assert_eq!(g.prompt_tokens, prefix.tokens().len());
     assert_eq!(bits(&docmem_runtime::block_on(lm.score_after(&prefix, gold)).unwrap()), bits(&whole));
     assert!(docmem_runtime::block_on(lm.score_after(&prefix, "")).unwrap().is_empty());
+}
+
+#[test]
+fn a_reader_interrupted_between_steps_stops_within_one_step() {
+    use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
+    use docmem_runtime::lm::LmReader;
+    use std::cell::Cell;
+    let lm = smollm2();
+    let steps = Cell::new(0usize);
+    let stop_after_five = || {
+        steps.set(steps.get() + 1);
+        steps.get() > 5
+    };
+    let mut reader = LmReader::new(&lm, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    reader.interrupt = Some(&stop_after_five);
+    let specs = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }, SampleSpec { temperature: 0.7, top_p: 0.9, seed: 1 }];
+    let mut ended = 0;
+    let r = docmem_runtime::block_on(reader.generate("Write about bells.", &specs, 64, &mut |_, _: &Generated| {
+        ended += 1;
+        true
+    }));
+    assert_eq!(r.unwrap_err(), ModelError::Cancelled);
+    assert_eq!(steps.get(), 6, "asked before each step, stopped at the first true");
+    assert_eq!(ended, 0, "no path ran to its end");
+    // Without the interrupt the same call runs to the end.
+    reader.interrupt = None;
+    let out = docmem_runtime::block_on(reader.generate("Write about bells.", &specs, 8, &mut |_, _| true)).unwrap();
+    assert_eq!(out.len(), 2);
 }

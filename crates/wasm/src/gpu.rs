@@ -15,7 +15,7 @@ use docmem_runtime::qa;
 use wasm_bindgen::prelude::*;
 
 use crate::library::{self, WasmLibrary};
-use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLm};
+use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLm, WasmMemoryDraft};
 
 /// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
 /// shared and service workers): refuse first, with the reason.
@@ -219,6 +219,35 @@ impl WasmLibrary {
             let prompt = library::prepare_holding(&library, &embedder, &question, &params).await?;
             let answer = qa::answer(prompt, &*lm, params.max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
             Ok(to_json(&answer)?.into())
+        })
+    }
+}
+
+/// Background memories with a reader on WebGPU.
+#[wasm_bindgen(js_class = Library)]
+impl WasmLibrary {
+    /// `draftMemory` with a reader on WebGPU (its tokenizer plans the windows).
+    #[wasm_bindgen(js_name = draftMemoryOnGpu)]
+    pub fn draft_memory_on_gpu(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+        reader: &WasmGpuLm,
+        samples: f64,
+        max_new_tokens: f64,
+    ) -> Result<WasmMemoryDraft, JsValue> {
+        crate::memory_draft::plan(self, &id, &reader.lm, &reader.name, samples, max_new_tokens)
+    }
+}
+
+#[wasm_bindgen(js_class = MemoryDraft)]
+impl WasmMemoryDraft {
+    /// `step` with a reader on WebGPU: a Promise of the same result.
+    #[wasm_bindgen(js_name = stepOnGpu)]
+    pub fn step_on_gpu(&self, reader: &WasmGpuLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> js_sys::Promise {
+        let (state, lm) = (self.state.clone(), reader.lm.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            boundary::ready()?;
+            Ok(crate::memory_draft::step_with(&state, &lm, progress, interrupt).await?.into())
         })
     }
 }

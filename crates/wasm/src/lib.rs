@@ -29,12 +29,14 @@ mod boundary;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod library;
+mod memory_draft;
 mod remote;
 mod sha256;
 mod threads;
 #[cfg(feature = "gpu")]
 pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
+pub use memory_draft::WasmMemoryDraft;
 pub use sha256::WasmSha256;
 
 /// A JS `Error` with `message` and `code`.

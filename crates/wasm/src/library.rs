@@ -182,7 +182,7 @@ pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> 
     Ok(AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() })
 }
 
-fn progress_object(p: &Progress) -> JsValue {
+pub(crate) fn progress_object(p: &Progress) -> JsValue {
     let o = js_sys::Object::new();
     let stage = match p.stage {
         Stage::Reading => "reading",
@@ -222,7 +222,7 @@ impl WasmLibrary {
     }
 
     /// The document whose id prints as `s` (as `documents()` lists them).
-    fn doc_id(&self, s: &str) -> Result<DocId, JsValue> {
+    pub(crate) fn doc_id(&self, s: &str) -> Result<DocId, JsValue> {
         self.get()?
             .documents()
             .iter()

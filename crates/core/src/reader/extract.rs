@@ -158,6 +158,7 @@ struct Candidate {
 }
 
 /// What one window produced.
+#[derive(Debug)]
 struct WindowResult {
     memory: WindowMemory,
     chosen: Option<(usize, CandidateScores, Option<f64>)>,
@@ -356,44 +357,96 @@ pub async fn extract_memory(
     settings: &ExtractSettings,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<DocumentMemory, ModelError> {
-    let name = reader.name();
-    let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
-    let chinese =
-        matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered) || doc.language == "zh";
-    let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
-    let available = reader.context_tokens().saturating_sub(overhead);
-    let mut window_max = available / 2;
-    if settings.max_window_tokens > 0 {
-        window_max = window_max.min(settings.max_window_tokens);
+    let mut draft = MemoryDraft::plan(doc, reader, settings)?;
+    while !draft.is_complete() {
+        draft.read_next(doc, reader, scorer.as_mut().map(|s| &mut **s as &mut dyn Scorer), settings, progress).await?;
     }
-    if window_max < MIN_WINDOW_TOKENS {
-        return Err(ModelError::WindowLimit { tokens: window_max, minimum: MIN_WINDOW_TOKENS });
-    }
-    let (windows, window_tokens) = {
-        let counter = ReaderCounter(RefCell::new(&mut *reader));
-        let windows = plan_windows(&doc.text, window_max, settings.overlap_tokens.min(window_max / 4), &counter);
-        let tokens: Vec<usize> = windows.iter().map(|w| counter.count_tokens(w.slice(&doc.text).unwrap_or(""))).collect();
-        (windows, tokens)
-    };
+    let memory = draft.finish(doc, settings);
+    progress(&draft.report);
+    Ok(memory)
+}
 
-    let per_window = settings.samples + 1;
-    let mut report = Progress {
-        stage: Stage::Reading,
-        window: 0,
-        windows: windows.len(),
-        tokens_done: 0,
-        tokens_total: window_tokens.iter().sum(),
-        candidates_done: 0,
-        candidates_total: per_window * windows.len(),
-    };
-    let mut results: Vec<WindowResult> = Vec::with_capacity(windows.len());
-    for (i, (&window, &tokens)) in windows.iter().zip(&window_tokens).enumerate() {
-        report.window = i + 1;
-        let mut max_new = (tokens + 512).min(available.saturating_sub(tokens));
+/// A memory being written one window at a time. Between windows the caller may do other
+/// work with the same model (answer a question, say) and come back: what was read is kept,
+/// and a window that was stopped halfway is read again from its start. This is how a page
+/// writes memories in the background while it stays free to answer.
+#[derive(Debug)]
+pub struct MemoryDraft {
+    name: String,
+    prompt: ReaderPrompt,
+    chinese: bool,
+    available: usize,
+    windows: Vec<Span>,
+    window_tokens: Vec<usize>,
+    results: Vec<WindowResult>,
+    report: Progress,
+}
+
+impl MemoryDraft {
+    /// Plan `doc`'s windows for `reader` (counting tokens, no generation).
+    pub fn plan(doc: &Document, reader: &mut dyn ReaderModel, settings: &ExtractSettings) -> Result<Self, ModelError> {
+        let name = reader.name();
+        let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
+        let chinese =
+            matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered) || doc.language == "zh";
+        let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
+        let available = reader.context_tokens().saturating_sub(overhead);
+        let mut window_max = available / 2;
+        if settings.max_window_tokens > 0 {
+            window_max = window_max.min(settings.max_window_tokens);
+        }
+        if window_max < MIN_WINDOW_TOKENS {
+            return Err(ModelError::WindowLimit { tokens: window_max, minimum: MIN_WINDOW_TOKENS });
+        }
+        let (windows, window_tokens) = {
+            let counter = ReaderCounter(RefCell::new(&mut *reader));
+            let windows = plan_windows(&doc.text, window_max, settings.overlap_tokens.min(window_max / 4), &counter);
+            let tokens: Vec<usize> = windows.iter().map(|w| counter.count_tokens(w.slice(&doc.text).unwrap_or(""))).collect();
+            (windows, tokens)
+        };
+        let per_window = settings.samples + 1;
+        let report = Progress {
+            stage: Stage::Reading,
+            window: 0,
+            windows: windows.len(),
+            tokens_done: 0,
+            tokens_total: window_tokens.iter().sum(),
+            candidates_done: 0,
+            candidates_total: per_window * windows.len(),
+        };
+        Ok(MemoryDraft { name, prompt, chinese, available, windows, window_tokens, results: Vec::new(), report })
+    }
+
+    /// Whether every window has been read (then [`MemoryDraft::finish`]).
+    pub fn is_complete(&self) -> bool {
+        self.results.len() == self.windows.len()
+    }
+
+    /// Where the work stands: windows and document tokens read so far.
+    pub fn progress(&self) -> Progress {
+        self.report
+    }
+
+    /// Read the next window. A cancel from `progress` (or any error) leaves the draft as
+    /// it was before the call: the window is read again by the next call.
+    pub async fn read_next(
+        &mut self,
+        doc: &Document,
+        reader: &mut dyn ReaderModel,
+        mut scorer: Option<&mut dyn Scorer>,
+        settings: &ExtractSettings,
+        progress: &mut dyn FnMut(&Progress) -> bool,
+    ) -> Result<(), ModelError> {
+        let i = self.results.len();
+        let (Some(&window), Some(&tokens)) = (self.windows.get(i), self.window_tokens.get(i)) else {
+            return Ok(());
+        };
+        let per_window = settings.samples + 1;
+        let mut max_new = (tokens + 512).min(self.available.saturating_sub(tokens));
         if settings.max_new_tokens > 0 {
             max_new = max_new.min(settings.max_new_tokens);
         }
-        let base = report;
+        let base = Progress { window: i + 1, ..self.report };
         let mut on = |stage: Stage, done: usize| {
             let r = Progress { stage, candidates_done: base.candidates_done + done, ..base };
             progress(&r)
@@ -401,75 +454,85 @@ pub async fn extract_memory(
         if !on(Stage::Reading, 0) {
             return Err(ModelError::Cancelled);
         }
-        results.push(read_window(&doc.text, window, &prompt, chinese, reader, &mut scorer, settings, max_new, &mut on).await?);
-        report.candidates_done += per_window;
-        report.tokens_done += tokens;
+        let result = read_window(&doc.text, window, &self.prompt, self.chinese, reader, &mut scorer, settings, max_new, &mut on).await?;
+        self.results.push(result);
+        self.report.window = i + 1;
+        self.report.candidates_done += per_window;
+        self.report.tokens_done += tokens;
+        Ok(())
     }
 
-    let stitched = stitch(&doc.text, &results.iter().map(|r| r.memory.clone()).collect::<Vec<_>>());
-    let mut scenarios = stitched.scenarios;
-    if scenarios.is_empty() && !doc.text.is_empty() {
-        scenarios.push(Scenario { span: Span::new(0, doc.text.len()), core: String::new(), outline_item: None });
-    }
+    /// The memory from the windows read (all of them, once [`MemoryDraft::is_complete`]):
+    /// stitched, with its provenance.
+    pub fn finish(&mut self, doc: &Document, settings: &ExtractSettings) -> DocumentMemory {
+        let (name, prompt, results, windows) = (&self.name, &self.prompt, &self.results, &self.windows[..self.results.len()]);
+        let per_window = settings.samples + 1;
+        let mut report = self.report;
+        let stitched = stitch(&doc.text, &results.iter().map(|r| r.memory.clone()).collect::<Vec<_>>());
+        let mut scenarios = stitched.scenarios;
+        if scenarios.is_empty() && !doc.text.is_empty() {
+            scenarios.push(Scenario { span: Span::new(0, doc.text.len()), core: String::new(), outline_item: None });
+        }
 
-    // Provenance: the first window's choice; scores averaged over the windows that had them.
-    let mean = |f: &dyn Fn(&WindowResult) -> Option<f64>| {
-        let v: Vec<f64> = results.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let scores = MemoryScores {
-        clarity: mean(&|r| r.chosen.and_then(|c| c.1.clarity)),
-        completeness: mean(&|r| r.chosen.and_then(|c| c.1.completeness)),
-        rrf: mean(&|r| r.chosen.and_then(|c| c.2)),
-    };
-    let chosen = results.iter().find_map(|r| r.chosen).map_or(0, |c| c.0);
-    let sampling = SamplingRecord {
-        temperature: if chosen == 0 { 0.0 } else { settings.temperature },
-        top_p: if chosen == 0 { 1.0 } else { settings.top_p },
-        top_k: 0,
-        seed: if chosen == 0 { 0 } else { settings.seed.wrapping_add(chosen as u64 - 1) },
-        candidate: chosen as u32,
-        candidates: per_window as u32,
-    };
-    let mut alignment = AlignmentStats::default();
-    let total: usize = windows.iter().map(Span::len).sum::<usize>().max(1);
-    let mut coverage = 0.0f32;
-    for (r, w) in results.iter().zip(&windows) {
-        alignment.chunks += r.stats.chunks;
-        alignment.exact += r.stats.exact;
-        alignment.fuzzy += r.stats.fuzzy;
-        alignment.failed += r.stats.failed;
-        alignment.merged_short += r.stats.merged_short;
-        alignment.stopped_at_work_limit |= r.stats.stopped_at_work_limit;
-        coverage += r.stats.coverage_before_repair * w.len() as f32;
+        // Provenance: the first window's choice; scores averaged over the windows that had them.
+        let mean = |f: &dyn Fn(&WindowResult) -> Option<f64>| {
+            let v: Vec<f64> = results.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let scores = MemoryScores {
+            clarity: mean(&|r| r.chosen.and_then(|c| c.1.clarity)),
+            completeness: mean(&|r| r.chosen.and_then(|c| c.1.completeness)),
+            rrf: mean(&|r| r.chosen.and_then(|c| c.2)),
+        };
+        let chosen = results.iter().find_map(|r| r.chosen).map_or(0, |c| c.0);
+        let sampling = SamplingRecord {
+            temperature: if chosen == 0 { 0.0 } else { settings.temperature },
+            top_p: if chosen == 0 { 1.0 } else { settings.top_p },
+            top_k: 0,
+            seed: if chosen == 0 { 0 } else { settings.seed.wrapping_add(chosen as u64 - 1) },
+            candidate: chosen as u32,
+            candidates: per_window as u32,
+        };
+        let mut alignment = AlignmentStats::default();
+        let total: usize = windows.iter().map(Span::len).sum::<usize>().max(1);
+        let mut coverage = 0.0f32;
+        for (r, w) in results.iter().zip(windows) {
+            alignment.chunks += r.stats.chunks;
+            alignment.exact += r.stats.exact;
+            alignment.fuzzy += r.stats.fuzzy;
+            alignment.failed += r.stats.failed;
+            alignment.merged_short += r.stats.merged_short;
+            alignment.stopped_at_work_limit |= r.stats.stopped_at_work_limit;
+            coverage += r.stats.coverage_before_repair * w.len() as f32;
+        }
+        alignment.coverage_before_repair = coverage / total as f32;
+        let reasons: Vec<String> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                r.fallback
+                    .as_ref()
+                    .map(|why| if windows.len() == 1 { why.clone() } else { format!("window {} of {}: {why}", i + 1, windows.len()) })
+            })
+            .collect();
+        let memory = DocumentMemory {
+            format_version: MEMORY_FORMAT_VERSION,
+            doc_id: doc.id,
+            outline: stitched.outline,
+            scenarios,
+            provenance: Provenance {
+                reader: format!("{name} ({} prompt)", prompt.name()),
+                sampling,
+                scores,
+                alignment,
+                fallback: (!reasons.is_empty()).then(|| reasons.join("; ")),
+            },
+        };
+        report.stage = Stage::Done;
+        report.window = windows.len();
+        self.report = report;
+        memory
     }
-    alignment.coverage_before_repair = coverage / total as f32;
-    let reasons: Vec<String> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| {
-            r.fallback
-                .as_ref()
-                .map(|why| if windows.len() == 1 { why.clone() } else { format!("window {} of {}: {why}", i + 1, windows.len()) })
-        })
-        .collect();
-    let memory = DocumentMemory {
-        format_version: MEMORY_FORMAT_VERSION,
-        doc_id: doc.id,
-        outline: stitched.outline,
-        scenarios,
-        provenance: Provenance {
-            reader: format!("{name} ({} prompt)", prompt.name()),
-            sampling,
-            scores,
-            alignment,
-            fallback: (!reasons.is_empty()).then(|| reasons.join("; ")),
-        },
-    };
-    report.stage = Stage::Done;
-    report.window = windows.len();
-    progress(&report);
-    Ok(memory)
 }
 
 #[cfg(test)]
@@ -688,6 +751,33 @@ mod tests {
         // Overlaps are read twice but their outline items are kept once.
         assert!(m.outline.len() < 60 + 2 * windows, "{}", m.outline.len());
         assert!(m.outline.len() >= 50);
+    }
+
+    #[test]
+    fn a_draft_stopped_between_and_inside_windows_resumes_to_the_same_memory() {
+        let doc = Document::new("long.txt", story(40));
+        let settings = ExtractSettings { samples: 1, overlap_tokens: 30, ..ExtractSettings::default() };
+        let fresh = || FakeReader { context: 400, garbage: false, memreader: false, calls: 0, prefills: 0 };
+        let whole = extract(&doc, &mut fresh(), &settings, &mut |_| true).unwrap();
+
+        let mut reader = fresh();
+        let mut draft = MemoryDraft::plan(&doc, &mut reader, &settings).unwrap();
+        assert!(draft.progress().windows >= 3, "{:?}", draft.progress());
+        let mut steps = 0;
+        while !draft.is_complete() {
+            // Each window is first stopped halfway (its second candidate), then read whole.
+            let before = draft.progress();
+            let stopped = poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |p| p.candidates_done < before.candidates_done + 1));
+            assert_eq!(stopped.unwrap().unwrap_err(), ModelError::Cancelled);
+            assert_eq!(draft.progress(), before, "a stopped window leaves the draft as it was");
+            poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |_| true)).unwrap().unwrap();
+            assert!(draft.progress().tokens_done > before.tokens_done);
+            steps += 1;
+        }
+        assert_eq!(steps, draft.progress().windows);
+        let resumed = draft.finish(&doc, &settings);
+        assert_eq!(resumed, whole, "the same memory as one uninterrupted extraction");
+        assert_eq!(draft.progress().stage, Stage::Done);
     }
 
     #[test]

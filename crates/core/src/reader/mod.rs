@@ -12,7 +12,7 @@ pub mod prompt;
 pub mod scoring;
 pub mod window;
 
-pub use extract::{extract_memory, ExtractSettings, Progress, Stage, MIN_WINDOW_TOKENS};
+pub use extract::{extract_memory, ExtractSettings, MemoryDraft, Progress, Stage, MIN_WINDOW_TOKENS};
 pub use fallback::{fallback_reason, FallbackPolicy};
 pub use model::{Generated, ModelError, ReaderModel, SampleSpec};
 pub use numbered::NumberedText;

@@ -50,7 +50,7 @@ impl<B: Backend> Lm<B> {
     /// batch per step. The prefix is left as it was. Results are in the order of `paths`;
     /// every one carries the batch's total decode time.
     pub async fn generate_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Generation>, LmError> {
-        self.generate_paths_drafted(prefix, paths, None, |_, _| ControlFlow::Continue(())).await
+        self.generate_paths_drafted(prefix, paths, None, |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(())).await
     }
 
     /// [`generate_paths`](Self::generate_paths), calling `on_done(index, generation)` as
@@ -62,18 +62,22 @@ impl<B: Backend> Lm<B> {
         paths: &[SamplingParams],
         on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
     ) -> Result<Vec<Generation>, LmError> {
-        self.generate_paths_drafted(prefix, paths, None, on_done).await
+        self.generate_paths_drafted(prefix, paths, None, on_done, &mut || ControlFlow::Continue(())).await
     }
 
     /// [`generate_paths_with`](Self::generate_paths_with), each step also verifying the
     /// tokens `drafts` proposes for each path (prompt-lookup decoding; none: plain
     /// decoding). [`Generation::drafted`] and [`Generation::accepted`] count them.
+    /// `before_step` is asked before every decoding step: `ControlFlow::Break` stops every
+    /// path there, as a `Break` from `on_done` does (a caller that must give the model to
+    /// other work stops within one step, not at the end of a path).
     pub async fn generate_paths_drafted(
         &self,
         prefix: &Prefix<B::Cache>,
         paths: &[SamplingParams],
         drafts: Option<&PromptLookup>,
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
+        before_step: &mut dyn FnMut() -> ControlFlow<()>,
     ) -> Result<Vec<Generation>, LmError> {
         let start = now_seconds();
         let prompt_tokens = prefix.tokens.len();
@@ -124,6 +128,9 @@ impl<B: Backend> Lm<B> {
         };
         report(&mut live, &mut cancelled);
         while !cancelled {
+            if before_step().is_break() {
+                break;
+            }
             // Each live path feeds its pending token and its draft.
             let mut feeds: Vec<(usize, Vec<u32>)> = Vec::new();
             for (i, p) in live.iter_mut().enumerate().filter(|(_, p)| p.finish.is_none()) {

@@ -13,7 +13,6 @@ use super::{Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams};
 use crate::chat::ChatMessage;
 
 /// An [`Lm`] with the name it is known by (for provenance and prompt choice).
-#[derive(Debug)]
 pub struct LmReader<'a, B: Backend> {
     /// The model.
     pub lm: &'a Lm<B>,
@@ -25,12 +24,22 @@ pub struct LmReader<'a, B: Backend> {
     /// does (its decode is compute-bound on small machines: 0.76× measured on SmolLM2 with
     /// two cores); a memory-bound backend (a GPU) is where they pay.
     pub drafts: Option<DraftSettings>,
+    /// Asked before every decoding step: `true` stops the generation there, as a cancel
+    /// does ([`ModelError::Cancelled`]). A page that writes memories in the background
+    /// gives the model to a question this way without waiting for a candidate to end.
+    pub interrupt: Option<&'a dyn Fn() -> bool>,
+}
+
+impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LmReader").field("lm", self.lm).field("name", &self.name).field("drafts", &self.drafts).finish_non_exhaustive()
+    }
 }
 
 impl<'a, B: Backend> LmReader<'a, B> {
     /// Wrap `lm`, known as `name`.
     pub fn new(lm: &'a Lm<B>, name: impl Into<String>) -> Self {
-        LmReader { lm, name: name.into(), drafts: None }
+        LmReader { lm, name: name.into(), drafts: None, interrupt: None }
     }
 }
 
@@ -104,6 +113,8 @@ impl<B: Backend> LmReader<'_, B> {
             .collect();
         let (mut done, mut cancelled) = (0, false);
         let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
+        let interrupt = self.interrupt;
+        let mut interrupted = false;
         let out = self
             .lm
             .generate_paths_drafted(&prefix, &params, lookup.as_ref(), |_, g| {
@@ -114,10 +125,17 @@ impl<B: Backend> LmReader<'_, B> {
                 } else {
                     ControlFlow::Continue(())
                 }
+            }, &mut || {
+                interrupted = interrupt.is_some_and(|stop| stop());
+                if interrupted {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
             })
             .await
             .map_err(backend)?;
-        if cancelled {
+        if cancelled || interrupted {
             return Err(ModelError::Cancelled);
         }
         Ok(out.into_iter().map(|g| Generated { tokens: g.tokens.len(), text: g.text }).collect())

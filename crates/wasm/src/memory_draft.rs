@@ -1,0 +1,181 @@
+//! [`WasmMemoryDraft`]: a reader's memory of a document already in the library, written
+//! one window per call so that the page can write memories in the background and still
+//! answer at once.
+//!
+//! A document goes into the library with sentence chunks (searchable in seconds); then
+//! `Library.draftMemory` plans its windows, each `step` reads one window (and may be
+//! interrupted between two decoding steps, when a question arrives: that window is read
+//! again next time, the others are kept), and `Library.replaceMemory` swaps the finished
+//! memory in for the chunks in one commit (core's `Library::replace_memory`). The window
+//! logic is core's [`MemoryDraft`]; this file only translates.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use docmem_core::reader::{ExtractSettings, MemoryDraft, ModelError};
+use docmem_core::{Document, ErrorCode};
+use docmem_runtime::lm::{Backend, Lm, LmReader};
+use wasm_bindgen::prelude::*;
+
+use crate::library::{extract_settings, progress_object, progress_reporter};
+use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLibrary, WasmLm};
+
+/// What a draft holds between its steps.
+pub(crate) struct DraftState {
+    doc: Document,
+    reader_name: String,
+    settings: ExtractSettings,
+    draft: MemoryDraft,
+}
+
+/// A document's memory being written, one window per [`WasmMemoryDraft::step`].
+#[wasm_bindgen(js_name = MemoryDraft)]
+pub struct WasmMemoryDraft {
+    /// Shared with a step still running on WebGPU (a Promise).
+    pub(crate) state: Rc<RefCell<DraftState>>,
+}
+
+/// `interrupt` (a JS function asked before each decoding step; `true` stops) as the
+/// reader's interrupt.
+fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> bool {
+    move || matches!(&interrupt, Some(f) if f.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy()))
+}
+
+/// A step's outcome for JavaScript: `true` when every window is read, `false` when more
+/// remain; an interrupt or a cancel is an `ABORTED` error (the draft keeps what it had).
+fn step_result(result: Result<(), ModelError>, state: &DraftState) -> Result<bool, JsValue> {
+    match result {
+        Ok(()) => Ok(state.draft.is_complete()),
+        Err(ModelError::Cancelled) => Err(error_with(ErrorCode::Aborted, "the memory's window was stopped; it is read again next time")),
+        Err(e) => Err(coded(e)),
+    }
+}
+
+/// Plan `id`'s draft with `lm` as the reader (its tokenizer counts the windows).
+pub(crate) fn plan<B: Backend>(
+    library: &WasmLibrary,
+    id: &JsValue,
+    lm: &Lm<B>,
+    name: &str,
+    samples: f64,
+    max_new_tokens: f64,
+) -> Result<WasmMemoryDraft, JsValue> {
+    boundary::ready()?;
+    let id = library.doc_id(&boundary::string(id, "document id")?)?;
+    let mut settings = extract_settings(samples)?;
+    settings.max_new_tokens = boundary::count(max_new_tokens, "maxNewTokens", 1 << 20)? as usize;
+    let doc = library.get()?.get(id).map_err(coded)?.0.clone();
+    let mut reader = LmReader::new(lm, name.to_owned());
+    let draft = MemoryDraft::plan(&doc, &mut reader, &settings).map_err(coded)?;
+    Ok(WasmMemoryDraft { state: Rc::new(RefCell::new(DraftState { doc, reader_name: name.to_owned(), settings, draft })) })
+}
+
+/// Read the draft's next window with `lm` (a future that is ready at once on the CPU).
+#[allow(clippy::await_holding_refcell_ref)] // a step holds its draft on purpose: a second one answers BUSY
+pub(crate) async fn step_with<B: Backend>(
+    state: &RefCell<DraftState>,
+    lm: &Lm<B>,
+    progress: Option<js_sys::Function>,
+    interrupt: Option<js_sys::Function>,
+) -> Result<bool, JsValue> {
+    let mut guard = state.try_borrow_mut().map_err(|_| crate::busy("the memory draft"))?;
+    let s = &mut *guard;
+    let stop = interrupt_fn(interrupt);
+    let mut reader = LmReader::new(lm, s.reader_name.clone());
+    reader.interrupt = Some(&stop);
+    let mut report = progress_reporter(progress);
+    let result = s.draft.read_next(&s.doc, &mut reader, None, &s.settings, &mut report).await;
+    step_result(result, s)
+}
+
+#[wasm_bindgen(js_class = MemoryDraft)]
+impl WasmMemoryDraft {
+    /// Read the next window with `reader` (the `Lm` the draft was planned with).
+    /// `progress` is called as `addDocumentWithReader`'s is (returning `false` cancels);
+    /// `interrupt()` is asked before every decoding step and stops the window when it
+    /// returns `true`. Returns `true` once every window is read. A stopped window throws
+    /// `ABORTED` and is read again by the next call.
+    pub fn step(&self, reader: &WasmLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> Result<bool, JsValue> {
+        boundary::ready()?;
+        docmem_runtime::block_on(step_with(&self.state, &reader.lm, progress, interrupt))
+    }
+
+    /// Where the work stands: `{stage, window, windows, tokensDone, tokensTotal, …, fraction}`.
+    pub fn progress(&self) -> Result<JsValue, JsValue> {
+        boundary::ready()?;
+        let state = self.state.try_borrow().map_err(|_| crate::busy("the memory draft"))?;
+        Ok(progress_object(&state.draft.progress()))
+    }
+
+    /// Whether every window is read (then `Library.replaceMemory`).
+    #[wasm_bindgen(js_name = isComplete)]
+    pub fn is_complete(&self) -> Result<bool, JsValue> {
+        boundary::ready()?;
+        Ok(self.state.try_borrow().map_err(|_| crate::busy("the memory draft"))?.draft.is_complete())
+    }
+}
+
+#[wasm_bindgen(js_class = Library)]
+impl WasmLibrary {
+    /// Plan the reader's memory of document `id` (in the library already, with chunks):
+    /// its windows for `reader`, `samples` sampled candidates per window beside the greedy
+    /// one, each at most `maxNewTokens` long (0: the window's length and 512 more). Nothing
+    /// is generated yet: `step` reads a window at a time.
+    #[wasm_bindgen(js_name = draftMemory)]
+    pub fn draft_memory(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
+        reader: &WasmLm,
+        samples: f64,
+        max_new_tokens: f64,
+    ) -> Result<WasmMemoryDraft, JsValue> {
+        plan(self, &id, &reader.lm, &reader.name, samples, max_new_tokens)
+    }
+
+    /// Swap a finished draft's memory in for the memory its document has, in one commit
+    /// (searches see the chunks until it lands). Resolves to JSON `{id, replaced, chunks,
+    /// outline, fallback, reader}`; `replaced` is false when the document was removed
+    /// meanwhile (nothing is stored then). A Promise: an embedder on WebGPU is awaited.
+    #[wasm_bindgen(js_name = replaceMemory)]
+    pub fn replace_memory(&self, draft: &WasmMemoryDraft, embedder: &WasmEmbedder) -> js_sys::Promise {
+        let (library, embedder, state) = (self.library.clone(), embedder.embedder.clone(), draft.state.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            boundary::ready()?;
+            let memory = {
+                let mut s = state.try_borrow_mut().map_err(|_| crate::busy("the memory draft"))?;
+                if !s.draft.is_complete() {
+                    let p = s.draft.progress();
+                    return Err(error_with(
+                        ErrorCode::BadArgument,
+                        format!("the memory of '{}' is not finished: {} of {} windows read", s.doc.title, p.window, p.windows),
+                    ));
+                }
+                let DraftState { doc, settings, draft, .. } = &mut *s;
+                draft.finish(doc, settings)
+            };
+            let replaced = replace_holding(&library, &embedder, &memory).await?;
+            Ok(to_json(&serde_json::json!({
+                "id": memory.doc_id.to_string(),
+                "replaced": replaced,
+                "chunks": memory.scenarios.len(),
+                "outline": memory.outline.len(),
+                "fallback": memory.provenance.fallback,
+                "reader": memory.provenance.reader,
+            }))?
+            .into())
+        })
+    }
+}
+
+/// `library.replace_memory`, with the chunks' vectors awaited where the embedder runs on
+/// WebGPU; holds the library and the embedder until it lands (other calls answer BUSY).
+#[allow(clippy::await_holding_refcell_ref)]
+async fn replace_holding(
+    library: &RefCell<docmem_core::library::Library<docmem_core::library::JournalStore>>,
+    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    memory: &docmem_core::DocumentMemory,
+) -> Result<bool, JsValue> {
+    let mut library = library.try_borrow_mut().map_err(|_| crate::busy("the library"))?;
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| crate::busy("the embedder"))?;
+    docmem_core::embed_ahead::ahead(&mut *embedder, |e| library.replace_memory(memory, e)).await.map_err(coded)
+}

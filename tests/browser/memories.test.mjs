@@ -1,0 +1,122 @@
+// The app's memories and models in headless Chromium (CPU backend, SmolLM2 configured as
+// the server's default so CI stays inside its time): a dropped document is searchable at
+// once with sentence chunks; the reader writes its memory in the background while a
+// question is answered; the memory replaces the chunks (SmolLM2 may fall back to sentence
+// chunks: the row then says so); a memory pending at a reload resumes after it; a GGUF
+// file chosen in the model picker (SmolLM2's, under another name) is read from the File,
+// answers, is kept in the browser and chosen again after a reload; a file that is not a
+// model is refused with a message and the model in use stays.
+//
+//   node tests/browser/memories.test.mjs      (bash scripts/browser-test.sh runs it)
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const models = process.env.DOCMEM_MODELS || path.join(os.homedir(), '.cache', 'docmem', 'models');
+const smollm = path.join(models, 'SmolLM2-135M-Instruct.Q4_1.gguf');
+const MINUTES = 60_000;
+const t0 = performance.now();
+const at = () => `${((performance.now() - t0) / 1000).toFixed(0)} s`;
+
+const server = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0', '--reader', 'SmolLM2-135M-Instruct.Q4_1.gguf'], { stdio: ['ignore', 'pipe', 'inherit'] });
+process.on('exit', () => server.kill());
+const url = await new Promise((resolve, reject) => {
+  server.stdout.on('data', (d) => {
+    const m = /serving on (http:\S+)/.exec(String(d));
+    if (m) resolve(m[1]);
+  });
+  server.on('exit', (code) => reject(new Error(`the server exited (${code})`)));
+});
+
+const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-memories-'));
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-features=WebGPU,Vulkan'],
+  viewport: { width: 1280, height: 1000 },
+});
+const page = context.pages()[0] || (await context.newPage());
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+
+async function ready() {
+  await page.waitForSelector('body[data-ready="true"], #error:not([hidden])', { timeout: 10 * MINUTES });
+  const error = await page.locator('#error').evaluate((e) => (e.hidden ? '' : e.textContent));
+  assert.equal(error, '', `the app failed to start: ${error}`);
+}
+const row = (title) => page.locator('#doc-list li[data-id]', { hasText: title });
+const addText = (name, text) => page.setInputFiles('#files', { name, mimeType: 'text/plain', buffer: Buffer.from(text) });
+
+await page.goto(url);
+await ready();
+assert.equal(await page.locator('#memories').inputValue(), 'background', 'memories are written in the background by default');
+
+// ---- searchable at once; the memory in the background; a question meanwhile ----
+let t = performance.now();
+await addText('bells.txt', 'The bell of Saint Paul rang at noon and again at dusk. In 1666 the great fire melted it. A new bell was cast in 1716 by Richard Phelps.');
+await row('bells').waitFor({ timeout: MINUTES });
+const searchable = (performance.now() - t) / 1000;
+assert.ok(searchable < 5, `searchable in ${searchable.toFixed(1)} s`);
+assert.match(await row('bells').textContent(), /1 chunk · sentence/);
+await page.waitForFunction(() => /Memory: /.test(document.querySelector('#doc-list').textContent), null, { timeout: MINUTES });
+assert.match(await page.locator('#memory-status').textContent(), /1 memory to write in the background/);
+await page.fill('#question', 'When was the new bell cast?');
+await page.click('#ask-button');
+await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+const answeredWhilePending = /Memory: /.test(await row('bells').textContent());
+assert.match(await page.locator('#sources').textContent(), /1716/, 'the answer cites the chunk');
+await page.waitForFunction(() => /memory written|memory not written/.test(document.querySelector('#doc-list').textContent), null, { timeout: 8 * MINUTES });
+const written = await row('bells').textContent();
+assert.match(written, /SmolLM2-135M-Instruct\.Q4_1\.gguf \(en-\w+ prompt\)/, `the reader's memory replaced the chunks: ${written}`);
+assert.match(written, /memory written in \d+ (s|min)/, written);
+assert.ok(!/fell back/.test(written) || /the reader fell back to sentence chunks/.test(written), 'a fallback is said');
+assert.equal(await page.locator('#memory-controls').isHidden(), true);
+console.log(`  bells: searchable in ${searchable.toFixed(1)} s; answered while its memory was ${answeredWhilePending ? 'still being written' : 'already written'}; memory ${written.replace(/\s+/g, ' ').slice(0, 160)} (${at()})`);
+
+// ---- a memory pending at a reload resumes after it ----
+await addText('clocks.txt', 'A clock of 1386 still runs in Salisbury Cathedral. It has no face and strikes the hours on a bell.');
+await row('clocks').waitFor({ timeout: MINUTES });
+await page.reload();
+await ready();
+await page.waitForFunction(() => /clocks[\s\S]*Memory: /.test(document.querySelector('#doc-list').textContent), null, { timeout: MINUTES });
+await page.waitForFunction(() => /clocks[\s\S]*memory written/.test(document.querySelector('#doc-list').textContent), null, { timeout: 8 * MINUTES });
+assert.match(await row('clocks').textContent(), /SmolLM2/);
+console.log(`  clocks: the memory pending at the reload resumed and landed (${at()})`);
+
+// ---- bring your own model ----
+await page.locator('#model-picker summary').click();
+await page.setInputFiles('#own-model', { name: 'bad.gguf', mimeType: 'application/octet-stream', buffer: Buffer.from('this is not a model') });
+await page.waitForFunction(() => /could not be used/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
+await page.waitForSelector('body[data-ready="true"]', { timeout: 5 * MINUTES });
+assert.match(await page.locator('#error').textContent(), /bad\.gguf/, 'the error names the file');
+assert.match(await page.locator('#models').textContent(), /^SmolLM2-135M-Instruct\.Q4_1\.gguf \(reader and answerer\)/, 'the model in use stays');
+await page.locator('#error').evaluate((e) => (e.hidden = true));
+// Renamed so the page cannot confuse it with the served file.
+const mine = path.join(profile, 'my-smollm2.gguf');
+fs.copyFileSync(smollm, mine);
+await page.setInputFiles('#own-model', mine);
+await page.waitForFunction(() => /Now using my-smollm2/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
+await ready();
+assert.match(await page.locator('#models').textContent(), /^my-smollm2\.gguf \(reader and answerer\)/);
+await page.fill('#question', 'Where does the clock of 1386 run?');
+await page.click('#ask-button');
+await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+assert.ok((await page.locator('#answer').textContent()).trim().length > 0);
+await page.waitForFunction(() => /my-smollm2 — your file, kept in this browser/.test(document.querySelector('#model-list').textContent), null, { timeout: MINUTES });
+assert.match(await page.locator('#model-list').textContent(), /my-smollm2 — your file, kept in this browser98\.4 MB · kept in this browser · [\d.]+ tokens\/s/);
+await page.reload();
+await ready();
+assert.match(await page.locator('#models').textContent(), /^my-smollm2\.gguf \(reader and answerer\)/, 'the chosen file is chosen again, from storage');
+console.log(`  own model: a bad file refused, my-smollm2.gguf read from the File, answered, kept and chosen again after a reload (${at()})`);
+
+await page.screenshot({ path: path.join(root, 'tests/browser/out/memories.png'), fullPage: true });
+assert.deepEqual(problems, []);
+await context.close();
+fs.rmSync(profile, { recursive: true, force: true });
+console.log(`memories and models in the page: ok (${at()})`);

@@ -1,0 +1,114 @@
+// Background memories through the npm package in Node (worker thread, CPU backend, SmolLM2
+// as the reader): a document added with sentence chunks is searchable at once; writeMemory
+// has the reader write its MoM memory window by window and swap it in; a question asked
+// meanwhile is answered first (the window being read gives way and is read again); a
+// cancelled memory leaves the chunks; a paused one waits; the swapped memory persists.
+//
+//   node tests/wasm/background-memory.mjs MODELS_DIR EXAMPLE.md
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { DocMem } from '../../js/docmem.js';
+
+const [modelsDir, examplePath] = process.argv.slice(2);
+const t0 = performance.now();
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-background-'));
+const fileSpec = (file, name = path.basename(file)) => ({
+  path: name,
+  url: pathToFileURL(file).href,
+  size: fs.statSync(file).size,
+  sha256: createHash('sha256').update(fs.readFileSync(file)).digest('hex'),
+});
+const minilm = path.join(modelsDir, 'all-MiniLM-L6-v2');
+const embedderFiles = ['config.json', 'model.safetensors', 'tokenizer.json', 'modules.json', '1_Pooling/config.json']
+  .filter((f) => fs.existsSync(path.join(minilm, f)))
+  .map((f) => fileSpec(path.join(minilm, f), f));
+const reader = { name: 'SmolLM2-135M-Instruct.Q4_1.gguf', files: [fileSpec(path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'), 'model.gguf')] };
+const options = { models: { embedder: { name: 'all-MiniLM-L6-v2', files: embedderFiles }, reader }, storageDir: path.join(tmp, 'library'), modelCacheDir: path.join(tmp, 'models'), threads: 2 };
+let dm = await DocMem.open('background', options);
+
+// Searchable at once, with sentence chunks. (A short text: SmolLM2 prefills about 20
+// tokens a second in wasm on two cores, and the memory's window is read twice here.)
+const example = fs.readFileSync(examplePath, 'utf8');
+const caxton = example.split(/\n\s*\n/).find((p) => p.includes('Caxton'));
+assert.ok(caxton && caxton.length < 1500, 'the example has a paragraph about Caxton');
+const added = await dm.addDocument(`# Printing in England\n\n${caxton}\n`, { title: 'printing-press', method: 'sentence' });
+let [doc] = await dm.documents();
+assert.deepEqual([doc.reader, doc.memoryVersion], ['sentence', 0]);
+
+// The memory in the background; a question asked after its first window started.
+const events = [];
+let answeredAt = null;
+let asked = null;
+// SmolLM2 reads a long window slowly in wasm (about 3 tokens/s past 1,000 tokens of
+// context): each window's reply is capped here, which the product does not do.
+const cap = 40;
+const memory = dm.writeMemory(added.id, {
+  maxNewTokens: cap,
+  onProgress: (p) => {
+    events.push(p);
+    if (!asked) {
+      asked = dm.ask('Who brought printing to England?', { k: 2, maxTokens: 12 }).then((a) => {
+        answeredAt = performance.now();
+        return a;
+      });
+    }
+  },
+});
+const written = await memory;
+const writtenAt = performance.now();
+const answer = await asked;
+assert.ok(answer.sources.some((s) => s.text.includes('Caxton')), 'the question was answered from the chunks');
+assert.ok(answeredAt < writtenAt, 'the question did not wait for the whole memory');
+assert.ok(written.gaveWay >= 1, `the window being read gave way to the question: ${JSON.stringify(written)}`);
+assert.ok(events.length > 0 && events.every((p) => p.stage === 'memory' && p.windows >= 1 && p.tokensTotal > 0), JSON.stringify(events.slice(0, 3)));
+assert.ok(events.some((p) => p.seconds > 0));
+assert.equal(written.replaced, true, JSON.stringify(written));
+assert.equal(written.id, added.id);
+assert.match(written.reader, /SmolLM2/);
+[doc] = await dm.documents();
+assert.equal(doc.memoryVersion, 1, 'the reader memory replaced the chunks');
+assert.match(doc.reader, /SmolLM2/);
+assert.equal(doc.chunks, written.chunks);
+// SmolLM2 may not write a usable memory: then the memory says it fell back, per window.
+if (written.fallback) console.log(`SmolLM2's memory fell back: ${written.fallback.slice(0, 160)}`);
+const m = await dm.memory(added.id);
+assert.equal(m.scenarios.length, written.chunks);
+assert.equal(m.text, (await dm.memory(added.id)).text);
+
+// A cancelled memory leaves the chunks; a paused one waits until it goes on.
+const second = await dm.addDocument('The bell of Saint Paul rang at noon and again at dusk. In 1666 the great fire melted it. A new bell was cast in 1716.', { title: 'bells', method: 'sentence' });
+const controller = new AbortController();
+const cancelled = dm.writeMemory(second.id, { maxNewTokens: cap, signal: controller.signal, onProgress: () => controller.abort() });
+await assert.rejects(cancelled, { code: 'ABORTED' });
+let bells = (await dm.documents()).find((d) => d.id === second.id);
+assert.deepEqual([bells.reader, bells.memoryVersion], ['sentence', 0], 'a cancelled memory changes nothing');
+dm.pauseMemories(true);
+let progressed = 0;
+const held = dm.writeMemory(second.id, { maxNewTokens: cap, onProgress: () => (progressed += 1) });
+await new Promise((r) => setTimeout(r, 1500));
+assert.equal(progressed, 0, 'no window is read while paused');
+assert.equal((await dm.documents()).length, 2, 'requests are served while paused');
+dm.pauseMemories(false);
+const bellsWritten = await held;
+assert.equal(bellsWritten.replaced, true);
+assert.ok(progressed > 0);
+
+// A removed document's memory is not brought back.
+const third = await dm.addDocument('Clocks strike the hours. A clock of 1386 still runs in Salisbury.', { title: 'clocks', method: 'sentence' });
+const gone = dm.writeMemory(third.id, { maxNewTokens: cap, onProgress: () => {} });
+await dm.removeDocument(third.id);
+const goneResult = await gone.catch((e) => e);
+assert.ok(goneResult.code === 'NOT_FOUND' || goneResult.replaced === false, JSON.stringify(goneResult));
+
+// Stored: reopened, the reader memories are there.
+dm.close();
+dm = await DocMem.open('background', options);
+const reopened = await dm.documents();
+assert.deepEqual(reopened.map((d) => [d.title, d.memoryVersion]), [['printing-press', 1], ['bells', 1]]);
+dm.close();
+fs.rmSync(tmp, { recursive: true, force: true });
+console.log(`background memories: ok (${events.length} progress reports, memory ${written.seconds.toFixed(1)} s, ${((performance.now() - t0) / 1000).toFixed(1)} s)`);
