@@ -200,3 +200,24 @@ fn a_reader_interrupted_between_steps_stops_within_one_step() {
     let out = docmem_runtime::block_on(reader.generate("Write about bells.", &specs, 8, &mut |_, _| true)).unwrap();
     assert_eq!(out.len(), 2);
 }
+
+#[test]
+fn a_stoppable_prefill_in_chunks_matches_the_whole_prefill_and_stops_between_chunks() {
+    use std::cell::Cell;
+    let lm = smollm2();
+    let messages = [ChatMessage::new("user", "Write two sentences about the printing press and the bells of London.")];
+    let whole = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let tokens = lm.prompt_tokens(Prompt::Chat(&messages)).unwrap();
+    let chunked = docmem_runtime::block_on(lm.prefill_stoppable(tokens.clone(), 8, &|| false)).unwrap().unwrap();
+    assert_eq!(chunked.tokens(), whole.tokens());
+    let greedy = SamplingParams { max_tokens: 12, ..Default::default() };
+    let after = |p| docmem_runtime::block_on(lm.generate_after(p, "", &greedy, |_| ControlFlow::Continue(()))).unwrap().tokens;
+    assert_eq!(after(&chunked), after(&whole), "the same greedy continuation from either prefix");
+    let asked = Cell::new(0);
+    let stop_at_third = || {
+        asked.set(asked.get() + 1);
+        asked.get() == 3
+    };
+    assert!(docmem_runtime::block_on(lm.prefill_stoppable(tokens, 8, &stop_at_third)).unwrap().is_none());
+    assert_eq!(asked.get(), 3, "asked before each chunk, stopped at the first true");
+}

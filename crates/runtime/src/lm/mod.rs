@@ -547,6 +547,26 @@ impl<B: Backend> Lm<B> {
         Ok(Prefix { cache, tokens, last_logits })
     }
 
+    /// [`Lm::prefill_tokens`] `chunk` tokens at a time, asking `stop` between chunks: `None`
+    /// when it said to stop. For work that must give the model to another caller soon
+    /// (a background memory's window gives way to a question) without waiting for a
+    /// thousand-token prefill to end.
+    pub async fn prefill_stoppable(&self, tokens: Vec<u32>, chunk: usize, stop: &dyn Fn() -> bool) -> Result<Option<Prefix<B::Cache>>, LmError> {
+        if tokens.is_empty() {
+            return Err(LmError::EmptyPrompt);
+        }
+        self.check_fits(tokens.len())?;
+        let mut cache = self.backend.new_cache();
+        let mut last_logits = Vec::new();
+        for part in tokens.chunks(chunk.max(1)) {
+            if stop() {
+                return Ok(None);
+            }
+            last_logits = self.backend.forward(&mut cache, part, Logits::Last).await?;
+        }
+        Ok(Some(Prefix { cache, tokens, last_logits }))
+    }
+
     /// Generate from a prompt. `on_text` receives each new piece of text; returning
     /// `ControlFlow::Break` cancels.
     pub async fn generate(

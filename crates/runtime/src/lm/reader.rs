@@ -43,6 +43,10 @@ impl<'a, B: Backend> LmReader<'a, B> {
     }
 }
 
+/// Prompt tokens prefilled between two questions to [`LmReader::interrupt`] (a 1.5B model
+/// on two wasm threads prefills about 11 tokens a second: a stop waits a few seconds).
+const PREFILL_CHUNK: usize = 32;
+
 fn backend(e: impl std::fmt::Display) -> ModelError {
     ModelError::Backend { message: e.to_string() }
 }
@@ -100,7 +104,14 @@ impl<B: Backend> LmReader<'_, B> {
         after_each: &mut dyn FnMut(usize, &Generated) -> bool,
     ) -> Result<Vec<Generated>, ModelError> {
         let messages = [ChatMessage::new("user", user_turn)];
-        let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?;
+        let prefix = match self.interrupt {
+            // Asked between chunks of the prompt too, so a stop never waits for a whole prefill.
+            Some(stop) => {
+                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(backend)?;
+                self.lm.prefill_stoppable(tokens, PREFILL_CHUNK, stop).await.map_err(backend)?.ok_or(ModelError::Cancelled)?
+            }
+            None => self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?,
+        };
         let params: Vec<SamplingParams> = specs
             .iter()
             .map(|spec| SamplingParams {
