@@ -257,11 +257,9 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
       continue;
     }
     const f = await cache.file(file, (n, _t, cached, info = {}) => {
-      loaded.set(file.url, n);
       if (info.resumed) resumed.set(file.url, info.resumed);
       if (!cached) fromCache = false;
-      const sum = sumOf(loaded);
-      emit({ stage: 'download', model, file: file.path, loaded: sum, total, fraction: total ? sum / total : 1, resumed: sumOf(resumed), persisted: room.persisted });
+      report(n);
     });
     got.set(file.url, f);
   }
@@ -714,7 +712,7 @@ async function memoryStep() {
       job.seconds += (performance.now() - t0) / 1000;
     }
     if (!complete) {
-      report(JSON.parse(JSON.stringify(job.draft.progress())));
+      report(job.draft.progress());
       return;
     }
     const r = JSON.parse(await lib.replaceMemory(job.draft, embedder));

@@ -115,7 +115,8 @@ const readJson = (key, fallback) => {
   }
 };
 const duration = (s) => (s >= 120 ? `${Math.round(s / 60)} min` : `${Math.max(1, Math.round(s))} s`);
-const needsMemory = (d) => CHUNKERS.has(d.reader) && !d.memoryVersion && !readJson(DECLINED_KEY, []).includes(d.id);
+const memoryFailed = new Set(); // ids whose memory failed this visit: not tried again until a reload
+const needsMemory = (d) => CHUNKERS.has(d.reader) && !d.memoryVersion && !memoryFailed.has(d.id) && !readJson(DECLINED_KEY, []).includes(d.id);
 
 /** The row's line about its background memory, with its Cancel button, or nothing. */
 function memoryLine(d) {
@@ -171,8 +172,9 @@ function queueMemory(d) {
     .catch((e) => {
       memoryJobs.delete(d.id);
       if (e.code === 'CLOSED' || owner !== dm) return; // the engine restarted: queued again when it lists the library
+      if (e.code !== 'ABORTED') memoryFailed.add(d.id);
       notes.set(d.id, e.code === 'ABORTED' ? (job.declined ? 'memory cancelled: its sentence chunks are kept' : 'memory stopped') : `memory not written: ${e.message}`);
-      listDocument({ ...d, memoryVersion: d.memoryVersion });
+      listDocument(d);
     })
     .finally(updateMemoryControls);
 }
@@ -188,15 +190,13 @@ function cancelMemory(id) {
 /** Put document `d` in the list (replacing its row if it has one), above the files still being added. */
 function listDocument(d) {
   const list = $('doc-list');
+  // Queued first, so the row is drawn with its memory line.
+  if (!memoryJobs.has(d.id) && needsMemory(d)) queueMemory(d);
   const row = docItem(d);
   const old = list.querySelector(`li[data-id="${CSS.escape(d.id)}"]`);
   if (old) old.replaceWith(row);
   else list.insertBefore(row, list.querySelector('li:not([data-id])'));
   $('no-docs').hidden = true;
-  if (!memoryJobs.has(d.id) && needsMemory(d)) {
-    queueMemory(d);
-    if (memoryJobs.has(d.id)) row.replaceWith(docItem(d));
-  }
 }
 
 async function refreshDocuments() {
