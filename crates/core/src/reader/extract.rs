@@ -510,9 +510,13 @@ impl MemoryDraft {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
-                r.fallback
-                    .as_ref()
-                    .map(|why| if windows.len() == 1 { why.clone() } else { format!("window {} of {}: {why}", i + 1, windows.len()) })
+                r.fallback.as_ref().map(|why| {
+                    if windows.len() == 1 {
+                        why.clone()
+                    } else {
+                        format!("window {} of {}: {why}", i + 1, windows.len())
+                    }
+                })
             })
             .collect();
         let memory = DocumentMemory {
@@ -767,7 +771,8 @@ mod tests {
         while !draft.is_complete() {
             // Each window is first stopped halfway (its second candidate), then read whole.
             let before = draft.progress();
-            let stopped = poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |p| p.candidates_done < before.candidates_done + 1));
+            let stopped =
+                poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |p| p.candidates_done < before.candidates_done + 1));
             assert_eq!(stopped.unwrap().unwrap_err(), ModelError::Cancelled);
             assert_eq!(draft.progress(), before, "a stopped window leaves the draft as it was");
             poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |_| true)).unwrap().unwrap();

@@ -551,7 +551,12 @@ impl<B: Backend> Lm<B> {
     /// when it said to stop. For work that must give the model to another caller soon
     /// (a background memory's window gives way to a question) without waiting for a
     /// thousand-token prefill to end.
-    pub async fn prefill_stoppable(&self, tokens: Vec<u32>, chunk: usize, stop: &dyn Fn() -> bool) -> Result<Option<Prefix<B::Cache>>, LmError> {
+    pub async fn prefill_stoppable(
+        &self,
+        tokens: Vec<u32>,
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Prefix<B::Cache>>, LmError> {
         if tokens.is_empty() {
             return Err(LmError::EmptyPrompt);
         }

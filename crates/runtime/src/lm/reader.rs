@@ -128,22 +128,28 @@ impl<B: Backend> LmReader<'_, B> {
         let mut interrupted = false;
         let out = self
             .lm
-            .generate_paths_drafted(&prefix, &params, lookup.as_ref(), |_, g| {
-                done += 1;
-                cancelled = !after_each(done, &Generated { tokens: g.tokens.len(), text: g.text.clone() });
-                if cancelled {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            }, &mut || {
-                interrupted = interrupt.is_some_and(|stop| stop());
-                if interrupted {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            })
+            .generate_paths_drafted(
+                &prefix,
+                &params,
+                lookup.as_ref(),
+                |_, g| {
+                    done += 1;
+                    cancelled = !after_each(done, &Generated { tokens: g.tokens.len(), text: g.text.clone() });
+                    if cancelled {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                },
+                &mut || {
+                    interrupted = interrupt.is_some_and(|stop| stop());
+                    if interrupted {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                },
+            )
             .await
             .map_err(backend)?;
         if cancelled || interrupted {
