@@ -4,8 +4,9 @@
 Input: the JSON lines of `docmem eval answers --methods ours --split dev --no-check --out F`
 (every answer as the model wrote it, with its evidence). A question is labelled 1 when
 SQuAD says it is answerable and 0 when it is not (`is_impossible`). A logistic model over
-the four features (the refusal's log-probability, the answer's mean token log-probability,
-the answer's support in the passages, the best retrieval similarity) is fitted by gradient
+the five features (the refusal's log-probability, the answer's mean token log-probability,
+the answer's support in the passages, the best retrieval similarity, the model's Yes against
+No when asked whether the passages state its answer) is fitted by gradient
 descent with a small L2 penalty and each weight held to the sign its feature's meaning
 gives it (pure Python: the data is a few hundred rows), then the
 threshold is chosen: the highest one at which the rule itself refuses at most 5% of the
@@ -26,16 +27,19 @@ def features(e, with_probabilities=True):
     answer = min(max(e["answer_logprob"] if e["answer_logprob"] is not None else 0.0, -10.0), 0.0)
     retrieval = min(max(e["retrieval"] if e["retrieval"] is not None else 0.0, -1.0), 1.0)
     support = min(max(e["support"], 0.0), 1.0)
+    verification = e.get("verification")
+    verification = min(max(verification if verification is not None else 0.0, -20.0), 20.0)
     if not with_probabilities:
-        refusal, answer = 0.0, 0.0
-    return [refusal, answer, support, retrieval]
+        refusal, answer, verification = 0.0, 0.0, 0.0
+    return [refusal, answer, support, retrieval, verification]
 
 
 # The sign each weight must have, by what its feature means: a likelier refusal, less
-# grounded; a surer answer, better supported words and a closer retrieval, more grounded.
+# grounded; a surer answer, better supported words, a closer retrieval and the model's own
+# "Yes, the passages state it", more grounded.
 # The fit is projected onto these signs after every step, so a few hundred noisy points
 # cannot teach the rule that a model sure of its refusal has found the answer.
-SIGNS = [-1, 1, 1, 1]
+SIGNS = [-1, 1, 1, 1, 1]
 
 
 def fit(xs, ys, l2=0.01, steps=20000, rate=0.05):
@@ -87,7 +91,7 @@ def main():
         un_refused = sum(1 for r in un if r["refused"]) + sum(1 for r, p in zip(judged, ps) if not r["answerable"] and p < threshold)
         print(
             f"pub const {name}: Calibration = Calibration {{ bias: {w[0]:.3f}, refusal: {w[1]:.3f}, answer: {w[2]:.3f}, "
-            f"support: {w[3]:.3f}, retrieval: {w[4]:.3f}, threshold: {threshold:.3f} }};"
+            f"support: {w[3]:.3f}, retrieval: {w[4]:.3f}, verification: {w[5]:.3f}, threshold: {threshold:.3f} }};"
         )
         print(
             f"  dev: answerable refused {ans_refused}/{len(ans)} ({100 * ans_refused / max(len(ans), 1):.0f}%), "

@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
 use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, LmError, Prompt, SamplingParams};
+use crate::lm::{Backend, Finish, Lm, LmError, Prefix, Prompt, SamplingParams};
 
 /// A finished reply.
 #[derive(Clone, Debug)]
@@ -38,7 +38,17 @@ pub struct ReplyProbabilities {
     pub refusal: f32,
     /// Mean log-probability per token of the reply written.
     pub reply: f32,
+    /// Asked after its reply whether the passages state that answer ([`VERIFY`]):
+    /// log P("Yes") − log P("No") as its next token (`None`: the conversation could not be
+    /// continued from the prompt's cache, as with a template that rewrites earlier turns).
+    pub verified: Option<f32>,
 }
+
+/// The question put to a local answerer after its reply, as a second user turn: its
+/// "Yes" against its "No" is the answerability check's verification feature. Asked in the
+/// same conversation, so only the reply and this turn are run through the model (a few
+/// dozen tokens), not the passages again.
+pub const VERIFY: &str = "Do the passages above state that answer to the question as it was asked? Reply Yes or No.";
 
 /// The refusal as the answer prompt asks for it, at the start of a reply.
 pub const REFUSAL: &str = "Not in the documents.";
@@ -83,7 +93,8 @@ impl<B: Backend> Answerer for Lm<B> {
                 let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
                 let reply = self.score_after(&prefix, &g.text).await?;
                 let mean = if reply.is_empty() { 0.0 } else { reply.iter().sum::<f32>() / reply.len() as f32 };
-                Some(ReplyProbabilities { refusal, reply: mean })
+                let verified = self.verify_after(&prefix, &messages[0], &g.text).await?;
+                Some(ReplyProbabilities { refusal, reply: mean, verified })
             };
             Ok(Reply {
                 text: g.text,
@@ -93,5 +104,23 @@ impl<B: Backend> Answerer for Lm<B> {
                 probabilities,
             })
         })
+    }
+}
+
+impl<B: Backend> Lm<B> {
+    /// The answerer's "Yes" against its "No" to [`VERIFY`], asked after `reply` in the
+    /// conversation whose prompt `prefix` holds; `None` when the rendered conversation does
+    /// not begin with the prompt's tokens (its cache could not be reused) or the model has
+    /// no single-token "Yes" and "No".
+    async fn verify_after(&self, prefix: &Prefix<B::Cache>, question: &ChatMessage, reply: &str) -> Result<Option<f32>, LmError> {
+        let conversation = [question.clone(), ChatMessage::new("assistant", reply.trim()), ChatMessage::new("user", VERIFY)];
+        let tokens = self.prompt_tokens(Prompt::Chat(&conversation))?;
+        let Some(tail) = tokens.strip_prefix(prefix.tokens()) else { return Ok(None) };
+        let (Some(yes), Some(no)) = (self.single_token("Yes")?, self.single_token("No")?) else { return Ok(None) };
+        if tail.is_empty() {
+            return Ok(None);
+        }
+        let logits = self.logits_after(prefix, tail).await?;
+        Ok(Some(crate::lm::log_prob(&logits, yes) - crate::lm::log_prob(&logits, no)))
     }
 }

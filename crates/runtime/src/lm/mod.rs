@@ -748,6 +748,26 @@ impl<B: Backend> Lm<B> {
         self.score_tokens_after(prefix, &cont).await
     }
 
+    /// The logits after `prefix` continued with `tokens` (non-empty); the prefix is left as
+    /// it was.
+    pub async fn logits_after(&self, prefix: &Prefix<B::Cache>, tokens: &[u32]) -> Result<Vec<f32>, LmError> {
+        if tokens.is_empty() {
+            return Ok(prefix.last_logits.clone());
+        }
+        self.check_fits(prefix.tokens.len() + tokens.len())?;
+        let mut cache = prefix.cache.clone();
+        self.backend.forward(&mut cache, tokens, Logits::Last).await
+    }
+
+    /// The one token `text` is written with, if it is one token.
+    pub fn single_token(&self, text: &str) -> Result<Option<u32>, LmError> {
+        let ids = self.tokenizer.encode(text)?;
+        Ok(match ids[..] {
+            [id] => Some(id),
+            _ => None,
+        })
+    }
+
     /// [`Lm::score_after`] for a non-empty continuation as token ids.
     async fn score_tokens_after(&self, prefix: &Prefix<B::Cache>, cont: &[u32]) -> Result<Vec<f32>, LmError> {
         self.check_fits(prefix.tokens.len() + cont.len())?;
