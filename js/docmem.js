@@ -62,10 +62,26 @@ function hostedRoles(remote) {
  */
 function resolveManifest(manifest, base, hosted = {}) {
   const out = {};
+  const bad = (message) => new DocMemError(codes.MODEL_FETCH_FAILED, `the model manifest${base ? ` (${base})` : ''}: ${message}`);
+  // A manifest fetched from a server names files on servers: never this machine's files.
+  const remoteManifest = base !== null && !base.startsWith('file:');
   for (const role of ['embedder', 'reader', 'answerer']) {
     const m = manifest[role];
     if (!m) continue;
-    out[role] = { name: m.name, files: m.files.map((f) => ({ ...f, url: base ? new URL(f.url, base).href : f.url })) };
+    if (typeof m.name !== 'string' || !Array.isArray(m.files) || m.files.length === 0) throw bad(`${role} needs a name and files`);
+    const files = m.files.map((f) => {
+      // (A file of the user's own, read from a File, has a blob and no url; one kept earlier, neither.)
+      if (typeof f?.path !== 'string' || (f.url !== undefined && typeof f.url !== 'string')) throw bad(`each ${role} file needs a path, and a url as a string`);
+      const url = f.url === undefined ? undefined : base ? new URL(f.url, base).href : f.url;
+      if (remoteManifest && url !== undefined && !/^https?:/.test(url)) throw bad(`${role} file ${f.path}: ${url} is not an http(s) URL`);
+      // A downloaded file is stored under its sha256, so one must be there and well formed;
+      // a file already on this machine (Node: file: URLs, paths) is checked only if given one.
+      const onDisk = url !== undefined && !/^https?:/.test(url);
+      const needed = !f.blob && !onDisk;
+      if ((needed || f.sha256 !== undefined) && !/^[0-9a-f]{64}$/.test(f.sha256 ?? '')) throw bad(`${role} file ${f.path}: sha256 must be 64 lowercase hex digits`);
+      return url === undefined ? f : { ...f, url };
+    });
+    out[role] = { name: m.name, files };
   }
   const missing = (what) => new DocMemError(codes.MODEL_FETCH_FAILED, `the model manifest names no ${what}`);
   if (!hosted.embedder && !out.embedder) throw missing('embedder');
@@ -77,9 +93,28 @@ function resolveManifest(manifest, base, hosted = {}) {
 /** Whether every model role is hosted, so that no manifest is needed. */
 const allHosted = (remote) => remote !== null && ['reader', 'answerer', 'embedder'].every((r) => remote.roles[r]);
 
-/** The manifest at `url`, from the network, else (offline) from the model cache. */
+/**
+ * The absolute URL of the manifest given as `models`: a page resolves a relative one
+ * ('/models/models.json') against its own address; Node takes a URL or a file path.
+ */
+async function manifestUrl(models) {
+  if (!isNode) return new URL(String(models), location.href).href;
+  if (models instanceof URL || /^[a-z][a-z0-9+.-]*:\/\//i.test(models)) return String(models);
+  const { pathToFileURL } = await import('node:url');
+  return pathToFileURL(models).href;
+}
+
+/** The manifest at `url`, from the network (in Node, a file: URL from disk), else (offline) from the model cache. */
 async function fetchManifest(url) {
   const cacheName = 'docmem-models';
+  if (isNode && url.startsWith('file:')) {
+    const fs = await import('node:fs/promises');
+    try {
+      return JSON.parse(await fs.readFile(new URL(url), 'utf8'));
+    } catch (e) {
+      throw new DocMemError(codes.MODEL_FETCH_FAILED, `model manifest ${url}: ${e.message}`, { cause: e });
+    }
+  }
   try {
     const response = await fetch(url, { cache: 'no-cache' });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -101,7 +136,7 @@ function firstHeading(text) {
 async function spawnWorker(workerUrl) {
   if (isNode) {
     const { Worker } = await import('node:worker_threads');
-    const wk = new Worker(workerUrl);
+    const wk = new Worker(workerUrl ?? new URL('./worker.js', import.meta.url));
     return {
       post: (m, transfer) => wk.postMessage(m, transfer),
       onMessage: (f) => wk.on('message', f),
@@ -109,7 +144,12 @@ async function spawnWorker(workerUrl) {
       terminate: () => wk.terminate(),
     };
   }
-  const wk = new Worker(workerUrl, { type: 'module', name: 'docmem' });
+  // Written out in full (`new Worker(new URL('./worker.js', import.meta.url), {type:
+  // 'module'})`): the form bundlers recognise, build as a worker with its own imports, and
+  // point at the built file.
+  const wk = workerUrl
+    ? new Worker(workerUrl, { type: 'module', name: 'docmem' })
+    : new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'docmem' });
   return {
     post: (m, transfer) => wk.postMessage(m, transfer ?? []),
     onMessage: (f) => wk.addEventListener('message', (e) => f(e.data)),
@@ -133,6 +173,7 @@ export class DocMem {
   #info = null;
   #closed = false;
   #persistence = null; // {asked, granted}: the browser's answer to requestPersistence()
+  #releaseLock = null; // releases this DocMem's hold on its library (library-lock.js)
 
   /**
    * Open (or create) the library `libraryName`, fetching the models on first use.
@@ -140,12 +181,12 @@ export class DocMem {
    * threads (the CPU kernels'; default: the cores, at most 8), method ('mom' | 'sentence'
    * | …), samples, onProgress, and in Node storageDir and modelCacheDir; wasm ({js, wasm,
    * threads: {js, wasm}, relaxed: {js, wasm}} URLs of the web packages) and workerUrl where
-   * the defaults (../pkg/, ../pkg-threads/ and ../pkg-threads-relaxed/ beside js/) do not fit.
+   * the package's own builds (wasm/ beside this file) are to be replaced.
    */
   static async open(libraryName = 'default', options = {}) {
     const dm = new DocMem(libraryName, options);
-    await dm.#prepare();
     try {
+      await dm.#prepare();
       await dm.#start();
     } catch (e) {
       dm.close();
@@ -167,10 +208,12 @@ export class DocMem {
     if (!models) throw new DocMemError(codes.MODEL_FETCH_FAILED, 'no models given');
     let base = null;
     if (typeof models === 'string' || models instanceof URL) {
-      base = String(models);
+      base = await manifestUrl(models);
       models = await fetchManifest(base);
     }
-    const pkg = o.wasm ?? (await defaultWasm());
+    // Checked before anything is locked, fetched or stored.
+    const resolved = resolveManifest(models, base, remote ? remote.roles : {});
+    const pkg = o.wasm ?? defaultWasm();
     // navigator.storage.persist() exists on pages only, not in the worker: ask here, once,
     // without waiting for the answer (a browser may hold it behind a permission prompt,
     // and opening must not wait on the user); `persistence` reads it when it comes.
@@ -189,15 +232,24 @@ export class DocMem {
       const path = await import('node:path');
       const os = await import('node:os');
       const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
+      // '.' and '..' are their own encoding: as folder names they would leave 'libraries'.
+      if (!o.storageDir && ['', '.', '..'].includes(this.#name)) {
+        throw new DocMemError(codes.BAD_ARGUMENT, `'${this.#name}' cannot name a library (it names no folder of its own); choose another name, or give storageDir`);
+      }
       storageDir = o.storageDir ?? path.join(cache, 'libraries', encodeURIComponent(this.#name));
       modelCacheDir = o.modelCacheDir ?? path.join(cache, 'model-cache');
+    }
+    // One DocMem per library at a time (two would each write their own view of it).
+    if (!this.#releaseLock) {
+      const { lockLibrary } = await import('./library-lock.js');
+      this.#releaseLock = await lockLibrary(this.#name, storageDir);
     }
     const shared = typeof SharedArrayBuffer !== 'undefined' && (isNode || globalThis.crossOriginIsolated === true);
     const cancel = shared ? new SharedArrayBuffer(16) : null;
     this.#cancel = cancel ? new Int32Array(cancel) : null;
     this.#init = {
       libraryName: this.#name,
-      models: resolveManifest(models, base, remote ? remote.roles : {}),
+      models: resolved,
       remote,
       wasm: {
         js: String(pkg.js),
@@ -214,7 +266,7 @@ export class DocMem {
   }
 
   async #start() {
-    const worker = await spawnWorker(this.#options.workerUrl ?? new URL('./worker.js', import.meta.url));
+    const worker = await spawnWorker(this.#options.workerUrl);
     this.#worker = worker;
     this.#ready = false;
     await new Promise((resolve, reject) => {
@@ -517,6 +569,8 @@ export class DocMem {
   /** End the worker; pending requests fail with CLOSED. */
   close() {
     this.#closed = true;
+    this.#releaseLock?.();
+    this.#releaseLock = null;
     if (this.#worker) this.#worker.terminate();
     this.#worker = null;
     const closed = new DocMemError(codes.CLOSED, 'this DocMem is closed');
@@ -528,16 +582,24 @@ export class DocMem {
   }
 }
 
-async function defaultWasm() {
-  const at = (dir) => ({ js: dir('docmem_wasm.js'), wasm: dir('docmem_wasm_bg.wasm') });
-  if (isNode) {
-    const path = await import('node:path');
-    const os = await import('node:os');
-    const { pathToFileURL } = await import('node:url');
-    const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
-    const inCache = (pkg) => (file) => pathToFileURL(path.join(cache, pkg, file)).href;
-    return { ...at(inCache('wasm-pkg-web')), threads: at(inCache('wasm-pkg-web-threads')), relaxed: at(inCache('wasm-pkg-web-threads-relaxed')) };
-  }
-  const beside = (pkg) => (file) => new URL(`../${pkg}/${file}`, import.meta.url).href;
-  return { ...at(beside('pkg')), threads: at(beside('pkg-threads')), relaxed: at(beside('pkg-threads-relaxed')) };
+/**
+ * The package's own wasm builds, beside this file in wasm/: plain (simd128, one thread),
+ * threads (shared memory) and relaxed (threads + relaxed SIMD's dot product). Each URL is
+ * written out as `new URL('./…', import.meta.url)`, the form Vite, webpack 5, Rollup and
+ * esbuild find and copy into an app's build, and the one Node resolves to the installed
+ * files. (In this repository, scripts/build-wasm.sh links js/wasm/* to its build output.)
+ */
+function defaultWasm() {
+  return {
+    js: new URL('./wasm/plain/docmem_wasm.js', import.meta.url).href,
+    wasm: new URL('./wasm/plain/docmem_wasm_bg.wasm', import.meta.url).href,
+    threads: {
+      js: new URL('./wasm/threads/docmem_wasm.js', import.meta.url).href,
+      wasm: new URL('./wasm/threads/docmem_wasm_bg.wasm', import.meta.url).href,
+    },
+    relaxed: {
+      js: new URL('./wasm/relaxed/docmem_wasm.js', import.meta.url).href,
+      wasm: new URL('./wasm/relaxed/docmem_wasm_bg.wasm', import.meta.url).href,
+    },
+  };
 }

@@ -17,7 +17,7 @@ export const codes = Object.freeze({
   ABORTED: 'ABORTED', // the AbortSignal fired
   CLOSED: 'CLOSED', // the DocMem was closed
   REMOTE_FAILED: 'REMOTE_FAILED', // a hosted model (OpenOptions.remote) failed or could not be reached; the message carries the host's code and words
-  BUSY: 'BUSY', // the wasm object is in use by a call still running (the worker queues requests, so only direct users of the wasm package see it)
+  BUSY: 'BUSY', // the library is open in another DocMem (another tab, process or DocMem of this one), or the wasm object is in use by a call still running
   INTERNAL: 'INTERNAL', // anything else (the message says what)
 });
 

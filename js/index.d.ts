@@ -1,4 +1,11 @@
 // Types of the docmem npm package (js/docmem.js). Hand-written; kept beside the code.
+// The API reference (api/) is generated from this file by TypeDoc: scripts/api-docs.sh.
+
+/**
+ * docmem: private, on-device document question answering. Open a library with
+ * {@link DocMem.open}, add documents, ask questions; answers cite spans of the documents.
+ * @module docmem
+ */
 
 /** Stable error codes: branch on `error.code`, show `error.message`. */
 export type DocMemErrorCode =
@@ -46,7 +53,7 @@ export interface ModelSpec {
 }
 
 /**
- * What scripts/serve.mjs generates as /models/models.json. A role played by a hosted
+ * The model manifest (models.schema.json; `npx docmem-manifest DIR` writes one). A role played by a hosted
  * model (`OpenOptions.remote`) needs no entry; every local role needs its model.
  */
 export interface ModelManifest {
@@ -142,8 +149,9 @@ export interface OpenOptions {
    * `backend.threadsNote` says why.
    */
   threads?: number;
-  /** The web wasm packages, where ../pkg/ and ../pkg-threads/ beside js/ do not fit
-   * (`threads`: the threads build; without it the CPU runs on one thread). */
+  /** The wasm builds, where the package's own (wasm/ beside docmem.js, found by bundlers
+   * and Node alike) are to be replaced (`threads`: the threads build; without it the CPU
+   * runs on one thread). */
   wasm?: {
     js: string | URL;
     wasm: string | URL;
@@ -151,7 +159,7 @@ export interface OpenOptions {
     /** The threads build with relaxed SIMD's dot product, tried first where the engine has it. */
     relaxed?: { js: string | URL; wasm: string | URL };
   };
-  /** The worker script, where ./worker.js beside docmem.js does not fit. */
+  /** The worker script, where the package's own (./worker.js beside docmem.js) is to be replaced. */
   workerUrl?: string | URL;
 }
 

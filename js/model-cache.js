@@ -619,7 +619,7 @@ export class FsModelCache {
     const { fs, path } = await this.modules();
     let needed = 0;
     for (const f of files) {
-      if (this.local(f) || !f.sha256 || fs.existsSync(path.join(this.dir, f.sha256))) continue;
+      if (this.local(f) || !/^[0-9a-f]{64}$/.test(f.sha256 ?? '') || fs.existsSync(path.join(this.dir, f.sha256))) continue;
       let part = 0;
       try {
         part = fs.statSync(path.join(this.dir, `${f.sha256}.part`)).size;
@@ -651,6 +651,8 @@ export class FsModelCache {
         if (got) throw new DocMemError(codes.MODEL_CHECKSUM_MISMATCH, `${file.path}: sha256 ${got}, expected ${file.sha256}`);
       }
     } else {
+      // The sha256 names the stored file: only a well-formed one may (it comes from a manifest).
+      if (!/^[0-9a-f]{64}$/.test(file.sha256 ?? '')) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${file.path}: the manifest's sha256 is not 64 hex digits`);
       where = path.join(this.dir, file.sha256);
       if (fs.existsSync(where)) {
         const got = await this.check(file, where);
@@ -749,6 +751,9 @@ export class FsModelCache {
         onProgress(stored, stored, false, { resumed: stored });
       }
       got = finishHash(hash);
+      // On disk before it is renamed into place: a power cut must not leave a checked name
+      // over bytes that never reached the disk.
+      await fh.sync();
     } finally {
       await fh.close();
     }

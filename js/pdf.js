@@ -7,9 +7,10 @@
 //   // the engine counts a Source's chars), so pageStarts[0] = 0
 //
 // Where PDF.js comes from: in Node, pdfjs-dist's legacy build (the build pdfjs-dist
-// supports in Node), resolved from node_modules; in a browser, its modern build at
-// ../vendor/pdfjs/ beside this folder (scripts/serve.mjs serves node_modules/pdfjs-dist
-// there: build/pdf.min.mjs, build/pdf.worker.min.mjs, cmaps/, standard_fonts/). Options
+// supports in Node), resolved from node_modules (a dependency of the package); in a
+// browser, its modern build in vendor/pdfjs/ beside this file (the package carries
+// build/pdf.min.mjs, build/pdf.worker.min.mjs, cmaps/ and standard_fonts/; in this
+// repository scripts/serve.mjs serves node_modules/pdfjs-dist there). Options
 // `pdfjs` (the module, e.g. a bundler's import of 'pdfjs-dist') and `assets` (the folder
 // URL holding cmaps/ and standard_fonts/) replace them.
 //
@@ -59,11 +60,18 @@ function loadPdfjs() {
       const { createRequire } = await import('node:module');
       const path = await import('node:path');
       const dir = path.dirname(createRequire(import.meta.url).resolve('pdfjs-dist/package.json'));
-      await import('pdfjs-dist/legacy/build/pdf.worker.mjs'); // sets globalThis.pdfjsWorker: the fake worker
-      const pdfjs = await import('pdfjs-dist/legacy/build/pdf.mjs');
+      // Named through variables, so a bundler building for browsers leaves Node's PDF.js out.
+      const legacy = 'pdfjs-dist/legacy/build/';
+      await import(/* @vite-ignore */ /* webpackIgnore: true */ `${legacy}pdf.worker.mjs`); // sets globalThis.pdfjsWorker: the fake worker
+      const pdfjs = await import(/* @vite-ignore */ /* webpackIgnore: true */ `${legacy}pdf.mjs`);
       return { pdfjs, assets: dir + path.sep, fetchInWorker: false };
     }
-    const base = new URL('../vendor/pdfjs/', import.meta.url);
+    // Each file by its own `new URL('./…', import.meta.url)`, so a bundler copies both into
+    // an app's build; the folder of CMaps and fonts is fetched from only when a PDF needs
+    // one (fonts with CID encodings), and a bundled app hosts it by the option `assets`.
+    const base = new URL('./vendor/pdfjs/', import.meta.url);
+    const workerModule = new URL('./vendor/pdfjs/build/pdf.worker.min.mjs', import.meta.url);
+    const mainModule = new URL('./vendor/pdfjs/build/pdf.min.mjs', import.meta.url);
     // Imported in a dedicated worker, PDF.js's worker module takes that worker's own
     // message port for its channel to PDF.js (it posts 'ready' to our page and listens
     // there); without a postMessage to find, it only sets globalThis.pdfjsWorker. (A
@@ -71,11 +79,11 @@ function loadPdfjs() {
     const post = typeof window === 'undefined' && typeof self !== 'undefined' ? self.postMessage : undefined;
     if (post) self.postMessage = undefined;
     try {
-      await import(new URL('build/pdf.worker.min.mjs', base).href);
+      await import(/* @vite-ignore */ workerModule.href);
     } finally {
       if (post) self.postMessage = post;
     }
-    const pdfjs = await import(new URL('build/pdf.min.mjs', base).href);
+    const pdfjs = await import(/* @vite-ignore */ mainModule.href);
     return { pdfjs, assets: base.href, fetchInWorker: true };
   })();
   loading.catch(() => {
@@ -128,7 +136,7 @@ export async function pdfToText(bytes, { maxBytes = MAX_PDF_BYTES, name, isCance
   try {
     loaded = given ? { pdfjs: given, assets: givenAssets ?? null, fetchInWorker: !isNode } : await loadPdfjs();
   } catch (e) {
-    const where = isNode ? "npm's pdfjs-dist (bash scripts/setup.sh installs it)" : new URL('../vendor/pdfjs/', import.meta.url).href;
+    const where = isNode ? "npm's pdfjs-dist (a dependency of docmem: npm install pdfjs-dist)" : new URL('./vendor/pdfjs/', import.meta.url).href;
     throw new DocMemError(codes.INTERNAL, `PDF.js could not be loaded from ${where}: ${e && e.message ? e.message : e}`, { cause: e });
   }
   const assets = givenAssets ?? loaded.assets;

@@ -15,7 +15,7 @@ if (isNode) {
 port.once(async ({ glueUrl, module, memory }) => {
   let w;
   try {
-    w = await import(glueUrl);
+    w = await import(/* @vite-ignore */ /* webpackIgnore: true */ glueUrl);
     await w.default({ module_or_path: module, memory });
   } catch (e) {
     port.post({ error: `a docmem thread could not start: ${e && e.message ? e.message : e}` });

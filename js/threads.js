@@ -39,10 +39,10 @@ export async function defaultThreadCount() {
   return Math.max(1, Math.min(8, cores | 0));
 }
 
-async function spawn(url) {
+async function spawn() {
   if (isNode) {
     const { Worker } = await import('node:worker_threads');
-    const wk = new Worker(new URL(url));
+    const wk = new Worker(new URL('./thread-worker.js', import.meta.url));
     wk.unref(); // a helper never keeps Node alive
     return {
       post: (m) => wk.postMessage(m),
@@ -51,7 +51,9 @@ async function spawn(url) {
       terminate: () => wk.terminate(),
     };
   }
-  const wk = new Worker(url, { type: 'module', name: 'docmem-thread' });
+  // Written out in full, the form bundlers recognise and build as a worker of its own (a
+  // bare `new URL` may be inlined as a data: URL, whose opaque origin cannot share memory).
+  const wk = new Worker(new URL('./thread-worker.js', import.meta.url), { type: 'module', name: 'docmem-thread' });
   return {
     post: (m) => wk.postMessage(m),
     once: (f) => wk.addEventListener('message', (e) => f(e.data), { once: true }),
@@ -70,14 +72,13 @@ async function spawn(url) {
  */
 export async function startThreads(w, { glueUrl, module, memory, count, timeoutMs = 30000 }) {
   const helpers = Math.max(0, (count | 0) - 1);
-  const workerUrl = new URL('./thread-worker.js', import.meta.url).href;
   const workers = [];
   const deadline = Date.now() + timeoutMs;
   const late = () => new Error(`the ${helpers} docmem thread(s) did not all start within ${timeoutMs} ms`);
   try {
     const started = [];
     for (let i = 0; i < helpers; i++) {
-      const wk = await spawn(workerUrl);
+      const wk = await spawn();
       workers.push(wk);
       started.push(
         new Promise((resolve, reject) => {

@@ -121,7 +121,7 @@ async function loadWasm(pkg, wanted) {
   // One threads build: compiled, instantiated on shared memory and (relaxed) checked, as
   // {glue, module, memory}; its helpers are started by `start`.
   const prepare = async (build, check) => {
-    const glue = await import(build.js);
+    const glue = await import(/* @vite-ignore */ /* webpackIgnore: true */ build.js);
     const bytes = await bytesOf(build.wasm);
     const module = bytes ? await WebAssembly.compile(bytes) : await WebAssembly.compileStreaming(fetch(build.wasm));
     // Shared memory (up to 4 GiB reserved) can fail to be made.
@@ -158,7 +158,7 @@ async function loadWasm(pkg, wanted) {
       [count, note] = [1, `the threads build could not start (${message(e)})`];
     }
   }
-  w = await import(pkg.js);
+  w = await import(/* @vite-ignore */ /* webpackIgnore: true */ pkg.js);
   wasmMemory = (await w.default({ module_or_path: (await bytesOf(pkg.wasm)) ?? pkg.wasm })).memory;
   return { count, note, kernels: 'simd128', kernelsNote };
 }

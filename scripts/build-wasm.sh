@@ -54,3 +54,9 @@ if [ "$what" != plain ]; then
   # target dir and flags, so std and every dependency are compiled once for both.
   threads_build wasm-pkg-web-threads-relaxed target-wasm-threads --features relaxed-simd
 fi
+# The npm package finds its wasm builds beside js/docmem.js, in js/wasm/ (where the packed
+# package carries them, scripts/pack.sh): in this repository they are links to the builds.
+mkdir -p "$DOCMEM_ROOT/js/wasm"
+ln -sfn "$DOCMEM_CACHE/wasm-pkg-web" "$DOCMEM_ROOT/js/wasm/plain"
+ln -sfn "$DOCMEM_CACHE/wasm-pkg-web-threads" "$DOCMEM_ROOT/js/wasm/threads"
+ln -sfn "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$DOCMEM_ROOT/js/wasm/relaxed"

@@ -1,9 +1,10 @@
-// The docmem web app's server (Node, no dependencies): www/ at /, the npm package at
-// /js/, the wasm package for the web at /pkg/, PDF.js (npm's pdfjs-dist, from
-// node_modules: the two modules of its build, its CMaps and standard fonts; js/pdf.js
-// loads them in the worker) at /vendor/pdfjs/ and the models at /models/, with a
-// generated /models/models.json (url, size, sha256 of each file; hashes computed once and
-// cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
+// The docmem web app's server (Node, no dependencies): www/ (or --site DIR) at /, the npm
+// package at /js/ with its wasm builds at /js/wasm/{plain,threads,relaxed}/ and PDF.js
+// (npm's pdfjs-dist, from node_modules: the two modules of its build, its CMaps and
+// standard fonts; js/pdf.js loads them in the worker) at /js/vendor/pdfjs/, where an
+// installed package has them, and the models at /models/, with a generated
+// /models/models.json (js/manifest.js: url, size, sha256 of each file; hashes computed
+// once and cached). Every response is cross-origin isolated (COOP/COEP, so the worker can share a
 // cancel flag and the wasm CPU kernels run on threads; `?isolated=0` on a page leaves the
 // headers off, to see the one-thread fallback) and carries the Content-Security-Policy:
 // no inline script, wasm allowed, and connections to the page's own origin and to the
@@ -12,7 +13,7 @@
 // worker follows its own script's policy, so the header (not only the page's meta tag)
 // must allow them.
 //
-//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf]   (--reader: the default model)
+//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf] [--site DIR]   (--reader: the default model)
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -20,6 +21,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { makeManifest } from '../js/manifest.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cache = process.env.DOCMEM_CACHE || path.join(os.homedir(), '.cache', 'docmem');
@@ -30,6 +32,9 @@ const arg = (name, fallback) => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const port = Number(arg('--port', process.env.PORT ?? 8080));
+// The site at /: the app (www/), or with --site another folder (an app built with the npm
+// package, as the package's Vite test serves its dist/), with the same headers and models.
+const site = path.resolve(arg('--site', path.join(root, 'www')));
 // The language models the page offers (reader and answerer), those present in the models
 // folder: the first present is the default unless --reader names another.
 const LMS = [
@@ -71,16 +76,18 @@ const MIME = {
 // loads (the modern build's module and its worker's, minified, which it runs in docmem's
 // worker) and fetches while reading text (CMaps, standard fonts), and the licence.
 const pdfjsDir = path.join(root, 'node_modules', 'pdfjs-dist');
-const PDFJS = /^\/vendor\/pdfjs\/(build\/pdf(\.worker)?\.min\.mjs|cmaps\/[\w.-]+\.bcmap|standard_fonts\/[\w.-]+\.(pfb|ttf)|LICENSE)$/;
+const PDFJS = /^\/(?:js\/)?vendor\/pdfjs\/(build\/pdf(\.worker)?\.min\.mjs|cmaps\/[\w.-]+\.bcmap|standard_fonts\/[\w.-]+\.(pfb|ttf)|LICENSE)$/;
 
 // URL prefix → directory.
+// The package's own wasm builds and PDF.js are where an installed package has them,
+// beside js/docmem.js (js/wasm/, js/vendor/pdfjs/), served from the build cache.
 const mounts = [
+  ['/js/wasm/plain/', path.join(cache, 'wasm-pkg-web')],
+  ['/js/wasm/threads/', path.join(cache, 'wasm-pkg-web-threads')],
+  ['/js/wasm/relaxed/', path.join(cache, 'wasm-pkg-web-threads-relaxed')],
   ['/js/', path.join(root, 'js')],
-  ['/pkg/', path.join(cache, 'wasm-pkg-web')],
-  ['/pkg-threads/', path.join(cache, 'wasm-pkg-web-threads')],
-  ['/pkg-threads-relaxed/', path.join(cache, 'wasm-pkg-web-threads-relaxed')],
   ['/examples/', path.join(root, 'examples')],
-  ['/', path.join(root, 'www')],
+  ['/', site],
 ];
 
 // sha256 of a model file, cached by path, size and mtime (a 98 MB hash takes a while).
@@ -107,35 +114,13 @@ function sha256(file) {
   return hashCache[key];
 }
 
-function fileEntry(rel) {
-  const file = path.join(modelsDir, rel);
-  return { path: path.basename(rel) === rel ? rel : rel.split('/').slice(1).join('/'), url: rel.split('/').map(encodeURIComponent).join('/'), size: fs.statSync(file).size, sha256: sha256(file) };
-}
-
-// The manifest the app loads: urls relative to /models/models.json.
+// The manifest the app loads (js/manifest.js, the package's own): urls relative to
+// /models/models.json; the default reader is --reader, else the first of LMS present.
 function manifest() {
-  const embedderFiles = [];
-  const walk = (sub) => {
-    for (const e of fs.readdirSync(path.join(modelsDir, sub), { withFileTypes: true })) {
-      if (e.name.startsWith('.')) continue;
-      const rel = `${sub}/${e.name}`;
-      if (e.isDirectory()) walk(rel);
-      else embedderFiles.push(fileEntry(rel));
-    }
-  };
-  walk(embedderDir);
   const present = LMS.filter((m) => fs.existsSync(path.join(modelsDir, m.file)));
-  if (readerArg && !present.some((m) => m.file === readerArg)) present.unshift({ file: readerArg, label: readerArg.replace(/\.gguf$/i, ''), note: 'given with --reader' });
-  const defaultFile = readerArg ?? present[0]?.file;
-  if (!defaultFile) throw new Error('no language model (a .gguf file)');
-  // `choices`: every model the page may pick, its size and files; reader and answerer
-  // (what DocMem.open uses when given this manifest's URL) are the default.
-  const choices = present.map((m) => {
-    const files = [fileEntry(m.file)];
-    return { id: m.file, name: m.file, label: m.label, note: m.note, size: files[0].size, default: m.file === defaultFile, files };
-  });
-  const reader = choices.find((c) => c.default);
-  return { embedder: { name: embedderDir, files: embedderFiles }, reader: { name: reader.name, files: reader.files }, answerer: { name: reader.name, files: reader.files }, choices };
+  const labels = Object.fromEntries(LMS.map((m) => [m.file, { label: m.label, note: m.note }]));
+  if (readerArg && !present.some((m) => m.file === readerArg)) labels[readerArg] = { label: readerArg.replace(/\.gguf$/i, ''), note: 'given with --reader' };
+  return makeManifest(modelsDir, { reader: readerArg ?? present[0]?.file ?? null, hash: sha256, labels });
 }
 
 let manifestJson = null;
@@ -155,15 +140,33 @@ function headers(type, extra = {}, isolated = true) {
 
 // `ranges`: answer a Range request (`bytes=a-b`, `bytes=a-`, `bytes=-n`; one range) with
 // 206 and Content-Range, or 416 when it starts past the end: an interrupted model
-// download resumes from the bytes it stored (js/model-cache.js).
-function sendFile(req, res, file, cacheControl, isolated = true, ranges = false) {
+// download resumes from the bytes it stored (js/model-cache.js). `within`: the real
+// folder the file must lie in once symlinks are resolved (else 404).
+function sendFile(req, res, file, cacheControl, isolated = true, ranges = true, within = null) {
+  const notFound = () => res.writeHead(404, headers('text/plain; charset=utf-8', {}, isolated)).end('not found\n');
   fs.stat(file, (err, st) => {
     if (err || !st.isFile()) {
-      res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
+      notFound();
       return;
+    }
+    // A link out of the folder being served (a symlink in www/, say) is not followed there.
+    if (within !== null) {
+      let real;
+      try {
+        real = fs.realpathSync(file);
+      } catch {
+        notFound();
+        return;
+      }
+      if (!real.startsWith(within + path.sep)) {
+        notFound();
+        return;
+      }
     }
     const type = MIME[path.extname(file).toLowerCase()] || 'application/octet-stream';
     const extra = { 'cache-control': cacheControl, ...(ranges ? { 'accept-ranges': 'bytes' } : {}) };
+    // The file may go between stat and open, or fail while read: end the response, keep serving.
+    const stream = (opts) => fs.createReadStream(file, opts).on('error', () => res.destroy()).pipe(res);
     const m = ranges ? /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '') : null;
     if (m && (m[1] !== '' || m[2] !== '')) {
       let start = m[1] === '' ? Math.max(0, st.size - Number(m[2])) : Number(m[1]);
@@ -175,18 +178,46 @@ function sendFile(req, res, file, cacheControl, isolated = true, ranges = false)
       }
       res.writeHead(206, headers(type, { ...extra, 'content-length': end - start + 1, 'content-range': `bytes ${start}-${end}/${st.size}` }, isolated));
       if (req.method === 'HEAD') res.end();
-      else fs.createReadStream(file, { start, end }).pipe(res);
+      else stream({ start, end });
       return;
     }
     res.writeHead(200, headers(type, { ...extra, 'content-length': st.size }, isolated));
     if (req.method === 'HEAD') res.end();
-    else fs.createReadStream(file).pipe(res);
+    else stream({});
   });
 }
 
+// The real folders behind the mounts (symlinks resolved once), for sendFile's `within`.
+const realMounts = new Map(
+  mounts.map(([prefix, dir]) => {
+    try {
+      return [prefix, fs.realpathSync(dir)];
+    } catch {
+      return [prefix, dir];
+    }
+  }),
+);
+
+// The names this server answers to: a page of another site whose name resolves here (DNS
+// rebinding) sends its own name in Host and is refused.
+const LOCAL_HOSTS = /^(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$/i;
+
 const server = http.createServer((req, res) => {
+  handle(req, res).catch((e) => {
+    // The details stay in this terminal; the page gets no local path.
+    console.error(`docmem: ${req.method} ${req.url}: ${e && e.stack ? e.stack : e}`);
+    if (!res.headersSent) res.writeHead(500, headers('text/plain; charset=utf-8')).end('internal error (see the server\'s terminal)\n');
+    else res.destroy();
+  });
+});
+
+async function handle(req, res) {
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.writeHead(405, headers('text/plain; charset=utf-8')).end();
+    return;
+  }
+  if (!LOCAL_HOSTS.test(req.headers.host || '')) {
+    res.writeHead(421, headers('text/plain; charset=utf-8')).end('this server answers to 127.0.0.1 and localhost only\n');
     return;
   }
   let pathname;
@@ -201,15 +232,21 @@ const server = http.createServer((req, res) => {
     res.writeHead(400, headers('text/plain; charset=utf-8')).end();
     return;
   }
+  // A NUL or a backslash names no file of ours (and a NUL throws in fs calls).
+  if (/[\0\\]/.test(pathname)) {
+    res.writeHead(400, headers('text/plain; charset=utf-8')).end('bad path\n');
+    return;
+  }
   if (pathname === '/models/models.json') {
     try {
       if (!manifestJson) {
-        const m = manifest();
+        const m = await manifest();
         for (const spec of [m.embedder, ...m.choices]) for (const f of spec.files) served.add(decodeURIComponent(f.url));
         manifestJson = JSON.stringify(m, null, 1);
       }
     } catch (e) {
-      res.writeHead(500, headers('text/plain; charset=utf-8')).end(`models missing in ${modelsDir}: ${e.message}\n(run bash scripts/fetch-models.sh)\n`);
+      console.error(`docmem: no models to serve in ${modelsDir}: ${e.message} (run bash scripts/fetch-models.sh)`);
+      res.writeHead(500, headers('text/plain; charset=utf-8')).end('this server has no models to offer (its terminal says why)\n');
       return;
     }
     res.writeHead(200, headers(MIME['.json'], { 'cache-control': 'no-cache' })).end(manifestJson);
@@ -221,12 +258,13 @@ const server = http.createServer((req, res) => {
       res.writeHead(404, headers('text/plain; charset=utf-8')).end('not a served model file\n');
       return;
     }
-    sendFile(req, res, path.join(modelsDir, rel), 'public, max-age=31536000, immutable', true, true);
+    sendFile(req, res, path.join(modelsDir, rel), 'public, max-age=31536000, immutable', true);
     return;
   }
-  if (pathname.startsWith('/vendor/pdfjs/')) {
+  const pdfjsAt = ['/js/vendor/pdfjs/', '/vendor/pdfjs/'].find((p) => pathname.startsWith(p));
+  if (pdfjsAt) {
     if (!PDFJS.test(pathname)) res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
-    else sendFile(req, res, path.join(pdfjsDir, pathname.slice('/vendor/pdfjs/'.length)), 'no-cache', isolated);
+    else sendFile(req, res, path.join(pdfjsDir, pathname.slice(pdfjsAt.length)), 'no-cache', isolated);
     return;
   }
   for (const [prefix, dir] of mounts) {
@@ -235,11 +273,11 @@ const server = http.createServer((req, res) => {
     if (rel === '' || rel.endsWith('/')) rel += 'index.html';
     const file = path.resolve(dir, rel);
     if (!file.startsWith(dir + path.sep)) break;
-    sendFile(req, res, file, 'no-cache', isolated);
+    sendFile(req, res, file, 'no-cache', isolated, true, realMounts.get(prefix));
     return;
   }
   res.writeHead(404, headers('text/plain; charset=utf-8')).end('not found\n');
-});
+}
 
 server.listen(port, '127.0.0.1', () => {
   console.log(`docmem: serving on http://127.0.0.1:${server.address().port}/`);

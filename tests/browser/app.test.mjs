@@ -109,7 +109,7 @@ async function ready(page, url) {
  */
 async function webgpuInPage(page) {
   const r = await page.evaluate(async () => {
-    const w = await import('/pkg/docmem_wasm.js');
+    const w = await import('/js/wasm/plain/docmem_wasm.js');
     await w.default();
     const seconds = {};
     const clock = async (name, f) => {

@@ -386,7 +386,7 @@ try {
   await timed('page-side paths: OPFS writable, Cache API fallback', async () => {
     const small = embedderFiles.find((f) => f.path === 'tokenizer.json');
     const r = await page.evaluate(async (file) => {
-      const w = await import('/pkg/docmem_wasm.js');
+      const w = await import('/js/wasm/plain/docmem_wasm.js');
       await w.default();
       const { WebModelCache } = await import('/js/model-cache.js');
       const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('docmem-models');

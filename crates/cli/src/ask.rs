@@ -119,7 +119,7 @@ pub fn open_library(path: &Path, embedder: &dyn Embedder) -> Result<Library<DirS
         });
     }
     let settings = LibrarySettings::new(embedder.name(), embedder.dim());
-    Ok(Library::open(DirStore::open(path)?, &settings)?)
+    Ok(Library::open(crate::open_store::writer(path)?, &settings)?)
 }
 
 pub fn run(a: &AskArgs) -> Result<(), CliError> {

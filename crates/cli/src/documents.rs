@@ -35,18 +35,21 @@ pub struct RemoveArgs {
     pub documents: Vec<String>,
 }
 
-fn open(dir: &Path) -> Result<Library<DirStore>, CliError> {
+/// The library at `dir`: read-only for `documents` (it shares the library with other
+/// readers), writable for `remove`.
+fn open(dir: &Path, write: bool) -> Result<Library<DirStore>, CliError> {
     if !dir.join("manifest.json").is_file() {
         return Err(CliError::BadArgument {
             message: format!("--library: {} holds no library (make one with docmem ingest)", dir.display()),
         });
     }
-    Library::open_existing(DirStore::open(dir)?)?
+    let store = if write { crate::open_store::writer(dir)? } else { crate::open_store::reader(dir)? };
+    Library::open_existing(store)?
         .ok_or_else(|| CliError::BadArgument { message: format!("--library: {} holds no library", dir.display()) })
 }
 
 pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
-    let lib = open(&a.library)?;
+    let lib = open(&a.library, false)?;
     let mut out = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer_pretty(&mut out, lib.manifest()).map_err(|e| CliError::Output(e.into()))?;
@@ -74,7 +77,7 @@ pub fn list(a: &DocumentsArgs) -> Result<(), CliError> {
 }
 
 pub fn remove(a: &RemoveArgs) -> Result<(), CliError> {
-    let mut lib = open(&a.library)?;
+    let mut lib = open(&a.library, true)?;
     // Resolve every name first, so a typo removes nothing.
     let mut ids = Vec::new();
     for name in &a.documents {

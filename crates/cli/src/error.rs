@@ -36,6 +36,15 @@ pub enum CliError {
         /// The file.
         path: PathBuf,
     },
+    /// A file larger than docmem reads for its type (checked before it is read).
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes.
+        bytes: u64,
+        /// The limit for its type.
+        limit: u64,
+    },
     /// An argument has a value that cannot work.
     BadArgument {
         /// Which argument and why.
@@ -72,6 +81,7 @@ impl CliError {
             | CliError::NotUtf8 { .. }
             | CliError::Pdf { .. }
             | CliError::UnsupportedFile { .. }
+            | CliError::FileTooLarge { .. }
             | CliError::EmptyFile { .. }
             | CliError::BadArgument { .. } => 2,
             _ => 1,
@@ -85,6 +95,13 @@ impl fmt::Display for CliError {
             CliError::Read { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             CliError::NotUtf8 { path } => write!(f, "{} is not UTF-8 text", path.display()),
             CliError::EmptyFile { path } => write!(f, "{}: no text in the file", path.display()),
+            CliError::FileTooLarge { path, bytes, limit } => write!(
+                f,
+                "{}: {:.1} MiB, over docmem's limit of {} MiB for this kind of file (split it into smaller files)",
+                path.display(),
+                *bytes as f64 / 1048576.0,
+                limit >> 20
+            ),
             CliError::UnsupportedFile { path } => {
                 write!(f, "{}: unsupported file type (docmem reads .txt, .md, .html and .pdf)", path.display())
             }

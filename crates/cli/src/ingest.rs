@@ -20,7 +20,6 @@ use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::remote::RemoteModel;
-use docmem_runtime::store::DirStore;
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
@@ -207,7 +206,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     }
     let mut embedder = a.embedder.open()?;
     let settings = LibrarySettings::new(embedder.name(), embedder.dim());
-    let mut library = Library::open(DirStore::open(&a.library)?, &settings)?;
+    let mut library = Library::open(crate::open_store::writer(&a.library)?, &settings)?;
 
     let reader_path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
     let mut models: Option<(Model, Option<Model>)> = None;
@@ -259,9 +258,15 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
 }
 
 /// Files named, and the readable files (`.txt`, `.md`, `.html`, `.pdf`) under folders named,
-/// recursively and in name order; other files in a folder are skipped with a note.
+/// recursively and in name order; other files in a folder are skipped with a note. A folder
+/// reached twice (a symlink back up the tree, or two links to one place) is walked once.
 fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    fn walk(dir: &Path, seen: &mut std::collections::HashSet<PathBuf>, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+        let real = std::fs::canonicalize(dir).map_err(|source| CliError::Read { path: dir.to_path_buf(), source })?;
+        if !seen.insert(real) {
+            eprintln!("docmem: skipping {} (a folder already read: a link loops back to it)", dir.display());
+            return Ok(());
+        }
         let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(|source| CliError::Read { path: dir.to_path_buf(), source })?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -269,21 +274,20 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
         entries.sort();
         for p in entries {
             if p.is_dir() {
-                walk(&p, out)?;
+                walk(&p, seen, out)?;
+            } else if crate::input::is_readable(&p) {
+                out.push(p);
             } else {
-                if crate::input::is_readable(&p) {
-                    out.push(p);
-                } else {
-                    eprintln!("docmem: skipping {} (not .txt, .md, .html or .pdf)", p.display());
-                }
+                eprintln!("docmem: skipping {} (not .txt, .md, .html or .pdf)", p.display());
             }
         }
         Ok(())
     }
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for p in inputs {
         if p.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, &mut seen, &mut out)?;
         } else {
             out.push(p.clone());
         }

@@ -15,6 +15,19 @@ pub fn is_readable(path: &Path) -> bool {
     ext.is_some_and(|e| READABLE.contains(&e.as_str()))
 }
 
+/// The largest file read, by type, checked on its size before a byte is read: plain text
+/// cannot hold more text than its bytes, so the engine's limit on a document's text
+/// (16 MiB) is the limit; HTML and PDF carry markup, fonts and images around their text,
+/// and get four times that (a PDF's compressed streams are bounded again as they are
+/// measured, in docmem_runtime::pdf).
+pub fn max_file_bytes(ext: Option<&str>) -> u64 {
+    let text = docmem_runtime::ingest::DEFAULT_MAX_DOCUMENT_BYTES as u64;
+    match ext {
+        Some("pdf" | "html" | "htm") => 4 * text,
+        _ => text,
+    }
+}
+
 /// Read a `.txt`, `.md`, `.html` or `.pdf` file (the text of the last two extracted) as a
 /// document titled by its file name.
 pub fn read_document(path: &Path) -> Result<Document, CliError> {
@@ -22,7 +35,13 @@ pub fn read_document(path: &Path) -> Result<Document, CliError> {
         return Err(CliError::UnsupportedFile { path: path.to_path_buf() });
     }
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-    let bytes = std::fs::read(path).map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    let read_err = |source| CliError::Read { path: path.to_path_buf(), source };
+    let size = std::fs::metadata(path).map_err(read_err)?.len();
+    let limit = max_file_bytes(ext.as_deref());
+    if size > limit {
+        return Err(CliError::FileTooLarge { path: path.to_path_buf(), bytes: size, limit });
+    }
+    let bytes = std::fs::read(path).map_err(read_err)?;
     let text = match ext.as_deref() {
         Some("pdf") => docmem_runtime::pdf::pdf_text(&bytes).map_err(|source| CliError::Pdf { path: path.to_path_buf(), source })?,
         Some("html" | "htm") => {

@@ -100,6 +100,9 @@ fn outputs(set: ModelSet) -> Vec<Output> {
 pub enum ModelsCommand {
     /// Download, verify and assemble a model set into a folder (default ./models).
     Fetch(FetchArgs),
+    /// Print the model manifest of a folder of models (what an app built with the npm
+    /// package hosts beside them): docmem models manifest DIR [--base-url URL] > models.json
+    Manifest(crate::manifest::ManifestArgs),
 }
 
 #[derive(Args, Debug)]
@@ -113,7 +116,10 @@ pub struct FetchArgs {
 }
 
 pub fn run(cmd: &ModelsCommand) -> Result<(), CliError> {
-    let ModelsCommand::Fetch(a) = cmd;
+    let a = match cmd {
+        ModelsCommand::Fetch(a) => a,
+        ModelsCommand::Manifest(m) => return crate::manifest::run(m),
+    };
     let outs = outputs(a.set);
     let dir = a.dir.clone().unwrap_or_else(|| model_dirs().remove(0));
     let mut wheels_cache: Vec<(String, Vec<u8>)> = Vec::new();

@@ -268,3 +268,74 @@ fn killed_mid_ingest_the_library_is_as_before_and_reopens() {
     std::fs::remove_dir_all(&lib).unwrap();
     std::fs::remove_file(&other).unwrap();
 }
+
+#[test]
+fn two_ingests_at_once_into_one_library_both_land() {
+    // Six rounds of two `docmem ingest` processes started together on one library, with a
+    // `docmem documents` beside them: without the library lock, the later commit wrote
+    // over the earlier one and the next open deleted its files.
+    let lib = temp_library("two-writers");
+    let l = lib.display().to_string();
+    let docs = lib.with_extension("texts");
+    let _ = std::fs::remove_dir_all(&docs);
+    std::fs::create_dir_all(&docs).unwrap();
+    let bin = env!("CARGO_BIN_EXE_docmem");
+    let spawn = |args: &[&str]| {
+        Command::new(bin).args(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    for round in 0..6 {
+        let mut children = Vec::new();
+        for who in ["a", "b"] {
+            let f = docs.join(format!("{who}{round}.txt"));
+            std::fs::write(&f, format!("Document {who}{round}. It says something of its own about round {round} and writer {who}."))
+                .unwrap();
+            let f = f.display().to_string();
+            children.push(spawn(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &f]));
+        }
+        if round > 0 {
+            children.push(spawn(&["documents", "--library", &l]));
+        }
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(&ok(&docmem(&["documents", "--library", &l, "--json"]))).unwrap();
+    let mut titles: Vec<&str> = v["documents"].as_array().unwrap().iter().map(|d| d["title"].as_str().unwrap()).collect();
+    titles.sort_unstable();
+    assert_eq!(titles.len(), 12, "every document of every round is in the library: {titles:?}");
+    // (`documents` opened the library, reading every file its manifest names: none was
+    // deleted under it.)
+    std::fs::remove_dir_all(&lib).unwrap();
+    std::fs::remove_dir_all(&docs).unwrap();
+}
+
+#[test]
+fn an_oversized_file_and_a_folder_that_links_back_to_itself_are_handled_before_any_reading() {
+    let lib = temp_library("bounded");
+    let l = lib.display().to_string();
+    let folder = lib.with_extension("inputs");
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    std::fs::write(folder.join("sub/note.txt"), "A short note about the bells of Saint Paul.").unwrap();
+    // A link from inside the folder back up to it: walked once, not forever.
+    std::os::unix::fs::symlink(&folder, folder.join("sub/loop")).unwrap();
+    let out = ingest_sentences(&l, &[&folder.display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = ok(&out);
+    assert_eq!(text.matches(": added ").count(), 1, "{text}");
+    assert!(err.contains("already read"), "{err}");
+    // A sparse 17 MiB text file: refused by its size, named, and nothing is added.
+    let big = folder.with_extension("big.txt");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(17 << 20).unwrap();
+    let out = ingest_sentences(&l, &[&big.display().to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("over docmem's limit of 16 MiB"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&ok(&docmem(&["documents", "--library", &l, "--json"]))).unwrap();
+    assert_eq!(v["documents"].as_array().unwrap().len(), 1);
+    std::fs::remove_dir_all(&lib).unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::fs::remove_file(&big).unwrap();
+}

@@ -87,7 +87,7 @@ impl HasErrorCode for StoreError {
     fn code(&self) -> ErrorCode {
         match self {
             StoreError::Full { .. } => ErrorCode::QuotaExceeded,
-            StoreError::Io { .. } => ErrorCode::StorageFailed,
+            StoreError::Io { .. } | StoreError::ReadOnly { .. } => ErrorCode::StorageFailed,
         }
     }
 }

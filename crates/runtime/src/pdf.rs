@@ -4,6 +4,12 @@
 //! the fonts' encodings and ToUnicode maps that real PDFs need, and it builds cold in
 //! about 80 s of CPU here. It can panic on malformed files, and documents are user input,
 //! so every call runs under `catch_unwind` and a panic becomes [`PdfError::Unreadable`].
+//!
+//! What `catch_unwind` cannot catch is an allocation that fails: lopdf inflates every
+//! compressed stream whole, so a few kilobytes of deflate that inflate to gigabytes (a
+//! "zip bomb") would abort the process. Before the extractor sees a file, its Flate
+//! streams are inflated here into a small wrapping buffer that only counts the bytes, and
+//! a file whose streams come to more than [`MAX_INFLATED_BYTES`] is refused.
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,6 +29,74 @@ pub enum PdfError {
     Unreadable(String),
     /// The PDF holds no text (a scan: its pages are images).
     NoText,
+    /// Its compressed streams inflate to more than the limit (a decompression bomb, or a
+    /// file far larger than any document docmem reads).
+    TooLarge {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+}
+
+/// The most bytes all of a PDF's Flate streams may inflate to: far more than the text of
+/// any document docmem takes (16 MiB), with room for the fonts and images around it.
+pub const MAX_INFLATED_BYTES: u64 = 256 << 20;
+
+/// What `data`, a zlib stream, inflates to, counted up to just past `cap` (`None`: it is
+/// not zlib). The output goes round a 32 KiB buffer (deflate's window), so counting a
+/// bomb costs no memory.
+fn inflated_len(data: &[u8], cap: u64) -> Option<u64> {
+    use miniz_oxide::inflate::core::inflate_flags::TINFL_FLAG_PARSE_ZLIB_HEADER;
+    use miniz_oxide::inflate::core::{decompress, DecompressorOxide};
+    use miniz_oxide::inflate::TINFLStatus;
+    let mut d = DecompressorOxide::new();
+    let mut window = vec![0u8; 1 << 15];
+    let (mut at_in, mut at_out, mut total) = (0usize, 0usize, 0u64);
+    loop {
+        let (status, read, wrote) = decompress(&mut d, &data[at_in..], &mut window, at_out, TINFL_FLAG_PARSE_ZLIB_HEADER);
+        at_in += read;
+        at_out = (at_out + wrote) & (window.len() - 1);
+        total += wrote as u64;
+        if total > cap {
+            return Some(total);
+        }
+        match status {
+            TINFLStatus::HasMoreOutput => continue,
+            TINFLStatus::Done | TINFLStatus::NeedsMoreInput | TINFLStatus::FailedCannotMakeProgress => return Some(total),
+            _ if total == 0 => return None,
+            _ => return Some(total),
+        }
+    }
+}
+
+/// Whether the Flate streams of `bytes` inflate to at most `limit` bytes in all. Streams
+/// are found as the extractor's parser finds them, between `stream` and `endstream`; one
+/// that is not zlib (another filter) counts nothing.
+fn inflates_within(bytes: &[u8], limit: u64) -> bool {
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let mut total = 0u64;
+    let mut at = 0;
+    while let Some(i) = find(&bytes[at..], b"stream") {
+        let keyword = at + i;
+        let mut start = keyword + b"stream".len();
+        at = start;
+        if bytes[..keyword].ends_with(b"end") {
+            continue; // the end of one ("endstream"), not a start
+        }
+        match bytes.get(start..start + 2) {
+            Some([b'\r', b'\n']) => start += 2,
+            Some([b'\n', _]) | Some([b'\r', _]) => start += 1,
+            _ => continue,
+        }
+        let end = find(&bytes[start..], b"endstream").map_or(bytes.len(), |j| start + j);
+        if let Some(n) = inflated_len(&bytes[start..end], limit - total) {
+            total += n;
+            if total > limit {
+                return false;
+            }
+        }
+        at = end;
+    }
+    true
 }
 
 impl fmt::Display for PdfError {
@@ -32,6 +106,9 @@ impl fmt::Display for PdfError {
             PdfError::Encrypted => write!(f, "the PDF is encrypted"),
             PdfError::Unreadable(why) => write!(f, "the PDF could not be read: {why}"),
             PdfError::NoText => write!(f, "the PDF holds no text (scanned pages are images; docmem does no OCR)"),
+            PdfError::TooLarge { limit } => {
+                write!(f, "the PDF's compressed streams inflate to more than {} MiB, docmem's limit for a PDF", limit >> 20)
+            }
         }
     }
 }
@@ -62,6 +139,9 @@ fn tidy_page(page: &str) -> String {
 pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
     if !bytes.starts_with(b"%PDF-") {
         return Err(PdfError::NotPdf);
+    }
+    if !inflates_within(bytes, MAX_INFLATED_BYTES) {
+        return Err(PdfError::TooLarge { limit: MAX_INFLATED_BYTES });
     }
     // The extractor prints nothing we need; a panic inside it is caught and reported.
     let result = catch_unwind(AssertUnwindSafe(|| pdf_extract::extract_text_from_mem_by_pages(bytes)));
@@ -129,5 +209,28 @@ mod tests {
         }
         let _ = pdf_text(&garbled);
         assert!(pdf_text(b"%PDF-1.4\n").is_err());
+    }
+
+    /// A PDF whose one stream is `inflated` zero bytes, deflated (a few KB per 10 MB).
+    fn bomb(inflated: usize) -> Vec<u8> {
+        let zeros = vec![0u8; inflated];
+        let packed = miniz_oxide::deflate::compress_to_vec_zlib(&zeros, 10);
+        let mut pdf = format!("%PDF-1.4\n1 0 obj\n<< /Length {} /Filter /FlateDecode >>\nstream\n", packed.len()).into_bytes();
+        pdf.extend_from_slice(&packed);
+        pdf.extend_from_slice(b"\nendstream\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n");
+        pdf
+    }
+
+    #[test]
+    fn a_decompression_bomb_is_refused_before_the_extractor_inflates_it() {
+        let big = bomb(MAX_INFLATED_BYTES as usize + (1 << 20));
+        assert!(big.len() < (1 << 20), "{} bytes of PDF", big.len());
+        assert_eq!(pdf_text(&big), Err(PdfError::TooLarge { limit: MAX_INFLATED_BYTES }));
+        // Under the limit it goes on to the extractor (which finds no pages here).
+        assert!(!matches!(pdf_text(&bomb(1 << 20)), Err(PdfError::TooLarge { .. })));
+        // The count is exact: 1 MiB inflated is within 1 MiB, not within a byte less.
+        assert!(inflates_within(&bomb(1 << 20), 1 << 20) && !inflates_within(&bomb(1 << 20), (1 << 20) - 1));
+        // The real fixture (plain streams) passes.
+        assert!(inflates_within(&fixture(), MAX_INFLATED_BYTES));
     }
 }

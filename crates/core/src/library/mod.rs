@@ -396,6 +396,9 @@ impl<S: Store> Library<S> {
     /// Remove keys no manifest names (left by a change that did not finish). Best effort:
     /// a key that cannot be removed now is tried again next time.
     fn collect_garbage(&mut self) {
+        if !self.store.sole_writer() {
+            return;
+        }
         let Ok(keys) = self.store.keys() else { return };
         let live_index = index_key(self.manifest.generation);
         for key in keys {

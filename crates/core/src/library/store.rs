@@ -26,6 +26,11 @@ pub enum StoreError {
         /// The key being written.
         key: String,
     },
+    /// This handle may only read (it shares the library with other readers).
+    ReadOnly {
+        /// The key it was asked to change.
+        key: String,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -34,6 +39,7 @@ impl fmt::Display for StoreError {
             StoreError::Io { key, message } if key.is_empty() => write!(f, "library storage: {message}"),
             StoreError::Io { key, message } => write!(f, "library storage, '{key}': {message}"),
             StoreError::Full { key } => write!(f, "library storage is full (writing '{key}')"),
+            StoreError::ReadOnly { key } => write!(f, "library storage, '{key}': the library is open read-only here"),
         }
     }
 }
@@ -51,6 +57,13 @@ pub trait Store {
     fn remove(&mut self, key: &str) -> Result<(), StoreError>;
     /// Every key, in any order.
     fn keys(&mut self) -> Result<Vec<String>, StoreError>;
+    /// Whether this handle alone may change the library, so that keys no manifest names
+    /// are leftovers to remove. A handle that shares the library (readers holding a shared
+    /// lock) must leave them: they may be a change another process is making. Default:
+    /// true, for a store only this handle sees.
+    fn sole_writer(&self) -> bool {
+        true
+    }
 }
 
 /// A store in memory, with an optional failure after N writes (to test crash safety).

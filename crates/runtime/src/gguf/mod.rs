@@ -246,9 +246,18 @@ struct Cursor<'a> {
     pos: u64,
     window: Vec<u8>,
     window_start: u64,
+    /// Metadata values read so far (array items included), against [`MAX_METADATA_VALUES`].
+    values: u64,
 }
 
 const WINDOW: usize = 1 << 16;
+
+/// The most metadata values (array items included) a header may hold. A value is read
+/// into a [`MetaValue`] of 24 bytes or more, however few bytes it takes in the file (a
+/// `u8` takes one), so a 200 MB array of them would cost about 5 GB before any check:
+/// this caps the header's memory near 200 MB. Real models need far fewer: a vocabulary's
+/// tokens, scores, types and merges are four arrays of at most a few hundred thousand.
+pub const MAX_METADATA_VALUES: u64 = 1 << 23;
 
 impl<'a> Cursor<'a> {
     fn remaining(&self) -> u64 {
@@ -323,6 +332,10 @@ impl<'a> Cursor<'a> {
                     _ => return Err(GgufError::UnknownValueType { key: key.to_string(), type_id: elem }),
                 };
                 let n = self.count(min, "array length")?;
+                self.values = self.values.saturating_add(n as u64);
+                if self.values > MAX_METADATA_VALUES {
+                    return Err(GgufError::Implausible { what: "metadata values (array items included)", value: self.values });
+                }
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(self.value(key, elem, depth + 1)?);
@@ -340,7 +353,7 @@ impl<'a> Cursor<'a> {
 impl GgufFile {
     /// Parse and check the header of a GGUF file.
     pub fn read(src: &dyn ByteSource) -> Result<Self, GgufError> {
-        let mut c = Cursor { src, pos: 0, window: Vec::new(), window_start: 0 };
+        let mut c = Cursor { src, pos: 0, window: Vec::new(), window_start: 0, values: 0 };
         if c.remaining() < 4 || c.bytes(4, "magic")? != b"GGUF" {
             return Err(GgufError::BadMagic);
         }

@@ -54,3 +54,23 @@ fn bad_files_get_named_errors() {
     short.truncate(short.len() - 40);
     assert!(err(short).contains("past the end"));
 }
+
+#[test]
+fn a_header_of_millions_of_tiny_values_is_refused_before_they_are_built() {
+    // A u8 array of 9 M items: 9 MB in the file, but ~216 MB of MetaValues, and a 200 MB
+    // one would be ~5 GB. Built by hand: version 3, no tensors, one key.
+    let n: u64 = MAX_METADATA_VALUES + 1;
+    let mut b = b"GGUF".to_vec();
+    b.extend_from_slice(&3u32.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes()); // tensors
+    b.extend_from_slice(&1u64.to_le_bytes()); // key/values
+    let key = b"junk.bytes";
+    b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    b.extend_from_slice(key);
+    b.extend_from_slice(&9u32.to_le_bytes()); // array
+    b.extend_from_slice(&0u32.to_le_bytes()); // of u8
+    b.extend_from_slice(&n.to_le_bytes());
+    b.resize(b.len() + n as usize, 7);
+    let e = GgufFile::read(&MemorySource::new(b)).unwrap_err().to_string();
+    assert!(e.contains("metadata values"), "{e}");
+}
