@@ -12,7 +12,8 @@
 import { DocMemError, codes } from './errors.js';
 
 const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
-const held = new Set(); // Node: this process's locked directories
+const held = new Map(); // Node: this process's locked directories → their release
+let releaseAtExit = false; // one 'exit' listener releases them all
 
 /** Take the lock of library `name` (browser) or of directory `dir` (Node); resolves with a release function. */
 export async function lockLibrary(name, dir) {
@@ -66,16 +67,22 @@ async function lockDir(dir) {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
-      held.add(abs);
       const release = () => {
-        if (!held.delete(abs)) return;
+        if (held.get(abs) !== release) return;
+        held.delete(abs);
         try {
           if (fs.readFileSync(file, 'utf8') === String(process.pid)) fs.rmSync(file);
         } catch {
           // gone already
         }
       };
-      process.once('exit', release);
+      held.set(abs, release);
+      if (!releaseAtExit) {
+        releaseAtExit = true;
+        process.once('exit', () => {
+          for (const r of [...held.values()]) r();
+        });
+      }
       return release;
     } catch (e) {
       if (e.code !== 'EEXIST') throw new DocMemError(codes.STORAGE_FAILED, `cannot lock the library in ${abs}: ${e.message}`, { cause: e });

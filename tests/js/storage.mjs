@@ -37,6 +37,13 @@ await check('a second DocMem on a library is refused while the first holds it, t
   (await lockLibrary('a', dir))();
 });
 
+await check('a process that exits without closing its DocMems leaves no lock behind', async () => {
+  const dirs = [path.join(tmp, 'exit-a'), path.join(tmp, 'exit-b')];
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', `import { lockLibrary } from '${path.join(js, 'library-lock.js')}'; for (const d of ${JSON.stringify(dirs)}) await lockLibrary('x', d); console.log('locked');`], { encoding: 'utf8' });
+  assert.equal(child.stdout.trim(), 'locked', child.stderr);
+  for (const d of dirs) assert.ok(!fs.existsSync(path.join(d, '.lock')), `${d}/.lock released at exit`);
+});
+
 await check("a lock left by a process that is gone is taken over", async () => {
   const dir = path.join(tmp, 'lib-stale');
   fs.mkdirSync(dir, { recursive: true });
