@@ -175,6 +175,10 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     if !path.exists() {
         return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
     }
+    // A calibration run records every piece of evidence, the verification included.
+    if a.no_check {
+        docmem_runtime::answerer::measure_verification(true);
+    }
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
     let mut embedder = a.embedder.open()?;
     let mut out = match &a.out {

@@ -39,8 +39,9 @@ pub struct ReplyProbabilities {
     /// Mean log-probability per token of the reply written.
     pub reply: f32,
     /// Asked after its reply whether the passages state that answer ([`VERIFY`]):
-    /// log P("Yes") − log P("No") as its next token (`None`: the conversation could not be
-    /// continued from the prompt's cache, as with a template that rewrites earlier turns).
+    /// log P("Yes") − log P("No") as its next token (`None`: not measured, see
+    /// [`measure_verification`], or the conversation could not be continued from the
+    /// prompt's cache, as with a template that rewrites earlier turns).
     pub verified: Option<f32>,
 }
 
@@ -49,6 +50,19 @@ pub struct ReplyProbabilities {
 /// same conversation, so only the reply and this turn are run through the model (a few
 /// dozen tokens), not the passages again.
 pub const VERIFY: &str = "Do the passages above state that answer to the question as it was asked? Reply Yes or No.";
+
+static MEASURE_VERIFICATION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether local answers measure the verification ([`VERIFY`]): a few dozen tokens of
+/// prefill per answer, so only when the rule in use weighs it or a calibration run records
+/// it (`docmem eval answers --no-check` sets this).
+pub fn measure_verification(on: bool) {
+    MEASURE_VERIFICATION.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn verification_measured() -> bool {
+    MEASURE_VERIFICATION.load(std::sync::atomic::Ordering::Relaxed) || docmem_core::answerability::LOCAL.verification != 0.0
+}
 
 /// The refusal as the answer prompt asks for it, at the start of a reply.
 pub const REFUSAL: &str = "Not in the documents.";
@@ -93,7 +107,7 @@ impl<B: Backend> Answerer for Lm<B> {
                 let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
                 let reply = self.score_after(&prefix, &g.text).await?;
                 let mean = if reply.is_empty() { 0.0 } else { reply.iter().sum::<f32>() / reply.len() as f32 };
-                let verified = self.verify_after(&prefix, &messages[0], &g.text).await?;
+                let verified = if verification_measured() { self.verify_after(&prefix, &messages[0], &g.text).await? } else { None };
                 Some(ReplyProbabilities { refusal, reply: mean, verified })
             };
             Ok(Reply {

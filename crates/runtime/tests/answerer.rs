@@ -14,6 +14,7 @@ use docmem_runtime::lm::{log_prob, Lm, LoadOptions, Prompt};
 
 #[test]
 fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversation() {
+    docmem_runtime::answerer::measure_verification(true);
     let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
     let turn = "Answer from the passage.\n\n[1] Printing\nText: William Caxton set up a printing press at Westminster in 1476.\n\nQuestion: Who set up a press at Westminster?";
     let reply = docmem_runtime::block_on(lm.reply(turn, 16, &mut |_| ControlFlow::Continue(()))).unwrap();
