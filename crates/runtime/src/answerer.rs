@@ -6,7 +6,8 @@
 //!
 //! A local model also reports how likely it found its own answer and the refusal, from
 //! the one prefill of the prompt: the evidence [`docmem_core::answerability`] decides
-//! "not in the documents" with. A hosted model reports none.
+//! "not in the documents" with. A hosted model reports none, nor does a local model the
+//! rule was not fitted on ([`calibrated_for`]).
 
 use std::ops::ControlFlow;
 
@@ -50,6 +51,15 @@ pub struct ReplyProbabilities {
 /// same conversation, so only the reply and this turn are run through the model (a few
 /// dozen tokens), not the passages again.
 pub const VERIFY: &str = "Do the passages above state that answer to the question as it was asked? Reply Yes or No.";
+
+/// Whether the answerability rule was fitted on this model's answers: Qwen2.5's 1.5B
+/// (qwen2, 28 layers, width 1536), the default answerer. Another model's probabilities
+/// are not measured, so a rule fitted on another model's answers does not judge its own
+/// (a small model's evidence lies elsewhere: both fits refused correct SmolLM2 answers),
+/// its own refusals stand, and it pays nothing for the scoring.
+pub fn calibrated_for(config: &crate::model::ModelConfig) -> bool {
+    config.arch == crate::model::Arch::Qwen2 && config.n_layer == 28 && config.n_embd == 1536
+}
 
 static MEASURE_VERIFICATION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -101,7 +111,7 @@ impl<B: Backend> Answerer for Lm<B> {
             let prefix = self.prefill(Prompt::Chat(&messages)).await?;
             let prefill_seconds = crate::lm::now_seconds() - start;
             let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
-            let probabilities = if g.finish == Finish::Cancelled {
+            let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.config()) {
                 None
             } else {
                 let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
@@ -126,7 +136,7 @@ impl<B: Backend> Lm<B> {
     /// conversation whose prompt `prefix` holds; `None` when the rendered conversation does
     /// not begin with the prompt's tokens (its cache could not be reused) or the model has
     /// no single-token "Yes" and "No".
-    async fn verify_after(&self, prefix: &Prefix<B::Cache>, question: &ChatMessage, reply: &str) -> Result<Option<f32>, LmError> {
+    pub async fn verify_after(&self, prefix: &Prefix<B::Cache>, question: &ChatMessage, reply: &str) -> Result<Option<f32>, LmError> {
         let conversation = [question.clone(), ChatMessage::new("assistant", reply.trim()), ChatMessage::new("user", VERIFY)];
         let tokens = self.prompt_tokens(Prompt::Chat(&conversation))?;
         let Some(tail) = tokens.strip_prefix(prefix.tokens()) else { return Ok(None) };
