@@ -10,9 +10,21 @@ for pkg in wasm-pkg-web wasm-pkg-web-threads wasm-pkg-web-threads-relaxed; do
     exit 1
   fi
 done
-node tests/browser/app.test.mjs
+# Each test has a ceiling well above its time on a slow 2-core machine, so a test that
+# hangs (a child process left running, a page that never answers) fails the run in
+# minutes, naming itself, instead of running into CI's limit.
+within() {
+  local minutes=$1
+  shift
+  timeout --kill-after=30 "$((minutes * 60))" node "$@" || {
+    local rc=$?
+    [ "$rc" = 124 ] && echo "docmem: $* did not finish within $minutes minutes" >&2
+    exit "$rc"
+  }
+}
+within 25 tests/browser/app.test.mjs
 # Memories written in the background, resumed after a reload; a model file of the user's own.
-node tests/browser/memories.test.mjs
+within 15 tests/browser/memories.test.mjs
 # Model downloads through the real worker: OPFS, an interrupted file resumed with a Range
 # request after a reload, the worker never holding a file whole, the quota refusals.
-node tests/browser/downloads.test.mjs
+within 5 tests/browser/downloads.test.mjs

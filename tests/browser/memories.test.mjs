@@ -122,5 +122,7 @@ console.log(`  own model: a bad file refused, my-smollm2.gguf read from the File
 await page.screenshot({ path: path.join(root, 'tests/browser/out/memories.png'), fullPage: true });
 assert.deepEqual(problems, []);
 await context.close();
+// The server's piped stdout keeps this process alive until the server is gone.
+server.kill();
 fs.rmSync(profile, { recursive: true, force: true });
 console.log(`memories and models in the page: ok (${at()})`);
