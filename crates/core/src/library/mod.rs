@@ -29,7 +29,19 @@
 //!
 //! Re-adding a document with the same content is a no-op: ids are content hashes.
 //! Removing a document removes it from every layer of the index and deletes its files.
+//!
+//! # Versions: what an older build does with a newer library
+//! Two kinds of change, two rules, so that a library shared between builds (a page
+//! cached by one tab and updated in another, a CLI older than the app) never loses data:
+//! - A field an older build may ignore is added with a serde default and no version
+//!   bump. An older build keeps the fields it does not know ([`Manifest::unknown`],
+//!   [`DocumentEntry::unknown`]) and writes them back unchanged when it commits, so the
+//!   newer build finds them again.
+//! - A change an older build must not ignore (a key it would not look for, an index it
+//!   would misread) bumps [`Manifest::format_version`]; a build refuses a version it does
+//!   not read with [`LibraryError::UnsupportedVersion`] before it reads or writes anything.
 
+pub mod salvage;
 pub mod store;
 
 use alloc::collections::BTreeMap;
@@ -40,6 +52,7 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use salvage::{salvage, Salvage, SalvagedDocument};
 pub use store::{archive, unarchive, ArchiveError, JournalStore, MemStore, Store, StoreError};
 
 use crate::document::{DocId, Document};
@@ -103,6 +116,10 @@ pub struct DocumentEntry {
     /// memory's key. 0 (and absent) for a memory written when the document was added.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub memory_version: u64,
+    /// Fields written by a newer build that this one does not know, kept as they were and
+    /// written back on every commit (see the module docs).
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 /// The manifest: everything needed to read the rest.
@@ -125,6 +142,10 @@ pub struct Manifest {
     pub piece_chars: usize,
     /// Documents in the order they were added.
     pub documents: Vec<DocumentEntry>,
+    /// Fields written by a newer build that this one does not know, kept as they were and
+    /// written back on every commit (see the module docs).
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a new library is built with (and an existing one must match).
@@ -327,6 +348,7 @@ impl<S: Store> Library<S> {
                 mode: settings.mode,
                 piece_chars: settings.piece_chars,
                 documents: Vec::new(),
+                unknown: BTreeMap::new(),
             };
             let index = MemoryIndex::new(settings.mode, settings.dim, segments.clone()).with_piece_chars(settings.piece_chars);
             let mut lib = Library { store, manifest, documents: BTreeMap::new(), index, segments };
@@ -531,6 +553,7 @@ impl<S: Store> Library<S> {
             fallback: memory.provenance.fallback.clone(),
             collection: collection.into(),
             memory_version: 0,
+            unknown: BTreeMap::new(),
         });
         let extra = [(document_key(doc.id), encode(doc)), (memory_key(doc.id, 0), encode(memory))];
         if let Err(e) = self.commit(manifest, &extra) {
@@ -943,6 +966,36 @@ mod tests {
         assert_eq!(Library::open(store.clone(), &settings()).unwrap_err(), LibraryError::UnsupportedVersion { found: 9 });
         store.entries.insert(MANIFEST.into(), b"not json".to_vec());
         assert!(matches!(Library::open(store, &settings()).unwrap_err(), LibraryError::Corrupt { .. }));
+    }
+
+    #[test]
+    fn fields_of_a_newer_build_survive_an_older_builds_commits() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        let (d, m) = rivers();
+        lib.add(&d, &m, &mut e).unwrap();
+        let mut store = lib.into_store();
+        // A newer build added a field to the manifest and one to each document's entry.
+        let mut json: serde_json::Value = serde_json::from_slice(&store.entries[MANIFEST]).unwrap();
+        json["shelf_order"] = serde_json::json!(["b", "a"]);
+        json["documents"][0]["pinned"] = serde_json::json!({"by": "tab 2"});
+        store.entries.insert(MANIFEST.into(), serde_json::to_vec(&json).unwrap());
+
+        let mut lib = Library::open(store, &settings()).unwrap();
+        let doc = Document::new("b.txt", "The second document is about lakes and their depth.");
+        let memory = DocumentMemory::from_spans(&doc, &[Span::new(0, doc.text.len())], "fixed");
+        lib.add(&doc, &memory, &mut e).unwrap();
+        let store = lib.into_store();
+        let json: serde_json::Value = serde_json::from_slice(&store.entries[MANIFEST]).unwrap();
+        assert_eq!(json["shelf_order"], serde_json::json!(["b", "a"]));
+        assert_eq!(json["documents"][0]["pinned"], serde_json::json!({"by": "tab 2"}));
+        assert!(json["documents"][1].get("pinned").is_none());
+
+        let mut lib = Library::open(store, &settings()).unwrap();
+        assert!(lib.remove(doc.id).unwrap());
+        let json: serde_json::Value = serde_json::from_slice(&lib.into_store().entries[MANIFEST]).unwrap();
+        assert_eq!(json["shelf_order"], serde_json::json!(["b", "a"]));
+        assert_eq!(json["documents"][0]["pinned"], serde_json::json!({"by": "tab 2"}));
     }
 
     #[test]
