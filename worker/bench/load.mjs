@@ -96,6 +96,8 @@ async function main() {
       CLIENT_TOKENS: `bench=${token}`,
       ALLOWED_MODELS: "*",
       RATE_LIMIT_PER_MINUTE: "100000000",
+      // The run is one client at --concurrency: the per-client cap must not refuse it.
+      MAX_CONCURRENT_PER_CLIENT: "100000000",
       MAX_TOKENS_CAP: "4096",
     },
   });

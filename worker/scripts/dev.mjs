@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs the compiled worker locally in Miniflare (workerd, the Workers runtime) without
-// wrangler: `npx tsc -p worker && UPSTREAM_URL=http://127.0.0.1:8080 CLIENT_TOKENS=me=dev-token
-// ALLOWED_MODELS='*' node worker/scripts/dev.mjs [--port 8787]`.
+// wrangler: `npx tsc -p worker && UPSTREAM_URL=http://127.0.0.1:8080
+// CLIENT_TOKENS=me=$(openssl rand -hex 32) ALLOWED_MODELS='*' node worker/scripts/dev.mjs
+// [--port 8787]` (a static token must have at least 32 characters).
 // Every setting is read from the environment variable of the same name (worker/README.md
 // lists them); unset ones are left out, so the worker's defaults apply. Ctrl-C stops it.
 import { existsSync } from "node:fs";
@@ -24,6 +25,8 @@ const SETTINGS = [
   "RATE_LIMIT_PER_MINUTE",
   "UPSTREAM_TIMEOUT_MS",
   "MAX_STREAM_SECONDS",
+  "AUTH_FAILURES_PER_MINUTE",
+  "MAX_CONCURRENT_PER_CLIENT",
 ];
 
 const { values } = parseArgs({

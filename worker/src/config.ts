@@ -7,6 +7,12 @@
  * than failing requests. The one setting without a safe default is UPSTREAM_URL; without a
  * usable one `upstreamUrl` is null and index.ts answers every request `misconfigured`.
  * Allowlists default closed: no model and no browser origin is allowed until listed.
+ *
+ * Secrets are the exception to falling back. A static token or a signing key shorter than
+ * MIN_SECRET_CHARS can be guessed: accepting it would open the worker to guessing, and
+ * skipping it would lock its client out without a word why. So it sets `misconfigured`, and
+ * index.ts answers every request 500 with that message, which names the setting and the
+ * client (never the secret) and says how long the secret is and must be.
  */
 
 import { CLIENT_NAME } from "./token.js";
@@ -26,6 +32,8 @@ export interface Env {
   RATE_LIMIT_PER_MINUTE?: unknown;
   UPSTREAM_TIMEOUT_MS?: unknown;
   MAX_STREAM_SECONDS?: unknown;
+  AUTH_FAILURES_PER_MINUTE?: unknown;
+  MAX_CONCURRENT_PER_CLIENT?: unknown;
   /** Optional Workers Rate Limiting binding; when bound it replaces the in-isolate limiter. */
   RATE_LIMITER?: unknown;
 }
@@ -52,7 +60,13 @@ export interface Config {
   readonly upstreamTimeoutMs: number;
   /** The longest a relayed response body may take, however it is going (a client may never read). */
   readonly maxStreamSeconds: number;
+  /** Failed authentications from one address in a minute before it is refused (auththrottle.ts). */
+  readonly authFailuresPerMinute: number;
+  /** Generations (a request's choices) one client may have running at once (concurrency.ts). */
+  readonly maxConcurrentPerClient: number;
   readonly rateLimiter: RateLimit | null;
+  /** Why the configuration cannot be served (a secret too short), or null; index.ts answers 500 with it. */
+  readonly misconfigured: string | null;
 }
 
 export const DEFAULTS = {
@@ -63,18 +77,25 @@ export const DEFAULTS = {
   rateLimitPerMinute: 60,
   upstreamTimeoutMs: 60_000,
   maxStreamSeconds: 900,
+  authFailuresPerMinute: 10,
+  maxConcurrentPerClient: 8,
 } as const;
+
+/** The fewest characters a static token or TOKEN_SIGNING_KEY may have (32 hex digits: 128 bits). */
+export const MIN_SECRET_CHARS = 32;
 
 /** MAX_STREAM_SECONDS above a day is taken as a day (a timer cannot count much past 24 days). */
 const MAX_STREAM_SECONDS_LIMIT = 86_400;
 
 export function readConfig(env: Env): Config {
   const models = list(env.ALLOWED_MODELS);
+  const clientTokens = staticTokens(env.CLIENT_TOKENS);
+  const signingKey = secret(env.TOKEN_SIGNING_KEY);
   return {
     upstreamUrl: upstreamBase(env.UPSTREAM_URL),
     upstreamKey: secret(env.UPSTREAM_KEY),
-    clientTokens: staticTokens(env.CLIENT_TOKENS),
-    signingKey: secret(env.TOKEN_SIGNING_KEY),
+    clientTokens,
+    signingKey,
     tokenMaxTtlSeconds: positiveInt(env.TOKEN_MAX_TTL_SECONDS, DEFAULTS.tokenMaxTtlSeconds),
     allowedOrigins: new Set(list(env.ALLOWED_ORIGINS)),
     allowedModels: models.includes("*") ? "any" : new Set(models),
@@ -87,8 +108,30 @@ export function readConfig(env: Env): Config {
       positiveInt(env.MAX_STREAM_SECONDS, DEFAULTS.maxStreamSeconds),
       MAX_STREAM_SECONDS_LIMIT,
     ),
+    authFailuresPerMinute: positiveInt(env.AUTH_FAILURES_PER_MINUTE, DEFAULTS.authFailuresPerMinute),
+    maxConcurrentPerClient: positiveInt(env.MAX_CONCURRENT_PER_CLIENT, DEFAULTS.maxConcurrentPerClient),
     rateLimiter: rateLimitBinding(env.RATE_LIMITER),
+    misconfigured: weakSecret(clientTokens, signingKey),
   };
+}
+
+/** The first secret shorter than MIN_SECRET_CHARS, described without its value; null when none is. */
+function weakSecret(tokens: readonly StaticToken[], signingKey: string | null): string | null {
+  for (const { client, token } of tokens) {
+    const chars = characters(token);
+    if (chars < MIN_SECRET_CHARS) {
+      return `CLIENT_TOKENS: the token for '${client}' is ${chars} characters; tokens must be at least ${MIN_SECRET_CHARS}`;
+    }
+  }
+  if (signingKey !== null && characters(signingKey) < MIN_SECRET_CHARS) {
+    return `TOKEN_SIGNING_KEY is ${characters(signingKey)} characters; it must be at least ${MIN_SECRET_CHARS}`;
+  }
+  return null;
+}
+
+/** Unicode code points, so a token is measured the way a person counts it. */
+function characters(text: string): number {
+  return [...text].length;
 }
 
 /** A whole number ≥ 1 given as a number or as decimal digits; anything else is the default. */

@@ -3,14 +3,17 @@
  * one configured upstream. This module routes a request through the checks in a fixed order
  * and turns any failure into the worker's JSON error; it holds no logic of its own.
  *
- * Order: browser origin (403) → configuration (500) → path (404) → CORS preflight, which is
- * answered without authentication → method (405) → token (401) → per-client rate limit
- * (429) → the endpoint (body limits, upstream). No exception reaches the runtime: anything
+ * Order: browser origin (403) → configuration (500: no usable upstream, a secret too short)
+ * → path (404) → CORS preflight, which is answered without authentication → method (405) →
+ * the caller address's failed-authentication throttle (429, before the token is compared) →
+ * token (401) → per-client rate limit (429) → the endpoint: body limits, the per-client cap
+ * on concurrent generations (429), the upstream. No exception reaches the runtime: anything
  * unexpected is answered 500 `internal`. Every response carries the CORS headers of an
  * allowed origin, and every request writes exactly one log line (log.ts).
  */
 
 import { authenticate } from "./auth.js";
+import { callerAddress, guardAuthentication } from "./auththrottle.js";
 import { readConfig, type Config, type Env } from "./config.js";
 import { applyCors, checkOrigin, preflightResponse } from "./cors.js";
 import { errorResponse, WorkerError } from "./errors.js";
@@ -76,6 +79,7 @@ export default {
 async function handle(request: Request, config: Config, log: RequestLog): Promise<Proxied> {
   const base = config.upstreamUrl;
   if (base === null) throw new WorkerError("misconfigured", "the worker has no valid UPSTREAM_URL");
+  if (config.misconfigured !== null) throw new WorkerError("misconfigured", config.misconfigured);
 
   const path = new URL(request.url).pathname;
   const route = ROUTES.get(path);
@@ -87,10 +91,12 @@ async function handle(request: Request, config: Config, log: RequestLog): Promis
     });
   }
 
-  const client = await authenticate(request.headers.get("Authorization"), config);
+  const client = await guardAuthentication(callerAddress(request), config, () =>
+    authenticate(request.headers.get("Authorization"), config),
+  );
   log.line.client = client;
   await enforceRateLimit(client, config);
 
   if (route.kind === "models") return { response: await listModels(base, config, log), done: null };
-  return proxyJson(route.kind, path, request, base, config, log);
+  return proxyJson(route.kind, path, request, client, base, config, log);
 }

@@ -6,7 +6,9 @@
  * Content-Length over MAX_BODY_BYTES is refused at once, and a chunked body is counted as it
  * arrives and refused the moment it passes the budget, never buffered past it. The JSON is
  * then checked for the fields that decide cost: the model (allowlist), the output length,
- * n / best_of (capped at MAX_CHOICES) and the number of log-probability alternatives.
+ * n / best_of (capped at MAX_CHOICES) and the number of log-probability alternatives. The
+ * number of generations a request asks for (`choices`: `n`, or `best_of` when larger, 1 when
+ * absent) is returned for the per-client concurrency cap (concurrency.ts).
  *
  * The output length has several spellings, and the cap must hold whichever one the upstream
  * reads. `max_tokens` and OpenAI's newer `max_completion_tokens` are both capped; when
@@ -45,6 +47,8 @@ export interface CheckedRequest {
   readonly body: JsonObject;
   readonly model: string;
   readonly stream: boolean;
+  /** Generations the upstream runs for it at once: `n`, or `best_of` when larger; 1 when absent. */
+  readonly choices: number;
 }
 
 /** Reads the whole body, refusing (413) past `maxBytes`. */
@@ -97,7 +101,7 @@ export function checkRequest(kind: BodyKind, raw: Uint8Array, config: Config): C
 
   const stream = body["stream"] ?? false;
   if (typeof stream !== "boolean") throw badRequest("`stream` must be true or false");
-  if (kind === "embeddings") return { body, model, stream: false };
+  if (kind === "embeddings") return { body, model, stream: false, choices: 1 };
 
   for (const [field, instead] of REFUSED_FIELDS) {
     if (Object.hasOwn(body, field)) throw badRequest(`\`${field}\` is not accepted by this worker; ${instead}`);
@@ -115,6 +119,7 @@ export function checkRequest(kind: BodyKind, raw: Uint8Array, config: Config): C
     }
   }
 
+  let choices = 1;
   for (const field of ["n", "best_of"]) {
     const value = body[field];
     if (value === undefined || value === null) continue;
@@ -122,8 +127,9 @@ export function checkRequest(kind: BodyKind, raw: Uint8Array, config: Config): C
     if (value > config.maxChoices) {
       throw new WorkerError("too_many_choices", `\`${field}\` is over this worker's cap of ${config.maxChoices}`);
     }
+    choices = Math.max(choices, value);
   }
-  return { body, model, stream };
+  return { body, model, stream, choices };
 }
 
 /**

@@ -5,11 +5,14 @@
  * (limits.ts), forward it (upstream.ts) and relay the upstream's body back unchanged
  * (relay.ts): SSE when the client asked for `stream: true`, JSON otherwise, with fields such
  * as `logprobs` arriving exactly as the upstream wrote them. Only the upstream's status and
- * content type are copied; its other headers (cookies, server banners) are not.
+ * content type are copied; its other headers (cookies, server banners) are not. Between the
+ * checks and the upstream call a request takes its client's concurrency slots
+ * (concurrency.ts), released when its response has ended whichever way it ends.
  * `GET /v1/models` answers the upstream's list filtered by ALLOWED_MODELS; when the upstream
  * has no /v1/models (404), the list is made from ALLOWED_MODELS itself (empty for `*`).
  */
 
+import { claimSlots } from "./concurrency.js";
 import type { Config } from "./config.js";
 import { WorkerError } from "./errors.js";
 import { checkRequest, readBody, type BodyKind } from "./limits.js";
@@ -27,6 +30,7 @@ export async function proxyJson(
   kind: BodyKind,
   path: string,
   request: Request,
+  client: string,
   base: string,
   config: Config,
   log: RequestLog,
@@ -40,27 +44,37 @@ export async function proxyJson(
   log.line.model = loggedModel(checked.model, config.allowedModels);
   log.line.stream = checked.stream;
 
-  const call = await callUpstream(
-    base,
-    { method: "POST", path, body: JSON.stringify(checked.body), clientSignal: request.signal },
-    config,
-    (ms) => {
-      log.line.upstream_ms = ms;
-    },
-  );
-  const contentType = call.response.headers.get("Content-Type") ?? "application/json";
-  const headers = new Headers({ "Content-Type": contentType });
-  if (call.response.body === null)
-    return { response: new Response(null, { status: call.response.status, headers }), done: null };
+  const release = claimSlots(client, checked.choices, config);
+  try {
+    const call = await callUpstream(
+      base,
+      { method: "POST", path, body: JSON.stringify(checked.body), clientSignal: request.signal },
+      config,
+      (ms) => {
+        log.line.upstream_ms = ms;
+      },
+    );
+    const contentType = call.response.headers.get("Content-Type") ?? "application/json";
+    const headers = new Headers({ "Content-Type": contentType });
+    if (call.response.body === null) {
+      release();
+      return { response: new Response(null, { status: call.response.status, headers }), done: null };
+    }
 
-  const relayed = relay(call.response.body, {
-    idleTimeoutMs: config.upstreamTimeoutMs,
-    maxDurationMs: config.maxStreamSeconds * 1000,
-    clientSignal: request.signal,
-    sse: contentType.toLowerCase().startsWith("text/event-stream"),
-    abortUpstream: call.abort,
-  });
-  return { response: new Response(relayed.stream, { status: call.response.status, headers }), done: relayed.done };
+    const relayed = relay(call.response.body, {
+      idleTimeoutMs: config.upstreamTimeoutMs,
+      maxDurationMs: config.maxStreamSeconds * 1000,
+      clientSignal: request.signal,
+      sse: contentType.toLowerCase().startsWith("text/event-stream"),
+      abortUpstream: call.abort,
+    });
+    // `done` never rejects and settles however the body ends: the slots go back then.
+    const done = relayed.done.finally(release);
+    return { response: new Response(relayed.stream, { status: call.response.status, headers }), done };
+  } catch (error) {
+    release();
+    throw error;
+  }
 }
 
 export async function listModels(base: string, config: Config, log: RequestLog): Promise<Response> {

@@ -12,7 +12,9 @@ import {
   UPSTREAM_MODELS,
 } from "../testing/harness.mjs";
 
-const TOKEN = "app-token-9f8e7d";
+const TOKEN = "app-token-9f8e7d6c5b4a3928171605f4e3d2c1b0";
+const TOKEN_A = "token-a-0123456789abcdef0123456789";
+const TOKEN_B = "token-b-0123456789abcdef0123456789";
 const UPSTREAM_KEY = "upstream-secret-key-5c4b3a";
 const APP = "https://app.example";
 const CHAT = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
@@ -44,13 +46,13 @@ before(async () => {
       },
       limited: {
         UPSTREAM_URL: upstream.url,
-        CLIENT_TOKENS: "a=token-a,b=token-b",
+        CLIENT_TOKENS: `a=${TOKEN_A},b=${TOKEN_B}`,
         ALLOWED_MODELS: "*",
         RATE_LIMIT_PER_MINUTE: "3",
       },
       bound: {
         UPSTREAM_URL: upstream.url,
-        CLIENT_TOKENS: "a=token-a",
+        CLIENT_TOKENS: `a=${TOKEN_A}`,
         ALLOWED_MODELS: "*",
         RATE_LIMIT_PER_MINUTE: "1000",
       },
@@ -375,15 +377,15 @@ describe("what reaches the upstream", () => {
 describe("rate limits", () => {
   test("the in-isolate limiter answers 429 with Retry-After after RATE_LIMIT_PER_MINUTE, per client", async () => {
     for (let i = 0; i < 3; i++) {
-      const ok = await get(workers.urls.limited, "/v1/models", { token: "token-a" });
+      const ok = await get(workers.urls.limited, "/v1/models", { token: TOKEN_A });
       assert.equal(ok.status, 200, `request ${i + 1}: ${ok.text}`);
     }
-    const limited = await get(workers.urls.limited, "/v1/models", { token: "token-a" });
+    const limited = await get(workers.urls.limited, "/v1/models", { token: TOKEN_A });
     assertError(limited, 429, "rate_limited");
     const retryAfter = Number(limited.headers.get("retry-after"));
     assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 60, `Retry-After: ${retryAfter}`);
     assert.equal(
-      (await get(workers.urls.limited, "/v1/models", { token: "token-b" })).status,
+      (await get(workers.urls.limited, "/v1/models", { token: TOKEN_B })).status,
       200,
       "another client was limited",
     );
@@ -391,8 +393,8 @@ describe("rate limits", () => {
 
   test("a bound RATE_LIMITER is used instead", async () => {
     for (let i = 0; i < 2; i++)
-      assert.equal((await get(workers.urls.bound, "/v1/models", { token: "token-a" })).status, 200);
-    const limited = await get(workers.urls.bound, "/v1/models", { token: "token-a" });
+      assert.equal((await get(workers.urls.bound, "/v1/models", { token: TOKEN_A })).status, 200);
+    const limited = await get(workers.urls.bound, "/v1/models", { token: TOKEN_A });
     assertError(limited, 429, "rate_limited");
     assert.equal(limited.headers.get("retry-after"), "60");
   });

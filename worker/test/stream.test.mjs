@@ -1,11 +1,16 @@
 // Streaming: SSE arrives chunk by chunk, a client that leaves cancels the upstream request
 // (while it streams, and before the upstream has even answered), a stream that goes quiet ends
-// with an SSE error event, and no response body outlives MAX_STREAM_SECONDS.
+// with an SSE error event, no response body outlives MAX_STREAM_SECONDS, the client only ever
+// receives whole SSE events (a half-received one is dropped before the error event), and each
+// client's concurrent generations are capped (MAX_CONCURRENT_PER_CLIENT), their slots freed
+// however a request ends.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { rawPost, readSse, sleep, startOpenAiUpstream, startWorkers, waitFor } from "../testing/harness.mjs";
+import { after, before, describe, test } from "node:test";
+import { post, rawPost, readSse, sleep, startOpenAiUpstream, startWorkers, waitFor } from "../testing/harness.mjs";
 
-const TOKEN = "stream-test-token";
+const TOKEN = "stream-test-token-0123456789abcdef";
+const OTHER_TOKEN = "stream-test-token-other-0123456789";
+const PARTIAL_MODELS = ["partial-break", "partial-crlf", "partial-stall", "unended-tail", "huge-event"];
 let upstream;
 /** A slow upstream: 50 chunks 200 ms apart, and response headers after 3 s for "slow-headers". */
 let long;
@@ -19,7 +24,7 @@ before(async () => {
     main: {
       ...auth,
       UPSTREAM_URL: upstream.url,
-      ALLOWED_MODELS: "test-model,stall-stream,break-stream,bulk-stream",
+      ALLOWED_MODELS: ["test-model", "stall-stream", "break-stream", "bulk-stream", ...PARTIAL_MODELS].join(","),
       UPSTREAM_TIMEOUT_MS: "1000",
     },
     patient: { ...auth, UPSTREAM_URL: long.url, ALLOWED_MODELS: "slow-headers", UPSTREAM_TIMEOUT_MS: "10000" },
@@ -28,6 +33,15 @@ before(async () => {
       UPSTREAM_URL: long.url,
       ALLOWED_MODELS: "test-model,bulk-stream",
       MAX_STREAM_SECONDS: "1",
+      UPSTREAM_TIMEOUT_MS: "1000",
+    },
+    // 50 chunks 200 ms apart (10 s) per stream; a cap of 8 slots; n up to 16 passes MAX_CHOICES.
+    slots: {
+      CLIENT_TOKENS: `streamer=${TOKEN},other=${OTHER_TOKEN}`,
+      UPSTREAM_URL: long.url,
+      ALLOWED_MODELS: "test-model,slow-headers,fail-500,reject-400,stall-stream,break-stream,partial-break",
+      MAX_CONCURRENT_PER_CLIENT: "8",
+      MAX_CHOICES: "16",
       UPSTREAM_TIMEOUT_MS: "1000",
     },
   });
@@ -39,12 +53,12 @@ after(async () => {
   await long?.close();
 });
 
-function streamChat(model, signal, worker = "main") {
+function streamChat(model, signal, worker = "main", { token = TOKEN, ...extra } = {}) {
   return fetch(new URL("/v1/chat/completions", workers.urls[worker]), {
     method: "POST",
     signal,
-    headers: { Authorization: `Bearer ${TOKEN}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "count" }] }),
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "count" }], ...extra }),
   });
 }
 
@@ -222,6 +236,139 @@ test("a non-streaming chat completion is relayed as JSON", async () => {
   assert.equal(response.headers.get("set-cookie"), null, "upstream headers must not be copied");
   const body = await response.json();
   assert.equal(body.choices[0].message.content, "an answer");
+});
+
+describe("the client receives whole SSE events only", () => {
+  /** The error event as the relay writes it. */
+  const errorEvent = /^event: error\ndata: (\{[^\n]*\})\n\n$/;
+
+  /** Streams `model` from the main worker; returns the body's text and the request's log line. */
+  async function relayed(model) {
+    const response = await streamChat(model);
+    assert.equal(response.status, 200);
+    const text = await response.text();
+    const logged = () => workers.logLines().find((line) => line.model === model);
+    assert.ok(await waitFor(() => logged() !== undefined, 3000), workers.output());
+    return { text, line: logged() };
+  }
+
+  for (const [model, first, code, end] of [
+    ["partial-break", 'data: {"a":1}\n\n', "upstream_error", "upstream_failed"],
+    ["partial-crlf", 'data: {"a":1}\r\n\r\n', "upstream_error", "upstream_failed"],
+    ["partial-stall", 'data: {"a":1}\n\n', "upstream_timeout", "upstream_timeout"],
+  ]) {
+    test(`${model}: the first event, then the error event; the half-sent \`data: {"b\` is dropped`, async () => {
+      const { text, line } = await relayed(model);
+      assert.ok(text.startsWith(first), JSON.stringify(text));
+      const match = errorEvent.exec(text.slice(first.length));
+      assert.ok(match, `not one whole event, then the error event: ${JSON.stringify(text)}`);
+      assert.equal(JSON.parse(match[1]).error.code, code);
+      assert.ok(!text.includes('{"b'), JSON.stringify(text));
+      // The log counts what the client was sent, not what the upstream sent.
+      assert.equal(line.bytes_out, Buffer.byteLength(text));
+      assert.equal(line.end, end);
+    });
+  }
+
+  test("an event longer than 1 MiB ends the stream with upstream_error after the whole events", async () => {
+    upstream.events.length = 0;
+    const { text, line } = await relayed("huge-event");
+    const first = 'data: {"a":1}\n\n';
+    assert.ok(text.startsWith(first), text.slice(0, 100));
+    const match = errorEvent.exec(text.slice(first.length));
+    assert.ok(match, `${text.length} characters: ${JSON.stringify(text.slice(0, 200))}`);
+    const { error } = JSON.parse(match[1]);
+    assert.equal(error.code, "upstream_error");
+    assert.match(error.message, /an event from the upstream was longer than 1048576 bytes/);
+    assert.equal(line.end, "upstream_failed");
+    assert.equal(line.bytes_out, Buffer.byteLength(text));
+    assert.ok(await waitFor(() => upstream.events.some((e) => e.kind === "closed"), 2000), "upstream left open");
+  });
+
+  test("an upstream that ends cleanly has its unfinished last event forwarded as it is", async () => {
+    const { text, line } = await relayed("unended-tail");
+    assert.equal(text, 'data: {"a":1}\n\ndata: [DONE]');
+    assert.equal(line.end, "complete");
+    assert.equal(line.bytes_out, Buffer.byteLength(text));
+  });
+});
+
+describe("concurrent generations per client (MAX_CONCURRENT_PER_CLIENT = 8)", () => {
+  const slots = () => workers.urls.slots;
+  /** A quick, non-streamed request asking for `n` generations. */
+  const probe = (n, token = TOKEN) =>
+    post(slots(), "/v1/chat/completions", { model: "test-model", n, messages: [] }, { token });
+  /** Probes until one is admitted (the slots were freed) or `ms` pass; returns whether one was. */
+  async function admittedWithin(n, ms) {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const response = await probe(n);
+      if (response.status === 200) return true;
+      assert.equal(response.status, 429, response.text);
+      if (Date.now() > deadline) return false;
+      await sleep(50);
+    }
+  }
+
+  test("two concurrent streams with n=5 each: the second is refused 429, naming the count and the limit", async () => {
+    const controller = new AbortController();
+    const first = await streamChat("test-model", controller.signal, "slots", { n: 5 });
+    assert.equal(first.status, 200);
+    const reader = first.body.getReader();
+    assert.match(new TextDecoder().decode((await reader.read()).value), /tok0/);
+
+    const second = await streamChat("test-model", undefined, "slots", { n: 5 });
+    const text = await second.text();
+    assert.equal(second.status, 429, text);
+    const { error } = JSON.parse(text);
+    assert.equal(error.code, "rate_limited");
+    assert.equal(error.message, "this client already has 5 generations running; the limit is 8");
+    assert.equal(second.headers.get("retry-after"), "1");
+
+    // What fits is admitted (5 + 3 = 8), and another client has its own slots.
+    assert.equal((await probe(3)).status, 200);
+    assert.equal((await probe(8, OTHER_TOKEN)).status, 200);
+    // More choices than the cap allows at all can never be admitted: 400, not 429.
+    const tooMany = await probe(9);
+    assert.equal(tooMany.status, 400, tooMany.text);
+    assert.equal(tooMany.json.error.code, "too_many_choices");
+
+    controller.abort();
+    assert.ok(await admittedWithin(8, 5000), "the first stream's slots were not freed after it was cancelled");
+  });
+
+  test("a client that disconnects mid-stream frees its slots", async () => {
+    const controller = new AbortController();
+    const response = await streamChat("test-model", controller.signal, "slots", { n: 8 });
+    assert.equal(response.status, 200);
+    const reader = response.body.getReader();
+    assert.match(new TextDecoder().decode((await reader.read()).value), /tok0/);
+    assert.equal((await probe(1)).status, 429, "the stream did not hold its 8 slots");
+    controller.abort();
+    assert.ok(await admittedWithin(8, 5000), "the slots were still held 5 s after the client left");
+  });
+
+  test("slots are freed however a request ends: upstream errors, timeouts, broken and idle streams", async () => {
+    const cases = [
+      ["fail-500", false, 502],
+      ["reject-400", false, 400],
+      ["slow-headers", false, 504],
+      ["test-model", false, 200],
+      ["break-stream", true, 200],
+      ["stall-stream", true, 200],
+      ["partial-break", true, 200],
+    ];
+    for (const [model, stream, status] of cases) {
+      const response = await post(
+        slots(),
+        "/v1/chat/completions",
+        { model, n: 8, stream, messages: [] },
+        { token: TOKEN },
+      );
+      assert.equal(response.status, status, `${model}: ${response.text}`);
+      assert.ok(await admittedWithin(8, 2000), `${model}: its slots were not freed`);
+    }
+  });
 });
 
 function chatChunkFor(i) {

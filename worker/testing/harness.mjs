@@ -225,16 +225,26 @@ export const UPSTREAM_MODELS = [
  *  - "stall-stream": one SSE chunk, then silence;
  *  - "break-stream": one SSE chunk, then the connection is cut;
  *  - "bulk-stream": 16 MiB of SSE as fast as the worker takes it (records `bulkDone`);
+ *  - "partial-break": `data: {"a":1}` as a whole event, then the start of another
+ *    (`data: {"b`), then the connection is cut;
+ *  - "partial-crlf": the same with CRLF line endings;
+ *  - "partial-stall": the same, with the first event's blank line in a second chunk, then silence;
+ *  - "unended-tail": `data: {"a":1}`, then `data: [DONE]` without its blank line, then a clean end;
+ *  - "huge-event": `data: {"a":1}`, then one event 64 MiB long, as fast as the worker takes it;
  *  - anything else: a normal answer; chat with `stream: true` sends `chunks` SSE chunks
  *    `gapMs` apart (each send time is recorded in `sent`).
- * Per-request state: `events` gets { kind: "closed", at } when a request's socket closes.
+ * Per-request state: `events` gets { kind: "closed", at } when a request's socket closes
+ * before its response has finished.
  */
 export async function startOpenAiUpstream({ chunks = 6, gapMs = 200, slowMs = 2000, hasModels = true } = {}) {
   const sent = [];
   const events = [];
   const upstream = await startUpstream(async (req, res, record) => {
     const started = Date.now();
-    req.socket.once("close", () => events.push({ kind: "closed", at: Date.now(), url: req.url, started }));
+    const onClose = () => events.push({ kind: "closed", at: Date.now(), url: req.url, started });
+    req.socket.once("close", onClose);
+    // A kept-alive socket serves many requests: a finished one stops listening for its close.
+    res.once("finish", () => req.socket.off("close", onClose));
     const body = record.json ?? {};
     const json = (status, value) => {
       res.writeHead(status, { "Content-Type": "application/json", "Set-Cookie": "upstream=1", Server: "fake-vllm" });
@@ -282,6 +292,48 @@ export async function startOpenAiUpstream({ chunks = 6, gapMs = 200, slowMs = 20
         }
         events.push({ kind: "bulkDone", at: Date.now() });
         res.end("data: [DONE]\n\n");
+        return;
+      }
+      case "partial-break":
+      case "partial-crlf": {
+        const end = body.model === "partial-crlf" ? "\r\n" : "\n";
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        res.write(`data: {"a":1}${end}${end}data: {"b`);
+        await sleep(50);
+        res.destroy();
+        return;
+      }
+      case "partial-stall":
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        res.write('data: {"a":1}\n');
+        await sleep(30);
+        res.write('\ndata: {"b');
+        return; // never ends; the worker's idle timeout must
+      case "unended-tail":
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        res.write('data: {"a":1}\n\n');
+        await sleep(30);
+        res.end("data: [DONE]");
+        return;
+      case "huge-event": {
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        res.write('data: {"a":1}\n\ndata: ');
+        const pad = "x".repeat(64 * 1024);
+        // 64 MiB: far more than socket buffers hold, so only the worker's abort ends it.
+        for (let i = 0; i < 1024 && !res.destroyed; i++) {
+          if (!res.write(pad)) {
+            await new Promise((resolve) => {
+              const go = () => {
+                res.off("drain", go);
+                res.off("close", go);
+                resolve();
+              };
+              res.once("drain", go);
+              res.once("close", go);
+            });
+          }
+        }
+        if (!res.destroyed) res.end("\n\n");
         return;
       }
       default:
