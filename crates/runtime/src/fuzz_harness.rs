@@ -249,3 +249,24 @@ pub mod seeds {
         ])
     }
 }
+
+/// Bytes as a PDF a user dropped: the text of its pages, or a typed error, never a panic
+/// or an abort. Its streams may inflate to 16 MiB here (the product allows 256 MiB, more
+/// than the meter's peak), so a decompression bomb must be refused as `TooLarge` before
+/// the extractor inflates it. Text that comes back is not blank, and its pages are
+/// separated as citations expect (a form feed on its own line).
+#[cfg(feature = "pdf")]
+pub fn pdf(data: &[u8]) {
+    use crate::pdf::{pdf_text_within, PdfError};
+    const LIMIT: u64 = 16 << 20;
+    match pdf_text_within(data, LIMIT) {
+        Ok(text) => {
+            assert!(!text.trim().is_empty(), "text that comes back is not blank");
+            for (i, c) in text.char_indices().filter(|&(_, c)| c == docmem_core::document::PAGE_BREAK) {
+                assert!(text[..i].ends_with('\n') && text[i + c.len_utf8()..].starts_with('\n'), "a page break stands on its own line");
+            }
+        }
+        Err(PdfError::TooLarge { limit }) => assert_eq!(limit, LIMIT),
+        Err(_) => {}
+    }
+}

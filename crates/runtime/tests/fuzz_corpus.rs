@@ -43,6 +43,13 @@ fn hf_checkpoint_corpus() {
     run("hf_checkpoint", docmem_runtime::fuzz_harness::hf_checkpoint);
 }
 
+#[cfg(feature = "pdf")]
+#[test]
+fn pdf_corpus() {
+    let _serial = one_at_a_time();
+    run("pdf", docmem_runtime::fuzz_harness::pdf);
+}
+
 fn opts() -> LoadOptions {
     LoadOptions { threads: 1, context: 256, ..LoadOptions::default() }
 }
