@@ -211,6 +211,12 @@ export class DocMem {
       base = await manifestUrl(models);
       models = await fetchManifest(base);
     }
+    if (o.damaged !== undefined && !['refuse', 'rebuild'].includes(o.damaged)) {
+      throw new DocMemError(codes.BAD_ARGUMENT, `damaged must be 'refuse' or 'rebuild', not ${JSON.stringify(o.damaged)}`);
+    }
+    if (o.keepModels !== undefined && !(Array.isArray(o.keepModels) && o.keepModels.every((h) => typeof h === 'string' && /^[0-9a-f]{64}$/.test(h)))) {
+      throw new DocMemError(codes.BAD_ARGUMENT, 'keepModels must be an array of sha256s (64 lowercase hex digits)');
+    }
     // Checked before anything is locked, fetched or stored.
     const resolved = resolveManifest(models, base, remote ? remote.roles : {});
     const pkg = o.wasm ?? defaultWasm();
@@ -258,6 +264,8 @@ export class DocMem {
         relaxed: pkg.relaxed ? { js: String(pkg.relaxed.js), wasm: String(pkg.relaxed.wasm) } : null,
       },
       backend: o.backend ?? 'auto',
+      damaged: o.damaged ?? 'refuse',
+      keepModels: o.keepModels ?? null,
       threads: o.threads ?? null,
       storageDir,
       modelCacheDir,
@@ -318,6 +326,14 @@ export class DocMem {
   /** The hosted models, or null when everything runs here: {host, roles: {reader?, scorer?, answerer?, embedder?}}, each 'remote:NAME'. */
   get remote() {
     return this.#info.remote;
+  }
+
+  /**
+   * Set when the stored library could not be opened and `damaged: 'rebuild'` rebuilt it:
+   * {reason, documents, unreadable: [[key, why]], setAside}; null otherwise.
+   */
+  get rebuilt() {
+    return this.#info.rebuilt ?? null;
   }
 
   get name() {

@@ -138,6 +138,22 @@ export interface OpenOptions {
   samples?: number;
   /** Model download and load progress. */
   onProgress?: (p: LoadProgress) => void;
+  /**
+   * What to do when the stored library cannot be opened (a damaged or missing key, an
+   * unreadable manifest, another embedder): 'refuse' (default) rejects with BAD_LIBRARY
+   * and changes nothing; 'rebuild' copies it, untouched, beside itself
+   * (`<name>~damaged-<time>`), then builds a new library from the documents that still
+   * read back (sentence chunks; see {@link DocMem.rebuilt}).
+   */
+  damaged?: 'refuse' | 'rebuild';
+  /**
+   * Browser: the sha256s of every model file the site may still use (all the models it
+   * offers, the user's own kept files). Given, stored model files named neither here nor
+   * in `models` are deleted before the models load (only when no other tab of the site
+   * is using the model store; `models.pruned` says what went). Not given, nothing is
+   * deleted. Ignored in Node.
+   */
+  keepModels?: string[];
   /** Node: the library's directory (default $DOCMEM_CACHE/libraries/<name>). */
   storageDir?: string;
   /** Node: where downloaded models are kept (default $DOCMEM_CACHE/model-cache). */
@@ -177,7 +193,11 @@ export type LoadProgress =
       /** Whether the browser keeps this origin's storage under pressure (always true in Node). */
       persisted: boolean;
     }
-  | { stage: 'loading'; fraction: number };
+  | { stage: 'loading'; fraction: number }
+  /** A model file the user chose (a File) being kept in this browser's storage. */
+  | { stage: 'keeping'; model: string; loaded: number; total: number; fraction: number }
+  /** `damaged: 'rebuild'`: a document of the damaged library being added again. */
+  | { stage: 'rebuilding'; document: string; fraction: number };
 
 export interface IngestProgress {
   stage: 'reading' | 'candidates' | 'indexing';
@@ -397,9 +417,26 @@ export declare class DocMem {
    * Each role's model (a hosted one reads 'remote:NAME'). wasmMemoryBytes: the module's
    * linear memory once every local model is loaded (it only grows: the peak).
    */
-  readonly models: { reader: string; answerer: string; embedder: string; fromCache: boolean; wasmMemoryBytes: number };
+  readonly models: {
+    reader: string;
+    answerer: string;
+    embedder: string;
+    fromCache: boolean;
+    wasmMemoryBytes: number;
+    /** Model files the user chose (Files), now kept by sha256. */
+    adopted?: { name: string; path: string; sha256: string; size: number }[];
+    /** With `keepModels`: the stored files removed, or null when another tab held the store. */
+    pruned?: { files: number; bytes: number } | null;
+  };
   /** The hosted models, or null when every role runs on this device. */
   readonly remote: RemoteInfo | null;
+  /**
+   * Set when `damaged: 'rebuild'` rebuilt a library that could not be opened: why it
+   * could not, how many documents came back, the document keys that did not (with why),
+   * and where the untouched copy is (a library name in a browser, a directory in Node).
+   * Null otherwise.
+   */
+  readonly rebuilt: { reason: string; documents: number; unreadable: [string, string][]; setAside: string } | null;
   /**
    * Browser: whether this origin's storage (models, library) is kept under storage
    * pressure, as the browser answered when this opened (asked once per origin); null in Node.

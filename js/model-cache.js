@@ -230,6 +230,19 @@ export async function storedModelBytes() {
   return bytes;
 }
 
+/**
+ * Run `fn` holding the origin's model-store lock (a Web Lock, across tabs and workers):
+ * 'shared' while model files are read or written (a load), 'prune' to remove files, only
+ * when no other context holds the store (`fn` is skipped otherwise and the result is
+ * null: the next visit prunes). Without Web Locks, 'shared' runs `fn` and 'prune' skips.
+ */
+export async function withModelStore(mode, fn) {
+  const locks = globalThis.navigator?.locks;
+  if (!locks) return mode === 'shared' ? fn() : null;
+  if (mode === 'shared') return locks.request(DIR_NAME, { mode: 'shared' }, fn);
+  return locks.request(DIR_NAME, { mode: 'exclusive', ifAvailable: true }, (lock) => (lock ? fn() : null));
+}
+
 /** Browser: the Origin Private File System (see the top of this file). */
 export class WebModelCache {
   /** options: {hasher} (required to download: () => {update, finish}). */
@@ -547,6 +560,52 @@ export class WebModelCache {
       await writeText(dir, `${sha256}.ok`, JSON.stringify({ sha256, size: at, url: `file:${name}` }));
     }
     return { sha256, size: at };
+  }
+
+  /**
+   * Remove every stored model file whose sha256 is not in `keep`: files of models no
+   * manifest offers any more (a deploy that pinned new versions, a model the user's
+   * own file replaced), their partial downloads, an interrupted adoption's temporary file,
+   * and older docmem's Cache API copies. Call it inside withModelStore('prune'): another
+   * tab loading a model could otherwise lose the file under it. Returns {files, bytes}
+   * removed.
+   */
+  async prune(keep) {
+    const wanted = new Set(keep);
+    let files = 0;
+    let bytes = 0;
+    const dir = await this.dir();
+    if (dir) {
+      const doomed = [];
+      for await (const [name, h] of dir.entries()) {
+        if (h.kind !== 'file' || name === PERSIST_ASKED) continue;
+        const sha = name.endsWith('.ok') ? name.slice(0, -3) : name;
+        if (!wanted.has(sha)) doomed.push([name, h]);
+      }
+      for (const [name, h] of doomed) {
+        const size = (await h.getFile()).size;
+        try {
+          await removeIn(dir, name);
+        } catch {
+          continue; // open elsewhere (a sync access handle): left for the next prune
+        }
+        if (!name.endsWith('.ok')) {
+          files += 1;
+          bytes += size;
+        }
+      }
+    }
+    if (globalThis.caches && (await caches.has(CACHE_NAME))) {
+      const cache = await caches.open(CACHE_NAME);
+      for (const request of await cache.keys()) {
+        const response = await cache.match(request);
+        if (wanted.has(response?.headers.get(HASH_HEADER))) continue;
+        bytes += Number(response?.headers.get('content-length')) || 0;
+        files += 1;
+        await cache.delete(request);
+      }
+    }
+    return { files, bytes };
   }
 
   /** Whether every file of `model` is stored and verified (a second visit needs no network). */

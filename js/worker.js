@@ -211,7 +211,21 @@ function connectHosted(remote) {
  * reader and answerer into wasm (CPU), or with `gpu` ({allowSoftware}) straight onto
  * WebGPU, one block of tensors at a time. The roles in `hosted` are skipped.
  */
-async function loadModels(models, cacheDir, emit, gpu = null) {
+async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
+  if (isNode) return loadModelsHeld(models, cacheDir, emit, gpu);
+  // A browser's model store is shared by every tab of the origin: files are read under a
+  // shared lock, and pruned (with `keepModels`) only when no other tab holds it.
+  const { WebModelCache, withModelStore } = await import('./model-cache.js');
+  let pruned = null;
+  if (keep) {
+    const named = Object.values(models).flatMap((m) => m?.files ?? []).map((f) => f.sha256).filter(Boolean);
+    pruned = await withModelStore('prune', () => new WebModelCache().prune([...keep, ...named]));
+  }
+  const loaded = await withModelStore('shared', () => loadModelsHeld(models, cacheDir, emit, gpu));
+  return { ...loaded, pruned };
+}
+
+async function loadModelsHeld(models, cacheDir, emit, gpu) {
   const { WebModelCache, FsModelCache } = await import('./model-cache.js');
   // Downloads are hashed as they stream into storage: node:crypto in Node, the wasm
   // package's incremental Sha256 here (WebCrypto would need the whole file in memory).
@@ -317,6 +331,34 @@ async function loadModels(models, cacheDir, emit, gpu = null) {
   return { fromCache, adopted };
 }
 
+/**
+ * The way out of a library that no longer opens (`damaged: 'rebuild'`): its entries are
+ * copied, untouched, to a library beside it (`<name>~damaged-<time>`, so nothing stored is
+ * lost and it can be exported or inspected), the documents that still read back are added
+ * to a new, empty library with sentence chunks (searchable at once; the app writes their
+ * memories again in the background), and the original is replaced by it. Returns
+ * {reason, documents, unreadable: [[key, why]], setAside}: setAside names the copy (a library
+ * name in a browser, a directory in Node).
+ */
+async function rebuildLibrary(damaged, openStore, reason, emit, where) {
+  const entries = await damaged.entries();
+  const found = JSON.parse(w.Library.salvage(entries));
+  const suffix = `~damaged-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+  const aside = await openStore(suffix);
+  await aside.apply(Object.entries(entries), { replace: true });
+  aside.close?.();
+  lib = w.Library.open({}, embedder);
+  let added = 0;
+  for (const d of found.documents) {
+    emit({ stage: 'rebuilding', fraction: added / found.documents.length, document: d.title });
+    lib.addDocument(d.title, d.text, 'sentence', embedder, d.collection);
+    added += 1;
+  }
+  // The set-aside copy is complete before the original is replaced, in one transaction.
+  await damaged.apply(lib.takeWrites(), { replace: true });
+  return { reason, documents: added, unreadable: found.unreadable, setAside: `${where}${suffix}` };
+}
+
 async function persist() {
   const writes = lib.takeWrites();
   try {
@@ -407,7 +449,7 @@ const ops = {
     let backend = await detectBackend(a.backend);
     let loadedModels;
     try {
-      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null, a.keepModels);
     } catch (e) {
       // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
       if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
@@ -417,17 +459,28 @@ const ops = {
       if (!hosted.embedder) embedder = undefined;
       if (!hosted.reader) reader = undefined;
       if (!hosted.answerer) answerer = undefined;
-      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, null);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, null, a.keepModels);
       backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
     }
-    if (isNode) {
-      const { DirStore } = await import('./dir-store.js');
-      store = await DirStore.open(a.storageDir);
-    } else {
+    const openStore = async (suffix = '') => {
+      if (isNode) {
+        const { DirStore } = await import('./dir-store.js');
+        return DirStore.open(`${a.storageDir}${suffix}`);
+      }
       const { IdbStore } = await import('./idb-store.js');
-      store = await IdbStore.open(a.libraryName);
+      return IdbStore.open(`${a.libraryName}${suffix}`);
+    };
+    store = await openStore();
+    let rebuilt = null;
+    try {
+      lib = w.Library.open(await store.entries(), embedder);
+    } catch (e) {
+      if (knownCode(e) !== codes.BAD_LIBRARY) throw e;
+      if (a.damaged !== 'rebuild') {
+        throw new DocMemError(codes.BAD_LIBRARY, `the library '${a.libraryName}' cannot be opened: ${e.message}. Opening it with {damaged: 'rebuild'} sets it aside, untouched, and builds a new one from the documents it still holds`);
+      }
+      rebuilt = await rebuildLibrary(store, openStore, e.message, emit, isNode ? a.storageDir : a.libraryName);
     }
-    lib = w.Library.open(await store.entries(), embedder);
     const name = (role) => (hosted[role] ? `remote:${a.remote.roles[role]}` : (a.models[role] || a.models.reader).name);
     const remote = a.remote
       ? { host: new URL(a.remote.url).host, roles: Object.fromEntries(Object.keys(hosted).map((role) => [role, `remote:${a.remote.roles[role]}`])) }
@@ -453,9 +506,13 @@ const ops = {
         fromCache: loadedModels.fromCache,
         // Model files the user chose, now kept by sha256 ({name, path, sha256, size}).
         adopted: loadedModels.adopted,
+        // With keepModels: the stored model files removed ({files, bytes}), or null when
+        // another tab held the store (or none was asked for).
+        pruned: loadedModels.pruned ?? null,
         wasmMemoryBytes: wasmMemory.buffer.byteLength,
       },
       remote,
+      rebuilt,
     };
   },
 

@@ -27,6 +27,7 @@ node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2
   "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
 node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
+node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS"
 node "$DOCMEM_ROOT/tests/wasm/background-memory.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
 node "$DOCMEM_ROOT/tests/wasm/remote.mjs" "$DOCMEM_MODELS"
 node "$DOCMEM_ROOT/tests/js/storage.mjs"

@@ -54,6 +54,9 @@ function modelProgress(p) {
   } else if (p.stage === 'keeping') {
     bar.value = p.fraction;
     label.textContent = `Keeping ${p.model} in this browser for next time: ${mb(p.loaded)} of ${mb(p.total)}`;
+  } else if (p.stage === 'rebuilding') {
+    bar.value = p.fraction;
+    label.textContent = `Rebuilding the library: adding ${p.document}…`;
   } else if (p.stage === 'loading') {
     bar.removeAttribute('value');
     label.textContent = 'Loading the models into the engine…';
@@ -1034,6 +1037,9 @@ async function applyHosted(next) {
 const query = new URLSearchParams(location.search);
 
 /** Open the library with `remote` (or no hosted model) and show the engine. */
+/** Whether the next open rebuilds a library that cannot be opened (the user asked to). */
+let rebuildDamaged = false;
+
 async function openDocMem(remote) {
   const backend = query.get('backend') || 'auto';
   // ?threads=N overrides the CPU kernels' thread count (default: the cores, at most 8).
@@ -1045,9 +1051,20 @@ async function openDocMem(remote) {
   $('answer-box').hidden = true;
   try {
     choice ??= chosenModel();
-    dm = await DocMem.open(libraryFor(remote), { models: modelsFor(choice), onProgress: modelProgress, backend, threads, ...(remote ? { remote } : {}) });
+    const damaged = rebuildDamaged ? 'rebuild' : 'refuse';
+    // Every model file the picker offers (and the embedder's) stays stored; others go.
+    const keepModels = [...manifest.embedder.files, ...modelChoices().flatMap((c) => c.files)].map((f) => f.sha256).filter(Boolean);
+    dm = await DocMem.open(libraryFor(remote), { models: modelsFor(choice), onProgress: modelProgress, backend, threads, damaged, keepModels, ...(remote ? { remote } : {}) });
+    rebuildDamaged = false;
     if (memoriesPaused) dm.pauseMemories(true);
+    showRebuilt(dm.rebuilt);
   } catch (e) {
+    if (e.code === 'BAD_LIBRARY') {
+      offerRebuild(e, remote);
+      $('model-label').textContent = 'The library could not be opened.';
+      $('backend').textContent = 'not started';
+      throw e;
+    }
     $('model-label').textContent = 'The models could not be loaded.';
     $('backend').textContent = e.code === 'WEBGPU_UNAVAILABLE' ? 'WebGPU unavailable' : 'not started';
     throw e;
@@ -1085,6 +1102,36 @@ async function openDocMem(remote) {
   renderPicker();
 }
 
+/**
+ * A stored library that no longer opens (damaged storage, another embedder, a newer
+ * docmem): say why and offer the way out, a rebuild from the documents it still holds.
+ * The damaged copy is kept beside it, so choosing this loses nothing.
+ */
+function offerRebuild(e, remote) {
+  $('library-damaged-text').textContent = `Your library could not be opened: ${e.message.replace(/\. Opening it with .*$/, '')}.`;
+  $('library-damaged').hidden = false;
+  $('rebuild-library').onclick = async () => {
+    $('rebuild-library').disabled = true;
+    $('library-damaged').hidden = true;
+    clearError();
+    rebuildDamaged = true;
+    try {
+      await openDocMem(remote);
+    } catch (e2) {
+      showError(e2);
+    } finally {
+      $('rebuild-library').disabled = false;
+    }
+  };
+}
+
+function showRebuilt(r) {
+  if (!r) return;
+  const lost = r.unreadable.length ? ` ${plural(r.unreadable.length, 'document')} could not be read back.` : '';
+  $('library-rebuilt').textContent = `The library was rebuilt from ${plural(r.documents, 'document')} it still held; their memories are being written again.${lost} The damaged copy is kept in this browser as “${r.setAside}”.`;
+  $('library-rebuilt').hidden = false;
+}
+
 async function start() {
   wire();
   try {
@@ -1101,7 +1148,8 @@ async function start() {
   try {
     await openDocMem(on ? applied : null);
   } catch (e) {
-    showError(e);
+    // A library that cannot be opened has its own panel, with the way out.
+    if (e.code !== 'BAD_LIBRARY') showError(e);
     if (!on) return;
     // Hosted models applied before this reload fail now: run here, and say why.
     try {

@@ -15,6 +15,9 @@
 //      for again), the progress events report the resumed bytes and whether storage is
 //      persistent, the models load, and the stored file's .ok names the pinned sha256.
 //   4. Reload: no request at all (an older docmem's Cache API entry is read in place too).
+//   4b. keepModels: stored files that neither keepModels nor the models name are
+//      deleted (an old model, a partial download, an interrupted adoption), but not while
+//      another tab holds the model store's lock.
 //   5. A pinned hash that does not match: MODEL_CHECKSUM_MISMATCH, the entry deleted.
 //   6. The page-side paths of js/model-cache.js: a writable stream into OPFS where sync
 //      access handles are missing (a page), and the Cache API where OPFS is (hashed as it
@@ -211,11 +214,11 @@ function watchNextWorker(options = {}) {
 
 const blank = `${origin}/__blank.html`;
 /** DocMem.open in the page (started, not awaited): its result or {code, message}, and its events. */
-const startOpen = (models) =>
-  page.evaluate(async (models) => {
+const startOpen = (models, extra = {}) =>
+  page.evaluate(async ([models, extra]) => {
     const { DocMem } = await import('/js/docmem.js');
     window.__events = [];
-    window.__open = DocMem.open('downloads', { models, backend: 'cpu', threads: 1, onProgress: (p) => window.__events.push(p) }).then(
+    window.__open = DocMem.open('downloads', { models, backend: 'cpu', threads: 1, onProgress: (p) => window.__events.push(p), ...extra }).then(
       async (dm) => {
         const r = { ok: true, models: dm.models };
         dm.close();
@@ -223,7 +226,7 @@ const startOpen = (models) =>
       },
       (e) => ({ ok: false, code: e.code, message: e.message }),
     );
-  }, models);
+  }, [models, extra]);
 const opened = () => page.evaluate(() => window.__open);
 const events = () => page.evaluate(() => window.__events.filter((e) => e.stage === 'download'));
 const opfs = () =>
@@ -366,6 +369,44 @@ try {
     const r = await opened();
     assert.ok(r.ok, JSON.stringify(r));
     assert.equal(r.models.fromCache, true);
+    assert.deepEqual(log, [], 'no model request');
+  });
+
+  // ---- 4b. keepModels: files no manifest offers are pruned, never under another tab ----
+  await timed('prune: stored files no model names', async () => {
+    const [old, partial] = ['a'.repeat(64), 'b'.repeat(64)];
+    await page.evaluate(
+      async ([old, partial]) => {
+        const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle('docmem-models');
+        const put = async (name, bytes) => {
+          const w = await (await dir.getFileHandle(name, { create: true })).createWritable();
+          await w.write(new Uint8Array(bytes));
+          await w.close();
+        };
+        await put(old, 1000);
+        await put(`${old}.ok`, 10);
+        await put(partial, 500);
+        await put('adopting-interrupted', 10);
+        // Another tab loading models holds the store.
+        await new Promise((held) => navigator.locks.request('docmem-models', { mode: 'shared' }, () => new Promise((release) => ((window.__release = release), held()))));
+      },
+      [old, partial],
+    );
+    await startOpen(manifest, { keepModels: [partial] });
+    let r = await opened();
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.equal(r.models.pruned, null, 'nothing pruned while another tab holds the store');
+    assert.ok(old in (await opfs()));
+    await page.evaluate(() => window.__release());
+    await startOpen(manifest, { keepModels: [partial] });
+    r = await opened();
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.deepEqual(r.models.pruned, { files: 2, bytes: 1010 });
+    const left = await opfs();
+    assert.ok(!(old in left) && !(`${old}.ok` in left) && !('adopting-interrupted' in left), JSON.stringify(left));
+    assert.equal(left[partial], 500, 'a file keepModels names stays');
+    for (const f of [reader, ...embedderFiles.slice(1)]) assert.equal(left[f.sha256], f.size, `${f.path} stays: the models name it`);
+    assert.ok(await page.evaluate((url) => caches.open('docmem-models').then((c) => c.match(url)).then(Boolean), `${origin}${embedderFiles[0].url}`), 'an older copy the models name stays');
     assert.deepEqual(log, [], 'no model request');
   });
 

@@ -5,7 +5,8 @@
 // chunks: the row then says so); a memory pending at a reload resumes after it; a GGUF
 // file chosen in the model picker (SmolLM2's, under another name) is read from the File,
 // answers, is kept in the browser and chosen again after a reload; a file that is not a
-// model is refused with a message and the model in use stays.
+// model is refused with a message and the model in use stays. A library whose index is
+// lost offers a rebuild from its documents, which keeps the damaged copy.
 //
 //   node tests/browser/memories.test.mjs      (bash scripts/browser-test.sh runs it)
 import assert from 'node:assert/strict';
@@ -118,6 +119,31 @@ await page.reload();
 await ready();
 assert.match(await page.locator('#models').textContent(), /^my-smollm2\.gguf \(reader and answerer\)/, 'the chosen file is chosen again, from storage');
 console.log(`  own model: a bad file refused, my-smollm2.gguf read from the File, answered, kept and chosen again after a reload (${at()})`);
+
+// ---- a library that no longer opens: the way out keeps what can be read ----
+await page.evaluate(
+  () =>
+    new Promise((resolve, reject) => {
+      const r = indexedDB.open('docmem-library:default');
+      r.onerror = () => reject(r.error);
+      r.onsuccess = () => {
+        const tx = r.result.transaction('entries', 'readwrite');
+        const entries = tx.objectStore('entries');
+        const keys = entries.getAllKeys();
+        keys.onsuccess = () => keys.result.filter((k) => k.startsWith('index/')).forEach((k) => entries.delete(k));
+        tx.oncomplete = () => (r.result.close(), resolve());
+      };
+    }),
+);
+await page.reload();
+await page.locator('#library-damaged').waitFor({ timeout: 10 * MINUTES });
+assert.match(await page.locator('#library-damaged-text').textContent(), /^Your library could not be opened: .*index\/\d+\.bin/);
+await page.click('#rebuild-library');
+await ready();
+const rebuilt = await page.locator('#library-rebuilt').textContent();
+assert.match(rebuilt, /rebuilt from 2 documents it still held; .* kept in this browser as “default~damaged-/, rebuilt);
+assert.ok((await row('bells').count()) === 1 && (await row('clocks').count()) === 1, 'both documents are back');
+console.log(`  a damaged library: the way out offered, rebuilt from its documents, the damaged copy kept (${at()})`);
 
 await page.screenshot({ path: path.join(root, 'tests/browser/out/memories.png'), fullPage: true });
 assert.deepEqual(problems, []);

@@ -246,6 +246,14 @@ impl WasmLibrary {
         Ok(WasmLibrary::wrap(library))
     }
 
+    /// What can still be read from entries that `open` refused (see
+    /// `docmem_core::library::salvage`): JSON `{documents: [{title, text, language,
+    /// collection}], unreadable: [[key, reason]]}`. Reads only; never fails on damage.
+    pub fn salvage(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue) -> Result<String, JsValue> {
+        let mut store = JournalStore::from_entries(entries_from(&entries)?);
+        to_json(&docmem_core::library::salvage(&mut store))
+    }
+
     /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
     /// journal, so `takeWrites` gives the storage everything to store.
     #[wasm_bindgen(js_name = importLibrary)]
