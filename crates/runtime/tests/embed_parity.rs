@@ -1,7 +1,7 @@
 //! The sentence embedder against sentence-transformers: cosine ≥ 0.999 for every text of
 //! the golden set (`tests/golden/embed-minilm.json`, made by `scripts/golden/embed.py` on
 //! the same model files), in every precision the embedder offers. The wasm build runs the
-//! same check in Node (`tests/wasm/embed.mjs`).
+//! same check in Node (`tests/wasm/embed.cjs`).
 
 mod common;
 
@@ -36,6 +36,7 @@ fn load(precision: Precision) -> Embedder {
 
 /// Embed the golden texts and compare with sentence-transformers; the worst cosine.
 fn check(precision: Precision) -> f32 {
+    common::assert_cpu_path();
     let g = golden();
     assert!(g.texts.len() >= 200);
     let e = load(precision);
@@ -58,6 +59,19 @@ fn check(precision: Precision) -> f32 {
     eprintln!("{precision:?}: worst cosine {cos:.6} (text {i}) over {} texts", texts.len());
     assert!(cos >= MIN_COSINE, "{precision:?}: text {i} ({:?}) has cosine {cos} with sentence-transformers", g.texts[i]);
     cos
+}
+
+/// The encoder's kernels differ by path too (AVX-512 BF16 panels, AVX2 FMA, portable).
+#[test]
+fn every_precision_matches_on_every_cpu_path() {
+    for name in [
+        "f32_matches_sentence_transformers",
+        "f16_matches_sentence_transformers",
+        "q8_0_matches_sentence_transformers",
+        "bf16_matches_sentence_transformers",
+    ] {
+        common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Portable);
+    }
 }
 
 #[test]

@@ -225,6 +225,8 @@ struct Report {
     /// The GPU adapter (`--backend gpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     adapter: Option<String>,
+    /// The CPU kernels' path (`portable`, `avx2`, `avx512`, `vnni`; `DOCMEM_CPU` caps it).
+    cpu_path: &'static str,
     threads: usize,
     prompt_tokens: usize,
     gen_tokens: usize,
@@ -503,7 +505,11 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
     let llama_bench = a.llama_bench.clone().or_else(default_llama_bench);
     let model = bench_model(a, llama_bench.as_ref())?;
     // Room for the MemReader instructions around a --document too.
-    let context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
+    let mut context = a.prompt_tokens + a.gen_tokens + 1 + if a.document.is_some() { 1024 } else { 0 };
+    if a.golden.is_some() {
+        // The golden's long text (about 1,300 tokens) is read in one context.
+        context = context.max(2048);
+    }
     let opts = LoadOptions { threads: a.threads, context, ..Default::default() };
     match a.backend.as_str() {
         "cpu" => {
@@ -628,6 +634,7 @@ fn report<B: Backend>(
         bandwidth_share: a.peak_gbs.zip(decode_weight_gbs).map(|(p, g)| g / p),
         backend: a.backend.clone(),
         adapter,
+        cpu_path: docmem_runtime::cpu::isa::in_use().name(),
         threads: a.threads,
         prompt_tokens: a.prompt_tokens,
         gen_tokens: a.gen_tokens,
@@ -653,6 +660,7 @@ fn report<B: Backend>(
         println!("{}", serde_json::to_string_pretty(&report).map_err(std::io::Error::from)?);
         return parity_result();
     }
+    println!("CPU kernels: {} (DOCMEM_CPU=portable|avx2|avx512|vnni caps the path)", report.cpu_path);
     println!("{:<12} {:>12} {:>12} {:>10}", "engine", "prefill t/s", "decode t/s", "TTFT ms");
     println!("{:<12} {:>12.1} {:>12.1} {:>10.0}", "docmem", report.docmem.prefill_tok_s, report.docmem.decode_tok_s, report.docmem.ttft_ms);
     if let Some(l) = &report.llama_cpp {

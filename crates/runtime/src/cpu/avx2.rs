@@ -17,7 +17,6 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
-use std::sync::OnceLock;
 
 use super::act::QuantizedRow;
 use super::dot::Batch;
@@ -36,16 +35,10 @@ unsafe fn f16_at(b: &[u8], i: usize) -> f32 {
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(h as i16)))
 }
 
-/// Whether this CPU has AVX2, FMA and F16C (checked once; `DOCMEM_NO_SIMD` turns the SIMD
-/// kernels off, to compare with the portable ones).
+/// Whether these kernels run: the CPU has AVX2, FMA and F16C, and `DOCMEM_CPU` does not
+/// cap the path at `portable` ([`super::isa`]).
 pub fn available() -> bool {
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
-            && std::env::var_os("DOCMEM_NO_SIMD").is_none()
-    })
+    super::isa::allows(super::isa::Isa::Avx2)
 }
 
 /// The AVX2 kernel for `ty`, or `None` where only the scalar one exists.

@@ -98,16 +98,14 @@ pub fn activation_pairs(x: &[f32], cols: usize, tile: usize) -> Vec<u32> {
 /// Tokens per AVX-512 BF16 tile.
 pub const MR_BF16: usize = 8;
 
-/// Whether the CPU has AVX-512 F and BF16 (checked once; `DOCMEM_NO_AVX512` turns it off,
-/// to compare with the f32 path).
+/// Whether the CPU has AVX-512 F and BF16 and the AVX-512 path runs (`DOCMEM_CPU=avx2`
+/// turns it off, to compare with the f32 path; see [`super::isa`]).
 pub fn has_avx512_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
         static HAS: OnceLock<bool> = OnceLock::new();
-        *HAS.get_or_init(|| {
-            is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16") && std::env::var_os("DOCMEM_NO_AVX512").is_none()
-        })
+        *HAS.get_or_init(|| super::isa::allows(super::isa::Isa::Avx512) && is_x86_feature_detected!("avx512bf16"))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -242,7 +242,34 @@ pub(crate) mod tests {
         }
     }
 
-    /// Issue #20: `dot_row` is safe and public, and the SIMD kernels read the activations
+    /// The portable kernels and the SIMD ones this CPU takes agree to float rounding (the
+    /// same integer sums; only the order of float adds may differ).
+    #[test]
+    fn portable_and_simd_kernels_agree_to_rounding() {
+        let n = 1024;
+        for ty in TYPES {
+            for seed in 0..4 {
+                let row = weight_row(ty, n, 20 + seed);
+                let x = activations(n, 40 + seed);
+                let q = quantized(&x, ty);
+                let norm: f32 = {
+                    let mut w = Vec::new();
+                    dequantize(ty, &row, &mut w).unwrap();
+                    w.iter().zip(&x).map(|(a, b)| (a * b).abs()).sum()
+                };
+                let portable = dot_row_scalar(ty, &row, &x, &q);
+                for batch in [Batch::Small, Batch::Large, Batch::Decode] {
+                    let simd = dot_row(ty, &row, &x, &q, batch);
+                    assert!(
+                        (simd - portable).abs() <= 1e-5 * norm,
+                        "{ty} {batch:?} seed {seed}: portable {portable}, simd {simd} (norm {norm})"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `dot_row` is safe and public, and the SIMD kernels read the activations
     /// unchecked, so a `QuantizedRow` holding fewer activations than the weight row has
     /// weights (an empty one, or one quantized from a row a block narrower) must never reach
     /// them. It panics on the portable kernel's bounds checks instead, for every type and

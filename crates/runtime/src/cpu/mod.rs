@@ -3,7 +3,8 @@
 //! - [`act`]: activations quantized to int8, as llama.cpp does before each matmul.
 //! - [`dot`]: one weight row · one activation row, per GGML type (scalar reference);
 //!   `isum`: their integer inner products, in wasm `simd128` where built with it.
-//! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time).
+//! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time);
+//!   [`isa`]: which x86 path runs, and the `DOCMEM_CPU` cap that tests use to pick one.
 //! - [`matmul`]: matrices in their block format and the threaded product.
 //! - [`gemm`]: the float (F32/F16/Q8_0/BF16) product for encoders, on weights re-laid in
 //!   panels; [`bf16`]: its bfloat16 panels and AVX-512 BF16 kernel.
@@ -21,6 +22,7 @@ pub mod dot;
 pub mod encoder_ops;
 pub mod gemm;
 pub mod ggml_order;
+pub mod isa;
 mod isum;
 pub mod mathfn;
 pub mod matmul;

@@ -57,43 +57,26 @@ pub fn available() -> bool {
     }
 }
 
-/// Whether the AVX-512 kernels run here (AVX-512 F and BW; `DOCMEM_NO_AVX512` turns them
-/// off, to compare). They read Q4_K in 8-byte pieces: twice the work per instruction.
+/// Whether the AVX-512 kernels run here (AVX-512 F, BW and VL, unless `DOCMEM_CPU` caps
+/// the path below `avx512`; see [`super::isa`]). They read Q4_K in 8-byte pieces: twice
+/// the work per instruction.
 fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static HAS: OnceLock<bool> = OnceLock::new();
-        *HAS.get_or_init(|| {
-            available()
-                && is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && std::env::var_os("DOCMEM_NO_AVX512").is_none()
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::isa::allows(super::isa::Isa::Avx512)
 }
 
 /// Whether the AVX-512 kernels that need the VL extension (32 registers for 256-bit
-/// vectors) run here.
+/// vectors) run here: the AVX-512 path includes VL.
 #[cfg(target_arch = "x86_64")]
 fn has_avx512_vl() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| has_avx512() && is_x86_feature_detected!("avx512vl"))
+    has_avx512()
 }
 
 /// Whether the AVX-512 VNNI kernels run here (`vpdpbusd` / `vpdpwssd` on 512- and
-/// 256-bit vectors: AVX-512 VNNI and VL). They form the same exact integer sums with fewer
-/// instructions, so results stay bit-identical; `DOCMEM_NO_VNNI` turns them off, to compare.
+/// 256-bit vectors). They form the same exact integer sums with fewer instructions, so
+/// results stay bit-identical; `DOCMEM_CPU=avx512` turns them off, to compare.
 #[cfg(target_arch = "x86_64")]
 fn has_vnni() -> bool {
-    use std::sync::OnceLock;
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| has_avx512_vl() && is_x86_feature_detected!("avx512vnni") && std::env::var_os("DOCMEM_NO_VNNI").is_none())
+    super::isa::allows(super::isa::Isa::Vnni)
 }
 
 /// The piece size (bytes of one row side by side with the next row's) of `ty`'s layout on
