@@ -100,8 +100,8 @@ pub struct RetrievalEvalArgs {
     /// chunkers' passages are not cut.
     #[arg(long, default_value_t = docmem_core::pieces::DEFAULT_PIECE_CHARS)]
     pub piece_chars: usize,
-    /// Only the embedding lists, no BM25 (dense retrieval, as the reference
-    /// figures were measured).
+    /// Only the embedding lists, no BM25 (dense retrieval, as the chunk-and-embed
+    /// reference figures were measured).
     #[arg(long)]
     pub dense_only: bool,
     /// Layer weights of mom's three-layer variant, e.g. `outline=0.25,core=0.5,chunk`

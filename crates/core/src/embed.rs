@@ -1,7 +1,7 @@
 //! The embedder seam, and a model-free hashing embedder.
 //!
 //! Retrieval and the semantic chunker need sentence vectors; the runtime provides them from
-//! a real model (issue: sentence embedder on burn). The core only sees the [`Embedder`]
+//! a real model (`docmem_runtime::embed`). The core only sees the [`Embedder`]
 //! trait. Queries and passages are told apart ([`EmbedRole`]) because many models prefix
 //! them differently (`query: ` / `passage: `); callers never need to know the model.
 //!

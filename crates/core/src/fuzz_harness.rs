@@ -282,7 +282,7 @@ pub fn library_dir(data: &[u8]) {
     }
 }
 
-/// Time and peak allocation per fuzz input, and the limits on them (issue 20: a case over
+/// Time and peak allocation per fuzz input, and the limits on them (a case over
 /// [`TIME_LIMIT`](meter::TIME_LIMIT) or [`PEAK_LIMIT`](meter::PEAK_LIMIT) is a failure).
 ///
 /// Allocations are counted by a global allocator that the measuring binary (a fuzz target,

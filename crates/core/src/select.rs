@@ -70,7 +70,7 @@ mod tests {
         assert_eq!(order, [0, 2, 1]);
     }
 
-    /// Regression (issue 20): NaN sorted above every score and won the selection.
+    /// Regression (found by fuzzing): NaN sorted above every score and won the selection.
     #[test]
     fn nan_scores_rank_last() {
         let c = [s(Some(f64::NAN), Some(f64::NAN)), s(Some(0.2), Some(0.3)), s(Some(0.5), Some(f64::NAN))];

@@ -107,7 +107,7 @@ fn the_tiny_hf_seeds_load_from_memory() {
     assert!(out.vectors.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4));
 }
 
-/// Fuzz finding (gguf_load, issue 20): RMSNorm weights near zero (here 1e-39) make
+/// Fuzz finding (gguf_load): RMSNorm weights near zero (here 1e-39) make
 /// activations so small that the int8 activation quantizer's inverse scale `127 / amax`
 /// is infinite; every element rounds to `i32::MAX` and the block's sum overflows, a panic
 /// in builds with overflow checks (tests, fuzzing). `cpu/act.rs::quantize_q8` now clamps
@@ -122,7 +122,7 @@ fn a_model_whose_activations_underflow_runs_without_overflowing() {
     assert_eq!(prefix.last_logits().len(), lm.config().vocab);
 }
 
-/// Regression (issue 20, fuzzing gguf_load): the layer count comes from the file, and
+/// Regression (fuzzing gguf_load): the layer count comes from the file, and
 /// loading reserved room for that many layers before looking for their tensors: a GGUF
 /// whose `block_count` said 16 million reserved 8 GB. The same held for a checkpoint's
 /// `num_hidden_layers`, and a sentence embedder's widths (a `hidden_size` of 16777214 asked

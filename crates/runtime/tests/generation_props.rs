@@ -1,4 +1,4 @@
-//! Generation under any stop strings, any output bytes and any token budget (issue #20):
+//! Generation under any stop strings, any output bytes and any token budget:
 //! tiny models built in code (byte-level BPE and SentencePiece with byte tokens, so
 //! sampled output includes broken and multi-byte UTF-8) sample with random seeds. Whatever
 //! comes out, and wherever the callback cancels: no panic, the pieces streamed to `on_text`

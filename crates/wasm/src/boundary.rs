@@ -1,5 +1,5 @@
 //! The boundary with JavaScript: the panic hook, and the arguments of the exports, read
-//! and checked here (issue #20: hostile input gets a JS `Error`, never a trap).
+//! and checked here (hostile input gets a JS `Error`, never a trap).
 //!
 //! wasm-bindgen's glue converts a `&str`, `Vec<u8>` or `Vec<String>` parameter without
 //! looking at what it was given: a number where a string is wanted reaches the allocator

@@ -10,7 +10,7 @@
 //!   at B when a gold answer (both normalised) lies inside the text before the cut. The
 //!   answer must lie inside one chunk's part: two chunks that happen to be neighbours in the
 //!   ranking are not glued into an answer (separators between chunks cost nothing).
-//!   Budgets are the 500, 1,000 and 2,000 characters ([`BUDGETS`]).
+//!   Budgets are 500, 1,000 and 2,000 characters, the evaluation's three ([`BUDGETS`]).
 //! - Rank metrics over passages ([`first_hit_rank`]): recall@k is a hit anywhere in the
 //!   whole texts of the top k chunks, whatever their length; MRR is 1/rank of the first
 //!   chunk containing an answer, within the largest k (0 when none). They favour long

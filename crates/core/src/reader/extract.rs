@@ -4,7 +4,7 @@
 //! Everything model-shaped goes through [`ReaderModel`] and [`Scorer`], so this module
 //! is the whole MoM procedure and is tested with a scripted model; the runtime supplies
 //! real ones. Choices where the paper leaves room:
-//! - The greedy path is always one of the candidates (the issue's "plus one greedy
+//! - The greedy path is always one of the candidates (MoM's "plus one greedy
 //!   path"); identical candidate texts are parsed and scored once.
 //! - A window keeps its best *acceptable* candidate: one that parsed and whose chunks
 //!   covered at least [`FallbackPolicy::min_coverage`] of the text before repair. When

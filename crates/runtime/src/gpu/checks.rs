@@ -3,8 +3,8 @@
 //! [`GpuError::WrongResult`] (the check, the index and both values).
 //!
 //! Why these are library code and not only tests: the same checks run natively in
-//! `cargo test` (Vulkan on llvmpipe), in headless Chromium on SwiftShader through
-//! `wasm-bindgen-test` (`crates/wasm/tests/webgpu.rs`), and can run on a user's adapter
+//! `cargo test` (Vulkan on llvmpipe), in headless Chromium on SwiftShader when the app
+//! starts on WebGPU (`tests/browser/app.test.mjs`), and can run on a user's adapter
 //! before it is trusted with a model ([`run_all`]), since drivers do get shaders wrong.
 //! They are async because a browser can only read a GPU buffer back through its event loop.
 //!

@@ -1,4 +1,4 @@
-//! The WebGPU backend (issue #6): `wgpu` over our own WGSL kernels, natively (Vulkan,
+//! The WebGPU backend: `wgpu` over our own WGSL kernels, natively (Vulkan,
 //! Metal, D3D12) and in the browser.
 //!
 //! Why our own kernels: no crate runs GGUF's quantized blocks on WebGPU, and the decoder's

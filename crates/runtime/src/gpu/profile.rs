@@ -1,5 +1,5 @@
-//! GPU time per kernel, from timestamp queries (issue #6's benchmark: "GPU time per token
-//! split by kernel").
+//! GPU time per kernel, from timestamp queries (the benchmark's "GPU time
+//! per token, split by kernel").
 //!
 //! Why timestamps and not wall clocks: the kernels of a forward pass go to the GPU as one
 //! command buffer, so the CPU sees only its total; a timestamp written at the beginning and

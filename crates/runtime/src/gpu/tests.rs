@@ -1,7 +1,8 @@
 //! The kernel checks ([`super::checks`]) on whatever adapter wgpu finds natively (here
 //! Vulkan on llvmpipe, from Debian's `mesa-vulkan-drivers`, which `scripts/setup.sh`
 //! installs), one test per check, plus the errors for bad shapes and types. The same
-//! checks run in headless Chromium on SwiftShader from `crates/wasm/tests/webgpu.rs`.
+//! checks run in headless Chromium on SwiftShader when the app starts on WebGPU
+//! (`tests/browser/app.test.mjs`).
 
 use super::*;
 use crate::gguf::GgmlType;

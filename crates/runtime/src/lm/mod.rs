@@ -856,7 +856,7 @@ mod tests {
         assert_eq!(stop_prefix_held("ed", &["ed".to_owned()]), 0);
     }
 
-    /// Regression (issue 20): the search window began `stop.len()` bytes before the new
+    /// Regression (found by fuzzing): the search window began `stop.len()` bytes before the new
     /// text, inside a three-byte Chinese character, and slicing there panicked.
     #[test]
     fn stop_strings_are_found_after_multibyte_text_without_panicking() {

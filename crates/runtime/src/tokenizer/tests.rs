@@ -91,7 +91,7 @@ fn sentencepiece_merges_by_score_with_byte_fallback() {
     assert_eq!(t.token_bytes(9 + 0xC3).unwrap(), vec![0xC3]);
 }
 
-/// Regression (issue 20, fuzzing the GGUF load path): building the merges looked up both
+/// Regression (fuzzing the GGUF load path): building the merges looked up both
 /// halves of every cut of every piece, quadratic in a piece's length, so a model file with
 /// one 1 MB token took about two minutes to load. Only cuts where both halves have the
 /// length of some piece are looked up now; merges between long pieces are still found.
@@ -139,7 +139,7 @@ fn a_tokenizer_json_with_a_huge_token_id_is_refused_before_allocating() {
     assert!(Tokenizer::from_hf(json, &serde_json::Value::Null).is_ok());
 }
 
-/// Regression (issue 20, fuzzing Hugging Face checkpoints): malformed JSON inside the
+/// Regression (fuzzing Hugging Face checkpoints): malformed JSON inside the
 /// `decoder` object made the `tokenizers` crate panic (`.expect("Helper")`) instead of
 /// returning an error. The JSON is parsed first now, so it is a typed error.
 #[test]
