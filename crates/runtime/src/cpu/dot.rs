@@ -111,6 +111,9 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
             row.chunks_exact(2).zip(x).map(|(b, &v)| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16) * v).sum()
         }
         GgmlType::Q4_0 => blocks32(row, 18, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[2..18], y, 8), 0.0)),
+        #[cfg(target_arch = "x86_64")]
+        GgmlType::Q4_1 => q4_1_ggml_order(row, q),
+        #[cfg(not(target_arch = "x86_64"))]
         GgmlType::Q4_1 => blocks32(row, 20, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[4..20], y, 0), f16_at(b, 2))),
         GgmlType::Q5_0 | GgmlType::Q5_1 => {
             let (bytes, off, bias) = if ty == GgmlType::Q5_0 { (22, 2, 16) } else { (24, 4, 0) };
@@ -132,6 +135,36 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
         GgmlType::Q5K => q5k_scalar(row, q),
         GgmlType::Q6K => q6k_scalar(row, q),
     }
+}
+
+/// Q4_1 · Q8_1 in the float order of ggml's x86 kernel (the one `avx2::q4_1` follows):
+/// eight lanes, lane `l` the integer sum of elements `4l..4l+4`, each block's scale times
+/// it fused into the lane, the lanes folded as `hsum` folds them, and the minimum terms
+/// summed apart. On a CPU without AVX2 this keeps the portable path on the same bits as
+/// the others: in a small model one rounding apart in a matmul flips a half-precision
+/// attention weight somewhere, and greedy output then diverges within a few tokens.
+/// (Without hardware FMA, `mul_add` is a software fused multiply-add: exact, slower.)
+#[cfg(target_arch = "x86_64")]
+fn q4_1_ggml_order(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut mins = 0f32;
+    for (i, b) in row.chunks_exact(20).enumerate() {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        let y = &q.q8[32 * i..32 * i + 32];
+        let dd = d * q.q8_d[i];
+        for (l, lane) in acc.iter_mut().enumerate() {
+            let s: i32 = (4 * l..4 * l + 4)
+                .map(|j| {
+                    let w = if j < 16 { b[4 + j] & 0xF } else { b[4 + j - 16] >> 4 };
+                    i32::from(w) * i32::from(y[j])
+                })
+                .sum();
+            *lane = dd.mul_add(s as f32, *lane);
+        }
+        mins += m * q.q8_s[i];
+    }
+    let s4 = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
+    ((s4[0] + s4[2]) + (s4[1] + s4[3])) + mins
 }
 
 /// Sum over 32-element blocks of `d_w · d_a · Σ w·a + m_w · s_a` (the minimum term only
@@ -265,6 +298,22 @@ pub(crate) mod tests {
                         "{ty} {batch:?} seed {seed}: portable {portable}, simd {simd} (norm {norm})"
                     );
                 }
+            }
+        }
+    }
+
+    /// On x86 the portable Q4_1 kernel gives the SIMD kernel's bits (the same float order).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn portable_q4_1_is_bit_identical_to_the_simd_kernel() {
+        let n = 576;
+        for seed in 0..8 {
+            let row = weight_row(GgmlType::Q4_1, n, 60 + seed);
+            let x = activations(n, 70 + seed);
+            let q = quantized(&x, GgmlType::Q4_1);
+            let portable = dot_row_scalar(GgmlType::Q4_1, &row, &x, &q);
+            for batch in [Batch::Small, Batch::Large, Batch::Decode] {
+                assert_eq!(portable.to_bits(), dot_row(GgmlType::Q4_1, &row, &x, &q, batch).to_bits(), "seed {seed} {batch:?}");
             }
         }
     }
