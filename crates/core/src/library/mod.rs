@@ -975,8 +975,9 @@ mod tests {
         let (d, m) = rivers();
         lib.add(&d, &m, &mut e).unwrap();
         let mut store = lib.into_store();
+        let manifest_of = |store: &MemStore| -> serde_json::Value { serde_json::from_slice(&store.entries[MANIFEST]).unwrap() };
         // A newer build added a field to the manifest and one to each document's entry.
-        let mut json: serde_json::Value = serde_json::from_slice(&store.entries[MANIFEST]).unwrap();
+        let mut json = manifest_of(&store);
         json["shelf_order"] = serde_json::json!(["b", "a"]);
         json["documents"][0]["pinned"] = serde_json::json!({"by": "tab 2"});
         store.entries.insert(MANIFEST.into(), serde_json::to_vec(&json).unwrap());
@@ -986,14 +987,14 @@ mod tests {
         let memory = DocumentMemory::from_spans(&doc, &[Span::new(0, doc.text.len())], "fixed");
         lib.add(&doc, &memory, &mut e).unwrap();
         let store = lib.into_store();
-        let json: serde_json::Value = serde_json::from_slice(&store.entries[MANIFEST]).unwrap();
+        let json = manifest_of(&store);
         assert_eq!(json["shelf_order"], serde_json::json!(["b", "a"]));
         assert_eq!(json["documents"][0]["pinned"], serde_json::json!({"by": "tab 2"}));
         assert!(json["documents"][1].get("pinned").is_none());
 
         let mut lib = Library::open(store, &settings()).unwrap();
         assert!(lib.remove(doc.id).unwrap());
-        let json: serde_json::Value = serde_json::from_slice(&lib.into_store().entries[MANIFEST]).unwrap();
+        let json = manifest_of(&lib.into_store());
         assert_eq!(json["shelf_order"], serde_json::json!(["b", "a"]));
         assert_eq!(json["documents"][0]["pinned"], serde_json::json!({"by": "tab 2"}));
     }
