@@ -168,7 +168,7 @@ export class DocMem {
   #running = null;
   #nextId = 1;
   #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one (its slots: worker.js)
-  #background = new Map(); // id → a background memory job (writeMemory), outside the queue
+  #background = new Map(); // id → a background job (writeMemory, readAhead), outside the queue
   #pausedMemories = false;
   #info = null;
   #closed = false;
@@ -251,7 +251,7 @@ export class DocMem {
       this.#releaseLock = await lockLibrary(this.#name, storageDir);
     }
     const shared = typeof SharedArrayBuffer !== 'undefined' && (isNode || globalThis.crossOriginIsolated === true);
-    const cancel = shared ? new SharedArrayBuffer(16) : null;
+    const cancel = shared ? new SharedArrayBuffer(32) : null;
     this.#cancel = cancel ? new Int32Array(cancel) : null;
     this.#init = {
       libraryName: this.#name,
@@ -527,6 +527,27 @@ export class DocMem {
         };
         signal.addEventListener('abort', job.onAbort, { once: true });
       }
+      this.#background.set(job.id, job);
+      if (this.#ready) this.#worker.post({ id: job.id, op: job.op, args: job.args });
+    });
+  }
+
+  /**
+   * Read ahead the answer to a question still being typed (`question`: what there is so
+   * far; '' reads the answer prompt's instructions alone): the local answerer reads the
+   * prompt that question would get, up to the question itself (the passages it finds
+   * now), so that an ask whose passages start the same way runs only what differs. Call
+   * it as the user types (say, after a pause); the latest call replaces the one before,
+   * and any request ends it (an ask reuses what was read; answers are those of an ask
+   * alone). Resolves to {kept} (prompt tokens the answerer keeps) when done or replaced,
+   * with `superseded: true` then. Nothing is read with a hosted answerer.
+   */
+  readAhead(question, { k = 8 } = {}) {
+    if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
+    return new Promise((resolve, reject) => {
+      // A read-ahead under way stops for this newer one: shared flag [4] counts them.
+      const seq = this.#cancel ? Atomics.add(this.#cancel, 4, 1) + 1 : 0;
+      const job = { id: this.#nextId++, op: 'readAhead', args: { question: String(question ?? ''), k, seq }, resolve, reject };
       this.#background.set(job.id, job);
       if (this.#ready) this.#worker.post({ id: job.id, op: job.op, args: job.args });
     });

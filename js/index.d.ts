@@ -347,6 +347,8 @@ export interface Answer {
   sources: Citation[];
   finish: string;
   seconds: { retrieve: number; prefill: number; decode: number };
+  /** Prompt tokens the answerer did not run again: read ahead ({@link DocMem.readAhead}), or shared with the last answer's prompt. */
+  reusedTokens: number;
   /** Clue-guided retrieval's trace, when `clues` was on or auto. */
   clues?: ClueTrace;
   /** The router's trace, when `route` was given. */
@@ -476,6 +478,18 @@ export declare class DocMem {
       route?: string;
     },
   ): Promise<Answer>;
+  /**
+   * Read ahead the answer to a question still being typed (`question`: what there is so
+   * far; '' reads the answer prompt's instructions alone): the local answerer reads the
+   * prompt that question would get, up to the question itself (the passages it finds
+   * now), so that an ask whose passages start the same way runs only what differs. On a
+   * CPU this is most of an answer's wait before its first words. Call it as the user
+   * types (after a pause); the latest call replaces the one before and any request ends
+   * it, so it never delays one by more than a few seconds. Answers are those an ask gives
+   * alone. Resolves when done or replaced (`superseded`); `kept` is the prompt tokens the
+   * answerer keeps. A hosted answerer reads nothing ahead.
+   */
+  readAhead(question: string, options?: { k?: number }): Promise<{ kept: number; superseded?: boolean; error?: string }>;
   documents(): Promise<DocumentInfo[]>;
   /** The collections and how many documents each holds. */
   collections(): Promise<{ name: string; documents: number }[]>;

@@ -679,7 +679,34 @@ function answerStatus(text, busy = false) {
   status.hidden = !text;
 }
 
+// Passages shown to the answerer: each costs prefill time on the CPU.
+const ASK_K = 4;
+
+// Reading ahead: as a question is typed, the answerer reads the passages it finds so far
+// (DocMem.readAhead), so that on a CPU most of the answer's prompt is read by the time Ask
+// is pressed. Each finished word (and a short pause) sends what there is; a newer
+// read-ahead replaces the last one and keeps the passages both share, so work is only
+// lost when the passages found change. Plain asks only: clues and routing search apart.
+let aheadTimer = 0;
+let aheadSent = '';
+function readAheadSoon(e) {
+  clearTimeout(aheadTimer);
+  const send = () => {
+    const q = $('question').value.trim();
+    const plain = $('clues').value === 'off' && !$('route').value;
+    if (!dm || document.body.dataset.ready !== 'true' || asking || !plain || q.length < 8 || q === aheadSent) return;
+    aheadSent = q;
+    // What was read, for the curious (and the tests): the prompt tokens kept for `q`.
+    dm.readAhead(q, { k: ASK_K })
+      .then((r) => !r.superseded && ($('question').dataset.readAhead = `${r.kept} ${q}`))
+      .catch(() => {});
+  };
+  if (/[\s?,.]$/.test($('question').value) && e?.inputType !== 'deleteContentBackward') send();
+  else aheadTimer = setTimeout(send, 300);
+}
+
 async function ask(question) {
+  clearTimeout(aheadTimer);
   clearError();
   const answer = $('answer');
   $('answer-box').hidden = false;
@@ -701,7 +728,7 @@ async function ask(question) {
   let first = 0;
   try {
     const r = await dm.ask(question, {
-      k: 4, // passages shown to the answerer: each costs prefill time on the CPU
+      k: ASK_K,
       signal: asking.signal,
       clues,
       route,
@@ -720,7 +747,9 @@ async function ask(question) {
     renderAnswer(r);
     recordSpeed(r, first);
     const took = performance.now() - t0;
-    answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)})` : ''}.`);
+    const reused = r.reusedTokens > 0 ? `; ${r.reusedTokens} prompt tokens were read already` : '';
+    answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)}${reused})` : ''}.`);
+    $('answer-box').dataset.reusedTokens = String(r.reusedTokens ?? 0);
     $('answer-box').dataset.seconds = (took / 1000).toFixed(1);
     $('answer-box').dataset.firstToken = (first / 1000).toFixed(1);
   } catch (e) {
@@ -900,6 +929,7 @@ function wire() {
     e.target.value = '';
     if (file) useOwnModel(file);
   });
+  $('question').addEventListener('input', readAheadSoon);
   $('ask-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const q = $('question').value.trim();
@@ -1100,6 +1130,8 @@ async function openDocMem(remote) {
   document.body.dataset.ready = 'true';
   showStorage();
   renderPicker();
+  // The answer prompt's instructions, read while nothing else runs: every answer starts with them.
+  dm.readAhead('', { k: ASK_K }).catch(() => {});
 }
 
 /**

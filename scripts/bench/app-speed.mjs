@@ -1,7 +1,8 @@
 // Speed a user feels in the app, with the server's default models (the 1.5B when
 // `npm start` fetched it), on the CPU backend in headless Chromium: first visit to models
 // ready (downloaded over localhost into a fresh profile), a ~45 KB article searchable, a
-// question's first words and its end, the background memory's first estimate, and a
+// question's first words and its end (pasted, then another question typed while the page
+// reads its answer ahead), the background memory's first estimate, and a
 // question over a two-page PDF answered with its page cited (screenshot). A benchmark,
 // not a test: it prints JSON and a table.
 //
@@ -34,11 +35,16 @@ const clock = async (name, f) => {
   figures[name] = Number(((performance.now() - t) / 1000).toFixed(1));
   console.error(`${name}: ${figures[name]} s`);
 };
-const ask = async (q) => {
-  await page.fill('#question', q);
+// A question pasted (filled at once), or typed at `typing` ms a character (250: about 48
+// words a minute), in which case the page reads its answer ahead during the pauses.
+const ask = async (q, typing = 0) => {
+  if (typing) {
+    await page.fill('#question', '');
+    await page.type('#question', q, { delay: typing });
+  } else await page.fill('#question', q);
   await page.click('#ask-button');
   await page.waitForFunction(() => /Answered in|Stopped/.test(document.querySelector('#answer-status').textContent), null, { timeout: 20 * 60_000 });
-  return page.evaluate(() => ({ answer: document.querySelector('#answer').textContent, first: Number(document.querySelector('#answer-box').dataset.firstToken), end: Number(document.querySelector('#answer-box').dataset.seconds), sources: document.querySelector('#sources').textContent.slice(0, 200) }));
+  return page.evaluate(() => ({ answer: document.querySelector('#answer').textContent, first: Number(document.querySelector('#answer-box').dataset.firstToken), end: Number(document.querySelector('#answer-box').dataset.seconds), reused: Number(document.querySelector('#answer-box').dataset.reusedTokens), sources: document.querySelector('#sources').textContent.slice(0, 200) }));
 };
 
 await clock('first visit to models ready', async () => {
@@ -52,7 +58,11 @@ await clock(`${(text.length / 1000).toFixed(0)} KB article searchable`, async ()
   await page.locator('#doc-list li[data-id]').first().waitFor({ timeout: 10 * 60_000 });
 });
 const a = await ask(question.question);
-Object.assign(figures, { question: question.question, gold: question.answers[0].text, answer: a.answer, 'first words (s)': a.first, 'answer end (s)': a.end });
+Object.assign(figures, { question: question.question, gold: question.answers[0].text, answer: a.answer, 'first words (s)': a.first, 'answer end (s)': a.end, 'prompt tokens reused': a.reused });
+// Another question of the article, typed: first words counted from the click on Ask.
+const typed = article.paragraphs.flatMap((p) => p.qas).filter((q) => !q.is_impossible)[1];
+const t = await ask(typed.question, 250);
+Object.assign(figures, { 'typed question': typed.question, 'typed gold': typed.answers[0].text, 'typed answer': t.answer, 'typed: first words after Ask (s)': t.first, 'typed: answer end (s)': t.end, 'typed: prompt tokens read ahead': t.reused, 'typing (s)': Number(((typed.question.length * 250) / 1000).toFixed(1)) });
 // The background memory's first estimate of its time left (after its first window).
 await page.waitForFunction(() => /left/.test(document.querySelector('#doc-list').textContent), null, { timeout: 3 * 60_000 }).catch(() => {});
 figures['memory progress'] = (await page.locator('#doc-list .doc-memory-text').first().textContent().catch(() => '')) || 'none';

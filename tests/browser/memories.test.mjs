@@ -1,7 +1,8 @@
 // The app's memories and models in headless Chromium (CPU backend, SmolLM2 configured as
 // the server's default so CI stays inside its time): a dropped document is searchable at
 // once with sentence chunks; the reader writes its memory in the background while a
-// question is answered; the memory replaces the chunks (SmolLM2 may fall back to sentence
+// question, typed (its answer read ahead as it is typed, so the ask reuses that), is
+// answered; the memory replaces the chunks (SmolLM2 may fall back to sentence
 // chunks: the row then says so); a memory pending at a reload resumes after it; a GGUF
 // file chosen in the model picker (SmolLM2's, under another name) is read from the File,
 // answers, is kept in the browser and chosen again after a reload; a file that is not a
@@ -67,9 +68,15 @@ assert.ok(searchable < 5, `searchable in ${searchable.toFixed(1)} s`);
 assert.match(await row('bells').textContent(), /1 chunk · sentence/);
 await page.waitForFunction(() => /Memory: /.test(document.querySelector('#doc-list').textContent), null, { timeout: MINUTES });
 assert.match(await page.locator('#memory-status').textContent(), /1 memory to write in the background/);
-await page.fill('#question', 'When was the new bell cast?');
+// Typed: each word has the answerer read the passages it finds ahead (the memory being
+// written gives way), and the ask then runs only what the read-ahead did not.
+await page.type('#question', 'When was the new bell cast?', { delay: 40 });
+await page.waitForFunction(() => /^\d+ When was the new bell cast\?$/.test(document.querySelector('#question').dataset.readAhead || ''), null, { timeout: 3 * MINUTES });
+const readAhead = Number((await page.locator('#question').getAttribute('data-read-ahead')).split(' ')[0]);
 await page.click('#ask-button');
 await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+const reused = Number(await page.locator('#answer-box').getAttribute('data-reused-tokens'));
+assert.ok(readAhead > 50 && reused === readAhead, `read ahead ${readAhead} prompt tokens, the ask reused ${reused}`);
 const answeredWhilePending = /Memory: /.test(await row('bells').textContent());
 assert.match(await page.locator('#sources').textContent(), /1716/, 'the answer cites the chunk');
 await page.waitForFunction(() => /memory written|memory not written/.test(document.querySelector('#doc-list').textContent), null, { timeout: 8 * MINUTES });
@@ -78,7 +85,7 @@ assert.match(written, /SmolLM2-135M-Instruct\.Q4_1\.gguf \(en-\w+ prompt\)/, `th
 assert.match(written, /memory written in \d+ (s|min)/, written);
 assert.ok(!/fell back/.test(written) || /the reader fell back to sentence chunks/.test(written), 'a fallback is said');
 assert.equal(await page.locator('#memory-controls').isHidden(), true);
-console.log(`  bells: searchable in ${searchable.toFixed(1)} s; answered while its memory was ${answeredWhilePending ? 'still being written' : 'already written'}; memory ${written.replace(/\s+/g, ' ').slice(0, 160)} (${at()})`);
+console.log(`  bells: searchable in ${searchable.toFixed(1)} s; ${readAhead} prompt tokens read ahead as the question was typed; answered while its memory was ${answeredWhilePending ? 'still being written' : 'already written'}; memory ${written.replace(/\s+/g, ' ').slice(0, 160)} (${at()})`);
 
 // ---- a memory pending at a reload resumes after it ----
 await addText('clocks.txt', 'A clock of 1386 still runs in Salisbury Cathedral. It has no face and strikes the hours on a bell.');

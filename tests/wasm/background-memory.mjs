@@ -2,7 +2,8 @@
 // as the reader): a document added with sentence chunks is searchable at once; writeMemory
 // has the reader write its MoM memory window by window and swap it in; a question asked
 // meanwhile is answered first (the window being read gives way and is read again); a
-// cancelled memory leaves the chunks; a paused one waits; the swapped memory persists.
+// cancelled memory leaves the chunks; a paused one waits; the swapped memory persists; an
+// answer read ahead while its question is typed runs only the question.
 //
 //   node tests/wasm/background-memory.mjs MODELS_DIR EXAMPLE.md
 import assert from 'node:assert/strict';
@@ -109,6 +110,16 @@ dm.close();
 dm = await DocMem.open('background', options);
 const reopened = await dm.documents();
 assert.deepEqual(reopened.map((d) => [d.title, d.memoryVersion]), [['printing-press', 1], ['bells', 1]]);
+
+// Reading ahead while a question is typed: the latest read-ahead replaces the one before,
+// and the ask then runs only its question, reusing every token that was read ahead.
+const question = 'Who brought printing to England?';
+const partial = dm.readAhead('Who brought', { k: 2 });
+const ahead = await dm.readAhead(question, { k: 2 });
+assert.equal((await partial).superseded, true, 'the newer read-ahead replaced the older');
+assert.ok(ahead.kept > 50 && !ahead.superseded, JSON.stringify(ahead));
+const answered = await dm.ask(question, { k: 2, maxTokens: 12 });
+assert.equal(answered.reusedTokens, ahead.kept, 'the ask reused what was read ahead');
 dm.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 console.log(`background memories: ok (${events.length} progress reports, memory ${written.seconds.toFixed(1)} s, ${((performance.now() - t0) / 1000).toFixed(1)} s)`);

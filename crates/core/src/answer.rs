@@ -29,19 +29,24 @@ pub struct Memory<'a> {
     pub text: &'a str,
 }
 
+/// The instructions that open every answer prompt (in Chinese when `chinese`), ending in
+/// a blank line: the start all answer prompts share, which an answerer keeps run.
+pub fn instructions(chinese: bool) -> &'static str {
+    if chinese {
+        "请只根据下面编号的文档记忆回答问题。先给出答案，用问题所需的最少字词，然后用 [编号] 注明所依据的记忆，例如 [1]。\
+         如果这些记忆中没有答案，只回答：文档中没有答案。不要编造。\n\n"
+    } else {
+        "Answer the question using only the numbered passages below. \
+         Start with the answer itself, in as few words as the question needs, in the passage's own words where you can, \
+         and cite the passage by number, like [1]; add at most one short sentence of support. \
+         If the passages do not contain the answer, reply only: Not in the documents. Do not make anything up.\n\n"
+    }
+}
+
 /// The user turn for `question` over `memories` (numbered from 1), in Chinese when
 /// `chinese`.
 pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> String {
-    let mut s = String::new();
-    if chinese {
-        s.push_str("请只根据下面编号的文档记忆回答问题。先给出答案，用问题所需的最少字词，然后用 [编号] 注明所依据的记忆，例如 [1]。");
-        s.push_str(&format!("如果这些记忆中没有答案，只回答：{NOT_IN_DOCUMENTS_ZH}。不要编造。\n\n"));
-    } else {
-        s.push_str("Answer the question using only the numbered passages below. ");
-        s.push_str("Start with the answer itself, in as few words as the question needs, in the passage's own words where you can, ");
-        s.push_str("and cite the passage by number, like [1]; add at most one short sentence of support. ");
-        s.push_str("If the passages do not contain the answer, reply only: Not in the documents. Do not make anything up.\n\n");
-    }
+    let mut s = String::from(instructions(chinese));
     for (i, m) in memories.iter().enumerate() {
         s.push_str(&format!("[{}] {}", i + 1, m.title));
         if let Some(o) = m.outline.filter(|o| !o.trim().is_empty()) {

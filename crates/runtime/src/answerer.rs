@@ -28,6 +28,9 @@ pub struct Reply {
     pub prefill_seconds: f64,
     /// Seconds from then to the end.
     pub decode_seconds: f64,
+    /// Prompt tokens not run again: the start this prompt shares with one the model had
+    /// kept (the last answer's, or one read ahead: [`Answerer::read_ahead`]).
+    pub reused_tokens: usize,
     /// The answerer's probabilities for its reply and for the refusal (local models only).
     pub probabilities: Option<ReplyProbabilities>,
 }
@@ -94,7 +97,21 @@ pub trait Answerer {
         max_tokens: usize,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
     ) -> LocalBoxFuture<'a, Result<Reply, LmError>>;
+
+    /// Read the start of a user turn ahead of its reply, while the rest (the question) is
+    /// still being written: a local model runs it into the prompt it keeps, so the reply
+    /// whose turn begins with it runs only the rest ([`Lm::prefill_ahead`]); `stop` is
+    /// asked between pieces of [`AHEAD_CHUNK`] tokens and what was read is kept. Returns
+    /// the tokens now kept; a hosted model reads nothing ahead (0).
+    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, LmError>> {
+        let _ = (user_turn_start, stop);
+        boxed(async { Ok(0) })
+    }
 }
+
+/// Tokens read ahead between two looks at `stop` ([`Answerer::read_ahead`]): a question
+/// that arrives waits for at most this many (about 3 s for the 1.5B in wasm on two cores).
+pub const AHEAD_CHUNK: usize = 32;
 
 impl<B: Backend> Answerer for Lm<B> {
     fn reply<'a>(
@@ -106,9 +123,10 @@ impl<B: Backend> Answerer for Lm<B> {
         boxed(async move {
             let messages = [ChatMessage::new("user", user_turn)];
             let sampling = SamplingParams { max_tokens, stop: answer_stops(), ..SamplingParams::default() };
-            // The prompt runs once; the reply and the refusal are both scored after it.
+            // The prompt runs once (less the start it shares with the kept one); the reply
+            // and the refusal are both scored after it.
             let start = crate::lm::now_seconds();
-            let prefix = self.prefill(Prompt::Chat(&messages)).await?;
+            let (prefix, reused_tokens) = self.prefill_reusing(self.prompt_tokens(Prompt::Chat(&messages))?).await?;
             let prefill_seconds = crate::lm::now_seconds() - start;
             let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
             let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.config()) {
@@ -125,8 +143,27 @@ impl<B: Backend> Answerer for Lm<B> {
                 finish: g.finish,
                 prefill_seconds: prefill_seconds + g.prefill_seconds,
                 decode_seconds: g.decode_seconds,
+                reused_tokens,
                 probabilities,
             })
+        })
+    }
+
+    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, LmError>> {
+        boxed(async move {
+            if user_turn_start.is_empty() {
+                return Ok(0);
+            }
+            // The chat as the reply will render it, cut where the given start ends.
+            let rendered = self.render_chat(&[ChatMessage::new("user", user_turn_start)])?;
+            let Some(at) = rendered.rfind(user_turn_start) else { return Ok(0) };
+            let mut tokens = self.tokenizer.encode_prompt(&rendered[..at + user_turn_start.len()])?;
+            // Its last token may join what follows into another token in the whole prompt.
+            tokens.pop();
+            if tokens.is_empty() {
+                return Ok(0);
+            }
+            self.prefill_ahead(&tokens, AHEAD_CHUNK, stop).await
         })
     }
 }

@@ -141,6 +141,9 @@ pub struct Answer {
     pub retrieve_seconds: f64,
     /// Prompt processing time.
     pub prefill_seconds: f64,
+    /// Prompt tokens the answerer did not run again: the start the prompt shared with the
+    /// one it kept (the last answer's, or one read ahead with [`read_ahead`]).
+    pub reused_tokens: usize,
     /// Generation time.
     pub decode_seconds: f64,
     /// Why generation stopped.
@@ -341,6 +344,40 @@ pub async fn prepare_async<S: Store>(
     Ok(prompt)
 }
 
+impl AnswerPrompt {
+    /// The user turn up to its question: the instructions and the numbered passages,
+    /// which an answerer can read while the question is still being typed.
+    pub fn before_question(&self, question: &str) -> &str {
+        let end = self.user_turn.len() - question.trim().len();
+        self.user_turn.get(..end).unwrap_or("")
+    }
+}
+
+/// Read ahead what the answer to `question` will begin with, while it is still being
+/// typed (`question` is what there is so far): the passages it finds now are put into
+/// the answer prompt and `answerer` runs that prompt up to the question
+/// ([`Answerer::read_ahead`]), asking `stop` between pieces. When the asked question
+/// finds the same passages, its answer runs only the question; otherwise it still reuses
+/// the instructions and whatever passages come first in both. An empty `question` reads
+/// the instructions alone (done once a model is loaded). Returns the tokens the answerer
+/// now keeps.
+pub async fn read_ahead<S: Store>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    answerer: &dyn Answerer,
+    question: &str,
+    params: &AskParams,
+    stop: &dyn Fn() -> bool,
+) -> Result<usize, QaError> {
+    let start = if question.trim().is_empty() {
+        docmem_core::answer::instructions(false).to_string()
+    } else {
+        let prompt = docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await?;
+        prompt.before_question(question).to_string()
+    };
+    Ok(answerer.read_ahead(&start, stop).await?)
+}
+
 /// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted
 /// model; at most `max_tokens`), streaming its text to `on_text`, and read its citations.
 pub async fn answer(
@@ -392,6 +429,7 @@ pub async fn answer(
         sources,
         retrieve_seconds,
         prefill_seconds: g.prefill_seconds,
+        reused_tokens: g.reused_tokens,
         decode_seconds: g.decode_seconds,
         finish: g.finish,
         evidence,
@@ -451,6 +489,7 @@ mod tests {
                     finish: Finish::EndOfText,
                     prefill_seconds: 0.0,
                     decode_seconds: 0.0,
+                    reused_tokens: 0,
                     probabilities: self.probabilities,
                 })
             })

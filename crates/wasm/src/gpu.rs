@@ -7,6 +7,7 @@ use std::rc::Rc;
 
 use docmem_core::Document;
 use docmem_core::ErrorCode;
+use docmem_runtime::answerer::Answerer;
 use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
 use docmem_runtime::ingest::MemoryMethod;
@@ -219,6 +220,31 @@ impl WasmLibrary {
             let prompt = library::prepare_holding(&library, &embedder, &question, &params).await?;
             let answer = qa::answer(prompt, &*lm, params.max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
             Ok(to_json(&answer)?.into())
+        })
+    }
+
+    /// `readAhead` with an answerer on WebGPU: a promise of the prompt tokens it keeps.
+    #[wasm_bindgen(js_name = readAheadOnGpu)]
+    pub fn read_ahead_on_gpu(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        embedder: &WasmEmbedder,
+        answerer: &WasmGpuLm,
+        interrupt: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let args = boundary::ready().and_then(|()| Ok((boundary::string(&question, "question")?, library::ask_params(k, 1.0)?)));
+        let (library, embedder, lm) = (self.library.clone(), embedder.embedder.clone(), answerer.lm.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (question, params) = args?;
+            let stop = crate::memory_draft::interrupt_fn(interrupt);
+            let start = if question.trim().is_empty() {
+                docmem_core::answer::instructions(false).to_string()
+            } else {
+                library::prepare_holding(&library, &embedder, &question, &params).await?.before_question(&question).to_string()
+            };
+            let kept = lm.read_ahead(&start, &stop).await.map_err(coded)?;
+            Ok((kept as f64).into())
         })
     }
 }

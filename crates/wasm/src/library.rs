@@ -29,7 +29,7 @@ use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::guided::{ask_guided, GuideSettings};
 use docmem_runtime::ingest::{ingest_into, IngestLimits, Ingested, MemoryMethod};
 use docmem_runtime::lm::{LmReader, LmText};
-use docmem_runtime::qa::{ask, retrieve, AskParams};
+use docmem_runtime::qa::{ask, read_ahead, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
 use crate::boundary::{self, count, string};
@@ -348,6 +348,29 @@ impl WasmLibrary {
         let (question, k) = (string(&question, "question")?, count(k, "k", u32::MAX)?);
         let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
         to_json(&retrieve(&*self.get()?, &mut *embedder.get()?, &question, &params, 0).map_err(coded)?)
+    }
+
+    /// Read ahead the answer prompt of a question still being typed (`question`: what
+    /// there is so far; empty: the instructions alone), so that an `ask` whose passages
+    /// start the same way runs only what differs ([`docmem_runtime::qa::read_ahead`]).
+    /// `interrupt()` is asked before each piece of 32 tokens; `true` stops, keeping what
+    /// was read. Returns the prompt tokens the answerer keeps.
+    #[wasm_bindgen(js_name = readAhead)]
+    pub fn read_ahead(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        k: f64,
+        embedder: &mut WasmEmbedder,
+        answerer: &WasmLm,
+        interrupt: Option<js_sys::Function>,
+    ) -> Result<f64, JsValue> {
+        boundary::ready()?;
+        let (question, params) = (string(&question, "question")?, ask_params(k, 1.0)?);
+        let stop = crate::memory_draft::interrupt_fn(interrupt);
+        let (library, mut embedder) = (self.get()?, embedder.get()?);
+        let kept =
+            docmem_runtime::block_on(read_ahead(&library, &mut *embedder, &answerer.lm, &question, &params, &stop)).map_err(coded)?;
+        Ok(kept as f64)
     }
 
     /// Answer `question` from the library with `answerer`, streaming text pieces to

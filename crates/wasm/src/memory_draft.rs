@@ -37,7 +37,7 @@ pub struct WasmMemoryDraft {
 
 /// `interrupt` (a JS function asked before each decoding step; `true` stops) as the
 /// reader's interrupt.
-fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> bool {
+pub(crate) fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> bool {
     move || matches!(&interrupt, Some(f) if f.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy()))
 }
 

@@ -13,6 +13,7 @@
 mod drafts;
 pub mod parity;
 mod paths;
+mod prompt_cache;
 mod reader;
 pub(crate) mod sampler;
 mod text;
@@ -358,6 +359,8 @@ pub struct Lm<B: Backend = CpuTransformer> {
     /// The decoder.
     pub backend: B,
     context: usize,
+    /// The last answer prompt, for the next one to reuse its start.
+    prompt_cache: prompt_cache::PromptCache<B::Cache>,
 }
 
 impl<B: Backend> fmt::Debug for Lm<B> {
@@ -423,14 +426,14 @@ impl Lm<CpuTransformer> {
         let chat = ChatTemplate::new(template.as_deref(), &text(tokenizer.bos()), &text(tokenizer.eos()))?;
         let weights = Weights::from_hf(&ck, &cfg, opts.quant)?;
         let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
-        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context })
+        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context, prompt_cache: Default::default() })
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).
     pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let weights = Weights::load(&g, src, &cfg)?;
-        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context })
+        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context, prompt_cache: Default::default() })
     }
 }
 
@@ -441,7 +444,7 @@ impl Lm<crate::gpu::GpuTransformer> {
     pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
-        Ok(Lm { tokenizer, chat, backend, context })
+        Ok(Lm { tokenizer, chat, backend, context, prompt_cache: Default::default() })
     }
 }
 
@@ -490,13 +493,19 @@ impl Utf8Stream {
 impl<B: Backend> Lm<B> {
     /// Wrap a backend with its tokenizer and template.
     pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
-        Lm { tokenizer, chat, backend, context }
+        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default() }
     }
 
     /// The same model on another backend built from this one (the GPU backend is built
     /// from the loaded CPU weights).
     pub fn map_backend<C: Backend, E>(self, build: impl FnOnce(B) -> Result<C, E>) -> Result<Lm<C>, E> {
-        Ok(Lm { tokenizer: self.tokenizer, chat: self.chat, backend: build(self.backend)?, context: self.context })
+        Ok(Lm {
+            tokenizer: self.tokenizer,
+            chat: self.chat,
+            backend: build(self.backend)?,
+            context: self.context,
+            prompt_cache: Default::default(),
+        })
     }
 
     /// Hyper-parameters.
@@ -545,6 +554,84 @@ impl<B: Backend> Lm<B> {
         let mut cache = self.backend.new_cache();
         let last_logits = self.backend.forward(&mut cache, &tokens, Logits::Last).await?;
         Ok(Prefix { cache, tokens, last_logits })
+    }
+
+    /// [`Lm::prefill_tokens`], reusing the longest start `tokens` shares with the prompt
+    /// this model keeps (the last one run here or by [`Lm::prefill_ahead`]; see
+    /// `prompt_cache`), and keeping this one for the next. Also returns how many tokens
+    /// were reused. For prompts that recur with a common start: the answerer's.
+    pub async fn prefill_reusing(&self, tokens: Vec<u32>) -> Result<(Prefix<B::Cache>, usize), LmError> {
+        if tokens.is_empty() {
+            return Err(LmError::EmptyPrompt);
+        }
+        self.check_fits(tokens.len())?;
+        // The last token always runs: a kept prompt holds only its own last logits.
+        let (mut cache, reused) = match self.prompt_cache.take() {
+            Some(kept) => {
+                let reused = prompt_cache::common_start(kept.tokens(), &tokens).min(tokens.len() - 1);
+                let mut cache = kept.cache;
+                self.backend.truncate(&mut cache, reused);
+                (cache, reused)
+            }
+            None => (self.backend.new_cache(), 0),
+        };
+        let last_logits = self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?;
+        let prefix = Prefix { cache, tokens, last_logits };
+        self.prompt_cache.keep(prefix.clone());
+        Ok((prefix, reused))
+    }
+
+    /// Run `tokens`, the start of a prompt expected soon (an answer prompt while its
+    /// question is still being typed), into the prompt this model keeps for
+    /// [`Lm::prefill_reusing`]: what the kept prompt already shares is not run again, the
+    /// rest runs `chunk` tokens at a time and `stop` is asked before each. Work stopped
+    /// early is kept as far as it went. Returns how many of `tokens` are now kept.
+    pub async fn prefill_ahead(&self, tokens: &[u32], chunk: usize, stop: &dyn Fn() -> bool) -> Result<usize, LmError> {
+        self.check_fits(tokens.len())?;
+        let Some(kept) = self.prompt_cache.take() else {
+            return self.prefill_ahead_from(self.backend.new_cache(), Vec::new(), tokens, chunk, stop).await;
+        };
+        let common = prompt_cache::common_start(kept.tokens(), tokens);
+        if common == tokens.len() || stop() {
+            // Nothing to run, or no time to: the kept prompt stays whole.
+            self.prompt_cache.keep(kept);
+            return Ok(common);
+        }
+        let mut cache = kept.cache;
+        self.backend.truncate(&mut cache, common);
+        self.prefill_ahead_from(cache, tokens[..common].to_vec(), tokens, chunk, stop).await
+    }
+
+    /// [`Lm::prefill_ahead`] from `cache`, which holds `done` (a start of `tokens`).
+    async fn prefill_ahead_from(
+        &self,
+        mut cache: B::Cache,
+        mut done: Vec<u32>,
+        tokens: &[u32],
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<usize, LmError> {
+        let mut last_logits = None;
+        for part in tokens[done.len()..].chunks(chunk.max(1)) {
+            if stop() {
+                break;
+            }
+            last_logits = Some(self.backend.forward(&mut cache, part, Logits::Last).await?);
+            done.extend_from_slice(part);
+        }
+        // Kept only with the logits of its last token (a cut back cache without them is
+        // dropped: the next prompt runs from scratch, as without a kept prompt).
+        let kept = done.len();
+        if let Some(last_logits) = last_logits {
+            self.prompt_cache.keep(Prefix { cache, tokens: done, last_logits });
+            return Ok(kept);
+        }
+        Ok(0)
+    }
+
+    /// Tokens of the prompt this model keeps for [`Lm::prefill_reusing`].
+    pub fn kept_prompt_tokens(&self) -> usize {
+        self.prompt_cache.len()
     }
 
     /// [`Lm::prefill_tokens`] `chunk` tokens at a time, asking `stop` between chunks: `None`

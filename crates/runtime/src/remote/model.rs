@@ -142,7 +142,14 @@ impl<T: Transport> RemoteModel<T> {
                 None => return Err(RemoteError::Transport { message: "the stream ended before the reply did".into() }),
             }
         };
-        Ok(Reply { text: stream.text, finish, prefill_seconds: began - started, decode_seconds: now - began, probabilities: None })
+        Ok(Reply {
+            text: stream.text,
+            finish,
+            prefill_seconds: began - started,
+            decode_seconds: now - began,
+            reused_tokens: 0,
+            probabilities: None,
+        })
     }
 
     /// For each `(context, continuation)`, the log-probabilities of the continuation's

@@ -1,0 +1,104 @@
+//! The answerer's kept prompt on SmolLM2: an answer prompt read ahead while its question is
+//! typed is reused by the answer (only the question runs), a read ahead stopped early keeps
+//! what it read, a follow-up question reuses the start it shares with the last answer's
+//! prompt, and in each case the answer is the one a fresh model writes from scratch.
+
+mod common;
+
+use std::cell::Cell;
+use std::ops::ControlFlow;
+
+use common::model;
+use docmem_core::chunk::{chunk_with, ChunkerKind};
+use docmem_core::library::{Library, LibrarySettings, MemStore};
+use docmem_core::{Document, DocumentMemory, HashingEmbedder};
+use docmem_runtime::answerer::{Answerer, AHEAD_CHUNK};
+use docmem_runtime::block_on;
+use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::qa::{ask, read_ahead, AskParams};
+
+const PRINTING: &str = "William Caxton brought the printing press to England in 1476. He set up his shop at Westminster. \
+                        His first book printed in England was an edition of The Canterbury Tales. \
+                        The steam engine converts heat into work. James Watt added a separate condenser in 1765.";
+
+fn smollm() -> Lm {
+    Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
+}
+
+fn library(e: &mut HashingEmbedder) -> Library<MemStore> {
+    let mut lib = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
+    let doc = Document::new("printing.txt", PRINTING);
+    let spans = chunk_with(ChunkerKind::Sentence, PRINTING, Default::default(), None).unwrap();
+    lib.add(&doc, &DocumentMemory::from_spans(&doc, &spans, "sentence"), e).unwrap();
+    lib
+}
+
+fn params() -> AskParams {
+    AskParams { k: 2, max_tokens: 24, ..AskParams::default() }
+}
+
+const QUESTION: &str = "Where did Caxton set up his shop?";
+
+#[test]
+fn an_answer_read_ahead_runs_only_its_question_and_answers_as_from_scratch() {
+    let mut e = HashingEmbedder::new(64);
+    let lib = library(&mut e);
+    let fresh = block_on(ask(&lib, &mut e, &smollm(), QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert_eq!(fresh.reused_tokens, 0, "a new model keeps no prompt");
+
+    // The whole question was typed before the read ahead ran: everything but the
+    // question's tokens (and the token before it, which may join them) is read ahead.
+    let lm = smollm();
+    let kept = block_on(read_ahead(&lib, &mut e, &lm, QUESTION, &params(), &|| false)).unwrap();
+    assert!(kept > 60 && kept == lm.kept_prompt_tokens(), "{kept} tokens read ahead");
+    let a = block_on(ask(&lib, &mut e, &lm, QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert_eq!(a.reused_tokens, kept, "the answer reuses all that was read ahead");
+    assert_eq!(a.answer, fresh.answer);
+    assert_eq!(a.cited, fresh.cited);
+
+    // A follow-up question that finds the same passages reuses them from the last answer.
+    let b =
+        block_on(ask(&lib, &mut e, &lm, "Where did Caxton set up his shop at first?", &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert!(b.reused_tokens >= kept, "{} reused of the {kept} the passages take", b.reused_tokens);
+}
+
+#[test]
+fn a_read_ahead_stopped_early_keeps_what_it_read_and_a_partial_question_still_helps() {
+    let mut e = HashingEmbedder::new(64);
+    let lib = library(&mut e);
+    let fresh = block_on(ask(&lib, &mut e, &smollm(), QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
+
+    // Stopped before its second piece: one piece kept.
+    let lm = smollm();
+    let asked = Cell::new(0);
+    let stop = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 1
+    };
+    let kept = block_on(read_ahead(&lib, &mut e, &lm, "Where did Caxton", &params(), &stop)).unwrap();
+    assert_eq!(kept, AHEAD_CHUNK);
+    let a = block_on(ask(&lib, &mut e, &lm, QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert_eq!(a.reused_tokens, AHEAD_CHUNK);
+    assert_eq!(a.answer, fresh.answer);
+
+    // Read ahead on a partial question, then on an empty one (the instructions alone): the
+    // second keeps the start both share and runs nothing.
+    let lm = smollm();
+    let whole = block_on(read_ahead(&lib, &mut e, &lm, "Where did Caxton", &params(), &|| false)).unwrap();
+    let instructions = block_on(read_ahead(&lib, &mut e, &lm, "", &params(), &|| false)).unwrap();
+    assert!(instructions > 20 && instructions < whole, "{instructions} of {whole}");
+    assert_eq!(lm.kept_prompt_tokens(), whole, "the longer prompt stays kept");
+    let a = block_on(ask(&lib, &mut e, &lm, QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert!(a.reused_tokens >= instructions);
+    assert_eq!(a.answer, fresh.answer);
+}
+
+#[test]
+fn an_empty_start_or_a_stop_at_once_keeps_nothing() {
+    let lm = smollm();
+    assert_eq!(block_on(lm.read_ahead("", &|| false)).unwrap(), 0);
+    assert_eq!(lm.kept_prompt_tokens(), 0);
+    // Stopped at once with nothing kept: nothing is kept after either.
+    assert_eq!(block_on(lm.read_ahead("Answer the question using only the passages below.", &|| true)).unwrap(), 0);
+    assert_eq!(lm.kept_prompt_tokens(), 0);
+}
