@@ -11,6 +11,7 @@
 // only after run-time feature detection (`has_fma`).
 #![allow(unsafe_code)]
 
+use super::fma::Fma;
 use super::ggml_order::{dot_f16, reduce16, Order, LANES};
 use super::mathfn::exp_shifted;
 
@@ -78,7 +79,7 @@ unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f3
 fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     let axpy = |a: f32, x: &[f32], y: &mut [f32]| {
         for (y, x) in y.iter_mut().zip(x) {
-            *y = a.mul_add(*x, *y);
+            *y = a.fmadd(*x, *y);
         }
     };
     attend_body(h, scratch, out, Ops { dot: dot_f16, axpy, f16_round: crate::quant::f16_round })
@@ -202,8 +203,8 @@ fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, 
             let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };
             let (x0, x1) = (head[a], head[b]);
             // Fused as GCC contracts llama.cpp's `x0*c - x1*s` (-ffp-contract=fast).
-            head[a] = x0.mul_add(c, -(x1 * s));
-            head[b] = x0.mul_add(s, x1 * c);
+            head[a] = x0.fmadd(c, -(x1 * s));
+            head[b] = x0.fmadd(s, x1 * c);
         }
     }
 }

@@ -17,6 +17,8 @@
 // raw-pointer vector loads and stores).
 #![allow(unsafe_code)]
 
+use super::fma::Fma;
+
 /// Lanes per vector and vectors per step of ggml's 512-bit half-precision dot product.
 pub const LANES: usize = 16;
 
@@ -66,7 +68,7 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
             let mut acc = [0f32; LANES];
             for c in 0..hd / LANES {
                 for l in 0..LANES {
-                    acc[l] = x[c * LANES + l].mul_add(y[c * LANES + l], acc[l]);
+                    acc[l] = x[c * LANES + l].fmadd(y[c * LANES + l], acc[l]);
                 }
             }
             reduce16(&acc)
@@ -78,7 +80,7 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
                 for (j, a) in acc.iter_mut().enumerate() {
                     for l in 0..LANES {
                         let i = s + j * LANES + l;
-                        a[l] = x[i].mul_add(y[i], a[l]);
+                        a[l] = x[i].fmadd(y[i], a[l]);
                     }
                 }
             }

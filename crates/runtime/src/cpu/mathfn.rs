@@ -12,6 +12,8 @@
 // stores.
 #![allow(unsafe_code)]
 
+use super::fma::Fma;
+
 #[inline(always)]
 fn c(bits: u32) -> f32 {
     f32::from_bits(bits)
@@ -23,15 +25,13 @@ fn c(bits: u32) -> f32 {
 #[inline]
 pub fn expf(x: f32) -> f32 {
     let r = c(0x4b40_0000); // 1.5 · 2^23: adding it rounds to an integer
-    let z = x.mul_add(c(0x3fb8_aa3b), r); // x · log2(e) + r
+    let z = x.fmadd(c(0x3fb8_aa3b), r); // x · log2(e) + r
     let n = z - r;
     // b = x − n · ln 2, with ln 2 split in two for accuracy.
-    let b = (-n).mul_add(c(0x35bf_be8e), (-n).mul_add(c(0x3f31_7200), x));
+    let b = (-n).fmadd(c(0x35bf_be8e), (-n).fmadd(c(0x3f31_7200), x));
     let u = b * b;
-    let j = c(0x3c07_2010)
-        .mul_add(b, c(0x3d2b_9f17))
-        .mul_add(u, c(0x3e2a_af33).mul_add(b, c(0x3eff_fedb)))
-        .mul_add(u, c(0x3f7f_fff6).mul_add(b, 1.0));
+    let j =
+        c(0x3c07_2010).fmadd(b, c(0x3d2b_9f17)).fmadd(u, c(0x3e2a_af33).fmadd(b, c(0x3eff_fedb))).fmadd(u, c(0x3f7f_fff6).fmadd(b, 1.0));
     if n.abs() > 192.0 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }

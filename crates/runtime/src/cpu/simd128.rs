@@ -17,7 +17,7 @@
 use core::arch::wasm32::*;
 
 use super::act::QuantizedRow;
-use super::isum::simd::{dot16_small, dot32_nibbles, hsum, load, load_i8, q6k_weights16};
+use super::isum::simd::{dot16_small_i16, dot32_nibbles_i16, hsum, load, load_i8, q6k_weights16};
 use crate::gguf::GgmlType;
 use crate::quant::{f16_at, scales_mins_k4};
 
@@ -55,20 +55,26 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
             w[2 * g] = [v128_and(lo, m4), v128_and(hi, m4)];
             w[2 * g + 1] = [u8x16_shr(lo, 4), u8x16_shr(hi, 4)];
         }
-        let scale: [v128; 8] = core::array::from_fn(|j| i32x4_splat(i32::from(sc[j])));
-        let mins = [i32x4(m[0].into(), m[1].into(), m[2].into(), m[3].into()), i32x4(m[4].into(), m[5].into(), m[6].into(), m[7].into())];
+        // Scales and minimums as i16 (6 bits), multiplied in while the products widen
+        // (`i32x4_dot_i16x8`); each minimum twice, for the two block sums it weighs.
+        let scale: [v128; 8] = core::array::from_fn(|j| i16x8_splat(i16::from(sc[j])));
+        let m16 = |j: usize| i16::from(m[j]);
+        let mins = [
+            i16x8(m16(0), m16(0), m16(1), m16(1), m16(2), m16(2), m16(3), m16(3)),
+            i16x8(m16(4), m16(4), m16(5), m16(5), m16(6), m16(6), m16(7), m16(7)),
+        ];
         for (t, q) in qs.iter().enumerate() {
             let y = &q.q8k[256 * i..256 * i + 256];
             let mut acc = i32x4_splat(0);
             for j in 0..8 {
-                let p = dot32_nibbles(w[j][0], load_i8(&y[32 * j..32 * j + 16]), w[j][1], load_i8(&y[32 * j + 16..32 * j + 32]));
-                acc = i32x4_add(acc, i32x4_mul(p, scale[j]));
+                let p = dot32_nibbles_i16(w[j][0], load_i8(&y[32 * j..32 * j + 16]), w[j][1], load_i8(&y[32 * j + 16..32 * j + 32]));
+                acc = i32x4_add(acc, i32x4_dot_i16x8(p, scale[j]));
             }
             let sumi = hsum(acc);
-            // Σ_j m_j · (bsums[2j] + bsums[2j+1]): pairwise sums of the 16 block sums.
+            // Σ_j m_j · (bsums[2j] + bsums[2j+1]) over the 16 block sums (each at most
+            // 16 · 128 in size).
             let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
-            let pairs = [i32x4_extadd_pairwise_i16x8(load_i16(&bsums[..8])), i32x4_extadd_pairwise_i16x8(load_i16(&bsums[8..]))];
-            let summ = hsum(i32x4_add(i32x4_mul(pairs[0], mins[0]), i32x4_mul(pairs[1], mins[1])));
+            let summ = hsum(i32x4_add(i32x4_dot_i16x8(load_i16(&bsums[..8]), mins[0]), i32x4_dot_i16x8(load_i16(&bsums[8..]), mins[1])));
             sum[t] += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
         }
     }
@@ -90,7 +96,7 @@ fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
         // Vector (half, g, k) holds values 128·half + 16·g + 32·k + 0..16; their scale, and
         // which of the 16 activation sums covers them.
         let mut w = [u8x16_splat(0); 16];
-        let mut scale = [i32x4_splat(0); 16];
+        let mut scale = [i16x8_splat(0); 16];
         let mut sc16 = [0i32; 16];
         for half in 0..2 {
             let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
@@ -98,7 +104,7 @@ fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
                 for (k, qv) in q6k_weights16_offset(ql, qh, 16 * g, 0).into_iter().enumerate() {
                     let s = i32::from(sc[g + 2 * k] as i8);
                     w[8 * half + 4 * g + k] = qv;
-                    scale[8 * half + 4 * g + k] = i32x4_splat(s);
+                    scale[8 * half + 4 * g + k] = i16x8_splat(s as i16);
                     sc16[8 * half + g + 2 * k] = s;
                 }
             }
@@ -112,8 +118,9 @@ fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
                     for k in 0..4 {
                         let v = 8 * half + 4 * g + k;
                         let at = 128 * half + 16 * g + 32 * k;
-                        let p = i32x4_relaxed_dot_i8x16_i7x16_add(load_i8(&y[at..at + 16]), w[v], zero);
-                        acc = i32x4_add(acc, i32x4_mul(p, scale[v]));
+                        // Weights in 0..=63: pairs of products within an i16, exactly.
+                        let p = i16x8_relaxed_dot_i8x16_i7x16(load_i8(&y[at..at + 16]), w[v]);
+                        acc = i32x4_add(acc, i32x4_dot_i16x8(p, scale[v]));
                     }
                 }
             }
@@ -139,13 +146,13 @@ fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
         // 16 vectors of 16 six-bit weights (minus 32) with their scales; vector (half,
         // g, k) holds values 128·half + 16·g + 32·k + 0..16.
         let mut w = [u8x16_splat(0); 16];
-        let mut scale = [i32x4_splat(0); 16];
+        let mut scale = [i16x8_splat(0); 16];
         for half in 0..2 {
             let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
             for g in 0..2 {
                 for (k, qv) in q6k_weights16(ql, qh, 16 * g).into_iter().enumerate() {
                     w[8 * half + 4 * g + k] = qv;
-                    scale[8 * half + 4 * g + k] = i32x4_splat(i32::from(sc[g + 2 * k] as i8));
+                    scale[8 * half + 4 * g + k] = i16x8_splat(i16::from(sc[g + 2 * k] as i8));
                 }
             }
         }
@@ -157,7 +164,7 @@ fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
                     for k in 0..4 {
                         let v = 8 * half + 4 * g + k;
                         let at = 128 * half + 16 * g + 32 * k;
-                        acc = i32x4_add(acc, i32x4_mul(dot16_small(w[v], load_i8(&y[at..at + 16])), scale[v]));
+                        acc = i32x4_add(acc, i32x4_dot_i16x8(dot16_small_i16(w[v], load_i8(&y[at..at + 16])), scale[v]));
                     }
                 }
             }
