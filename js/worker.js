@@ -727,7 +727,7 @@ const memoryGivesWay = () => memoriesPaused || flag(3) === 1 || requestsWait() |
 // runs only what differs: on two CPU cores the 1.5B reads about 11 prompt tokens a second,
 // and typing a question takes about as long as reading its passages. Only the latest
 // read-ahead is kept; it goes before background memories and gives way to any request
-// (within 32 prompt tokens with shared memory; without it, it reads one piece per turn of
+// (within 16 prompt tokens with shared memory; without it, it reads one piece per turn of
 // the queue). A request that comes ends it: the ask it prepared reuses what was read.
 let ahead = null; // {id, question, k, kept}: the latest read-ahead asked for
 

@@ -930,6 +930,11 @@ function wire() {
     if (file) useOwnModel(file);
   });
   $('question').addEventListener('input', readAheadSoon);
+  // Into the question box: the answer prompt's instructions, which every answer starts
+  // with, are read while the question is written (nothing to do when they are kept).
+  $('question').addEventListener('focus', () => {
+    if (dm && document.body.dataset.ready === 'true' && !asking) dm.readAhead('', { k: ASK_K }).catch(() => {});
+  });
   $('ask-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const q = $('question').value.trim();
@@ -1130,8 +1135,6 @@ async function openDocMem(remote) {
   document.body.dataset.ready = 'true';
   showStorage();
   renderPicker();
-  // The answer prompt's instructions, read while nothing else runs: every answer starts with them.
-  dm.readAhead('', { k: ASK_K }).catch(() => {});
 }
 
 /**

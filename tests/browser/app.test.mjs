@@ -508,7 +508,7 @@ try {
   assert.deepEqual(seen.status.slice(0, 2), ['Searching the documents…', 'Searching the documents…']);
   assert.ok([`Reading ${shownPassages} passages…`, 'Reading around the 4 passages found…'].includes(seen.status[2]), JSON.stringify(seen.status));
   assert.equal(seen.status[3], 'Writing…');
-  // (The instructions are read ahead once the models are ready: an ask reuses them.)
+  // (The instructions are read ahead once the question box has the focus: an ask reuses them.)
   assert.match(seen.status.at(-1), /^Answered in \d+\.\d s \(first words after \d+\.\d s(; \d+ prompt tokens were read already)?\)\.$/);
   await page.screenshot({ path: path.join(out, 'desktop-answer.png'), fullPage: true });
 

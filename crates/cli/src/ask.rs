@@ -12,11 +12,11 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
 use docmem_runtime::answerer::Answerer;
 use docmem_runtime::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
-use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use docmem_runtime::qa::AskParams;
 use docmem_runtime::remote::RemoteModel;
 use docmem_runtime::store::DirStore;
 
+use crate::local_model::{BackendChoice, LocalLm};
 use crate::CliError;
 
 #[derive(Args)]
@@ -40,6 +40,10 @@ pub struct AskArgs {
     /// Worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Where a local answerer runs: auto (a GPU that passes the kernel checks, else the
+    /// CPU), cpu or gpu.
+    #[arg(long, value_enum, default_value_t)]
+    pub backend: BackendChoice,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
     /// Print one JSON object (answer, citations, per-layer ranks, timings, and the clue and
@@ -140,7 +144,7 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     }
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
     // The answerer, and the same model as the short-reply writer of clues and routing.
-    let (lm, mut remote): (Option<Lm>, Option<(RemoteModel<_>, RemoteModel<_>)>) = match crate::remote::remote_name(&path) {
+    let (lm, mut remote): (Option<LocalLm>, Option<(RemoteModel<_>, RemoteModel<_>)>) = match crate::remote::remote_name(&path) {
         Some(name) => {
             let remote = &a.embedder.remote;
             let transport = remote.transport("answerer", name, "the question and the passages retrieved for it")?;
@@ -151,12 +155,12 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
             if !path.exists() {
                 return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
             }
-            (Some(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?), None)
+            (Some(LocalLm::load(&path, a.threads, a.backend)?), None)
         }
     };
-    let mut local_text = lm.as_ref().map(LmText::new);
+    let mut local_text = lm.as_ref().map(LocalLm::text);
     let (answerer, text): (&dyn Answerer, &mut dyn TextModel) = match (&lm, &mut local_text, &mut remote) {
-        (Some(lm), Some(text), _) => (lm, text),
+        (Some(lm), Some(text), _) => (lm.answerer(), &mut **text),
         (_, _, Some((answerer, text))) => (&*answerer, text),
         _ => return Err(CliError::BadArgument { message: "--answerer: no model".into() }),
     };

@@ -18,12 +18,12 @@ use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderModel, ReaderPrompt, Stage};
 use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
-use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use docmem_runtime::remote::RemoteModel;
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
 use crate::input::read_document;
+use crate::local_model::{BackendChoice, LocalLm};
 use crate::remote::HttpTransport;
 use crate::CliError;
 
@@ -67,6 +67,10 @@ pub struct IngestArgs {
     /// Worker threads for the models (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Where local reader and scorer models run: auto (a GPU that passes the kernel
+    /// checks, else the CPU), cpu or gpu.
+    #[arg(long, value_enum, default_value_t)]
+    pub backend: BackendChoice,
     /// Largest document accepted, in bytes of text (a larger one is refused, naming this
     /// limit, before any model work).
     #[arg(long, default_value_t = docmem_runtime::ingest::DEFAULT_MAX_DOCUMENT_BYTES)]
@@ -108,7 +112,7 @@ pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
 /// A reader or scorer: a model file loaded here, or a hosted model (`remote:NAME`).
 #[allow(clippy::large_enum_variant)] // at most two, made once per run
 enum Model {
-    Local { lm: Lm, name: String },
+    Local { lm: LocalLm, name: String },
     Remote { transport: Rc<HttpTransport>, name: String, context: usize },
 }
 
@@ -132,14 +136,14 @@ impl Model {
             };
             return Err(CliError::BadArgument { message });
         }
-        let lm = Lm::load(path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+        let lm = LocalLm::load(path, a.threads, a.backend)?;
         Ok(Model::Local { lm, name: crate::input::file_label(path) })
     }
 
     /// This model as the core's reader (and scorer).
     fn reader(&self) -> Box<dyn ReaderModel + '_> {
         match self {
-            Model::Local { lm, name } => Box::new(LmReader::new(lm, name.clone())),
+            Model::Local { lm, name } => lm.reader(name.clone()),
             Model::Remote { transport, name, context } => {
                 Box::new(RemoteModel::new(transport.clone(), name.clone()).with_context(*context))
             }

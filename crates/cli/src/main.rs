@@ -19,6 +19,7 @@ mod gpu_check;
 mod ingest;
 mod input;
 mod lm;
+mod local_model;
 mod manifest;
 mod models;
 mod open_store;

@@ -122,9 +122,16 @@ fn ingest_with_smollm2_then_ask_gives_a_cited_answer() {
     assert_eq!(bad.status.code(), Some(2));
 
     // Human form: the streamed answer, then citations with the document and character span.
-    let text =
-        ok(&docmem(&["ask", "Who brought printing to England?", "--library", &l, "--answerer", &model, "--k", "3", "--max-tokens", "48"]));
+    // `--backend auto` (the default) says where the answerer runs: here, without a GPU
+    // that passes the kernel checks, the CPU and why.
+    let asked =
+        docmem(&["ask", "Who brought printing to England?", "--library", &l, "--answerer", &model, "--k", "3", "--max-tokens", "48"]);
+    let text = ok(&asked);
     assert!(text.contains("→ printing-press.md, characters "), "{text}");
+    let said = String::from_utf8_lossy(&asked.stderr);
+    assert!(said.contains("[backend: cpu (") || said.contains("[backend: gpu, "), "{said}");
+    let bad = docmem(&["ask", "x", "--library", &l, "--answerer", &model, "--backend", "tpu"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
     std::fs::remove_dir_all(&lib).unwrap();
 }
 

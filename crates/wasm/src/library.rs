@@ -353,7 +353,7 @@ impl WasmLibrary {
     /// Read ahead the answer prompt of a question still being typed (`question`: what
     /// there is so far; empty: the instructions alone), so that an `ask` whose passages
     /// start the same way runs only what differs ([`docmem_runtime::qa::read_ahead`]).
-    /// `interrupt()` is asked before each piece of 32 tokens; `true` stops, keeping what
+    /// `interrupt()` is asked before each piece of 16 tokens; `true` stops, keeping what
     /// was read. Returns the prompt tokens the answerer keeps.
     #[wasm_bindgen(js_name = readAhead)]
     pub fn read_ahead(
