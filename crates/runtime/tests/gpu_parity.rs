@@ -27,8 +27,8 @@ mod common;
 use std::ops::ControlFlow;
 
 use common::model;
-use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
+use docmem_runtime::lm::Logits;
 use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, Prompt, SamplingParams};
 
 fn smollm2() -> Lm {

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use common::model;
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::cpu::transformer::Logits;
+use docmem_runtime::lm::Logits;
 use docmem_runtime::lm::{Backend, DraftSettings, Finish, Lm, LoadOptions, Prompt, PromptLookup, SamplingParams};
 
 fn smollm2() -> Lm {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::model;
-use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gguf::GgufFile;
+use docmem_runtime::lm::Logits;
 use docmem_runtime::lm::{Backend, Lm, LoadOptions};
 use docmem_runtime::source::{FileSource, MemorySource};
 use docmem_runtime::synthetic::{decoder_gguf, decoder_tensors, embedder_gguf, embedder_shape, DecoderSpec};

@@ -160,13 +160,8 @@ impl WasmLm {
             ));
         }
         let backend = &self.lm.backend;
-        docmem_runtime::block_on(Backend::forward(
-            backend,
-            &mut backend.new_cache(),
-            &tokens,
-            docmem_runtime::cpu::transformer::Logits::All,
-        ))
-        .map_err(coded)
+        docmem_runtime::block_on(Backend::forward(backend, &mut backend.new_cache(), &tokens, docmem_runtime::lm::Logits::All))
+            .map_err(coded)
     }
 
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,

@@ -36,8 +36,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_runtime::cpu::transformer::Logits;
 use docmem_runtime::gguf::GgufFile;
+use docmem_runtime::lm::Logits;
 use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use docmem_runtime::source::{ByteSource, FileSource, MemorySource};
 use docmem_runtime::synthetic::{self, DecoderSpec};

@@ -20,6 +20,7 @@ use super::ggml_order::{dot_f16, Order};
 use super::mathfn::swiglu;
 use super::matmul::{matmul_as, matmul_many_as, Activations};
 use super::threads::Threads;
+use crate::lm::Logits;
 use crate::model::{ModelConfig, Weights};
 
 /// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
@@ -63,15 +64,6 @@ impl KvCache {
     pub fn bytes(&self) -> usize {
         self.k.iter().chain(&self.v).map(|x| x.capacity() * 4).sum()
     }
-}
-
-/// Which positions' logits to compute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Logits {
-    /// Only the last token of the batch (generation).
-    Last,
-    /// Every token of the batch (scoring).
-    All,
 }
 
 thread_local! {

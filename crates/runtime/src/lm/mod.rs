@@ -33,7 +33,7 @@ pub use sampler::{argmax, log_prob, DeviceDraw, Drawn, Sampler, SamplingParams};
 pub use text::LmText;
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};
-use crate::cpu::transformer::{CpuTransformer, KvCache, Logits};
+use crate::cpu::transformer::{CpuTransformer, KvCache};
 use crate::gguf::{GgufError, GgufFile, MetaValue};
 use crate::model::hf::{self, HfCheckpoint, LoadQuant};
 use crate::model::{ModelConfig, ModelError, Weights};
@@ -52,6 +52,15 @@ pub(crate) fn now_seconds() -> f64 {
     {
         js_sys::Date::now() / 1000.0
     }
+}
+
+/// Which positions' logits a forward pass computes (every backend).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token of the batch (generation).
+    Last,
+    /// Every token of the batch (scoring).
+    All,
 }
 
 /// Runs a decoder: the CPU one, the WebGPU one, and later a remote one.

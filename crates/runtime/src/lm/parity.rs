@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{argmax, log_prob, Backend, Lm, LmError, Prompt, SamplingParams};
-use crate::cpu::transformer::{CpuTransformer, Logits};
+use crate::cpu::transformer::CpuTransformer;
+use crate::lm::Logits;
 
 /// Greedy continuations must agree for this many tokens (or to the end of llama.cpp's).
 pub const GREEDY_TOKENS: usize = 32;
