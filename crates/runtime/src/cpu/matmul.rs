@@ -172,13 +172,17 @@ unsafe impl Sync for OutPtr {}
 
 /// For each `(w, out)`: `out[t · w.rows + r] = w.row(r) · x_t` for every token `t`. All
 /// matrices share the input `acts` and have its width as `cols`. Sums follow llama.cpp's
-/// order for a batch of this many tokens.
+/// order for a batch of this many tokens. (The model passes the batch class itself:
+/// [`matmul_many_as`]; this is the tests' shorthand.)
+#[cfg(test)]
 pub fn matmul_many(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])]) {
     let batch = Batch::of(acts.tokens());
     matmul_many_as(threads, acts, jobs, batch);
 }
 
-/// [`matmul_many`] with the summation order of batch class `batch`: [`Batch::Decode`]
+/// `out[t · w.rows + r] = w.row(r) · x_t` for each `(w, out)` and every token `t`, all
+/// matrices sharing the input `acts` (its width their `cols`), with the summation order
+/// llama.cpp uses for batch class `batch`: [`Batch::Decode`]
 /// keeps every row in the one-token order (rows of independent sequences decoded together).
 pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&QMatrix, &mut [f32])], batch: Batch) {
     let tokens = acts.tokens();
@@ -273,12 +277,14 @@ fn rows_per_task(total_rows: usize, threads: usize, tokens: usize) -> usize {
     (total_rows / target_tasks).clamp(8, 4096) / 8 * 8
 }
 
-/// One matrix: `out = W · x` for each token.
+/// One matrix: `out = W · x` for each token (the tests' shorthand).
+#[cfg(test)]
 pub fn matmul(threads: &Threads, acts: &mut Activations, w: &QMatrix, out: &mut [f32]) {
     matmul_many(threads, acts, &mut [(w, out)]);
 }
 
-/// [`matmul`] in batch class `batch` (see [`matmul_many_as`]).
+/// One matrix, `out = W · x` for each token, in batch class `batch` (see
+/// [`matmul_many_as`]).
 pub fn matmul_as(threads: &Threads, acts: &mut Activations, w: &QMatrix, out: &mut [f32], batch: Batch) {
     matmul_many_as(threads, acts, &mut [(w, out)], batch);
 }

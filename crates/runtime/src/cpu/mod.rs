@@ -1,40 +1,42 @@
-//! The CPU backend: quantized kernels and the threads they run on.
+//! The CPU backend: quantized kernels and the threads they run on. Outside this crate
+//! only the transformer, the thread pool and the kernel-path cap are public; the kernels
+//! are the backend's own.
 //!
-//! - [`act`]: activations quantized to int8, as llama.cpp does before each matmul.
-//! - [`dot`]: one weight row · one activation row, per GGML type (scalar reference);
+//! - `act`: activations quantized to int8, as llama.cpp does before each matmul.
+//! - `dot`: one weight row · one activation row, per GGML type (scalar reference);
 //!   `isum`: their integer inner products, in wasm `simd128` where built with it.
 //! - `avx2`: the same kernels with AVX2 + FMA (x86_64, chosen at run time);
 //!   [`isa`]: which x86 path runs, and the `DOCMEM_CPU` cap that tests use to pick one.
-//! - [`matmul`]: matrices in their block format and the threaded product.
-//! - [`gemm`]: the float (F32/F16/Q8_0/BF16) product for encoders, on weights re-laid in
-//!   panels; [`bf16`]: its bfloat16 panels and AVX-512 BF16 kernel.
-//! - [`encoder_ops`]: LayerNorm, exact GELU and bidirectional attention (encoders).
+//! - `matmul`: matrices in their block format and the threaded product.
+//! - `gemm`: the float (F32/F16/Q8_0/BF16) product for encoders, on weights re-laid in
+//!   panels; `bf16`: its bfloat16 panels and AVX-512 BF16 kernel.
+//! - `encoder_ops`: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `fma`: the fused multiply-add llama.cpp's float order needs, inlined on wasm too.
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
 //! - `simd128`: whole-row Q4_K / Q6_K kernels for wasm, one to four tokens a call.
 //! - [`threads`]: the worker pool; `web_workers`: its threads in the wasm threads build.
 
-pub mod act;
-pub mod attention;
+pub(crate) mod act;
+pub(crate) mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-pub mod bf16;
-pub mod dot;
-pub mod encoder_ops;
+pub(crate) mod bf16;
+pub(crate) mod dot;
+pub(crate) mod encoder_ops;
 mod fma;
-pub mod gemm;
-pub mod ggml_order;
+pub(crate) mod gemm;
+pub(crate) mod ggml_order;
 pub mod isa;
 mod isum;
-pub mod mathfn;
-pub mod matmul;
+pub(crate) mod mathfn;
+pub(crate) mod matmul;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 pub mod threads;
 pub mod transformer;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub mod web_workers;
-pub mod x8;
+pub(crate) mod x8;
 
 /// The vector kernels against the portable ones on seeded inputs (`isum::check`, and in
 /// wasm `simd128::check`): the number of cases, or an error naming the kernel and both
