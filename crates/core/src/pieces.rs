@@ -18,7 +18,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use crate::chunk::sentences::split_sentences_in;
+use crate::chunk::sentence_split::split_sentences_in;
 use crate::span::Span;
 
 /// The piece limit new libraries get, in characters: the best of 200 to 800 on the shared

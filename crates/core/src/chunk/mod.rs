@@ -18,13 +18,13 @@ pub mod fixed;
 pub mod recursive;
 pub mod semantic;
 pub mod sentence;
-pub mod sentences;
+pub mod sentence_split;
 
 pub use fixed::fixed_chunks;
 pub use recursive::{recursive_chunks, RecursiveParams};
 pub use semantic::{semantic_chunks, SemanticParams};
 pub use sentence::{sentence_chunks, SentenceParams};
-pub use sentences::split_sentences;
+pub use sentence_split::split_sentences;
 
 /// The chunkers by name, as the CLI and the evaluation name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

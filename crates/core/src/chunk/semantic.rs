@@ -9,7 +9,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::sentences::split_sentences;
+use super::sentence_split::split_sentences;
 use crate::embed::{EmbedError, EmbedRole, Embedder};
 use crate::span::Span;
 use crate::vector::dot;

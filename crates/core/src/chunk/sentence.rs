@@ -11,7 +11,7 @@
 
 use alloc::vec::Vec;
 
-use super::sentences::split_sentences_in;
+use super::sentence_split::split_sentences_in;
 use super::{split_after, split_keep_separator, TokenCounter};
 use crate::span::Span;
 

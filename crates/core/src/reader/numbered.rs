@@ -18,7 +18,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write as _;
 
-use crate::chunk::sentences::split_sentences_in;
+use crate::chunk::sentence_split::split_sentences_in;
 use crate::span::Span;
 
 /// A document cut into numbered units (sentences, and headings on their own) that tile it.

@@ -16,7 +16,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::chunk::sentences::split_sentences;
+use crate::chunk::sentence_split::split_sentences;
 use crate::chunk::TokenCounter;
 use crate::memory::Scenario;
 use crate::span::Span;
