@@ -36,7 +36,7 @@ use crate::cpu::transformer::CpuTransformer;
 use crate::gguf::{GgufError, GgufFile};
 use crate::lm::Logits;
 use crate::lm::{Backend, DeviceDraw, Drawn, LmError};
-use crate::model::{tensor_info, Layer, ModelConfig, ModelError, Weights};
+use crate::model::{tensor_info, Block, ModelConfig, ModelError, Weights};
 use crate::source::ByteSource;
 
 /// One layer's weights on the GPU.
@@ -75,7 +75,7 @@ fn stream_matrix(gpu: &Gpu, g: &GgufFile, src: &dyn ByteSource, name: &str, cols
 }
 
 /// One block's weights, copied to the GPU.
-fn upload_layer(gpu: &Gpu, l: &Layer) -> Result<GpuLayer, GpuError> {
+fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, GpuError> {
     Ok(GpuLayer {
         attn_norm: GpuVector::from_slice(gpu, &l.attn_norm),
         wq: upload_matrix(gpu, &l.wq)?,
@@ -178,7 +178,7 @@ impl GpuTransformer {
     pub fn load(gpu: Gpu, g: &GgufFile, src: &dyn ByteSource, cfg: ModelConfig) -> Result<GpuTransformer, LmError> {
         let mut layers = Vec::with_capacity(cfg.n_layer.min(g.tensors.len()));
         for i in 0..cfg.n_layer {
-            layers.push(upload_layer(&gpu, &Layer::load(g, src, &cfg, i)?)?);
+            layers.push(upload_layer(&gpu, &Block::load(g, src, &cfg, i)?)?);
         }
         let output_norm = GpuVector::from_slice(&gpu, &Weights::load_output_norm(g, src, &cfg)?);
         let token_embd = Weights::load_token_embd(g, src, &cfg)?;

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::config::{Arch, ModelConfig, ModelError};
-use super::weights::{Layer, Weights};
+use super::weights::{Block, Weights};
 use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
 use crate::quant::{quantize_q4_0, quantize_q8_0};
@@ -239,7 +239,7 @@ impl Weights {
                     Arch::Llama => Ok(None),
                 }
             };
-            layers.push(Layer {
+            layers.push(Block {
                 attn_norm: ck.read_f32(&n("input_layernorm.weight"), &[e])?,
                 wq: matrix(&n("self_attn.q_proj.weight"), e, e, llama.then_some(cfg.n_head))?,
                 wk: matrix(&n("self_attn.k_proj.weight"), kv, e, llama.then_some(cfg.n_head_kv))?,

@@ -9,4 +9,4 @@ pub use config::{Arch, ModelConfig, ModelError};
 pub use hf::{HfCheckpoint, LoadQuant};
 #[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;
-pub use weights::{Layer, Weights};
+pub use weights::{Block, Weights};

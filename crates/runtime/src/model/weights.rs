@@ -10,7 +10,7 @@ use crate::source::ByteSource;
 
 /// One transformer block.
 #[derive(Debug)]
-pub struct Layer {
+pub struct Block {
     /// RMSNorm weight before attention.
     pub attn_norm: Vec<f32>,
     /// Query projection.
@@ -43,7 +43,7 @@ pub struct Weights {
     /// Token embeddings (`vocab × n_embd`).
     pub token_embd: QMatrix,
     /// Blocks.
-    pub layers: Vec<Layer>,
+    pub layers: Vec<Block>,
     /// Final RMSNorm.
     pub output_norm: Vec<f32>,
     /// LM head; `None` when tied to the embeddings.
@@ -63,7 +63,7 @@ impl Weights {
         // tensor was noticed).
         let mut layers = Vec::with_capacity(cfg.n_layer.min(g.tensors.len()));
         for i in 0..cfg.n_layer {
-            layers.push(Layer::load(g, src, cfg, i)?);
+            layers.push(Block::load(g, src, cfg, i)?);
         }
         let output = Self::load_output(g, src, cfg)?;
         Ok(Weights { token_embd: Self::load_token_embd(g, src, cfg)?, layers, output_norm: Self::load_output_norm(g, src, cfg)?, output })
@@ -88,10 +88,10 @@ impl Weights {
     }
 }
 
-impl Layer {
+impl Block {
     /// Block `i`'s tensors (a backend that copies them elsewhere, the GPU one, reads one
     /// block at a time and drops it).
-    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Layer, ModelError> {
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, ModelError> {
         let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
         let n = |s: &str| format!("blk.{i}.{s}");
         let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
@@ -100,7 +100,7 @@ impl Layer {
                 Arch::Llama => Ok(None),
             }
         };
-        Ok(Layer {
+        Ok(Block {
             attn_norm: vector(g, src, &n("attn_norm.weight"), e)?,
             wq: matrix(g, src, &n("attn_q.weight"), e, e)?,
             wk: matrix(g, src, &n("attn_k.weight"), e, kv)?,
