@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Parity with llama.cpp on a K-quant model, on every x86 kernel path this CPU can take:
+# Parity with llama.cpp on a K-quant model, on this CPU's best x86 kernel path and on AVX2:
 # Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Q4_K and Q6_K blocks: the default reader and
 # answerer, which the app fetches anyway) against its golden file
 # (crates/runtime/tests/golden/lm-qwen2.5-1.5b.json, from scripts/golden/lm.py): token ids,
 # top-20 log-probabilities and top-1 over a long text, and five greedy continuations.
 # SmolLM2 (Q4_1) is checked on every path by `cargo test` (tests/lm_parity.rs); its blocks
 # are not K-quants, and a CPU without AVX-512 takes other K-quant kernels (cpu/avx2.rs)
-# than one with it (cpu/x8), so this runs each path the machine has, capped with DOCMEM_CPU
-# (crates/runtime/src/cpu/isa.rs). The portable path is checked on SmolLM2 only: on the
-# 1.5B it reads about a token a second (see the closing figure of each run).
+# than one with it (cpu/x8), so this runs both families the machine has, capped with
+# DOCMEM_CPU (crates/runtime/src/cpu/isa.rs). The portable path is checked on SmolLM2
+# only: on the 1.5B it reads about a token a second (see the closing figure of each run).
 #   bash scripts/kquant-parity.sh [DOCMEM_BINARY]
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$DOCMEM_ROOT"

@@ -40,7 +40,7 @@ export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261124}"
 echo "property tests: PROPTEST_RNG_SEED=$PROPTEST_RNG_SEED"
 cargo test --workspace --locked $features 2>&1 | tee "$log"
 
-step "K-quant parity: Qwen2.5 1.5B Q4_K_M against llama.cpp's golden on every CPU path this machine has"
+step "K-quant parity: Qwen2.5 1.5B Q4_K_M against llama.cpp's golden on this machine's best CPU path and on AVX2"
 bash scripts/kquant-parity.sh "$CARGO_TARGET_DIR/debug/docmem"
 
 step "the GPU run's script, smoke-tested: tiny synthetic models on llvmpipe (a lent GPU machine runs it at full size)"
