@@ -737,7 +737,7 @@ function endAhead(job, data) {
 }
 
 /** Read ahead the latest question's answer prompt until done, a request, or a newer one. */
-function aheadStep() {
+async function aheadStep() {
   const job = ahead;
   if (!job || requestsWait()) return;
   try {
@@ -750,11 +750,10 @@ function aheadStep() {
       stopped = requestsWait() || ahead !== job || (cancelFlag !== null ? flag(4) !== job.seq : pieces++ > 0);
       return stopped;
     };
-    const kept = onGpu ? lib.readAheadOnGpu(job.question, job.k, embedder, answerer, interrupt) : lib.readAhead(job.question, job.k, embedder, answerer, interrupt);
-    return Promise.resolve(kept).then((n) => {
-      job.kept = n;
-      if (!stopped) endAhead(job, { kept: n });
-    });
+    // Awaited inside the try: a rejected read-ahead on WebGPU must not reject the queue
+    // it runs in (every later request would be skipped).
+    job.kept = onGpu ? await lib.readAheadOnGpu(job.question, job.k, embedder, answerer, interrupt) : lib.readAhead(job.question, job.k, embedder, answerer, interrupt);
+    if (!stopped) endAhead(job, { kept: job.kept });
   } catch (e) {
     // Reading ahead only saves time: a failure (a library being replaced, say) ends it,
     // and the ask reports its own errors.

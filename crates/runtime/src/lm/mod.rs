@@ -620,22 +620,34 @@ impl<B: Backend> Lm<B> {
         chunk: usize,
         stop: &dyn Fn() -> bool,
     ) -> Result<usize, LmError> {
-        let mut last_logits = None;
-        for part in tokens[done.len()..].chunks(chunk.max(1)) {
+        let (ran, last_logits) = self.forward_pieces(&mut cache, &tokens[done.len()..], chunk, stop).await?;
+        done.extend_from_slice(&tokens[done.len()..done.len() + ran]);
+        // Kept only with the logits of its last token (a cut back cache without them is
+        // dropped: the next prompt runs from scratch, as without a kept prompt).
+        let Some(last_logits) = last_logits else { return Ok(0) };
+        let kept = done.len();
+        self.prompt_cache.keep(Prefix { cache, tokens: done, last_logits });
+        Ok(kept)
+    }
+
+    /// Append `tokens` to `cache` `chunk` at a time, asking `stop` before each: how many
+    /// ran, and the logits after the last one (`None` when none ran).
+    async fn forward_pieces(
+        &self,
+        cache: &mut B::Cache,
+        tokens: &[u32],
+        chunk: usize,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(usize, Option<Vec<f32>>), LmError> {
+        let (mut ran, mut last_logits) = (0, None);
+        for part in tokens.chunks(chunk.max(1)) {
             if stop() {
                 break;
             }
-            last_logits = Some(self.backend.forward(&mut cache, part, Logits::Last).await?);
-            done.extend_from_slice(part);
+            last_logits = Some(self.backend.forward(cache, part, Logits::Last).await?);
+            ran += part.len();
         }
-        // Kept only with the logits of its last token (a cut back cache without them is
-        // dropped: the next prompt runs from scratch, as without a kept prompt).
-        let kept = done.len();
-        if let Some(last_logits) = last_logits {
-            self.prompt_cache.keep(Prefix { cache, tokens: done, last_logits });
-            return Ok(kept);
-        }
-        Ok(0)
+        Ok((ran, last_logits))
     }
 
     /// Tokens of the prompt this model keeps for [`Lm::prefill_reusing`].
@@ -658,14 +670,10 @@ impl<B: Backend> Lm<B> {
         }
         self.check_fits(tokens.len())?;
         let mut cache = self.backend.new_cache();
-        let mut last_logits = Vec::new();
-        for part in tokens.chunks(chunk.max(1)) {
-            if stop() {
-                return Ok(None);
-            }
-            last_logits = self.backend.forward(&mut cache, part, Logits::Last).await?;
+        match self.forward_pieces(&mut cache, &tokens, chunk, stop).await? {
+            (ran, Some(last_logits)) if ran == tokens.len() => Ok(Some(Prefix { cache, tokens, last_logits })),
+            _ => Ok(None),
         }
-        Ok(Some(Prefix { cache, tokens, last_logits }))
     }
 
     /// Generate from a prompt. `on_text` receives each new piece of text; returning
