@@ -504,14 +504,14 @@ export class DocMem {
    * Have the local reader write document `docId`'s memory in the background and swap it in
    * for the chunks it was added with, in one change (searches use the chunks until then).
    * Other requests go first: with cross-origin isolation the window being read stops
-   * within one decoding step and is read again after them; without it they wait for the
-   * window to end. One memory is written at a time, in the order asked. `samples`:
+   * within one prompt piece or decoding step and goes on where it stopped after them (the
+   * reader keeps its work); without it they wait for the window to end. One memory is written at a time, in the order asked. `samples`:
    * sampled candidates per window beside the greedy one (default 3 on WebGPU, 0 on the
    * CPU, where each costs about a greedy reading); `maxNewTokens` caps what the reader
    * writes per window (default: the window's length and 512 more). onProgress gets {stage: 'memory',
    * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}. Resolves to
    * {id, replaced, chunks, outline, fallback, reader, seconds, gaveWay, document}
-   * (`gaveWay`: windows stopped for other requests and read again); `replaced` is
+   * (`gaveWay`: times a window stopped for other requests and went on); `replaced` is
    * false when the document was removed meanwhile. An aborted `signal` stops it (ABORTED)
    * and the document keeps its chunks.
    */
@@ -554,7 +554,7 @@ export class DocMem {
   }
 
   /** Hold (true) or go on with (false) the background memories; a window being read stops
-   * at once and is read again when they go on. */
+   * at once and goes on where it stopped when they go on. */
   pauseMemories(paused) {
     if (this.#cancel) Atomics.store(this.#cancel, 3, paused ? 1 : 0);
     this.#pausedMemories = Boolean(paused);

@@ -303,7 +303,7 @@ export interface MemoryWritten {
   /** The reader and its prompt, as the memory's provenance names them. */
   reader: string;
   seconds: number;
-  /** Windows stopped halfway for other requests and read again. */
+  /** Times a window stopped halfway for other requests (it went on where it stopped). */
   gaveWay: number;
   document: DocumentInfo | null;
 }

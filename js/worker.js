@@ -704,9 +704,10 @@ const ops = {
 // local reader write its MoM memory in the background, one window per turn of the request
 // queue (a MemoryDraft step), and swap it in for the chunks in one commit when the last
 // window is read. A request that arrives meanwhile is served before the next window; with
-// shared memory the window being read stops within one decoding step (the client raises
-// flag [1]) and is read again afterwards, so a question waits for the prefill at most.
-// Without shared memory a request waits for the window to end. Jobs are served in the
+// shared memory the window being read stops within one prompt piece or decoding step (the
+// client raises flag [1]), and the reader keeps what it read and wrote of it, so the next
+// step goes on where it stopped: questions delay a memory but never undo it. Without
+// shared memory a request waits for the window to end. Jobs are served in the
 // order they came; `pauseMemories` holds them (a window being read stops at once).
 
 const memoryJobs = []; // {id, docId, samples, maxNewTokens, emit, draft, aborted, seconds, gaveWay}
@@ -764,6 +765,8 @@ async function aheadStep() {
 function endMemory(job, error, data) {
   memoryJobs.splice(memoryJobs.indexOf(job), 1);
   job.draft?.free();
+  // A memory that ends unfinished leaves its stopped window with the reader: free it.
+  if (error && reader && !hosted.reader) reader.forgetSuspended();
   if (error) port.post({ id: job.id, type: 'error', error: toWire(error) });
   else port.post({ id: job.id, type: 'result', data });
 }
@@ -809,7 +812,7 @@ async function memoryStep() {
     try {
       complete = onGpu ? await job.draft.stepOnGpu(reader, progress, interrupt) : job.draft.step(reader, progress, interrupt);
     } catch (e) {
-      // Stopped to give way: this window is read again at the next step.
+      // Stopped to give way: the reader keeps the window's work for the next step.
       if (knownCode(e) === codes.ABORTED && !memoryStopped(job)) {
         job.gaveWay += 1;
         return;

@@ -1,7 +1,7 @@
 // Background memories through the npm package in Node (worker thread, CPU backend, SmolLM2
 // as the reader): a document added with sentence chunks is searchable at once; writeMemory
 // has the reader write its MoM memory window by window and swap it in; a question asked
-// meanwhile is answered first (the window being read gives way and is read again); a
+// meanwhile is answered first (the window being read gives way, and goes on afterwards); a
 // cancelled memory leaves the chunks; a paused one waits; the swapped memory persists; an
 // answer read ahead while its question is typed runs only the question.
 //

@@ -82,6 +82,16 @@ impl WasmGpuLm {
         Ok(WasmGpuLm { lm: Rc::new(lm), name })
     }
 
+    /// Drop the background work this model stopped to give way (a memory's window, kept
+    /// so that it goes on where it stopped) and its finished results, freeing their
+    /// caches: for when that work is cancelled.
+    #[wasm_bindgen(js_name = forgetSuspended)]
+    pub fn forget_suspended(&self) -> Result<(), JsValue> {
+        boundary::ready()?;
+        self.lm.forget_suspended();
+        Ok(())
+    }
+
     /// Load a GGUF model of `length` bytes straight onto the GPU through `read(offset,
     /// length) → Uint8Array` (a synchronous reader, as `Lm.fromReader` takes), one block's
     /// tensors at a time: the file is never whole in wasm memory. `name` is what the model

@@ -164,6 +164,16 @@ impl WasmLm {
             .map_err(coded)
     }
 
+    /// Drop the background work this model stopped to give way (a memory's window, kept
+    /// so that it goes on where it stopped) and its finished results, freeing their
+    /// caches: for when that work is cancelled.
+    #[wasm_bindgen(js_name = forgetSuspended)]
+    pub fn forget_suspended(&self) -> Result<(), JsValue> {
+        boundary::ready()?;
+        self.lm.forget_suspended();
+        Ok(())
+    }
+
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
     /// top_k, repetition_penalty, seed, max_tokens, stop; all optional). Returns JSON
     /// `{"text", "tokens", "prompt_tokens", "finish", "prefill_seconds", "decode_seconds"}`.

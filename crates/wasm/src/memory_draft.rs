@@ -4,8 +4,9 @@
 //!
 //! A document goes into the library with sentence chunks (searchable in seconds); then
 //! `Library.draftMemory` plans its windows, each `step` reads one window (and may be
-//! interrupted between two decoding steps, when a question arrives: that window is read
-//! again next time, the others are kept), and `Library.replaceMemory` swaps the finished
+//! interrupted between two prompt pieces or decoding steps, when a question arrives: the
+//! model keeps what it read and wrote of that window, and the next step goes on from
+//! there), and `Library.replaceMemory` swaps the finished
 //! memory in for the chunks in one commit (core's `Library::replace_memory`). The window
 //! logic is core's [`MemoryDraft`]; this file only translates.
 
@@ -46,7 +47,9 @@ pub(crate) fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> 
 fn step_result(result: Result<(), ModelError>, state: &DraftState) -> Result<bool, JsValue> {
     match result {
         Ok(()) => Ok(state.draft.is_complete()),
-        Err(ModelError::Cancelled) => Err(error_with(ErrorCode::Aborted, "the memory's window was stopped; it is read again next time")),
+        Err(ModelError::Cancelled) => {
+            Err(error_with(ErrorCode::Aborted, "the memory's window was stopped; the next step goes on where it stopped"))
+        }
         Err(e) => Err(coded(e)),
     }
 }
@@ -94,7 +97,7 @@ impl WasmMemoryDraft {
     /// `progress` is called as `addDocumentWithReader`'s is (returning `false` cancels);
     /// `interrupt()` is asked before every decoding step and stops the window when it
     /// returns `true`. Returns `true` once every window is read. A stopped window throws
-    /// `ABORTED` and is read again by the next call.
+    /// `ABORTED`; the reader keeps its work, and the next call goes on where it stopped.
     pub fn step(&self, reader: &WasmLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> Result<bool, JsValue> {
         boundary::ready()?;
         docmem_runtime::block_on(step_with(&self.state, &reader.lm, progress, interrupt))

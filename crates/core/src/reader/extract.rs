@@ -368,8 +368,9 @@ pub async fn extract_memory(
 
 /// A memory being written one window at a time. Between windows the caller may do other
 /// work with the same model (answer a question, say) and come back: what was read is kept,
-/// and a window that was stopped halfway is read again from its start. This is how a page
-/// writes memories in the background while it stays free to answer.
+/// and a window that was stopped halfway is asked for again from its start (a reader that
+/// keeps stopped work, as the runtime's local models do, goes on from where it stopped).
+/// This is how a page writes memories in the background while it stays free to answer.
 #[derive(Debug)]
 pub struct MemoryDraft {
     name: String,
@@ -428,7 +429,9 @@ impl MemoryDraft {
     }
 
     /// Read the next window. A cancel from `progress` (or any error) leaves the draft as
-    /// it was before the call: the window is read again by the next call.
+    /// it was before the call: the window is asked of the reader again by the next call (a
+    /// reader that keeps stopped work, as the runtime's local models do, goes on where it
+    /// stopped).
     pub async fn read_next(
         &mut self,
         doc: &Document,

@@ -16,6 +16,7 @@ mod paths;
 mod prompt_cache;
 mod reader;
 pub(crate) mod sampler;
+mod suspended;
 mod text;
 
 use std::collections::BTreeMap;
@@ -370,6 +371,8 @@ pub struct Lm<B: Backend = CpuTransformer> {
     context: usize,
     /// The last answer prompt, for the next one to reuse its start.
     prompt_cache: prompt_cache::PromptCache<B::Cache>,
+    /// Background generation that gave way, to be continued.
+    suspended: suspended::SuspendedSlot<B::Cache>,
 }
 
 impl<B: Backend> fmt::Debug for Lm<B> {
@@ -435,14 +438,28 @@ impl Lm<CpuTransformer> {
         let chat = ChatTemplate::new(template.as_deref(), &text(tokenizer.bos()), &text(tokenizer.eos()))?;
         let weights = Weights::from_hf(&ck, &cfg, opts.quant)?;
         let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
-        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context, prompt_cache: Default::default() })
+        Ok(Lm {
+            tokenizer,
+            chat,
+            backend: CpuTransformer::new(cfg, weights, opts.threads),
+            context,
+            prompt_cache: Default::default(),
+            suspended: Default::default(),
+        })
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).
     pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let weights = Weights::load(&g, src, &cfg)?;
-        Ok(Lm { tokenizer, chat, backend: CpuTransformer::new(cfg, weights, opts.threads), context, prompt_cache: Default::default() })
+        Ok(Lm {
+            tokenizer,
+            chat,
+            backend: CpuTransformer::new(cfg, weights, opts.threads),
+            context,
+            prompt_cache: Default::default(),
+            suspended: Default::default(),
+        })
     }
 }
 
@@ -453,7 +470,7 @@ impl Lm<crate::gpu::GpuTransformer> {
     pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
-        Ok(Lm { tokenizer, chat, backend, context, prompt_cache: Default::default() })
+        Ok(Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default() })
     }
 }
 
@@ -502,7 +519,7 @@ impl Utf8Stream {
 impl<B: Backend> Lm<B> {
     /// Wrap a backend with its tokenizer and template.
     pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
-        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default() }
+        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default() }
     }
 
     /// The same model on another backend built from this one (the GPU backend is built
@@ -514,6 +531,7 @@ impl<B: Backend> Lm<B> {
             backend: build(self.backend)?,
             context: self.context,
             prompt_cache: Default::default(),
+            suspended: Default::default(),
         })
     }
 

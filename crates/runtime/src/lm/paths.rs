@@ -24,7 +24,7 @@ use super::drafts::PromptLookup;
 use super::{find_stop, now_seconds, Backend, Finish, Generation, Lm, LmError, Prefix, Sampler, SamplingParams, Utf8Stream};
 
 /// One path in flight.
-struct Path<C> {
+pub(super) struct Path<C> {
     cache: C,
     history: Vec<u32>,
     sampler: Sampler,
@@ -42,6 +42,33 @@ struct Path<C> {
     finish: Option<Finish>,
     /// Whether `on_done` has seen it end.
     reported: bool,
+}
+
+impl<C> Path<C> {
+    /// The path as a [`Generation`] (decode time counted from `start`).
+    pub(super) fn generation(&self, prompt_tokens: usize, start: f64) -> Generation {
+        Generation {
+            text: self.text.clone(),
+            tokens: self.tokens.clone(),
+            prompt_tokens,
+            finish: self.finish.unwrap_or(Finish::Cancelled),
+            prefill_seconds: 0.0,
+            decode_seconds: now_seconds() - start,
+            drafted: self.drafted,
+            accepted: self.accepted,
+        }
+    }
+
+    /// Tokens this path has written.
+    pub(super) fn written(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Let the next [`Lm::run_paths`] report this path again if it has ended (a resumed
+    /// caller counts the paths that end from scratch).
+    pub(super) fn report_again(&mut self) {
+        self.reported = false;
+    }
 }
 
 impl<B: Backend> Lm<B> {
@@ -76,12 +103,19 @@ impl<B: Backend> Lm<B> {
         prefix: &Prefix<B::Cache>,
         paths: &[SamplingParams],
         drafts: Option<&PromptLookup>,
-        mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
+        on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
         before_step: &mut dyn FnMut() -> ControlFlow<()>,
     ) -> Result<Vec<Generation>, LmError> {
         let start = now_seconds();
-        let prompt_tokens = prefix.tokens.len();
-        let mut live: Vec<Path<B::Cache>> = Vec::with_capacity(paths.len());
+        let live = self.start_paths(prefix, paths)?;
+        let (live, _) = self.run_paths(live, prefix.tokens.len(), paths, drafts, on_done, before_step).await?;
+        Ok(live.iter().map(|p| p.generation(prefix.tokens.len(), start)).collect())
+    }
+
+    /// One path per entry of `paths`, each with its first token drawn from the prefix's
+    /// last logits (the caches fork the prefix's).
+    pub(super) fn start_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Path<B::Cache>>, LmError> {
+        let mut live = Vec::with_capacity(paths.len());
         for params in paths {
             let mut p = Path {
                 cache: prefix.cache.clone(),
@@ -103,16 +137,23 @@ impl<B: Backend> Lm<B> {
             }
             live.push(p);
         }
-        let generation = |p: &Path<B::Cache>| Generation {
-            text: p.text.clone(),
-            tokens: p.tokens.clone(),
-            prompt_tokens,
-            finish: p.finish.unwrap_or(Finish::Cancelled),
-            prefill_seconds: 0.0,
-            decode_seconds: now_seconds() - start,
-            drafted: p.drafted,
-            accepted: p.accepted,
-        };
+        Ok(live)
+    }
+
+    /// Decode `live` (started by [`Lm::start_paths`] from a `prompt_tokens`-token prefix,
+    /// or resumed) until every path ends, `on_done` breaks, or `before_step` breaks. Paths
+    /// that have ended and were not reported yet are reported first. Returns the paths as
+    /// they are, and whether `before_step` stopped them (they can then go on later).
+    pub(super) async fn run_paths(
+        &self,
+        mut live: Vec<Path<B::Cache>>,
+        prompt_tokens: usize,
+        paths: &[SamplingParams],
+        drafts: Option<&PromptLookup>,
+        mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
+        before_step: &mut dyn FnMut() -> ControlFlow<()>,
+    ) -> Result<(Vec<Path<B::Cache>>, bool), LmError> {
+        let start = now_seconds();
         let mut cancelled = false;
         // Report the paths that have ended (and free what they held).
         let mut report = |live: &mut [Path<B::Cache>], cancelled: &mut bool| {
@@ -120,7 +161,7 @@ impl<B: Backend> Lm<B> {
                 if p.finish.is_some() && !p.reported {
                     p.reported = true;
                     p.cache = self.backend.new_cache();
-                    if !*cancelled && on_done(i, &generation(p)).is_break() {
+                    if !*cancelled && on_done(i, &p.generation(prompt_tokens, start)).is_break() {
                         *cancelled = true;
                     }
                 }
@@ -128,8 +169,11 @@ impl<B: Backend> Lm<B> {
         };
         report(&mut live, &mut cancelled);
         while !cancelled {
-            if before_step().is_break() {
+            if live.iter().all(|p| p.finish.is_some()) {
                 break;
+            }
+            if before_step().is_break() {
+                return Ok((live, true));
             }
             // Each live path feeds its pending token and its draft.
             let mut feeds: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -144,9 +188,6 @@ impl<B: Backend> Lm<B> {
                     feed.extend(d);
                 }
                 feeds.push((i, feed));
-            }
-            if feeds.is_empty() {
-                break;
             }
             let bases: Vec<usize> = feeds.iter().map(|(i, _)| self.backend.cache_len(&live[*i].cache)).collect();
             let mut seqs: Vec<(&mut B::Cache, &[u32])> =
@@ -185,7 +226,7 @@ impl<B: Backend> Lm<B> {
             }
             report(&mut live, &mut cancelled);
         }
-        Ok(live.iter().map(generation).collect())
+        Ok((live, false))
     }
 
     /// Append `next` to path `p` (unless it ends the text) and say whether the path ends

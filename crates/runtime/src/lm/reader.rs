@@ -24,9 +24,12 @@ pub struct LmReader<'a, B: Backend> {
     /// does (its decode is compute-bound on small machines: 0.76× measured on SmolLM2 with
     /// two cores); a memory-bound backend (a GPU) is where they pay.
     pub drafts: Option<DraftSettings>,
-    /// Asked before every decoding step: `true` stops the generation there, as a cancel
-    /// does ([`ModelError::Cancelled`]). A page that writes memories in the background
-    /// gives the model to a question this way without waiting for a candidate to end.
+    /// Asked between prompt pieces and before every decoding step: `true` stops the
+    /// generation there ([`ModelError::Cancelled`]), and the model keeps what it read and
+    /// wrote, so the same window asked for again goes on where it stopped
+    /// ([`Lm::generate_paths_resumable`]). A page that writes memories in the background
+    /// gives the model to a question this way without waiting for a candidate to end, and
+    /// without losing the window's work.
     pub interrupt: Option<&'a dyn Fn() -> bool>,
 }
 
@@ -44,7 +47,8 @@ impl<'a, B: Backend> LmReader<'a, B> {
 }
 
 /// Prompt tokens prefilled between two questions to [`LmReader::interrupt`] (a 1.5B model
-/// on two wasm threads prefills about 11 tokens a second: a stop waits a few seconds).
+/// on two wasm threads prefills about 11 tokens a second: a stop waits a few seconds). A
+/// stopped window goes on from a whole piece, so this must not change between calls.
 const PREFILL_CHUNK: usize = 32;
 
 fn backend(e: impl std::fmt::Display) -> ModelError {
@@ -104,14 +108,6 @@ impl<B: Backend> LmReader<'_, B> {
         after_each: &mut dyn FnMut(usize, &Generated) -> bool,
     ) -> Result<Vec<Generated>, ModelError> {
         let messages = [ChatMessage::new("user", user_turn)];
-        let prefix = match self.interrupt {
-            // Asked between chunks of the prompt too, so a stop never waits for a whole prefill.
-            Some(stop) => {
-                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(backend)?;
-                self.lm.prefill_stoppable(tokens, PREFILL_CHUNK, stop).await.map_err(backend)?.ok_or(ModelError::Cancelled)?
-            }
-            None => self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?,
-        };
         let params: Vec<SamplingParams> = specs
             .iter()
             .map(|spec| SamplingParams {
@@ -123,36 +119,36 @@ impl<B: Backend> LmReader<'_, B> {
             })
             .collect();
         let (mut done, mut cancelled) = (0, false);
-        let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
-        let interrupt = self.interrupt;
-        let mut interrupted = false;
-        let out = self
-            .lm
-            .generate_paths_drafted(
-                &prefix,
-                &params,
-                lookup.as_ref(),
-                |_, g| {
-                    done += 1;
-                    cancelled = !after_each(done, &Generated { tokens: g.tokens.len(), text: g.text.clone() });
-                    if cancelled {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                },
-                &mut || {
-                    interrupted = interrupt.is_some_and(|stop| stop());
-                    if interrupted {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                },
-            )
-            .await
-            .map_err(backend)?;
-        if cancelled || interrupted {
+        let mut on_done = |_, g: &super::Generation| {
+            done += 1;
+            cancelled = !after_each(done, &Generated { tokens: g.tokens.len(), text: g.text.clone() });
+            if cancelled {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let out = match self.interrupt {
+            // Background work: asked between prompt pieces and decoding steps; a stopped
+            // window is kept by the model and goes on where it stopped when it is read
+            // again (see `suspended`).
+            Some(stop) => {
+                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(backend)?;
+                let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, stop).await;
+                match out.map_err(backend)? {
+                    Some(out) => out,
+                    None => return Err(ModelError::Cancelled),
+                }
+            }
+            None => {
+                let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?;
+                let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
+                let mut go_on = || ControlFlow::Continue(());
+                self.lm.generate_paths_drafted(&prefix, &params, lookup.as_ref(), &mut on_done, &mut go_on).await.map_err(backend)?
+            }
+        };
+        if cancelled {
+            // A cancel, unlike a stop to give way, keeps nothing.
             return Err(ModelError::Cancelled);
         }
         Ok(out.into_iter().map(|g| Generated { tokens: g.tokens.len(), text: g.text }).collect())
