@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+use docmem_runtime::embed::{EmbedRole, EmbedderOptions, Precision, SentenceEmbedder};
 use serde::Serialize;
 
 use crate::CliError;
@@ -28,8 +28,8 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
 
 impl LoadArgs {
     /// Load the model directory `dir`.
-    pub fn load(&self, dir: &Path) -> Result<Embedder, CliError> {
-        Ok(Embedder::load(dir, EmbedderOptions { precision: self.precision, threads: self.threads })?)
+    pub fn load(&self, dir: &Path) -> Result<SentenceEmbedder, CliError> {
+        Ok(SentenceEmbedder::load(dir, EmbedderOptions { precision: self.precision, threads: self.threads })?)
     }
 }
 

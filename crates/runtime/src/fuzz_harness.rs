@@ -13,7 +13,7 @@ use std::ops::ControlFlow;
 use docmem_core::embed::EmbedRole;
 
 use crate::chat::ChatMessage;
-use crate::embed::{Embedder, EmbedderOptions, Precision};
+use crate::embed::{EmbedderOptions, Precision, SentenceEmbedder};
 use crate::lm::{Lm, LoadOptions, SamplingParams};
 use crate::source::MemorySource;
 
@@ -139,7 +139,7 @@ pub fn safetensors_header(st: &[u8]) -> Vec<u8> {
 /// Bytes as a Hugging Face checkpoint held in memory ([`hf_files`]: `model.safetensors`,
 /// `config.json`, `tokenizer.json`, `tokenizer_config.json`), loaded as a decoder
 /// (`Lm::load_hf_files`, then [`exercise`]d) and as a sentence embedder
-/// (`Embedder::from_files`, then three texts embedded, one vector of the model's width
+/// (`SentenceEmbedder::from_files`, then three texts embedded, one vector of the model's width
 /// each).
 pub fn hf_checkpoint(data: &[u8]) {
     let files = hf_files(data);
@@ -147,7 +147,7 @@ pub fn hf_checkpoint(data: &[u8]) {
         exercise(&lm);
     }
     let options = EmbedderOptions { precision: Precision::F32, threads: 1 };
-    if let Ok(embedder) = Embedder::from_files(files, "fuzz", options) {
+    if let Ok(embedder) = SentenceEmbedder::from_files(files, "fuzz", options) {
         if let Ok(out) = embedder.embed(&["hello world", "文档记忆", ""], EmbedRole::Passage) {
             assert_eq!(out.vectors.len(), 3);
             assert!(out.vectors.iter().all(|v| v.len() == embedder.dim()), "one vector of the model's width per text");

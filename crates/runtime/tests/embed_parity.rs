@@ -5,7 +5,7 @@
 
 mod common;
 
-use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+use docmem_runtime::embed::{EmbedRole, EmbedderOptions, Precision, SentenceEmbedder};
 use serde_json::Value;
 
 /// The smallest cosine similarity allowed against sentence-transformers.
@@ -29,9 +29,9 @@ fn golden() -> Golden {
     }
 }
 
-fn load(precision: Precision) -> Embedder {
+fn load(precision: Precision) -> SentenceEmbedder {
     let options = EmbedderOptions { precision, threads: 2 };
-    Embedder::load(&common::model_dir("all-MiniLM-L6-v2"), options).unwrap()
+    SentenceEmbedder::load(&common::model_dir("all-MiniLM-L6-v2"), options).unwrap()
 }
 
 /// Embed the golden texts and compare with sentence-transformers; the worst cosine.
@@ -116,25 +116,25 @@ fn broken_model_directories_are_errors_that_name_the_problem() {
     std::fs::create_dir_all(&dir).unwrap();
     let src = common::model_dir("all-MiniLM-L6-v2");
     let opts = EmbedderOptions::default();
-    let err = Embedder::load(&dir, opts).unwrap_err().to_string();
+    let err = SentenceEmbedder::load(&dir, opts).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
     for f in ["config.json", "tokenizer.json", "modules.json"] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
     // Weights that are not a safetensors file.
     std::fs::write(dir.join("model.safetensors"), b"not weights").unwrap();
-    let err = Embedder::load(&dir, opts).unwrap_err().to_string();
+    let err = SentenceEmbedder::load(&dir, opts).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
     // A config whose width disagrees with the weights.
     std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
     let config = std::fs::read_to_string(src.join("config.json")).unwrap().replace("\"hidden_size\": 384", "\"hidden_size\": 768");
     std::fs::write(dir.join("config.json"), config).unwrap();
-    let err = Embedder::load(&dir, opts).unwrap_err().to_string();
+    let err = SentenceEmbedder::load(&dir, opts).unwrap_err().to_string();
     assert!(err.contains("shape"), "{err}");
     // A tokenizer larger than the embedding table.
     let config = std::fs::read_to_string(src.join("config.json")).unwrap().replace("\"vocab_size\": 30522", "\"vocab_size\": 1000");
     std::fs::write(dir.join("config.json"), config).unwrap();
-    let err = Embedder::load(&dir, opts).unwrap_err().to_string();
+    let err = SentenceEmbedder::load(&dir, opts).unwrap_err().to_string();
     assert!(err.contains("tokenizer.json has 30522 tokens"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -200,7 +200,7 @@ fn a_bert_gguf_gives_the_same_tokens_and_vectors_as_the_safetensors_model() {
     let want = reference.embed(&texts, EmbedRole::Passage).unwrap().vectors;
     for (type_id, min_cos) in [(0, 0.999_99), (1, MIN_COSINE)] {
         let src = docmem_runtime::source::MemorySource::new(minilm_as_gguf(type_id));
-        let e = Embedder::from_gguf(&src, "minilm-gguf".into(), EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+        let e = SentenceEmbedder::from_gguf(&src, "minilm-gguf".into(), EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
         let (ids, truncated) = e.tokenize(&texts, EmbedRole::Passage).unwrap();
         assert_eq!(truncated, want_truncated);
         for (i, (a, b)) in ids.iter().zip(&want_ids).enumerate() {
@@ -212,7 +212,7 @@ fn a_bert_gguf_gives_the_same_tokens_and_vectors_as_the_safetensors_model() {
     }
     // Another architecture is named, not misread.
     let llama = docmem_runtime::source::MemorySource::new(docmem_runtime::gguf::testing::sample());
-    let err = Embedder::from_gguf(&llama, "x".into(), EmbedderOptions::default()).unwrap_err().to_string();
+    let err = SentenceEmbedder::from_gguf(&llama, "x".into(), EmbedderOptions::default()).unwrap_err().to_string();
     assert!(err.contains("architecture 'llama'"), "{err}");
 }
 
@@ -263,8 +263,8 @@ fn an_xlm_roberta_checkpoint_reads_positions_after_the_padding_index() {
     let texts: Vec<&str> = g.texts.iter().map(String::as_str).collect();
     let reference = load(Precision::F32);
     let want = reference.embed(&texts, EmbedRole::Passage).unwrap();
-    let e =
-        Embedder::from_files(minilm_as_xlm_roberta(), "minilm-xlmr", EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+    let e = SentenceEmbedder::from_files(minilm_as_xlm_roberta(), "minilm-xlmr", EmbedderOptions { precision: Precision::F32, threads: 2 })
+        .unwrap();
     let got = e.embed(&texts, EmbedRole::Passage).unwrap();
     assert_eq!(got.truncated, want.truncated, "the same truncation limit (514 positions less the offset of 2)");
     for (i, (a, b)) in got.vectors.iter().zip(&want.vectors).enumerate() {

@@ -7,7 +7,7 @@ mod common;
 
 use common::manifest_dir;
 use docmem_core::fuzz_harness::meter::{one_at_a_time, replay};
-use docmem_runtime::embed::{Embedder, EmbedderOptions, Precision};
+use docmem_runtime::embed::{EmbedderOptions, Precision, SentenceEmbedder};
 use docmem_runtime::fuzz_harness::{hf_files, hf_input, safetensors_header, seeds};
 use docmem_runtime::gguf::testing::{tiny_lm, TinyTokenizer};
 use docmem_runtime::lm::{Lm, LoadOptions, Prompt};
@@ -74,7 +74,7 @@ fn the_tiny_gguf_seeds_load_and_generate() {
     }
 }
 
-/// The Hugging Face seeds load from memory (`Lm::load_hf_files`, `Embedder::from_files`)
+/// The Hugging Face seeds load from memory (`Lm::load_hf_files`, `SentenceEmbedder::from_files`)
 /// through the fuzz input format, and the decoder's tokens match the GGUF it came from.
 #[test]
 fn the_tiny_hf_seeds_load_from_memory() {
@@ -101,7 +101,7 @@ fn the_tiny_hf_seeds_load_from_memory() {
 
     let bert = seeds::tiny_bert();
     assert_eq!(hf_files(&hf_input(&bert)), bert);
-    let e = Embedder::from_files(bert, "tiny", EmbedderOptions { precision: Precision::F32, threads: 1 }).unwrap();
+    let e = SentenceEmbedder::from_files(bert, "tiny", EmbedderOptions { precision: Precision::F32, threads: 1 }).unwrap();
     let out = e.embed(&["hello world", "文档"], docmem_core::EmbedRole::Passage).unwrap();
     assert_eq!((out.vectors.len(), out.vectors[0].len()), (2, 32));
     assert!(out.vectors.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4));
@@ -147,7 +147,7 @@ fn a_model_claiming_millions_of_layers_or_huge_widths_is_refused_without_reservi
         assert!(Lm::load_hf_files(hf, &opts()).is_err());
         let options = EmbedderOptions { precision: Precision::F32, threads: 1 };
         for files in [bert_layers, bert_wide] {
-            let err = Embedder::from_files(files, "tiny", options).unwrap_err();
+            let err = SentenceEmbedder::from_files(files, "tiny", options).unwrap_err();
             assert!(err.to_string().contains("more than the"), "{err}");
         }
     });

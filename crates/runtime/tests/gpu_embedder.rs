@@ -12,7 +12,7 @@
 mod common;
 
 use common::{model, model_dir};
-use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+use docmem_runtime::embed::{EmbedRole, EmbedderOptions, Precision, SentenceEmbedder};
 use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
 use docmem_runtime::lm::{Lm, LoadOptions};
 
@@ -36,8 +36,8 @@ fn compare(cpu: &[Vec<f32>], gpu: &[Vec<f32>], what: &str) {
 #[test]
 fn minilm_on_the_gpu_embeds_as_the_cpu_encoder_does() {
     let dir = model_dir("all-MiniLM-L6-v2");
-    let cpu = Embedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
-    let on_gpu = Embedder::load_onto_gpu(&dir, gpu()).unwrap();
+    let cpu = SentenceEmbedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap();
+    let on_gpu = SentenceEmbedder::load_onto_gpu(&dir, gpu()).unwrap();
     assert!(on_gpu.on_gpu() && !cpu.on_gpu());
     assert_eq!(on_gpu.dim(), cpu.dim());
     let long = "William Caxton set up a printing press at Westminster in 1476. ".repeat(12);
@@ -66,7 +66,7 @@ fn the_embedder_and_the_decoder_share_one_device() {
     let gpu = gpu();
     let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
     let lm = lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu.clone(), cpu)).unwrap();
-    let embedder = Embedder::load_onto_gpu(&model_dir("all-MiniLM-L6-v2"), lm.backend.gpu().clone()).unwrap();
+    let embedder = SentenceEmbedder::load_onto_gpu(&model_dir("all-MiniLM-L6-v2"), lm.backend.gpu().clone()).unwrap();
     let before = gpu.buffers_created();
     let v = embedder.embed(&["printing in England"], EmbedRole::Query).unwrap();
     assert_eq!(v.vectors[0].len(), 384);
@@ -98,8 +98,8 @@ fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
     let doc = Document::new("printing.txt", text);
     let mut found = Vec::new();
     for mut embedder in [
-        Embedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap(),
-        Embedder::load_onto_gpu(&dir, gpu()).unwrap(),
+        SentenceEmbedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap(),
+        SentenceEmbedder::load_onto_gpu(&dir, gpu()).unwrap(),
     ] {
         let on_gpu = embedder.on_gpu();
         assert_eq!(CoreEmbedder::needs_await(&embedder), on_gpu, "only the GPU encoder is awaited");

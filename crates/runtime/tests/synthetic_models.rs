@@ -59,11 +59,15 @@ fn a_synthetic_model_loads_from_memory_and_from_its_written_file_alike() {
 
 #[test]
 fn a_synthetic_embedder_embeds_like_a_loaded_one() {
-    use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+    use docmem_runtime::embed::{EmbedRole, EmbedderOptions, Precision, SentenceEmbedder};
     let shape = embedder_shape("minilm").unwrap();
     let gguf = embedder_gguf(shape, 1);
-    let e = Embedder::from_gguf(&MemorySource::new(gguf), "synthetic".into(), EmbedderOptions { precision: Precision::F32, threads: 1 })
-        .unwrap();
+    let e = SentenceEmbedder::from_gguf(
+        &MemorySource::new(gguf),
+        "synthetic".into(),
+        EmbedderOptions { precision: Precision::F32, threads: 1 },
+    )
+    .unwrap();
     assert_eq!(e.dim(), 384);
     let text = docmem_runtime::synthetic::BENCH_WORDS.join(" ");
     let (ids, _) = e.tokenize(&[&text], EmbedRole::Passage).unwrap();

@@ -309,7 +309,8 @@ impl WasmEmbedder {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let gpu = device.lm.backend.gpu().clone();
-        let embedder = docmem_runtime::embed::Embedder::from_files_onto_gpu(crate::model_files(&files)?, &name, gpu).map_err(coded)?;
+        let embedder =
+            docmem_runtime::embed::SentenceEmbedder::from_files_onto_gpu(crate::model_files(&files)?, &name, gpu).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))
     }
 

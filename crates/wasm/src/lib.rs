@@ -307,12 +307,12 @@ impl WasmEmbedder {
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] precision: JsValue,
     ) -> Result<WasmEmbedder, JsValue> {
-        use docmem_runtime::embed::{Embedder, EmbedderOptions};
+        use docmem_runtime::embed::{EmbedderOptions, SentenceEmbedder};
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let precision = parse_precision(&boundary::string(&precision, "precision")?)?;
-        let embedder =
-            Embedder::from_files(model_files(&files)?, &name, EmbedderOptions { precision, threads: WASM_THREADS }).map_err(coded)?;
+        let embedder = SentenceEmbedder::from_files(model_files(&files)?, &name, EmbedderOptions { precision, threads: WASM_THREADS })
+            .map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))
     }
 
@@ -323,12 +323,12 @@ impl WasmEmbedder {
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] precision: JsValue,
     ) -> Result<WasmEmbedder, JsValue> {
-        use docmem_runtime::embed::{Embedder, EmbedderOptions};
+        use docmem_runtime::embed::{EmbedderOptions, SentenceEmbedder};
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let options = EmbedderOptions { precision: parse_precision(&boundary::string(&precision, "precision")?)?, threads: WASM_THREADS };
         let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
-        let embedder = Embedder::from_gguf(&src, name, options).map_err(coded)?;
+        let embedder = SentenceEmbedder::from_gguf(&src, name, options).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))
     }
 

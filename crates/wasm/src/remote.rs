@@ -127,13 +127,13 @@ impl Transport for JsTransport {
 #[allow(clippy::large_enum_variant)] // one per page; the local model dwarfs either variant
 pub(crate) enum AnyEmbedder {
     /// A sentence embedder running here.
-    Local(docmem_runtime::embed::Embedder),
+    Local(docmem_runtime::embed::SentenceEmbedder),
     /// A hosted embedding model.
     Remote(docmem_runtime::remote::RemoteEmbedder<Rc<JsTransport>>),
 }
 
-impl From<docmem_runtime::embed::Embedder> for AnyEmbedder {
-    fn from(e: docmem_runtime::embed::Embedder) -> Self {
+impl From<docmem_runtime::embed::SentenceEmbedder> for AnyEmbedder {
+    fn from(e: docmem_runtime::embed::SentenceEmbedder) -> Self {
         AnyEmbedder::Local(e)
     }
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use clap::Args;
-use docmem_runtime::embed::{EmbedRole, Embedder, EmbedderOptions, Precision};
+use docmem_runtime::embed::{EmbedRole, EmbedderOptions, Precision, SentenceEmbedder};
 use serde::Serialize;
 
 use crate::CliError;
@@ -100,7 +100,7 @@ fn texts(n: usize, tokens: usize) -> Vec<String> {
         .collect()
 }
 
-fn time_native(e: &mut Embedder, texts: &[&str], tokens: usize, repeats: usize) -> Result<Speed, CliError> {
+fn time_native(e: &mut SentenceEmbedder, texts: &[&str], tokens: usize, repeats: usize) -> Result<Speed, CliError> {
     e.embed(&texts[..4], EmbedRole::Passage)?; // warm-up (threads, allocations)
     let mut best = |batch: usize, n: usize| -> Result<f64, CliError> {
         e.max_batch_tokens = batch * tokens;
@@ -146,21 +146,21 @@ impl EmbedModel {
         }
     }
 
-    fn load(&self, options: EmbedderOptions) -> Result<Embedder, CliError> {
+    fn load(&self, options: EmbedderOptions) -> Result<SentenceEmbedder, CliError> {
         Ok(match self {
-            EmbedModel::Dir(d) => Embedder::load(d, options)?,
+            EmbedModel::Dir(d) => SentenceEmbedder::load(d, options)?,
             EmbedModel::Synthetic { name, gguf } => {
-                Embedder::from_gguf(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), options)?
+                SentenceEmbedder::from_gguf(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), options)?
             }
         })
     }
 
     #[cfg(feature = "gpu")]
-    fn load_onto_gpu(&self, gpu: docmem_runtime::gpu::Gpu) -> Result<Embedder, CliError> {
+    fn load_onto_gpu(&self, gpu: docmem_runtime::gpu::Gpu) -> Result<SentenceEmbedder, CliError> {
         Ok(match self {
-            EmbedModel::Dir(d) => Embedder::load_onto_gpu(d, gpu)?,
+            EmbedModel::Dir(d) => SentenceEmbedder::load_onto_gpu(d, gpu)?,
             EmbedModel::Synthetic { name, gguf } => {
-                Embedder::from_gguf_onto_gpu(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), gpu)?
+                SentenceEmbedder::from_gguf_onto_gpu(&docmem_runtime::source::MemorySource::new(gguf.clone()), name.clone(), gpu)?
             }
         })
     }

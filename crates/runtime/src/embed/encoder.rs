@@ -243,7 +243,7 @@ impl Encoder {
 
     /// Pooled (not yet normalised) vectors of `seqs`, each a list of token ids no longer
     /// than the position table allows and with ids below the vocabulary size (the caller
-    /// truncates and checks; see [`super::Embedder`]).
+    /// truncates and checks; see [`super::SentenceEmbedder`]).
     pub fn forward(&self, threads: &Threads, seqs: &[Vec<u32>], pooling: Pooling) -> Vec<Vec<f32>> {
         let h = self.shape.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();

@@ -11,14 +11,14 @@
 //! model's own query or passage prefix ([`EmbedRole`]), are tokenized by its
 //! `tokenizer.json`, truncated at its maximum length (the count of truncated texts is
 //! reported), packed without padding into batches of at most
-//! [`Embedder::max_batch_tokens`] tokens ([`encoder`]), pooled as the model says and
+//! [`SentenceEmbedder::max_batch_tokens`] tokens ([`encoder`]), pooled as the model says and
 //! L2-normalised. Vectors match sentence-transformers' (cosine ≥ 0.999 on a committed
 //! golden set, `tests/embed_parity.rs`, in every [`Precision`]).
 //!
 //! With the `gpu` feature the encoder's layers may run on the GPU instead
-//! ([`Embedder::load_onto_gpu`], [`crate::gpu::GpuEncoder`]), on the decoder's device;
+//! ([`SentenceEmbedder::load_onto_gpu`], [`crate::gpu::GpuEncoder`]), on the decoder's device;
 //! its vectors match the CPU encoder's (cosine ≥ 0.99999, `tests/gpu_embedder.rs`). A
-//! browser waits for it with [`Embedder::embed_async`] (the core's synchronous `Embedder`
+//! browser waits for it with [`SentenceEmbedder::embed_async`] (the core's synchronous `Embedder`
 //! trait, which the library's ingest calls, cannot wait for a GPU in a browser, so the
 //! package's embedder stays on the CPU there for now).
 
@@ -100,7 +100,7 @@ type OnGpu = Option<crate::gpu::Gpu>;
 type OnGpu = Option<std::convert::Infallible>;
 
 /// A sentence embedder: tokenizer, encoder and the model's conventions.
-pub struct Embedder {
+pub struct SentenceEmbedder {
     config: EmbedderConfig,
     tokenizer: Tokenizer,
     encoder: Engine,
@@ -117,9 +117,13 @@ pub struct Embedder {
 /// and no slower one text at a time.
 pub const MAX_BATCH_TOKENS: usize = 512;
 
-impl std::fmt::Debug for Embedder {
+impl std::fmt::Debug for SentenceEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Embedder").field("name", &self.name).field("precision", &self.precision()).field("on_gpu", &self.on_gpu()).finish()
+        f.debug_struct("SentenceEmbedder")
+            .field("name", &self.name)
+            .field("precision", &self.precision())
+            .field("on_gpu", &self.on_gpu())
+            .finish()
     }
 }
 
@@ -143,7 +147,7 @@ fn weights_fit(shape: &BertShape, bytes: u64, bits: u64, config: &str, weights: 
 /// The prefixes under which checkpoints store the encoder's tensors.
 const PREFIXES: [&str; 4] = ["", "bert.", "roberta.", "model."];
 
-impl Embedder {
+impl SentenceEmbedder {
     /// Load a model directory (`config.json`, `model.safetensors`, `tokenizer.json`, and
     /// sentence-transformers' optional files), or a `.gguf` file in llama.cpp's `bert`
     /// layout ([`gguf`]).
@@ -151,7 +155,7 @@ impl Embedder {
         Self::load_on(path, options, None)
     }
 
-    /// [`Embedder::load`] with the encoder's layers on `gpu` (f32 weights; the tokenizer,
+    /// [`SentenceEmbedder::load`] with the encoder's layers on `gpu` (f32 weights; the tokenizer,
     /// the word table and the pooling stay on the CPU). `gpu` may be a clone of the
     /// decoder's device: both then run on one.
     #[cfg(feature = "gpu")]
@@ -159,8 +163,8 @@ impl Embedder {
         Self::load_on(path, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
     }
 
-    /// [`Embedder::from_files`] with the encoder's layers on `gpu` (see
-    /// [`Embedder::load_onto_gpu`]).
+    /// [`SentenceEmbedder::from_files`] with the encoder's layers on `gpu` (see
+    /// [`SentenceEmbedder::load_onto_gpu`]).
     #[cfg(feature = "gpu")]
     pub fn from_files_onto_gpu(files: BTreeMap<String, Vec<u8>>, name: &str, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
         Self::from_files_on(files, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
@@ -187,8 +191,8 @@ impl Embedder {
         Self::from_gguf_on(src, name, options, None)
     }
 
-    /// [`Embedder::from_gguf`] with the encoder's layers on `gpu` (see
-    /// [`Embedder::load_onto_gpu`]).
+    /// [`SentenceEmbedder::from_gguf`] with the encoder's layers on `gpu` (see
+    /// [`SentenceEmbedder::load_onto_gpu`]).
     #[cfg(feature = "gpu")]
     pub fn from_gguf_onto_gpu(src: &dyn ByteSource, name: String, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
         Self::from_gguf_on(src, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
@@ -281,7 +285,14 @@ impl Embedder {
             Some(never) => match never {},
         };
         let name = if name.is_empty() { "embedder".to_owned() } else { name };
-        Ok(Embedder { config, tokenizer, encoder, threads: Threads::new(options.threads), name, max_batch_tokens: MAX_BATCH_TOKENS })
+        Ok(SentenceEmbedder {
+            config,
+            tokenizer,
+            encoder,
+            threads: Threads::new(options.threads),
+            name,
+            max_batch_tokens: MAX_BATCH_TOKENS,
+        })
     }
 
     /// The model's configuration as read.
@@ -346,7 +357,7 @@ impl Embedder {
     }
 
     /// Embed `texts` as `role`: one unit vector each, in order. A GPU encoder waits for
-    /// the GPU here natively; in a browser only [`Embedder::embed_async`] can wait for it.
+    /// the GPU here natively; in a browser only [`SentenceEmbedder::embed_async`] can wait for it.
     pub fn embed(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
         let (seqs, truncated) = self.tokenize(texts, role)?;
         let mut vectors = Vec::with_capacity(seqs.len());
@@ -367,7 +378,7 @@ impl Embedder {
         Ok(Embeddings { vectors, truncated })
     }
 
-    /// [`Embedder::embed`], waiting for a GPU encoder without blocking (what a browser
+    /// [`SentenceEmbedder::embed`], waiting for a GPU encoder without blocking (what a browser
     /// needs); a CPU encoder computes in place.
     pub async fn embed_async(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
         match &self.encoder {
@@ -384,7 +395,7 @@ impl Embedder {
         }
     }
 
-    /// `seqs` in runs of at most [`Embedder::max_batch_tokens`] tokens (a longer text alone).
+    /// `seqs` in runs of at most [`SentenceEmbedder::max_batch_tokens`] tokens (a longer text alone).
     fn batches<'s>(&self, seqs: &'s [Vec<u32>]) -> Vec<&'s [Vec<u32>]> {
         let mut out = Vec::new();
         let mut rest = seqs;
@@ -403,13 +414,13 @@ impl Embedder {
     }
 }
 
-impl docmem_core::embed::Embedder for Embedder {
+impl docmem_core::embed::Embedder for SentenceEmbedder {
     fn dim(&self) -> usize {
-        Embedder::dim(self)
+        SentenceEmbedder::dim(self)
     }
 
     fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
-        Ok(Embedder::embed(self, texts, role)?.vectors)
+        Ok(SentenceEmbedder::embed(self, texts, role)?.vectors)
     }
 
     /// A GPU encoder is awaited, so callers embed ahead of their steps
@@ -423,7 +434,7 @@ impl docmem_core::embed::Embedder for Embedder {
         texts: &'a [&'a str],
         role: EmbedRole,
     ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
-        docmem_core::local_future::boxed(async move { Ok(Embedder::embed_async(self, texts, role).await?.vectors) })
+        docmem_core::local_future::boxed(async move { Ok(SentenceEmbedder::embed_async(self, texts, role).await?.vectors) })
     }
 
     fn name(&self) -> String {

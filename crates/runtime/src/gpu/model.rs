@@ -36,7 +36,7 @@ use crate::cpu::transformer::CpuTransformer;
 use crate::gguf::{GgufError, GgufFile};
 use crate::lm::Logits;
 use crate::lm::{Backend, DeviceDraw, Drawn, LmError};
-use crate::model::{tensor_info, Block, ModelConfig, ModelError, Weights};
+use crate::model::{tensor_info, Block, ModelConfig, ModelFileError, Weights};
 use crate::source::ByteSource;
 
 /// One layer's weights on the GPU.
@@ -69,7 +69,7 @@ fn stream_matrix(gpu: &Gpu, g: &GgufFile, src: &dyn ByteSource, name: &str, cols
     let bytes = usize::try_from(t.size).map_err(|_| GpuError::Shape { what: "matrix data (bytes)", expected: usize::MAX, got: 0 })?;
     let read = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), LmError> {
         run.resize(len, 0);
-        src.read_at(t.offset + at as u64, run).map_err(|e| LmError::from(ModelError::Read(GgufError::Source(e))))
+        src.read_at(t.offset + at as u64, run).map_err(|e| LmError::from(ModelFileError::Read(GgufError::Source(e))))
     };
     GpuMatrix::upload_rows(gpu, (t.ggml_type, rows, cols), bytes, (gpu.max_binding_bytes() as usize, STREAM_BYTES), read)
 }

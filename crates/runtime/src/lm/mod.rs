@@ -37,7 +37,7 @@ use crate::chat::{ChatError, ChatMessage, ChatTemplate};
 use crate::cpu::transformer::{CpuTransformer, KvCache};
 use crate::gguf::{GgufError, GgufFile, MetaValue};
 use crate::model::hf::{self, HfCheckpoint, LoadQuant};
-use crate::model::{ModelConfig, ModelError, Weights};
+use crate::model::{ModelConfig, ModelFileError, Weights};
 use crate::source::{ByteSource, FileSource, SourceError};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
@@ -162,7 +162,7 @@ pub enum LmError {
     /// The GGUF header is malformed.
     Gguf(GgufError),
     /// The model's parameters or tensors are wrong.
-    Model(ModelError),
+    Model(ModelFileError),
     /// The tokenizer could not be built or failed.
     Tokenizer(TokenizerError),
     /// The chat template failed.
@@ -228,7 +228,7 @@ impl std::error::Error for LmError {}
 macro_rules! from_err {
     ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
 }
-from_err!(SourceError => Source, GgufError => Gguf, ModelError => Model, TokenizerError => Tokenizer, ChatError => Chat, crate::remote::RemoteError => Remote);
+from_err!(SourceError => Source, GgufError => Gguf, ModelFileError => Model, TokenizerError => Tokenizer, ChatError => Chat, crate::remote::RemoteError => Remote);
 #[cfg(feature = "gpu")]
 from_err!(crate::gpu::GpuError => Gpu);
 
@@ -397,7 +397,7 @@ impl Lm<CpuTransformer> {
         let ck = HfCheckpoint::open(dir)?;
         let tok_config = match std::fs::read(dir.join("tokenizer_config.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| ModelError::Config { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
+                .map_err(|e| ModelFileError::Config { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
             Err(_) => serde_json::Value::Null,
         };
         let json = std::fs::read(dir.join("tokenizer.json"))
@@ -409,12 +409,12 @@ impl Lm<CpuTransformer> {
     /// worker hands them over: `config.json`, `model.safetensors`, `tokenizer.json`, and
     /// `tokenizer_config.json` where the model has one.
     pub fn load_hf_files(mut files: BTreeMap<String, Vec<u8>>, opts: &LoadOptions) -> Result<Self, LmError> {
-        let missing = |name: &str| ModelError::Config { reason: format!("{name} is missing") };
+        let missing = |name: &str| ModelFileError::Config { reason: format!("{name} is missing") };
         let weights = files.remove("model.safetensors").ok_or_else(|| missing("model.safetensors"))?;
         let ck = HfCheckpoint::from_memory(files.get("config.json").ok_or_else(|| missing("config.json"))?, weights)?;
         let tok_config = match files.get("tokenizer_config.json") {
             Some(bytes) => {
-                serde_json::from_slice(bytes).map_err(|e| ModelError::Config { reason: format!("tokenizer_config.json: {e}") })?
+                serde_json::from_slice(bytes).map_err(|e| ModelFileError::Config { reason: format!("tokenizer_config.json: {e}") })?
             }
             None => serde_json::Value::Null,
         };

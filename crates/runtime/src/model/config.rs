@@ -29,10 +29,11 @@ impl Arch {
     }
 }
 
-/// Why a model could not be built.
+/// What is wrong with a model file: why a model could not be built from it (named apart
+/// from core's `reader::ModelError`, which is a reader failing at its work).
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ModelError {
+pub enum ModelFileError {
     /// The file's architecture is not one docmem runs.
     UnsupportedArch {
         /// `general.architecture`.
@@ -69,21 +70,23 @@ pub enum ModelError {
     Safetensors(crate::safetensors::SafetensorsError),
 }
 
-impl fmt::Display for ModelError {
+impl fmt::Display for ModelFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ModelError::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama and qwen2 are)"),
-            ModelError::BadParam { key } => write!(f, "model parameter '{key}' is missing or invalid"),
-            ModelError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
-            ModelError::TensorShape { name, found, expected } => write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}"),
-            ModelError::Read(e) => write!(f, "{e}"),
-            ModelError::Config { reason } => write!(f, "{reason}"),
-            ModelError::Safetensors(e) => write!(f, "{e}"),
+            ModelFileError::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama and qwen2 are)"),
+            ModelFileError::BadParam { key } => write!(f, "model parameter '{key}' is missing or invalid"),
+            ModelFileError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
+            ModelFileError::TensorShape { name, found, expected } => {
+                write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}")
+            }
+            ModelFileError::Read(e) => write!(f, "{e}"),
+            ModelFileError::Config { reason } => write!(f, "{reason}"),
+            ModelFileError::Safetensors(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for ModelError {}
+impl std::error::Error for ModelFileError {}
 
 /// Decoder hyper-parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,42 +117,42 @@ pub struct ModelConfig {
     pub rope_dims: usize,
 }
 
-fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, ModelError> {
+fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, ModelFileError> {
     let full = format!("{arch}.{key}");
     g.get(&full)
         .and_then(MetaValue::as_u64)
         .filter(|&v| v > 0 && v < (1 << 24))
         .map(|v| v as usize)
-        .ok_or(ModelError::BadParam { key: full })
+        .ok_or(ModelFileError::BadParam { key: full })
 }
 
 impl ModelConfig {
     /// Read the hyper-parameters of a GGUF file.
-    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelError> {
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelFileError> {
         let name = g.architecture().unwrap_or("").to_owned();
         let arch = match name.as_str() {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            _ => return Err(ModelError::UnsupportedArch { arch: name }),
+            _ => return Err(ModelFileError::UnsupportedArch { arch: name }),
         };
         let a = arch.name();
         let n_embd = param(g, a, "embedding_length")?;
         let n_head = param(g, a, "attention.head_count")?;
         let n_head_kv = param(g, a, "attention.head_count_kv").unwrap_or(n_head);
         if !n_embd.is_multiple_of(n_head) || !n_head.is_multiple_of(n_head_kv) {
-            return Err(ModelError::BadParam { key: format!("{a}.attention.head_count") });
+            return Err(ModelFileError::BadParam { key: format!("{a}.attention.head_count") });
         }
         let head_dim = n_embd / n_head;
         let vocab = g
             .tensor("token_embd.weight")
             .and_then(|t| t.dims.get(1).copied())
             .map(|v| v as usize)
-            .ok_or(ModelError::MissingTensor { name: "token_embd.weight".into() })?;
-        let float = |key: &str, default: f32| -> Result<f32, ModelError> {
+            .ok_or(ModelFileError::MissingTensor { name: "token_embd.weight".into() })?;
+        let float = |key: &str, default: f32| -> Result<f32, ModelFileError> {
             let full = format!("{a}.{key}");
             match g.get(&full) {
                 None => Ok(default),
-                Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(ModelError::BadParam { key: full }),
+                Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(ModelFileError::BadParam { key: full }),
             }
         };
         Ok(ModelConfig {

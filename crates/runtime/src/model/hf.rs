@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::config::{Arch, ModelConfig, ModelError};
+use super::config::{Arch, ModelConfig, ModelFileError};
 use super::weights::{Block, Weights};
 use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
@@ -43,9 +43,9 @@ impl std::fmt::Debug for HfCheckpoint {
     }
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, ModelError> {
-    let text = std::fs::read(path).map_err(|e| ModelError::Config { reason: format!("cannot read {}: {e}", path.display()) })?;
-    serde_json::from_slice(&text).map_err(|e| ModelError::Config { reason: format!("{}: {e}", path.display()) })
+fn read_json(path: &Path) -> Result<serde_json::Value, ModelFileError> {
+    let text = std::fs::read(path).map_err(|e| ModelFileError::Config { reason: format!("cannot read {}: {e}", path.display()) })?;
+    serde_json::from_slice(&text).map_err(|e| ModelFileError::Config { reason: format!("{}: {e}", path.display()) })
 }
 
 /// Whether `dir` looks like a Hugging Face checkpoint.
@@ -56,7 +56,7 @@ pub fn is_checkpoint(dir: &Path) -> bool {
 impl HfCheckpoint {
     /// Open `dir`: `config.json` and `model.safetensors`, or the shards named by
     /// `model.safetensors.index.json`. Only headers are read here.
-    pub fn open(dir: &Path) -> Result<Self, ModelError> {
+    pub fn open(dir: &Path) -> Result<Self, ModelFileError> {
         let config = read_json(&dir.join("config.json"))?;
         let index = dir.join("model.safetensors.index.json");
         let names: Vec<PathBuf> = if index.is_file() {
@@ -64,13 +64,13 @@ impl HfCheckpoint {
             let map = idx
                 .get("weight_map")
                 .and_then(|m| m.as_object())
-                .ok_or_else(|| ModelError::Config { reason: format!("{}: no weight_map", index.display()) })?;
+                .ok_or_else(|| ModelFileError::Config { reason: format!("{}: no weight_map", index.display()) })?;
             let mut files: Vec<String> = map.values().filter_map(|v| v.as_str().map(str::to_owned)).collect();
             files.sort();
             files.dedup();
             // Shard names come from the file: keep them inside the checkpoint directory.
             if let Some(bad) = files.iter().find(|f| f.contains('/') || f.contains('\\') || f.contains("..")) {
-                return Err(ModelError::Config { reason: format!("shard name '{bad}' is not a plain file name") });
+                return Err(ModelFileError::Config { reason: format!("shard name '{bad}' is not a plain file name") });
             }
             files.into_iter().map(|f| dir.join(f)).collect()
         } else {
@@ -78,8 +78,8 @@ impl HfCheckpoint {
         };
         let mut files: Vec<(Box<dyn ByteSource>, SafetensorsFile)> = Vec::new();
         for path in names {
-            let src = FileSource::open(&path).map_err(|e| ModelError::Safetensors(SafetensorsError::Read(e)))?;
-            let st = SafetensorsFile::read(&src).map_err(ModelError::Safetensors)?;
+            let src = FileSource::open(&path).map_err(|e| ModelFileError::Safetensors(SafetensorsError::Read(e)))?;
+            let st = SafetensorsFile::read(&src).map_err(ModelFileError::Safetensors)?;
             files.push((Box::new(src), st));
         }
         Ok(HfCheckpoint { config, files })
@@ -87,10 +87,10 @@ impl HfCheckpoint {
 
     /// A checkpoint held in memory: `config.json`'s bytes and one `model.safetensors`
     /// (what a page or worker hands over). Only the header is parsed here.
-    pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, ModelError> {
-        let config = serde_json::from_slice(config).map_err(|e| ModelError::Config { reason: format!("config.json: {e}") })?;
+    pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, ModelFileError> {
+        let config = serde_json::from_slice(config).map_err(|e| ModelFileError::Config { reason: format!("config.json: {e}") })?;
         let src = MemorySource::new(safetensors);
-        let st = SafetensorsFile::read(&src).map_err(ModelError::Safetensors)?;
+        let st = SafetensorsFile::read(&src).map_err(ModelFileError::Safetensors)?;
         Ok(HfCheckpoint { config, files: vec![(Box::new(src), st)] })
     }
 
@@ -109,50 +109,50 @@ impl HfCheckpoint {
     }
 
     /// A tensor in f32, checked against `shape` (outermost first).
-    pub fn read_f32(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, ModelError> {
-        let (src, st) = self.find(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
-        st.read_f32(src.as_ref(), name, shape).map_err(ModelError::Safetensors)
+    pub fn read_f32(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, ModelFileError> {
+        let (src, st) = self.find(name).ok_or_else(|| ModelFileError::MissingTensor { name: name.to_owned() })?;
+        st.read_f32(src.as_ref(), name, shape).map_err(ModelFileError::Safetensors)
     }
 }
 
-fn usize_key(c: &serde_json::Value, key: &str) -> Result<usize, ModelError> {
+fn usize_key(c: &serde_json::Value, key: &str) -> Result<usize, ModelFileError> {
     c.get(key)
         .and_then(serde_json::Value::as_u64)
         .filter(|&v| v > 0 && v < (1 << 24))
         .map(|v| v as usize)
-        .ok_or_else(|| ModelError::BadParam { key: format!("config.json {key}") })
+        .ok_or_else(|| ModelFileError::BadParam { key: format!("config.json {key}") })
 }
 
-fn float_key(c: &serde_json::Value, key: &str, default: f32) -> Result<f32, ModelError> {
+fn float_key(c: &serde_json::Value, key: &str, default: f32) -> Result<f32, ModelFileError> {
     match c.get(key) {
         None | Some(serde_json::Value::Null) => Ok(default),
         Some(v) => v
             .as_f64()
             .map(|x| x as f32)
             .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| ModelError::BadParam { key: format!("config.json {key}") }),
+            .ok_or_else(|| ModelFileError::BadParam { key: format!("config.json {key}") }),
     }
 }
 
 impl ModelConfig {
     /// Hyper-parameters from a Hugging Face `config.json`.
-    pub fn from_hf(c: &serde_json::Value) -> Result<Self, ModelError> {
+    pub fn from_hf(c: &serde_json::Value) -> Result<Self, ModelFileError> {
         let model_type = c.get("model_type").and_then(|v| v.as_str()).unwrap_or("");
         let arch = match model_type {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            other => return Err(ModelError::UnsupportedArch { arch: other.to_owned() }),
+            other => return Err(ModelFileError::UnsupportedArch { arch: other.to_owned() }),
         };
         // Scaled RoPE variants (yarn, llama3, …) change the angles; we do not run them.
         if let Some(scaling) = c.get("rope_scaling").filter(|v| !v.is_null()) {
-            return Err(ModelError::Config { reason: format!("rope_scaling {scaling} is not supported") });
+            return Err(ModelFileError::Config { reason: format!("rope_scaling {scaling} is not supported") });
         }
         let n_embd = usize_key(c, "hidden_size")?;
         let n_head = usize_key(c, "num_attention_heads")?;
         let n_head_kv = usize_key(c, "num_key_value_heads").unwrap_or(n_head);
         let head_dim = usize_key(c, "head_dim").unwrap_or(n_embd / n_head);
         if head_dim * n_head != n_embd || !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
-            return Err(ModelError::BadParam { key: "config.json num_attention_heads".into() });
+            return Err(ModelFileError::BadParam { key: "config.json num_attention_heads".into() });
         }
         Ok(ModelConfig {
             arch,
@@ -200,12 +200,12 @@ fn move_rope_rows(w: &[f32], heads: usize, cols: usize, to_gguf: bool) -> Vec<f3
 
 impl Weights {
     /// Read a checkpoint's tensors, quantizing every matrix to `quant`.
-    pub fn from_hf(ck: &HfCheckpoint, cfg: &ModelConfig, quant: LoadQuant) -> Result<Self, ModelError> {
+    pub fn from_hf(ck: &HfCheckpoint, cfg: &ModelConfig, quant: LoadQuant) -> Result<Self, ModelFileError> {
         let (e, kv, ff, vocab) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64, cfg.vocab as u64);
         if !cfg.n_embd.is_multiple_of(32) || !cfg.n_ff.is_multiple_of(32) {
-            return Err(ModelError::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
+            return Err(ModelFileError::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
         }
-        let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, ModelError> {
+        let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, ModelFileError> {
             let mut w = ck.read_f32(name, &[rows, cols])?;
             if let Some(heads) = permute_heads {
                 w = permute_rope_rows(&w, heads, cols as usize);
@@ -221,7 +221,7 @@ impl Weights {
                     GgmlType::Q4_0
                 }
             };
-            QMatrix::new(ty, rows as usize, cols as usize, data).ok_or_else(|| ModelError::TensorShape {
+            QMatrix::new(ty, rows as usize, cols as usize, data).ok_or_else(|| ModelFileError::TensorShape {
                 name: name.to_owned(),
                 found: vec![rows, cols],
                 expected: vec![rows, cols],
@@ -233,7 +233,7 @@ impl Weights {
         let mut layers = Vec::with_capacity(cfg.n_layer.min(ck.tensor_count()));
         for i in 0..cfg.n_layer {
             let n = |s: &str| format!("model.layers.{i}.{s}");
-            let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
+            let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
                 match cfg.arch {
                     Arch::Qwen2 => ck.read_f32(&n(s), &[len]).map(Some),
                     Arch::Llama => Ok(None),
@@ -285,8 +285,8 @@ mod tests {
         let e = ModelConfig::from_hf(&c).unwrap_err().to_string();
         assert!(e.contains("num_hidden_layers"), "{e}");
         let c = serde_json::json!({"model_type": "gpt_neox"});
-        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelError::UnsupportedArch { .. })));
+        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelFileError::UnsupportedArch { .. })));
         let c = serde_json::json!({"model_type": "llama", "rope_scaling": {"type": "yarn"}});
-        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelError::Config { .. })));
+        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelFileError::Config { .. })));
     }
 }

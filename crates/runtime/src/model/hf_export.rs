@@ -9,7 +9,7 @@
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::config::{Arch, ModelConfig, ModelError};
+use super::config::{Arch, ModelConfig, ModelFileError};
 use super::hf::unpermute_rope_rows;
 use crate::gguf::{GgufFile, MetaValue};
 use crate::lm::LmError;
@@ -87,10 +87,10 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     let mut out = BufWriter::new(file);
     safetensors::write::<WriteError>(&tensors, dtype, &mut out, |i| {
         let (t, heads) = plan[i];
-        let bytes = g.tensor_bytes(src, t).map_err(|e| WriteError::Lm(ModelError::Read(e).into()))?;
+        let bytes = g.tensor_bytes(src, t).map_err(|e| WriteError::Lm(ModelFileError::Read(e).into()))?;
         let mut v = Vec::new();
         dequantize(t.ggml_type, &bytes, &mut v).map_err(|_| {
-            WriteError::Lm(ModelError::TensorShape { name: t.name.clone(), found: t.dims.clone(), expected: t.dims.clone() }.into())
+            WriteError::Lm(ModelFileError::TensorShape { name: t.name.clone(), found: t.dims.clone(), expected: t.dims.clone() }.into())
         })?;
         let cols = t.dims.first().copied().unwrap_or(1) as usize;
         Ok(match heads {

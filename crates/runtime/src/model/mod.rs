@@ -5,7 +5,7 @@ pub mod hf;
 pub mod hf_export;
 mod weights;
 
-pub use config::{Arch, ModelConfig, ModelError};
+pub use config::{Arch, ModelConfig, ModelFileError};
 pub use hf::{HfCheckpoint, LoadQuant};
 #[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;

@@ -1,7 +1,7 @@
 //! A decoder's tensors, read one at a time from a GGUF file through a [`ByteSource`] and
 //! kept in their block format.
 
-use super::config::{Arch, ModelConfig, ModelError};
+use super::config::{Arch, ModelConfig, ModelFileError};
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::x8;
 use crate::gguf::{GgmlType, GgufError, GgufFile, TensorInfo};
@@ -57,7 +57,7 @@ impl Weights {
     }
 
     /// Read every tensor the configuration needs.
-    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, ModelError> {
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, ModelFileError> {
         // The block count comes from the file: reserve no more layers than it has tensors
         // (a fuzz finding: a count of 16 million reserved 8 GB before the first missing
         // tensor was noticed).
@@ -70,17 +70,17 @@ impl Weights {
     }
 
     /// The token embeddings (`vocab × n_embd`).
-    pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, ModelError> {
+    pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, ModelFileError> {
         matrix(g, src, "token_embd.weight", cfg.n_embd as u64, cfg.vocab as u64)
     }
 
     /// The final RMSNorm's weight.
-    pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, ModelError> {
+    pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, ModelFileError> {
         vector(g, src, "output_norm.weight", cfg.n_embd as u64)
     }
 
     /// The LM head, or `None` when it is tied to the embeddings.
-    pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, ModelError> {
+    pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, ModelFileError> {
         if g.tensor("output.weight").is_none() {
             return Ok(None);
         }
@@ -91,10 +91,10 @@ impl Weights {
 impl Block {
     /// Block `i`'s tensors (a backend that copies them elsewhere, the GPU one, reads one
     /// block at a time and drops it).
-    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, ModelError> {
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, ModelFileError> {
         let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
         let n = |s: &str| format!("blk.{i}.{s}");
-        let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelError> {
+        let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
             match cfg.arch {
                 Arch::Qwen2 => vector(g, src, &n(s), len).map(Some),
                 Arch::Llama => Ok(None),
@@ -117,24 +117,24 @@ impl Block {
     }
 }
 
-pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelError> {
-    let t = g.tensor(name).ok_or_else(|| ModelError::MissingTensor { name: name.to_owned() })?;
+pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelFileError> {
+    let t = g.tensor(name).ok_or_else(|| ModelFileError::MissingTensor { name: name.to_owned() })?;
     if t.dims != dims {
-        return Err(ModelError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
+        return Err(ModelFileError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
     }
     Ok(t)
 }
 
-fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelError> {
+fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelFileError> {
     let t = tensor_info(g, name, dims)?;
-    Ok((t.ggml_type, g.tensor_bytes(src, t).map_err(ModelError::Read)?))
+    Ok((t.ggml_type, g.tensor_bytes(src, t).map_err(ModelFileError::Read)?))
 }
 
 /// A weight matrix, in the layout the CPU kernels read fastest ([`QMatrix::for_matmul`]).
 /// A matrix that is re-laid is read eight rows at a time straight into its new layout, so
 /// loading never holds two copies of it.
-fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, ModelError> {
-    let shape_err = || ModelError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
+fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, ModelFileError> {
+    let shape_err = || ModelFileError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
     let t = tensor_info(g, name, &[cols, rows])?;
     let (r, c) = (rows as usize, cols as usize);
     let ty = t.ggml_type;
@@ -144,19 +144,19 @@ fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) 
         let mut out = vec![0u8; x8::relaid_bytes(ty, r, blocks)];
         let mut scratch = vec![0u8; group_src];
         for (k, dst) in out.chunks_exact_mut(group_dst).enumerate() {
-            src.read_at(t.offset + (k * group_src) as u64, &mut scratch).map_err(|e| ModelError::Read(GgufError::Source(e)))?;
+            src.read_at(t.offset + (k * group_src) as u64, &mut scratch).map_err(|e| ModelFileError::Read(GgufError::Source(e)))?;
             x8::interleave_into(ty, &scratch, blocks, dst);
         }
         return QMatrix::relaid(ty, r, c, out).ok_or_else(shape_err);
     }
-    let bytes = g.tensor_bytes(src, t).map_err(ModelError::Read)?;
+    let bytes = g.tensor_bytes(src, t).map_err(ModelFileError::Read)?;
     QMatrix::new(t.ggml_type, r, c, bytes).ok_or_else(shape_err)
 }
 
-fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, ModelError> {
+fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, ModelFileError> {
     let (ty, bytes) = tensor_bytes(g, src, name, &[len])?;
     let mut out = Vec::with_capacity(len as usize);
-    dequantize(ty, &bytes, &mut out).map_err(|_| ModelError::TensorShape {
+    dequantize(ty, &bytes, &mut out).map_err(|_| ModelFileError::TensorShape {
         name: name.to_owned(),
         found: vec![len],
         expected: vec![len],

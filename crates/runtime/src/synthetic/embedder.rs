@@ -1,5 +1,5 @@
 //! Synthetic sentence embedders: a BERT encoder's shapes in llama.cpp's `bert` GGUF
-//! layout (the one [`crate::embed::Embedder::from_gguf`] reads), with f32 weights.
+//! layout (the one [`crate::embed::SentenceEmbedder::from_gguf`] reads), with f32 weights.
 
 use super::blocks::{fill_f32_around, Rng};
 use crate::embed::gguf::hf_to_gguf;
