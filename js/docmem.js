@@ -509,7 +509,8 @@ export class DocMem {
    * sampled candidates per window beside the greedy one (default 3 on WebGPU, 0 on the
    * CPU, where each costs about a greedy reading); `maxNewTokens` caps what the reader
    * writes per window (default: the window's length and 512 more). onProgress gets {stage: 'memory',
-   * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}. Resolves to
+   * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}, and within a
+   * window windowRead, windowPrompt (its prompt's tokens) and windowWritten. Resolves to
    * {id, replaced, chunks, outline, fallback, reader, seconds, gaveWay, document}
    * (`gaveWay`: times a window stopped for other requests and went on); `replaced` is
    * false when the document was removed meanwhile. An aborted `signal` stops it (ABORTED)

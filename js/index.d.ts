@@ -289,6 +289,12 @@ export interface MemoryProgress {
   /** Seconds spent reading so far, and an estimate of those left (null until there is one). */
   seconds: number;
   secondsLeft: number | null;
+  /** Within the window being read, while it is read: its prompt tokens read so far and in
+   * all (`windowRead` of `windowPrompt`), then the tokens written (`windowWritten`). A
+   * window that gave way to other requests goes on from where it was. */
+  windowRead?: number;
+  windowPrompt?: number;
+  windowWritten?: number;
 }
 
 /** A background memory that landed (writeMemory). */

@@ -764,11 +764,19 @@ async function aheadStep() {
 
 function endMemory(job, error, data) {
   memoryJobs.splice(memoryJobs.indexOf(job), 1);
+  // Only the job being written has a draft (they are written in order).
+  const wasWritten = job.draft !== null;
   job.draft?.free();
-  // A memory that ends unfinished leaves its stopped window with the reader: free it.
-  if (error && reader && !hosted.reader) reader.forgetSuspended();
   if (error) port.post({ id: job.id, type: 'error', error: toWire(error) });
   else port.post({ id: job.id, type: 'result', data });
+  // The reader keeps a stopped window's work, and its last results, for the memory being
+  // written: free them when that memory ends. (After a panic the module refuses every
+  // call; that must not reject the queue this runs in.)
+  if (wasWritten && reader && !hosted.reader) {
+    try {
+      reader.forgetSuspended();
+    } catch {}
+  }
 }
 
 /** Queue one background step behind the requests, when there is work and nothing waits:

@@ -141,7 +141,13 @@ function showMemoryLine(id) {
 function memoryText(p) {
   const part = p.windows > 1 ? `part ${p.window} of ${p.windows}, ` : '';
   const left = p.secondsLeft ? `, about ${duration(p.secondsLeft)} left` : '';
-  return `Memory: ${part}${p.tokensDone.toLocaleString()} of ${p.tokensTotal.toLocaleString()} tokens read${left} (${Math.round(p.fraction * 100)}%)`;
+  // Within a part (minutes on a CPU): how far its prompt is read, then what is written.
+  const within = !p.windowPrompt
+    ? ''
+    : p.windowWritten > 0
+      ? `; this part: ${p.windowWritten.toLocaleString()} tokens written`
+      : `; this part: ${p.windowRead.toLocaleString()} of ${p.windowPrompt.toLocaleString()} prompt tokens read`;
+  return `Memory: ${part}${p.tokensDone.toLocaleString()} of ${p.tokensTotal.toLocaleString()} tokens read${left} (${Math.round(p.fraction * 100)}%)${within}`;
 }
 
 function updateMemoryControls() {

@@ -67,6 +67,10 @@ assert.ok(answeredAt < writtenAt, 'the question did not wait for the whole memor
 assert.ok(written.gaveWay >= 1, `the window being read gave way to the question: ${JSON.stringify(written)}`);
 assert.ok(events.length > 0 && events.every((p) => p.stage === 'memory' && p.windows >= 1 && p.tokensTotal > 0), JSON.stringify(events.slice(0, 3)));
 assert.ok(events.some((p) => p.seconds > 0));
+// Within a window: its prompt read piece by piece, then the tokens written.
+const within = events.filter((p) => p.windowPrompt > 0);
+assert.ok(within.some((p) => p.windowRead < p.windowPrompt && p.windowWritten === 0), 'the prompt being read is reported');
+assert.ok(within.some((p) => p.windowRead === p.windowPrompt && p.windowWritten > 0), 'the tokens being written are reported');
 assert.equal(written.replaced, true, JSON.stringify(written));
 assert.equal(written.id, added.id);
 assert.match(written.reader, /SmolLM2/);

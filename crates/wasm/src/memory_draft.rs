@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use docmem_core::reader::{ExtractSettings, MemoryDraft, ModelError};
 use docmem_core::{Document, ErrorCode};
-use docmem_runtime::lm::{Backend, Lm, LmReader};
+use docmem_runtime::lm::{Backend, Lm, LmReader, WorkDone};
 use wasm_bindgen::prelude::*;
 
 use crate::library::{extract_settings, progress_object, progress_reporter};
@@ -36,7 +36,7 @@ pub struct WasmMemoryDraft {
     pub(crate) state: Rc<RefCell<DraftState>>,
 }
 
-/// `interrupt` (a JS function asked before each decoding step; `true` stops) as the
+/// `interrupt` (a JS function asked before each prompt piece and decoding step; `true` stops) as the
 /// reader's interrupt.
 pub(crate) fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> bool {
     move || matches!(&interrupt, Some(f) if f.call0(&JsValue::NULL).is_ok_and(|v| v.is_truthy()))
@@ -52,6 +52,16 @@ fn step_result(result: Result<(), ModelError>, state: &DraftState) -> Result<boo
         }
         Err(e) => Err(coded(e)),
     }
+}
+
+/// The draft's progress (`before` the window) with how far the window has got:
+/// `windowRead` of `windowPrompt` prompt tokens read, `windowWritten` tokens written.
+fn progress_within(before: &docmem_core::reader::Progress, work: &WorkDone) -> JsValue {
+    let o = progress_object(before);
+    for (k, v) in [("windowRead", work.read), ("windowPrompt", work.prompt), ("windowWritten", work.written)] {
+        let _ = js_sys::Reflect::set(&o, &k.into(), &(v as f64).into());
+    }
+    o
 }
 
 /// Plan `id`'s draft with `lm` as the reader (its tokenizer counts the windows).
@@ -84,8 +94,19 @@ pub(crate) async fn step_with<B: Backend>(
     let mut guard = state.try_borrow_mut().map_err(|_| crate::busy("the memory draft"))?;
     let s = &mut *guard;
     let stop = interrupt_fn(interrupt);
+    // Within the window, `progress` also hears how far it has got (prompt tokens read,
+    // tokens written): the core's progress moves only when a candidate ends, minutes apart
+    // on a CPU.
+    let before = s.draft.progress();
+    let within = progress.clone();
+    let tell = move |work: &WorkDone| {
+        if let Some(f) = &within {
+            let _ = f.call1(&JsValue::NULL, &progress_within(&before, work));
+        }
+    };
     let mut reader = LmReader::new(lm, s.reader_name.clone());
     reader.interrupt = Some(&stop);
+    reader.on_work = Some(&tell);
     let mut report = progress_reporter(progress);
     let result = s.draft.read_next(&s.doc, &mut reader, None, &s.settings, &mut report).await;
     step_result(result, s)
@@ -95,7 +116,7 @@ pub(crate) async fn step_with<B: Backend>(
 impl WasmMemoryDraft {
     /// Read the next window with `reader` (the `Lm` the draft was planned with).
     /// `progress` is called as `addDocumentWithReader`'s is (returning `false` cancels);
-    /// `interrupt()` is asked before every decoding step and stops the window when it
+    /// `interrupt()` is asked before every prompt piece and decoding step and stops the window when it
     /// returns `true`. Returns `true` once every window is read. A stopped window throws
     /// `ABORTED`; the reader keeps its work, and the next call goes on where it stopped.
     pub fn step(&self, reader: &WasmLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> Result<bool, JsValue> {

@@ -31,6 +31,7 @@ use serde::Serialize;
 pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, DeviceDraw, Drawn, Sampler, SamplingParams};
+pub use suspended::WorkDone;
 pub use text::LmText;
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate};

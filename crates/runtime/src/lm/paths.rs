@@ -46,11 +46,12 @@ pub(super) struct Path<C> {
 
 impl<C> Path<C> {
     /// The path as a [`Generation`] (decode time counted from `start`).
-    pub(super) fn generation(&self, prompt_tokens: usize, start: f64) -> Generation {
+    pub(super) fn generation(&self, start: f64) -> Generation {
         Generation {
             text: self.text.clone(),
             tokens: self.tokens.clone(),
-            prompt_tokens,
+            // The history is the prompt and what the path wrote.
+            prompt_tokens: self.history.len() - self.tokens.len(),
             finish: self.finish.unwrap_or(Finish::Cancelled),
             prefill_seconds: 0.0,
             decode_seconds: now_seconds() - start,
@@ -108,8 +109,8 @@ impl<B: Backend> Lm<B> {
     ) -> Result<Vec<Generation>, LmError> {
         let start = now_seconds();
         let live = self.start_paths(prefix, paths)?;
-        let (live, _) = self.run_paths(live, prefix.tokens.len(), paths, drafts, on_done, before_step).await?;
-        Ok(live.iter().map(|p| p.generation(prefix.tokens.len(), start)).collect())
+        let (live, _) = self.run_paths(live, start, paths, drafts, on_done, &mut |_| before_step()).await?;
+        Ok(live.iter().map(|p| p.generation(start)).collect())
     }
 
     /// One path per entry of `paths`, each with its first token drawn from the prefix's
@@ -140,20 +141,20 @@ impl<B: Backend> Lm<B> {
         Ok(live)
     }
 
-    /// Decode `live` (started by [`Lm::start_paths`] from a `prompt_tokens`-token prefix,
-    /// or resumed) until every path ends, `on_done` breaks, or `before_step` breaks. Paths
+    /// Decode `live` (started by [`Lm::start_paths`], or resumed) until every path ends, `on_done` breaks, or `before_step` (given the
+    /// tokens the longest path still writing has written) breaks; decode times count from
+    /// `start`. Paths
     /// that have ended and were not reported yet are reported first. Returns the paths as
     /// they are, and whether `before_step` stopped them (they can then go on later).
     pub(super) async fn run_paths(
         &self,
         mut live: Vec<Path<B::Cache>>,
-        prompt_tokens: usize,
+        start: f64,
         paths: &[SamplingParams],
         drafts: Option<&PromptLookup>,
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
-        before_step: &mut dyn FnMut() -> ControlFlow<()>,
+        before_step: &mut dyn FnMut(usize) -> ControlFlow<()>,
     ) -> Result<(Vec<Path<B::Cache>>, bool), LmError> {
-        let start = now_seconds();
         let mut cancelled = false;
         // Report the paths that have ended (and free what they held).
         let mut report = |live: &mut [Path<B::Cache>], cancelled: &mut bool| {
@@ -161,7 +162,7 @@ impl<B: Backend> Lm<B> {
                 if p.finish.is_some() && !p.reported {
                     p.reported = true;
                     p.cache = self.backend.new_cache();
-                    if !*cancelled && on_done(i, &p.generation(prompt_tokens, start)).is_break() {
+                    if !*cancelled && on_done(i, &p.generation(start)).is_break() {
                         *cancelled = true;
                     }
                 }
@@ -169,10 +170,8 @@ impl<B: Backend> Lm<B> {
         };
         report(&mut live, &mut cancelled);
         while !cancelled {
-            if live.iter().all(|p| p.finish.is_some()) {
-                break;
-            }
-            if before_step().is_break() {
+            let Some(written) = live.iter().filter(|p| p.finish.is_none()).map(|p| p.tokens.len()).max() else { break };
+            if before_step(written).is_break() {
                 return Ok((live, true));
             }
             // Each live path feeds its pending token and its draft.

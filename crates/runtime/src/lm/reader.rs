@@ -9,7 +9,7 @@ use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
 use docmem_core::{ScoreError, Scorer};
 
-use super::{Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams};
+use super::{Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams, WorkDone};
 use crate::chat::ChatMessage;
 
 /// An [`Lm`] with the name it is known by (for provenance and prompt choice).
@@ -31,6 +31,9 @@ pub struct LmReader<'a, B: Backend> {
     /// gives the model to a question this way without waiting for a candidate to end, and
     /// without losing the window's work.
     pub interrupt: Option<&'a dyn Fn() -> bool>,
+    /// Told, with [`LmReader::interrupt`], how far a window has got (prompt tokens read,
+    /// tokens written): progress finer than the core's, which counts finished candidates.
+    pub on_work: Option<&'a dyn Fn(&WorkDone)>,
 }
 
 impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
@@ -42,7 +45,7 @@ impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
 impl<'a, B: Backend> LmReader<'a, B> {
     /// Wrap `lm`, known as `name`.
     pub fn new(lm: &'a Lm<B>, name: impl Into<String>) -> Self {
-        LmReader { lm, name: name.into(), drafts: None, interrupt: None }
+        LmReader { lm, name: name.into(), drafts: None, interrupt: None, on_work: None }
     }
 }
 
@@ -134,7 +137,14 @@ impl<B: Backend> LmReader<'_, B> {
             // again (see `suspended`).
             Some(stop) => {
                 let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(backend)?;
-                let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, stop).await;
+                let on_work = self.on_work;
+                let stop = |work: &WorkDone| {
+                    if let Some(tell) = on_work {
+                        tell(work);
+                    }
+                    stop()
+                };
+                let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
                 match out.map_err(backend)? {
                     Some(out) => out,
                     None => return Err(ModelError::Cancelled),

@@ -25,12 +25,25 @@
 //! makes the caller ask for the first again; without its result at hand, the first would
 //! run again and displace the second's kept work, and each would undo the other forever.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::ControlFlow;
 use std::sync::Mutex;
 
 use super::paths::Path;
 use super::{now_seconds, Backend, DraftSettings, Generation, Lm, LmError, Prefix, PromptLookup, SamplingParams};
+
+/// How far a resumable generation has got, as its `stop` sees it before each prompt piece
+/// and decoding step (a page shows it as a memory's progress within a window).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkDone {
+    /// Prompt tokens read so far.
+    pub read: usize,
+    /// The prompt's tokens.
+    pub prompt: usize,
+    /// Tokens written by the longest path still writing (0 while the prompt is read).
+    pub written: usize,
+}
 
 /// Work stopped part way (see the module docs).
 pub(crate) enum Suspended<C> {
@@ -58,13 +71,24 @@ impl<C> Suspended<C> {
     }
 }
 
-/// Finished results kept (see the module docs): more than a window's generations.
+/// Finished results kept (see the module docs): a window's generations, the memory and
+/// one per fallback sentence group, are far fewer with the default settings (a window of
+/// up to half of the 2,048-token wasm context, groups of 256 tokens). Past this, a result
+/// dropped is run again when asked for, without undoing the kept work.
 const FINISHED_KEPT: usize = 32;
+
+/// What a finished call's result depends on.
+#[derive(PartialEq)]
+struct FinishedKey {
+    prompt: Vec<u32>,
+    params: Vec<SamplingParams>,
+    chunk: usize,
+    drafts: Option<DraftSettings>,
+}
 
 /// A finished call's result.
 struct Finished {
-    prompt: Vec<u32>,
-    params: Vec<SamplingParams>,
+    key: FinishedKey,
     generations: Vec<Generation>,
 }
 
@@ -85,11 +109,16 @@ impl<C> SuspendedSlot<C> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Take the kept work if it was for `prompt`; work for another prompt is dropped (it
-    /// is stale: the queue moved on).
+    /// Take the kept work if it was for `prompt`. Work for another prompt stays until new
+    /// work is stopped in its place (an earlier generation of the same window may be run
+    /// again first, when its result is no longer kept).
     pub(crate) fn take_for(&self, prompt: &[u32]) -> Option<Suspended<C>> {
-        let kept = self.lock().take()?;
-        (kept.prompt() == prompt).then_some(kept)
+        let mut kept = self.lock();
+        if kept.as_ref()?.prompt() == prompt {
+            kept.take()
+        } else {
+            None
+        }
     }
 
     /// Keep `work` (replacing what was kept).
@@ -103,19 +132,19 @@ impl<C> SuspendedSlot<C> {
         self.finished.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// The result of a finished call for `prompt` and `params`, if it is still kept.
-    pub(crate) fn finished(&self, prompt: &[u32], params: &[SamplingParams]) -> Option<Vec<Generation>> {
+    /// The result of a finished call with this `key`, if it is still kept.
+    fn finished(&self, key: &FinishedKey) -> Option<Vec<Generation>> {
         let finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
-        finished.iter().find(|f| f.prompt == prompt && f.params == params).map(|f| f.generations.clone())
+        finished.iter().find(|f| &f.key == key).map(|f| f.generations.clone())
     }
 
     /// Keep a finished call's result (the oldest goes past [`FINISHED_KEPT`]).
-    pub(crate) fn keep_finished(&self, prompt: Vec<u32>, params: Vec<SamplingParams>, generations: Vec<Generation>) {
+    fn keep_finished(&self, key: FinishedKey, generations: Vec<Generation>) {
         let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
         if finished.len() == FINISHED_KEPT {
             finished.pop_front();
         }
-        finished.push_back(Finished { prompt, params, generations });
+        finished.push_back(Finished { key, generations });
     }
 
     /// Tokens whose work is kept (0: none).
@@ -127,7 +156,8 @@ impl<C> SuspendedSlot<C> {
 impl<B: Backend> Lm<B> {
     /// [`Lm::generate_paths_drafted`] from prompt tokens, as background work that gives way
     /// and later goes on: the prompt runs `chunk` tokens at a time and `stop` is asked
-    /// before each piece and before every decoding step. When it says stop, the work done
+    /// before each piece and before every decoding step, with how far the work has got.
+    /// When it says stop, the work done
     /// so far is kept (the prompt read so far, or the paths with their caches and
     /// samplers) and `Ok(None)` comes back; the next call with the same prompt and paths
     /// continues it, and gives exactly what one uninterrupted call would have; a call that
@@ -142,13 +172,14 @@ impl<B: Backend> Lm<B> {
         chunk: usize,
         drafts: Option<DraftSettings>,
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
-        stop: &dyn Fn() -> bool,
+        stop: &dyn Fn(&WorkDone) -> bool,
     ) -> Result<Option<Vec<Generation>>, LmError> {
         if prompt.is_empty() {
             return Err(LmError::EmptyPrompt);
         }
         self.check_fits(prompt.len())?;
-        if let Some(done) = self.suspended.finished(&prompt, paths) {
+        let key = FinishedKey { prompt, params: paths.to_vec(), chunk, drafts };
+        if let Some(done) = self.suspended.finished(&key) {
             for (i, g) in done.iter().enumerate() {
                 if on_done(i, g).is_break() {
                     break;
@@ -156,8 +187,9 @@ impl<B: Backend> Lm<B> {
             }
             return Ok(Some(done));
         }
+        let prompt = &key.prompt;
         let start = now_seconds();
-        let live = match self.suspended.take_for(&prompt) {
+        let live = match self.suspended.take_for(prompt) {
             Some(Suspended::Writing { params, paths: mut live, .. }) if params == paths => {
                 live.iter_mut().for_each(Path::report_again);
                 live
@@ -169,11 +201,17 @@ impl<B: Backend> Lm<B> {
                 };
                 // `read` is a whole number of pieces, so the pieces line up with an
                 // uninterrupted call's.
-                let (ran, last_logits) = self.forward_pieces(&mut cache, &prompt[read..], chunk, stop).await?;
+                let pieces = Cell::new(0);
+                let ask = || {
+                    let at = (read + pieces.get() * chunk.max(1)).min(prompt.len());
+                    pieces.set(pieces.get() + 1);
+                    stop(&WorkDone { read: at, prompt: prompt.len(), written: 0 })
+                };
+                let (ran, last_logits) = self.forward_pieces(&mut cache, &prompt[read..], chunk, &ask).await?;
                 let read = read + ran;
                 let Some(last_logits) = last_logits.filter(|_| read == prompt.len()) else {
                     if read > 0 {
-                        self.suspended.keep(Suspended::Reading { prompt, read, cache });
+                        self.suspended.keep(Suspended::Reading { prompt: prompt.clone(), read, cache });
                     }
                     return Ok(None);
                 };
@@ -183,23 +221,28 @@ impl<B: Backend> Lm<B> {
         };
         let decode_start = now_seconds();
         let prefill_seconds = decode_start - start;
-        let lookup = drafts.map(|d| PromptLookup::new(&prompt, d));
-        let mut before_step = || if stop() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) };
+        let lookup = drafts.map(|d| PromptLookup::new(prompt, d));
+        let mut before_step = |written| {
+            if stop(&WorkDone { read: prompt.len(), prompt: prompt.len(), written }) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
         let mut cancelled = false;
         let on_done = |i, g: &Generation| {
             let flow = on_done(i, g);
             cancelled |= flow.is_break();
             flow
         };
-        let (live, stopped) = self.run_paths(live, prompt.len(), paths, lookup.as_ref(), on_done, &mut before_step).await?;
+        let (live, stopped) = self.run_paths(live, decode_start, paths, lookup.as_ref(), on_done, &mut before_step).await?;
         if stopped {
-            self.suspended.keep(Suspended::Writing { prompt, params: paths.to_vec(), paths: live });
+            self.suspended.keep(Suspended::Writing { prompt: prompt.clone(), params: paths.to_vec(), paths: live });
             return Ok(None);
         }
-        let out: Vec<Generation> =
-            live.iter().map(|p| Generation { prefill_seconds, ..p.generation(prompt.len(), decode_start) }).collect();
+        let out: Vec<Generation> = live.iter().map(|p| Generation { prefill_seconds, ..p.generation(decode_start) }).collect();
         if !cancelled {
-            self.suspended.keep_finished(prompt, paths.to_vec(), out.clone());
+            self.suspended.keep_finished(key, out.clone());
         }
         Ok(Some(out))
     }
