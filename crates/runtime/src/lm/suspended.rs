@@ -15,9 +15,11 @@
 //!
 //! One piece of stopped work is kept, the latest (a background queue works on one window
 //! at a time); it is apart from the answerer's kept prompt (`prompt_cache`), so a question
-//! never displaces it. It costs the K/V cache of what was read and written (for the 1.5B
-//! about 57 KB a token, per path), until it is finished, replaced by work on another
-//! prompt, or dropped with [`super::Lm::forget_suspended`].
+//! never displaces it. It costs the K/V cache of what was read and written, per path (for
+//! the 1.5B on the CPU about 57 KB a token; on WebGPU the caches grow in powers of two, and
+//! a memory there samples four paths: a few hundred MB of GPU memory for a long window),
+//! until it is finished, replaced by other stopped work, or dropped with
+//! [`super::Lm::forget_suspended`] (the page's worker does when the memory ends).
 //!
 //! The last few finished results are kept too (their text and tokens only). A window is
 //! a sequence of generations, not one: when the reader's memory does not parse, each
