@@ -147,7 +147,7 @@ fn work_for_another_prompt_or_other_settings_starts_afresh() {
     assert!(out.is_none());
     assert_eq!(lm.suspended_tokens(), PIECE, "other settings start afresh");
 
-    // Another prompt drops it too; forgetting frees it.
+    // Another prompt's stopped work takes its place; forgetting frees it.
     let mut shorter = prompt(&lm);
     shorter.truncate(3 * PIECE);
     let out = block_on(lm.generate_paths_resumable(shorter, &other, PIECE, None, |_, _| ControlFlow::Continue(()), &stop_at_once_after(1)))

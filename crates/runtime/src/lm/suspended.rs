@@ -159,14 +159,13 @@ impl<B: Backend> Lm<B> {
     /// [`Lm::generate_paths_drafted`] from prompt tokens, as background work that gives way
     /// and later goes on: the prompt runs `chunk` tokens at a time and `stop` is asked
     /// before each piece and before every decoding step, with how far the work has got.
-    /// When it says stop, the work done
-    /// so far is kept (the prompt read so far, or the paths with their caches and
-    /// samplers) and `Ok(None)` comes back; the next call with the same prompt and paths
-    /// continues it, and gives exactly what one uninterrupted call would have; a call that
-    /// finished lately gives its result again at once. A call for another prompt drops the
-    /// stopped work. `on_done` is called as each path ends (a resumed call reports the
-    /// paths that had ended before too); its `Break` cancels, and a cancelled call keeps
-    /// nothing.
+    /// When it says stop, the work done so far is kept (the prompt read so far, or the
+    /// paths with their caches and samplers) in place of any kept before, and `Ok(None)`
+    /// comes back; the next call with the same prompt and paths continues it, and gives
+    /// exactly what one uninterrupted call would have; a call that finished lately gives
+    /// its result again at once. `on_done` is called as each path ends (a resumed call
+    /// reports the paths that had ended before too); its `Break` cancels, and a cancelled
+    /// call keeps nothing.
     pub async fn generate_paths_resumable(
         &self,
         prompt: Vec<u32>,
