@@ -439,28 +439,14 @@ impl Lm<CpuTransformer> {
         let chat = ChatTemplate::new(template.as_deref(), &text(tokenizer.bos()), &text(tokenizer.eos()))?;
         let weights = Weights::from_hf(&ck, &cfg, opts.quant)?;
         let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
-        Ok(Lm {
-            tokenizer,
-            chat,
-            backend: CpuTransformer::new(cfg, weights, opts.threads),
-            context,
-            prompt_cache: Default::default(),
-            suspended: Default::default(),
-        })
+        Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context))
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).
     pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let weights = Weights::load(&g, src, &cfg)?;
-        Ok(Lm {
-            tokenizer,
-            chat,
-            backend: CpuTransformer::new(cfg, weights, opts.threads),
-            context,
-            prompt_cache: Default::default(),
-            suspended: Default::default(),
-        })
+        Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context))
     }
 }
 
@@ -471,7 +457,7 @@ impl Lm<crate::gpu::GpuTransformer> {
     pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, LmError> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
-        Ok(Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default() })
+        Ok(Lm::with_backend(tokenizer, chat, backend, context))
     }
 }
 
