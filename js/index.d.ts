@@ -49,6 +49,13 @@ export interface ModelFile {
 export interface ModelSpec {
   /** The model's name (memories record it; a GGUF's file name). */
   name: string;
+  /**
+   * A reader or answerer is one GGUF file, or a Hugging Face checkpoint of a Llama or Qwen2
+   * model: `config.json`, `tokenizer.json`, `tokenizer_config.json` (where it has one) and
+   * its `.safetensors` files (one, or every shard), matched by the file name at the end of
+   * `path`. Either is read a slice at a time, never whole in memory; a checkpoint's
+   * matrices are quantized to 8-bit blocks as they load.
+   */
   files: ModelFile[];
 }
 
@@ -284,7 +291,8 @@ export interface MemoryProgress {
   /** Document tokens in the windows read, and in all of them. */
   tokensDone: number;
   tokensTotal: number;
-  /** 0 to 1. */
+  /** 0 to 1, moving within a window too (an estimate there: the window's prompt tokens read
+   * and tokens written against its prompt and its expected memory); it never goes back. */
   fraction: number;
   /** Seconds spent reading so far, and an estimate of those left (null until there is one). */
   seconds: number;

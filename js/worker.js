@@ -226,6 +226,10 @@ async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
   return { ...loaded, pruned };
 }
 
+const baseName = (p) => String(p).split(/[\\/]/).pop();
+/** Whether a model spec is a Hugging Face checkpoint (safetensors files), not a GGUF file. */
+const isCheckpoint = (spec) => spec.files.some((f) => /\.safetensors$/i.test(f.path));
+
 async function loadModelsHeld(models, cacheDir, emit, gpu) {
   const { WebModelCache, FsModelCache } = await import('./model-cache.js');
   // Downloads are hashed as they stream into storage: node:crypto in Node, the wasm
@@ -291,6 +295,10 @@ async function loadModelsHeld(models, cacheDir, emit, gpu) {
   const fileOf = (f) => got.get(f.url ?? f.path);
   const lm = async (spec) => {
     if (!lms.has(spec.name)) {
+      if (isCheckpoint(spec)) {
+        lms.set(spec.name, await checkpoint(spec));
+        return lms.get(spec.name);
+      }
       const f = fileOf(spec.files[0]);
       const read = (offset, length) => f.read(offset, length);
       let m;
@@ -307,6 +315,34 @@ async function loadModelsHeld(models, cacheDir, emit, gpu) {
       lms.set(spec.name, m);
     }
     return lms.get(spec.name);
+  };
+  // A Hugging Face checkpoint: its small files read whole, its safetensors files (one or
+  // every shard) read a tensor at a time, as a GGUF file is.
+  const checkpoint = async (spec) => {
+    const named = (name) => spec.files.find((f) => baseName(f.path) === name);
+    const text = async (name, required) => {
+      const f = named(name);
+      if (!f) {
+        if (required) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: a Hugging Face checkpoint needs ${name} beside its .safetensors files`);
+        return null;
+      }
+      return fileOf(f).bytes();
+    };
+    const parts = { config: await text('config.json', true), tokenizer: await text('tokenizer.json', true), tokenizerConfig: await text('tokenizer_config.json', false) };
+    const shards = spec.files.filter((f) => /\.safetensors$/i.test(f.path)).map((file) => {
+      const f = fileOf(file);
+      return { length: f.size, read: (offset, length) => f.read(offset, length) };
+    });
+    if (gpu) {
+      try {
+        return await w.GpuLm.fromHuggingFace(parts, shards, spec.name, gpu.allowSoftware);
+      } catch (e) {
+        throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
+      }
+    }
+    const m = load(spec.name, () => w.Lm.fromHuggingFace(parts, shards));
+    m.setName(spec.name);
+    return m;
   };
   if (local('reader')) reader = await lm(models.reader);
   if (local('answerer')) answerer = await lm(local('answerer'));
@@ -710,7 +746,7 @@ const ops = {
 // shared memory a request waits for the window to end. Jobs are served in the
 // order they came; `pauseMemories` holds them (a window being read stops at once).
 
-const memoryJobs = []; // {id, docId, samples, maxNewTokens, emit, draft, aborted, seconds, gaveWay}
+const memoryJobs = []; // {id, docId, samples, maxNewTokens, emit, draft, aborted, seconds, fraction, gaveWay}
 let memoriesPaused = false;
 let pendingRequests = 0; // requests received and not yet answered
 let stepQueued = false;
@@ -806,8 +842,11 @@ async function memoryStep() {
     const t0 = performance.now();
     const report = (p) => {
       const seconds = job.seconds + (performance.now() - t0) / 1000;
-      const left = p.fraction > 0.02 ? (seconds / p.fraction) * (1 - p.fraction) : null;
-      job.emit({ ...p, stage: 'memory', detail: p.stage, seconds, secondsLeft: left });
+      // Within a window the share is an estimate, and a window the reader falls back on
+      // starts its generations over: the page's figure never goes back.
+      const fraction = (job.fraction = Math.max(job.fraction, p.fraction));
+      const left = fraction > 0.02 ? (seconds / fraction) * (1 - fraction) : null;
+      job.emit({ ...p, fraction, stage: 'memory', detail: p.stage, seconds, secondsLeft: left });
     };
     const progress = (p) => {
       if (memoryStopped(job)) return false;
@@ -881,7 +920,7 @@ port.on((message) => {
   if (message.op === 'cancel') cancel(message.id);
   else if (message.op === 'memorize') {
     const { id: docId, samples, maxNewTokens } = message.args || {};
-    memoryJobs.push({ id: message.id, docId: String(docId), samples, maxNewTokens, gaveWay: 0, emit: (data) => port.post({ id: message.id, type: 'event', data }), draft: null, aborted: false, seconds: 0 });
+    memoryJobs.push({ id: message.id, docId: String(docId), samples, maxNewTokens, gaveWay: 0, emit: (data) => port.post({ id: message.id, type: 'event', data }), draft: null, aborted: false, seconds: 0, fraction: 0 });
     scheduleMemory();
   } else if (message.op === 'readAhead') {
     // The latest question typed replaces the one before (which resolves with what it read).

@@ -23,7 +23,11 @@ within() {
   }
 }
 within 25 tests/browser/app.test.mjs
-# Memories written in the background, resumed after a reload; a model file of the user's own.
+# Memories written in the background, resumed after a reload; a model file of the user's own,
+# and a Hugging Face folder (SmolLM2 written out by the runtime's exporter, which npm test's
+# cargo step builds; built here when this script runs alone).
+export DOCMEM_GGUF_TO_HF="$CARGO_TARGET_DIR/debug/examples/gguf_to_hf"
+[ -x "$DOCMEM_GGUF_TO_HF" ] || cargo build -q -p docmem-runtime --example gguf_to_hf --locked
 within 15 tests/browser/memories.test.mjs
 # Model downloads through the real worker: OPFS, an interrupted file resumed with a Range
 # request after a reload, the worker never holding a file whole, the quota refusals.

@@ -147,7 +147,7 @@ function memoryText(p) {
     : p.windowWritten > 0
       ? `; this part: ${p.windowWritten.toLocaleString()} tokens written`
       : `; this part: ${p.windowRead.toLocaleString()} of ${p.windowPrompt.toLocaleString()} prompt tokens read`;
-  return `Memory: ${part}${p.tokensDone.toLocaleString()} of ${p.tokensTotal.toLocaleString()} tokens read${left} (${Math.round(p.fraction * 100)}%)${within}`;
+  return `Memory: ${part}${Math.round(p.fraction * 100)}% of ${p.tokensTotal.toLocaleString()} tokens${left}${within}`;
 }
 
 function updateMemoryControls() {
@@ -778,11 +778,11 @@ async function ask(question) {
 // remembered; choosing starts the engine again with that model.
 
 const MODEL_KEY = 'docmem-model'; // localStorage: the chosen model's id
-const OWN_KEY = 'docmem-own-models'; // localStorage: [{id, name, size, sha256}]
+const OWN_KEY = 'docmem-own-models'; // localStorage: [{id, name, size, sha256, files?: [{path, size, sha256}]}]
 const SPEED_KEY = 'docmem-speed'; // localStorage: {"<model id>|<backend>": {tokensPerSecond, firstToken}}
 const MANIFEST_KEY = 'docmem-manifest'; // localStorage: the last manifest (an offline visit)
 let manifest = null;
-let choice = null; // the model in use: a choice, or {id: 'file', name, blob} while a chosen file loads
+let choice = null; // the model in use: a choice, or {id: 'file', name, blobs: [{path, blob}]} while chosen files load
 
 async function loadManifest() {
   try {
@@ -805,7 +805,8 @@ function modelChoices() {
     note: 'your file, kept in this browser',
     size: o.size,
     own: true,
-    files: [{ path: o.name, size: o.size, sha256: o.sha256 }],
+    // A GGUF file is one file; a Hugging Face folder lists its files.
+    files: o.files ?? [{ path: o.name, size: o.size, sha256: o.sha256 }],
   }));
   return [...served, ...own];
 }
@@ -820,7 +821,7 @@ function chosenModel() {
 function modelsFor(c) {
   const base = new URL('/models/', location.href);
   const spec = (m) => ({ name: m.name, files: m.files.map((f) => (f.url ? { ...f, url: new URL(f.url, base).href } : f)) });
-  const lm = c.blob ? { name: c.name, files: [{ path: c.name, size: c.blob.size, blob: c.blob }] } : spec(c);
+  const lm = c.blobs ? { name: c.name, files: c.blobs.map(({ path, blob }) => ({ path, size: blob.size, blob })) } : spec(c);
   return { embedder: spec(manifest.embedder), reader: lm, answerer: lm };
 }
 
@@ -871,14 +872,17 @@ async function switchModel(c) {
   try {
     dm?.close();
     await openDocMem(hosted);
-    if (c.blob) {
-      // Kept by the worker once it loaded: remember it for the next visit.
-      const kept = dm.models.adopted?.[0];
-      if (kept) {
-        const own = readJson(OWN_KEY, []).filter((o) => o.sha256 !== kept.sha256);
-        own.push({ id: `own:${kept.sha256}`, name: c.name, size: kept.size, sha256: kept.sha256 });
+    if (c.blobs) {
+      // Kept by the worker once it loaded: remember it for the next visit. A folder is
+      // known by its first weights file's sha256.
+      const kept = (dm.models.adopted ?? []).filter((a) => a.name === c.name);
+      const key = (kept.find((a) => /\.safetensors$/i.test(a.path)) ?? kept[0])?.sha256;
+      if (key) {
+        const own = readJson(OWN_KEY, []).filter((o) => o.sha256 !== key);
+        const files = kept.map((a) => ({ path: a.path, size: a.size, sha256: a.sha256 }));
+        own.push({ id: `own:${key}`, name: c.name, size: files.reduce((n, f) => n + f.size, 0), sha256: key, ...(c.folder ? { files } : {}) });
         localStorage.setItem(OWN_KEY, JSON.stringify(own));
-        choice = modelChoices().find((m) => m.id === `own:${kept.sha256}`);
+        choice = modelChoices().find((m) => m.id === `own:${key}`);
       }
     }
     localStorage.setItem(MODEL_KEY, choice.id);
@@ -897,7 +901,27 @@ function useOwnModel(file) {
     $('model-picker-status').textContent = `${file.name} is not a .gguf file: docmem reads GGUF files of Llama and Qwen2 models.`;
     return;
   }
-  switchModel({ id: 'file', name: file.name, label: titleOf(file.name), blob: file });
+  switchModel({ id: 'file', name: file.name, label: titleOf(file.name), blobs: [{ path: file.name, blob: file }] });
+}
+
+/**
+ * Use a Hugging Face folder the user chose: its config.json, tokenizer.json,
+ * tokenizer_config.json and .safetensors files (the folder's own, not its subfolders'),
+ * read where they lie as a GGUF file is. Named after the folder.
+ */
+function useOwnFolder(files) {
+  const top = files.filter((f) => (f.webkitRelativePath || f.name).split('/').length <= 2);
+  const folder = (files[0]?.webkitRelativePath || '').split('/')[0] || 'model';
+  const wanted = top.filter((f) => /^(config\.json|tokenizer\.json|tokenizer_config\.json)$/.test(f.name) || /\.safetensors$/i.test(f.name));
+  const missing = ['config.json', 'tokenizer.json'].filter((n) => !wanted.some((f) => f.name === n));
+  if (!wanted.some((f) => /\.safetensors$/i.test(f.name))) missing.push('a .safetensors file');
+  if (missing.length) {
+    const list = missing.length > 1 ? `${missing.slice(0, -1).join(', ')} and ${missing.at(-1)}` : missing[0];
+    $('model-picker-status').textContent = `${folder} is not a Hugging Face model folder: it lacks ${list}.`;
+    return;
+  }
+  const blobs = wanted.map((f) => ({ path: `${folder}/${f.name}`, blob: f }));
+  switchModel({ id: 'file', name: folder, label: folder, folder: true, blobs });
 }
 
 // ---- start -----------------------------------------------------------------------
@@ -934,6 +958,11 @@ function wire() {
     const file = e.target.files[0];
     e.target.value = '';
     if (file) useOwnModel(file);
+  });
+  $('own-folder').addEventListener('change', (e) => {
+    const files = [...e.target.files];
+    e.target.value = '';
+    if (files.length) useOwnFolder(files);
   });
   $('question').addEventListener('input', readAheadSoon);
   // Into the question box: the answer prompt's instructions, which every answer starts

@@ -6,12 +6,13 @@
 // chunks: the row then says so); a memory pending at a reload resumes after it; a GGUF
 // file chosen in the model picker (SmolLM2's, under another name) is read from the File,
 // answers, is kept in the browser and chosen again after a reload; a file that is not a
-// model is refused with a message and the model in use stays. A library whose index is
+// model is refused with a message and the model in use stays; the same for a Hugging Face
+// folder (SmolLM2 exported as a checkpoint by the runtime's `gguf_to_hf` example). A library whose index is
 // lost offers a rebuild from its documents, which keeps the damaged copy.
 //
 //   node tests/browser/memories.test.mjs      (bash scripts/browser-test.sh runs it)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -126,6 +127,34 @@ await page.reload();
 await ready();
 assert.match(await page.locator('#models').textContent(), /^my-smollm2\.gguf \(reader and answerer\)/, 'the chosen file is chosen again, from storage');
 console.log(`  own model: a bad file refused, my-smollm2.gguf read from the File, answered, kept and chosen again after a reload (${at()})`);
+
+// A Hugging Face folder: SmolLM2 written out as a checkpoint (bf16 safetensors, as
+// published checkpoints are) by the runtime's exporter. A folder without its tokenizer is
+// refused, naming what is missing; the whole one loads from the Files, answers, and is
+// chosen again after a reload, from storage.
+const checkpoint = path.join(profile, 'SmolLM2-hf');
+const exporter = process.env.DOCMEM_GGUF_TO_HF || path.join(process.env.CARGO_TARGET_DIR || path.join(os.homedir(), '.cache', 'docmem', 'target'), 'debug', 'examples', 'gguf_to_hf');
+const exported = spawnSync(exporter, [smollm, checkpoint, 'bf16'], { stdio: 'inherit' });
+assert.equal(exported.status, 0, `${exporter} wrote the checkpoint`);
+const partial = path.join(profile, 'no-tokenizer');
+fs.mkdirSync(partial);
+fs.copyFileSync(path.join(checkpoint, 'config.json'), path.join(partial, 'config.json'));
+await page.setInputFiles('#own-folder', partial);
+await page.waitForFunction(() => /not a Hugging Face model folder/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: MINUTES });
+assert.match(await page.locator('#model-picker-status').textContent(), /no-tokenizer is not a Hugging Face model folder: it lacks tokenizer\.json and a \.safetensors file\./);
+await page.setInputFiles('#own-folder', checkpoint);
+await page.waitForFunction(() => /Now using SmolLM2-hf|could not be used/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
+assert.match(await page.locator('#model-picker-status').textContent(), /Now using SmolLM2-hf/);
+await ready();
+assert.match(await page.locator('#models').textContent(), /^SmolLM2-hf \(reader and answerer\)/);
+await page.fill('#question', 'Where does the clock of 1386 run?');
+await page.click('#ask-button');
+await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+assert.ok((await page.locator('#answer').textContent()).trim().length > 0);
+await page.reload();
+await ready();
+assert.match(await page.locator('#models').textContent(), /^SmolLM2-hf \(reader and answerer\)/, 'the chosen folder is chosen again, from storage');
+console.log(`  own folder: one without its tokenizer refused, SmolLM2 as a Hugging Face checkpoint read from the Files, answered, kept and chosen again after a reload (${at()})`);
 
 // ---- a library that no longer opens: the way out keeps what can be read ----
 await page.evaluate(

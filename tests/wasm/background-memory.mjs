@@ -71,6 +71,11 @@ assert.ok(events.some((p) => p.seconds > 0));
 const within = events.filter((p) => p.windowPrompt > 0);
 assert.ok(within.some((p) => p.windowRead < p.windowPrompt && p.windowWritten === 0), 'the prompt being read is reported');
 assert.ok(within.some((p) => p.windowRead === p.windowPrompt && p.windowWritten > 0), 'the tokens being written are reported');
+// The window being read is numbered from 1, and the share done moves within it (before,
+// it stood still until a window ended) and never goes back.
+assert.ok(within.every((p) => p.window >= 1 && p.window <= p.windows), `windows numbered from 1: ${JSON.stringify(within[0])}`);
+assert.ok(within.some((p) => p.candidatesDone === 0 && p.fraction > 0), 'the first window moves the share done');
+assert.ok(events.every((p, i) => i === 0 || p.fraction >= events[i - 1].fraction), 'the share done never goes back');
 assert.equal(written.replaced, true, JSON.stringify(written));
 assert.equal(written.id, added.id);
 assert.match(written.reader, /SmolLM2/);

@@ -140,3 +140,41 @@ fn broken_checkpoints_are_clear_errors() {
     let e = Lm::load(&dir.0, &LoadOptions::default()).unwrap_err();
     assert!(e.to_string().contains("past the end"), "{e}");
 }
+
+/// What a page does with a folder the user chose: the small files as bytes, the
+/// safetensors read by offset through a byte source. The model is the directory's, bit for
+/// bit; a folder without weights, or of another architecture, is refused naming why.
+#[test]
+fn a_checkpoint_read_through_byte_sources_is_the_directorys_model() {
+    use docmem_runtime::lm::HfParts;
+    use docmem_runtime::source::ByteSource;
+
+    let gguf_path = model("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = TempDir::new("sources");
+    export_gguf(&FileSource::open(&gguf_path).unwrap(), &dir.0, Dtype::BF16).unwrap();
+    let read = |name: &str| std::fs::read(dir.0.join(name)).unwrap();
+    let (config, tokenizer, tokenizer_config) = (read("config.json"), read("tokenizer.json"), read("tokenizer_config.json"));
+    let parts = HfParts { config: &config, tokenizer: &tokenizer, tokenizer_config: Some(&tokenizer_config) };
+    let shard = || -> Vec<Box<dyn ByteSource>> { vec![Box::new(FileSource::open(&dir.0.join("model.safetensors")).unwrap())] };
+
+    let from_dir = Lm::load(&dir.0, &LoadOptions::default()).unwrap();
+    let from_sources = Lm::load_hf_sources(&parts, shard(), &LoadOptions::default()).unwrap();
+    assert_eq!(from_sources.config(), from_dir.config());
+    let (a, b) = (&from_dir.backend.weights, &from_sources.backend.weights);
+    assert_eq!(a.token_embd.to_f32(), b.token_embd.to_f32());
+    for (x, y) in a.layers.iter().zip(&b.layers) {
+        assert_eq!((x.wq.to_f32(), x.w_down.to_f32()), (y.wq.to_f32(), y.w_down.to_f32()));
+    }
+    let chat = [ChatMessage::new("user", "What is 2+2?")];
+    assert_eq!(from_sources.render_chat(&chat).unwrap(), from_dir.render_chat(&chat).unwrap());
+    let logits = |lm: &Lm| docmem_runtime::block_on(lm.next_token_logits(Prompt::Text(PROMPTS[0]))).unwrap().1;
+    assert_eq!(logits(&from_sources), logits(&from_dir));
+
+    let e = Lm::load_hf_sources(&parts, Vec::new(), &LoadOptions::default()).unwrap_err();
+    assert!(e.to_string().contains(".safetensors"), "{e}");
+    let mut other: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    other["model_type"] = serde_json::json!("gpt2");
+    let other = other.to_string().into_bytes();
+    let e = Lm::load_hf_sources(&HfParts { config: &other, ..parts }, shard(), &LoadOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("gpt2"), "{e}");
+}

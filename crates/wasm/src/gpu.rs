@@ -111,6 +111,27 @@ impl WasmGpuLm {
         Ok(WasmGpuLm { lm: Rc::new(lm), name })
     }
 
+    /// Load a Hugging Face checkpoint (as `Lm.fromHuggingFace` takes it) onto the GPU: its
+    /// tensors are read one at a time and quantized to 8-bit blocks in wasm memory, then the
+    /// model is uploaded (a GGUF file goes straight to the GPU a block at a time instead).
+    #[wasm_bindgen(js_name = fromHuggingFace)]
+    pub async fn from_hugging_face(
+        #[wasm_bindgen(unchecked_param_type = "{config: Uint8Array, tokenizer: Uint8Array, tokenizerConfig?: Uint8Array | null}")]
+        parts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Array<{length: number, read: (offset: number, length: number) => Uint8Array}>")]
+        shards: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        allow_cpu_adapter: bool,
+    ) -> Result<WasmGpuLm, JsValue> {
+        boundary::ready()?;
+        let name = boundary::string(&name, "name")?;
+        let files = crate::HfFiles::from_js(&parts, &shards)?;
+        let gpu = device(allow_cpu_adapter).await?;
+        let lm =
+            files.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(|e| error_with(ErrorCode::ModelLoadFailed, e))?;
+        Ok(WasmGpuLm { lm: Rc::new(lm), name })
+    }
+
     /// The adapter's name and backend.
     pub fn adapter(&self) -> Result<String, JsValue> {
         boundary::ready()?;

@@ -128,6 +128,24 @@ impl WasmLm {
         Ok(WasmLm { lm, name: "model.gguf".into() })
     }
 
+    /// Load a Hugging Face checkpoint (a `llama` or `qwen2` model): `parts` is `{config,
+    /// tokenizer, tokenizerConfig?}`, the bytes of `config.json`, `tokenizer.json` and
+    /// `tokenizer_config.json`; `shards` is `[{length, read}]`, one per `.safetensors` file,
+    /// each read through `read(offset, length) → Uint8Array` as `fromReader` reads, a tensor
+    /// at a time (quantized to 8-bit blocks as it loads): the files are never whole in
+    /// memory. Another architecture is a MODEL_LOAD_FAILED error that names it.
+    #[wasm_bindgen(js_name = fromHuggingFace)]
+    pub fn from_hugging_face(
+        #[wasm_bindgen(unchecked_param_type = "{config: Uint8Array, tokenizer: Uint8Array, tokenizerConfig?: Uint8Array | null}")]
+        parts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Array<{length: number, read: (offset: number, length: number) => Uint8Array}>")]
+        shards: JsValue,
+    ) -> Result<WasmLm, JsValue> {
+        boundary::ready()?;
+        let lm = HfFiles::from_js(&parts, &shards)?.load()?;
+        Ok(WasmLm { lm, name: "model".into() })
+    }
+
     /// Name the model (its file name, say): memories record it, and the reader prompt is
     /// chosen by it (MemReader checkpoints get their own variant).
     #[wasm_bindgen(js_name = setName)]
@@ -393,4 +411,57 @@ async fn embedded(embedder: &mut remote::AnyEmbedder, texts: &[String], query: b
         }
     };
     embedded_object(&vectors, truncated)
+}
+
+/// A Hugging Face checkpoint's files as JavaScript hands them over: `parts` is
+/// `{config, tokenizer, tokenizerConfig?}` (each a `Uint8Array`: `config.json`,
+/// `tokenizer.json`, `tokenizer_config.json`), `shards` an array of `{length, read}`, one
+/// per `.safetensors` file (`read(offset, length) → Uint8Array`, synchronous, as
+/// `Lm.fromReader` takes).
+pub(crate) struct HfFiles {
+    config: Vec<u8>,
+    tokenizer: Vec<u8>,
+    tokenizer_config: Option<Vec<u8>>,
+    shards: Vec<Box<dyn docmem_runtime::source::ByteSource>>,
+}
+
+impl HfFiles {
+    pub(crate) fn from_js(parts: &JsValue, shards: &JsValue) -> Result<HfFiles, JsValue> {
+        let field = |name: &str| js_sys::Reflect::get(parts, &name.into()).unwrap_or(JsValue::UNDEFINED);
+        let file = |name: &str, what: &str| boundary::bytes(&field(name), what, ErrorCode::ModelLoadFailed);
+        let tokenizer_config = field("tokenizerConfig");
+        let tokenizer_config = if tokenizer_config.is_undefined() || tokenizer_config.is_null() {
+            None
+        } else {
+            Some(boundary::bytes(&tokenizer_config, "tokenizer_config.json", ErrorCode::ModelLoadFailed)?)
+        };
+        let list = shards
+            .dyn_ref::<js_sys::Array>()
+            .ok_or_else(|| error_with(ErrorCode::BadArgument, "shards must be an array of {length, read}"))?;
+        let mut sources: Vec<Box<dyn docmem_runtime::source::ByteSource>> = Vec::new();
+        for (i, shard) in list.iter().enumerate() {
+            let length = js_sys::Reflect::get(&shard, &"length".into()).ok().and_then(|v| v.as_f64());
+            let read = js_sys::Reflect::get(&shard, &"read".into()).ok().and_then(|v| v.dyn_into::<js_sys::Function>().ok());
+            let (Some(length), Some(read)) = (length, read) else {
+                return Err(error_with(ErrorCode::BadArgument, format!("shard {i} must be {{length, read}}")));
+            };
+            sources.push(Box::new(js_range_source(length, read)?));
+        }
+        Ok(HfFiles {
+            config: file("config", "config.json")?,
+            tokenizer: file("tokenizer", "tokenizer.json")?,
+            tokenizer_config,
+            shards: sources,
+        })
+    }
+
+    /// Load the checkpoint for the CPU backend.
+    pub(crate) fn load(self) -> Result<docmem_runtime::lm::Lm, JsValue> {
+        let parts = docmem_runtime::lm::HfParts {
+            config: &self.config,
+            tokenizer: &self.tokenizer,
+            tokenizer_config: self.tokenizer_config.as_deref(),
+        };
+        docmem_runtime::lm::Lm::load_hf_sources(&parts, self.shards, &load_options()).map_err(coded)
+    }
 }

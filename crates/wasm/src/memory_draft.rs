@@ -54,12 +54,21 @@ fn step_result(result: Result<(), ModelError>, state: &DraftState) -> Result<boo
     }
 }
 
-/// The draft's progress (`before` the window) with how far the window has got:
-/// `windowRead` of `windowPrompt` prompt tokens read, `windowWritten` tokens written.
-fn progress_within(before: &docmem_core::reader::Progress, work: &WorkDone) -> JsValue {
+/// The draft's progress (`before` the window, `window` its number) with how far the
+/// window has got: `windowRead` of `windowPrompt` prompt tokens read, `windowWritten` tokens
+/// written, and `fraction` moved by the window's share done (it expects to write about
+/// `expected` tokens).
+fn progress_within(before: &docmem_core::reader::Progress, expected: usize, work: &WorkDone) -> JsValue {
     let o = progress_object(before);
-    for (k, v) in [("windowRead", work.read), ("windowPrompt", work.prompt), ("windowWritten", work.written)] {
-        let _ = js_sys::Reflect::set(&o, &k.into(), &(v as f64).into());
+    let share = before.fraction_within(work.share(expected));
+    let fields = [
+        ("windowRead", work.read as f64),
+        ("windowPrompt", work.prompt as f64),
+        ("windowWritten", work.written as f64),
+        ("fraction", share),
+    ];
+    for (k, v) in fields {
+        let _ = js_sys::Reflect::set(&o, &k.into(), &v.into());
     }
     o
 }
@@ -97,11 +106,12 @@ pub(crate) async fn step_with<B: Backend>(
     // Within the window, `progress` also hears how far it has got (prompt tokens read,
     // tokens written): the core's progress moves only when a candidate ends, minutes apart
     // on a CPU.
-    let before = s.draft.progress();
+    let before = s.draft.progress_of_next();
+    let expected = s.draft.next_window_tokens().unwrap_or(0);
     let within = progress.clone();
     let tell = move |work: &WorkDone| {
         if let Some(f) = &within {
-            let _ = f.call1(&JsValue::NULL, &progress_within(&before, work));
+            let _ = f.call1(&JsValue::NULL, &progress_within(&before, expected, work));
         }
     };
     let mut reader = LmReader::new(lm, s.reader_name.clone());
@@ -124,11 +134,12 @@ impl WasmMemoryDraft {
         docmem_runtime::block_on(step_with(&self.state, &reader.lm, progress, interrupt))
     }
 
-    /// Where the work stands: `{stage, window, windows, tokensDone, tokensTotal, …, fraction}`.
+    /// Where the work stands: `{stage, window, windows, tokensDone, tokensTotal, …, fraction}`,
+    /// `window` the one to be read next (from 1; the last once every one is read).
     pub fn progress(&self) -> Result<JsValue, JsValue> {
         boundary::ready()?;
         let state = self.state.try_borrow().map_err(|_| crate::busy("the memory draft"))?;
-        Ok(progress_object(&state.draft.progress()))
+        Ok(progress_object(&state.draft.progress_of_next()))
     }
 
     /// Whether every window is read (then `Library.replaceMemory`).

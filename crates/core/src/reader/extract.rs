@@ -130,6 +130,15 @@ impl Progress {
         }
         (self.candidates_done as f64 / self.candidates_total as f64).min(1.0)
     }
+
+    /// [`Progress::fraction`] with the candidate being written `share` (0 to 1) done:
+    /// between two candidates, minutes apart on a CPU, the share still moves.
+    pub fn fraction_within(&self, share: f64) -> f64 {
+        if self.stage == Stage::Done || self.candidates_total == 0 {
+            return self.fraction();
+        }
+        ((self.candidates_done as f64 + share.clamp(0.0, 1.0)) / self.candidates_total as f64).min(1.0)
+    }
 }
 
 /// Counts tokens with the reader's tokenizer, or estimates when it fails.
@@ -428,6 +437,19 @@ impl MemoryDraft {
         self.report
     }
 
+    /// Where the work stands while the next window is being read: [`MemoryDraft::progress`]
+    /// with that window's number (from 1; the last window's once every one is read).
+    pub fn progress_of_next(&self) -> Progress {
+        Progress { window: (self.results.len() + 1).min(self.windows.len()), ..self.report }
+    }
+
+    /// The document tokens of the window [`MemoryDraft::read_next`] reads next (`None` once
+    /// every window is read): about as many as its memory writes, since the memory's
+    /// chunks are spans of it.
+    pub fn next_window_tokens(&self) -> Option<usize> {
+        self.window_tokens.get(self.results.len()).copied()
+    }
+
     /// Read the next window. A cancel from `progress` (or any error) leaves the draft as
     /// it was before the call: the window is asked of the reader again by the next call (a
     /// reader that keeps stopped work, as the runtime's local models do, goes on where it
@@ -449,7 +471,7 @@ impl MemoryDraft {
         if settings.max_new_tokens > 0 {
             max_new = max_new.min(settings.max_new_tokens);
         }
-        let base = Progress { window: i + 1, ..self.report };
+        let base = self.progress_of_next();
         let mut on = |stage: Stage, done: usize| {
             let r = Progress { stage, candidates_done: base.candidates_done + done, ..base };
             progress(&r)
@@ -774,6 +796,15 @@ mod tests {
         while !draft.is_complete() {
             // Each window is first stopped halfway (its second candidate), then read whole.
             let before = draft.progress();
+            // The window about to be read is numbered from 1, and a share of it moves the
+            // fraction no further than the next candidate's end.
+            let next = draft.progress_of_next();
+            assert_eq!(next.window, steps + 1);
+            assert_eq!(Progress { window: before.window, ..next }, before);
+            assert!(draft.next_window_tokens().unwrap() > 0);
+            assert_eq!(next.fraction_within(0.0), before.fraction());
+            let half = next.fraction_within(0.5);
+            assert!(half > before.fraction() && half < next.fraction_within(1.0), "{half}");
             let stopped =
                 poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |p| p.candidates_done < before.candidates_done + 1));
             assert_eq!(stopped.unwrap().unwrap_err(), ModelError::Cancelled);
@@ -783,6 +814,8 @@ mod tests {
             steps += 1;
         }
         assert_eq!(steps, draft.progress().windows);
+        assert_eq!(draft.next_window_tokens(), None);
+        assert_eq!(draft.progress_of_next().window, steps, "the last window once all are read");
         let resumed = draft.finish(&doc, &settings);
         assert_eq!(resumed, whole, "the same memory as one uninterrupted extraction");
         assert_eq!(draft.progress().stage, Stage::Done);

@@ -116,7 +116,18 @@ impl CpuTransformer {
             Logits::Last => t_n.saturating_sub(1),
             Logits::All => 0,
         };
-        self.run(&mut [(cache, tokens)], Batch::of(t_n), Order::for_tokens(t_n), first)
+        self.run(&mut [(cache, tokens)], Batch::of(t_n), Order::for_tokens(t_n), first, None)
+    }
+
+    /// [`forward`](Self::forward) of `tokens` that also returns the residual stream of the
+    /// last token after each layer in `layers` (0-based; one `n_embd` row each, in the
+    /// order asked): what a probe of the model's hidden state reads.
+    pub fn forward_states(&self, cache: &mut KvCache, tokens: &[u32], layers: &[usize]) -> (Vec<f32>, Vec<Vec<f32>>) {
+        let t_n = tokens.len();
+        let mut states = vec![Vec::new(); layers.len()];
+        let logits =
+            self.run(&mut [(cache, tokens)], Batch::of(t_n), Order::for_tokens(t_n), t_n.saturating_sub(1), Some((layers, &mut states)));
+        (logits, states)
     }
 
     /// One step of several independent sequences at once (multi-path decoding, and the
@@ -129,12 +140,20 @@ impl CpuTransformer {
     /// attention order), so a sequence's logits are bit-identical to feeding its tokens
     /// one at a time through [`forward`](Self::forward), whatever it is batched with.
     pub fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Vec<f32> {
-        self.run(seqs, Batch::Decode, Order::VecDot, 0)
+        self.run(seqs, Batch::Decode, Order::VecDot, 0, None)
     }
 
     /// The forward pass over the rows of `seqs` (sequence after sequence), matmuls in batch
-    /// class `batch`, attention in `order`; logits for rows `logits_from..`.
-    fn run(&self, seqs: &mut [(&mut KvCache, &[u32])], batch: Batch, order: Order, logits_from: usize) -> Vec<f32> {
+    /// class `batch`, attention in `order`; logits for rows `logits_from..`. With `states`
+    /// `(layers, out)`, `out[i]` gets the last row's residual after layer `layers[i]`.
+    fn run(
+        &self,
+        seqs: &mut [(&mut KvCache, &[u32])],
+        batch: Batch,
+        order: Order,
+        logits_from: usize,
+        mut states: Option<(&[usize], &mut Vec<Vec<f32>>)>,
+    ) -> Vec<f32> {
         let cfg = &self.cfg;
         let e = cfg.n_embd;
         // Each row's sequence and position.
@@ -210,6 +229,11 @@ impl CpuTransformer {
             matmul_as(&self.threads, &mut acts, &w.w_down, &mut o, batch);
             x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
             trace("l_out", l, &x);
+            if let Some((layers, out)) = states.as_mut() {
+                for (i, _) in layers.iter().enumerate().filter(|(_, &want)| want == l) {
+                    out[i] = x[(t_n - 1) * e..].to_vec();
+                }
+            }
         }
         for (cache, tokens) in seqs.iter_mut() {
             cache.len += tokens.len();

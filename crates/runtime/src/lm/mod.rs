@@ -382,6 +382,34 @@ impl<B: Backend> fmt::Debug for Lm<B> {
     }
 }
 
+/// A Hugging Face checkpoint's small files, as bytes: `config.json`, `tokenizer.json` and
+/// `tokenizer_config.json` (the chat template, special tokens) where the model has one.
+#[derive(Clone, Copy, Debug)]
+pub struct HfParts<'a> {
+    /// `config.json`.
+    pub config: &'a [u8],
+    /// `tokenizer.json`.
+    pub tokenizer: &'a [u8],
+    /// `tokenizer_config.json`, if there is one.
+    pub tokenizer_config: Option<&'a [u8]>,
+}
+
+impl HfParts<'_> {
+    /// `tokenizer_config.json` parsed (null when there is none).
+    fn tokenizer_config(&self) -> Result<serde_json::Value, LmError> {
+        match self.tokenizer_config {
+            Some(bytes) => {
+                Ok(serde_json::from_slice(bytes).map_err(|e| ModelFileError::Config { reason: format!("tokenizer_config.json: {e}") })?)
+            }
+            None => Ok(serde_json::Value::Null),
+        }
+    }
+}
+
+fn missing_file(name: &str) -> ModelFileError {
+    ModelFileError::Config { reason: format!("{name} is missing") }
+}
+
 impl Lm<CpuTransformer> {
     /// Load a model for the CPU backend: a GGUF file, or a Hugging Face checkpoint
     /// directory (`config.json`, safetensors, `tokenizer.json`).
@@ -406,21 +434,25 @@ impl Lm<CpuTransformer> {
         Self::from_hf_parts(ck, &json, &tok_config, opts)
     }
 
-    /// Load a Hugging Face checkpoint from files held in memory by name, as a page or
-    /// worker hands them over: `config.json`, `model.safetensors`, `tokenizer.json`, and
-    /// `tokenizer_config.json` where the model has one.
+    /// Load a Hugging Face checkpoint from files held in memory by name: `config.json`,
+    /// `model.safetensors`, `tokenizer.json`, and `tokenizer_config.json` where the model
+    /// has one.
     pub fn load_hf_files(mut files: BTreeMap<String, Vec<u8>>, opts: &LoadOptions) -> Result<Self, LmError> {
-        let missing = |name: &str| ModelFileError::Config { reason: format!("{name} is missing") };
-        let weights = files.remove("model.safetensors").ok_or_else(|| missing("model.safetensors"))?;
-        let ck = HfCheckpoint::from_memory(files.get("config.json").ok_or_else(|| missing("config.json"))?, weights)?;
-        let tok_config = match files.get("tokenizer_config.json") {
-            Some(bytes) => {
-                serde_json::from_slice(bytes).map_err(|e| ModelFileError::Config { reason: format!("tokenizer_config.json: {e}") })?
-            }
-            None => serde_json::Value::Null,
+        let weights = files.remove("model.safetensors").ok_or_else(|| missing_file("model.safetensors"))?;
+        let parts = HfParts {
+            config: files.get("config.json").ok_or_else(|| missing_file("config.json"))?,
+            tokenizer: files.get("tokenizer.json").ok_or_else(|| missing_file("tokenizer.json"))?,
+            tokenizer_config: files.get("tokenizer_config.json").map(Vec::as_slice),
         };
-        let json = files.get("tokenizer.json").ok_or_else(|| missing("tokenizer.json"))?;
-        Self::from_hf_parts(ck, json, &tok_config, opts)
+        Self::load_hf_sources(&parts, vec![Box::new(crate::source::MemorySource::new(weights))], opts)
+    }
+
+    /// Load a Hugging Face checkpoint whose safetensors files (`model.safetensors`, or
+    /// every shard) are read through `shards` by offset, a tensor at a time, as a page
+    /// reads a folder the user dropped: only the quantized model is held whole.
+    pub fn load_hf_sources(parts: &HfParts<'_>, shards: Vec<Box<dyn ByteSource>>, opts: &LoadOptions) -> Result<Self, LmError> {
+        let ck = HfCheckpoint::from_sources(parts.config, shards)?;
+        Self::from_hf_parts(ck, parts.tokenizer, &parts.tokenizer_config()?, opts)
     }
 
     /// The model of an opened checkpoint, its `tokenizer.json` and `tokenizer_config.json`.
@@ -440,6 +472,22 @@ impl Lm<CpuTransformer> {
         let weights = Weights::from_hf(&ck, &cfg, opts.quant)?;
         let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
         Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context))
+    }
+
+    /// The residual stream of `prompt`'s last token after each of `layers` (0-based), read
+    /// in one fresh pass over the prompt: the hidden state a linear probe of the model
+    /// reads (the answerability probe is fitted on these). A layer the model does not
+    /// have gets an empty row.
+    pub fn prompt_states(&self, prompt: Prompt<'_>, layers: &[usize]) -> Result<Vec<Vec<f32>>, LmError> {
+        let tokens = self.prompt_tokens(prompt)?;
+        if tokens.is_empty() {
+            return Err(LmError::EmptyPrompt);
+        }
+        if tokens.len() > self.context {
+            return Err(LmError::ContextFull { needed: tokens.len(), limit: self.context });
+        }
+        let mut cache = self.backend.new_cache();
+        Ok(self.backend.forward_states(&mut cache, &tokens, layers).1)
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).

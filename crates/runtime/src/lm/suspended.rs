@@ -47,6 +47,16 @@ pub struct WorkDone {
     pub written: usize,
 }
 
+impl WorkDone {
+    /// A rough share (0 to 0.95) of a generation done, counting a prompt token and a written
+    /// token alike, for a generation expected to write `expected` tokens. Capped below one:
+    /// a generation can write more than expected, and only its end says it is done.
+    pub fn share(&self, expected: usize) -> f64 {
+        let total = (self.prompt + expected.max(self.written)).max(1);
+        ((self.read + self.written) as f64 / total as f64).min(0.95)
+    }
+}
+
 /// Work stopped part way (see the module docs).
 pub(crate) enum Suspended<C> {
     /// The prompt was being read: `cache` holds its first `read` tokens.
@@ -259,5 +269,22 @@ impl<B: Backend> Lm<B> {
     /// work they were for was cancelled), freeing its caches.
     pub fn forget_suspended(&self) {
         self.suspended.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkDone;
+
+    #[test]
+    fn the_share_of_a_generation_done_counts_prompt_and_written_tokens_and_stays_below_one() {
+        let reading = WorkDone { read: 50, prompt: 100, written: 0 };
+        assert_eq!(reading.share(100), 0.25);
+        let writing = WorkDone { read: 100, prompt: 100, written: 50 };
+        assert_eq!(writing.share(100), 0.75);
+        // Writing past what was expected: the total grows with it, short of one.
+        let long = WorkDone { read: 100, prompt: 100, written: 400 };
+        assert_eq!(long.share(100), 0.95);
+        assert_eq!(WorkDone::default().share(0), 0.0);
     }
 }

@@ -85,13 +85,28 @@ impl HfCheckpoint {
         Ok(HfCheckpoint { config, files })
     }
 
-    /// A checkpoint held in memory: `config.json`'s bytes and one `model.safetensors`
-    /// (what a page or worker hands over). Only the header is parsed here.
+    /// A checkpoint held in memory: `config.json`'s bytes and one `model.safetensors`.
+    /// Only the header is parsed here.
     pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, ModelFileError> {
+        Self::from_sources(config, vec![Box::new(MemorySource::new(safetensors))])
+    }
+
+    /// A checkpoint whose safetensors files (one, or every shard, in any order) are read
+    /// through `shards` by offset, as a page reads the files a user dropped: only their
+    /// headers are read here, and each tensor when it is loaded.
+    pub fn from_sources(config: &[u8], shards: Vec<Box<dyn ByteSource>>) -> Result<Self, ModelFileError> {
         let config = serde_json::from_slice(config).map_err(|e| ModelFileError::Config { reason: format!("config.json: {e}") })?;
-        let src = MemorySource::new(safetensors);
-        let st = SafetensorsFile::read(&src).map_err(ModelFileError::Safetensors)?;
-        Ok(HfCheckpoint { config, files: vec![(Box::new(src), st)] })
+        if shards.is_empty() {
+            return Err(ModelFileError::Config {
+                reason: "no .safetensors file: a checkpoint's weights are in model.safetensors or its shards".into(),
+            });
+        }
+        let mut files = Vec::with_capacity(shards.len());
+        for src in shards {
+            let st = SafetensorsFile::read(src.as_ref()).map_err(ModelFileError::Safetensors)?;
+            files.push((src, st));
+        }
+        Ok(HfCheckpoint { config, files })
     }
 
     fn find(&self, name: &str) -> Option<&(Box<dyn ByteSource>, SafetensorsFile)> {
