@@ -97,6 +97,14 @@ pub struct AnswersEvalArgs {
     /// One JSON line per question is appended here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Instead of answering: for each question, the answerer's hidden state at the last
+    /// token of its answer prompt (ours), one JSON line `{id, answerable, layers, states}`
+    /// appended here: what the answerability probe is fitted on.
+    #[arg(long)]
+    pub states: Option<PathBuf>,
+    /// Layers (0-based, comma-separated) whose states `--states` records.
+    #[arg(long, value_delimiter = ',', default_value = "8,14,20,27")]
+    pub state_layers: Vec<usize>,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
 }
@@ -181,6 +189,9 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     }
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
     let mut embedder = a.embedder.open()?;
+    if let Some(states) = &a.states {
+        return dump_states(a, states, &questions, &set.documents, &lm, embedder.as_mut());
+    }
     let mut out = match &a.out {
         Some(p) => Some(
             std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(|source| CliError::Read { path: p.clone(), source })?,
@@ -204,12 +215,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                 match method {
                     AnswerMethod::Ours => {
                         let Some(library) = &library else { continue };
-                        let d = AskParams::default();
-                        let mut context = d.context;
-                        context.window_chars = a.window_chars.unwrap_or(context.window_chars);
-                        context.budget = a.budget_chars.unwrap_or(context.budget);
-                        let params =
-                            AskParams { k: a.k.unwrap_or(d.k), max_tokens: a.max_tokens, context, check_answerability: !a.no_check, ..d };
+                        let params = ours_params(a);
                         let r = docmem_runtime::block_on(ask(library, embedder.as_mut(), &lm, &q.question, &params, |_| {
                             ControlFlow::Continue(())
                         }))?;
@@ -291,6 +297,57 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
             100.0 * r.unanswerable_refused,
             r.seconds_per_question
         )?;
+    }
+    Ok(())
+}
+
+/// The ask parameters of method ours, as `a` sets them.
+fn ours_params(a: &AnswersEvalArgs) -> AskParams {
+    let d = AskParams::default();
+    let mut context = d.context;
+    context.window_chars = a.window_chars.unwrap_or(context.window_chars);
+    context.budget = a.budget_chars.unwrap_or(context.budget);
+    AskParams { k: a.k.unwrap_or(d.k), max_tokens: a.max_tokens, context, check_answerability: !a.no_check, ..d }
+}
+
+/// `--states`: each question's answer prompt (ours) read by the answerer, and the hidden
+/// state of its last token after each of `--state-layers` appended to `path`.
+fn dump_states(
+    a: &AnswersEvalArgs,
+    path: &std::path::Path,
+    questions: &[&Question],
+    docs: &[Document],
+    lm: &Lm,
+    embedder: &mut dyn docmem_core::Embedder,
+) -> Result<(), CliError> {
+    let n_layer = lm.config().n_layer;
+    if let Some(bad) = a.state_layers.iter().find(|&&l| l >= n_layer) {
+        return Err(CliError::BadArgument {
+            message: format!("--state-layers: layer {bad}, but the model has {n_layer} (0 to {})", n_layer - 1),
+        });
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
+    let library = build_library(docs, embedder)?;
+    let params = ours_params(a);
+    for (i, q) in questions.iter().enumerate() {
+        let t = Instant::now();
+        let prompt = docmem_runtime::qa::prepare(&library, embedder, &q.question, &params)?;
+        let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
+        let states = lm.prompt_states(docmem_runtime::lm::Prompt::Chat(&messages), &a.state_layers)?;
+        let line = serde_json::json!({
+            "id": q.id,
+            "answerable": !q.answers.is_empty(),
+            "retrieval": prompt.retrieval,
+            "layers": a.state_layers,
+            "states": states,
+        });
+        serde_json::to_writer(&mut out, &line).map_err(|e| CliError::Output(e.into()))?;
+        writeln!(out)?;
+        eprintln!("docmem eval answers --states: {}/{} {:.1} s", i + 1, questions.len(), t.elapsed().as_secs_f64());
     }
     Ok(())
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Fit a linear probe of the answerer's hidden state that says whether the passages in its
+prompt answer the question (SQuAD v2's `is_impossible` as the label), and measure it.
+
+Input: the JSON lines of `docmem eval answers --split dev --states F` (the residual stream
+of the answer prompt's last token after each of `--state-layers`). For each layer, a
+logistic regression with an L2 penalty over the standardized state is fitted and scored by
+5-fold cross-validation on those questions: the area under the ROC curve, and the share of
+unanswerable questions the probe refuses when its threshold lets it refuse at most 10% of
+the answerable ones. Needs numpy (the bench venv has it).
+
+    python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [--l2 10] [--write LAYER OUT.json]
+
+`--write` fits the chosen layer on every question and writes {layer, mean, scale, weights,
+bias, threshold} (the threshold again at 10% of answerable refused, on the training rows).
+"""
+import json
+import sys
+
+import numpy as np
+
+
+def load(path):
+    rows = [json.loads(line) for line in open(path)]
+    layers = rows[0]["layers"]
+    y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
+    x = {l: np.array([r["states"][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
+    return layers, x, y
+
+
+def fit(x, y, l2, iters=300):
+    """Logistic regression by Newton's method on standardized x; returns (mean, scale, w, b)."""
+    mean, scale = x.mean(0), x.std(0) + 1e-6
+    z = (x - mean) / scale
+    n, d = z.shape
+    a = np.hstack([z, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    reg = np.full(d + 1, l2)
+    reg[-1] = 0.0
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-(a @ w)))
+        g = a.T @ (p - y) + reg * w
+        h = (a * (p * (1 - p))[:, None]).T @ a + np.diag(reg) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(h, g)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return mean, scale, w[:-1], w[-1]
+
+
+def score(model, x):
+    mean, scale, w, b = model
+    return ((x - mean) / scale) @ w + b
+
+
+def auc(s, y):
+    order = np.argsort(s)
+    ranks = np.empty(len(s))
+    ranks[order] = np.arange(1, len(s) + 1)
+    pos = y == 1
+    return (ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * (~pos).sum())
+
+
+def threshold_at(s, y, max_answerable_refused=0.10):
+    """The highest threshold refusing at most that share of the answerable (score < t refuses)."""
+    answerable = np.sort(s[y == 1])
+    k = int(np.floor(max_answerable_refused * len(answerable)))
+    return answerable[k] if k < len(answerable) else answerable[-1]
+
+
+def cross_validate(x, y, l2, folds=5, seed=7):
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(y))
+    s = np.empty(len(y))
+    for f in range(folds):
+        test = idx[f::folds]
+        train = np.setdiff1d(idx, test)
+        s[test] = score(fit(x[train], y[train], l2), x[test])
+    return s
+
+
+def main():
+    args = sys.argv[1:]
+    path = args[0]
+    l2 = float(args[args.index("--l2") + 1]) if "--l2" in args else 10.0
+    layers, x, y = load(path)
+    print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}")
+    print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
+    print("| --- | --- | --- |")
+    for l in layers:
+        s = cross_validate(x[l], y, l2)
+        t = threshold_at(s, y)
+        refused_u = float((s[y == 0] < t).mean())
+        refused_a = float((s[y == 1] < t).mean())
+        print(f"| {l} | {auc(s, y):.3f} | {100 * refused_u:.0f}% (answerable {100 * refused_a:.0f}%) |")
+    if "--write" in args:
+        i = args.index("--write")
+        layer, out = int(args[i + 1]), args[i + 2]
+        model = fit(x[layer], y, l2)
+        s = score(model, x[layer])
+        mean, scale, w, b = model
+        json.dump(
+            {"layer": layer, "mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": float(b), "threshold": float(threshold_at(s, y))},
+            open(out, "w"),
+        )
+        print(f"wrote {out} (layer {layer})")
+
+
+if __name__ == "__main__":
+    main()
