@@ -802,7 +802,7 @@ function modelChoices() {
     id: o.id,
     name: o.name,
     label: titleOf(o.name),
-    note: 'your file, kept in this browser',
+    note: o.files ? 'your folder, kept in this browser' : 'your file, kept in this browser',
     size: o.size,
     own: true,
     // A GGUF file is one file; a Hugging Face folder lists its files.
