@@ -333,7 +333,13 @@ fn dump_states(
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
     let library = build_library(docs, embedder)?;
     let params = ours_params(a);
-    for (i, q) in questions.iter().enumerate() {
+    // Answerable and unanswerable in turn, so that a run stopped early is still balanced.
+    let (yes, no): (Vec<&Question>, Vec<&Question>) = questions.iter().copied().partition(|q| !q.answers.is_empty());
+    let mut order = Vec::with_capacity(questions.len());
+    for i in 0..yes.len().max(no.len()) {
+        order.extend(yes.get(i).copied().into_iter().chain(no.get(i).copied()));
+    }
+    for (i, q) in order.iter().enumerate() {
         let t = Instant::now();
         let prompt = docmem_runtime::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
