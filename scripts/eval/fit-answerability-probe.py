@@ -11,8 +11,11 @@ the answerable ones. Needs numpy (the bench venv has it).
 
     python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [--l2 10] [--write LAYER OUT.json]
 
-`--write` fits the chosen layer on every question and writes {layer, mean, scale, weights,
-bias, threshold} (the threshold again at 10% of answerable refused, on the training rows).
+`--write` fits the chosen layer on every question and writes what the runtime reads
+(crates/runtime/probes/): {layer, weights, bias, threshold, questions, l2}, the
+standardization folded into the weights (log-odds = bias + weights · state) and the
+threshold (in log-odds) taken from the cross-validated scores at `--max-refused` of the
+answerable questions refused (default 0.07: the model's own refusals come on top).
 """
 import json
 import sys
@@ -96,14 +99,24 @@ def main():
     if "--write" in args:
         i = args.index("--write")
         layer, out = int(args[i + 1]), args[i + 2]
-        model = fit(x[layer], y, l2)
-        s = score(model, x[layer])
-        mean, scale, w, b = model
+        budget = float(args[args.index("--max-refused") + 1]) if "--max-refused" in args else 0.07
+        # The threshold from held-out scores (the fit's own scores are over-confident).
+        held_out = cross_validate(x[layer], y, l2)
+        threshold = float(threshold_at(held_out, y, budget))
+        mean, scale, w, b = fit(x[layer], y, l2)
+        folded = w / scale
         json.dump(
-            {"layer": layer, "mean": mean.tolist(), "scale": scale.tolist(), "weights": w.tolist(), "bias": float(b), "threshold": float(threshold_at(s, y))},
+            {
+                "layer": layer,
+                "weights": [float("%.7g" % v) for v in folded],
+                "bias": float(b - (folded * mean).sum()),
+                "threshold": threshold,
+                "questions": int(len(y)),
+                "l2": l2,
+            },
             open(out, "w"),
         )
-        print(f"wrote {out} (layer {layer})")
+        print(f"wrote {out}: layer {layer}, threshold {threshold:.3f} (cross-validated: {100 * (held_out[y == 0] < threshold).mean():.0f}% of unanswerable refused, {100 * (held_out[y == 1] < threshold).mean():.0f}% of answerable)")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,12 @@ pub struct Evidence {
     /// state it: log P("Yes") − log P("No") (`None`: not asked, or a hosted model).
     #[cfg_attr(feature = "serde", serde(default))]
     pub verification: Option<f32>,
+    /// The answerability probe's reading: its log-odds that the passages answer the
+    /// question, a linear read of the answerer's hidden state at the last token of its
+    /// prompt, less the threshold chosen for it (below zero: not answered). `None`: no
+    /// probe was fitted on this model, or its backend does not hand the state back.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub probe: Option<f32>,
 }
 
 /// A fitted logistic rule: `p = σ(bias + Σ weight·feature)`, refuse below `threshold`.
@@ -75,29 +81,54 @@ pub struct Calibration {
     pub retrieval: f32,
     /// Weight of [`Evidence::verification`] (clamped to −20…20).
     pub verification: f32,
+    /// Weight of [`Evidence::probe`] (clamped to −30…30).
+    pub probe: f32,
     /// Answers whose probability of being grounded is below this are refused.
     pub threshold: f32,
 }
 
 /// The rule for a local answerer (all four features), fitted on the dev split with the
 /// 1.5B answerer and the default context; see the module docs.
-pub const LOCAL: Calibration =
-    Calibration { bias: -1.401, refusal: 0.0, answer: 0.0, support: 1.354, retrieval: 1.309, verification: 0.0, threshold: 0.591 };
+pub const LOCAL: Calibration = Calibration {
+    bias: -1.401,
+    refusal: 0.0,
+    answer: 0.0,
+    support: 1.354,
+    retrieval: 1.309,
+    verification: 0.0,
+    probe: 0.0,
+    threshold: 0.591,
+};
 
 /// The refit with the verification (70 dev questions; see the module docs), not in use:
 /// on test it moved the refusals within the margin of 30 questions (unanswerable refused
 /// 27% → 33%, answerable 20% → 23%), it refused more of SmolLM2's answers (the rule was
 /// fitted on the 1.5B's), and the verification costs a few dozen tokens of prefill per
 /// answer (seconds on a CPU in a browser). Kept so the next, larger dev run can compare.
-pub const LOCAL_WITH_VERIFICATION: Calibration =
-    Calibration { bias: -0.791, refusal: -0.099, answer: 0.116, support: 0.0, retrieval: 0.327, verification: 1.210, threshold: 0.526 };
+pub const LOCAL_WITH_VERIFICATION: Calibration = Calibration {
+    bias: -0.791,
+    refusal: -0.099,
+    answer: 0.116,
+    support: 0.0,
+    retrieval: 0.327,
+    verification: 1.210,
+    probe: 0.0,
+    threshold: 0.526,
+};
+
+/// The rule for a local answerer whose hidden state a probe read ([`Evidence::probe`]):
+/// the probe's reading alone, refused below zero (its threshold, chosen on the dev split,
+/// is already taken off; see the module docs).
+pub const LOCAL_WITH_PROBE: Calibration =
+    Calibration { bias: 0.0, refusal: 0.0, answer: 0.0, support: 0.0, retrieval: 0.0, verification: 0.0, probe: 1.0, threshold: 0.5 };
 
 impl Calibration {
-    /// The rule for what `evidence` holds: [`LOCAL`] when it has the answerer's
-    /// probabilities, else `None` (a hosted answerer: no rule was fitted on its answers,
+    /// The rule for what `evidence` holds: [`LOCAL_WITH_PROBE`] when it has the probe's
+    /// reading, else [`LOCAL`] when it has the answerer's probabilities, else `None` (a hosted answerer: no rule was fitted on its answers,
     /// and a large model refuses by itself far more readily than a 1.5B does).
     pub fn for_evidence(evidence: &Evidence) -> Option<Calibration> {
-        (evidence.refusal_logprob.is_some() && evidence.answer_logprob.is_some()).then_some(LOCAL)
+        let local = evidence.refusal_logprob.is_some() && evidence.answer_logprob.is_some();
+        local.then_some(if evidence.probe.is_some() { LOCAL_WITH_PROBE } else { LOCAL })
     }
 
     /// The probability (0–1) that the answer is grounded in the passages.
@@ -106,7 +137,9 @@ impl Calibration {
         let answer = e.answer_logprob.unwrap_or(0.0).clamp(-10.0, 0.0);
         let retrieval = e.retrieval.unwrap_or(0.0).clamp(-1.0, 1.0);
         let verification = e.verification.unwrap_or(0.0).clamp(-20.0, 20.0);
+        let probe = e.probe.unwrap_or(0.0).clamp(-30.0, 30.0);
         let z = self.bias
+            + self.probe * probe
             + self.verification * verification
             + self.refusal * refusal
             + self.answer * answer
@@ -181,6 +214,7 @@ mod tests {
             support: 0.0,
             retrieval: Some(0.2),
             verification: Some(-2.0),
+            probe: None,
         };
         let strong = Evidence {
             refusal_logprob: Some(-15.0),
@@ -188,6 +222,7 @@ mod tests {
             support: 1.0,
             retrieval: Some(0.7),
             verification: Some(3.0),
+            probe: None,
         };
         let c = Calibration::for_evidence(&strong).unwrap();
         assert_eq!(c, LOCAL);
@@ -204,5 +239,19 @@ mod tests {
         assert!(c.refuses(&weak) && !c.refuses(&strong), "{} {}", c.grounded(&weak), c.grounded(&strong));
         let hosted = Evidence { refusal_logprob: None, answer_logprob: None, ..weak };
         assert_eq!(Calibration::for_evidence(&hosted), None, "a hosted answer is not judged");
+    }
+
+    #[test]
+    fn an_answer_with_the_probes_reading_is_judged_by_the_probe() {
+        let e =
+            Evidence { refusal_logprob: Some(-3.0), answer_logprob: Some(-0.5), support: 1.0, retrieval: Some(0.5), ..Evidence::default() };
+        let p = Calibration::for_evidence(&Evidence { probe: Some(0.0), ..e }).unwrap();
+        assert_eq!(p, LOCAL_WITH_PROBE);
+        let grounded = |probe: f32| p.grounded(&Evidence { probe: Some(probe), ..e });
+        assert!(grounded(2.0) > grounded(0.0) && grounded(0.0) > grounded(-2.0));
+        assert!(p.refuses(&Evidence { probe: Some(-10.0), ..e }) && !p.refuses(&Evidence { probe: Some(10.0), ..e }));
+        // The other pieces of evidence do not move it: the probe alone was fitted.
+        assert_eq!(grounded(1.0), p.grounded(&Evidence { probe: Some(1.0), support: 0.0, retrieval: Some(-1.0), ..e }));
+        assert_eq!(Calibration::for_evidence(&Evidence { probe: Some(1.0), refusal_logprob: None, answer_logprob: None, ..e }), None);
     }
 }

@@ -47,6 +47,10 @@ pub struct ReplyProbabilities {
     /// [`measure_verification`], or the conversation could not be continued from the
     /// prompt's cache, as with a template that rewrites earlier turns).
     pub verified: Option<f32>,
+    /// The answerability probe's reading of the prompt's hidden state: its log-odds that
+    /// the passages answer the question, less its threshold ([`crate::probe`]; `None`: no
+    /// probe for this model, or a backend that does not hand the state back).
+    pub probe: Option<f32>,
 }
 
 /// The question put to a local answerer after its reply, as a second user turn: its
@@ -127,7 +131,10 @@ impl<B: Backend> Answerer for Lm<B> {
             // The prompt runs once (less the start it shares with the kept one); the reply
             // and the refusal are both scored after it.
             let start = crate::lm::now_seconds();
-            let (prefix, reused_tokens) = self.prefill_reusing(self.prompt_tokens(Prompt::Chat(&messages))?).await?;
+            let probe = crate::probe::for_model(self.config());
+            let (prefix, reused_tokens, state) =
+                self.prefill_reusing_state(self.prompt_tokens(Prompt::Chat(&messages))?, probe.map(|p| p.layer)).await?;
+            let probe = probe.zip(state).map(|(p, state)| p.margin(&state));
             let prefill_seconds = crate::lm::now_seconds() - start;
             let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
             let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.config()) {
@@ -137,7 +144,7 @@ impl<B: Backend> Answerer for Lm<B> {
                 let reply = self.score_after(&prefix, &g.text).await?;
                 let mean = if reply.is_empty() { 0.0 } else { reply.iter().sum::<f32>() / reply.len() as f32 };
                 let verified = if verification_measured() { self.verify_after(&prefix, &messages[0], &g.text).await? } else { None };
-                Some(ReplyProbabilities { refusal, reply: mean, verified })
+                Some(ReplyProbabilities { refusal, reply: mean, verified, probe })
             };
             Ok(Reply {
                 text: g.text,

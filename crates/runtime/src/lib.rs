@@ -43,6 +43,7 @@ pub mod lm;
 pub mod model;
 #[cfg(feature = "pdf")]
 pub mod pdf;
+pub mod probe;
 pub mod qa;
 pub mod quant;
 pub mod remote;

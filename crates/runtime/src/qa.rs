@@ -398,6 +398,7 @@ pub async fn answer(
         support: support(&written, &[user_turn.as_str()]),
         retrieval,
         verification: g.probabilities.and_then(|p| p.verified),
+        probe: g.probabilities.and_then(|p| p.probe),
     };
     let model_refused = says_not_in_documents(&written);
     // The rule was fitted on a local answerer's answers; a hosted model's are its own to
@@ -545,12 +546,12 @@ mod tests {
 
     #[test]
     fn a_grounded_answer_is_kept_and_an_ungrounded_one_becomes_the_refusal() {
-        let sure = Some(ReplyProbabilities { refusal: -25.0, reply: -0.05, verified: Some(4.0) });
+        let sure = Some(ReplyProbabilities { refusal: -25.0, reply: -0.05, verified: Some(4.0), probe: None });
         let a = ask_with(&Scripted { text: "William Caxton [1]", probabilities: sure }, true);
         assert!(!a.not_in_documents && a.draft.is_none(), "{a:?}");
         assert!(a.grounded.unwrap() > 0.5 && a.evidence.support == 1.0);
 
-        let unsure = Some(ReplyProbabilities { refusal: -0.5, reply: -3.0, verified: Some(-3.0) });
+        let unsure = Some(ReplyProbabilities { refusal: -0.5, reply: -3.0, verified: Some(-3.0), probe: None });
         let a = ask_with(&Scripted { text: "Johannes Gutenberg of Mainz [2]", probabilities: unsure }, true);
         assert!(a.not_in_documents, "{a:?}");
         assert_eq!(a.answer, "Not in the documents.");

@@ -34,3 +34,52 @@ fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversati
 
     assert!(!REFUSAL.is_empty());
 }
+
+/// The hidden state the answerability probe reads comes from the answer's own prefill: on
+/// a fresh model it is the state a separate pass over the prompt gives, bit for bit; after
+/// a read-ahead (most of the prompt kept, only its end run) it is the same state to within
+/// the batch's summation order.
+#[test]
+fn the_prefills_hidden_state_is_the_prompts() {
+    let lm = || Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    let turn = [ChatMessage::new(
+        "user",
+        "[1] Printing\nText: William Caxton set up a printing press at Westminster in 1476.\n\nQuestion: Who set up a press?",
+    )];
+    let fresh = lm();
+    let tokens = fresh.prompt_tokens(Prompt::Chat(&turn)).unwrap();
+    let layer = 20;
+    let want = fresh.prompt_states(Prompt::Chat(&turn), &[layer]).unwrap().remove(0);
+    assert_eq!(want.len(), fresh.config().n_embd);
+    let (_, reused, state) = docmem_runtime::block_on(fresh.prefill_reusing_state(tokens.clone(), Some(layer))).unwrap();
+    assert_eq!((reused, state.as_deref()), (0, Some(&want[..])));
+
+    let ahead = lm();
+    let kept = docmem_runtime::block_on(ahead.prefill_ahead(&tokens[..tokens.len() - 6], 16, &|| false)).unwrap();
+    assert_eq!(kept, tokens.len() - 6);
+    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill_reusing_state(tokens, Some(layer))).unwrap();
+    assert_eq!(reused, kept);
+    let state = state.unwrap();
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
+    let cosine = dot(&state, &want) / (dot(&state, &state) * dot(&want, &want)).sqrt();
+    assert!(cosine > 0.9999, "cosine {cosine}");
+}
+
+/// The default answerer's shape (a synthetic Qwen2.5 1.5B: its tensors, seeded values) has
+/// a probe, and its reply's evidence carries the probe's reading of the prompt's state.
+#[test]
+fn the_default_answerers_reply_carries_the_probes_reading() {
+    use docmem_runtime::source::MemorySource;
+    use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
+    let spec: DecoderSpec = "qwen2-1.5b:q4_k_m".parse().unwrap();
+    let lm = Lm::load_from(
+        &MemorySource::new(decoder_gguf(spec.shape, spec.quant, 1)),
+        &LoadOptions { threads: 2, context: 256, ..Default::default() },
+    )
+    .unwrap();
+    let probe = docmem_runtime::probe::for_model(lm.config()).expect("the 1.5B's shape has a probe");
+    let turn = "Question: who?";
+    let reply = docmem_runtime::block_on(lm.reply(turn, 2, &mut |_| ControlFlow::Continue(()))).unwrap();
+    let state = lm.prompt_states(Prompt::Chat(&[ChatMessage::new("user", turn)]), &[probe.layer]).unwrap().remove(0);
+    assert_eq!(reply.probabilities.expect("the 1.5B's shape is judged").probe, Some(probe.margin(&state)));
+}

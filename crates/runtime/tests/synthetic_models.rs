@@ -155,3 +155,33 @@ fn sequences_batched_on_the_gpu_get_the_logits_each_gets_alone() {
         assert_eq!(b.cache_len(c), h.len() + n.len());
     }
 }
+
+/// The hidden state a probe reads, from the GPU backend: the last row's residual after the
+/// layer asked for, as the CPU backend computes it on the same bytes; the logits that come
+/// with it are the plain forward's.
+#[cfg(feature = "gpu")]
+#[test]
+fn the_gpu_hands_back_the_hidden_state_the_cpu_computes() {
+    use docmem_runtime::gpu::{Gpu, GpuOptions};
+    let spec: DecoderSpec = "qwen2-tiny:q4_k_m".parse().unwrap();
+    let bytes = decoder_gguf(spec.shape, spec.quant, 9);
+    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }).unwrap();
+    let opts = LoadOptions { threads: 1, context: 64, ..Default::default() };
+    let on_gpu = Lm::load_onto_gpu(&MemorySource::new(bytes.clone()), &opts, gpu).unwrap();
+    let cpu = Lm::load_from(&MemorySource::new(bytes), &opts).unwrap();
+    let prompt = [3, 200, 17, 256, 99, 42];
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (norm(a) * norm(b))
+    };
+    for layer in [0, spec.shape.layers as usize - 1] {
+        let (mut gc, mut cc) = (on_gpu.backend.new_cache(), cpu.backend.new_cache());
+        let (logits, state) = docmem_runtime::block_on(on_gpu.backend.forward_state(&mut gc, &prompt, layer)).unwrap();
+        let (_, cpu_state) = docmem_runtime::block_on(cpu.backend.forward_state(&mut cc, &prompt, layer)).unwrap();
+        let (state, cpu_state) = (state.expect("the GPU reads the state back"), cpu_state.unwrap());
+        assert_eq!(state.len(), cpu_state.len());
+        assert!(cosine(&state, &cpu_state) > 0.999, "layer {layer}: cosine {}", cosine(&state, &cpu_state));
+        assert_eq!(logits, logits_of(&on_gpu, &prompt), "the logits are the plain forward's");
+    }
+}

@@ -243,17 +243,34 @@ impl GpuTransformer {
     /// row, waiting for the read-back without blocking (a browser resolves it through its
     /// event loop; natively wgpu's poll has already run it). [`Backend::forward`] is this.
     pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
-        match self.submit(cache, tokens, which, Pick::None)? {
+        match self.submit(cache, tokens, which, Pick::None, None)? {
             Some(out) => self.read_and_recycle(out.logits).await,
             None => Ok(Vec::new()),
         }
+    }
+
+    /// [`GpuTransformer::forward_async`] for the last row's logits, with that row's
+    /// residual after `layer` read back too ([`Backend::forward_state`] is this).
+    pub async fn forward_state_async(
+        &self,
+        cache: &mut GpuKvCache,
+        tokens: &[u32],
+        layer: usize,
+    ) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
+        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::None, Some(layer))? else { return Ok((Vec::new(), None)) };
+        let logits = self.read_and_recycle(out.logits).await?;
+        let state = match out.state {
+            Some(v) => Some(self.read_and_recycle(v).await?),
+            None => None,
+        };
+        Ok((logits, state))
     }
 
     /// Append each sequence's tokens to its cache in one pass (the weights read once for
     /// all their rows) and read back every row's logits, sequence after sequence.
     /// [`Backend::forward_batch`] is this: batched paths and drafts verify through it.
     pub async fn forward_batch_async(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, GpuError> {
-        match self.submit_batch(seqs, Logits::All, Pick::None)? {
+        match self.submit_batch(seqs, Logits::All, Pick::None, None)? {
             Some(out) => self.read_and_recycle(out.logits).await,
             None => Ok(Vec::new()),
         }
@@ -262,7 +279,7 @@ impl GpuTransformer {
     /// Append `tokens` to `cache` and pick the most likely next token on the GPU (the
     /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
     pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, GpuError> {
-        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Argmax)? else { return Ok(None) };
+        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Argmax, None)? else { return Ok(None) };
         self.kernels.recycle(&self.gpu, out.logits);
         match out.picked {
             Some(picked) => Ok(self.read_and_recycle(picked).await?.first().map(|v| v.to_bits())),
@@ -276,7 +293,7 @@ impl GpuTransformer {
     /// tokens do not fill) the logits come back instead, for the CPU to finish with the
     /// same uniform number. `None` for no tokens.
     pub async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Option<Drawn>, GpuError> {
-        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw))? else { return Ok(None) };
+        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw), None)? else { return Ok(None) };
         let token = match out.picked {
             Some(picked) => self.read_and_recycle(picked).await?.first().map(|v| v.to_bits()),
             None => None,
@@ -330,15 +347,30 @@ impl GpuTransformer {
     /// Record and submit the forward pass of `tokens` after `cache`: the buffer the logits
     /// will be in, and with a pick the buffer its one slot will be in (`None` for no
     /// tokens). The caller reads what it needs and recycles both.
-    fn submit(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits, pick: Pick<'_>) -> Result<Option<Outputs>, GpuError> {
-        self.submit_batch(&mut [(cache, tokens)], which, pick)
+    fn submit(
+        &self,
+        cache: &mut GpuKvCache,
+        tokens: &[u32],
+        which: Logits,
+        pick: Pick<'_>,
+        state_layer: Option<usize>,
+    ) -> Result<Option<Outputs>, GpuError> {
+        self.submit_batch(&mut [(cache, tokens)], which, pick, state_layer)
     }
 
     /// [`GpuTransformer::submit`] for several sequences at once, each appended to its own
     /// cache: their rows go through every matrix together (the weights are read once for
     /// all), and only the cache writes and attention run per sequence. With more than one
-    /// sequence the logits are every row's ([`Logits::All`]) and nothing is picked.
-    fn submit_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])], which: Logits, pick: Pick<'_>) -> Result<Option<Outputs>, GpuError> {
+    /// sequence the logits are every row's ([`Logits::All`]) and nothing is picked. With
+    /// `state_layer`, the last row's residual after that layer is kept too
+    /// ([`Outputs::state`]).
+    fn submit_batch(
+        &self,
+        seqs: &mut [(&mut GpuKvCache, &[u32])],
+        which: Logits,
+        pick: Pick<'_>,
+        state_layer: Option<usize>,
+    ) -> Result<Option<Outputs>, GpuError> {
         let cfg = &self.cfg;
         let (e, kvw, hd) = (cfg.n_embd, cfg.kv_width(), cfg.head_dim);
         let seqs: Vec<(&mut GpuKvCache, &[u32])> = seqs.iter_mut().filter(|(_, t)| !t.is_empty()).map(|(c, t)| (&mut **c, *t)).collect();
@@ -418,6 +450,7 @@ impl GpuTransformer {
         let logit_rows = if which == Logits::All { t_n } else { 1 };
         let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let (normed_q, normed16) = copies(logit_rows * e);
+        let state = state_layer.filter(|&l| l < self.layers.len()).map(|l| (l, zeros(e)));
         let picked = match pick {
             Pick::None => None,
             Pick::Argmax => Some(zeros(logit_rows)),
@@ -467,6 +500,9 @@ impl GpuTransformer {
                 k.prepare(gpu, enc, gate_in, &[w.w_down.ty])?;
                 product(enc, &w.w_down, gate_in, &o)?;
                 k.add(gpu, enc, &x, &o)?;
+                if let Some((_, out)) = state.as_ref().filter(|(at, _)| *at == l) {
+                    enc.encoder().copy_buffer_to_buffer(&x.buffer, ((t_n - 1) * e * 4) as u64, &out.buffer, 0, (e * 4) as u64);
+                }
             }
             let from = ((t_n - logit_rows) * e * 4) as u64;
             enc.encoder().copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
@@ -497,7 +533,7 @@ impl GpuTransformer {
         if let Some(ids) = penalized {
             k.recycle(gpu, ids);
         }
-        Ok(Some(Outputs { logits, picked, penalized: was_penalized }))
+        Ok(Some(Outputs { logits, picked, penalized: was_penalized, state: state.map(|(_, v)| v) }))
     }
 }
 
@@ -518,6 +554,8 @@ struct Outputs {
     picked: Option<GpuVector>,
     /// Whether the repetition penalty was applied to `logits`.
     penalized: bool,
+    /// The last row's residual after the layer asked for.
+    state: Option<GpuVector>,
 }
 
 impl GpuTransformer {
@@ -558,6 +596,11 @@ impl Backend for GpuTransformer {
 
     fn picks_on_device(&self) -> bool {
         true
+    }
+
+    async fn forward_state(&self, cache: &mut GpuKvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+        self.check_ids(tokens)?;
+        Ok(self.forward_state_async(cache, tokens, layer).await?)
     }
 
     async fn forward_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, LmError> {

@@ -117,6 +117,13 @@ pub trait Backend {
     /// rows as one batch (weights read once per step: decoding is memory-bound) and must
     /// give each sequence the logits it would get alone; this default runs them one after
     /// another.
+    /// [`forward`](Self::forward) for the last token's logits that also hands back the
+    /// residual stream of the last token after `layer` (what a probe of the hidden state
+    /// reads), where the backend can; this default runs the forward alone (`None`).
+    async fn forward_state(&self, cache: &mut Self::Cache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+        let _ = layer;
+        Ok((self.forward(cache, tokens, Logits::Last).await?, None))
+    }
     async fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
         let mut out = Vec::new();
         for (cache, tokens) in seqs.iter_mut() {
@@ -145,6 +152,13 @@ impl Backend for CpuTransformer {
             return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
         }
         Ok(CpuTransformer::forward(self, cache, tokens, which))
+    }
+    async fn forward_state(&self, cache: &mut KvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
+        }
+        let (logits, mut states) = self.forward_states(cache, tokens, &[layer]);
+        Ok((logits, states.pop().filter(|s| !s.is_empty())))
     }
     async fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
         if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= self.cfg.vocab) {
@@ -623,6 +637,18 @@ impl<B: Backend> Lm<B> {
     /// `prompt_cache`), and keeping this one for the next. Also returns how many tokens
     /// were reused. For prompts that recur with a common start: the answerer's.
     pub async fn prefill_reusing(&self, tokens: Vec<u32>) -> Result<(Prefix<B::Cache>, usize), LmError> {
+        let (prefix, reused, _) = self.prefill_reusing_state(tokens, None).await?;
+        Ok((prefix, reused))
+    }
+
+    /// [`Lm::prefill_reusing`] that, with `state_layer`, also hands back the residual
+    /// stream of the prompt's last token after that layer (`None` where the backend cannot
+    /// read it back): what the answerability probe reads.
+    pub async fn prefill_reusing_state(
+        &self,
+        tokens: Vec<u32>,
+        state_layer: Option<usize>,
+    ) -> Result<(Prefix<B::Cache>, usize, Option<Vec<f32>>), LmError> {
         if tokens.is_empty() {
             return Err(LmError::EmptyPrompt);
         }
@@ -637,10 +663,13 @@ impl<B: Backend> Lm<B> {
             }
             None => (self.backend.new_cache(), 0),
         };
-        let last_logits = self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?;
+        let (last_logits, state) = match state_layer {
+            Some(layer) => self.backend.forward_state(&mut cache, &tokens[reused..], layer).await?,
+            None => (self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?, None),
+        };
         let prefix = Prefix { cache, tokens, last_logits };
         self.prompt_cache.keep(prefix.clone());
-        Ok((prefix, reused))
+        Ok((prefix, reused, state))
     }
 
     /// Run `tokens`, the start of a prompt expected soon (an answer prompt while its

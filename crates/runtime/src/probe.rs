@@ -1,0 +1,90 @@
+//! The answerability probe: a linear read of the answerer's hidden state that says whether
+//! the passages in its prompt answer the question.
+//!
+//! Why: the 1.5B answerer's own refusals and its probabilities separate answerable from
+//! unanswerable questions poorly (SQuAD v2's unanswerable questions are written to look
+//! answerable from the same paragraph). Its residual stream at the last token of the answer
+//! prompt, half-way through the model, separates them better: a logistic regression over
+//! that state, fitted on the dev split of the SQuAD v2 sample (`docmem eval answers
+//! --states`, then `scripts/eval/fit-answerability-probe.py --write`), gives log-odds that
+//! [`docmem_core::answerability`] turns into the decision. Reading it costs nothing but a
+//! dot product: the state is computed by the prefill the answer needs anyway.
+//!
+//! A probe belongs to one model: [`for_model`] knows only the default answerer's
+//! (`probes/qwen2.5-1.5b-answerability.json`); other models are judged as before.
+
+use std::sync::OnceLock;
+
+use crate::model::ModelConfig;
+
+/// A fitted probe: `log-odds = bias + weights · state` over the residual after `layer`.
+#[derive(Debug, serde::Deserialize)]
+pub struct AnswerabilityProbe {
+    /// The layer (0-based) whose output it reads.
+    pub layer: usize,
+    /// One weight per hidden dimension (the standardization folded in).
+    pub weights: Vec<f32>,
+    /// Intercept.
+    pub bias: f32,
+    /// Below this log-odds the answer is refused (chosen on held-out dev scores).
+    pub threshold: f32,
+}
+
+impl AnswerabilityProbe {
+    /// The probe's log-odds that the passages answer the question, for the hidden state
+    /// `state` of the prompt's last token after [`AnswerabilityProbe::layer`].
+    pub fn log_odds(&self, state: &[f32]) -> f32 {
+        self.bias + self.weights.iter().zip(state).map(|(w, x)| w * x).sum::<f32>()
+    }
+
+    /// [`AnswerabilityProbe::log_odds`] less the threshold: below zero the probe says the
+    /// passages do not answer the question ([`docmem_core::answerability::Evidence::probe`]).
+    pub fn margin(&self, state: &[f32]) -> f32 {
+        self.log_odds(state) - self.threshold
+    }
+}
+
+/// The probe fitted on this model's states, if any: the default answerer's (the same
+/// model [`crate::answerer::calibrated_for`] names).
+pub fn for_model(config: &ModelConfig) -> Option<&'static AnswerabilityProbe> {
+    static QWEN_1_5B: OnceLock<Option<AnswerabilityProbe>> = OnceLock::new();
+    if !crate::answerer::calibrated_for(config) {
+        return None;
+    }
+    QWEN_1_5B
+        .get_or_init(|| {
+            let probe: AnswerabilityProbe = serde_json::from_str(include_str!("../probes/qwen2.5-1.5b-answerability.json")).ok()?;
+            (probe.weights.len() == 1536 && probe.layer < 28).then_some(probe)
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_answerers_probe_loads_and_reads_a_state() {
+        let cfg = ModelConfig {
+            arch: crate::model::Arch::Qwen2,
+            n_layer: 28,
+            n_embd: 1536,
+            n_head: 12,
+            n_head_kv: 2,
+            head_dim: 128,
+            n_ff: 8960,
+            vocab: 151_936,
+            context_length: 32_768,
+            rms_eps: 1e-6,
+            rope_base: 1_000_000.0,
+            rope_dims: 128,
+        };
+        let probe = for_model(&cfg).expect("the 1.5B has a probe");
+        assert!(probe.layer < 28 && probe.weights.iter().all(|w| w.is_finite()));
+        assert_eq!(probe.log_odds(&[0.0; 1536]), probe.bias);
+        assert_eq!(probe.margin(&[0.0; 1536]), probe.bias - probe.threshold);
+        let along: Vec<f32> = probe.weights.iter().map(|w| w.signum()).collect();
+        assert!(probe.log_odds(&along) > probe.bias, "a state along the weights reads as more answerable");
+        assert!(for_model(&ModelConfig { n_layer: 30, ..cfg }).is_none(), "another model has none");
+    }
+}
