@@ -111,12 +111,6 @@ pub trait Backend {
         let _ = draw;
         Ok(Drawn::Logits { logits: self.forward(cache, tokens, Logits::Last).await?, penalized: false })
     }
-    /// One step of several independent sequences: each `(cache, tokens)` appends its
-    /// tokens to its own cache; returns logits for every row, sequence after sequence.
-    /// Multi-path decoding calls this with one token per path. A backend should run the
-    /// rows as one batch (weights read once per step: decoding is memory-bound) and must
-    /// give each sequence the logits it would get alone; this default runs them one after
-    /// another.
     /// [`forward`](Self::forward) for the last token's logits that also hands back the
     /// residual stream of the last token after `layer` (what a probe of the hidden state
     /// reads), where the backend can; this default runs the forward alone (`None`).
@@ -124,12 +118,26 @@ pub trait Backend {
         let _ = layer;
         Ok((self.forward(cache, tokens, Logits::Last).await?, None))
     }
+    /// One step of several independent sequences: each `(cache, tokens)` appends its
+    /// tokens to its own cache; returns logits for every row, sequence after sequence.
+    /// Multi-path decoding calls this with one token per path. A backend should run the
+    /// rows as one batch (weights read once per step: decoding is memory-bound) and must
+    /// give each sequence the logits it would get alone; this default runs them one after
+    /// another.
     async fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
         let mut out = Vec::new();
         for (cache, tokens) in seqs.iter_mut() {
             out.extend(self.forward(cache, tokens, Logits::All).await?);
         }
         Ok(out)
+    }
+}
+
+/// Every id is one of the vocabulary's (the CPU backend indexes its embeddings with them).
+fn check_ids(cfg: &ModelConfig, tokens: &[u32]) -> Result<(), LmError> {
+    match tokens.iter().find(|&&t| t as usize >= cfg.vocab) {
+        Some(&bad) => Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad })),
+        None => Ok(()),
     }
 }
 
@@ -148,21 +156,17 @@ impl Backend for CpuTransformer {
         cache.truncate(len);
     }
     async fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
-        }
+        check_ids(&self.cfg, tokens)?;
         Ok(CpuTransformer::forward(self, cache, tokens, which))
     }
     async fn forward_state(&self, cache: &mut KvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
-        }
+        check_ids(&self.cfg, tokens)?;
         let (logits, mut states) = self.forward_states(cache, tokens, &[layer]);
         Ok((logits, states.pop().filter(|s| !s.is_empty())))
     }
     async fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
-        if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad }));
+        for (_, tokens) in seqs.iter() {
+            check_ids(&self.cfg, tokens)?;
         }
         Ok(CpuTransformer::forward_batch(self, seqs))
     }
