@@ -359,6 +359,12 @@ export interface Answer {
   citationsFrom: string;
   /** Every passage shown to the answerer. */
   sources: Citation[];
+  /**
+   * Why the answer ended: 'end_of_text', 'stop' (a blank line), 'length' (`maxTokens`),
+   * 'cancelled', 'context_full', or 'withheld': the default answerer's answerability probe
+   * read the passages as not answering before anything was written (`answer` is then the
+   * refusal, `notInDocuments` true).
+   */
   finish: string;
   seconds: { retrieve: number; prefill: number; decode: number };
   /** Prompt tokens the answerer did not run again: read ahead ({@link DocMem.readAhead}), or shared with the last answer's prompt. */

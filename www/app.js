@@ -754,7 +754,10 @@ async function ask(question) {
     recordSpeed(r, first);
     const took = performance.now() - t0;
     const reused = r.reusedTokens > 0 ? `; ${r.reusedTokens} prompt tokens were read already` : '';
-    answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)}${reused})` : ''}.`);
+    // 'withheld': the answerer's probe judged the passages not to hold the answer once it
+    // had read them, so nothing was written.
+    const withheld = r.finish === 'withheld' ? ': the passages found do not answer it (judged before anything was written)' : '';
+    answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)}${reused})` : ''}${withheld}.`);
     $('answer-box').dataset.reusedTokens = String(r.reusedTokens ?? 0);
     $('answer-box').dataset.seconds = (took / 1000).toFixed(1);
     $('answer-box').dataset.firstToken = (first / 1000).toFixed(1);

@@ -2,9 +2,9 @@
 // `npm start` fetched it), on the CPU backend in headless Chromium: first visit to models
 // ready (downloaded over localhost into a fresh profile), a ~45 KB article searchable, a
 // question's first words and its end (pasted, then another question typed while the page
-// reads its answer ahead), the background memory's first estimate, and a
-// question over a two-page PDF answered with its page cited (screenshot). A benchmark,
-// not a test: it prints JSON and a table.
+// reads its answer ahead), an unanswerable question's refusal, the background memory's
+// first estimate, and a question over a two-page PDF answered with its page cited
+// (screenshot). A benchmark, not a test: it prints JSON and a table.
 //
 //   node scripts/bench/app-speed.mjs [--shot FILE.png]
 import { spawn } from 'node:child_process';
@@ -63,6 +63,12 @@ Object.assign(figures, { question: question.question, gold: question.answers[0].
 const typed = article.paragraphs.flatMap((p) => p.qas).filter((q) => !q.is_impossible)[1];
 const t = await ask(typed.question, 250);
 Object.assign(figures, { 'typed question': typed.question, 'typed gold': typed.answers[0].text, 'typed answer': t.answer, 'typed: first words after Ask (s)': t.first, 'typed: answer end (s)': t.end, 'typed: prompt tokens read ahead': t.reused, 'typing (s)': Number(((typed.question.length * 250) / 1000).toFixed(1)) });
+// A question the article does not answer (SQuAD v2's is_impossible), pasted: where the
+// answerer's probe reads the passages as not answering, nothing is written and the refusal
+// comes once the prompt is read.
+const impossible = article.paragraphs.flatMap((p) => p.qas).find((q) => q.is_impossible);
+const u = await ask(impossible.question);
+Object.assign(figures, { 'unanswerable question': impossible.question, 'unanswerable answer': u.answer, 'unanswerable: answer end (s)': u.end });
 // The background memory's first estimate of its time left (after its first window).
 await page.waitForFunction(() => /left/.test(document.querySelector('#doc-list').textContent), null, { timeout: 3 * 60_000 }).catch(() => {});
 figures['memory progress'] = (await page.locator('#doc-list .doc-memory-text').first().textContent().catch(() => '')) || 'none';

@@ -105,6 +105,15 @@ pub struct AnswersEvalArgs {
     /// Layers (0-based, comma-separated) whose states `--states` records.
     #[arg(long, value_delimiter = ',', default_value = "8,14,20,27")]
     pub state_layers: Vec<usize>,
+    /// Leave out the questions a run with `--answerable A --unanswerable U` asks (`A,U`;
+    /// repeatable): a dev run apart from the questions a rule was fitted on.
+    #[arg(long, value_parser = parse_counts)]
+    pub exclude_run: Vec<(usize, usize)>,
+    /// When the answerer refuses by itself (ours), also record what it writes with the
+    /// refusal's opening token banned (`forced`): what a rule that overrules its refusal
+    /// would show.
+    #[arg(long)]
+    pub forced: bool,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
 }
@@ -128,6 +137,9 @@ struct Record<'a> {
     grounded: Option<f32>,
     seconds: f64,
     prefill_seconds: f64,
+    /// `--forced`: what the model wrote with its refusal's opening banned, when it refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forced: Option<String>,
 }
 
 /// The `rlm/rag-prompt` wording (LangChain hub), as the tutorials send it.
@@ -174,8 +186,14 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     let set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
     let own_paragraph = paragraphs(&bytes)?;
     let in_split: Vec<&Question> = set.questions.iter().filter(|q| a.split.includes(&q.id)).collect();
-    let answerable: Vec<&Question> = in_split.iter().copied().filter(|q| !q.answers.is_empty()).collect();
-    let unanswerable: Vec<&Question> = in_split.iter().copied().filter(|q| q.answers.is_empty()).collect();
+    let mut answerable: Vec<&Question> = in_split.iter().copied().filter(|q| !q.answers.is_empty()).collect();
+    let mut unanswerable: Vec<&Question> = in_split.iter().copied().filter(|q| q.answers.is_empty()).collect();
+    let mut excluded = std::collections::HashSet::new();
+    for &(yes, no) in &a.exclude_run {
+        excluded.extend(spread(&answerable, yes).into_iter().chain(spread(&unanswerable, no)).map(|q| q.id.as_str()));
+    }
+    answerable.retain(|q| !excluded.contains(q.id.as_str()));
+    unanswerable.retain(|q| !excluded.contains(q.id.as_str()));
     let mut questions = spread(&answerable, a.answerable);
     questions.extend(spread(&unanswerable, a.unanswerable));
 
@@ -211,6 +229,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
         }
         for (i, q) in questions.iter().enumerate() {
             let t = Instant::now();
+            let mut forced = None;
             let (answer, written, evidence, grounded, prefill) =
                 match method {
                     AnswerMethod::Ours => {
@@ -220,6 +239,9 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                             ControlFlow::Continue(())
                         }))?;
                         let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
+                        if a.forced && is_refusal(&written) {
+                            forced = Some(forced_reply(&lm, library, embedder.as_mut(), &q.question, &params)?);
+                        }
                         (r.answer, written, Some(r.evidence), r.grounded, r.prefill_seconds)
                     }
                     AnswerMethod::Recipe => {
@@ -260,6 +282,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                 grounded,
                 seconds: t.elapsed().as_secs_f64(),
                 prefill_seconds: prefill,
+                forced,
             };
             eprintln!(
                 "docmem eval answers: {method:?} {}/{}: {:?} (gold {:?}) {:.1} s",
@@ -358,9 +381,41 @@ fn dump_states(
     Ok(())
 }
 
+/// `--exclude-run`'s `A,U`.
+fn parse_counts(s: &str) -> Result<(usize, usize), String> {
+    let parse = |p: &str| p.trim().parse::<usize>().map_err(|_| format!("'{s}' is not two counts A,U (e.g. 200,200)"));
+    match s.split_once(',') {
+        Some((yes, no)) => Ok((parse(yes)?, parse(no)?)),
+        None => Err(format!("'{s}' is not two counts A,U (e.g. 200,200)")),
+    }
+}
+
+/// `--forced`: the answer to `question` (ours) with the refusal's opening token banned.
+fn forced_reply(
+    lm: &Lm,
+    library: &Library<MemStore>,
+    embedder: &mut dyn docmem_core::Embedder,
+    question: &str,
+    params: &AskParams,
+) -> Result<String, CliError> {
+    let prompt = docmem_runtime::qa::prepare(library, embedder, question, params)?;
+    let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
+    let banned = lm.refusal_opening()?.into_iter().collect();
+    let sampling = docmem_runtime::lm::SamplingParams {
+        max_tokens: params.max_tokens,
+        stop: docmem_runtime::answerer::answer_stops(),
+        first_token_banned: banned,
+        ..Default::default()
+    };
+    let g = docmem_runtime::block_on(lm.generate(docmem_runtime::lm::Prompt::Chat(&messages), &sampling, |_| ControlFlow::Continue(())))?;
+    Ok(g.text.trim().to_string())
+}
+
 /// A greedy reply to one user turn, ended by a blank line as answers are.
 fn reply(lm: &Lm, user_turn: &str, max_tokens: usize) -> Result<docmem_runtime::answerer::Reply, CliError> {
-    Ok(docmem_runtime::block_on(lm.reply(user_turn, max_tokens, &mut |_| ControlFlow::Continue(())))?)
+    // The baselines are the model as it writes: no probe decides for them.
+    let options = docmem_runtime::answerer::ReplyOptions { max_tokens, probe_decides: false };
+    Ok(docmem_runtime::block_on(lm.reply(user_turn, options, &mut |_| ControlFlow::Continue(())))?)
 }
 
 /// The library `docmem ingest --chunker sentence` makes of the articles, in memory.

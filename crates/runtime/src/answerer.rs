@@ -35,6 +35,30 @@ pub struct Reply {
     pub probabilities: Option<ReplyProbabilities>,
 }
 
+/// How to write one reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplyOptions {
+    /// Most reply tokens.
+    pub max_tokens: usize,
+    /// Whether a local answerer's answerability probe ([`crate::probe`]) decides before
+    /// the reply is written, once the prompt is read: where it reads the passages as not
+    /// answering, nothing is written ([`Finish::Withheld`]; the check would refuse any
+    /// reply, so the user does not watch one being written only to see it replaced, and
+    /// the decoding is saved). Off, the model writes as it will: a calibration run, an ask
+    /// with the check off. (Letting a wide margin overrule the model's own refusal, its
+    /// opening token banned, was measured on dev questions the probe was not fitted on:
+    /// the answers it drew out were mostly wrong, F1 unchanged, and more unanswerable
+    /// questions got answers; so the model's own refusals stand.)
+    pub probe_decides: bool,
+}
+
+impl ReplyOptions {
+    /// At most `max_tokens`, the probe deciding.
+    pub fn new(max_tokens: usize) -> Self {
+        ReplyOptions { max_tokens, probe_decides: true }
+    }
+}
+
 /// What a local answerer thought of its reply, scored after the same prefilled prompt.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReplyProbabilities {
@@ -93,12 +117,12 @@ pub fn answer_stops() -> Vec<String> {
 
 /// Writes the greedy reply to one user turn (see the module docs).
 pub trait Answerer {
-    /// The reply to `user_turn`, at most `max_tokens` long, its text streamed to `on_text`
-    /// as it is written; `on_text` returning `Break` stops it ([`Finish::Cancelled`]).
+    /// The reply to `user_turn`, as `options` say, its text streamed to `on_text` as it is
+    /// written; `on_text` returning `Break` stops it ([`Finish::Cancelled`]).
     fn reply<'a>(
         &'a self,
         user_turn: &'a str,
-        max_tokens: usize,
+        options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
     ) -> LocalBoxFuture<'a, Result<Reply, LmError>>;
 
@@ -122,20 +146,31 @@ impl<B: Backend> Answerer for Lm<B> {
     fn reply<'a>(
         &'a self,
         user_turn: &'a str,
-        max_tokens: usize,
+        options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
     ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
         boxed(async move {
             let messages = [ChatMessage::new("user", user_turn)];
-            let sampling = SamplingParams { max_tokens, stop: answer_stops(), ..SamplingParams::default() };
+            let sampling = SamplingParams { max_tokens: options.max_tokens, stop: answer_stops(), ..SamplingParams::default() };
             // The prompt runs once (less the start it shares with the kept one); the reply
             // and the refusal are both scored after it.
             let start = crate::lm::now_seconds();
-            let probe = crate::probe::for_model(self.config());
+            let fitted = crate::probe::for_model(self.config());
             let (prefix, reused_tokens, state) =
-                self.prefill_reusing_state(self.prompt_tokens(Prompt::Chat(&messages))?, probe.map(|p| p.layer)).await?;
-            let probe = probe.zip(state).map(|(p, state)| p.margin(&state));
+                self.prefill_reusing_state(self.prompt_tokens(Prompt::Chat(&messages))?, fitted.map(|p| p.layer)).await?;
+            let probe = fitted.zip(state).map(|(p, state)| p.margin(&state));
             let prefill_seconds = crate::lm::now_seconds() - start;
+            if options.probe_decides && probe.is_some_and(|margin| margin < 0.0) {
+                let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
+                return Ok(Reply {
+                    text: String::new(),
+                    finish: Finish::Withheld,
+                    prefill_seconds,
+                    decode_seconds: 0.0,
+                    reused_tokens,
+                    probabilities: Some(ReplyProbabilities { refusal, reply: 0.0, verified: None, probe }),
+                });
+            }
             let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
             let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.config()) {
                 None
@@ -177,6 +212,12 @@ impl<B: Backend> Answerer for Lm<B> {
 }
 
 impl<B: Backend> Lm<B> {
+    /// The token a reply opens with when it is the refusal ([`REFUSAL`]'s first token, as
+    /// it stands at the start of the assistant's turn); `None` when it encodes to nothing.
+    pub fn refusal_opening(&self) -> Result<Option<u32>, LmError> {
+        Ok(self.tokenizer.encode(REFUSAL)?.first().copied())
+    }
+
     /// The answerer's "Yes" against its "No" to [`VERIFY`], asked after `reply` in the
     /// conversation whose prompt `prefix` holds; `None` when the rendered conversation does
     /// not begin with the prompt's tokens (its cache could not be reused) or the model has

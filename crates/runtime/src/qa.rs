@@ -27,7 +27,7 @@ use docmem_core::text::detect_language;
 use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
 use serde::Serialize;
 
-use crate::answerer::Answerer;
+use crate::answerer::{Answerer, ReplyOptions};
 use crate::lm::{Finish, LmError};
 
 /// Why a question could not be answered.
@@ -387,7 +387,8 @@ pub async fn answer(
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, QaError> {
     let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, check_answerability } = prompt;
-    let g = answerer.reply(&user_turn, max_tokens, &mut on_text).await?;
+    let options = ReplyOptions { max_tokens, probe_decides: check_answerability };
+    let g = answerer.reply(&user_turn, options, &mut on_text).await?;
     let written = g.text.trim().to_string();
     let texts: Vec<&str> = sources.iter().map(|s| s.text.as_str()).collect();
     let evidence = Evidence {
@@ -480,7 +481,7 @@ mod tests {
         fn reply<'a>(
             &'a self,
             _user_turn: &'a str,
-            _max_tokens: usize,
+            _options: ReplyOptions,
             on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
         ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
             boxed(async move {
@@ -562,6 +563,54 @@ mod tests {
         // With the check off the same answer stands.
         let a = ask_with(&Scripted { text: "Johannes Gutenberg of Mainz [2]", probabilities: unsure }, false);
         assert!(!a.not_in_documents && a.grounded.is_none());
+    }
+
+    /// A local answerer whose probe reads every prompt as not answered.
+    struct Withholding;
+
+    impl Answerer for Withholding {
+        fn reply<'a>(
+            &'a self,
+            _user_turn: &'a str,
+            options: ReplyOptions,
+            on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
+        ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
+            boxed(async move {
+                let probabilities = Some(ReplyProbabilities { refusal: -2.0, reply: -0.1, verified: None, probe: Some(-1.5) });
+                let (text, finish) = if options.probe_decides { ("", Finish::Withheld) } else { ("William Caxton [1]", Finish::EndOfText) };
+                if !text.is_empty() {
+                    let _ = on_text(text);
+                }
+                let reply = Reply { text: text.into(), finish, prefill_seconds: 0.0, decode_seconds: 0.0, reused_tokens: 0, probabilities };
+                Ok(reply)
+            })
+        }
+    }
+
+    #[test]
+    fn a_reply_the_probe_withheld_is_the_refusal_and_the_check_off_lets_the_model_write() {
+        let (lib, mut e) = library();
+        let ask_checked = |check: bool, e: &mut HashingEmbedder| {
+            let params = AskParams { k: 3, check_answerability: check, ..AskParams::default() };
+            let mut streamed = String::new();
+            let a = crate::block_on(ask(&lib, e, &Withholding, "Who set up a press at Westminster?", &params, |t| {
+                streamed.push_str(t);
+                ControlFlow::Continue(())
+            }))
+            .unwrap();
+            (a, streamed)
+        };
+        let (a, streamed) = ask_checked(true, &mut e);
+        assert_eq!(
+            (a.answer.as_str(), a.not_in_documents, a.draft.as_deref(), a.finish),
+            ("Not in the documents.", true, None, Finish::Withheld)
+        );
+        assert!(streamed.is_empty() && a.cited.is_empty() && a.grounded.unwrap() < 0.5, "{a:?}");
+        assert_eq!(a.evidence.probe, Some(-1.5));
+
+        // With the check off the probe decides nothing and the reply stands as written.
+        let (a, streamed) = ask_checked(false, &mut e);
+        assert_eq!((a.answer.as_str(), streamed.as_str(), a.not_in_documents), ("William Caxton [1]", "William Caxton [1]", false));
     }
 
     #[test]

@@ -8,16 +8,16 @@ mod common;
 use std::ops::ControlFlow;
 
 use common::model;
-use docmem_runtime::answerer::{Answerer, REFUSAL, VERIFY};
+use docmem_runtime::answerer::{Answerer, ReplyOptions, REFUSAL, VERIFY};
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{log_prob, Lm, LoadOptions, Prompt};
+use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, Prompt};
 
 #[test]
 fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversation() {
     docmem_runtime::answerer::measure_verification(true);
     let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
     let turn = "Answer from the passage.\n\n[1] Printing\nText: William Caxton set up a printing press at Westminster in 1476.\n\nQuestion: Who set up a press at Westminster?";
-    let reply = docmem_runtime::block_on(lm.reply(turn, 16, &mut |_| ControlFlow::Continue(()))).unwrap();
+    let reply = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(16), &mut |_| ControlFlow::Continue(()))).unwrap();
     // The rule was fitted on the 1.5B's answers: SmolLM2's are not judged, nor measured.
     assert!(!docmem_runtime::answerer::calibrated_for(lm.config()) && reply.probabilities.is_none());
     let question = ChatMessage::new("user", turn);
@@ -79,7 +79,23 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
     .unwrap();
     let probe = docmem_runtime::probe::for_model(lm.config()).expect("the 1.5B's shape has a probe");
     let turn = "Question: who?";
-    let reply = docmem_runtime::block_on(lm.reply(turn, 2, &mut |_| ControlFlow::Continue(()))).unwrap();
+    let free = ReplyOptions { max_tokens: 2, probe_decides: false };
+    let reply = docmem_runtime::block_on(lm.reply(turn, free, &mut |_| ControlFlow::Continue(()))).unwrap();
     let state = lm.prompt_states(Prompt::Chat(&[ChatMessage::new("user", turn)]), &[probe.layer]).unwrap().remove(0);
-    assert_eq!(reply.probabilities.expect("the 1.5B's shape is judged").probe, Some(probe.margin(&state)));
+    let margin = probe.margin(&state);
+    assert_eq!(reply.probabilities.expect("the 1.5B's shape is judged").probe, Some(margin));
+    assert!(!reply.text.is_empty() && reply.finish != Finish::Withheld, "the probe decides nothing unless asked");
+
+    // Asked to decide, the probe withholds the reply when it reads the prompt as not
+    // answered, and otherwise lets it be written.
+    // (The prompt is kept from the first reply, so its last token alone is run again: the
+    // same state to within the batch's summation order.)
+    let decided = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(2), &mut |_| ControlFlow::Continue(()))).unwrap();
+    let reading = decided.probabilities.unwrap().probe.expect("the probe read the state");
+    assert!((reading - margin).abs() <= 0.05 * margin.abs() + 1e-3, "{reading} against {margin}");
+    if reading < 0.0 {
+        assert_eq!((decided.text.as_str(), decided.finish), ("", Finish::Withheld));
+    } else {
+        assert!(!decided.text.is_empty() && decided.finish != Finish::Withheld);
+    }
 }

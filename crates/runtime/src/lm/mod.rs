@@ -310,6 +310,9 @@ pub enum Finish {
     Cancelled,
     /// The context window is full.
     ContextFull,
+    /// Nothing was written: the answerer's probe read the prompt as one the passages do
+    /// not answer ([`crate::answerer::ReplyOptions::probe_decides`]).
+    Withheld,
 }
 
 /// A finished generation.

@@ -26,6 +26,9 @@ pub struct SamplingParams {
     pub max_tokens: usize,
     /// Stop when the output ends with one of these (not included in the output).
     pub stop: Vec<String>,
+    /// Tokens the first pick may not be (an answerer that must not open with its refusal;
+    /// later picks are free).
+    pub first_token_banned: Vec<u32>,
 }
 
 impl SamplingParams {
@@ -52,6 +55,7 @@ impl Default for SamplingParams {
             seed: 0,
             max_tokens: 256,
             stop: Vec::new(),
+            first_token_banned: Vec::new(),
         }
     }
 }
@@ -64,6 +68,8 @@ const NUCLEUS_HEAD: usize = 256;
 pub struct Sampler {
     params: SamplingParams,
     rng: SmallRng,
+    /// Whether a token was picked yet ([`SamplingParams::first_token_banned`] holds until then).
+    picked: bool,
 }
 
 /// Index of the largest value (the first on ties).
@@ -81,7 +87,18 @@ impl Sampler {
     /// A sampler for `params`.
     pub fn new(params: SamplingParams) -> Self {
         let rng = SmallRng::seed_from_u64(params.seed);
-        Sampler { params, rng }
+        Sampler { params, rng, picked: false }
+    }
+
+    /// Before the first pick: the banned tokens out of the running.
+    fn ban_first(&mut self, logits: &mut [f32]) {
+        if !core::mem::replace(&mut self.picked, true) {
+            for &banned in &self.params.first_token_banned {
+                if let Some(l) = logits.get_mut(banned as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
     }
 
     /// The parameters.
@@ -91,6 +108,7 @@ impl Sampler {
 
     /// Pick the next token given the logits and the tokens so far.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        self.ban_first(logits);
         self.penalize(logits, history);
         match choose(&self.params, logits) {
             Dist::Token(t) => t,
@@ -105,6 +123,8 @@ impl Sampler {
     /// difference: a row with no finite logit, where `sample` falls back to argmax without
     /// drawing, still uses up this draw's number.)
     pub fn device_draw(&mut self, history: &[u32]) -> DeviceDraw {
+        // Every generation path picks its first token on the host, where the ban applies.
+        self.picked = true;
         let p = &self.params;
         let greedy = p.temperature <= 0.0 || !p.temperature.is_finite();
         DeviceDraw {
@@ -134,6 +154,7 @@ impl Sampler {
     /// for a draft distribution that puts all its mass on one token, so the token returned
     /// is distributed exactly as [`sample`](Self::sample)'s.
     pub fn sample_with_draft(&mut self, logits: &mut [f32], history: &[u32], draft: u32) -> u32 {
+        self.ban_first(logits);
         self.penalize(logits, history);
         match choose(&self.params, logits) {
             Dist::Token(t) => t,
@@ -354,6 +375,15 @@ mod tests {
         assert!(!SamplingParams { repetition_penalty: 1.1, ..d.clone() }.is_plain_greedy());
         assert!(!SamplingParams { temperature: 0.7, ..d.clone() }.is_plain_greedy());
         assert!(SamplingParams { temperature: f32::NAN, ..d }.is_plain_greedy(), "a temperature that is not finite is greedy");
+    }
+
+    #[test]
+    fn a_banned_first_token_is_passed_over_once() {
+        let params = SamplingParams { first_token_banned: vec![2, 9], ..SamplingParams::default() };
+        let mut s = Sampler::new(params);
+        let logits = [0.0, 1.0, 5.0, 3.0];
+        assert_eq!(s.sample(&mut logits.clone(), &[]), 3, "the best token is banned first, the next best is picked");
+        assert_eq!(s.sample(&mut logits.clone(), &[]), 2, "later picks are free");
     }
 
     #[test]

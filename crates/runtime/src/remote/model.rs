@@ -31,7 +31,7 @@ use docmem_core::{ScoreError, Scorer};
 use super::api::{self, FinishReason, Sampling, StreamEvent};
 use super::sse::SseDecoder;
 use super::{RemoteError, Transport};
-use crate::answerer::{Answerer, Reply};
+use crate::answerer::{Answerer, Reply, ReplyOptions};
 use crate::lm::{Finish, LmError};
 
 /// The context window assumed for a hosted model when none is given: 8,192 tokens, what
@@ -391,10 +391,10 @@ impl<T: Transport> Answerer for RemoteModel<T> {
     fn reply<'a>(
         &'a self,
         user_turn: &'a str,
-        max_tokens: usize,
+        options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
     ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
-        boxed(async move { self.chat_streaming(user_turn, &greedy(max_tokens), on_text).await.map_err(LmError::Remote) })
+        boxed(async move { self.chat_streaming(user_turn, &greedy(options.max_tokens), on_text).await.map_err(LmError::Remote) })
     }
 }
 
