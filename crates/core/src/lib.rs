@@ -45,6 +45,7 @@ pub mod embed_ahead;
 pub mod error_code;
 pub mod eval;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzz_harness;
 pub mod html;
 pub mod index;

@@ -8,7 +8,8 @@
 //! Here so far: the byte sources models are read through ([`source`]); GGUF files
 //! ([`gguf`], [`quant`]) and Hugging Face safetensors checkpoints ([`safetensors`],
 //! [`model::hf`], quantized on load); tokenizers and chat templates ([`tokenizer`],
-//! [`chat`]); the llama/qwen2 decoders on the CPU ([`cpu`], [`model`]) behind the [`lm`]
+//! [`chat`]); each architecture's forward pass written once over a backend's operations
+//! (`arch`); the llama/qwen2 decoders on the CPU ([`cpu`], [`model`]) behind the [`lm`]
 //! API; BERT-family sentence embedders on the same kernels ([`embed`]); and the hashing
 //! embedder used when no embedding model is present; the WebGPU backend ([`gpu`]); and hosted
 //! models through an OpenAI-compatible API ([`remote`]: the edge worker), in every role,
@@ -29,10 +30,12 @@
 #![warn(clippy::missing_safety_doc, clippy::undocumented_unsafe_blocks)]
 
 pub mod answerer;
+pub(crate) mod arch;
 pub mod chat;
 pub mod cpu;
 pub mod embed;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzz_harness;
 pub mod gguf;
 #[cfg(feature = "gpu")]

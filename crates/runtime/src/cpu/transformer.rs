@@ -1,9 +1,7 @@
-//! The decoder forward pass on the CPU (llama and qwen2).
-//!
-//! Per block: RMSNorm → Q/K/V (one threaded pass over the three matrices; qwen2 adds
-//! biases) → RoPE → append K/V to the cache → causal attention with grouped KV heads →
-//! output projection, residual → RMSNorm → SwiGLU (gate and up in one pass) → down,
-//! residual. Then the final norm and the LM head for the positions asked for.
+//! The decoder forward pass on the CPU (llama and qwen2): the blocks are the shared
+//! schedule (`arch::decoder`) over this backend's operations (`CpuPass`: Q/K/V
+//! in one threaded pass over the three matrices, gate and up in another, causal attention
+//! with grouped KV heads); then the final norm and the LM head for the positions asked for.
 //!
 //! Numerics follow llama.cpp's CPU path so that greedy outputs agree token for token: the
 //! K/V cache, the query in `Q·K`, and the attention weights in `P·V` are rounded to half
@@ -18,10 +16,12 @@ use super::attention::{attend, rope, Head, Scratch};
 use super::dot::Batch;
 use super::ggml_order::{dot_f16, Order};
 use super::mathfn::swiglu;
+use super::matmul::QMatrix;
 use super::matmul::{matmul_as, matmul_many_as, Activations};
 use super::threads::Threads;
+use crate::arch::decoder::{run_blocks, Act, DecoderOps};
 use crate::lm::Logits;
-use crate::model::{ModelConfig, Weights};
+use crate::model::{Block, ModelConfig, Weights};
 
 /// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
 #[derive(Clone, Debug)]
@@ -152,7 +152,7 @@ impl CpuTransformer {
         batch: Batch,
         order: Order,
         logits_from: usize,
-        mut states: Option<(&[usize], &mut Vec<Vec<f32>>)>,
+        states: Option<(&[usize], &mut Vec<Vec<f32>>)>,
     ) -> Vec<f32> {
         let cfg = &self.cfg;
         let e = cfg.n_embd;
@@ -173,71 +173,20 @@ impl CpuTransformer {
             self.weights.token_embd.row_f32((tok as usize).min(cfg.vocab - 1), &mut row);
             x[t * e..(t + 1) * e].copy_from_slice(&row);
         }
-        let kvw = cfg.kv_width();
-        let mut acts = Activations::default();
-        let mut h = vec![0f32; t_n * e];
-        let (mut q, mut k, mut v) = (vec![0f32; t_n * e], vec![0f32; t_n * kvw], vec![0f32; t_n * kvw]);
-        let mut attn = vec![0f32; t_n * e];
-        let mut o = vec![0f32; t_n * e];
-        let (mut gate, mut up) = (vec![0f32; t_n * cfg.n_ff], vec![0f32; t_n * cfg.n_ff]);
-        for (l, w) in self.weights.layers.iter().enumerate() {
-            rms_norm(&x, &w.attn_norm, cfg.rms_eps, &mut h);
-            trace("attn_norm", l, &h);
-            acts.set(&h, e);
-            matmul_many_as(&self.threads, &mut acts, &mut [(&w.wq, &mut q[..]), (&w.wk, &mut k[..]), (&w.wv, &mut v[..])], batch);
-            for (buf, bias) in [(&mut q, &w.bq), (&mut k, &w.bk), (&mut v, &w.bv)] {
-                if let Some(b) = bias {
-                    for r in buf.chunks_exact_mut(b.len()) {
-                        r.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                    }
-                }
-            }
-            for (t, &p) in pos.iter().enumerate() {
-                rope(&mut q[t * e..(t + 1) * e], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.theta_scale);
-                rope(&mut k[t * kvw..(t + 1) * kvw], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.theta_scale);
-            }
-            let mut r0 = 0;
-            for (cache, tokens) in seqs.iter_mut() {
-                let rows = r0 * kvw..(r0 + tokens.len()) * kvw;
-                for (c, new) in [(&mut cache.k[l], &k[rows.clone()]), (&mut cache.v[l], &v[rows.clone()])] {
-                    let start = c.len();
-                    c.extend_from_slice(new);
-                    super::f16_round_all(&mut c[start..]);
-                }
-                r0 += tokens.len();
-            }
-            trace("Qcur", l, &q);
-            trace("Kcur", l, &k);
-            trace("Vcur", l, &v);
-            let kv: Vec<(&[f32], &[f32])> = seqs.iter().map(|(c, _)| (&c.k[l][..], &c.v[l][..])).collect();
-            self.attention(l, &q, &kv, (&row_seq, &pos), order, &mut attn);
-            trace("kqv_out", l, &attn);
-            acts.set(&attn, e);
-            matmul_as(&self.threads, &mut acts, &w.wo, &mut o, batch);
-            trace("attn_out", l, &o);
-            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-
-            rms_norm(&x, &w.ffn_norm, cfg.rms_eps, &mut h);
-            acts.set(&h, e);
-            matmul_many_as(&self.threads, &mut acts, &mut [(&w.w_gate, &mut gate[..]), (&w.w_up, &mut up[..])], batch);
-            trace("ffn_norm", l, &h);
-            trace("ffn_gate", l, &gate);
-            trace("ffn_up", l, &up);
-            swiglu(&mut gate, &up);
-            trace("ffn_swiglu", l, &gate);
-            acts.set(&gate, cfg.n_ff);
-            matmul_as(&self.threads, &mut acts, &w.w_down, &mut o, batch);
-            x.iter_mut().zip(&o).for_each(|(a, b)| *a += b);
-            trace("l_out", l, &x);
-            if let Some((layers, out)) = states.as_mut() {
-                for (i, _) in layers.iter().enumerate().filter(|(_, &want)| want == l) {
-                    out[i] = x[(t_n - 1) * e..].to_vec();
-                }
-            }
-        }
+        let width = |act: Act| match act {
+            Act::K | Act::V => cfg.kv_width(),
+            Act::Gate | Act::Up => cfg.n_ff,
+            _ => e,
+        };
+        let mut bufs = Act::ALL.map(|act| vec![0f32; t_n * width(act)]);
+        bufs[Act::Residual.index()] = x;
+        let mut pass = CpuPass { model: self, seqs, row_seq, pos, batch, order, acts: Activations::default(), bufs, states };
+        let Ok(()) = run_blocks(&mut pass, self.weights.layers.iter().map(Block::schedule_weights));
+        let CpuPass { seqs, mut acts, bufs, .. } = pass;
         for (cache, tokens) in seqs.iter_mut() {
             cache.len += tokens.len();
         }
+        let x = &bufs[Act::Residual.index()];
         let first = logits_from.min(t_n - 1);
         let rows = &x[first * e..];
         let mut normed = vec![0f32; rows.len()];
@@ -305,6 +254,126 @@ impl CpuTransformer {
         if let Some(buf) = dump {
             trace("kq_soft_max", layer, &buf.into_inner().unwrap_or_else(|e| e.into_inner()));
         }
+    }
+}
+
+/// One forward pass's state on the CPU: the decoder schedule's operations
+/// ([`DecoderOps`]) on buffers indexed by [`Act`], with llama.cpp's numerics inside each.
+struct CpuPass<'p, 'c, 't> {
+    model: &'p CpuTransformer,
+    seqs: &'p mut [(&'c mut KvCache, &'t [u32])],
+    /// Each row's sequence and position.
+    row_seq: Vec<usize>,
+    pos: Vec<usize>,
+    batch: Batch,
+    order: Order,
+    acts: Activations,
+    bufs: [Vec<f32>; 9],
+    states: Option<(&'p [usize], &'p mut Vec<Vec<f32>>)>,
+}
+
+impl CpuPass<'_, '_, '_> {
+    /// Take a buffer out (to write it while others are read); [`CpuPass::put`] returns it.
+    fn take(&mut self, act: Act) -> Vec<f32> {
+        std::mem::take(&mut self.bufs[act.index()])
+    }
+
+    fn put(&mut self, act: Act, buf: Vec<f32>) {
+        self.bufs[act.index()] = buf;
+    }
+
+    fn rows(&self) -> usize {
+        self.pos.len()
+    }
+}
+
+impl DecoderOps for CpuPass<'_, '_, '_> {
+    type Matrix = QMatrix;
+    type Vector = [f32];
+    type Error = std::convert::Infallible;
+
+    fn rms_norm(&mut self, x: Act, weight: &[f32], out: Act) -> Result<(), Self::Error> {
+        let mut o = self.take(out);
+        rms_norm(&self.bufs[x.index()], weight, self.model.cfg.rms_eps, &mut o);
+        self.put(out, o);
+        Ok(())
+    }
+
+    fn products(&mut self, input: Act, jobs: &[(&QMatrix, Act)]) -> Result<(), Self::Error> {
+        let x = &self.bufs[input.index()];
+        self.acts.set(x, x.len() / self.rows());
+        let mut outs: Vec<Vec<f32>> = jobs.iter().map(|&(_, out)| self.take(out)).collect();
+        let mut list: Vec<(&QMatrix, &mut [f32])> = jobs.iter().zip(outs.iter_mut()).map(|(&(w, _), o)| (w, &mut o[..])).collect();
+        matmul_many_as(&self.model.threads, &mut self.acts, &mut list, self.batch);
+        for (&(_, out), o) in jobs.iter().zip(outs) {
+            self.put(out, o);
+        }
+        Ok(())
+    }
+
+    fn add_bias(&mut self, to: Act, bias: &[f32]) -> Result<(), Self::Error> {
+        for r in self.bufs[to.index()].chunks_exact_mut(bias.len()) {
+            r.iter_mut().zip(bias).for_each(|(a, b)| *a += b);
+        }
+        Ok(())
+    }
+
+    fn rope(&mut self, rows: Act) -> Result<(), Self::Error> {
+        let cfg = &self.model.cfg;
+        let buf = &mut self.bufs[rows.index()];
+        let w = buf.len() / self.pos.len();
+        for (t, &p) in self.pos.iter().enumerate() {
+            rope(&mut buf[t * w..(t + 1) * w], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.model.theta_scale);
+        }
+        Ok(())
+    }
+
+    fn attend(&mut self, layer: usize) -> Result<(), Self::Error> {
+        let kvw = self.model.cfg.kv_width();
+        let (k, v) = (&self.bufs[Act::K.index()], &self.bufs[Act::V.index()]);
+        let mut r0 = 0;
+        for (cache, tokens) in self.seqs.iter_mut() {
+            let rows = r0 * kvw..(r0 + tokens.len()) * kvw;
+            for (c, new) in [(&mut cache.k[layer], &k[rows.clone()]), (&mut cache.v[layer], &v[rows.clone()])] {
+                let start = c.len();
+                c.extend_from_slice(new);
+                super::f16_round_all(&mut c[start..]);
+            }
+            r0 += tokens.len();
+        }
+        let mut attn = self.take(Act::Attention);
+        let kv: Vec<(&[f32], &[f32])> = self.seqs.iter().map(|(c, _)| (&c.k[layer][..], &c.v[layer][..])).collect();
+        self.model.attention(layer, &self.bufs[Act::Q.index()], &kv, (&self.row_seq, &self.pos), self.order, &mut attn);
+        self.put(Act::Attention, attn);
+        Ok(())
+    }
+
+    fn add(&mut self, to: Act, from: Act) -> Result<(), Self::Error> {
+        let mut t = self.take(to);
+        t.iter_mut().zip(&self.bufs[from.index()]).for_each(|(a, b)| *a += b);
+        self.put(to, t);
+        Ok(())
+    }
+
+    fn swiglu(&mut self) -> Result<(), Self::Error> {
+        let mut gate = self.take(Act::Gate);
+        swiglu(&mut gate, &self.bufs[Act::Up.index()]);
+        self.put(Act::Gate, gate);
+        Ok(())
+    }
+
+    fn block_done(&mut self, layer: usize) -> Result<(), Self::Error> {
+        if let Some((layers, out)) = self.states.as_mut() {
+            let (x, e) = (&self.bufs[Act::Residual.index()], self.model.cfg.n_embd);
+            for (i, _) in layers.iter().enumerate().filter(|(_, &want)| want == layer) {
+                out[i] = x[x.len() - e..].to_vec();
+            }
+        }
+        Ok(())
+    }
+
+    fn trace(&mut self, stage: &str, layer: usize, act: Act) {
+        trace(stage, layer, &self.bufs[act.index()]);
     }
 }
 

@@ -21,6 +21,7 @@
 
 use super::config::{BertShape, Pooling};
 use super::error::EmbedderError;
+use crate::arch::bert::{run_layers, EncAct, EncoderOps};
 use crate::cpu::encoder_ops::{attend, layer_norm};
 use crate::cpu::gemm::{gemm, Epilogue, PanelMatrix, PanelType};
 use crate::cpu::matmul::QMatrix;
@@ -248,47 +249,14 @@ impl Encoder {
         let h = self.shape.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();
         let starts: Vec<usize> = seqs.iter().scan(0, |s, q| Some(std::mem::replace(s, *s + q.len()))).collect();
-        let mut x = token_inputs(&self.word, &self.position, &self.shape, seqs, &starts);
-        par_rows(threads, &mut x, h, |_, rows| layer_norm(rows, &self.embed_norm.gamma, &self.embed_norm.beta, self.eps()));
-
-        let (heads, d) = (self.shape.heads, h / self.shape.heads);
-        let scale = 1.0 / (d as f32).sqrt();
-        let (mut qkv, mut ctx, mut tmp, mut inner) = (Vec::new(), vec![0f32; total * h], Vec::new(), Vec::new());
-        for layer in &self.layers {
-            layer.qkv.forward(threads, &x, Epilogue::None, &mut qkv);
-            let ctx_ptr = SharedMut(ctx.as_mut_ptr());
-            let qkv = &qkv;
-            threads.for_each(seqs.len() * heads, |task| {
-                let (s, head) = (task / heads, task % heads);
-                let (start, len) = (starts[s], seqs[s].len());
-                if len == 0 {
-                    return;
-                }
-                let base = start * 3 * h + head * d;
-                let (q, k, v) = (&qkv[base..], &qkv[base + h..], &qkv[base + 2 * h..]);
-                // Each worker thread keeps its attention buffers from task to task (they
-                // were allocated and zeroed per task: 2–3% of the time in `memset`).
-                ATTENTION_SCRATCH.with_borrow_mut(|(scratch, out)| {
-                    out.resize(len * d, 0.0);
-                    attend(q, k, v, 3 * h, (len, d), scale, &mut out[..len * d], d, scratch);
-                    for (i, o) in out[..len * d].chunks_exact(d).enumerate() {
-                        // SAFETY: this task alone writes row start+i, columns
-                        // head·d..(head+1)·d of `ctx` (one sequence, one head): inside it, as
-                        // start + i < total, `ctx` holds total × h values and
-                        // heads · d ≤ h; `o` holds d values and does not overlap `ctx`.
-                        unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), ctx_ptr.get().add((start + i) * h + head * d), d) };
-                    }
-                });
-            });
-            layer.attn_out.forward(threads, &ctx, Epilogue::None, &mut tmp);
-            add_norm(threads, &mut tmp, &x, &layer.attn_norm, self.eps());
-            std::mem::swap(&mut x, &mut tmp);
-            layer.up.forward(threads, &x, Epilogue::Gelu, &mut inner);
-            layer.down.forward(threads, &inner, Epilogue::None, &mut tmp);
-            add_norm(threads, &mut tmp, &x, &layer.out_norm, self.eps());
-            std::mem::swap(&mut x, &mut tmp);
-        }
-
+        let x = token_inputs(&self.word, &self.position, &self.shape, seqs, &starts);
+        // The linear layers size their outputs; attention writes into a zeroed context.
+        let mut bufs: [Vec<f32>; 5] = Default::default();
+        bufs[EncAct::Hidden.index()] = x;
+        bufs[EncAct::Context.index()] = vec![0f32; total * h];
+        let mut pass = CpuEncoderPass { encoder: self, threads, seqs, starts: &starts, bufs };
+        let Ok(()) = run_layers(&mut pass, &self.embed_norm, &self.layers);
+        let x = &pass.bufs[EncAct::Hidden.index()];
         seqs.iter()
             .zip(&starts)
             .map(|(seq, &start)| {
@@ -344,6 +312,84 @@ pub(crate) fn pool(rows: &[f32], h: usize, pooling: Pooling) -> Vec<f32> {
             }
             m
         }
+    }
+}
+
+/// One forward pass on the CPU: the encoder schedule's operations ([`EncoderOps`]) on
+/// buffers indexed by [`EncAct`].
+struct CpuEncoderPass<'p> {
+    encoder: &'p Encoder,
+    threads: &'p Threads,
+    seqs: &'p [Vec<u32>],
+    /// Each sequence's first row.
+    starts: &'p [usize],
+    bufs: [Vec<f32>; 5],
+}
+
+impl CpuEncoderPass<'_> {
+    fn take(&mut self, act: EncAct) -> Vec<f32> {
+        std::mem::take(&mut self.bufs[act.index()])
+    }
+}
+
+impl EncoderOps for CpuEncoderPass<'_> {
+    type Linear = Linear;
+    type Norm = Norm;
+    type Error = std::convert::Infallible;
+
+    fn norm(&mut self, x: EncAct, norm: &Norm) -> Result<(), Self::Error> {
+        let eps = self.encoder.eps();
+        par_rows(self.threads, &mut self.bufs[x.index()], norm.gamma.len(), |_, rows| layer_norm(rows, &norm.gamma, &norm.beta, eps));
+        Ok(())
+    }
+
+    fn linear(&mut self, x: EncAct, w: &Linear, out: EncAct, gelu: bool) -> Result<(), Self::Error> {
+        let mut o = self.take(out);
+        w.forward(self.threads, &self.bufs[x.index()], if gelu { Epilogue::Gelu } else { Epilogue::None }, &mut o);
+        self.bufs[out.index()] = o;
+        Ok(())
+    }
+
+    fn attend(&mut self) -> Result<(), Self::Error> {
+        let shape = &self.encoder.shape;
+        let (h, heads) = (shape.hidden, shape.heads);
+        let d = h / heads;
+        let scale = 1.0 / (d as f32).sqrt();
+        let (seqs, starts) = (self.seqs, self.starts);
+        let mut ctx = self.take(EncAct::Context);
+        let ctx_ptr = SharedMut(ctx.as_mut_ptr());
+        let qkv = &self.bufs[EncAct::Qkv.index()];
+        self.threads.for_each(seqs.len() * heads, |task| {
+            let (s, head) = (task / heads, task % heads);
+            let (start, len) = (starts[s], seqs[s].len());
+            if len == 0 {
+                return;
+            }
+            let base = start * 3 * h + head * d;
+            let (q, k, v) = (&qkv[base..], &qkv[base + h..], &qkv[base + 2 * h..]);
+            // Each worker thread keeps its attention buffers from task to task (they
+            // were allocated and zeroed per task: 2–3% of the time in `memset`).
+            ATTENTION_SCRATCH.with_borrow_mut(|(scratch, out)| {
+                out.resize(len * d, 0.0);
+                attend(q, k, v, 3 * h, (len, d), scale, &mut out[..len * d], d, scratch);
+                for (i, o) in out[..len * d].chunks_exact(d).enumerate() {
+                    // SAFETY: this task alone writes row start+i, columns
+                    // head·d..(head+1)·d of `ctx` (one sequence, one head): inside it, as
+                    // start + i < total, `ctx` holds total × h values and
+                    // heads · d ≤ h; `o` holds d values and does not overlap `ctx`.
+                    unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), ctx_ptr.get().add((start + i) * h + head * d), d) };
+                }
+            });
+        });
+        self.bufs[EncAct::Context.index()] = ctx;
+        Ok(())
+    }
+
+    fn add_norm(&mut self, to: EncAct, residual: EncAct, norm: &Norm) -> Result<(), Self::Error> {
+        let mut y = self.take(to);
+        add_norm(self.threads, &mut y, &self.bufs[residual.index()], norm, self.encoder.eps());
+        self.bufs[to.index()] = y;
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@
 //! within the file. Tensor bytes are read later, one tensor at a time.
 
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod types;
 pub mod writer;

@@ -2,11 +2,10 @@
 //! [`Gpu`] clone is the same device), so a page that reads and answers on the GPU embeds
 //! there too instead of holding a second runtime's weights on the CPU.
 //!
-//! The arithmetic is the CPU encoder's ([`crate::embed::encoder`]) step by step: word +
-//! position (+ token type 0) embeddings, LayerNorm; per layer `LN(x + Wo·attn(x) + bo)`,
-//! then `LN(x + W2·gelu(W1·x + b1) + b2)`; the pooling and the L2 normalisation stay on
-//! the CPU (a read-back of `tokens × hidden` floats). Sequences are packed end to end as
-//! on the CPU, so the linear layers run once over every token of a batch and attention
+//! The layers are the shared encoder schedule (`arch::bert`), here over kernels
+//! (`GpuEncoderPass`) as the CPU encoder runs it over its GEMM; the embeddings are looked
+//! up on the CPU, and the pooling and the L2 normalisation stay there (a read-back of
+//! `tokens × hidden` floats). Sequences are packed end to end as on the CPU, so the linear layers run once over every token of a batch and attention
 //! runs per sequence (`encoder_attention.wgsl`): no padding, no mask. The weights are f32
 //! (`matvec_f32.wgsl`, tiled over tokens), as checkpoints ship them; the word table stays
 //! in host memory, f32 like the rest (a row per token is read, so uploading 30,522 rows
@@ -18,6 +17,8 @@
 use super::buffers::{GpuMatrix, GpuVector};
 use super::device::{Gpu, GpuError};
 use super::kernels::{Kernels, ENCODER_MAX_TOKENS};
+use super::recorder::Recorder;
+use crate::arch::bert::{run_layers, EncAct, EncoderOps};
 use crate::cpu::matmul::QMatrix;
 use crate::embed::config::{BertShape, Pooling};
 use crate::embed::encoder::{pool, read_weights, table, token_inputs, LayerOf, Precision, TensorReader};
@@ -135,34 +136,14 @@ impl GpuEncoder {
         }
         let x = token_inputs(&self.word, &self.position, s, seqs, &starts);
         let (gpu, k) = (&self.gpu, &self.kernels);
-        let eps = s.layer_norm_eps as f32;
-        let (heads, head_dim) = (s.heads, h / s.heads);
         let hidden = [k.scratch_from(gpu, &x), k.scratch(gpu, total * h)];
         let qkv = k.scratch(gpu, total * 3 * h);
         let ctx = k.scratch(gpu, total * h);
         let inner = k.scratch(gpu, total * s.intermediate);
         let recorded = k.run(gpu, |enc| {
-            k.layer_norm(gpu, enc, &hidden[0], (&self.embed_norm.gamma, &self.embed_norm.beta), eps)?;
-            for layer in &self.layers {
-                let [x, tmp] = &hidden;
-                k.matvec(gpu, enc, &layer.qkv.weights, x, total, &qkv)?;
-                k.add(gpu, enc, &qkv, &layer.qkv.bias)?;
-                for (seq, &start) in seqs.iter().zip(&starts) {
-                    k.encoder_attention(gpu, enc, &qkv, &ctx, (start, seq.len()), (heads, head_dim))?;
-                }
-                k.matvec(gpu, enc, &layer.attn_out.weights, &ctx, total, tmp)?;
-                k.add(gpu, enc, tmp, &layer.attn_out.bias)?;
-                k.add(gpu, enc, tmp, x)?;
-                k.layer_norm(gpu, enc, tmp, (&layer.attn_norm.gamma, &layer.attn_norm.beta), eps)?;
-                // tmp now holds the layer's middle state; x is free for the feed-forward's.
-                k.matvec(gpu, enc, &layer.up.weights, tmp, total, &inner)?;
-                k.bias_gelu(gpu, enc, &inner, &layer.up.bias)?;
-                k.matvec(gpu, enc, &layer.down.weights, &inner, total, x)?;
-                k.add(gpu, enc, x, &layer.down.bias)?;
-                k.add(gpu, enc, x, tmp)?;
-                k.layer_norm(gpu, enc, x, (&layer.out_norm.gamma, &layer.out_norm.beta), eps)?;
-            }
-            Ok(())
+            let bufs = [&hidden[0], &hidden[1], &qkv, &ctx, &inner];
+            let mut pass = GpuEncoderPass { encoder: self, enc, bufs, total, seqs, starts: &starts };
+            run_layers(&mut pass, &self.embed_norm, &self.layers)
         });
         let out = match recorded {
             Ok(()) => hidden[0].read(gpu).await,
@@ -174,5 +155,56 @@ impl GpuEncoder {
         }
         let out = out.map_err(gpu_error)?;
         Ok(seqs.iter().zip(&starts).map(|(seq, &start)| pool(&out[start * h..(start + seq.len()) * h], h, pooling)).collect())
+    }
+}
+
+/// One forward pass being recorded: the encoder schedule's operations ([`EncoderOps`]) as
+/// kernels on buffers indexed by [`EncAct`].
+struct GpuEncoderPass<'p> {
+    encoder: &'p GpuEncoder,
+    enc: &'p mut Recorder,
+    bufs: [&'p GpuVector; 5],
+    /// Tokens of all the sequences.
+    total: usize,
+    seqs: &'p [Vec<u32>],
+    /// Each sequence's first row.
+    starts: &'p [usize],
+}
+
+impl EncoderOps for GpuEncoderPass<'_> {
+    type Linear = GpuLinear;
+    type Norm = GpuNorm;
+    type Error = GpuError;
+
+    fn norm(&mut self, x: EncAct, norm: &GpuNorm) -> Result<(), GpuError> {
+        let e = self.encoder;
+        e.kernels.layer_norm(&e.gpu, self.enc, self.bufs[x.index()], (&norm.gamma, &norm.beta), e.shape.layer_norm_eps as f32)
+    }
+
+    fn linear(&mut self, x: EncAct, w: &GpuLinear, out: EncAct, gelu: bool) -> Result<(), GpuError> {
+        let (e, out) = (self.encoder, self.bufs[out.index()]);
+        e.kernels.matvec(&e.gpu, self.enc, &w.weights, self.bufs[x.index()], self.total, out)?;
+        if gelu {
+            e.kernels.bias_gelu(&e.gpu, self.enc, out, &w.bias)
+        } else {
+            e.kernels.add(&e.gpu, self.enc, out, &w.bias)
+        }
+    }
+
+    fn attend(&mut self) -> Result<(), GpuError> {
+        let e = self.encoder;
+        let (heads, head_dim) = (e.shape.heads, e.shape.hidden / e.shape.heads);
+        let (qkv, ctx) = (self.bufs[EncAct::Qkv.index()], self.bufs[EncAct::Context.index()]);
+        for (seq, &start) in self.seqs.iter().zip(self.starts) {
+            e.kernels.encoder_attention(&e.gpu, self.enc, qkv, ctx, (start, seq.len()), (heads, head_dim))?;
+        }
+        Ok(())
+    }
+
+    fn add_norm(&mut self, to: EncAct, residual: EncAct, norm: &GpuNorm) -> Result<(), GpuError> {
+        let e = self.encoder;
+        let to = self.bufs[to.index()];
+        e.kernels.add(&e.gpu, self.enc, to, self.bufs[residual.index()])?;
+        e.kernels.layer_norm(&e.gpu, self.enc, to, (&norm.gamma, &norm.beta), e.shape.layer_norm_eps as f32)
     }
 }

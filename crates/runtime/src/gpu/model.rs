@@ -1,5 +1,6 @@
-//! A decoder on the GPU: the CPU backend's model, layer for layer, in WGSL kernels, behind
-//! the same [`Backend`] trait, so [`crate::lm::Lm`] generates with it unchanged.
+//! A decoder on the GPU: the shared block schedule (`arch::decoder`) over WGSL kernels
+//! (`GpuPass`), behind the same [`Backend`] trait as the CPU's, so
+//! [`crate::lm::Lm`] generates with it unchanged.
 //!
 //! A forward pass records every layer into one command buffer and reads back only the
 //! logits. The token embeddings stay on the CPU (one row per token is looked up and
@@ -30,6 +31,7 @@ use super::device::{Gpu, GpuError};
 use super::kernels::{f16_len, q8_len, AttentionShape, Kernels, Operand, SAMPLE_FALLBACK};
 use super::recorder::Recorder;
 use super::GpuMatrix;
+use crate::arch::decoder::{run_blocks, Act, BlockWeights, DecoderOps};
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::CpuTransformer;
@@ -53,6 +55,21 @@ struct GpuLayer {
     w_gate: GpuMatrix,
     w_up: GpuMatrix,
     w_down: GpuMatrix,
+}
+
+impl GpuLayer {
+    /// This block's weights as the decoder schedule reads them.
+    fn schedule_weights(&self) -> BlockWeights<'_, GpuMatrix, GpuVector> {
+        BlockWeights {
+            attn_norm: &self.attn_norm,
+            qkv: [&self.wq, &self.wk, &self.wv],
+            biases: [self.biases[0].as_ref(), self.biases[1].as_ref(), self.biases[2].as_ref()],
+            wo: &self.wo,
+            ffn_norm: &self.ffn_norm,
+            gate_up: [&self.w_gate, &self.w_up],
+            w_down: &self.w_down,
+        }
+    }
 }
 
 fn upload_matrix(gpu: &Gpu, m: &QMatrix) -> Result<GpuMatrix, GpuError> {
@@ -465,45 +482,21 @@ impl GpuTransformer {
             }
             _ => None,
         };
-        let neox = cfg.arch.rope_neox();
         k.run(gpu, |enc| {
-            let h_in = Operand { f32: &h, q8: &hq, f16: &h16 };
-            let attn_in = Operand { f32: &attn, q8: &attn_q, f16: &attn16 };
-            let gate_in = Operand { f32: &gate, q8: &gate_q, f16: &gate16 };
-            let product = |enc: &mut Recorder, w: &GpuMatrix, x: Operand, y: &GpuVector| k.product(gpu, enc, w, x, t_n, y);
-            for (l, w) in self.layers.iter().enumerate() {
-                k.rms_norm(gpu, enc, &x, &w.attn_norm, cfg.rms_eps, &h)?;
-                k.prepare(gpu, enc, h_in, &[w.wq.ty, w.wk.ty, w.wv.ty])?;
-                product(enc, &w.wq, h_in, &q)?;
-                product(enc, &w.wk, h_in, &kk)?;
-                product(enc, &w.wv, h_in, &vv)?;
-                for (out, bias) in [&q, &kk, &vv].into_iter().zip(&w.biases) {
-                    if let Some(b) = bias {
-                        k.add(gpu, enc, out, b)?;
-                    }
-                }
-                k.rope(gpu, enc, &q, &angles, (t_n, cfg.n_head, hd, pairs), neox)?;
-                k.rope(gpu, enc, &kk, &angles, (t_n, cfg.n_head_kv, hd, pairs), neox)?;
-                for ((cache, _), (n_past, shape)) in seqs.iter().zip(&parts) {
-                    k.kv_store_rows(gpu, enc, (&kk, shape.first_row), &cache.k[l], kvw, shape.tokens, *n_past)?;
-                    k.kv_store_rows(gpu, enc, (&vv, shape.first_row), &cache.v[l], kvw, shape.tokens, *n_past)?;
-                    k.attention(gpu, enc, &q, (&cache.k[l], &cache.v[l]), &scores, &attn, *shape)?;
-                }
-                k.prepare(gpu, enc, attn_in, &[w.wo.ty])?;
-                product(enc, &w.wo, attn_in, &o)?;
-                k.add(gpu, enc, &x, &o)?;
-                k.rms_norm(gpu, enc, &x, &w.ffn_norm, cfg.rms_eps, &h)?;
-                k.prepare(gpu, enc, h_in, &[w.w_gate.ty, w.w_up.ty])?;
-                product(enc, &w.w_gate, h_in, &gate)?;
-                product(enc, &w.w_up, h_in, &up)?;
-                k.swiglu(gpu, enc, &gate, &up)?;
-                k.prepare(gpu, enc, gate_in, &[w.w_down.ty])?;
-                product(enc, &w.w_down, gate_in, &o)?;
-                k.add(gpu, enc, &x, &o)?;
-                if let Some((_, out)) = state.as_ref().filter(|(at, _)| *at == l) {
-                    enc.encoder().copy_buffer_to_buffer(&x.buffer, ((t_n - 1) * e * 4) as u64, &out.buffer, 0, (e * 4) as u64);
-                }
-            }
+            let caches = seqs.iter().zip(&parts).map(|((cache, _), &(n_past, shape))| (&**cache, n_past, shape)).collect();
+            let mut pass = GpuPass {
+                model: self,
+                enc,
+                bufs: [&x, &h, &q, &kk, &vv, &attn, &o, &gate, &up],
+                copies: [(Act::Normed, &hq, &h16), (Act::Attention, &attn_q, &attn16), (Act::Gate, &gate_q, &gate16)],
+                rows: t_n,
+                angles: &angles,
+                caches,
+                scores: &scores,
+                state: state.as_ref().map(|(at, out)| (*at, out)),
+            };
+            run_blocks(&mut pass, self.layers.iter().map(GpuLayer::schedule_weights))?;
+            let enc = pass.enc;
             let from = ((t_n - logit_rows) * e * 4) as u64;
             enc.encoder().copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
             k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
@@ -534,6 +527,92 @@ impl GpuTransformer {
             k.recycle(gpu, ids);
         }
         Ok(Some(Outputs { logits, picked, penalized: was_penalized, state: state.map(|(_, v)| v) }))
+    }
+}
+
+/// One forward pass being recorded: the decoder schedule's operations ([`DecoderOps`]) as
+/// kernels on buffers indexed by [`Act`].
+struct GpuPass<'p> {
+    model: &'p GpuTransformer,
+    enc: &'p mut Recorder,
+    bufs: [&'p GpuVector; 9],
+    /// The 8-bit and f16 copies of the activations the matrices read, made as their
+    /// kernels need ([`Kernels::prepare`]).
+    copies: [(Act, &'p GpuVector, &'p GpuVector); 3],
+    rows: usize,
+    angles: &'p GpuVector,
+    /// Each sequence's cache, the rows it held before this pass, and its attention's shape.
+    caches: Vec<(&'p GpuKvCache, usize, AttentionShape)>,
+    scores: &'p GpuVector,
+    /// The layer whose output the probe reads, and where the last row of it goes.
+    state: Option<(usize, &'p GpuVector)>,
+}
+
+impl DecoderOps for GpuPass<'_> {
+    type Matrix = GpuMatrix;
+    type Vector = GpuVector;
+    type Error = GpuError;
+
+    fn rms_norm(&mut self, x: Act, weight: &GpuVector, out: Act) -> Result<(), GpuError> {
+        let m = self.model;
+        m.kernels.rms_norm(&m.gpu, self.enc, self.bufs[x.index()], weight, m.cfg.rms_eps, self.bufs[out.index()])
+    }
+
+    fn products(&mut self, input: Act, jobs: &[(&GpuMatrix, Act)]) -> Result<(), GpuError> {
+        let m = self.model;
+        let Some(&(_, q8, f16)) = self.copies.iter().find(|(act, _, _)| *act == input) else {
+            return Err(GpuError::Shape { what: "a matrix input with no 8-bit and f16 copies", expected: 0, got: input.index() });
+        };
+        let x = Operand { f32: self.bufs[input.index()], q8, f16 };
+        let types: Vec<_> = jobs.iter().map(|(w, _)| w.ty).collect();
+        m.kernels.prepare(&m.gpu, self.enc, x, &types)?;
+        for &(w, out) in jobs {
+            m.kernels.product(&m.gpu, self.enc, w, x, self.rows, self.bufs[out.index()])?;
+        }
+        Ok(())
+    }
+
+    fn add_bias(&mut self, to: Act, bias: &GpuVector) -> Result<(), GpuError> {
+        let m = self.model;
+        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)
+    }
+
+    fn rope(&mut self, rows: Act) -> Result<(), GpuError> {
+        let (m, cfg) = (self.model, &self.model.cfg);
+        let heads = if rows == Act::K { cfg.n_head_kv } else { cfg.n_head };
+        let shape = (self.rows, heads, cfg.head_dim, cfg.rope_dims / 2);
+        m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles, shape, cfg.arch.rope_neox())
+    }
+
+    fn attend(&mut self, layer: usize) -> Result<(), GpuError> {
+        let (m, kvw) = (self.model, self.model.cfg.kv_width());
+        let b = self.bufs;
+        let (k, v, q, attn) = (b[Act::K.index()], b[Act::V.index()], b[Act::Q.index()], b[Act::Attention.index()]);
+        for &(cache, n_past, shape) in &self.caches {
+            m.kernels.kv_store_rows(&m.gpu, self.enc, (k, shape.first_row), &cache.k[layer], kvw, shape.tokens, n_past)?;
+            m.kernels.kv_store_rows(&m.gpu, self.enc, (v, shape.first_row), &cache.v[layer], kvw, shape.tokens, n_past)?;
+            m.kernels.attention(&m.gpu, self.enc, q, (&cache.k[layer], &cache.v[layer]), self.scores, attn, shape)?;
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, to: Act, from: Act) -> Result<(), GpuError> {
+        let m = self.model;
+        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], self.bufs[from.index()])
+    }
+
+    fn swiglu(&mut self) -> Result<(), GpuError> {
+        let m = self.model;
+        m.kernels.swiglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()])
+    }
+
+    fn block_done(&mut self, layer: usize) -> Result<(), GpuError> {
+        if let Some((_, out)) = self.state.filter(|(at, _)| *at == layer) {
+            let (x, e) = (self.bufs[Act::Residual.index()], self.model.cfg.n_embd);
+            let from = ((self.rows - 1) * e * 4) as u64;
+            self.enc.encoder().copy_buffer_to_buffer(&x.buffer, from, &out.buffer, 0, (e * 4) as u64);
+        }
+        Ok(())
     }
 }
 

@@ -27,6 +27,11 @@ impl Arch {
     pub fn rope_neox(self) -> bool {
         matches!(self, Arch::Qwen2)
     }
+
+    /// Whether its blocks add biases to Q, K and V.
+    pub fn has_qkv_bias(self) -> bool {
+        matches!(self, Arch::Qwen2)
+    }
 }
 
 /// What is wrong with a model file: why a model could not be built from it (named apart
@@ -144,10 +149,10 @@ impl ModelConfig {
         }
         let head_dim = n_embd / n_head;
         let vocab = g
-            .tensor("token_embd.weight")
+            .tensor(super::tensors::TOKEN_EMBEDDINGS.0)
             .and_then(|t| t.dims.get(1).copied())
             .map(|v| v as usize)
-            .ok_or(ModelFileError::MissingTensor { name: "token_embd.weight".into() })?;
+            .ok_or(ModelFileError::MissingTensor { name: super::tensors::TOKEN_EMBEDDINGS.0.into() })?;
         let float = |key: &str, default: f32| -> Result<f32, ModelFileError> {
             let full = format!("{a}.{key}");
             match g.get(&full) {

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::config::{Arch, ModelConfig, ModelFileError};
+use super::tensors::{self, BlockTensor};
 use super::weights::{Block, Weights};
 use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
@@ -242,38 +243,36 @@ impl Weights {
                 expected: vec![rows, cols],
             })
         };
-        let llama = cfg.arch == Arch::Llama;
         // The layer count comes from config.json: reserve no more layers than the
         // checkpoint has tensors (see `Weights::load`).
         let mut layers = Vec::with_capacity(cfg.n_layer.min(ck.tensor_count()));
         for i in 0..cfg.n_layer {
-            let n = |s: &str| format!("model.layers.{i}.{s}");
-            let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
-                match cfg.arch {
-                    Arch::Qwen2 => ck.read_f32(&n(s), &[len]).map(Some),
-                    Arch::Llama => Ok(None),
-                }
+            let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
+                t.exists_in(cfg.arch).then(|| ck.read_f32(&t.hf(i), &[len])).transpose()
             };
+            // Hugging Face keeps Q and K in halves; a llama model's rows are permuted to
+            // the GGUF layout the kernels take.
+            let m = |t: BlockTensor, rows: u64, cols: u64| matrix(&t.hf(i), rows, cols, t.rope_heads(cfg));
             layers.push(Block {
-                attn_norm: ck.read_f32(&n("input_layernorm.weight"), &[e])?,
-                wq: matrix(&n("self_attn.q_proj.weight"), e, e, llama.then_some(cfg.n_head))?,
-                wk: matrix(&n("self_attn.k_proj.weight"), kv, e, llama.then_some(cfg.n_head_kv))?,
-                wv: matrix(&n("self_attn.v_proj.weight"), kv, e, None)?,
-                bq: bias("self_attn.q_proj.bias", e)?,
-                bk: bias("self_attn.k_proj.bias", kv)?,
-                bv: bias("self_attn.v_proj.bias", kv)?,
-                wo: matrix(&n("self_attn.o_proj.weight"), e, e, None)?,
-                ffn_norm: ck.read_f32(&n("post_attention_layernorm.weight"), &[e])?,
-                w_gate: matrix(&n("mlp.gate_proj.weight"), ff, e, None)?,
-                w_up: matrix(&n("mlp.up_proj.weight"), ff, e, None)?,
-                w_down: matrix(&n("mlp.down_proj.weight"), e, ff, None)?,
+                attn_norm: ck.read_f32(&BlockTensor::AttnNorm.hf(i), &[e])?,
+                wq: m(BlockTensor::Q, e, e)?,
+                wk: m(BlockTensor::K, kv, e)?,
+                wv: m(BlockTensor::V, kv, e)?,
+                bq: bias(BlockTensor::QBias, e)?,
+                bk: bias(BlockTensor::KBias, kv)?,
+                bv: bias(BlockTensor::VBias, kv)?,
+                wo: m(BlockTensor::Output, e, e)?,
+                ffn_norm: ck.read_f32(&BlockTensor::FfnNorm.hf(i), &[e])?,
+                w_gate: m(BlockTensor::Gate, ff, e)?,
+                w_up: m(BlockTensor::Up, ff, e)?,
+                w_down: m(BlockTensor::Down, e, ff)?,
             });
         }
-        let output = if ck.has("lm_head.weight") { Some(matrix("lm_head.weight", vocab, e, None)?) } else { None };
+        let output = if ck.has(tensors::HEAD.1) { Some(matrix(tensors::HEAD.1, vocab, e, None)?) } else { None };
         Ok(Weights {
-            token_embd: matrix("model.embed_tokens.weight", vocab, e, None)?,
+            token_embd: matrix(tensors::TOKEN_EMBEDDINGS.1, vocab, e, None)?,
             layers,
-            output_norm: ck.read_f32("model.norm.weight", &[e])?,
+            output_norm: ck.read_f32(tensors::OUTPUT_NORM.1, &[e])?,
             output,
         })
     }

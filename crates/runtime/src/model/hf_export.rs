@@ -30,38 +30,6 @@ impl From<std::io::Error> for WriteError {
     }
 }
 
-/// Where a GGUF tensor goes: its HF name, and the heads to un-permute for (llama Q/K).
-fn hf_name(gguf: &str, cfg: &ModelConfig) -> Option<(String, Option<usize>)> {
-    let llama = cfg.arch == Arch::Llama;
-    let top = match gguf {
-        "token_embd.weight" => Some("model.embed_tokens.weight"),
-        "output_norm.weight" => Some("model.norm.weight"),
-        "output.weight" => Some("lm_head.weight"),
-        _ => None,
-    };
-    if let Some(n) = top {
-        return Some((n.to_owned(), None));
-    }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, name) = rest.split_once('.')?;
-    let (hf, heads) = match name {
-        "attn_norm.weight" => ("input_layernorm.weight", None),
-        "attn_q.weight" => ("self_attn.q_proj.weight", llama.then_some(cfg.n_head)),
-        "attn_k.weight" => ("self_attn.k_proj.weight", llama.then_some(cfg.n_head_kv)),
-        "attn_v.weight" => ("self_attn.v_proj.weight", None),
-        "attn_q.bias" => ("self_attn.q_proj.bias", None),
-        "attn_k.bias" => ("self_attn.k_proj.bias", None),
-        "attn_v.bias" => ("self_attn.v_proj.bias", None),
-        "attn_output.weight" => ("self_attn.o_proj.weight", None),
-        "ffn_norm.weight" => ("post_attention_layernorm.weight", None),
-        "ffn_gate.weight" => ("mlp.gate_proj.weight", None),
-        "ffn_up.weight" => ("mlp.up_proj.weight", None),
-        "ffn_down.weight" => ("mlp.down_proj.weight", None),
-        _ => return None,
-    };
-    Some((format!("model.layers.{layer}.{hf}"), heads))
-}
-
 /// Write the model in `src` (a GGUF file) to `dir` as a Hugging Face checkpoint.
 pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(), LmError> {
     let g = GgufFile::read(src)?;
@@ -76,7 +44,7 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     let mut tensors = Vec::new();
     let mut plan = Vec::new();
     for t in &g.tensors {
-        let Some((name, heads)) = hf_name(&t.name, &cfg) else { continue };
+        let Some((name, heads)) = super::tensors::hf_of_gguf(&t.name, &cfg) else { continue };
         // GGUF dims are innermost first; PyTorch's outermost first.
         let shape: Vec<u64> = t.dims.iter().rev().copied().collect();
         tensors.push((name, shape));
@@ -117,7 +85,7 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
         "rms_norm_eps": cfg.rms_eps,
         "rope_theta": cfg.rope_base,
         "max_position_embeddings": cfg.context_length,
-        "tie_word_embeddings": g.tensor("output.weight").is_none(),
+        "tie_word_embeddings": g.tensor(super::tensors::HEAD.0).is_none(),
         "torch_dtype": if dtype == Dtype::F32 { "float32" } else { "float16" },
     });
     let text = |id: Option<u32>| id.and_then(|i| tok.token_str(i)).map(str::to_owned);

@@ -3,6 +3,7 @@
 mod config;
 pub mod hf;
 pub mod hf_export;
+pub mod tensors;
 mod weights;
 
 pub use config::{Arch, ModelConfig, ModelFileError};

@@ -1,7 +1,8 @@
 //! A decoder's tensors, read one at a time from a GGUF file through a [`ByteSource`] and
 //! kept in their block format.
 
-use super::config::{Arch, ModelConfig, ModelFileError};
+use super::config::{ModelConfig, ModelFileError};
+use super::tensors::{self, BlockTensor};
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::x8;
 use crate::gguf::{GgmlType, GgufError, GgufFile, TensorInfo};
@@ -35,6 +36,21 @@ pub struct Block {
     pub w_up: QMatrix,
     /// SwiGLU down.
     pub w_down: QMatrix,
+}
+
+impl Block {
+    /// This block's weights as the decoder schedule reads them.
+    pub(crate) fn schedule_weights(&self) -> crate::arch::decoder::BlockWeights<'_, QMatrix, [f32]> {
+        crate::arch::decoder::BlockWeights {
+            attn_norm: &self.attn_norm,
+            qkv: [&self.wq, &self.wk, &self.wv],
+            biases: [self.bq.as_deref(), self.bk.as_deref(), self.bv.as_deref()],
+            wo: &self.wo,
+            ffn_norm: &self.ffn_norm,
+            gate_up: [&self.w_gate, &self.w_up],
+            w_down: &self.w_down,
+        }
+    }
 }
 
 /// All of a decoder's weights.
@@ -71,20 +87,20 @@ impl Weights {
 
     /// The token embeddings (`vocab × n_embd`).
     pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, ModelFileError> {
-        matrix(g, src, "token_embd.weight", cfg.n_embd as u64, cfg.vocab as u64)
+        matrix(g, src, tensors::TOKEN_EMBEDDINGS.0, cfg.n_embd as u64, cfg.vocab as u64)
     }
 
     /// The final RMSNorm's weight.
     pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, ModelFileError> {
-        vector(g, src, "output_norm.weight", cfg.n_embd as u64)
+        vector(g, src, tensors::OUTPUT_NORM.0, cfg.n_embd as u64)
     }
 
     /// The LM head, or `None` when it is tied to the embeddings.
     pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, ModelFileError> {
-        if g.tensor("output.weight").is_none() {
+        if g.tensor(tensors::HEAD.0).is_none() {
             return Ok(None);
         }
-        matrix(g, src, "output.weight", cfg.n_embd as u64, cfg.vocab as u64).map(Some)
+        matrix(g, src, tensors::HEAD.0, cfg.n_embd as u64, cfg.vocab as u64).map(Some)
     }
 }
 
@@ -93,26 +109,23 @@ impl Block {
     /// block at a time and drops it).
     pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, ModelFileError> {
         let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
-        let n = |s: &str| format!("blk.{i}.{s}");
-        let bias = |s: &str, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
-            match cfg.arch {
-                Arch::Qwen2 => vector(g, src, &n(s), len).map(Some),
-                Arch::Llama => Ok(None),
-            }
+        let n = |t: BlockTensor| t.gguf(i);
+        let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
+            t.exists_in(cfg.arch).then(|| vector(g, src, &n(t), len)).transpose()
         };
         Ok(Block {
-            attn_norm: vector(g, src, &n("attn_norm.weight"), e)?,
-            wq: matrix(g, src, &n("attn_q.weight"), e, e)?,
-            wk: matrix(g, src, &n("attn_k.weight"), e, kv)?,
-            wv: matrix(g, src, &n("attn_v.weight"), e, kv)?,
-            bq: bias("attn_q.bias", e)?,
-            bk: bias("attn_k.bias", kv)?,
-            bv: bias("attn_v.bias", kv)?,
-            wo: matrix(g, src, &n("attn_output.weight"), e, e)?,
-            ffn_norm: vector(g, src, &n("ffn_norm.weight"), e)?,
-            w_gate: matrix(g, src, &n("ffn_gate.weight"), e, ff)?,
-            w_up: matrix(g, src, &n("ffn_up.weight"), e, ff)?,
-            w_down: matrix(g, src, &n("ffn_down.weight"), ff, e)?,
+            attn_norm: vector(g, src, &n(BlockTensor::AttnNorm), e)?,
+            wq: matrix(g, src, &n(BlockTensor::Q), e, e)?,
+            wk: matrix(g, src, &n(BlockTensor::K), e, kv)?,
+            wv: matrix(g, src, &n(BlockTensor::V), e, kv)?,
+            bq: bias(BlockTensor::QBias, e)?,
+            bk: bias(BlockTensor::KBias, kv)?,
+            bv: bias(BlockTensor::VBias, kv)?,
+            wo: matrix(g, src, &n(BlockTensor::Output), e, e)?,
+            ffn_norm: vector(g, src, &n(BlockTensor::FfnNorm), e)?,
+            w_gate: matrix(g, src, &n(BlockTensor::Gate), e, ff)?,
+            w_up: matrix(g, src, &n(BlockTensor::Up), e, ff)?,
+            w_down: matrix(g, src, &n(BlockTensor::Down), ff, e)?,
         })
     }
 }
