@@ -27,12 +27,17 @@ fn smollm2_matches_llama_cpp() {
     let path = manifest_dir().join("tests/golden/lm-smollm2.json");
     let golden = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions::default()).unwrap();
-    let report = parity::check(&lm, &golden).unwrap();
+    // The portable path runs about fifteen times slower (software FMA); its kernels are held
+    // bit-identical to the SIMD ones by the kernel tests, so the long text's first 256
+    // positions, with every greedy continuation, stand for the whole there.
+    let portable = docmem_runtime::cpu::isa::in_use() == docmem_runtime::cpu::isa::Isa::Portable;
+    let positions = if portable { 256 } else { usize::MAX };
+    let report = parity::check_within(&lm, &golden, positions).unwrap();
     for g in &report.greedy {
         eprintln!("{:?}: {}/{} greedy tokens identical", g.prompt, g.identical, g.reference);
     }
     eprintln!("top-1 agreement {}/{}, worst top-20 log-prob difference {:.2e}", report.top1_agree, report.top1_total, report.worst_top20);
-    assert_eq!(report.top1_total, 1305, "the golden text's positions");
+    assert_eq!(report.top1_total, 1305.min(positions), "the golden text's positions");
     assert_eq!(report.greedy.len(), 5, "the golden prompts");
     let failures = report.failures();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
