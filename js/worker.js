@@ -27,9 +27,10 @@
 //
 // Hosted models (init's `remote`): each role given a model name is a RemoteModel (reader,
 // scorer, answerer) or Embedder.remote (embedder) over one transport (remote.js), and its
-// requests go through the wasm package's Promise entry points (addDocumentWithRemoteReader,
-// askRemote), during which this worker's event loop stays free: a {op: 'cancel', id}
-// message is served at once, aborting the request's fetches, besides the shared flag.
+// requests go through the wasm package's two Promise entry points (addDocument, ask; the
+// same for every backend), during which this worker's event loop stays free: a
+// {op: 'cancel', id} message is served at once, aborting the request's fetches, besides
+// the shared flag.
 
 import { DocMemError, codes, toWire } from './errors.js';
 import { makeTransport } from './remote.js';
@@ -388,7 +389,7 @@ async function rebuildLibrary(damaged, openStore, reason, emit, where) {
   let added = 0;
   for (const d of found.documents) {
     emit({ stage: 'rebuilding', fraction: added / found.documents.length, document: d.title });
-    lib.addDocument(d.title, d.text, 'sentence', embedder, d.collection);
+    await lib.addDocument({ title: d.title, text: d.text }, { embedder, chunker: 'sentence', collection: d.collection });
     added += 1;
   }
   // The set-aside copy is complete before the original is replaced, in one transaction.
@@ -564,14 +565,10 @@ const ops = {
         emit({ ...p, stage: stages[p.stage] || p.stage, detail: p.stage, fraction: p.stage === 'done' ? 0 : p.fraction });
         return true;
       };
-      if (hosted.reader) json = await lib.addDocumentWithRemoteReader(a.title, text, embedder, reader, scorer, a.samples, progress, a.collection);
-      else if (onGpu) json = await lib.addDocumentWithGpuReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
-      else json = lib.addDocumentWithReader(a.title, text, embedder, reader, a.samples, progress, a.collection);
+      json = await lib.addDocument({ title: a.title, text }, { embedder, chunker: 'mom', reader, scorer, samples: a.samples, progress, collection: a.collection });
     } else {
       emit({ stage: 'indexing', fraction: 0 });
-      // An embedder on WebGPU can only be awaited.
-      if (!hosted.embedder && embedder.onWebGpu()) json = await lib.addDocumentAsync(a.title, text, a.method, embedder, a.collection);
-      else json = lib.addDocument(a.title, text, a.method, embedder, a.collection);
+      json = await lib.addDocument({ title: a.title, text }, { embedder, chunker: a.method, collection: a.collection });
     }
     const r = JSON.parse(json);
     emit({ stage: 'indexing', fraction: 1 });
@@ -603,8 +600,11 @@ const ops = {
       return true;
     };
     const guided = (a.clues && a.clues !== 'off') || a.route;
-    if (guided && onGpu && !hosted.answerer) {
-      throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing run with the CPU backend for now (load with backend: "cpu")');
+    // Clues and routing search synchronously, between the answerer's steps; an embedder
+    // on WebGPU answers only through the event loop. The wasm layer refuses it too; said
+    // here in the package's terms.
+    if (guided && embedder.onWebGpu()) {
+      throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing search with the embedder in wasm, and it runs on WebGPU here (load with backend: "cpu")');
     }
     emit({ stage: 'search' });
     // Without clues or routing, and with an embedder that answers synchronously, the
@@ -621,11 +621,7 @@ const ops = {
       const sources = found.map((s) => ({ n: s.n, document: { id: String(s.doc_id), title: s.title }, span: mapSpan(String(s.doc_id), s.span), outline: s.outline }));
       emit(windowed ? { stage: 'read', found: found.length, passages: null, sources: null } : { stage: 'read', found: found.length, passages: sources.length, sources });
     }
-    let json;
-    if (hosted.answerer) json = await lib.askRemote(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken);
-    else if (guided) json = lib.askGuided(a.question, a.k, a.maxTokens, embedder, answerer, a.clues || 'off', a.route ?? undefined, onToken);
-    else if (onGpu) json = await lib.askOnGpu(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
-    else json = lib.ask(a.question, a.k, a.maxTokens, embedder, answerer, onToken);
+    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken });
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     // Routing saves what it learned, clues the global memory: persist like a change.
     if (guided) await persist();
@@ -789,7 +785,7 @@ async function aheadStep() {
     };
     // Awaited inside the try: a rejected read-ahead on WebGPU must not reject the queue
     // it runs in (every later request would be skipped).
-    job.kept = onGpu ? await lib.readAheadOnGpu(job.question, job.k, embedder, answerer, interrupt) : lib.readAhead(job.question, job.k, embedder, answerer, interrupt);
+    job.kept = await lib.readAhead(job.question, { embedder, answerer, k: job.k, interrupt });
     if (!stopped) endAhead(job, { kept: job.kept });
   } catch (e) {
     // Reading ahead only saves time: a failure (a library being replaced, say) ends it,

@@ -145,15 +145,15 @@ async function webgpuInPage(page) {
     let agree = 0;
     while (agree < cpuGreedy.length && cpuGreedy[agree] === gpuGreedy[agree]) agree++;
 
-    // The library's WebGPU entry points are Promises that settle with the same typed
-    // errors as the CPU ones (no GPU work here: a cancel at the first progress report, an
+    // The library's entry points with a model on WebGPU settle with the same typed
+    // errors as with one on the CPU (no GPU work here: a cancel at the first progress report, an
     // empty question), and a cancelled ingest leaves the library as it was.
     const base = new URL('/models/', location.href);
     const files = {};
     for (const f of manifest.embedder.files) files[f.path] = new Uint8Array(await (await fetch(new URL(f.url, base))).arrayBuffer());
     const embedder = new w.Embedder(files, manifest.embedder.name, '');
     const lib = w.Library.open({}, embedder);
-    lib.addDocument('bells.txt', 'The bell rang at noon. It rang again at dusk.', 'sentence', embedder);
+    await lib.addDocument({ title: 'bells.txt', text: 'The bell rang at noon. It rang again at dusk.' }, { embedder, chunker: 'sentence' });
     const code = async (p) => {
       try {
         await p;
@@ -163,14 +163,14 @@ async function webgpuInPage(page) {
       }
     };
     const glue = {
-      cancelledIngest: await code(lib.addDocumentWithGpuReader('press.txt', 'Gutenberg printed the Bible.', embedder, gpu, 0, () => false)),
-      emptyQuestion: await code(lib.askOnGpu('  ', 1, 1, embedder, gpu, null)),
+      cancelledIngest: await code(lib.addDocument({ title: 'press.txt', text: 'Gutenberg printed the Bible.' }, { embedder, reader: gpu, progress: () => false })),
+      emptyQuestion: await code(lib.ask('  ', { embedder, answerer: gpu, k: 1, maxTokens: 1 })),
       documents: JSON.parse(lib.documents()).documents.length,
     };
 
     // The embedder on WebGPU, sharing the decoder's device: its vectors (awaited) against
     // the wasm CPU encoder's, and a library built with it (sentence chunks, embedded ahead
-    // of indexing) whose sync calls refuse it with a typed error.
+    // of indexing) whose synchronous search refuses it with a typed error.
     const onGpu = w.Embedder.onGpu(files, manifest.embedder.name, gpu);
     const texts = ['William Caxton printed in England.', 'The bell rang at noon.', ''];
     const cpuVectors = embedder.embed(texts, false).vectors;
@@ -183,8 +183,8 @@ async function webgpuInPage(page) {
       minCosine = Math.min(minCosine, dot);
     }
     const gpuLib = w.Library.open({}, onGpu);
-    const added = JSON.parse(await clock('add', () => gpuLib.addDocumentAsync('bells.txt', 'The bell rang at noon. It rang again at dusk.', 'sentence', onGpu)));
-    const embedding = { onWebGpu: onGpu.onWebGpu(), cpuOnWebGpu: embedder.onWebGpu(), minCosine, chunks: added.chunks, syncRefused: await code(Promise.resolve().then(() => gpuLib.addDocument('x.txt', 'Some text.', 'sentence', onGpu))) };
+    const added = JSON.parse(await clock('add', () => gpuLib.addDocument({ title: 'bells.txt', text: 'The bell rang at noon. It rang again at dusk.' }, { embedder: onGpu, chunker: 'sentence' })));
+    const embedding = { onWebGpu: onGpu.onWebGpu(), cpuOnWebGpu: embedder.onWebGpu(), minCosine, chunks: added.chunks, syncRefused: await code(Promise.resolve().then(() => gpuLib.search('bell', 1, onGpu))) };
     return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue, embedding };
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
@@ -196,7 +196,7 @@ async function webgpuInPage(page) {
   console.log(`  WebGPU library calls: a cancelled ingest rejects ${r.glue.cancelledIngest}, an empty question ${r.glue.emptyQuestion}; documents after: ${r.glue.documents}`);
   assert.deepEqual(r.glue, { cancelledIngest: 'ABORTED', emptyQuestion: 'BAD_QUESTION', documents: 1 }, 'the WebGPU library calls settle with typed errors');
   const e = r.embedding;
-  console.log(`  WebGPU embedder: cosine with the wasm encoder ≥ ${e.minCosine.toFixed(7)}; a library built with it holds ${e.chunks} chunks; a synchronous add refuses it with ${e.syncRefused}`);
+  console.log(`  WebGPU embedder: cosine with the wasm encoder ≥ ${e.minCosine.toFixed(7)}; a library built with it holds ${e.chunks} chunks; a synchronous search refuses it with ${e.syncRefused}`);
   assert.deepEqual([e.onWebGpu, e.cpuOnWebGpu], [true, false]);
   assert.ok(e.minCosine >= 0.99999, `the WebGPU embedder's vectors match the wasm encoder's (cosine ${e.minCosine})`);
   assert.ok(e.chunks > 0);

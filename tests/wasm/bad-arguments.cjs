@@ -205,13 +205,21 @@ try {
 const bytesValues = [...badGgufs, ...wrongTypes, ...(huge ? [huge] : [])];
 
 // ---- the objects to call methods on ----------------------------------------------------
+// (In an async function: the library's addDocument and ask are Promises.)
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
+
+async function main() {
 
 const minilm = readTree(path.join(modelsDir, 'all-MiniLM-L6-v2'));
 const embedder = new Embedder(minilm, 'all-MiniLM-L6-v2', '');
 const lm = new Lm(smol);
 lm.setName('SmolLM2-135M-Instruct.Q4_1.gguf');
 const lib = Library.open({}, embedder);
-const doc = JSON.parse(lib.addDocument('press.md', 'Gutenberg printed the Bible in 1455. Caxton brought printing to England in 1476.', 'sentence', embedder));
+const doc = JSON.parse(await lib.addDocument({ title: 'press.md', text: 'Gutenberg printed the Bible in 1455. Caxton brought printing to England in 1476.' }, { embedder, chunker: 'sentence' }));
 lib.takeWrites();
 const exported = lib.exportLibrary();
 const freed = Library.open({}, embedder);
@@ -362,25 +370,41 @@ sweep('Library.importLibrary', Library.importLibrary, [exported, embedder], {
   0: [...bytesValues, exported.subarray(0, 10), exported.subarray(0, exported.length - 1), u64At(exported, 8, 2n ** 40n)],
   1: [...wrongTypes, freed, lm],
 });
-sweep('Library.addDocument', (...a) => scratch.addDocument(...a), ['t.txt', 'Bells rang at noon.', 'sentence', embedder, 'c'], {
-  0: strings,
-  1: strings,
-  2: [...strings, 'mom', 'nope'],
-  3: [...wrongTypes, freed, lm, Object.create(Embedder.prototype)],
-  4: [...strings, 'x'.repeat(200), 'a\u0000b'],
+/** A model JavaScript has freed (a hosted one: cheap to make). */
+function freedModel() {
+  const m = new wasm.RemoteModel({ post() {}, postStream() {}, postSync() {} }, 'gone', 0);
+  m.free();
+  return m;
+}
+const throwingCallback = () => {
+  throw new Error('callback failed');
+};
+/** Documents and options objects that are not what they claim: each field swept in turn. */
+const objects = [...wrongTypes.filter((v) => v !== undefined && v !== null)];
+const models = [...wrongTypes, freedModel(), freed, embedder, Object.create(Lm.prototype), { handleId: 1e12 }, { handleId: -1 }, { handleId: '1' }];
+const embedders = [...wrongTypes, freedModel(), freed, lm, Object.create(Embedder.prototype), { handleId: NaN }];
+/** Call `f(...args)` with field `key` of argument `at` set to each of `values` in turn. */
+function sweepFields(name, f, good, at, bad) {
+  for (const [key, values] of Object.entries(bad)) {
+    for (const v of values) {
+      const args = good.slice();
+      args[at] = { ...good[at], [key]: v };
+      call(`${name} ${at === 0 ? 'doc' : 'options'}.${key} = ${describe(v)}`, () => f(...args));
+    }
+  }
+}
+const addGood = [{ title: 't.txt', text: 'Bells rang at noon.' }, { embedder, chunker: 'sentence', collection: 'c' }];
+const addDocument = (...a) => scratch.addDocument(...a);
+sweep('Library.addDocument', addDocument, addGood, { 0: objects, 1: objects });
+sweepFields('Library.addDocument', addDocument, addGood, 0, { title: strings, text: strings });
+sweepFields('Library.addDocument', addDocument, addGood, 1, {
+  chunker: [...strings, 'mom', 'nope'],
+  embedder: embedders,
+  collection: [...strings, 'x'.repeat(200), 'a\u0000b'],
+  reader: [lm],
 });
-sweep(
-  'Library.addDocumentWithReader',
-  (...a) => scratch.addDocumentWithReader(...a),
-  ['bells.txt', 'The bell rang at noon and again at dusk.', embedder, lm, 0, stop],
-  {
-    0: strings,
-    1: strings,
-    2: [...wrongTypes, freed, lm],
-    3: [...wrongTypes, freed, embedder],
-    4: sizes,
-  },
-);
+const momGood = [{ title: 'bells.txt', text: 'The bell rang at noon and again at dusk.' }, { embedder, reader: lm, samples: 0, progress: stop }];
+sweepFields('Library.addDocument', addDocument, momGood, 1, { reader: models, scorer: models, samples: sizes });
 // Progress callbacks that are not functions, that throw, or that call back into the
 // library (which is busy): each run goes on or stops, and throws nothing worse.
 for (const [name, progress] of [
@@ -401,8 +425,10 @@ for (const [name, progress] of [
     return false;
   }],
 ]) {
-  call(`Library.addDocumentWithReader progress = ${name}`, () => scratch.addDocumentWithReader('bells.txt', 'Bells.', embedder, lm, 0, progress));
+  call(`Library.addDocument progress = ${name}`, () => scratch.addDocument({ title: 'bells.txt', text: 'Bells.' }, { embedder, reader: lm, progress }));
 }
+// One at a time from here: a sweep's calls would otherwise find the library busy.
+await Promise.all(pending);
 scratch.takeWrites();
 sweep('Library.search', (...a) => lib.search(...a), ['printing', 2, embedder], {
   0: strings,
@@ -412,24 +438,38 @@ sweep('Library.search', (...a) => lib.search(...a), ['printing', 2, embedder], {
 // Each answer that gets past its arguments prefills a prompt (seconds in wasm), so the
 // counts and callbacks here are the ones that do not repeat another's path.
 const askSizes = [NaN, -1, 1.5, 1e12, 2 ** 32, 2 ** 32 - 1, Infinity, 10n, Symbol('k'), { length: 1e12 }];
-sweep('Library.ask', (...a) => lib.ask(...a), ['Who printed the Bible?', 1, 1, embedder, lm, stop], {
-  0: strings,
-  1: askSizes,
-  2: askSizes,
-  3: [...wrongTypes, freed, lm],
-  4: [...wrongTypes, freed, embedder],
-  5: [
+const askGood = ['Who printed the Bible?', { embedder, answerer: lm, k: 1, maxTokens: 1, onToken: stop }];
+const ask = (...a) => lib.ask(...a);
+sweep('Library.ask', ask, askGood, { 0: strings, 1: objects });
+sweepFields('Library.ask', ask, askGood, 1, {
+  k: askSizes,
+  maxTokens: askSizes,
+  embedder: embedders,
+  answerer: models,
+  clues: [...strings, 'sometimes'],
+  route: [...strings.filter((v) => v !== undefined && v !== null), 'nowhere'],
+  onToken: [
     42,
     { length: 1e12 },
     () => {
       throw new Error('on token failed');
     },
+    // Re-entrant: an answer holds the library only while it searches, so a call from
+    // its token callback goes through (a removal there would take the document away).
     () => {
-      lib.removeDocument(doc.id);
+      lib.documents();
       return false;
     },
   ],
 });
+sweep('Library.readAhead', (...a) => lib.readAhead(...a), ['Who printed', { embedder, answerer: lm, interrupt: () => true }], { 0: strings, 1: objects });
+sweepFields('Library.readAhead', (...a) => lib.readAhead(...a), ['Who printed', { embedder, answerer: lm, interrupt: () => true }], 1, {
+  k: askSizes,
+  embedder: embedders,
+  answerer: models,
+  interrupt: [42, {}, throwingCallback],
+});
+await Promise.all(pending);
 for (const method of ['memory', 'text', 'removeDocument']) {
   sweep(`Library.${method}`, (d) => lib[method](d), ['nope'], { 0: [...strings, `${doc.id}\0`, doc.id.toUpperCase()] });
 }
@@ -530,47 +570,37 @@ call('RemoteModel.name with junk arguments', () => remoteModel.name(notUtf8, 1e1
 const brokenModels = badTransports.map((t) => new wasm.RemoteModel(t, 'broken', 0));
 for (const [i, t] of badTransports.entries()) {
   const m = brokenModels[i];
-  call(`Library.addDocumentWithRemoteReader with broken transport ${i}`, () => scratch.addDocumentWithRemoteReader('bells.txt', `The bell rang ${i} times.`, embedder, m, m, 1, null));
-  call(`Library.askRemote with broken transport ${i}`, () => lib.askRemote('Who printed the Bible?', 1, 4, embedder, m, 'on', undefined, null));
+  call(`Library.addDocument with a reader behind broken transport ${i}`, () => scratch.addDocument({ title: 'bells.txt', text: `The bell rang ${i} times.` }, { embedder, reader: m, scorer: m, samples: 1 }));
+  call(`Library.ask with an answerer behind broken transport ${i}`, () => lib.ask('Who printed the Bible?', { embedder, answerer: m, k: 1, maxTokens: 4, clues: 'on' }));
   let connected = false; // the probe gets a good reply, later calls the broken one
   const e = call(`Embedder.remote with broken transport ${i}`, () => Embedder.remote({ ...t, postSync: (p, b) => (connected ? t.postSync(p, b) : hostReply(p, b)) }, 'flaky'));
   connected = true;
   if (e instanceof Embedder) {
     call(`a remote Embedder's embed with broken transport ${i}`, () => e.embed(['hello', 'world'], true));
-    call(`Library.open with a remote Embedder with broken transport ${i}`, () => Library.open({}, e).addDocument('t.txt', 'Bells rang.', 'sentence', e));
+    call(`Library.open with a remote Embedder with broken transport ${i}`, () => Library.open({}, e).addDocument({ title: 't.txt', text: 'Bells rang.' }, { embedder: e }));
   }
 }
-sweep(
-  'Library.addDocumentWithRemoteReader',
-  (...a) => scratch.addDocumentWithRemoteReader(...a),
-  ['bells.txt', 'The bell rang at noon and again at dusk.', embedder, remoteModel, remoteModel, 0, stop, 'c'],
-  {
-    0: strings,
-    1: strings,
-    2: [...wrongTypes, freed, lm, remoteModel],
-    3: [...wrongTypes, freed, lm, embedder, Object.create(wasm.RemoteModel.prototype)],
-    4: [...wrongTypes, freed, lm, embedder],
-    5: sizes,
-    6: [42, {}, throwing, () => {
-      scratch.documents();
-      return false;
-    }],
-    7: [...strings, 'x'.repeat(200), 'a\u0000b'],
-  },
-);
-sweep('Library.askRemote', (...a) => lib.askRemote(...a), ['Who printed the Bible?', 1, 4, embedder, remoteModel, 'off', undefined, stop], {
-  0: strings,
-  1: askSizes,
-  2: askSizes,
-  3: [...wrongTypes, freed, lm, remoteModel],
-  4: [...wrongTypes, freed, lm, embedder, Object.create(wasm.RemoteModel.prototype)],
-  5: [...strings, 'sometimes'],
-  6: [...strings, 'nowhere'],
-  7: [42, {}, throwing, () => {
-    lib.removeDocument(doc.id);
+await Promise.all(pending);
+const hostedAdd = [{ title: 'bells.txt', text: 'The bell rang at noon and again at dusk.' }, { embedder, reader: remoteModel, scorer: remoteModel, samples: 0, progress: stop, collection: 'c' }];
+sweepFields('Library.addDocument (hosted)', addDocument, hostedAdd, 1, {
+  reader: [...models, Object.create(wasm.RemoteModel.prototype)],
+  scorer: [...models, Object.create(wasm.RemoteModel.prototype)],
+  progress: [42, {}, throwing, () => {
+    scratch.documents();
     return false;
   }],
 });
+await Promise.all(pending);
+const hostedAsk = ['Who printed the Bible?', { embedder, answerer: remoteModel, k: 1, maxTokens: 4, clues: 'off', onToken: stop }];
+sweepFields('Library.ask (hosted)', ask, hostedAsk, 1, {
+  answerer: [...models, Object.create(wasm.RemoteModel.prototype)],
+  clues: [...strings, 'sometimes'],
+  onToken: [42, {}, throwing, () => {
+    lib.documents();
+    return false;
+  }],
+});
+await Promise.all(pending);
 
 // ---- every other export: each wrong type in every position -----------------------------
 
@@ -579,7 +609,7 @@ const explicit = {
   Lm: new Set(['fromReader', 'setName', 'tokenize', 'generate', 'logits']),
   Embedder: new Set(['fromGguf', 'remote', 'embed', 'dim', 'precision']),
   Library: new Set([
-    'open', 'importLibrary', 'addDocument', 'addDocumentWithReader', 'addDocumentWithRemoteReader', 'search', 'ask', 'askRemote',
+    'open', 'importLibrary', 'addDocument', 'search', 'ask', 'readAhead',
     'memory', 'text', 'removeDocument', 'documents', 'takeWrites', 'exportLibrary',
   ]),
   RemoteModel: new Set(['name']),
@@ -605,13 +635,20 @@ for (const [name, value] of Object.entries(wasm)) {
     if (!skip.has(s) && !known.has(s) && typeof value[s] === 'function') each(`${name}.${s}`, (...a) => value[s](...a), value[s].length);
   }
   for (const m of Object.getOwnPropertyNames(value.prototype)) {
-    if (skip.has(m) || known.has(m) || typeof value.prototype[m] !== 'function') continue;
+    const property = Object.getOwnPropertyDescriptor(value.prototype, m);
+    if (property.get) {
+      // A getter (handleId): read on an object without a Rust object behind it.
+      call(`${name}.prototype.${m} read on a bare prototype`, () => property.get.call(Object.create(value.prototype)));
+      continue;
+    }
+    if (skip.has(m) || known.has(m) || typeof property.value !== 'function') continue;
     // On our instance of the class where there is one, else on one without a Rust object.
     const self = instances.get(value) || Object.create(value.prototype);
     each(`${name}.prototype.${m}`, (...a) => self[m](...a), value.prototype[m].length);
   }
 }
-Promise.all(pending).then(finish);
+await Promise.all(pending);
+finish();
 
 // ---- afterwards, everything still works ------------------------------------------------
 
@@ -678,5 +715,6 @@ function panicHook() {
     assert.equal(JSON.parse(wasm.chunkText('One. Two.', 'sentence', 0, 0)).length, 1);
   } catch (e) {
     failures.push(`the panic hook: ${e.message}`);
+}
 }
 }

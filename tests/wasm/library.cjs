@@ -34,6 +34,7 @@ function persist(dir, writes) {
 }
 
 
+async function main() {
 const t0 = performance.now();
 const embedder = new Embedder(readTree(path.join(modelsDir, 'all-MiniLM-L6-v2')), 'all-MiniLM-L6-v2', '');
 const lm = new Lm(new Uint8Array(fs.readFileSync(path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'))));
@@ -46,24 +47,26 @@ persist(store, lib.takeWrites());
 
 // A baseline document, then the same content again: a no-op that writes nothing.
 const example = fs.readFileSync(examplePath, 'utf8');
-const first = JSON.parse(lib.addDocument('printing-press.md', example, 'sentence', embedder));
+const first = JSON.parse(await lib.addDocument({ title: 'printing-press.md', text: example }, { embedder, chunker: 'sentence' }));
 assert.equal(first.added, true);
 assert.ok(first.chunks > 3, JSON.stringify(first));
 const writes = lib.takeWrites();
 assert.equal(writes[writes.length - 1][0], 'manifest.json', 'the manifest is written last');
 persist(store, writes);
-const again = JSON.parse(lib.addDocument('printing-press.md', example, 'sentence', embedder));
+const again = JSON.parse(await lib.addDocument({ title: 'printing-press.md', text: example }, { embedder, chunker: 'sentence' }));
 assert.equal(again.added, false);
 assert.equal(lib.takeWrites().length, 0);
 
 // MoM with SmolLM2 as reader (greedy only): progress is reported; the memory goes in.
 const bells = 'The bell of Saint Paul rang at noon and again at dusk. In 1666 the great fire melted it.';
 let reports = 0;
-const mom = JSON.parse(lib.addDocumentWithReader('bells.txt', bells, embedder, lm, 0, (p) => {
+const progress = (p) => {
   reports += 1;
   assert.ok(p.fraction >= 0 && p.fraction <= 1 && typeof p.stage === 'string', JSON.stringify(p));
   return true;
-}));
+};
+// The chunker defaults to MoM when a reader is given.
+const mom = JSON.parse(await lib.addDocument({ title: 'bells.txt', text: bells }, { embedder, reader: lm, samples: 0, progress }));
 assert.equal(mom.added, true);
 assert.ok(reports > 0);
 assert.ok(mom.chunks >= 1);
@@ -73,7 +76,14 @@ persist(store, lib.takeWrites());
 
 // A cancelled ingest changes nothing and leaves nothing to write.
 const before = lib.documents();
-assert.throws(() => lib.addDocumentWithReader('clocks.txt', 'A new text about clocks and their bells.', embedder, lm, 0, () => false), /cancelled/);
+await assert.rejects(lib.addDocument({ title: 'clocks.txt', text: 'A new text about clocks and their bells.' }, { embedder, reader: lm, progress: () => false }), /cancelled/);
+// Options that do not fit are named.
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, chunker: 'mom' }), /options\.reader: chunker 'mom' needs a reader/);
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, chunker: 'sentence', reader: lm }), /options\.reader/);
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder: lm }), /options\.embedder is a model; it must be an Embedder/);
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, reader: embedder }), /options\.reader is an Embedder/);
+await assert.rejects(lib.addDocument({ title: 'x.txt' }, { embedder }), /doc\.text must be a string/);
+await assert.rejects(lib.ask('Who?', { embedder }), /options\.answerer must be a model/);
 assert.equal(lib.documents(), before);
 assert.equal(lib.takeWrites().length, 0);
 
@@ -82,10 +92,11 @@ const hits = JSON.parse(lib.search('Who brought printing to England?', 3, embedd
 assert.equal(hits.length, 3);
 assert.ok(hits.some((h) => h.text.includes('Caxton')), JSON.stringify(hits));
 let streamed = '';
-const answer = JSON.parse(lib.ask('Who brought printing to England?', 3, 24, embedder, lm, (piece) => {
+const onToken = (piece) => {
   streamed += piece;
   return true;
-}));
+};
+const answer = JSON.parse(await lib.ask('Who brought printing to England?', { embedder, answerer: lm, k: 3, maxTokens: 24, onToken }));
 assert.ok(answer.answer.length > 0 && streamed.trim().startsWith(answer.answer.slice(0, 5)), JSON.stringify(answer));
 assert.ok(answer.sources.some((s) => s.text.includes('Caxton')));
 assert.throws(() => lib.search('   ', 3, embedder), /empty/);
@@ -114,3 +125,9 @@ assert.throws(() => Library.open({ 'manifest.json': 'text' }, embedder), /manife
 
 fs.rmSync(store, { recursive: true, force: true });
 console.log(`wasm library: baseline and MoM ingest, search, streamed cited answer, persistence, export/import, removal, cancel: ok (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -8,15 +8,12 @@ use clap::Args;
 use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
-use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
-use docmem_runtime::answerer::Answerer;
 use docmem_runtime::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
 use docmem_runtime::qa::AskParams;
-use docmem_runtime::remote::RemoteModel;
 use docmem_runtime::store::DirStore;
 
-use crate::local_model::{BackendChoice, LocalLm};
+use crate::model_arg::BackendChoice;
 use crate::CliError;
 
 #[derive(Args)]
@@ -144,27 +141,9 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     }
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
     // The answerer, and the same model as the short-reply writer of clues and routing.
-    let (lm, mut remote): (Option<LocalLm>, Option<(RemoteModel<_>, RemoteModel<_>)>) = match crate::remote::remote_name(&path) {
-        Some(name) => {
-            let remote = &a.embedder.remote;
-            let transport = remote.transport("answerer", name, "the question and the passages retrieved for it")?;
-            let model = || RemoteModel::new(transport.clone(), name).with_context(remote.remote_context);
-            (None, Some((model(), model())))
-        }
-        None => {
-            if !path.exists() {
-                return Err(CliError::BadArgument { message: format!("--answerer: {} does not exist", path.display()) });
-            }
-            (Some(LocalLm::load(&path, a.threads, a.backend)?), None)
-        }
-    };
-    let mut local_text = lm.as_ref().map(LocalLm::text);
-    let (answerer, text): (&dyn Answerer, &mut dyn TextModel) = match (&lm, &mut local_text, &mut remote) {
-        (Some(lm), Some(text), _) => (lm.answerer(), &mut **text),
-        (_, _, Some((answerer, text))) => (&*answerer, text),
-        _ => return Err(CliError::BadArgument { message: "--answerer: no model".into() }),
-    };
-    let model_name = crate::input::file_label(&path);
+    let model = crate::model_arg::open(&path, "answerer", &a.embedder.remote, a.threads, a.backend, || {
+        format!("--answerer: {} does not exist", path.display())
+    })?;
     let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
     let explore = a.routing.explore(route_settings.judge);
     let settings = GuideSettings { clues, route, route_settings, ..GuideSettings::default() };
@@ -178,9 +157,9 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let guided = docmem_runtime::block_on(ask_guided(
         &mut library,
         embedder.as_mut(),
-        answerer,
-        text,
-        &model_name,
+        model.answerer(),
+        &mut *model.text(),
+        model.name(),
         &a.question,
         &params,
         &settings,

@@ -8,23 +8,20 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::Instant;
 
 use clap::Args;
 use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
-use docmem_core::reader::{ExtractSettings, Progress, ReaderModel, ReaderPrompt, Stage};
+use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
-use docmem_runtime::remote::RemoteModel;
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
 use crate::input::read_document;
-use crate::local_model::{BackendChoice, LocalLm};
-use crate::remote::HttpTransport;
+use crate::model_arg::{BackendChoice, Model};
 use crate::CliError;
 
 /// The reader model used when `--reader` is not given (fetched by `npm run demo`).
@@ -109,46 +106,19 @@ pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
     Err(CliError::BadArgument { message: format!("--prompt: '{s}' is not auto, zh-think, zh, en-think, en or a prompt file") })
 }
 
-/// A reader or scorer: a model file loaded here, or a hosted model (`remote:NAME`).
-#[allow(clippy::large_enum_variant)] // at most two, made once per run
-enum Model {
-    Local { lm: LocalLm, name: String },
-    Remote { transport: Rc<HttpTransport>, name: String, context: usize },
-}
-
-impl Model {
-    /// Open the `--{what}` model at `path`; `default` when the path is the built-in default
-    /// (so a missing file is explained by how to fetch it).
-    fn open(path: &Path, a: &IngestArgs, what: &str, default: bool) -> Result<Model, CliError> {
-        let remote = &a.embedder.remote;
-        if let Some(name) = crate::remote::remote_name(path) {
-            let transport = remote.transport(what, name, "the documents' text")?;
-            return Ok(Model::Remote { transport, name: name.to_string(), context: remote.remote_context });
+/// Open the `--{role}` model at `path`; `default` when the path is the built-in default
+/// (so a missing file is explained by how to fetch it).
+fn open_model(path: &Path, a: &IngestArgs, role: &str, default: bool) -> Result<Model, CliError> {
+    crate::model_arg::open(path, role, &a.embedder.remote, a.threads, a.backend, || {
+        if default {
+            format!(
+                "--chunker mom needs a reader model: pass --reader MODEL.gguf (or remote:NAME with --remote), or fetch the default with `docmem models fetch default` (nothing at {})",
+                path.display()
+            )
+        } else {
+            format!("--{role}: {} does not exist", path.display())
         }
-        if !path.exists() {
-            let message = if default {
-                format!(
-                    "--chunker mom needs a reader model: pass --reader MODEL.gguf (or remote:NAME with --remote), or fetch the default with `docmem models fetch default` (nothing at {})",
-                    path.display()
-                )
-            } else {
-                format!("--{what}: {} does not exist", path.display())
-            };
-            return Err(CliError::BadArgument { message });
-        }
-        let lm = LocalLm::load(path, a.threads, a.backend)?;
-        Ok(Model::Local { lm, name: crate::input::file_label(path) })
-    }
-
-    /// This model as the core's reader (and scorer).
-    fn reader(&self) -> Box<dyn ReaderModel + '_> {
-        match self {
-            Model::Local { lm, name } => lm.reader(name.clone()),
-            Model::Remote { transport, name, context } => {
-                Box::new(RemoteModel::new(transport.clone(), name.clone()).with_context(*context))
-            }
-        }
-    }
+    })
 }
 
 /// A one-line progress report: rewritten in place on a terminal, one line per candidate
@@ -235,16 +205,12 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
             }
             None => {
                 if models.is_none() {
-                    let reader = Model::open(&reader_path, a, "reader", a.reader.is_none())?;
-                    let scorer = a.scorer.as_ref().map(|p| Model::open(p, a, "scorer", false)).transpose()?;
+                    let reader = open_model(&reader_path, a, "reader", a.reader.is_none())?;
+                    let scorer = a.scorer.as_ref().map(|p| open_model(p, a, "scorer", false)).transpose()?;
                     models = Some((reader, scorer));
                 }
                 let Some((reader, scorer)) = &models else { continue };
-                MemoryMethod::Mom {
-                    reader: reader.reader(),
-                    scorer: scorer.as_ref().map(|s| s.reader() as Box<dyn docmem_core::Scorer>),
-                    settings: extract.clone(),
-                }
+                reader.memory_method(scorer.as_ref(), extract.clone())
             }
         };
         let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };

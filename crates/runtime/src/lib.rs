@@ -13,7 +13,9 @@
 //! API; BERT-family sentence embedders on the same kernels ([`embed`]); and the hashing
 //! embedder used when no embedding model is present; the WebGPU backend ([`gpu`]); and hosted
 //! models through an OpenAI-compatible API ([`remote`]: the edge worker), in every role,
-//! with the answer written by either through [`answerer::Answerer`].
+//! with the answer written by either through [`answerer::Answerer`]. Whatever runs a model,
+//! callers hold one [`handle::ModelHandle`] (or [`handle::EmbedderHandle`]) and ask it for a
+//! role.
 //!
 //! ## Unsafe code
 //!
@@ -41,6 +43,7 @@ pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod guided;
+pub mod handle;
 pub mod ingest;
 pub mod lm;
 pub mod model;

@@ -173,6 +173,71 @@ pub(crate) fn token_ids(value: &JsValue, what: &str) -> Result<Vec<u32>, JsValue
     Ok(out)
 }
 
+/// An options object (`{k: 4, onToken}`): its fields read by name, each checked as the
+/// positional arguments are, and named in errors as `options.k`. `undefined` or `null` is
+/// an object with no fields.
+pub(crate) struct Options {
+    object: JsValue,
+    what: &'static str,
+}
+
+impl Options {
+    /// `value` as the options object called `what` in errors.
+    pub(crate) fn new(value: &JsValue, what: &'static str) -> Result<Options, JsValue> {
+        if !(value.is_undefined() || value.is_null() || value.is_object()) {
+            return Err(bad(format!("{what} must be an object, not {}", kind(value))));
+        }
+        Ok(Options { object: value.clone(), what })
+    }
+
+    /// How errors name field `key`.
+    pub(crate) fn name(&self, key: &str) -> String {
+        format!("{}.{key}", self.what)
+    }
+
+    /// Field `key`: `undefined` when it is not there (or is `null`).
+    pub(crate) fn value(&self, key: &str) -> Result<JsValue, JsValue> {
+        if !self.object.is_object() {
+            return Ok(JsValue::UNDEFINED);
+        }
+        let v = js_sys::Reflect::get(&self.object, &key.into()).map_err(|e| thrown(&self.name(key), &e))?;
+        Ok(if v.is_null() { JsValue::UNDEFINED } else { v })
+    }
+
+    /// String field `key`, which must be there.
+    pub(crate) fn string(&self, key: &str) -> Result<String, JsValue> {
+        string(&self.value(key)?, &self.name(key))
+    }
+
+    /// String field `key`, when it is there.
+    pub(crate) fn optional_string(&self, key: &str) -> Result<Option<String>, JsValue> {
+        let v = self.value(key)?;
+        if v.is_undefined() {
+            return Ok(None);
+        }
+        string(&v, &self.name(key)).map(Some)
+    }
+
+    /// Whole-number field `key` from 0 to `max`; `default` when it is not there.
+    pub(crate) fn count_or(&self, key: &str, default: u32, max: u32) -> Result<u32, JsValue> {
+        let v = self.value(key)?;
+        if v.is_undefined() {
+            return Ok(default);
+        }
+        let n = v.as_f64().ok_or_else(|| bad(format!("{} must be a number, not {}", self.name(key), kind(&v))))?;
+        count(n, &self.name(key), max)
+    }
+
+    /// Function field `key`, when it is there.
+    pub(crate) fn function(&self, key: &str) -> Result<Option<js_sys::Function>, JsValue> {
+        let v = self.value(key)?;
+        if v.is_undefined() {
+            return Ok(None);
+        }
+        v.dyn_into::<js_sys::Function>().map(Some).map_err(|v| bad(format!("{} must be a function, not {}", self.name(key), kind(&v))))
+    }
+}
+
 /// The enumerable own properties of object `value` with string keys, as `(key, value)`.
 /// Read through `Reflect`, so a Proxy's or getter's exception is an error here.
 pub(crate) fn entries(value: &JsValue, what: &str) -> Result<Vec<(String, JsValue)>, JsValue> {

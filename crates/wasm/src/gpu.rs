@@ -5,18 +5,15 @@
 
 use std::rc::Rc;
 
-use docmem_core::Document;
 use docmem_core::ErrorCode;
-use docmem_runtime::answerer::Answerer;
 use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
-use docmem_runtime::ingest::MemoryMethod;
+use docmem_runtime::lm::Lm;
 use docmem_runtime::lm::Logits;
-use docmem_runtime::lm::{Lm, LmReader};
-use docmem_runtime::qa;
 use wasm_bindgen::prelude::*;
 
-use crate::library::{self, WasmLibrary};
-use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLm, WasmMemoryDraft};
+use crate::handles::Registration;
+use crate::library::WasmLibrary;
+use crate::{boundary, coded, error_with, WasmEmbedder, WasmLm, WasmMemoryDraft};
 
 /// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
 /// shared and service workers): refuse first, with the reason.
@@ -64,10 +61,20 @@ pub async fn webgpu_check(allow_cpu_adapter: bool) -> Result<JsValue, JsValue> {
 /// the token embeddings stay in wasm memory.
 #[wasm_bindgen(js_name = GpuLm)]
 pub struct WasmGpuLm {
-    /// Shared with the Promises of calls still running.
+    /// Shared with the registry's handle and the Promises of calls still running.
     lm: Rc<Lm<GpuTransformer>>,
     /// The name the model is known by (provenance, prompt choice).
     name: String,
+    /// Where `options.reader`/`options.answerer` find it (see `crate::handles`).
+    registration: Registration,
+}
+
+impl WasmGpuLm {
+    fn wrap(lm: Lm<GpuTransformer>, name: String) -> WasmGpuLm {
+        let lm = Rc::new(lm);
+        let registration = Registration::model(crate::handles::Model::on_gpu(lm.clone(), name.clone()));
+        WasmGpuLm { lm, name, registration }
+    }
 }
 
 #[wasm_bindgen(js_class = GpuLm)]
@@ -77,9 +84,12 @@ impl WasmGpuLm {
     #[wasm_bindgen(js_name = fromLm)]
     pub async fn from_lm(lm: WasmLm, allow_cpu_adapter: bool) -> Result<WasmGpuLm, JsValue> {
         let gpu = device(allow_cpu_adapter).await?;
-        let name = lm.name;
-        let lm = lm.lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(coded)?;
-        Ok(WasmGpuLm { lm: Rc::new(lm), name })
+        let WasmLm { lm, name, registration } = lm;
+        // The registry's handle shares the model: let it go, so that the model moves.
+        drop(registration);
+        let lm = Rc::try_unwrap(lm).map_err(|_| crate::busy("the model"))?;
+        let lm = lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(coded)?;
+        Ok(WasmGpuLm::wrap(lm, name))
     }
 
     /// Drop the background work this model stopped to give way (a memory's window, kept
@@ -108,7 +118,7 @@ impl WasmGpuLm {
         let src = crate::js_range_source(length, read)?;
         let gpu = device(allow_cpu_adapter).await?;
         let lm = Lm::load_onto_gpu(&src, &crate::load_options(), gpu).map_err(coded)?;
-        Ok(WasmGpuLm { lm: Rc::new(lm), name })
+        Ok(WasmGpuLm::wrap(lm, name))
     }
 
     /// Load a Hugging Face checkpoint (as `Lm.fromHuggingFace` takes it) onto the GPU: its
@@ -129,7 +139,14 @@ impl WasmGpuLm {
         let gpu = device(allow_cpu_adapter).await?;
         let lm =
             files.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(|e| error_with(ErrorCode::ModelLoadFailed, e))?;
-        Ok(WasmGpuLm { lm: Rc::new(lm), name })
+        Ok(WasmGpuLm::wrap(lm, name))
+    }
+
+    /// This model's number among the handles `addDocument`, `ask` and `readAhead` find in
+    /// their options (`{answerer: gpuLm}`): not needed by callers.
+    #[wasm_bindgen(getter, js_name = handleId)]
+    pub fn handle_id(&self) -> u32 {
+        self.registration.id()
     }
 
     /// The adapter's name and backend.
@@ -180,106 +197,6 @@ impl WasmGpuLm {
     }
 }
 
-/// Ingest and answers with a model on WebGPU: Promises, as the GPU answers through the
-/// event loop. An ingest holds the library and the embedder until it settles (a call on
-/// them meanwhile gets a `BUSY` error); an answer retrieves at once and holds neither
-/// while it generates.
-#[wasm_bindgen(js_class = Library)]
-impl WasmLibrary {
-    /// `addDocumentWithReader` with a reader on WebGPU. Resolves to the same JSON.
-    #[wasm_bindgen(js_name = addDocumentWithGpuReader)]
-    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
-    pub fn add_document_with_gpu_reader(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
-        embedder: &WasmEmbedder,
-        reader: &WasmGpuLm,
-        samples: f64,
-        progress: Option<js_sys::Function>,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
-    ) -> js_sys::Promise {
-        let args = library::ingest_args(&title, &text, samples, &collection);
-        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
-        let (lm, name) = (reader.lm.clone(), reader.name.clone());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (title, text, settings, collection) = args?;
-            let doc = Document::new(&title, &text);
-            let mut method = MemoryMethod::Mom { reader: Box::new(LmReader::new(&lm, name)), scorer: None, settings };
-            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
-        })
-    }
-
-    /// `addDocument` (the chunkers, no reader) with an embedder of any kind, one on WebGPU
-    /// included (`Embedder.onGpu`): a Promise of the same JSON. Holds the library and the
-    /// embedder until it settles, as `addDocumentWithGpuReader` does.
-    #[wasm_bindgen(js_name = addDocumentAsync)]
-    pub fn add_document_async(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
-        embedder: &WasmEmbedder,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
-    ) -> js_sys::Promise {
-        let args = library::chunker_args(&title, &text, &chunker, &collection);
-        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (title, text, mut method, collection) = args?;
-            let doc = Document::new(&title, &text);
-            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, None).await
-        })
-    }
-
-    /// `ask` with an answerer on WebGPU: retrieval first (the question embedded on WebGPU
-    /// when the embedder is there, holding the library and the embedder meanwhile), then
-    /// generation on the GPU, holding neither. Resolves to the same JSON.
-    #[wasm_bindgen(js_name = askOnGpu)]
-    pub fn ask_on_gpu(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        max_tokens: f64,
-        embedder: &WasmEmbedder,
-        answerer: &WasmGpuLm,
-        on_token: Option<js_sys::Function>,
-    ) -> js_sys::Promise {
-        let args = boundary::ready().and_then(|()| Ok((boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?)));
-        let (library, embedder, lm) = (self.library.clone(), embedder.embedder.clone(), answerer.lm.clone());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (question, params) = args?;
-            let prompt = library::prepare_holding(&library, &embedder, &question, &params).await?;
-            let answer = qa::answer(prompt, &*lm, params.max_tokens, library::token_sink(on_token)).await.map_err(coded)?;
-            Ok(to_json(&answer)?.into())
-        })
-    }
-
-    /// `readAhead` with an answerer on WebGPU: a promise of the prompt tokens it keeps.
-    #[wasm_bindgen(js_name = readAheadOnGpu)]
-    pub fn read_ahead_on_gpu(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        embedder: &WasmEmbedder,
-        answerer: &WasmGpuLm,
-        interrupt: Option<js_sys::Function>,
-    ) -> js_sys::Promise {
-        let args = boundary::ready().and_then(|()| Ok((boundary::string(&question, "question")?, library::ask_params(k, 1.0)?)));
-        let (library, embedder, lm) = (self.library.clone(), embedder.embedder.clone(), answerer.lm.clone());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (question, params) = args?;
-            let stop = crate::memory_draft::interrupt_fn(interrupt);
-            let start = if question.trim().is_empty() {
-                docmem_core::answer::instructions(false).to_string()
-            } else {
-                library::prepare_holding(&library, &embedder, &question, &params).await?.before_question(&question).to_string()
-            };
-            let kept = lm.read_ahead(&start, &stop).await.map_err(coded)?;
-            Ok((kept as f64).into())
-        })
-    }
-}
-
 /// Background memories with a reader on WebGPU.
 #[wasm_bindgen(js_class = Library)]
 impl WasmLibrary {
@@ -292,7 +209,7 @@ impl WasmLibrary {
         samples: f64,
         max_new_tokens: f64,
     ) -> Result<WasmMemoryDraft, JsValue> {
-        crate::memory_draft::plan(self, &id, &reader.lm, &reader.name, samples, max_new_tokens)
+        crate::memory_draft::plan(self, &id, &*reader.lm, &reader.name, samples, max_new_tokens)
     }
 }
 
@@ -319,8 +236,9 @@ impl WasmMemoryDraft {
 impl WasmEmbedder {
     /// Load from a model's files (as `new Embedder` takes them) onto the WebGPU device
     /// `device` runs on, which it then shares (one device for the decoder and the
-    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocumentAsync`,
-    /// `addDocumentWithGpuReader` and `askOnGpu` take it; the synchronous calls refuse it.
+    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocument`, `ask` and
+    /// `readAhead` take it; the synchronous calls (`search`, and clues and routing inside
+    /// `ask`) refuse it.
     #[wasm_bindgen(js_name = onGpu)]
     pub fn on_gpu(
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,

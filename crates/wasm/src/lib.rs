@@ -9,16 +9,17 @@
 //! glue, and a panic all the same (a bug) is reported by the hook there (its message and
 //! location go to `console.error`, and every later call throws it as `INTERNAL`).
 //!
-//! What it exposes now: the MemReader output parser, the [MASK] aligner, the baseline
+//! What it exposes: the MemReader output parser, the [MASK] aligner, the baseline
 //! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (in linear memory; on
 //! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
-//! sentence embedder on the same kernels, and [`WasmLibrary`], a document library (ingest,
-//! search, cited answers) whose changes the JavaScript side persists; with the `gpu`
-//! feature, `webgpuCheck`, `GpuLm` (a model moved onto WebGPU), `Embedder.onGpu` (the
-//! embedder on that device) with `embedAsync`, and the library's `addDocumentWithGpuReader`,
-//! `addDocumentAsync` and `askOnGpu`, which return Promises (a page reads GPU
-//! results back only through its event loop; on the CPU the same runtime futures are ready
-//! at once, and the exports stay synchronous). The `DocMem` client (worker, model cache,
+//! sentence embedder on the same kernels, `RemoteModel` and `Embedder.remote` (hosted
+//! models), and [`WasmLibrary`], a document library whose changes the JavaScript side
+//! persists. With the `gpu` feature, `webgpuCheck`, `GpuLm` (a model on WebGPU) and
+//! `Embedder.onGpu` (the embedder on that device). The library's work goes through two
+//! entry points whatever runs the models, `addDocument(doc, options)` and `ask(question,
+//! options)`, Promises that take the models in their options (`handles`): a page reads
+//! GPU results and a host's replies only through its event loop, and on the CPU the same
+//! runtime futures are ready at once. The `DocMem` client (worker, model cache,
 //! IndexedDB) is in `js/`.
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
@@ -28,6 +29,7 @@ use wasm_bindgen::prelude::*;
 mod boundary;
 #[cfg(feature = "gpu")]
 mod gpu;
+mod handles;
 mod library;
 mod memory_draft;
 mod remote;
@@ -101,9 +103,20 @@ pub fn parse_and_align(
 /// A GGUF language model running on the CPU backend inside WebAssembly.
 #[wasm_bindgen(js_name = Lm)]
 pub struct WasmLm {
-    lm: docmem_runtime::lm::Lm,
+    /// Shared with the registry's handle and with calls still running.
+    lm: std::rc::Rc<docmem_runtime::lm::Lm>,
     /// The name the model is known by (provenance, prompt choice).
     name: String,
+    /// Where `options.reader`/`options.answerer` find it (see `handles`).
+    registration: handles::Registration,
+}
+
+impl WasmLm {
+    fn wrap(lm: docmem_runtime::lm::Lm, name: &str) -> WasmLm {
+        let lm = std::rc::Rc::new(lm);
+        let registration = handles::Registration::model(handles::Model::on_cpu(lm.clone(), name));
+        WasmLm { lm, name: name.into(), registration }
+    }
 }
 
 #[wasm_bindgen(js_class = Lm)]
@@ -114,7 +127,7 @@ impl WasmLm {
         boundary::ready()?;
         let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
         let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
-        Ok(WasmLm { lm, name: "model.gguf".into() })
+        Ok(WasmLm::wrap(lm, "model.gguf"))
     }
 
     /// Load a model of `length` bytes through `read(offset, length) → Uint8Array`, a
@@ -125,7 +138,7 @@ impl WasmLm {
         boundary::ready()?;
         let src = js_range_source(length, read)?;
         let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
-        Ok(WasmLm { lm, name: "model.gguf".into() })
+        Ok(WasmLm::wrap(lm, "model.gguf"))
     }
 
     /// Load a Hugging Face checkpoint (a `llama` or `qwen2` model): `parts` is `{config,
@@ -143,7 +156,7 @@ impl WasmLm {
     ) -> Result<WasmLm, JsValue> {
         boundary::ready()?;
         let lm = HfFiles::from_js(&parts, &shards)?.load()?;
-        Ok(WasmLm { lm, name: "model".into() })
+        Ok(WasmLm::wrap(lm, "model"))
     }
 
     /// Name the model (its file name, say): memories record it, and the reader prompt is
@@ -152,7 +165,15 @@ impl WasmLm {
     pub fn set_name(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> Result<(), JsValue> {
         boundary::ready()?;
         self.name = boundary::string(&name, "name")?;
+        self.registration.replace(handles::Model::on_cpu(self.lm.clone(), self.name.clone()));
         Ok(())
+    }
+
+    /// This model's number among the handles `addDocument`, `ask` and `readAhead` find in
+    /// their options (`{reader: lm}`): not needed by callers.
+    #[wasm_bindgen(getter, js_name = handleId)]
+    pub fn handle_id(&self) -> u32 {
+        self.registration.id()
     }
 
     /// Token ids of `text` (no BOS), as JSON.
@@ -263,35 +284,41 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
 pub struct WasmEmbedder {
     /// Shared with calls still running: an ingest or answer on the GPU, or with a hosted
     /// model, holds it across the event loop (see [`WasmEmbedder::get`]).
-    embedder: std::rc::Rc<std::cell::RefCell<remote::AnyEmbedder>>,
+    embedder: handles::SharedEmbedder,
+    /// Where `options.embedder` finds it (see `handles`).
+    registration: handles::Registration,
 }
 
+/// The embedder as the bindings hold it.
+type AnyEmbedder = docmem_runtime::handle::EmbedderHandle<std::rc::Rc<remote::JsTransport>>;
+
 impl WasmEmbedder {
-    fn wrap(embedder: impl Into<remote::AnyEmbedder>) -> Self {
-        WasmEmbedder { embedder: std::rc::Rc::new(std::cell::RefCell::new(embedder.into())) }
+    fn wrap(embedder: impl Into<AnyEmbedder>) -> Self {
+        let embedder = std::rc::Rc::new(std::cell::RefCell::new(embedder.into()));
+        WasmEmbedder { registration: handles::Registration::embedder(embedder.clone()), embedder }
     }
 
     /// The embedder for a synchronous call, unless a call still running holds it (then a
     /// `BUSY` error) or it runs on WebGPU, which a synchronous call cannot wait for (then a
     /// `BAD_ARGUMENT` error naming the calls that can).
-    fn get(&self) -> Result<std::cell::RefMut<'_, remote::AnyEmbedder>, JsValue> {
+    fn get(&self) -> Result<std::cell::RefMut<'_, AnyEmbedder>, JsValue> {
         synchronous(self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)
     }
 
     /// The embedder for a call that only reads it (its name, width, precision),
     /// unless a call still running holds it.
-    fn read(&self) -> Result<std::cell::Ref<'_, remote::AnyEmbedder>, JsValue> {
+    fn read(&self) -> Result<std::cell::Ref<'_, AnyEmbedder>, JsValue> {
         self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
 }
 
 /// `embedder`, for a call that embeds synchronously: refused with `BAD_ARGUMENT` (naming
 /// the calls that can take it) when it runs on WebGPU, which such a call cannot wait for.
-fn synchronous<E: std::ops::DerefMut<Target = remote::AnyEmbedder>>(embedder: E) -> Result<E, JsValue> {
+fn synchronous<E: std::ops::DerefMut<Target = AnyEmbedder>>(embedder: E) -> Result<E, JsValue> {
     if docmem_core::Embedder::needs_await(&*embedder) {
         return Err(error_with(
             ErrorCode::BadArgument,
-            "this embedder runs on WebGPU, which a synchronous embedding step cannot wait for: use embedAsync, addDocumentAsync, addDocumentWithGpuReader or askOnGpu",
+            "this embedder runs on WebGPU, which a synchronous embedding step cannot wait for: use embedAsync, addDocument, ask (without clues or routing) or readAhead",
         ));
     }
     Ok(embedder)
@@ -314,6 +341,13 @@ fn busy(what: &str) -> JsValue {
 
 #[wasm_bindgen(js_class = Embedder)]
 impl WasmEmbedder {
+    /// This embedder's number among the handles `addDocument`, `ask` and `readAhead` find in
+    /// their options (`{embedder}`): not needed by callers.
+    #[wasm_bindgen(getter, js_name = handleId)]
+    pub fn handle_id(&self) -> u32 {
+        self.registration.id()
+    }
+
     /// Load from a model's files: `files` maps each file name (`config.json`,
     /// `model.safetensors`, `tokenizer.json`, and where the model has them `modules.json`,
     /// `1_Pooling/config.json`, `sentence_bert_config.json`,
@@ -361,8 +395,8 @@ impl WasmEmbedder {
     pub fn precision(&self) -> Result<String, JsValue> {
         boundary::ready()?;
         Ok(match &*self.read()? {
-            remote::AnyEmbedder::Local(e) => e.precision().name().to_owned(),
-            remote::AnyEmbedder::Remote(_) => "remote".to_owned(),
+            AnyEmbedder::Local(e) => e.precision().name().to_owned(),
+            AnyEmbedder::Hosted(_) => "remote".to_owned(),
         })
     }
 
@@ -389,23 +423,23 @@ fn embedded_object(vectors: &[Vec<f32>], truncated: usize) -> Result<js_sys::Obj
 /// `embedAsync`: `texts` embedded by `embedder` (held until they are), awaited where it
 /// runs on WebGPU.
 #[allow(clippy::await_holding_refcell_ref)] // held on purpose: other calls answer BUSY meanwhile
-async fn embed_holding(embedder: &std::cell::RefCell<remote::AnyEmbedder>, texts: &[String], query: bool) -> Result<JsValue, JsValue> {
+async fn embed_holding(embedder: &std::cell::RefCell<AnyEmbedder>, texts: &[String], query: bool) -> Result<JsValue, JsValue> {
     let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
     Ok(embedded(&mut embedder, texts, query).await?.into())
 }
 
 /// `embed`'s and `embedAsync`'s work: `texts` embedded, as `{vectors, truncated}`. Loading
 /// is over, so a failure is the running model's (or the host's).
-async fn embedded(embedder: &mut remote::AnyEmbedder, texts: &[String], query: bool) -> Result<js_sys::Object, JsValue> {
+async fn embedded(embedder: &mut AnyEmbedder, texts: &[String], query: bool) -> Result<js_sys::Object, JsValue> {
     use docmem_runtime::embed::EmbedRole;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let role = if query { EmbedRole::Query } else { EmbedRole::Passage };
     let (vectors, truncated) = match embedder {
-        remote::AnyEmbedder::Local(e) => {
+        AnyEmbedder::Local(e) => {
             let out = e.embed_async(&refs, role).await.map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
             (out.vectors, out.truncated)
         }
-        remote::AnyEmbedder::Remote(e) => {
+        AnyEmbedder::Hosted(e) => {
             let vectors = docmem_core::Embedder::embed(e, &refs, role).map_err(|e| error_with(ErrorCode::RemoteFailed, e))?;
             (vectors, 0)
         }

@@ -8,10 +8,14 @@
 //! the same journal goes to files. Ingest, search and answers are the runtime's
 //! (`docmem_runtime::ingest`, `docmem_runtime::qa`); this file only translates.
 //!
-//! The library sits in an `Rc<RefCell<…>>` because an ingest on WebGPU (`crate::gpu`) is
-//! a Promise that holds it across the event loop; a call made meanwhile gets a `BUSY`
-//! error rather than a half-written library (the npm package's worker queues its
-//! requests, so it never sees one).
+//! Two entry points do the work, whatever runs the models: `addDocument(doc, options)` and
+//! `ask(question, options)` (with `readAhead` beside it), each a Promise. The options carry
+//! the models (`crate::handles` finds them); on the CPU the runtime's futures are ready
+//! when first polled, on WebGPU or with a hosted model they wait on the event loop.
+//!
+//! The library sits in an `Rc<RefCell<…>>` because such a Promise holds it across the
+//! event loop; a call made meanwhile gets a `BUSY` error rather than a half-written
+//! library (the npm package's worker queues its requests, so it never sees one).
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
@@ -27,13 +31,12 @@ use docmem_core::retrieve::SearchParams;
 use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::guided::{ask_guided, GuideSettings};
-use docmem_runtime::ingest::{ingest_into, IngestLimits, Ingested, MemoryMethod};
-use docmem_runtime::lm::{LmReader, LmText};
-use docmem_runtime::qa::{ask, read_ahead, retrieve, AskParams};
+use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::qa::{self, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
-use crate::boundary::{self, count, string};
-use crate::{busy, coded, error_with, to_json, WasmEmbedder, WasmLm};
+use crate::boundary::{self, count, string, Options};
+use crate::{busy, coded, error_with, handles, to_json, AnyEmbedder, WasmEmbedder};
 
 /// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
 /// memory is 4 GiB at most.
@@ -79,62 +82,95 @@ pub(crate) fn token_sink(on_token: Option<js_sys::Function>) -> impl FnMut(&str)
     }
 }
 
-/// What `addDocument` and its variants return: JSON `{id, added, chunks, outline, fallback}`.
-pub(crate) fn added_json(doc: &Document, done: &Ingested) -> Result<String, JsValue> {
-    to_json(&serde_json::json!({
-        "id": doc.id.to_string(),
-        "added": done.added,
-        "chunks": done.memory.scenarios.len(),
-        "outline": done.memory.outline.len(),
-        "fallback": done.memory.provenance.fallback,
-    }))
-}
-
-/// The collection a document goes into: `undefined` or `null` for the default one.
-pub(crate) fn collection_name(value: &JsValue) -> Result<String, JsValue> {
-    if value.is_undefined() || value.is_null() {
-        return Ok(DEFAULT_COLLECTION.into());
-    }
-    string(value, "collection")
-}
-
 /// The sampled candidates per window asked for, checked.
 pub(crate) fn extract_settings(samples: f64) -> Result<ExtractSettings, JsValue> {
     let samples = count(samples, "samples", MAX_SAMPLES)?;
     Ok(ExtractSettings { samples: samples as usize, ..ExtractSettings::default() })
 }
 
-/// The clue mode (`off`, `on`, `auto`) and route (`undefined`: none; `auto` or a
-/// collection's name) of a guided question.
-pub(crate) fn guide_settings(clues: &JsValue, route: &JsValue) -> Result<GuideSettings, JsValue> {
-    let clues: CluesMode = string(clues, "clues")?.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("{e}")))?;
-    let route = match route.is_undefined() || route.is_null() {
-        true => None,
-        false => Some(RouteTarget::from_setting(&string(route, "route")?)),
-    };
-    Ok(GuideSettings { clues, route, ..GuideSettings::default() })
+/// How `addDocument` makes a document's memory.
+enum Method {
+    /// A baseline chunker.
+    Chunker(ChunkerKind),
+    /// MoM with a reader (and a scorer).
+    Mom { reader: handles::Model, scorer: Option<handles::Model>, settings: ExtractSettings },
 }
 
-/// The checked arguments of an ingest a Promise runs later: title, text, extraction
-/// settings and collection.
-pub(crate) fn ingest_args(
-    title: &JsValue,
-    text: &JsValue,
-    samples: f64,
-    collection: &JsValue,
-) -> Result<(String, String, ExtractSettings, String), JsValue> {
+/// `addDocument`'s arguments, checked.
+struct AddArgs {
+    doc: Document,
+    embedder: handles::SharedEmbedder,
+    collection: String,
+    method: Method,
+    progress: Option<js_sys::Function>,
+}
+
+fn add_args(doc: &JsValue, options: &JsValue) -> Result<AddArgs, JsValue> {
     boundary::ready()?;
-    Ok((string(title, "title")?, string(text, "text")?, extract_settings(samples)?, collection_name(collection)?))
+    let d = Options::new(doc, "doc")?;
+    let doc = Document::new(&d.string("title")?, &d.string("text")?);
+    let o = Options::new(options, "options")?;
+    let embedder = handles::embedder_in(&o)?;
+    let (reader, scorer) = (handles::model_in(&o, "reader")?, handles::model_in(&o, "scorer")?);
+    let chunker = o.optional_string("chunker")?.unwrap_or_else(|| if reader.is_some() { "mom" } else { "sentence" }.to_owned());
+    let method = if chunker == "mom" {
+        let reader = reader.ok_or_else(|| error_with(ErrorCode::BadArgument, "options.reader: chunker 'mom' needs a reader model"))?;
+        let samples = o.count_or("samples", 0, MAX_SAMPLES)?;
+        Method::Mom { reader, scorer, settings: ExtractSettings { samples: samples as usize, ..ExtractSettings::default() } }
+    } else {
+        if reader.is_some() || scorer.is_some() {
+            return Err(error_with(
+                ErrorCode::BadArgument,
+                format!("options.reader: chunker '{chunker}' writes plain chunks and reads with no model (use chunker 'mom')"),
+            ));
+        }
+        Method::Chunker(chunker.parse().map_err(coded)?)
+    };
+    let collection = o.optional_string("collection")?.unwrap_or_else(|| DEFAULT_COLLECTION.into());
+    Ok(AddArgs { doc, embedder, collection, method, progress: o.function("progress")? })
 }
 
-/// Ingest `doc` with a reader whose answers come through the event loop (on WebGPU, or a
-/// hosted one), holding the library and the embedder across its awaits on purpose: every
-/// other entry point borrows them with `try_borrow*` and answers BUSY meanwhile. Resolves
-/// to `addDocumentWithReader`'s JSON.
+/// `ask`'s arguments, checked.
+struct AskArgs {
+    question: String,
+    params: AskParams,
+    answerer: handles::Model,
+    embedder: handles::SharedEmbedder,
+    /// Clues or routing, when asked for.
+    guide: Option<GuideSettings>,
+    on_token: Option<js_sys::Function>,
+}
+
+fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
+    boundary::ready()?;
+    let question = string(question, "question")?;
+    let o = Options::new(options, "options")?;
+    let defaults = AskParams::default();
+    let k = o.count_or("k", defaults.k as u32, u32::MAX)?.max(1) as usize;
+    let max_tokens = o.count_or("maxTokens", defaults.max_tokens as u32, u32::MAX)?.max(1) as usize;
+    let clues: CluesMode = match o.optional_string("clues")? {
+        Some(c) => c.parse().map_err(|e| error_with(ErrorCode::BadArgument, format!("options.clues: {e}")))?,
+        None => CluesMode::Off,
+    };
+    let route = o.optional_string("route")?.map(|r| RouteTarget::from_setting(&r));
+    let guide = (clues != CluesMode::Off || route.is_some()).then(|| GuideSettings { clues, route, ..GuideSettings::default() });
+    Ok(AskArgs {
+        question,
+        params: AskParams { k, max_tokens, ..defaults },
+        answerer: handles::required_model(&o, "answerer")?,
+        embedder: handles::embedder_in(&o)?,
+        guide,
+        on_token: o.function("onToken")?,
+    })
+}
+
+/// Ingest `doc` as `method` says, holding the library and the embedder across its awaits
+/// on purpose: every other entry point borrows them with `try_borrow*` and answers BUSY
+/// meanwhile. Resolves to `addDocument`'s JSON.
 #[allow(clippy::await_holding_refcell_ref)]
-pub(crate) async fn ingest_holding(
+async fn ingest_holding(
     library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    embedder: &RefCell<AnyEmbedder>,
     doc: &Document,
     collection: &str,
     method: &mut MemoryMethod<'_>,
@@ -145,29 +181,22 @@ pub(crate) async fn ingest_holding(
     let mut report = progress_reporter(progress);
     let done =
         ingest_into(&mut library, collection, doc, method, &mut *embedder, &mut report, &IngestLimits::default()).await.map_err(coded)?;
-    Ok(added_json(doc, &done)?.into())
-}
-
-/// `addDocument`'s arguments, checked: title, text, the chunker as a method, collection.
-pub(crate) fn chunker_args(
-    title: &JsValue,
-    text: &JsValue,
-    chunker: &JsValue,
-    collection: &JsValue,
-) -> Result<(String, String, MemoryMethod<'static>, String), JsValue> {
-    boundary::ready()?;
-    let (title, text) = (string(title, "title")?, string(text, "text")?);
-    let kind: ChunkerKind = string(chunker, "chunker")?.parse().map_err(coded)?;
-    let (size, overlap) = passage_sizes(kind, None, None);
-    Ok((title, text, MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }, collection_name(collection)?))
+    Ok(to_json(&serde_json::json!({
+        "id": doc.id.to_string(),
+        "added": done.added,
+        "chunks": done.memory.scenarios.len(),
+        "outline": done.memory.outline.len(),
+        "fallback": done.memory.provenance.fallback,
+    }))?
+    .into())
 }
 
 /// The answer prompt for `question`, its vector awaited where the embedder runs on WebGPU,
 /// holding the library and the embedder until then (other calls answer BUSY meanwhile).
 #[allow(clippy::await_holding_refcell_ref)]
-pub(crate) async fn prepare_holding(
+async fn prepare_holding(
     library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    embedder: &RefCell<AnyEmbedder>,
     question: &str,
     params: &AskParams,
 ) -> Result<docmem_runtime::qa::AnswerPrompt, JsValue> {
@@ -176,10 +205,37 @@ pub(crate) async fn prepare_holding(
     docmem_runtime::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
 }
 
-/// `k` and `maxTokens` of an answer, checked.
-pub(crate) fn ask_params(k: f64, max_tokens: f64) -> Result<AskParams, JsValue> {
-    let (k, max_tokens) = (count(k, "k", u32::MAX)?, count(max_tokens, "max_tokens", u32::MAX)?);
-    Ok(AskParams { k: k.max(1) as usize, max_tokens: max_tokens.max(1) as usize, ..AskParams::default() })
+/// An answer guided by clues or routing, holding the library and the embedder until it
+/// settles. Resolves to the guided answer's JSON.
+#[allow(clippy::await_holding_refcell_ref)]
+async fn ask_guided_holding(
+    library: &RefCell<Library<JournalStore>>,
+    embedder: &RefCell<AnyEmbedder>,
+    answerer: &handles::Model,
+    question: &str,
+    params: &AskParams,
+    settings: &GuideSettings,
+    on_token: Option<js_sys::Function>,
+) -> Result<String, JsValue> {
+    let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
+    // Clues and routing embed synchronously: not with an embedder on WebGPU.
+    let mut embedder = crate::synchronous(embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)?;
+    let answer = ask_guided(
+        &mut library,
+        &mut *embedder,
+        answerer.answerer(),
+        &mut *answerer.text(),
+        answerer.name(),
+        question,
+        params,
+        settings,
+        &ExploreSettings::default(),
+        &mut |_| {},
+        token_sink(on_token),
+    )
+    .await
+    .map_err(coded)?;
+    to_json(&answer)
 }
 
 pub(crate) fn progress_object(p: &Progress) -> JsValue {
@@ -272,68 +328,42 @@ impl WasmLibrary {
         Ok(WasmLibrary::wrap(library))
     }
 
-    /// Add a document with a baseline chunker (`sentence`, `fixed`, `recursive`,
-    /// `semantic`): plain chunks, no outline or cores. Returns JSON `{id, added, chunks,
-    /// outline, fallback}`; `added` is false when the same content was already there.
-    /// `collection` names the collection it goes into (`undefined`: `default`).
+    /// Add document `doc` (`{title, text}`) to the library; resolves to JSON `{id, added,
+    /// chunks, outline, fallback}` (`added` is false when the same content was already
+    /// there). `options`:
+    /// - `embedder` (an `Embedder`, on any backend), whose vectors the library indexes;
+    /// - `chunker`: `mom` (a reader writes the memory: outline, cores, chunks) or a
+    ///   baseline (`sentence`, `fixed`, `recursive`, `semantic`: plain chunks); the
+    ///   default is `mom` when a reader is given, else `sentence`;
+    /// - `reader`, for `mom`: a model (`Lm`, `GpuLm` or `RemoteModel`) that writes the
+    ///   memory, the best of a greedy and `samples` (default 0) sampled candidates;
+    ///   `scorer`: another model to score them (default: the reader);
+    /// - `progress`: called with `{stage, window, windows, tokensDone, tokensTotal,
+    ///   candidatesDone, candidatesTotal, fraction}`; returning `false` cancels, and the
+    ///   library is unchanged;
+    /// - `collection`: the collection it goes into (default: `default`).
+    ///
+    /// The library and the embedder are held until it settles: a call on them meanwhile
+    /// gets a `BUSY` error.
     #[wasm_bindgen(js_name = addDocument)]
     pub fn add_document(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] chunker: JsValue,
-        embedder: &mut WasmEmbedder,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
-    ) -> Result<String, JsValue> {
-        let (title, text, mut method, collection) = chunker_args(&title, &text, &chunker, &collection)?;
-        self.add(&collection, &title, &text, &mut method, embedder, None)
-    }
-
-    /// Add a document whose memory `reader` writes (MoM: outline, cores, chunks; the best
-    /// of a greedy and `samples` sampled candidates). `progress` is called with `{stage,
-    /// window, windows, tokensDone, tokensTotal, candidatesDone, candidatesTotal,
-    /// fraction}`; returning `false` cancels (the library is unchanged). Returns JSON as
-    /// `addDocument` does. `collection`: as for `addDocument`.
-    #[wasm_bindgen(js_name = addDocumentWithReader)]
-    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
-    pub fn add_document_with_reader(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
-        embedder: &mut WasmEmbedder,
-        reader: &WasmLm,
-        samples: f64,
-        progress: Option<js_sys::Function>,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
-    ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (title, text) = (string(&title, "title")?, string(&text, "text")?);
-        let collection = collection_name(&collection)?;
-        let mut method = MemoryMethod::Mom {
-            reader: Box::new(LmReader::new(&reader.lm, reader.name.clone())),
-            scorer: None,
-            settings: extract_settings(samples)?,
-        };
-        self.add(&collection, &title, &text, &mut method, embedder, progress)
-    }
-
-    /// Ingest on the CPU backend, whose futures are ready when first polled.
-    fn add(
-        &mut self,
-        collection: &str,
-        title: &str,
-        text: &str,
-        method: &mut MemoryMethod<'_>,
-        embedder: &mut WasmEmbedder,
-        progress: Option<js_sys::Function>,
-    ) -> Result<String, JsValue> {
-        let doc = Document::new(title, text);
-        let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
-        let mut report = progress_reporter(progress);
-        let limits = IngestLimits::default();
-        let done = docmem_runtime::block_on(ingest_into(&mut library, collection, &doc, method, &mut *embedder, &mut report, &limits))
-            .map_err(coded)?;
-        added_json(&doc, &done)
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "{title: string, text: string}")] doc: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "AddOptions")] options: JsValue,
+    ) -> js_sys::Promise {
+        let args = add_args(&doc, &options);
+        let library = self.library.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let AddArgs { doc, embedder, collection, method, progress } = args?;
+            let mut method = match &method {
+                Method::Chunker(kind) => {
+                    let (size, overlap) = passage_sizes(*kind, None, None);
+                    MemoryMethod::Chunker { kind: *kind, options: ChunkOptions { size, overlap } }
+                }
+                Method::Mom { reader, scorer, settings } => reader.memory_method(scorer.as_ref(), settings.clone()),
+            };
+            ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
+        })
     }
 
     /// Retrieval without an answer: the `k` best passages through the three layers, JSON
@@ -353,84 +383,73 @@ impl WasmLibrary {
     /// Read ahead the answer prompt of a question still being typed (`question`: what
     /// there is so far; empty: the instructions alone), so that an `ask` whose passages
     /// start the same way runs only what differs ([`docmem_runtime::qa::read_ahead`]).
-    /// `interrupt()` is asked before each piece of 16 tokens; `true` stops, keeping what
-    /// was read. Returns the prompt tokens the answerer keeps.
+    /// `options`: `embedder`, `answerer` and `k` as `ask` takes them, and `interrupt()`,
+    /// asked before each piece of 16 tokens (`true` stops, keeping what was read). Resolves
+    /// to the prompt tokens the answerer keeps (0 for a hosted one, which reads nothing
+    /// ahead).
     #[wasm_bindgen(js_name = readAhead)]
     pub fn read_ahead(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        embedder: &mut WasmEmbedder,
-        answerer: &WasmLm,
-        interrupt: Option<js_sys::Function>,
-    ) -> Result<f64, JsValue> {
-        boundary::ready()?;
-        let (question, params) = (string(&question, "question")?, ask_params(k, 1.0)?);
-        let stop = crate::memory_draft::interrupt_fn(interrupt);
-        let (library, mut embedder) = (self.get()?, embedder.get()?);
-        let kept =
-            docmem_runtime::block_on(read_ahead(&library, &mut *embedder, &answerer.lm, &question, &params, &stop)).map_err(coded)?;
-        Ok(kept as f64)
+        #[wasm_bindgen(unchecked_param_type = "ReadAheadOptions")] options: JsValue,
+    ) -> js_sys::Promise {
+        let args = boundary::ready().and_then(|()| {
+            let o = Options::new(&options, "options")?;
+            let question = string(&question, "question")?;
+            let params = AskParams { k: o.count_or("k", AskParams::default().k as u32, u32::MAX)?.max(1) as usize, ..AskParams::default() };
+            Ok((question, params, handles::required_model(&o, "answerer")?, handles::embedder_in(&o)?, o.function("interrupt")?))
+        });
+        let library = self.library.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (question, params, answerer, embedder, interrupt) = args?;
+            let stop = crate::memory_draft::interrupt_fn(interrupt);
+            let start = if question.trim().is_empty() {
+                docmem_core::answer::instructions(false).to_string()
+            } else {
+                prepare_holding(&library, &embedder, &question, &params).await?.before_question(&question).to_string()
+            };
+            let kept = answerer.answerer().read_ahead(&start, &stop).await.map_err(coded)?;
+            Ok((kept as f64).into())
+        })
     }
 
-    /// Answer `question` from the library with `answerer`, streaming text pieces to
-    /// `onToken` (returning `false` stops). JSON `{answer, not_in_documents, cited,
-    /// citations_from, sources, …}`.
+    /// Answer `question` from the library; resolves to JSON `{answer, not_in_documents,
+    /// cited, citations_from, sources, finish, …}`. `options`:
+    /// - `embedder` (an `Embedder`) and `answerer` (a model: `Lm`, `GpuLm` or
+    ///   `RemoteModel`), whatever each runs on;
+    /// - `k`: passages to find (default 4); `maxTokens`: the answer's length at most
+    ///   (default 256);
+    /// - `onToken`: given each piece of the answer as it is written; returning `false`
+    ///   stops it;
+    /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
+    ///   answer guided by clues from the library's global memory, or routed across
+    ///   collections (the answerer writes them too). The JSON then has `clues` (`{scope,
+    ///   queries, found_by, overview}`) and `route` (`{segments, scores, collection}`);
+    ///   what routing learned, and a global memory made for clues, are saved in the
+    ///   library (take the writes). These search synchronously: not with an embedder on
+    ///   WebGPU.
+    ///
+    /// A plain answer holds the library and the embedder while it searches, then neither
+    /// while it writes; a guided one holds both until it settles (a call on them meanwhile
+    /// gets a `BUSY` error).
     pub fn ask(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        max_tokens: f64,
-        embedder: &mut WasmEmbedder,
-        answerer: &WasmLm,
-        on_token: Option<js_sys::Function>,
-    ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (question, params) = (string(&question, "question")?, ask_params(k, max_tokens)?);
-        let (library, mut embedder) = (self.get()?, embedder.get()?);
-        let answer = docmem_runtime::block_on(ask(&library, &mut *embedder, &answerer.lm, &question, &params, token_sink(on_token)))
-            .map_err(coded)?;
-        to_json(&answer)
-    }
-
-    /// [`Library::ask`] guided by clues (`clues`: `off`, `on` or `auto`) or by routing
-    /// across collections (`route`: `auto` or a collection's name; `undefined`: every
-    /// collection at once). JSON as `ask`, plus `clues` (`{scope, queries, found_by,
-    /// overview}`) and `route` (`{segments, scores, collection}`) when they ran. With
-    /// routing, what the router learned is saved in the library after the answer (take the
-    /// writes); with clues, the library's global memory is made once and saved.
-    #[wasm_bindgen(js_name = askGuided)]
-    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
-    pub fn ask_guided(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        max_tokens: f64,
-        embedder: &mut WasmEmbedder,
-        answerer: &WasmLm,
-        #[wasm_bindgen(unchecked_param_type = "string")] clues: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] route: JsValue,
-        on_token: Option<js_sys::Function>,
-    ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (question, params) = (string(&question, "question")?, ask_params(k, max_tokens)?);
-        let settings = guide_settings(&clues, &route)?;
-        let (mut library, mut embedder) = (self.get_mut()?, embedder.get()?);
-        let answer = docmem_runtime::block_on(ask_guided(
-            &mut library,
-            &mut *embedder,
-            &answerer.lm,
-            &mut LmText::new(&answerer.lm),
-            &answerer.name,
-            &question,
-            &params,
-            &settings,
-            &ExploreSettings::default(),
-            &mut |_| {},
-            token_sink(on_token),
-        ))
-        .map_err(coded)?;
-        to_json(&answer)
+        #[wasm_bindgen(unchecked_param_type = "AskOptions")] options: JsValue,
+    ) -> js_sys::Promise {
+        let args = ask_args(&question, &options);
+        let library = self.library.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let AskArgs { question, params, answerer, embedder, guide, on_token } = args?;
+            let json = match guide {
+                None => {
+                    let prompt = prepare_holding(&library, &embedder, &question, &params).await?;
+                    to_json(&qa::answer(prompt, answerer.answerer(), params.max_tokens, token_sink(on_token)).await.map_err(coded)?)?
+                }
+                Some(settings) => ask_guided_holding(&library, &embedder, &answerer, &question, &params, &settings, on_token).await?,
+            };
+            Ok(json.into())
+        })
     }
 
     /// The collections: JSON `[{name, documents}]`, in the order each first appeared.

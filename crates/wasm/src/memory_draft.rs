@@ -125,7 +125,7 @@ pub(crate) async fn step_with<B: Backend>(
 #[wasm_bindgen(js_class = MemoryDraft)]
 impl WasmMemoryDraft {
     /// Read the next window with `reader` (the `Lm` the draft was planned with).
-    /// `progress` is called as `addDocumentWithReader`'s is (returning `false` cancels);
+    /// `progress` is called as `addDocument`'s is (returning `false` cancels);
     /// `interrupt()` is asked before every prompt piece and decoding step and stops the window when it
     /// returns `true`. Returns `true` once every window is read. A stopped window throws
     /// `ABORTED`; the reader keeps its work, and the next call goes on where it stopped.
@@ -164,7 +164,7 @@ impl WasmLibrary {
         samples: f64,
         max_new_tokens: f64,
     ) -> Result<WasmMemoryDraft, JsValue> {
-        plan(self, &id, &reader.lm, &reader.name, samples, max_new_tokens)
+        plan(self, &id, &*reader.lm, &reader.name, samples, max_new_tokens)
     }
 
     /// Swap a finished draft's memory in for the memory its document has, in one commit
@@ -207,7 +207,7 @@ impl WasmLibrary {
 #[allow(clippy::await_holding_refcell_ref)]
 async fn replace_holding(
     library: &RefCell<docmem_core::library::Library<docmem_core::library::JournalStore>>,
-    embedder: &RefCell<crate::remote::AnyEmbedder>,
+    embedder: &RefCell<crate::AnyEmbedder>,
     memory: &docmem_core::DocumentMemory,
 ) -> Result<bool, JsValue> {
     let mut library = library.try_borrow_mut().map_err(|_| crate::busy("the library"))?;

@@ -16,16 +16,12 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::route::ExploreSettings;
-use docmem_core::{Document, ErrorCode};
-use docmem_runtime::guided::{ask_guided, GuideSettings};
-use docmem_runtime::ingest::MemoryMethod;
+use docmem_core::ErrorCode;
 use docmem_runtime::remote::{HttpReply, RemoteError, RemoteModel, Transport};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::library::{self, WasmLibrary};
-use crate::{boundary, busy, coded, error_with, to_json, WasmEmbedder};
+use crate::{boundary, coded, error_with, WasmEmbedder};
 
 /// The JavaScript transport (see the module docs).
 #[derive(Clone, Debug)]
@@ -123,58 +119,6 @@ impl Transport for JsTransport {
     }
 }
 
-/// The embedder behind `Embedder`: a model in this module, or a hosted one.
-#[allow(clippy::large_enum_variant)] // one per page; the local model dwarfs either variant
-pub(crate) enum AnyEmbedder {
-    /// A sentence embedder running here.
-    Local(docmem_runtime::embed::SentenceEmbedder),
-    /// A hosted embedding model.
-    Remote(docmem_runtime::remote::RemoteEmbedder<Rc<JsTransport>>),
-}
-
-impl From<docmem_runtime::embed::SentenceEmbedder> for AnyEmbedder {
-    fn from(e: docmem_runtime::embed::SentenceEmbedder) -> Self {
-        AnyEmbedder::Local(e)
-    }
-}
-
-impl docmem_core::Embedder for AnyEmbedder {
-    fn dim(&self) -> usize {
-        match self {
-            AnyEmbedder::Local(e) => docmem_core::Embedder::dim(e),
-            AnyEmbedder::Remote(e) => e.dim(),
-        }
-    }
-    fn embed(&mut self, texts: &[&str], role: docmem_core::embed::EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
-        match self {
-            AnyEmbedder::Local(e) => docmem_core::Embedder::embed(e, texts, role),
-            AnyEmbedder::Remote(e) => e.embed(texts, role),
-        }
-    }
-    fn name(&self) -> String {
-        match self {
-            AnyEmbedder::Local(e) => docmem_core::Embedder::name(e),
-            AnyEmbedder::Remote(e) => e.name(),
-        }
-    }
-    fn needs_await(&self) -> bool {
-        match self {
-            AnyEmbedder::Local(e) => docmem_core::Embedder::needs_await(e),
-            AnyEmbedder::Remote(e) => e.needs_await(),
-        }
-    }
-    fn embed_async<'a>(
-        &'a mut self,
-        texts: &'a [&'a str],
-        role: docmem_core::embed::EmbedRole,
-    ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
-        match self {
-            AnyEmbedder::Local(e) => docmem_core::Embedder::embed_async(e, texts, role),
-            AnyEmbedder::Remote(e) => e.embed_async(texts, role),
-        }
-    }
-}
-
 #[wasm_bindgen(js_class = Embedder)]
 impl WasmEmbedder {
     /// A hosted embedding model `model` through `transport` (see the module docs: it uses
@@ -184,16 +128,17 @@ impl WasmEmbedder {
         let model = boundary::string(&model, "model")?;
         let transport = Rc::new(JsTransport::new(transport)?);
         let embedder = docmem_runtime::remote::RemoteEmbedder::connect(transport, model).map_err(coded)?;
-        Ok(WasmEmbedder::wrap(AnyEmbedder::Remote(embedder)))
+        Ok(WasmEmbedder::wrap(docmem_runtime::handle::EmbedderHandle::Hosted(embedder)))
     }
 }
 
 /// A hosted chat model, for the reader (and its scorer) and the answerer roles.
 #[wasm_bindgen(js_name = RemoteModel)]
 pub struct WasmRemoteModel {
-    transport: Rc<JsTransport>,
-    model: String,
-    context: usize,
+    /// `remote:` and its name on the host.
+    name: String,
+    /// Where `options.reader`/`options.answerer` find it (see `crate::handles`).
+    registration: crate::handles::Registration,
 }
 
 #[wasm_bindgen(js_class = RemoteModel)]
@@ -212,96 +157,19 @@ impl WasmRemoteModel {
             return Err(error_with(ErrorCode::BadArgument, "model: a hosted model needs a name"));
         }
         let context = boundary::count(context, "context", 1 << 22)? as usize;
-        Ok(WasmRemoteModel { transport: Rc::new(JsTransport::new(transport)?), model, context })
+        let handle = crate::handles::Model::hosted(RemoteModel::new(Rc::new(JsTransport::new(transport)?), model).with_context(context));
+        Ok(WasmRemoteModel { name: handle.name().to_owned(), registration: crate::handles::Registration::model(handle) })
     }
 
     /// `remote:` and the model's name (as libraries and answers record it).
     pub fn name(&self) -> String {
-        format!("remote:{}", self.model)
-    }
-}
-
-impl WasmRemoteModel {
-    fn model(&self) -> RemoteModel<Rc<JsTransport>> {
-        RemoteModel::new(self.transport.clone(), self.model.clone()).with_context(self.context)
-    }
-}
-
-/// Ingest and answers with hosted models: Promises, as `fetch` answers through the event
-/// loop. Both hold the library and the embedder until they settle (a call on them
-/// meanwhile gets a `BUSY` error), as the WebGPU ones do.
-#[wasm_bindgen(js_class = Library)]
-impl WasmLibrary {
-    /// `addDocumentWithReader` with hosted models: `reader` writes the memory and `scorer`
-    /// (pass the reader again for the default) scores its candidates. Resolves to the same
-    /// JSON.
-    #[wasm_bindgen(js_name = addDocumentWithRemoteReader)]
-    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
-    pub fn add_document_with_remote_reader(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] title: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
-        embedder: &WasmEmbedder,
-        reader: &WasmRemoteModel,
-        scorer: &WasmRemoteModel,
-        samples: f64,
-        progress: Option<js_sys::Function>,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] collection: JsValue,
-    ) -> js_sys::Promise {
-        let args = library::ingest_args(&title, &text, samples, &collection);
-        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
-        let (reader, scorer) = (reader.model(), scorer.model());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (title, text, settings, collection) = args?;
-            let doc = Document::new(&title, &text);
-            let mut method = MemoryMethod::Mom { reader: Box::new(reader), scorer: Some(Box::new(scorer)), settings };
-            library::ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
-        })
+        self.name.clone()
     }
 
-    /// `askGuided` with a hosted answerer (which also writes the clues, sub-queries and
-    /// judgements). Resolves to the same JSON.
-    #[allow(clippy::await_holding_refcell_ref)]
-    #[wasm_bindgen(js_name = askRemote)]
-    #[allow(clippy::too_many_arguments)] // the JavaScript call's positional arguments
-    pub fn ask_remote(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        max_tokens: f64,
-        embedder: &WasmEmbedder,
-        answerer: &WasmRemoteModel,
-        #[wasm_bindgen(unchecked_param_type = "string")] clues: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string | undefined")] route: JsValue,
-        on_token: Option<js_sys::Function>,
-    ) -> js_sys::Promise {
-        let args = boundary::ready().and_then(|()| {
-            let (question, params) = (boundary::string(&question, "question")?, library::ask_params(k, max_tokens)?);
-            Ok((question, params, library::guide_settings(&clues, &route)?))
-        });
-        let (library, embedder) = (self.library.clone(), embedder.embedder.clone());
-        let (model, mut text, name) = (answerer.model(), answerer.model(), answerer.name());
-        wasm_bindgen_futures::future_to_promise(async move {
-            let (question, params, settings): (String, _, GuideSettings) = args?;
-            let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
-            // Guided asks embed synchronously (clues, routing): not with an embedder on WebGPU.
-            let mut embedder = crate::synchronous(embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)?;
-            let answer = ask_guided(
-                &mut library,
-                &mut *embedder,
-                &model,
-                &mut text,
-                &name,
-                &question,
-                &params,
-                &settings,
-                &ExploreSettings::default(),
-                &mut |_| {},
-                library::token_sink(on_token),
-            )
-            .await
-            .map_err(coded)?;
-            Ok(to_json(&answer)?.into())
-        })
+    /// This model's number among the handles `addDocument`, `ask` and `readAhead` find in
+    /// their options (`{answerer}`): not needed by callers.
+    #[wasm_bindgen(getter, js_name = handleId)]
+    pub fn handle_id(&self) -> u32 {
+        self.registration.id()
     }
 }

@@ -51,6 +51,14 @@ pub struct RemoteModel<T: Transport> {
     echo: Cell<Option<bool>>,
 }
 
+/// Another handle on the same hosted model (it shares the transport, and what was learned
+/// of the host's log-probabilities so far).
+impl<T: Transport + Clone> Clone for RemoteModel<T> {
+    fn clone(&self) -> Self {
+        RemoteModel { transport: self.transport.clone(), model: self.model.clone(), context: self.context, echo: self.echo.clone() }
+    }
+}
+
 impl<T: Transport> RemoteModel<T> {
     /// The model named `model` (as the host lists it) through `transport`.
     pub fn new(transport: T, model: impl Into<String>) -> Self {

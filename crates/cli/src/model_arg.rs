@@ -1,0 +1,112 @@
+//! The models `docmem ask` and `docmem ingest` are given: `remote:NAME` through a host, or
+//! a file loaded here where `--backend auto|cpu|gpu` says, held as one runtime
+//! [`ModelHandle`] whichever it is (the commands ask it for roles, never for a backend).
+//!
+//! `auto` (the default) takes a hardware GPU only when its adapter passes every kernel
+//! check (`docmem gpu-check` runs the same), as the app does; otherwise the CPU, and the
+//! reason is said on stderr. `gpu` insists, taking a CPU adapter such as llvmpipe when
+//! there is no GPU (to test the GPU path on any machine).
+
+use std::path::Path;
+use std::rc::Rc;
+
+use clap::ValueEnum;
+use docmem_runtime::handle::ModelHandle;
+use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::remote::RemoteModel;
+
+use crate::remote::{HttpTransport, RemoteArgs};
+use crate::CliError;
+
+/// Where `ask` and `ingest` run a local model.
+#[derive(Clone, Copy, Debug, ValueEnum, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// A hardware GPU whose adapter passes the kernel checks, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU (SIMD kernels, all cores).
+    Cpu,
+    /// The GPU through WebGPU's native APIs (Vulkan, Metal, D3D12); a CPU adapter such as
+    /// llvmpipe when no GPU is found.
+    #[cfg(feature = "gpu")]
+    Gpu,
+}
+
+/// A model as the CLI holds it: on the CPU, on the GPU or hosted, in every role.
+pub type Model = ModelHandle<Rc<HttpTransport>>;
+
+/// The model named by `--{role} PATH`: `remote:NAME` through `remote`'s host, else a file
+/// loaded here (on `threads` CPU threads, 0: one per core) where `backend` says, known by
+/// its file name. `missing` says what to do when the file is not there.
+pub fn open(
+    path: &Path,
+    role: &str,
+    remote: &RemoteArgs,
+    threads: usize,
+    backend: BackendChoice,
+    missing: impl FnOnce() -> String,
+) -> Result<Model, CliError> {
+    if let Some(name) = crate::remote::remote_name(path) {
+        let transport = remote.transport(role, name, what_leaves(role))?;
+        return Ok(Model::hosted(RemoteModel::new(transport, name).with_context(remote.remote_context)));
+    }
+    if !path.exists() {
+        return Err(CliError::BadArgument { message: missing() });
+    }
+    load(path, threads, backend).map(|m| m.renamed(crate::input::file_label(path)))
+}
+
+/// What a hosted model in `role` is sent (said before anything leaves the device).
+fn what_leaves(role: &str) -> &'static str {
+    match role {
+        "answerer" => "the question and the passages retrieved for it",
+        _ => "the documents' text",
+    }
+}
+
+/// Load the model at `path` and put it where `backend` says; the choice is said on stderr.
+fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, CliError> {
+    let cpu = Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?;
+    let name = crate::input::file_label(path);
+    #[cfg(feature = "gpu")]
+    {
+        use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
+        use docmem_runtime::lm::LmError;
+        let gpu = match backend {
+            BackendChoice::Cpu => None,
+            BackendChoice::Gpu => {
+                let options = GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() };
+                Some(Gpu::new_blocking(&options).map_err(LmError::from)?)
+            }
+            BackendChoice::Auto => match hardware_gpu() {
+                Ok(gpu) => Some(gpu),
+                Err(why) => {
+                    eprintln!("[backend: cpu ({why})]");
+                    None
+                }
+            },
+        };
+        if let Some(gpu) = gpu {
+            eprintln!("[backend: gpu, {}]", gpu.describe());
+            return Ok(Model::on_gpu(cpu.map_backend(|c| GpuTransformer::from_cpu(gpu, c)).map_err(LmError::from)?, name));
+        }
+    }
+    #[cfg(not(feature = "gpu"))]
+    if backend == BackendChoice::Auto {
+        eprintln!("[backend: cpu (this build has no GPU backend)]");
+    }
+    Ok(Model::on_cpu(cpu, name))
+}
+
+/// A hardware GPU whose adapter passes every kernel check, or why there is none.
+#[cfg(feature = "gpu")]
+fn hardware_gpu() -> Result<docmem_runtime::gpu::Gpu, String> {
+    use docmem_runtime::gpu::{checks, Gpu, GpuOptions};
+    let gpu =
+        Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: false, ..GpuOptions::default() }).map_err(|e| format!("no GPU adapter: {e}"))?;
+    if !gpu.is_gpu() {
+        return Err(format!("{} is not a GPU", gpu.describe()));
+    }
+    docmem_runtime::block_on(checks::run_all(&gpu)).map_err(|e| format!("{}: a kernel check failed: {e}", gpu.describe()))?;
+    Ok(gpu)
+}
