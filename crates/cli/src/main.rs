@@ -6,17 +6,13 @@
 //! failures.
 
 mod ask;
-mod bench;
 mod chunk;
 mod documents;
 mod embed;
 mod error;
-mod eval;
-mod eval_answers;
-mod eval_clues;
-mod eval_routing;
 mod gpu_check;
 mod ingest;
+mod lab;
 mod input;
 mod lm;
 mod manifest;
@@ -26,7 +22,6 @@ mod open_store;
 mod remote;
 mod retrieve;
 mod search;
-mod synth;
 
 use clap::{Parser, Subcommand};
 
@@ -59,7 +54,7 @@ enum Command {
     Remove(documents::RemoveArgs),
     /// Evaluate retrieval (and answers) on question-answering data.
     #[command(subcommand)]
-    Eval(eval::EvalCommand),
+    Eval(lab::eval::EvalCommand),
     /// Sentence vectors for the lines of stdin (a BERT-family model directory).
     Embed(embed::EmbedArgs),
     /// Generate text with a language model.
@@ -73,10 +68,10 @@ enum Command {
     Models(models::ModelsCommand),
     /// Benchmarks (JSON and a table; side by side with a reference in the same run).
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(lab::bench::BenchCommand),
     /// Write a synthetic model (a real model's shapes and block formats, seeded random
     /// values) as a GGUF file, for benchmarks on a machine the real file cannot reach.
-    SynthGguf(synth::SynthArgs),
+    SynthGguf(lab::synth::SynthArgs),
     /// Run the kernel checks on this machine's GPU (both K-quant paths), with what the
     /// adapter is and offers.
     GpuCheck(gpu_check::GpuCheckArgs),
@@ -93,13 +88,13 @@ fn main() {
         Command::Search(a) => search::run(&a),
         Command::Documents(a) => documents::list(&a),
         Command::Remove(a) => documents::remove(&a),
-        Command::Eval(e) => eval::run(&e),
+        Command::Eval(e) => lab::eval::run(&e),
         Command::Generate(a) => lm::generate(&a),
         Command::Logits(a) => lm::logits(&a),
         Command::Tokenize(a) => lm::tokenize(&a),
         Command::Models(m) => models::run(&m),
-        Command::Bench(b) => bench::run(&b),
-        Command::SynthGguf(a) => synth::run(&a),
+        Command::Bench(b) => lab::bench::run(&b),
+        Command::SynthGguf(a) => lab::synth::run(&a),
         Command::GpuCheck(a) => gpu_check::run(&a),
     };
     if let Err(e) = result {

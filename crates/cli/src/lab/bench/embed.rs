@@ -183,9 +183,9 @@ fn time_gpu(_: &EmbedModel, _: &[&str], _: usize, _: usize) -> Result<(String, S
     Err(CliError::BadArgument { message: "--gpu: this docmem was built without the gpu feature".into() })
 }
 
-const ST_SCRIPT: &str = include_str!("../../../../scripts/bench/st_embed.py");
-const TJS_SCRIPT: &str = include_str!("../../../../scripts/bench/tjs_embed.mjs");
-const WASM_SCRIPT: &str = include_str!("../../../../scripts/bench/wasm_embed.cjs");
+const ST_SCRIPT: &str = include_str!("../../../../../scripts/bench/st_embed.py");
+const TJS_SCRIPT: &str = include_str!("../../../../../scripts/bench/tjs_embed.mjs");
+const WASM_SCRIPT: &str = include_str!("../../../../../scripts/bench/wasm_embed.cjs");
 
 fn cache() -> PathBuf {
     std::env::var_os("DOCMEM_CACHE")

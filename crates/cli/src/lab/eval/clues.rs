@@ -32,7 +32,7 @@ use docmem_runtime::guided::global_memory;
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};
+use crate::lab::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};
 use crate::CliError;
 
 #[derive(Args)]

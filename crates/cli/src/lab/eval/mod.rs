@@ -13,6 +13,10 @@
 //! prompt and every extraction setting: a second run only re-indexes and re-scores, and an
 //! interrupted run resumes after the documents already done.
 
+mod answers;
+mod clues;
+mod routing;
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,14 +49,14 @@ pub enum EvalCommand {
     Qa(QaEvalArgs),
     /// Clue-guided retrieval (MemoRAG) against plain retrieval: recall at equal budgets by
     /// question–answer overlap bucket on SQuAD, supporting-paragraph recall on HotpotQA.
-    Clues(crate::eval_clues::CluesEvalArgs),
+    Clues(clues::CluesEvalArgs),
     /// Routing across collections (SEGMEM-RAG) against every collection (EnumRAG), a
     /// random one (BlindRAG) and the router's ablations, over a stream of questions.
-    Routing(crate::eval_routing::RoutingEvalArgs),
+    Routing(routing::RoutingEvalArgs),
     /// Answers through the product's own path (small-to-big windows, the answerability
     /// check) against LangChain's tutorial recipe and the gold paragraph, with the same
     /// model: EM/F1, and refusals of answerable and unanswerable questions.
-    Answers(crate::eval_answers::AnswersEvalArgs),
+    Answers(answers::AnswersEvalArgs),
 }
 
 #[derive(Args)]
@@ -339,9 +343,9 @@ pub fn run(cmd: &EvalCommand) -> Result<(), CliError> {
     match cmd {
         EvalCommand::Retrieval(a) => retrieval(a),
         EvalCommand::Qa(a) => qa(a),
-        EvalCommand::Clues(a) => crate::eval_clues::run(a),
-        EvalCommand::Routing(a) => crate::eval_routing::run(a),
-        EvalCommand::Answers(a) => crate::eval_answers::run(a),
+        EvalCommand::Clues(a) => clues::run(a),
+        EvalCommand::Routing(a) => routing::run(a),
+        EvalCommand::Answers(a) => answers::run(a),
     }
 }
 
