@@ -483,7 +483,7 @@ export declare class DocMem {
       collection?: string;
     },
   ): Promise<Added>;
-  /** `clues` and `route` run with the CPU backend or a hosted answerer (BAD_ARGUMENT with a local answerer on WebGPU for now). */
+  /** `clues` and `route` search between the answerer's steps with the embedder in wasm: BAD_ARGUMENT where the embedder runs on WebGPU (local models on backend `webgpu` share the device with it; load with backend `cpu`, or a hosted answerer). */
   ask(
     question: string,
     options?: {

@@ -834,7 +834,7 @@ async function memoryStep() {
     if (memoryStopped(job)) throw new DocMemError(codes.ABORTED, 'the memory was cancelled');
     if (!reader || hosted.reader) throw new DocMemError(codes.BAD_ARGUMENT, 'background memories need a reader on this device (the reader is hosted)');
     const samples = job.samples ?? (onGpu ? 3 : 0);
-    job.draft ??= onGpu ? lib.draftMemoryOnGpu(job.docId, reader, samples, job.maxNewTokens ?? 0) : lib.draftMemory(job.docId, reader, samples, job.maxNewTokens ?? 0);
+    job.draft ??= lib.draftMemory(job.docId, { reader, samples, maxNewTokens: job.maxNewTokens ?? 0 });
     const t0 = performance.now();
     const report = (p) => {
       const seconds = job.seconds + (performance.now() - t0) / 1000;
@@ -853,7 +853,7 @@ async function memoryStep() {
     const interrupt = () => memoryStopped(job) || memoryGivesWay() || flag(4) !== aheadSent;
     let complete;
     try {
-      complete = onGpu ? await job.draft.stepOnGpu(reader, progress, interrupt) : job.draft.step(reader, progress, interrupt);
+      complete = await job.draft.step({ reader, progress, interrupt });
     } catch (e) {
       // Stopped to give way: the reader keeps the window's work for the next step.
       if (knownCode(e) === codes.ABORTED && !memoryStopped(job)) {

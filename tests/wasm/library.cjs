@@ -84,6 +84,10 @@ await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { e
 await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, reader: embedder }), /options\.reader is an Embedder/);
 await assert.rejects(lib.addDocument({ title: 'x.txt' }, { embedder }), /doc\.text must be a string/);
 await assert.rejects(lib.ask('Who?', { embedder }), /options\.answerer must be a model/);
+// A misspelt or another call's option is named, not ignored.
+await assert.rejects(lib.ask('Who?', { embedder, answerer: lm, maxtokens: 3 }), /options\.maxtokens is not an option here/);
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, onProgress: () => true }), /options\.onProgress is not an option here/);
+await assert.rejects(lib.addDocument({ title: 'x.txt', text: 'Some text.' }, { embedder, chunker: 'sentence', samples: 2 }), /options\.samples: chunker 'sentence'/);
 assert.equal(lib.documents(), before);
 assert.equal(lib.takeWrites().length, 0);
 

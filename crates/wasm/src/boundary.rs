@@ -175,17 +175,26 @@ pub(crate) fn token_ids(value: &JsValue, what: &str) -> Result<Vec<u32>, JsValue
 
 /// An options object (`{k: 4, onToken}`): its fields read by name, each checked as the
 /// positional arguments are, and named in errors as `options.k`. `undefined` or `null` is
-/// an object with no fields.
+/// an object with no fields. A field the call does not take is an error (a misspelt
+/// `maxtokens` or another call's `onProgress` would otherwise do nothing, silently).
 pub(crate) struct Options {
     object: JsValue,
     what: &'static str,
 }
 
 impl Options {
-    /// `value` as the options object called `what` in errors.
-    pub(crate) fn new(value: &JsValue, what: &'static str) -> Result<Options, JsValue> {
-        if !(value.is_undefined() || value.is_null() || value.is_object()) {
+    /// `value` as the options object called `what` in errors, whose fields may be `allowed`.
+    pub(crate) fn new(value: &JsValue, what: &'static str, allowed: &[&str]) -> Result<Options, JsValue> {
+        if value.is_undefined() || value.is_null() {
+            return Ok(Options { object: value.clone(), what });
+        }
+        if !value.is_object() {
             return Err(bad(format!("{what} must be an object, not {}", kind(value))));
+        }
+        for (key, _) in entries(value, what)? {
+            if !allowed.contains(&key.as_str()) {
+                return Err(bad(format!("{what}.{key} is not an option here (the options are {})", allowed.join(", "))));
+            }
         }
         Ok(Options { object: value.clone(), what })
     }

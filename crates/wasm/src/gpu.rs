@@ -12,8 +12,7 @@ use docmem_runtime::lm::Logits;
 use wasm_bindgen::prelude::*;
 
 use crate::handles::Registration;
-use crate::library::WasmLibrary;
-use crate::{boundary, coded, error_with, WasmEmbedder, WasmLm, WasmMemoryDraft};
+use crate::{boundary, coded, error_with, WasmEmbedder, WasmLm};
 
 /// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
 /// shared and service workers): refuse first, with the reason.
@@ -63,8 +62,6 @@ pub async fn webgpu_check(allow_cpu_adapter: bool) -> Result<JsValue, JsValue> {
 pub struct WasmGpuLm {
     /// Shared with the registry's handle and the Promises of calls still running.
     lm: Rc<Lm<GpuTransformer>>,
-    /// The name the model is known by (provenance, prompt choice).
-    name: String,
     /// Where `options.reader`/`options.answerer` find it (see `crate::handles`).
     registration: Registration,
 }
@@ -72,22 +69,26 @@ pub struct WasmGpuLm {
 impl WasmGpuLm {
     fn wrap(lm: Lm<GpuTransformer>, name: String) -> WasmGpuLm {
         let lm = Rc::new(lm);
-        let registration = Registration::model(crate::handles::Model::on_gpu(lm.clone(), name.clone()));
-        WasmGpuLm { lm, name, registration }
+        let registration = Registration::model(crate::handles::Model::on_gpu(lm.clone(), name));
+        WasmGpuLm { lm, registration }
     }
 }
 
 #[wasm_bindgen(js_class = GpuLm)]
 impl WasmGpuLm {
     /// Move a loaded model (`Lm`, which this consumes) onto the GPU. `allowCpuAdapter`
-    /// accepts a software adapter (SwiftShader), as tests do.
+    /// accepts a software adapter (SwiftShader), as tests do. Await every call given the
+    /// `Lm` first: a model a call still holds cannot move (and the `Lm` is consumed all
+    /// the same, as JavaScript hands it over).
     #[wasm_bindgen(js_name = fromLm)]
     pub async fn from_lm(lm: WasmLm, allow_cpu_adapter: bool) -> Result<WasmGpuLm, JsValue> {
-        let gpu = device(allow_cpu_adapter).await?;
         let WasmLm { lm, name, registration } = lm;
         // The registry's handle shares the model: let it go, so that the model moves.
         drop(registration);
-        let lm = Rc::try_unwrap(lm).map_err(|_| crate::busy("the model"))?;
+        let lm = Rc::try_unwrap(lm).map_err(|_| {
+            error_with(ErrorCode::Busy, "the Lm is in use by a call still running, so it cannot move to the GPU (and it was consumed): load it again once that call has settled")
+        })?;
+        let gpu = device(allow_cpu_adapter).await?;
         let lm = lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(coded)?;
         Ok(WasmGpuLm::wrap(lm, name))
     }
@@ -193,40 +194,6 @@ impl WasmGpuLm {
             let (tokens, n) = args?;
             let ids = lm.backend.greedy_async(&tokens, n as usize).await.map_err(coded)?;
             Ok(js_sys::Uint32Array::from(ids.as_slice()).into())
-        })
-    }
-}
-
-/// Background memories with a reader on WebGPU.
-#[wasm_bindgen(js_class = Library)]
-impl WasmLibrary {
-    /// `draftMemory` with a reader on WebGPU (its tokenizer plans the windows).
-    #[wasm_bindgen(js_name = draftMemoryOnGpu)]
-    pub fn draft_memory_on_gpu(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
-        reader: &WasmGpuLm,
-        samples: f64,
-        max_new_tokens: f64,
-    ) -> Result<WasmMemoryDraft, JsValue> {
-        crate::memory_draft::plan(self, &id, &*reader.lm, &reader.name, samples, max_new_tokens)
-    }
-}
-
-#[wasm_bindgen(js_class = MemoryDraft)]
-impl WasmMemoryDraft {
-    /// `step` with a reader on WebGPU: a Promise of the same result.
-    #[wasm_bindgen(js_name = stepOnGpu)]
-    pub fn step_on_gpu(
-        &self,
-        reader: &WasmGpuLm,
-        progress: Option<js_sys::Function>,
-        interrupt: Option<js_sys::Function>,
-    ) -> js_sys::Promise {
-        let (state, lm) = (self.state.clone(), reader.lm.clone());
-        wasm_bindgen_futures::future_to_promise(async move {
-            boundary::ready()?;
-            Ok(crate::memory_draft::step_with(&state, &lm, progress, interrupt).await?.into())
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The models and embedders JavaScript holds, found again from an options object.
 //!
-//! `addDocument(doc, options)`, `ask(question, options)` and `readAhead(question, options)`
-//! take their models in a plain object (`{reader, embedder}`, `{answerer, embedder}`),
+//! `addDocument(doc, options)`, `ask(question, options)`, `readAhead(question, options)`,
+//! `draftMemory(id, options)` and `MemoryDraft.step(options)` take their models in a plain
+//! object (`{reader, embedder}`, `{answerer, embedder}`),
 //! whatever runs them. wasm-bindgen hands an exported class's instance to Rust only as a
 //! positional argument, so each `Lm`, `GpuLm`, `RemoteModel` and `Embedder` registers its
 //! runtime handle ([`ModelHandle`], [`EmbedderHandle`]) here when it is made, under the
@@ -23,10 +24,10 @@ use crate::remote::JsTransport;
 // The options' TypeScript types (the entry points name them in `unchecked_param_type`).
 #[cfg(feature = "gpu")]
 #[wasm_bindgen(typescript_custom_section)]
-const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | GpuLm | RemoteModel;";
+const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | GpuLm | RemoteModel;\n/** A language model on this device. */\nexport type LocalModel = Lm | GpuLm;";
 #[cfg(not(feature = "gpu"))]
 #[wasm_bindgen(typescript_custom_section)]
-const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | RemoteModel;";
+const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | RemoteModel;\n/** A language model on this device. */\nexport type LocalModel = Lm;";
 #[wasm_bindgen(typescript_custom_section)]
 const OPTIONS_TS: &str = r#"
 /** `Library.addDocument`'s options. */
@@ -48,6 +49,18 @@ export interface AskOptions {
   onToken?: (piece: string) => boolean | void;
   clues?: string;
   route?: string;
+}
+/** `Library.draftMemory`'s options. */
+export interface DraftOptions {
+  reader: LocalModel;
+  samples?: number;
+  maxNewTokens?: number;
+}
+/** `MemoryDraft.step`'s options. */
+export interface StepOptions {
+  reader: LocalModel;
+  progress?: (progress: any) => boolean | void;
+  interrupt?: () => boolean;
 }
 /** `Library.readAhead`'s options. */
 export interface ReadAheadOptions {

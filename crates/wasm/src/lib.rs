@@ -336,7 +336,7 @@ fn model_files(files: &JsValue) -> Result<std::collections::BTreeMap<String, Vec
 
 /// The `BUSY` error for `what`, held by a call still running.
 fn busy(what: &str) -> JsValue {
-    error_with(ErrorCode::Busy, format!("{what} is in use by a call still running (an ingest on the GPU): await it first"))
+    error_with(ErrorCode::Busy, format!("{what} is in use by a call still running: await it first"))
 }
 
 #[wasm_bindgen(js_class = Embedder)]

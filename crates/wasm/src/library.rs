@@ -82,12 +82,6 @@ pub(crate) fn token_sink(on_token: Option<js_sys::Function>) -> impl FnMut(&str)
     }
 }
 
-/// The sampled candidates per window asked for, checked.
-pub(crate) fn extract_settings(samples: f64) -> Result<ExtractSettings, JsValue> {
-    let samples = count(samples, "samples", MAX_SAMPLES)?;
-    Ok(ExtractSettings { samples: samples as usize, ..ExtractSettings::default() })
-}
-
 /// How `addDocument` makes a document's memory.
 enum Method {
     /// A baseline chunker.
@@ -107,9 +101,9 @@ struct AddArgs {
 
 fn add_args(doc: &JsValue, options: &JsValue) -> Result<AddArgs, JsValue> {
     boundary::ready()?;
-    let d = Options::new(doc, "doc")?;
+    let d = Options::new(doc, "doc", &["title", "text"])?;
     let doc = Document::new(&d.string("title")?, &d.string("text")?);
-    let o = Options::new(options, "options")?;
+    let o = Options::new(options, "options", &["embedder", "chunker", "reader", "scorer", "samples", "progress", "collection"])?;
     let embedder = handles::embedder_in(&o)?;
     let (reader, scorer) = (handles::model_in(&o, "reader")?, handles::model_in(&o, "scorer")?);
     let chunker = o.optional_string("chunker")?.unwrap_or_else(|| if reader.is_some() { "mom" } else { "sentence" }.to_owned());
@@ -118,10 +112,12 @@ fn add_args(doc: &JsValue, options: &JsValue) -> Result<AddArgs, JsValue> {
         let samples = o.count_or("samples", 0, MAX_SAMPLES)?;
         Method::Mom { reader, scorer, settings: ExtractSettings { samples: samples as usize, ..ExtractSettings::default() } }
     } else {
-        if reader.is_some() || scorer.is_some() {
+        // What only MoM takes, given to a baseline chunker, is a mistake to name.
+        let given = [("reader", reader.is_some()), ("scorer", scorer.is_some()), ("samples", !o.value("samples")?.is_undefined())];
+        if let Some((field, _)) = given.iter().find(|(_, given)| *given) {
             return Err(error_with(
                 ErrorCode::BadArgument,
-                format!("options.reader: chunker '{chunker}' writes plain chunks and reads with no model (use chunker 'mom')"),
+                format!("options.{field}: chunker '{chunker}' writes plain chunks with no model (use chunker 'mom')"),
             ));
         }
         Method::Chunker(chunker.parse().map_err(coded)?)
@@ -144,7 +140,7 @@ struct AskArgs {
 fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
     boundary::ready()?;
     let question = string(question, "question")?;
-    let o = Options::new(options, "options")?;
+    let o = Options::new(options, "options", &["embedder", "answerer", "k", "maxTokens", "onToken", "clues", "route"])?;
     let defaults = AskParams::default();
     let k = o.count_or("k", defaults.k as u32, u32::MAX)?.max(1) as usize;
     let max_tokens = o.count_or("maxTokens", defaults.max_tokens as u32, u32::MAX)?.max(1) as usize;
@@ -345,7 +341,7 @@ impl WasmLibrary {
     ///
     /// The library and the embedder are held until it settles: a call on them meanwhile
     /// gets a `BUSY` error.
-    #[wasm_bindgen(js_name = addDocument)]
+    #[wasm_bindgen(js_name = addDocument, unchecked_return_type = "Promise<string>")]
     pub fn add_document(
         &self,
         #[wasm_bindgen(unchecked_param_type = "{title: string, text: string}")] doc: JsValue,
@@ -387,14 +383,14 @@ impl WasmLibrary {
     /// asked before each piece of 16 tokens (`true` stops, keeping what was read). Resolves
     /// to the prompt tokens the answerer keeps (0 for a hosted one, which reads nothing
     /// ahead).
-    #[wasm_bindgen(js_name = readAhead)]
+    #[wasm_bindgen(js_name = readAhead, unchecked_return_type = "Promise<number>")]
     pub fn read_ahead(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
         #[wasm_bindgen(unchecked_param_type = "ReadAheadOptions")] options: JsValue,
     ) -> js_sys::Promise {
         let args = boundary::ready().and_then(|()| {
-            let o = Options::new(&options, "options")?;
+            let o = Options::new(&options, "options", &["embedder", "answerer", "k", "interrupt"])?;
             let question = string(&question, "question")?;
             let params = AskParams { k: o.count_or("k", AskParams::default().k as u32, u32::MAX)?.max(1) as usize, ..AskParams::default() };
             Ok((question, params, handles::required_model(&o, "answerer")?, handles::embedder_in(&o)?, o.function("interrupt")?))
@@ -402,6 +398,11 @@ impl WasmLibrary {
         let library = self.library.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, answerer, embedder, interrupt) = args?;
+            // A hosted answerer reads nothing ahead: no need to search (or to send the
+            // question to a hosted embedder) for it.
+            if answerer.backend() == docmem_runtime::handle::ModelBackend::Hosted {
+                return Ok(0.into());
+            }
             let stop = crate::memory_draft::interrupt_fn(interrupt);
             let start = if question.trim().is_empty() {
                 docmem_core::answer::instructions(false).to_string()
@@ -417,8 +418,8 @@ impl WasmLibrary {
     /// cited, citations_from, sources, finish, …}`. `options`:
     /// - `embedder` (an `Embedder`) and `answerer` (a model: `Lm`, `GpuLm` or
     ///   `RemoteModel`), whatever each runs on;
-    /// - `k`: passages to find (default 4); `maxTokens`: the answer's length at most
-    ///   (default 256);
+    /// - `k`: passages to find, and `maxTokens`: the answer's length at most (defaults:
+    ///   the runtime's `AskParams`, chosen on the dev split: 6 and 160);
     /// - `onToken`: given each piece of the answer as it is written; returning `false`
     ///   stops it;
     /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
@@ -432,6 +433,7 @@ impl WasmLibrary {
     /// A plain answer holds the library and the embedder while it searches, then neither
     /// while it writes; a guided one holds both until it settles (a call on them meanwhile
     /// gets a `BUSY` error).
+    #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn ask(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,

@@ -15,16 +15,18 @@ use std::rc::Rc;
 
 use docmem_core::reader::{ExtractSettings, MemoryDraft, ModelError};
 use docmem_core::{Document, ErrorCode};
-use docmem_runtime::lm::{Backend, Lm, LmReader, WorkDone};
+use docmem_runtime::lm::WorkDone;
 use wasm_bindgen::prelude::*;
 
-use crate::library::{extract_settings, progress_object, progress_reporter};
-use crate::{boundary, coded, error_with, to_json, WasmEmbedder, WasmLibrary, WasmLm};
+use crate::boundary::Options;
+use crate::library::{progress_object, progress_reporter, MAX_SAMPLES};
+use crate::{boundary, coded, error_with, handles, to_json, WasmEmbedder, WasmLibrary};
 
 /// What a draft holds between its steps.
 pub(crate) struct DraftState {
     doc: Document,
-    reader_name: String,
+    /// The name of the reader the windows were planned for: each step must use it.
+    reader: String,
     settings: ExtractSettings,
     draft: MemoryDraft,
 }
@@ -32,7 +34,7 @@ pub(crate) struct DraftState {
 /// A document's memory being written, one window per [`WasmMemoryDraft::step`].
 #[wasm_bindgen(js_name = MemoryDraft)]
 pub struct WasmMemoryDraft {
-    /// Shared with a step still running on WebGPU (a Promise).
+    /// Shared with a step still running (a Promise).
     pub(crate) state: Rc<RefCell<DraftState>>,
 }
 
@@ -73,35 +75,26 @@ fn progress_within(before: &docmem_core::reader::Progress, expected: usize, work
     o
 }
 
-/// Plan `id`'s draft with `lm` as the reader (its tokenizer counts the windows).
-pub(crate) fn plan<B: Backend>(
-    library: &WasmLibrary,
-    id: &JsValue,
-    lm: &Lm<B>,
-    name: &str,
-    samples: f64,
-    max_new_tokens: f64,
-) -> Result<WasmMemoryDraft, JsValue> {
-    boundary::ready()?;
-    let id = library.doc_id(&boundary::string(id, "document id")?)?;
-    let mut settings = extract_settings(samples)?;
-    settings.max_new_tokens = boundary::count(max_new_tokens, "maxNewTokens", 1 << 20)? as usize;
-    let doc = library.get()?.get(id).map_err(coded)?.0.clone();
-    let mut reader = LmReader::new(lm, name.to_owned());
-    let draft = MemoryDraft::plan(&doc, &mut reader, &settings).map_err(coded)?;
-    Ok(WasmMemoryDraft { state: Rc::new(RefCell::new(DraftState { doc, reader_name: name.to_owned(), settings, draft })) })
-}
-
-/// Read the draft's next window with `lm` (a future that is ready at once on the CPU).
+/// Read the draft's next window with `reader` (a future that is ready at once on the CPU).
 #[allow(clippy::await_holding_refcell_ref)] // a step holds its draft on purpose: a second one answers BUSY
-pub(crate) async fn step_with<B: Backend>(
+async fn step_with(
     state: &RefCell<DraftState>,
-    lm: &Lm<B>,
+    reader: &handles::Model,
     progress: Option<js_sys::Function>,
     interrupt: Option<js_sys::Function>,
 ) -> Result<bool, JsValue> {
     let mut guard = state.try_borrow_mut().map_err(|_| crate::busy("the memory draft"))?;
     let s = &mut *guard;
+    if reader.name() != s.reader {
+        return Err(error_with(
+            ErrorCode::BadArgument,
+            format!(
+                "options.reader: this draft was planned for '{}', not '{}' (its windows are counted in that model's tokens)",
+                s.reader,
+                reader.name()
+            ),
+        ));
+    }
     let stop = interrupt_fn(interrupt);
     // Within the window, `progress` also hears how far it has got (prompt tokens read,
     // tokens written): the core's progress moves only when a candidate ends, minutes apart
@@ -114,24 +107,39 @@ pub(crate) async fn step_with<B: Backend>(
             let _ = f.call1(&JsValue::NULL, &progress_within(&before, expected, work));
         }
     };
-    let mut reader = LmReader::new(lm, s.reader_name.clone());
-    reader.interrupt = Some(&stop);
-    reader.on_work = Some(&tell);
+    let mut reader = reader.interruptible_reader(&stop, &tell).ok_or_else(hosted_reader)?;
     let mut report = progress_reporter(progress);
-    let result = s.draft.read_next(&s.doc, &mut reader, None, &s.settings, &mut report).await;
+    let result = s.draft.read_next(&s.doc, &mut *reader, None, &s.settings, &mut report).await;
     step_result(result, s)
+}
+
+/// The error for a hosted reader, which a background memory cannot use.
+fn hosted_reader() -> JsValue {
+    error_with(
+        ErrorCode::BadArgument,
+        "options.reader: a memory written in the background needs a model on this device (this one is hosted)",
+    )
 }
 
 #[wasm_bindgen(js_class = MemoryDraft)]
 impl WasmMemoryDraft {
-    /// Read the next window with `reader` (the `Lm` the draft was planned with).
-    /// `progress` is called as `addDocument`'s is (returning `false` cancels);
-    /// `interrupt()` is asked before every prompt piece and decoding step and stops the window when it
-    /// returns `true`. Returns `true` once every window is read. A stopped window throws
-    /// `ABORTED`; the reader keeps its work, and the next call goes on where it stopped.
-    pub fn step(&self, reader: &WasmLm, progress: Option<js_sys::Function>, interrupt: Option<js_sys::Function>) -> Result<bool, JsValue> {
-        boundary::ready()?;
-        docmem_runtime::block_on(step_with(&self.state, &reader.lm, progress, interrupt))
+    /// Read the next window; resolves to `true` once every window is read. `options`:
+    /// `reader`, a model on this device (`Lm` or `GpuLm`, the one the draft was planned
+    /// with); `progress`, called as `addDocument`'s is (returning `false` cancels);
+    /// `interrupt()`, asked before every prompt piece and decoding step, which stops the
+    /// window when it returns `true`. A stopped window rejects with `ABORTED`; the reader
+    /// keeps its work, and the next step goes on where it stopped.
+    #[wasm_bindgen(unchecked_return_type = "Promise<boolean>")]
+    pub fn step(&self, #[wasm_bindgen(unchecked_param_type = "StepOptions")] options: JsValue) -> js_sys::Promise {
+        let args = boundary::ready().and_then(|()| {
+            let o = Options::new(&options, "options", &["reader", "progress", "interrupt"])?;
+            Ok((handles::required_model(&o, "reader")?, o.function("progress")?, o.function("interrupt")?))
+        });
+        let state = self.state.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (reader, progress, interrupt) = args?;
+            Ok(step_with(&state, &reader, progress, interrupt).await?.into())
+        })
     }
 
     /// Where the work stands: `{stage, window, windows, tokensDone, tokensTotal, …, fraction}`,
@@ -153,18 +161,28 @@ impl WasmMemoryDraft {
 #[wasm_bindgen(js_class = Library)]
 impl WasmLibrary {
     /// Plan the reader's memory of document `id` (in the library already, with chunks):
-    /// its windows for `reader`, `samples` sampled candidates per window beside the greedy
-    /// one, each at most `maxNewTokens` long (0: the window's length and 512 more). Nothing
-    /// is generated yet: `step` reads a window at a time.
+    /// its windows for `options.reader` (a model on this device: `Lm` or `GpuLm`),
+    /// `options.samples` (default 0) sampled candidates per window beside the greedy one,
+    /// each at most `options.maxNewTokens` long (default 0: the window's length and 512
+    /// more). Nothing is generated yet: `step` reads a window at a time.
     #[wasm_bindgen(js_name = draftMemory)]
     pub fn draft_memory(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] id: JsValue,
-        reader: &WasmLm,
-        samples: f64,
-        max_new_tokens: f64,
+        #[wasm_bindgen(unchecked_param_type = "DraftOptions")] options: JsValue,
     ) -> Result<WasmMemoryDraft, JsValue> {
-        plan(self, &id, &*reader.lm, &reader.name, samples, max_new_tokens)
+        boundary::ready()?;
+        let id = self.doc_id(&boundary::string(&id, "document id")?)?;
+        let o = Options::new(&options, "options", &["reader", "samples", "maxNewTokens"])?;
+        let model = handles::required_model(&o, "reader")?;
+        if model.backend() == docmem_runtime::handle::ModelBackend::Hosted {
+            return Err(hosted_reader());
+        }
+        let mut settings = ExtractSettings { samples: o.count_or("samples", 0, MAX_SAMPLES)? as usize, ..ExtractSettings::default() };
+        settings.max_new_tokens = o.count_or("maxNewTokens", 0, 1 << 20)? as usize;
+        let doc = self.get()?.get(id).map_err(coded)?.0.clone();
+        let draft = MemoryDraft::plan(&doc, &mut *model.reader(), &settings).map_err(coded)?;
+        Ok(WasmMemoryDraft { state: Rc::new(RefCell::new(DraftState { doc, reader: model.name().to_owned(), settings, draft })) })
     }
 
     /// Swap a finished draft's memory in for the memory its document has, in one commit

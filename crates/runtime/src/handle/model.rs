@@ -8,7 +8,7 @@ use docmem_core::Scorer;
 
 use crate::answerer::Answerer;
 use crate::ingest::MemoryMethod;
-use crate::lm::{Lm, LmReader, LmText};
+use crate::lm::{Backend, Lm, LmReader, LmText, WorkDone};
 use crate::remote::{RemoteModel, Transport};
 
 /// Where a [`ModelHandle`]'s model runs.
@@ -113,8 +113,8 @@ impl<T: Transport + Clone> ModelHandle<T> {
         self.backend() != ModelBackend::Cpu
     }
 
-    /// The model on the CPU, where it runs there (what only the CPU backend offers: the
-    /// kernels' own tests, a draft's synchronous steps).
+    /// The model on the CPU, where it runs there (for what only that backend offers, such
+    /// as its logits for a parity check).
     pub fn cpu(&self) -> Option<&Lm> {
         match &self.runs {
             Runs::Cpu(lm) => Some(lm),
@@ -134,6 +134,30 @@ impl<T: Transport + Clone> ModelHandle<T> {
     /// The model as a reader of documents (and the scorer of its own candidates).
     pub fn reader(&self) -> Box<dyn ReaderModel + '_> {
         local!(self, lm => Box::new(LmReader::new(lm, self.name.clone())), m => Box::new(m.clone()))
+    }
+
+    /// The model as a reader that writes memories in the background: `interrupt` is asked
+    /// between prompt pieces and before every decoding step, and `true` stops the window
+    /// there, the model keeping what it read and wrote so that the same window asked for
+    /// again goes on where it stopped; `on_work` hears how far the window has got. `None`
+    /// for a hosted model, which can be neither stopped midway nor resumed.
+    pub fn interruptible_reader<'a>(
+        &'a self,
+        interrupt: &'a dyn Fn() -> bool,
+        on_work: &'a dyn Fn(&WorkDone),
+    ) -> Option<Box<dyn ReaderModel + 'a>> {
+        fn hooked<'a, B: Backend>(
+            lm: &'a Lm<B>,
+            name: &str,
+            interrupt: &'a dyn Fn() -> bool,
+            on_work: &'a dyn Fn(&WorkDone),
+        ) -> Box<dyn ReaderModel + 'a> {
+            let mut reader = LmReader::new(lm, name);
+            reader.interrupt = Some(interrupt);
+            reader.on_work = Some(on_work);
+            Box::new(reader)
+        }
+        local!(self, lm => Some(hooked(lm, &self.name, interrupt, on_work)), _m => None)
     }
 
     /// The model as a scorer of another reader's candidates.

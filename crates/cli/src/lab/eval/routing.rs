@@ -30,8 +30,8 @@ use docmem_runtime::guided::{collection_search, explore_collections, refresh_des
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use serde::Serialize;
 
-use crate::lab::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};
 use crate::lab::eval::clues::memory_library;
+use crate::lab::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};
 use crate::CliError;
 
 #[derive(Args)]
