@@ -120,7 +120,24 @@ impl fmt::Display for CliError {
     }
 }
 
-impl std::error::Error for CliError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for CliError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CliError::Retrieve(e) => e.source(),
+            CliError::Chunk(e) => e.source(),
+            CliError::Output(e) => e.source(),
+            CliError::Lm(e) => e.source(),
+            CliError::Embed(e) => e.source(),
+            CliError::Library(e) => e.source(),
+            CliError::Reader(e) => e.source(),
+            CliError::Remote(e) => e.source(),
+            CliError::Read { source, .. } => source.source(),
+            CliError::Pdf { source, .. } => source.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<docmem_core::retrieve::RetrieveError> for CliError {
     fn from(e: docmem_core::retrieve::RetrieveError) -> Self {

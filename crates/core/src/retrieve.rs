@@ -285,7 +285,17 @@ impl fmt::Display for RetrieveError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for RetrieveError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for RetrieveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RetrieveError::Memory(e) => e.source(),
+            RetrieveError::Embed(e) => e.source(),
+            RetrieveError::Index(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<EmbedError> for RetrieveError {
     fn from(e: EmbedError) -> Self {

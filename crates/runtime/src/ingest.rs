@@ -76,7 +76,17 @@ impl fmt::Display for IngestError {
     }
 }
 
-impl std::error::Error for IngestError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for IngestError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IngestError::Reader(e) => e.source(),
+            IngestError::Chunk(e) => e.source(),
+            IngestError::Library(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl HasErrorCode for IngestError {
     fn code(&self) -> ErrorCode {

@@ -74,7 +74,17 @@ impl fmt::Display for QaError {
     }
 }
 
-impl std::error::Error for QaError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for QaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            QaError::Library(e) => e.source(),
+            QaError::Lm(e) => e.source(),
+            QaError::Model(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<LibraryError> for QaError {
     fn from(e: LibraryError) -> Self {

@@ -70,7 +70,15 @@ impl fmt::Display for SafetensorsError {
     }
 }
 
-impl std::error::Error for SafetensorsError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for SafetensorsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SafetensorsError::Read(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<SourceError> for SafetensorsError {
     fn from(e: SourceError) -> Self {

@@ -141,7 +141,15 @@ impl fmt::Display for ChunkError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for ChunkError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for ChunkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ChunkError::Embed(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 /// Run the chunker `kind` over `text` with `options`; the semantic chunker uses `embedder`.
 ///

@@ -115,7 +115,15 @@ impl fmt::Display for IndexError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for IndexError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for IndexError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            IndexError::Decode(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<DecodeError> for IndexError {
     fn from(e: DecodeError) -> Self {

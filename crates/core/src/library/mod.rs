@@ -253,7 +253,17 @@ impl fmt::Display for LibraryError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for LibraryError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for LibraryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LibraryError::Store(e) => e.source(),
+            LibraryError::Retrieve(e) => e.source(),
+            LibraryError::BadMemory(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<StoreError> for LibraryError {
     fn from(e: StoreError) -> Self {

@@ -76,7 +76,15 @@ impl fmt::Display for EmbedderError {
     }
 }
 
-impl std::error::Error for EmbedderError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for EmbedderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EmbedderError::Weights(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<SafetensorsError> for EmbedderError {
     fn from(e: SafetensorsError) -> Self {

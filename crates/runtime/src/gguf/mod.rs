@@ -215,7 +215,15 @@ impl fmt::Display for GgufError {
     }
 }
 
-impl std::error::Error for GgufError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for GgufError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GgufError::Source(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<SourceError> for GgufError {
     fn from(e: SourceError) -> Self {

@@ -242,7 +242,22 @@ impl fmt::Display for LmError {
     }
 }
 
-impl std::error::Error for LmError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for LmError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LmError::Source(e) => e.source(),
+            LmError::Gguf(e) => e.source(),
+            LmError::Model(e) => e.source(),
+            LmError::Tokenizer(e) => e.source(),
+            LmError::Chat(e) => e.source(),
+            #[cfg(feature = "gpu")]
+            LmError::Gpu(e) => e.source(),
+            LmError::Remote(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 macro_rules! from_err {
     ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
@@ -1030,6 +1045,23 @@ impl<B: Backend> Scorer for Lm<B> {
 #[cfg(test)]
 mod tests {
     use super::{find_stop, stop_prefix_held};
+
+    /// A wrapped failure is chained, not only printed: a caller (or a binding) can reach
+    /// the operating system's error under a model that could not be read, through
+    /// `source()`, however many layers wrap it.
+    #[test]
+    fn a_missing_model_file_chains_down_to_the_os_error() {
+        let missing = std::env::temp_dir().join("docmem-no-such-model.gguf");
+        let e = super::Lm::load(&missing, &super::LoadOptions::default()).unwrap_err();
+        let qa = crate::qa::QaError::from(e);
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&qa);
+        let mut io = None;
+        while let Some(c) = cause {
+            io = io.or(c.downcast_ref::<std::io::Error>());
+            cause = c.source();
+        }
+        assert_eq!(io.map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound), "{qa}");
+    }
 
     /// Regression (CI, proptest): with the stop string `"ed"`, an `"e"` was streamed, then
     /// `"d"` came and the result was cut to `""`, so the streamed and returned text differed.

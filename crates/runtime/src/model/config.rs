@@ -91,7 +91,16 @@ impl fmt::Display for ModelFileError {
     }
 }
 
-impl std::error::Error for ModelFileError {}
+/// The chain goes on below the wrapped error: this one's message already includes it.
+impl std::error::Error for ModelFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ModelFileError::Read(e) => e.source(),
+            ModelFileError::Safetensors(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 /// Decoder hyper-parameters.
 #[derive(Clone, Debug, PartialEq)]
