@@ -9,9 +9,9 @@ use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
-use docmem_runtime::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
-use docmem_runtime::qa::AskParams;
-use docmem_runtime::store::DirStore;
+use docmem_runtime::pipeline::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
+use docmem_runtime::pipeline::qa::AskParams;
+use docmem_runtime::pipeline::store::DirStore;
 
 use crate::model_arg::BackendChoice;
 use crate::CliError;
@@ -240,7 +240,7 @@ fn show_traces(out: &mut impl Write, clues: Option<&ClueTrace>, route: Option<&R
     Ok(())
 }
 
-fn show_citations(out: &mut impl Write, answer: &docmem_runtime::qa::Answer) -> Result<(), CliError> {
+fn show_citations(out: &mut impl Write, answer: &docmem_runtime::pipeline::qa::Answer) -> Result<(), CliError> {
     writeln!(out)?;
     if answer.draft.is_some() {
         // The text streamed above was the model's; the check judged it ungrounded.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use docmem_core::library::Library;
-use docmem_runtime::store::DirStore;
+use docmem_runtime::pipeline::store::DirStore;
 
 use crate::input::count;
 use crate::CliError;

@@ -24,7 +24,7 @@ pub enum CliError {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: docmem_runtime::pdf::PdfError,
+        source: docmem_runtime::pipeline::pdf::PdfError,
     },
     /// A file with no text (empty, white space only, or a PDF without a text layer).
     EmptyFile {
@@ -216,9 +216,9 @@ impl From<docmem_core::reader::ModelError> for CliError {
     }
 }
 
-impl From<docmem_runtime::qa::QaError> for CliError {
-    fn from(e: docmem_runtime::qa::QaError) -> Self {
-        use docmem_runtime::qa::QaError;
+impl From<docmem_runtime::pipeline::qa::QaError> for CliError {
+    fn from(e: docmem_runtime::pipeline::qa::QaError) -> Self {
+        use docmem_runtime::pipeline::qa::QaError;
         match e {
             QaError::Library(e) => e.into(),
             QaError::Lm(e) => e.into(),
@@ -228,9 +228,9 @@ impl From<docmem_runtime::qa::QaError> for CliError {
     }
 }
 
-impl From<docmem_runtime::ingest::IngestError> for CliError {
-    fn from(e: docmem_runtime::ingest::IngestError) -> Self {
-        use docmem_runtime::ingest::IngestError;
+impl From<docmem_runtime::pipeline::ingest::IngestError> for CliError {
+    fn from(e: docmem_runtime::pipeline::ingest::IngestError) -> Self {
+        use docmem_runtime::pipeline::ingest::IngestError;
         match e {
             IngestError::Reader(e) => e.into(),
             IngestError::Chunk(e) => e.into(),

@@ -16,7 +16,7 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
@@ -70,7 +70,7 @@ pub struct IngestArgs {
     pub backend: BackendChoice,
     /// Largest document accepted, in bytes of text (a larger one is refused, naming this
     /// limit, before any model work).
-    #[arg(long, default_value_t = docmem_runtime::ingest::DEFAULT_MAX_DOCUMENT_BYTES)]
+    #[arg(long, default_value_t = docmem_runtime::pipeline::ingest::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub max_document_bytes: usize,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,

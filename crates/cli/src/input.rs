@@ -19,9 +19,9 @@ pub fn is_readable(path: &Path) -> bool {
 /// cannot hold more text than its bytes, so the engine's limit on a document's text
 /// (16 MiB) is the limit; HTML and PDF carry markup, fonts and images around their text,
 /// and get four times that (a PDF's compressed streams are bounded again as they are
-/// measured, in docmem_runtime::pdf).
+/// measured, in docmem_runtime::pipeline::pdf).
 pub fn max_file_bytes(ext: Option<&str>) -> u64 {
-    let text = docmem_runtime::ingest::DEFAULT_MAX_DOCUMENT_BYTES as u64;
+    let text = docmem_runtime::pipeline::ingest::DEFAULT_MAX_DOCUMENT_BYTES as u64;
     match ext {
         Some("pdf" | "html" | "htm") => 4 * text,
         _ => text,
@@ -43,7 +43,9 @@ pub fn read_document(path: &Path) -> Result<Document, CliError> {
     }
     let bytes = std::fs::read(path).map_err(read_err)?;
     let text = match ext.as_deref() {
-        Some("pdf") => docmem_runtime::pdf::pdf_text(&bytes).map_err(|source| CliError::Pdf { path: path.to_path_buf(), source })?,
+        Some("pdf") => {
+            docmem_runtime::pipeline::pdf::pdf_text(&bytes).map_err(|source| CliError::Pdf { path: path.to_path_buf(), source })?
+        }
         Some("html" | "htm") => {
             docmem_core::html::html_to_text(&String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 { path: path.to_path_buf() })?)
         }

@@ -1,11 +1,11 @@
 //! Opening a library's directory for a command: as a writer (ingest, ask, remove: each may
 //! change it) or a reader (documents), waiting, and saying so, while another docmem holds
-//! it. The lock itself is `DirStore`'s (see docmem_runtime::store): writers take turns,
+//! it. The lock itself is `DirStore`'s (see docmem_runtime::pipeline::store): writers take turns,
 //! so two ingests into one library both land.
 
 use std::path::Path;
 
-use docmem_runtime::store::DirStore;
+use docmem_runtime::pipeline::store::DirStore;
 
 use crate::CliError;
 

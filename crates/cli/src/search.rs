@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use docmem_core::retrieve::{Layer, SearchParams};
-use docmem_runtime::qa::{retrieve, Source};
+use docmem_runtime::pipeline::qa::{retrieve, Source};
 use serde::Serialize;
 
 use crate::CliError;

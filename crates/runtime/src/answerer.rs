@@ -1,8 +1,8 @@
 //! The model that writes the answer: one streamed reply to a user turn.
 //!
 //! A trait because the answer may come from the local [`Lm`] on any backend or from a
-//! hosted model ([`crate::remote::RemoteModel`]); [`crate::qa::answer`] and
-//! [`crate::guided::ask_guided`] take either.
+//! hosted model ([`crate::remote::RemoteModel`]); [`crate::pipeline::qa::answer`] and
+//! [`crate::pipeline::guided::ask_guided`] take either.
 //!
 //! A local model also reports how likely it found its own answer and the refusal, from
 //! the one prefill of the prompt: the evidence [`docmem_core::answerability`] decides

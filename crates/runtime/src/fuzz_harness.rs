@@ -257,7 +257,7 @@ pub mod seeds {
 /// separated as citations expect (a form feed on its own line).
 #[cfg(feature = "pdf")]
 pub fn pdf(data: &[u8]) {
-    use crate::pdf::{pdf_text_within, PdfError};
+    use crate::pipeline::pdf::{pdf_text_within, PdfError};
     const LIMIT: u64 = 16 << 20;
     match pdf_text_within(data, LIMIT) {
         Ok(text) => {

@@ -1,11 +1,17 @@
 //! # docmem-runtime
 //!
-//! The model side of docmem: loading GGUF and safetensors files, tokenizers, the decoder
+//! Two parts, the model engine and the application pipeline.
+//!
+//! **The engine** runs models: loading GGUF and safetensors files, tokenizers, the decoder
 //! LMs (reader, scorer, answerer) and the sentence embedder, on the CPU and on WebGPU. It
 //! implements the core's seams ([`docmem_core::Embedder`], [`docmem_core::Scorer`]), so
 //! the core never depends on a model.
 //!
-//! Here so far: the byte sources models are read through ([`source`]); GGUF files
+//! **The pipeline** ([`pipeline`]) is what docmem does with them: ingest, answers, guided
+//! asks, the native store and PDF text. It holds models only as the core's roles, handed
+//! out by a [`handle::ModelHandle`], so it never names a backend.
+//!
+//! The engine's modules: the byte sources models are read through ([`source`]); GGUF files
 //! ([`gguf`], [`quant`]) and Hugging Face safetensors checkpoints ([`safetensors`],
 //! [`model::hf`], quantized on load); tokenizers and chat templates ([`tokenizer`],
 //! [`chat`]); each architecture's forward pass written once over a backend's operations
@@ -42,20 +48,15 @@ pub mod fuzz_harness;
 pub mod gguf;
 #[cfg(feature = "gpu")]
 pub mod gpu;
-pub mod guided;
 pub mod handle;
-pub mod ingest;
 pub mod lm;
 pub mod model;
-#[cfg(feature = "pdf")]
-pub mod pdf;
+pub mod pipeline;
 pub mod probe;
-pub mod qa;
 pub mod quant;
 pub mod remote;
 pub mod safetensors;
 pub mod source;
-pub mod store;
 pub mod synthetic;
 #[cfg(any(test, feature = "gpu"))]
 pub(crate) mod testdata;

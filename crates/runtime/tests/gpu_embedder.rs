@@ -87,8 +87,8 @@ fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
     use docmem_core::library::{Library, LibrarySettings, MemStore};
     use docmem_core::Document;
     use docmem_core::Embedder as CoreEmbedder;
-    use docmem_runtime::ingest::{ingest, MemoryMethod};
-    use docmem_runtime::qa::{prepare_async, AskParams};
+    use docmem_runtime::pipeline::ingest::{ingest, MemoryMethod};
+    use docmem_runtime::pipeline::qa::{prepare_async, AskParams};
 
     let dir = model_dir("all-MiniLM-L6-v2");
     let text = "Johannes Gutenberg built a printing press with movable metal type in Mainz around 1440. \

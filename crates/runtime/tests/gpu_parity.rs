@@ -240,9 +240,9 @@ fn greedy_continuations_of_32_tokens_are_identical_where_the_model_is_decided() 
 }
 
 /// `lm`'s answer to `prompt` (at most 3 tokens) and the text streamed while writing it.
-fn answered<B: Backend>(lm: &Lm<B>, prompt: &docmem_runtime::qa::AnswerPrompt) -> (docmem_runtime::qa::Answer, String) {
+fn answered<B: Backend>(lm: &Lm<B>, prompt: &docmem_runtime::pipeline::qa::AnswerPrompt) -> (docmem_runtime::pipeline::qa::Answer, String) {
     let mut streamed = String::new();
-    let a = docmem_runtime::block_on(docmem_runtime::qa::answer(prompt.clone(), lm, 3, |piece| {
+    let a = docmem_runtime::block_on(docmem_runtime::pipeline::qa::answer(prompt.clone(), lm, 3, |piece| {
         streamed.push_str(piece);
         ControlFlow::Continue(())
     }))
@@ -256,7 +256,7 @@ fn answered<B: Backend>(lm: &Lm<B>, prompt: &docmem_runtime::qa::AnswerPrompt) -
 /// tokens) is left to the CPU tests.
 #[test]
 fn an_answer_is_written_on_the_gpu_as_on_the_cpu() {
-    let prompt = docmem_runtime::qa::AnswerPrompt {
+    let prompt = docmem_runtime::pipeline::qa::AnswerPrompt {
         sources: Vec::new(),
         user_turn: "Who printed the Gutenberg Bible?".into(),
         retrieve_seconds: 0.0,

@@ -14,9 +14,9 @@ use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::local_future::poll_once;
 use docmem_core::route::{ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::{Document, DocumentMemory, HashingEmbedder};
-use docmem_runtime::guided::{global_memory, learn_after_answer, prepare_guided, refresh_descriptors, GuideSettings};
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
-use docmem_runtime::qa::{answer, AskParams};
+use docmem_runtime::pipeline::guided::{global_memory, learn_after_answer, prepare_guided, refresh_descriptors, GuideSettings};
+use docmem_runtime::pipeline::qa::{answer, AskParams};
 
 const PRINTING: &str = "William Caxton brought the printing press to England in 1476. He set up his shop at Westminster. \
                         His first book printed in England was an edition of The Canterbury Tales.";

@@ -15,7 +15,7 @@ use docmem_core::{Document, DocumentMemory, HashingEmbedder};
 use docmem_runtime::answerer::{Answerer, AHEAD_CHUNK};
 use docmem_runtime::block_on;
 use docmem_runtime::lm::{Lm, LoadOptions};
-use docmem_runtime::qa::{ask, read_ahead, AskParams};
+use docmem_runtime::pipeline::qa::{ask, read_ahead, AskParams};
 
 const PRINTING: &str = "William Caxton brought the printing press to England in 1476. He set up his shop at Westminster. \
                         His first book printed in England was an edition of The Canterbury Tales. \

@@ -6,7 +6,7 @@
 //! its storage holds, and after each call takes the journal (`takeWrites`) and applies it
 //! in one transaction (a tab closed midway leaves the stored library as it was). In Node
 //! the same journal goes to files. Ingest, search and answers are the runtime's
-//! (`docmem_runtime::ingest`, `docmem_runtime::qa`); this file only translates.
+//! (`docmem_runtime::pipeline::ingest`, `docmem_runtime::pipeline::qa`); this file only translates.
 //!
 //! Two entry points do the work, whatever runs the models: `addDocument(doc, options)` and
 //! `ask(question, options)` (with `readAhead` beside it), each a Promise. The options carry
@@ -30,9 +30,9 @@ use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
-use docmem_runtime::guided::{ask_guided, GuideSettings};
-use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
-use docmem_runtime::qa::{self, retrieve, AskParams};
+use docmem_runtime::pipeline::guided::{ask_guided, GuideSettings};
+use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::qa::{self, retrieve, AskParams};
 use wasm_bindgen::prelude::*;
 
 use crate::boundary::{self, count, string, Options};
@@ -83,6 +83,7 @@ pub(crate) fn token_sink(on_token: Option<js_sys::Function>) -> impl FnMut(&str)
 }
 
 /// How `addDocument` makes a document's memory.
+#[allow(clippy::large_enum_variant)] // one per call, gone when it settles
 enum Method {
     /// A baseline chunker.
     Chunker(ChunkerKind),
@@ -195,10 +196,10 @@ async fn prepare_holding(
     embedder: &RefCell<AnyEmbedder>,
     question: &str,
     params: &AskParams,
-) -> Result<docmem_runtime::qa::AnswerPrompt, JsValue> {
+) -> Result<docmem_runtime::pipeline::qa::AnswerPrompt, JsValue> {
     let library = library.try_borrow().map_err(|_| busy("the library"))?;
     let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    docmem_runtime::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
+    docmem_runtime::pipeline::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
 }
 
 /// An answer guided by clues or routing, holding the library and the embedder until it
@@ -378,7 +379,7 @@ impl WasmLibrary {
 
     /// Read ahead the answer prompt of a question still being typed (`question`: what
     /// there is so far; empty: the instructions alone), so that an `ask` whose passages
-    /// start the same way runs only what differs ([`docmem_runtime::qa::read_ahead`]).
+    /// start the same way runs only what differs ([`docmem_runtime::pipeline::qa::read_ahead`]).
     /// `options`: `embedder`, `answerer` and `k` as `ask` takes them, and `interrupt()`,
     /// asked before each piece of 16 tokens (`true` stops, keeping what was read). Resolves
     /// to the prompt tokens the answerer keeps (0 for a hosted one, which reads nothing

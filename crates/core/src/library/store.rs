@@ -2,7 +2,7 @@
 //!
 //! The library never needs more than that: it makes a whole change atomic by writing
 //! new keys first and the manifest last (see [`super`]). Natively the store is a
-//! directory (`docmem_runtime::store::DirStore`: temp file + rename); in the browser it is
+//! directory (`docmem_runtime::pipeline::store::DirStore`: temp file + rename); in the browser it is
 //! IndexedDB or OPFS; [`MemStore`] serves tests.
 
 use alloc::collections::BTreeMap;

@@ -7,8 +7,8 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Scorer;
 
 use crate::answerer::Answerer;
-use crate::ingest::MemoryMethod;
 use crate::lm::{Backend, Lm, LmReader, LmText, WorkDone};
+use crate::pipeline::ingest::MemoryMethod;
 use crate::remote::{RemoteModel, Transport};
 
 /// Where a [`ModelHandle`]'s model runs.

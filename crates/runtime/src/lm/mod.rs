@@ -1053,7 +1053,7 @@ mod tests {
     fn a_missing_model_file_chains_down_to_the_os_error() {
         let missing = std::env::temp_dir().join("docmem-no-such-model.gguf");
         let e = super::Lm::load(&missing, &super::LoadOptions::default()).unwrap_err();
-        let qa = crate::qa::QaError::from(e);
+        let qa = crate::pipeline::qa::QaError::from(e);
         let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&qa);
         let mut io = None;
         while let Some(c) = cause {

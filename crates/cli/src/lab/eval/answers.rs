@@ -3,7 +3,7 @@
 //! Every article of a SQuAD v2 file becomes one document of one library, and a fixed,
 //! even spread of the split's answerable and unanswerable (`is_impossible`) questions is
 //! asked through a method:
-//! - `ours`: the product's own path (`docmem_runtime::qa::ask`, what `docmem ask`, the npm
+//! - `ours`: the product's own path (`docmem_runtime::pipeline::qa::ask`, what `docmem ask`, the npm
 //!   package and the page run): sentence chunks, hybrid retrieval, small-to-big windows,
 //!   the answer prompt, and the answerability check (`--no-check` turns it off, so the
 //!   dev run records the evidence of every raw answer for calibration);
@@ -36,9 +36,9 @@ use docmem_core::eval::{exact_match, f1, normalize_answer, Split};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, EmbedRole};
 use docmem_runtime::answerer::Answerer;
-use docmem_runtime::ingest::{ingest_into, IngestLimits, MemoryMethod};
 use docmem_runtime::lm::{Lm, LoadOptions};
-use docmem_runtime::qa::{ask, AskParams};
+use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::qa::{ask, AskParams};
 use serde::Serialize;
 
 use crate::CliError;
@@ -364,7 +364,7 @@ fn dump_states(
     }
     for (i, q) in order.iter().enumerate() {
         let t = Instant::now();
-        let prompt = docmem_runtime::qa::prepare(&library, embedder, &q.question, &params)?;
+        let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
         let states = lm.prompt_states(docmem_runtime::lm::Prompt::Chat(&messages), &a.state_layers)?;
         let line = serde_json::json!({
@@ -398,7 +398,7 @@ fn forced_reply(
     question: &str,
     params: &AskParams,
 ) -> Result<String, CliError> {
-    let prompt = docmem_runtime::qa::prepare(library, embedder, question, params)?;
+    let prompt = docmem_runtime::pipeline::qa::prepare(library, embedder, question, params)?;
     let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
     let banned = lm.refusal_opening()?.into_iter().collect();
     let sampling = docmem_runtime::lm::SamplingParams {

@@ -28,8 +28,8 @@ use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::terms::{coverage, term_set};
 use docmem_core::{Document, DocumentMemory, Embedder};
-use docmem_runtime::guided::global_memory;
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
+use docmem_runtime::pipeline::guided::global_memory;
 use serde::{Deserialize, Serialize};
 
 use crate::lab::eval::{load_set, method_memories, parse_method, RetrievalEvalArgs};

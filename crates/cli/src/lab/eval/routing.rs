@@ -26,8 +26,8 @@ use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::{route, Controller, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
 use docmem_core::text_model::TextModel;
-use docmem_runtime::guided::{collection_search, explore_collections, refresh_descriptors};
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
+use docmem_runtime::pipeline::guided::{collection_search, explore_collections, refresh_descriptors};
 use serde::Serialize;
 
 use crate::lab::eval::clues::memory_library;

@@ -2,9 +2,9 @@
 //! [`docmem_core::clues`] and [`docmem_core::route`], a [`Library`], its embedder and a
 //! [`TextModel`], so that the CLI, the npm package and the evaluation answer the same way.
 //!
-//! [`prepare_guided`] replaces [`crate::qa::prepare`] when clues or routing are on; its
+//! [`prepare_guided`] replaces [`crate::pipeline::qa::prepare`] when clues or routing are on; its
 //! [`GuidedPrompt`] carries the ordinary [`AnswerPrompt`] (answered with
-//! [`crate::qa::answer`]) plus the trace: the clues and which of them found each source,
+//! [`crate::pipeline::qa::answer`]) plus the trace: the clues and which of them found each source,
 //! the question's scope, the router's segments. Routing and clues are not combined in one
 //! question: with routing on, the router's sub-queries take the clues' place.
 //!
@@ -31,7 +31,7 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
 use serde::Serialize;
 
-use crate::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, QaError, Source};
+use crate::pipeline::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, QaError, Source};
 
 /// What guides retrieval.
 #[derive(Clone, Debug, Default)]
@@ -76,7 +76,7 @@ pub struct RouteTrace {
 /// An answer prompt and how its evidence was found.
 #[derive(Clone, Debug)]
 pub struct GuidedPrompt {
-    /// The prompt, for [`crate::qa::answer`].
+    /// The prompt, for [`crate::pipeline::qa::answer`].
     pub prompt: AnswerPrompt,
     /// Clue-guided retrieval's trace, when it ran.
     pub clues: Option<ClueTrace>,
@@ -178,7 +178,7 @@ pub async fn prepare_guided<S: Store>(
         return Ok(GuidedPrompt { prompt, clues: None, route: Some(trace), update: Some(routed.update) });
     }
     if settings.clues == CluesMode::Off {
-        let prompt = crate::qa::prepare(library, embedder, question, params)?;
+        let prompt = crate::pipeline::qa::prepare(library, embedder, question, params)?;
         return Ok(GuidedPrompt { prompt, clues: None, route: None, update: None });
     }
     let global = global.ok_or(QaError::NoGlobalMemory)?;
@@ -344,7 +344,7 @@ pub async fn explore_collections<S: Store>(
 pub struct GuidedAnswer {
     /// The answer, its citations and sources.
     #[serde(flatten)]
-    pub answer: crate::qa::Answer,
+    pub answer: crate::pipeline::qa::Answer,
     /// Clue-guided retrieval's trace, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clues: Option<ClueTrace>,
@@ -356,7 +356,7 @@ pub struct GuidedAnswer {
 /// The whole guided answer, as `docmem ask` and the npm package give it: the global memory
 /// (cached in the library) when clues are on, the descriptors refreshed when routing is
 /// on, [`prepare_guided`], `on_prepared` with the traces (to show them before the answer
-/// streams), [`crate::qa::answer`], and after it [`learn_after_answer`] (routing only).
+/// streams), [`crate::pipeline::qa::answer`], and after it [`learn_after_answer`] (routing only).
 /// `answerer` writes the answer; `text` writes the clues, sub-queries and judgements (the
 /// same model as a [`TextModel`]: [`crate::lm::LmText`] over a local one, or the hosted
 /// [`crate::remote::RemoteModel`] itself). The library changes only in its `global.json`
@@ -396,7 +396,7 @@ pub async fn ask_guided<S: Store>(
     let guided = prepare_guided(library, embedder, text, global.as_ref(), &memory, question, params, settings).await?;
     on_prepared(&guided);
     let GuidedPrompt { prompt, clues, route, update } = guided;
-    let answer = crate::qa::answer(prompt, answerer, params.max_tokens, on_text).await?;
+    let answer = crate::pipeline::qa::answer(prompt, answerer, params.max_tokens, on_text).await?;
     // Only the memory controller learns (static and random are the ablations that do not).
     if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
         learn_after_answer(library, embedder, Some(text), &mut memory, update.as_ref(), explore, params.k).await?;
