@@ -135,6 +135,12 @@ pub trait Answerer {
         let _ = (user_turn_start, stop);
         boxed(async { Ok(0) })
     }
+
+    /// Whether [`Answerer::read_ahead`] keeps anything: false for a hosted model, so that
+    /// a read-ahead skips the search (and a hosted embedder's request) it would throw away.
+    fn reads_ahead(&self) -> bool {
+        false
+    }
 }
 
 /// Tokens read ahead between two looks at `stop` ([`Answerer::read_ahead`]): a request
@@ -190,6 +196,10 @@ impl<B: Backend> Answerer for Lm<B> {
                 probabilities,
             })
         })
+    }
+
+    fn reads_ahead(&self) -> bool {
+        true
     }
 
     fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, LmError>> {

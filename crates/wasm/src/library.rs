@@ -202,6 +202,19 @@ async fn prepare_holding(
     docmem_runtime::pipeline::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
 }
 
+/// `qa::read_ahead_start`, holding the library and the embedder until it is found.
+#[allow(clippy::await_holding_refcell_ref)]
+async fn read_ahead_start_holding(
+    library: &RefCell<Library<JournalStore>>,
+    embedder: &RefCell<AnyEmbedder>,
+    question: &str,
+    params: &AskParams,
+) -> Result<String, JsValue> {
+    let library = library.try_borrow().map_err(|_| busy("the library"))?;
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    qa::read_ahead_start(&library, &mut *embedder, question, params).await.map_err(coded)
+}
+
 /// An answer guided by clues or routing, holding the library and the embedder until it
 /// settles. Resolves to the guided answer's JSON.
 #[allow(clippy::await_holding_refcell_ref)]
@@ -399,17 +412,13 @@ impl WasmLibrary {
         let library = self.library.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, answerer, embedder, interrupt) = args?;
-            // A hosted answerer reads nothing ahead: no need to search (or to send the
-            // question to a hosted embedder) for it.
-            if answerer.backend() == docmem_runtime::handle::ModelBackend::Hosted {
+            if !answerer.answerer().reads_ahead() {
                 return Ok(0.into());
             }
+            // The passages are found holding the library and the embedder; the model reads
+            // holding neither (`qa::read_ahead` in two halves).
+            let start = read_ahead_start_holding(&library, &embedder, &question, &params).await?;
             let stop = crate::memory_draft::interrupt_fn(interrupt);
-            let start = if question.trim().is_empty() {
-                docmem_core::answer::instructions(false).to_string()
-            } else {
-                prepare_holding(&library, &embedder, &question, &params).await?.before_question(&question).to_string()
-            };
             let kept = answerer.answerer().read_ahead(&start, &stop).await.map_err(coded)?;
             Ok((kept as f64).into())
         })

@@ -209,6 +209,7 @@ mod tests {
         let handle = Handle::on_cpu(tiny(), "tiny.gguf");
         assert_eq!((handle.name(), handle.backend(), handle.needs_await()), ("tiny.gguf", ModelBackend::Cpu, false));
         assert!(handle.cpu().is_some());
+        assert!(handle.answerer().reads_ahead(), "a local model keeps what it reads ahead");
         assert_eq!(reply_text(handle.answerer()), reply_text(&tiny()));
         assert_eq!(handle.reader().name(), "tiny.gguf");
         let clone = handle.clone().renamed("other.gguf");
@@ -222,6 +223,7 @@ mod tests {
         let handle = Handle::hosted(RemoteModel::new(transport.clone(), "qwen-7b"));
         assert_eq!((handle.name(), handle.backend(), handle.needs_await()), ("remote:qwen-7b", ModelBackend::Hosted, true));
         assert!(handle.cpu().is_none());
+        assert!(!handle.answerer().reads_ahead(), "a hosted model reads nothing ahead, so nothing is searched for it");
         let options = ReplyOptions { max_tokens: 6, probe_decides: false };
         let failed = crate::block_on(handle.answerer().reply("Who?", options, &mut |_| ControlFlow::Continue(())));
         assert!(failed.is_err(), "the host's 400 is the answer's error");

@@ -370,7 +370,7 @@ impl AnswerPrompt {
 /// finds the same passages, its answer runs only the question; otherwise it still reuses
 /// the instructions and whatever passages come first in both. An empty `question` reads
 /// the instructions alone (done once a model is loaded). Returns the tokens the answerer
-/// now keeps.
+/// now keeps (0 at once for one that keeps nothing: a hosted model).
 pub async fn read_ahead<S: Store>(
     library: &Library<S>,
     embedder: &mut dyn Embedder,
@@ -379,13 +379,26 @@ pub async fn read_ahead<S: Store>(
     params: &AskParams,
     stop: &dyn Fn() -> bool,
 ) -> Result<usize, QaError> {
-    let start = if question.trim().is_empty() {
-        docmem_core::answer::instructions(false).to_string()
-    } else {
-        let prompt = docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await?;
-        prompt.before_question(question).to_string()
-    };
+    if !answerer.reads_ahead() {
+        return Ok(0);
+    }
+    let start = read_ahead_start(library, embedder, question, params).await?;
     Ok(answerer.read_ahead(&start, stop).await?)
+}
+
+/// What [`read_ahead`] has the answerer read for `question` so far: the answer prompt up
+/// to the question, with the passages it finds now (the instructions alone for an empty
+/// one). Apart, for a caller that must let go of the library before the model reads.
+pub async fn read_ahead_start<S: Store>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    question: &str,
+    params: &AskParams,
+) -> Result<String, QaError> {
+    if question.trim().is_empty() {
+        return Ok(docmem_core::answer::instructions(false).to_string());
+    }
+    Ok(prepare_async(library, embedder, question, params).await?.before_question(question).to_string())
 }
 
 /// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted
