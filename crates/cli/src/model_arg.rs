@@ -102,8 +102,7 @@ fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, Cl
 #[cfg(feature = "gpu")]
 fn hardware_gpu() -> Result<docmem_runtime::gpu::Gpu, String> {
     use docmem_runtime::gpu::{checks, Gpu, GpuOptions};
-    let gpu =
-        Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: false, ..GpuOptions::default() }).map_err(|e| format!("no GPU adapter: {e}"))?;
+    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: false, ..GpuOptions::default() }).map_err(|e| e.to_string())?;
     if !gpu.is_gpu() {
         return Err(format!("{} is not a GPU", gpu.describe()));
     }
