@@ -508,7 +508,7 @@ export class DocMem {
    * reader keeps its work); without it they wait for the window to end. One memory is written at a time, in the order asked. `samples`:
    * sampled candidates per window beside the greedy one (default 3 on WebGPU, 0 on the
    * CPU, where each costs about a greedy reading); `maxNewTokens` caps what the reader
-   * writes per window (default: the window's length and 512 more). onProgress gets {stage: 'memory',
+   * writes per window (default: the window's length and 512 more, at most twice its length and 96 more). onProgress gets {stage: 'memory',
    * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}, and within a
    * window windowRead, windowPrompt (its prompt's tokens) and windowWritten. Resolves to
    * {id, replaced, chunks, outline, fallback, reader, seconds, gaveWay, document}

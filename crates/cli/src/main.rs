@@ -77,7 +77,34 @@ enum Command {
     GpuCheck(gpu_check::GpuCheckArgs),
 }
 
+/// Linux's Vulkan drivers (Mesa's window-system code) print "error: XDG_RUNTIME_DIR is
+/// invalid or not set in the environment" to the terminal when they look for an adapter
+/// on a machine without a desktop session (ssh, containers, CI): a line that is not
+/// docmem's and reads as a failure. docmem draws no windows, so when the variable is
+/// unset it points at a private directory of its own, made with the permissions the
+/// specification asks for, before any adapter is looked for. Done first, while the
+/// process has one thread.
+fn give_drivers_a_runtime_dir() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        // /proc/self belongs to this process's user.
+        let Ok(uid) = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)) else {
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("docmem-runtime-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        let ours = std::fs::metadata(&dir)
+            .map(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == uid && m.permissions().mode() & 0o077 == 0)
+            .unwrap_or(false);
+        if ours {
+            std::env::set_var("XDG_RUNTIME_DIR", dir);
+        }
+    }
+}
+
 fn main() {
+    give_drivers_a_runtime_dir();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Chunk(a) => chunk::run(&a),

@@ -114,6 +114,34 @@ fn paths_are_reported_as_they_end_and_can_be_cancelled() {
     assert_eq!(out[0].tokens.len(), 3);
 }
 
+/// A reader's reply that has not opened its format within its allowance ends there, in a
+/// batch and alone alike; one that has goes on; and the reader role passes the opening on.
+#[test]
+fn a_path_that_does_not_open_as_its_format_asks_ends_there() {
+    use docmem_core::reader::{Generated, Opening, ReaderModel, SampleSpec};
+    use docmem_runtime::lm::LmReader;
+    let lm = smollm2();
+    let messages = [ChatMessage::new("user", "Write two sentences about the printing press.")];
+    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let never = Opening { markers: &["<scenario>"], within_tokens: 6 };
+    let mut paths = specs(24);
+    paths.truncate(2);
+    paths[0].opening = Some(never);
+    // Whatever it writes holds a space within ten tokens: the opening is seen, it goes on.
+    paths[1].opening = Some(Opening { markers: &[" "], within_tokens: 10 });
+    let batched = docmem_runtime::block_on(lm.generate_paths(&prefix, &paths)).unwrap();
+    assert_eq!((batched[0].tokens.len(), batched[0].finish), (6, Finish::OffFormat));
+    assert!(batched[1].tokens.len() > 10 && batched[1].finish != Finish::OffFormat, "{:?}", batched[1].finish);
+    for (i, (p, g)) in paths.iter().zip(&batched).enumerate() {
+        let want = docmem_runtime::block_on(lm.generate_after(&prefix, "", p, |_| ControlFlow::Continue(()))).unwrap();
+        assert_eq!((&g.tokens, &g.text, g.finish), (&want.tokens, &want.text, want.finish), "path {i}");
+    }
+    let mut reader = LmReader::new(&lm, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let spec = [SampleSpec { opening: Some(never), ..SampleSpec::GREEDY }];
+    let out = docmem_runtime::block_on(reader.generate("Write about bells.", &spec, 64, &mut |_, _: &Generated| true)).unwrap();
+    assert_eq!(out[0].tokens, 6);
+}
+
 /// Prompt-lookup drafts change how many passes decoding takes, not what greedy decoding
 /// writes: the same tokens with and without drafts, and drafts were accepted.
 #[test]
@@ -201,7 +229,7 @@ fn a_reader_interrupted_between_steps_stops_within_one_step() {
     };
     let mut reader = LmReader::new(&lm, "SmolLM2-135M-Instruct.Q4_1.gguf");
     reader.interrupt = Some(&stop_after_five);
-    let specs = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }, SampleSpec { temperature: 0.7, top_p: 0.9, seed: 1 }];
+    let specs = [SampleSpec::GREEDY, SampleSpec { temperature: 0.7, top_p: 0.9, seed: 1, opening: None }];
     let mut ended = 0;
     let r = docmem_runtime::block_on(reader.generate("Write about bells.", &specs, 64, &mut |_, _: &Generated| {
         ended += 1;

@@ -13,6 +13,14 @@
 //!   provenance says so (per window, with the reason).
 //! - The window budget is half of the context left after the prompt: the other half is
 //!   for the reply, which for a MemReader-style memory is well under the window's length.
+//! - A reply may run to the window's tokens plus 512, but for a short window to at most
+//!   twice its tokens plus 96 ([`reply_budget`]): a memory restates its text at most once
+//!   (cores) with a few tags per group, and a reader that runs away on a two-sentence
+//!   document (small ones echo it over and over) stops within seconds, not minutes.
+//!   Reasoning (`<think>`) takes room whatever the window's size, so it keeps the +512.
+//! - A reply that has not opened its format within a few dozen tokens
+//!   ([`ReaderPrompt::opening`]) is stopped there: it cannot parse, so the window falls
+//!   back at once.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -51,7 +59,7 @@ pub struct ExtractSettings {
     pub max_window_tokens: usize,
     /// Tokens consecutive windows share (default 128).
     pub overlap_tokens: usize,
-    /// Most tokens per reply (0: the window's length + 512, within the context).
+    /// Most tokens per reply (0: [`reply_budget`], within the context).
     pub max_new_tokens: usize,
     /// Alignment settings.
     pub align: AlignParams,
@@ -213,7 +221,7 @@ async fn fallback_window(
         } else {
             format!("State the key point of the following text in one line.\n\nText:\n{chunk}")
         };
-        let greedy = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }];
+        let greedy = [SampleSpec::GREEDY];
         let reply = reader.generate(&ask, &greedy, 64, &mut |_, _| true).await?;
         let core = reply.first().map(|g| first_line(&g.text)).unwrap_or_default();
         out.push(Scenario { span, core, outline_item: None });
@@ -221,9 +229,22 @@ async fn fallback_window(
     Ok(out)
 }
 
-/// "412 tokens", or "768 tokens, the limit" when the reply was cut there.
-fn reply_length(tokens: usize, max_new: usize) -> String {
-    if tokens >= max_new {
+/// The most tokens a reply about a window of `tokens` tokens may take (before the
+/// context's limit and the user's `max_new_tokens`): see the module's notes.
+pub fn reply_budget(tokens: usize, thinks: bool) -> usize {
+    if thinks {
+        tokens + 512
+    } else {
+        (tokens + 512).min(2 * tokens + 96)
+    }
+}
+
+/// "412 tokens", "768 tokens, the limit" when the reply was cut there, or "48 tokens,
+/// stopped without the format's opening" when it was stopped for not opening as asked.
+fn reply_length(tokens: usize, max_new: usize, opened: bool) -> String {
+    if !opened && tokens < max_new {
+        format!("{tokens} tokens, stopped without the format's opening")
+    } else if tokens >= max_new {
         format!("{tokens} tokens, the limit")
     } else {
         format!("{tokens} tokens")
@@ -252,11 +273,13 @@ async fn read_window(
     progress: &mut dyn FnMut(Stage, usize) -> bool,
 ) -> Result<WindowResult, ModelError> {
     let window_text = window.slice(text).unwrap_or("");
-    let mut specs = vec![SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }];
+    let opening = prompt.opening();
+    let mut specs = vec![SampleSpec { opening, ..SampleSpec::GREEDY }];
     specs.extend((0..settings.samples).map(|i| SampleSpec {
         temperature: settings.temperature,
         top_p: settings.top_p,
         seed: settings.seed.wrapping_add(i as u64),
+        opening,
     }));
     // `units`: what a numbered prompt showed, for placing `<chunk>FIRST-LAST</chunk>`.
     let (user_turn, units) = prompt.render_with_units(window_text);
@@ -302,7 +325,8 @@ async fn read_window(
                     if parsed.scenarios.is_empty() {
                         // Say what it wrote instead, so the provenance explains the fallback
                         // (a reply cut at the token limit, an echo of the document, …).
-                        format!("{reason} ({}; it began {:?})", reply_length(g.tokens, max_new), excerpt(&g.text, 80))
+                        let opened = opening.is_none_or(|o| !o.missed(&g.text, g.tokens));
+                        format!("{reason} ({}; it began {:?})", reply_length(g.tokens, max_new, opened), excerpt(&g.text, 80))
                     } else {
                         reason
                     }
@@ -467,7 +491,7 @@ impl MemoryDraft {
             return Ok(());
         };
         let per_window = settings.samples + 1;
-        let mut max_new = (tokens + 512).min(self.available.saturating_sub(tokens));
+        let mut max_new = reply_budget(tokens, self.prompt.thinks()).min(self.available.saturating_sub(tokens));
         if settings.max_new_tokens > 0 {
             max_new = max_new.min(settings.max_new_tokens);
         }
@@ -743,10 +767,31 @@ mod tests {
 
     #[test]
     fn a_fallback_names_the_reply_length_and_its_start() {
-        assert_eq!(reply_length(768, 768), "768 tokens, the limit");
-        assert_eq!(reply_length(12, 768), "12 tokens");
+        assert_eq!(reply_length(768, 768, true), "768 tokens, the limit");
+        assert_eq!(reply_length(12, 768, true), "12 tokens");
+        assert_eq!(reply_length(48, 768, false), "48 tokens, stopped without the format's opening");
         assert_eq!(excerpt("<outline>\n  诺曼人\n历史", 12), "<outline> 诺曼…");
         assert_eq!(excerpt("short", 80), "short");
+    }
+
+    #[test]
+    fn a_short_window_gets_a_reply_budget_in_proportion_and_a_reasoning_one_its_room() {
+        assert_eq!(reply_budget(25, false), 146, "a two-sentence text: twice its tokens and 96");
+        assert_eq!(reply_budget(416, false), 928, "where the two rules meet");
+        assert_eq!(reply_budget(1000, false), 1512, "a long window: its tokens and 512");
+        assert_eq!(reply_budget(25, true), 537, "reasoning takes room whatever the window's size");
+    }
+
+    #[test]
+    fn every_built_in_prompt_expects_its_format_to_open_and_a_custom_one_nothing() {
+        let numbered = ReaderPrompt::EnglishNumbered.opening().unwrap();
+        assert!(numbered.missed("[1] The bell rang. [2] The bell rang again and again and again.", 48));
+        assert!(!numbered.missed("[1] The bell rang.", 47), "not before its allowance is spent");
+        assert!(!numbered.missed("Here is the memory:\n<scenario>\n<chunk>1-2", 48));
+        assert!(!numbered.missed("<outline>\nBells", 60), "a numbered reply may open with its outline");
+        assert_eq!(ReaderPrompt::ChineseThink.opening().unwrap().markers, &["<think>"]);
+        assert!(ReaderPrompt::English.opening().unwrap().markers.contains(&"<outline>"));
+        assert_eq!(ReaderPrompt::Custom("Summarise {document}".into()).opening(), None);
     }
 
     #[test]

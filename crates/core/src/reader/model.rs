@@ -17,6 +17,32 @@ pub struct SampleSpec {
     pub top_p: f32,
     /// Random seed.
     pub seed: u64,
+    /// What the reply must open with, if anything: a reader that writes something else
+    /// for this long is stopped there (its reply cannot parse, so every further token is
+    /// wasted). A model that cannot stop mid-reply may ignore it.
+    pub opening: Option<Opening>,
+}
+
+impl SampleSpec {
+    /// The most likely token every time, with no expected opening.
+    pub const GREEDY: SampleSpec = SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0, opening: None };
+}
+
+/// A reply's expected opening: one of `markers` within its first `within_tokens` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opening {
+    /// Texts any one of which the reply must contain (a format's opening tags).
+    pub markers: &'static [&'static str],
+    /// How many tokens a reply has to show one (room for a short preamble).
+    pub within_tokens: usize,
+}
+
+impl Opening {
+    /// Whether `text`, `tokens` tokens into a reply, has gone past this opening without
+    /// showing it.
+    pub fn missed(&self, text: &str, tokens: usize) -> bool {
+        tokens >= self.within_tokens && !self.markers.iter().any(|m| text.contains(m))
+    }
 }
 
 /// One generated text.

@@ -17,10 +17,15 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use super::model::Opening;
 use super::numbered::NumberedText;
 use crate::span::Span;
 use core::fmt;
 use core::str::FromStr;
+
+/// Tokens a reply has to open its format in ([`ReaderPrompt::opening`]): room for a
+/// preamble such as "Here is the document memory:" or a code fence.
+pub const OPENING_TOKENS: usize = 48;
 
 /// Which instruction the reader gets.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -103,6 +108,21 @@ impl ReaderPrompt {
     /// Whether the reader is shown numbered units and names chunks by number.
     pub fn numbered(&self) -> bool {
         matches!(self, ReaderPrompt::EnglishNumbered | ReaderPrompt::ChineseNumbered)
+    }
+
+    /// How a reply to this prompt opens: its first tag within [`OPENING_TOKENS`] (after
+    /// at most a short preamble). A reader that instead echoes the document or writes
+    /// prose has failed this window already (135M readers often do), and stopping it
+    /// then saves the rest of the token budget for the fallback. A user's own prompt
+    /// promises no format, so nothing is expected of it.
+    pub fn opening(&self) -> Option<Opening> {
+        match self {
+            ReaderPrompt::Custom(_) => None,
+            // The parser takes the outline anywhere, so a numbered reply may open with either.
+            p if p.numbered() => Some(Opening { markers: &["<scenario>", "<outline>"], within_tokens: OPENING_TOKENS }),
+            p if p.thinks() => Some(Opening { markers: &["<think>"], within_tokens: OPENING_TOKENS }),
+            _ => Some(Opening { markers: &["<outline>", "<scenario>"], within_tokens: OPENING_TOKENS }),
+        }
     }
 
     /// The user turn for `document`. [`ReaderPrompt::Auto`] renders as English with

@@ -328,6 +328,8 @@ pub enum Finish {
     /// Nothing was written: the answerer's probe read the prompt as one the passages do
     /// not answer ([`crate::answerer::ReplyOptions::probe_decides`]).
     Withheld,
+    /// The reply did not open as its format requires ([`SamplingParams::opening`]).
+    OffFormat,
 }
 
 /// A finished generation.
@@ -885,6 +887,10 @@ impl<B: Backend> Lm<B> {
                 finish = Finish::ContextFull;
                 break;
             }
+            if params.opening.is_some_and(|o| o.missed(&text, tokens.len())) {
+                finish = Finish::OffFormat;
+                break;
+            }
             if pick_on_device {
                 picked = Some(self.backend.forward_argmax(&mut cache, &[next]).await?);
             } else if draw_on_device {
@@ -897,7 +903,7 @@ impl<B: Backend> Lm<B> {
                 logits = self.backend.forward(&mut cache, &[next], Logits::Last).await?;
             }
         }
-        if matches!(finish, Finish::Length | Finish::EndOfText | Finish::ContextFull) && text.len() > streamed {
+        if matches!(finish, Finish::Length | Finish::EndOfText | Finish::ContextFull | Finish::OffFormat) && text.len() > streamed {
             // No stop string came: the held tail was text after all.
             let _ = on_text(&text[streamed..]);
         }

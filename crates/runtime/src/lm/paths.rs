@@ -247,6 +247,8 @@ impl<B: Backend> Lm<B> {
             Some(Finish::Length)
         } else if p.history.len() >= self.context {
             Some(Finish::ContextFull)
+        } else if params.opening.is_some_and(|o| o.missed(&p.text, p.tokens.len())) {
+            Some(Finish::OffFormat)
         } else {
             None
         })

@@ -118,6 +118,7 @@ impl<B: Backend> LmReader<'_, B> {
                 top_p: spec.top_p,
                 seed: spec.seed,
                 max_tokens,
+                opening: spec.opening,
                 ..SamplingParams::default()
             })
             .collect();

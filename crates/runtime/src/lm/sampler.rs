@@ -29,6 +29,11 @@ pub struct SamplingParams {
     /// Tokens the first pick may not be (an answerer that must not open with its refusal;
     /// later picks are free).
     pub first_token_banned: Vec<u32>,
+    /// What the text must open with: a reply that has not shown it by then ends there
+    /// ([`super::Finish::OffFormat`]). Set by callers in code (a reader's format), not
+    /// in settings files.
+    #[serde(skip)]
+    pub opening: Option<docmem_core::reader::Opening>,
 }
 
 impl SamplingParams {
@@ -56,6 +61,7 @@ impl Default for SamplingParams {
             max_tokens: 256,
             stop: Vec::new(),
             first_token_banned: Vec::new(),
+            opening: None,
         }
     }
 }

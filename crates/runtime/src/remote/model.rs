@@ -470,7 +470,7 @@ mod tests {
             reply(200, &sse(&["t", "=", &temperature], "stop"))
         });
         let mut m = RemoteModel::new(&t, "reader");
-        let specs = [SampleSpec { temperature: 0.0, top_p: 1.0, seed: 0 }, SampleSpec { temperature: 0.7, top_p: 0.8, seed: 42 }];
+        let specs = [SampleSpec::GREEDY, SampleSpec { temperature: 0.7, top_p: 0.8, seed: 42, opening: None }];
         let mut seen = Vec::new();
         let out = poll_once(m.generate("doc", &specs, 100, &mut |n, _| {
             seen.push(n);
