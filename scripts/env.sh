@@ -38,3 +38,33 @@ step() {
   printf '\n== %s\n' "$*"
 }
 trap step_done EXIT
+
+# Run the commands given (each a string for `bash -c`), as many at once as the machine has
+# cores (DOCMEM_JOBS to choose), for checks that use one core each: on CI's two cores this
+# halves a run of single-threaded Node tests. Each command's output is printed whole, in the
+# order given, once all have ended; fails naming every command that failed.
+in_parallel() {
+  local jobs="${DOCMEM_JOBS:-$(nproc)}" dir i k rc secs failed=0
+  local cmds=("$@")
+  dir="$(mktemp -d)"
+  for ((i = 0; i < ${#cmds[@]}; i++)); do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+    (
+      started=$(date +%s)
+      code=0
+      bash -c "${cmds[i]}" >"$dir/$i.log" 2>&1 || code=$?
+      echo "$code $(($(date +%s) - started))" >"$dir/$i.rc"
+    ) &
+  done
+  wait
+  for ((k = 0; k < ${#cmds[@]}; k++)); do
+    cat "$dir/$k.log"
+    read -r rc secs <"$dir/$k.rc"
+    if [ "$rc" != 0 ]; then
+      echo "FAILED (exit $rc after $secs s): ${cmds[k]}"
+      failed=1
+    fi
+  done
+  rm -rf "$dir"
+  return "$failed"
+}

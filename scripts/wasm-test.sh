@@ -11,41 +11,42 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 pkg="$DOCMEM_CACHE/wasm-pkg-node"
 bash "$DOCMEM_ROOT/scripts/build-wasm.sh"
-node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" \
-  "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json"
-# The threads build at one thread and at two (helper workers on shared memory).
-for threads in 1 2; do
-  node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" \
-    "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json" "$threads"
-done
-# The relaxed-SIMD threads build on Node 22: its kernel check, then llama.cpp's greedy
-# tokens at 1 and 2 threads.
-for threads in 1 2; do
-  "$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" \
-    "$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-smollm2.json" "$threads"
-done
-# The default model, Qwen2.5 1.5B (Q4_K and Q6_K blocks: the wasm kernels of cpu/simd128.rs,
-# which SmolLM2's Q4_1 does not reach), against llama.cpp's greedy tokens: the simd128
-# build, and the relaxed-SIMD build the page prefers, at two threads (about 20 s each).
-# `npm test` fetched it for the K-quant parity step.
+golden="$DOCMEM_ROOT/crates/runtime/tests/golden"
+smol="$DOCMEM_MODELS/SmolLM2-135M-Instruct.Q4_1.gguf"
 qwen="$DOCMEM_MODELS/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+example="$DOCMEM_ROOT/examples/printing-press.md"
+# The default model, Qwen2.5 1.5B (Q4_K and Q6_K blocks: the wasm kernels of cpu/simd128.rs,
+# which SmolLM2's Q4_1 does not reach), is checked against llama.cpp's greedy tokens too.
+# `npm test` fetched it for the K-quant parity step.
 bash "$DOCMEM_ROOT/scripts/fetch-models.sh" default >/dev/null
-node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$qwen" "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-qwen2.5-1.5b.json"
-"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$qwen" \
-  "$DOCMEM_ROOT/crates/runtime/tests/golden/lm-qwen2.5-1.5b.json" 2
-node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" \
-  "$DOCMEM_ROOT/crates/runtime/tests/golden/embed-minilm.json"
-node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
-node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
-node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS"
-node "$DOCMEM_ROOT/tests/wasm/background-memory.mjs" "$DOCMEM_MODELS" "$DOCMEM_ROOT/examples/printing-press.md"
+export pkg golden smol qwen example
+
+# Checks that run on one thread, side by side (one per core): the LM on SmolLM2 in the
+# simd128 build, in the threads build and in the relaxed-SIMD build (on Node 22) at one
+# thread; the 1.5B in the simd128 build; the embedder against sentence-transformers; the
+# library; the rebuild of a damaged one; PDFs' text; every export with bad arguments;
+# model downloads (streamed and hashed as they arrive, resumed with a Range request,
+# mismatches deleted, free space checked).
+in_parallel \
+  'node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$example"' \
+  'node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" "$golden/embed-minilm.json"' \
+  'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$qwen" "$golden/lm-qwen2.5-1.5b.json"' \
+  'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$smol" "$golden/lm-smollm2.json"' \
+  'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 1' \
+  '"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 1' \
+  'node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS"' \
+  'node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"' \
+  'node "$DOCMEM_ROOT/tests/js/storage.mjs" && node "$DOCMEM_ROOT/tests/js/serve.mjs" && node "$DOCMEM_ROOT/tests/js/manifest.mjs"' \
+  'node "$DOCMEM_ROOT/tests/pdf/pdf.mjs" && node "$DOCMEM_ROOT/tests/wasm/pdf-worker.mjs" "$DOCMEM_MODELS"' \
+  'node "$DOCMEM_ROOT/tests/wasm/model-cache.mjs"'
+
+# Checks that use both cores, or time a cancel, one at a time: the threads builds at two
+# threads (helper workers on shared memory; the 1.5B in the relaxed-SIMD build the page
+# prefers), the npm package's DocMem client in Node with local models, background
+# memories, and hosted models (a fake OpenAI-compatible host).
+node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 2
+"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 2
+"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$qwen" "$golden/lm-qwen2.5-1.5b.json" 2
+node "$DOCMEM_ROOT/tests/wasm/package.mjs" "$DOCMEM_MODELS" "$example"
+node "$DOCMEM_ROOT/tests/wasm/background-memory.mjs" "$DOCMEM_MODELS" "$example"
 node "$DOCMEM_ROOT/tests/wasm/remote.mjs" "$DOCMEM_MODELS"
-node "$DOCMEM_ROOT/tests/js/storage.mjs"
-node "$DOCMEM_ROOT/tests/js/serve.mjs"
-node "$DOCMEM_ROOT/tests/js/manifest.mjs"
-node "$DOCMEM_ROOT/tests/pdf/pdf.mjs"
-node "$DOCMEM_ROOT/tests/wasm/pdf-worker.mjs" "$DOCMEM_MODELS"
-node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"
-# Model downloads (js/model-cache.js in Node, serve.mjs's Range answers): streamed and
-# hashed as they arrive, resumed with a Range request, mismatches deleted, free space checked.
-node "$DOCMEM_ROOT/tests/wasm/model-cache.mjs"
