@@ -28,6 +28,8 @@ struct CheckResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
     ms: f64,
+    /// The kernels the check compares with the CPU.
+    kernels: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -86,7 +88,8 @@ pub fn run(a: &GpuCheckArgs) -> Result<(), CliError> {
             let t = Instant::now();
             let outcome = docmem_runtime::block_on(checks::run(&gpu, check));
             let ms = t.elapsed().as_secs_f64() * 1e3;
-            results.push(CheckResult { check, passed: outcome.is_ok(), error: outcome.err().map(|e| e.to_string()), ms });
+            let kernels = checks::kernels_held_by(&gpu, check);
+            results.push(CheckResult { check, passed: outcome.is_ok(), error: outcome.err().map(|e| e.to_string()), ms, kernels });
         }
         report.passed += results.iter().filter(|r| r.passed).count();
         report.failed += results.iter().filter(|r| !r.passed).count();
@@ -110,7 +113,8 @@ pub fn run(a: &GpuCheckArgs) -> Result<(), CliError> {
                 None => {
                     for c in &p.checks {
                         let status = if c.passed { "ok".to_owned() } else { format!("FAILED: {}", c.error.as_deref().unwrap_or("")) };
-                        println!("{} path  {:<16} {:>8.1} ms  {status}", p.path, c.check, c.ms);
+                        let kernels = if c.kernels.is_empty() { String::new() } else { format!("  ({})", c.kernels.join(", ")) };
+                        println!("{} path  {:<16} {:>8.1} ms  {status}{kernels}", p.path, c.check, c.ms);
                     }
                 }
             }

@@ -40,6 +40,13 @@ pub const CHECKS: [&str; 11] = [
     "encoder",
 ];
 
+/// The kernels `check` compares with the CPU on `gpu`: the registry's entries that name
+/// it, on the device's path. A failed check puts these under suspicion.
+pub fn kernels_held_by(gpu: &Gpu, check: &str) -> Vec<&'static str> {
+    let k = gpu.kernels();
+    super::registry::KERNELS.iter().filter(|e| e.check == check && k.runs(e)).map(|e| e.name).collect()
+}
+
 /// Run one check by name ([`CHECKS`]).
 pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
     run_with(gpu, &gpu.kernels(), name).await

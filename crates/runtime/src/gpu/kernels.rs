@@ -1,62 +1,35 @@
-//! The compiled WGSL kernels and how they are dispatched.
+//! The WGSL kernels' dispatches: each method checks its buffers' shapes and records one
+//! kernel of the registry ([`super::registry`]), compiled the first time it is needed.
 //!
-//! Each kernel is one WGSL file under `wgsl/`, compiled once per device. A call records a
-//! dispatch into the caller's command encoder; nothing runs until the caller submits, so
-//! a whole forward pass can go in one command buffer. Parameters travel in a small uniform
-//! buffer per call for now; the model runner will keep those in a pool (the token loop must
-//! not create buffers).
+//! A call records a dispatch into the caller's command encoder; nothing runs until the
+//! caller submits, so a whole forward pass can go in one command buffer. Parameters travel
+//! in a small uniform buffer per call, taken from the device's pool (the token loop creates
+//! no buffers).
 
 use super::buffers::{block_layout, GpuMatrix, GpuVector};
 use super::device::{Gpu, GpuError};
 use super::pool::Use;
 use super::recorder::Recorder;
+use super::registry::{matvec, Assembly, Kernel, KernelEntry, Path, KERNELS};
 use crate::gguf::GgmlType;
 use crate::lm::DeviceDraw;
+use std::sync::OnceLock;
 
 /// Threads per workgroup in every kernel (the WGSL files say the same).
 const WORKGROUP: u32 = 64;
 /// The most workgroups along one dispatch dimension WebGPU guarantees.
 const MAX_GROUPS: u32 = 65_535;
 
-/// The compiled kernels of one device.
+/// The kernels of one device, each compiled when first dispatched (see [`super::registry`]).
 #[derive(Debug)]
 pub struct Kernels {
-    matvec_f32: Pipeline,
-    matvec_q4_1: Pipeline,
-    matvec_q8_0: Pipeline,
-    matvec_q4_k: Pipeline,
-    matvec_q6_k: Pipeline,
-    /// The f16 path's K-quant kernels and its activation step, where the device has
-    /// `shader-f16` enabled ([`Gpu::has_f16`]).
-    f16: Option<F16Kernels>,
-    rms_norm: Pipeline,
-    rope: Pipeline,
-    swiglu: Pipeline,
-    add: Pipeline,
-    softmax: Pipeline,
-    argmax: Pipeline,
-    sample: Pipeline,
-    penalize: Pipeline,
-    kv_store: Pipeline,
-    /// Attention as software adapters run it fastest (a workgroup of 64 per head)…
-    attention: Pipeline,
-    /// …and as GPUs do (256, the work split by position too).
-    attention_wide: Pipeline,
+    /// One slot per [`KERNELS`] entry.
+    compiled: Vec<OnceLock<Pipeline>>,
+    /// Whether the f16 path is on ([`Gpu::has_f16`]): the K-quants' kernels read
+    /// activations packed as f16.
+    f16: bool,
     /// Whether [`Kernels::attention`] runs `attention_wide` (GPUs, not software adapters).
     wide_attention: bool,
-    quantize_q8: Pipeline,
-    layer_norm: Pipeline,
-    bias_gelu: Pipeline,
-    encoder_attention: Pipeline,
-}
-
-/// The f16 path's kernels (`activations_f16.wgsl`, `matvec_q4_k_f16.wgsl`,
-/// `matvec_q6_k_f16.wgsl`).
-#[derive(Debug)]
-struct F16Kernels {
-    activations: Pipeline,
-    matvec_q4_k: Pipeline,
-    matvec_q6_k: Pipeline,
 }
 
 /// The longest sequence [`Kernels::encoder_attention`] takes (its scores are held in
@@ -131,31 +104,8 @@ pub struct AttentionShape {
     pub first_row: usize,
 }
 
-/// Workgroup reductions, prepended to the kernels that sum or take maxima.
-const REDUCE: &str = concat!("const WG: u32 = 64u;\nvar<workgroup> partial: array<f32, 64>;\n", include_str!("wgsl/reduce.wgsl"));
-/// The same reductions over 256 threads (attention_wide.wgsl).
-const REDUCE_256: &str = concat!("const WG: u32 = 256u;\nvar<workgroup> partial: array<f32, 256>;\n", include_str!("wgsl/reduce.wgsl"));
-/// Rounding and packing to f16 with integer operations (`f16.wgsl` says why).
-const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
-/// The attention kernels' parameters and buffers.
-const ATTENTION_IO: &str = include_str!("wgsl/attention_io.wgsl");
-/// The matrix × vector kernel, after a block format's `block_dot`, before its entry point.
-const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
-/// The matrix kernel's entry point summing by a tree in workgroup memory.
-const MATVEC_TREE: &str = include_str!("wgsl/matvec_tree.wgsl");
-/// Q4_K's block layout, shared by its f32 and f16 kernels.
-const Q4_K: &str = include_str!("wgsl/q4_k.wgsl");
-/// Q6_K's block layout, shared by its f32 and f16 kernels.
-const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
-/// The f16 path's activations and helpers, before a format's `block_dot`.
-const MATVEC_F16: &str = include_str!("wgsl/matvec_f16.wgsl");
-/// The matrix kernel's entry point summing with `subgroupAdd`.
-const MATVEC_SUBGROUP: &str = include_str!("wgsl/matvec_subgroup.wgsl");
 /// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
 const MATVEC_TILE: u32 = 8;
-/// The element-wise kernel, after an operation's `op`.
-const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
-
 /// A compiled kernel and its name (for the profiler's figures).
 #[derive(Debug)]
 struct Pipeline {
@@ -183,8 +133,8 @@ fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
 /// The matrix kernel for one block format (`format`'s pieces define its `block_dot`),
 /// summing with subgroup operations where the device has them enabled; on the f16 path
 /// (`f16`) with `enable f16;` and `matvec_f16.wgsl` before the format.
-fn matvec(gpu: &Gpu, name: &'static str, format: &[&str], f16: bool) -> Pipeline {
-    let (enable_f16, input) = if f16 { ("enable f16;", MATVEC_F16) } else { ("", "alias XWord = f32;") };
+fn matvec_pipeline(gpu: &Gpu, name: &'static str, format: &[&str], f16: bool) -> Pipeline {
+    let (enable_f16, input) = if f16 { ("enable f16;", matvec::F16_INPUT) } else { ("", "alias XWord = f32;") };
     let format = format.join("\n");
     match gpu.subgroup_size() {
         Some(size) => {
@@ -192,9 +142,17 @@ fn matvec(gpu: &Gpu, name: &'static str, format: &[&str], f16: bool) -> Pipeline
             // refuses the directive and takes subgroup operations from the device feature.
             let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;" } else { "" };
             let threads = format!("const SG: u32 = {size}u;");
-            pipeline(gpu, name, &[enable_f16, enable, input, &format, MATVEC, &threads, MATVEC_SUBGROUP])
+            pipeline(gpu, name, &[enable_f16, enable, input, &format, matvec::BODY, &threads, matvec::SUBGROUP])
         }
-        None => pipeline(gpu, name, &[enable_f16, REDUCE, input, &format, MATVEC, MATVEC_TREE]),
+        None => pipeline(gpu, name, &[enable_f16, matvec::REDUCE, input, &format, matvec::BODY, matvec::TREE]),
+    }
+}
+
+/// Compile a registry entry for `gpu`.
+fn compile(gpu: &Gpu, entry: &KernelEntry) -> Pipeline {
+    match entry.assembly {
+        Assembly::Pieces(pieces) => pipeline(gpu, entry.name, pieces),
+        Assembly::Matvec { format, f16 } => matvec_pipeline(gpu, entry.name, format, f16),
     }
 }
 
@@ -227,40 +185,41 @@ fn u32_of(n: usize, what: &'static str) -> Result<u32, GpuError> {
 }
 
 impl Kernels {
-    /// Compile every kernel for `gpu`.
+    /// The kernels for `gpu`, none compiled yet.
     pub fn new(gpu: &Gpu) -> Kernels {
-        Kernels {
-            matvec_f32: matvec(gpu, "matvec_f32", &[include_str!("wgsl/matvec_f32.wgsl")], false),
-            matvec_q4_1: matvec(gpu, "matvec_q4_1", &[include_str!("wgsl/matvec_q4_1.wgsl")], false),
-            matvec_q8_0: matvec(gpu, "matvec_q8_0", &[include_str!("wgsl/matvec_q8_0.wgsl")], false),
-            matvec_q4_k: matvec(gpu, "matvec_q4_k", &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], false),
-            matvec_q6_k: matvec(gpu, "matvec_q6_k", &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], false),
-            f16: gpu.has_f16().then(|| F16Kernels {
-                activations: pipeline(gpu, "activations_f16", &[F16_WGSL, include_str!("wgsl/activations_f16.wgsl")]),
-                matvec_q4_k: matvec(gpu, "matvec_q4_k_f16", &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], true),
-                matvec_q6_k: matvec(gpu, "matvec_q6_k_f16", &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], true),
-            }),
-            rms_norm: pipeline(gpu, "rms_norm", &[REDUCE, include_str!("wgsl/rms_norm.wgsl")]),
-            rope: pipeline(gpu, "rope", &[include_str!("wgsl/rope.wgsl")]),
-            swiglu: pipeline(gpu, "swiglu", &[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]),
-            add: pipeline(gpu, "add", &[include_str!("wgsl/add.wgsl"), ELEMENTWISE]),
-            softmax: pipeline(gpu, "softmax", &[REDUCE, include_str!("wgsl/softmax.wgsl")]),
-            argmax: pipeline(gpu, "argmax", &[include_str!("wgsl/argmax.wgsl")]),
-            sample: pipeline(gpu, "sample", &[include_str!("wgsl/sample.wgsl")]),
-            penalize: pipeline(gpu, "penalize", &[include_str!("wgsl/penalize.wgsl")]),
-            kv_store: pipeline(gpu, "kv_store", &[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]),
-            attention: pipeline(gpu, "attention", &[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]),
-            attention_wide: pipeline(
-                gpu,
-                "attention_wide",
-                &[REDUCE_256, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")],
-            ),
-            wide_attention: gpu.is_gpu(),
-            quantize_q8: pipeline(gpu, "quantize_q8", &[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]),
-            layer_norm: pipeline(gpu, "layer_norm", &[REDUCE, include_str!("wgsl/layer_norm.wgsl")]),
-            bias_gelu: pipeline(gpu, "bias_gelu", &[include_str!("wgsl/bias_gelu.wgsl"), ELEMENTWISE]),
-            encoder_attention: pipeline(gpu, "encoder_attention", &[REDUCE, include_str!("wgsl/encoder_attention.wgsl")]),
+        Kernels { compiled: KERNELS.iter().map(|_| OnceLock::new()).collect(), f16: gpu.has_f16(), wide_attention: gpu.is_gpu() }
+    }
+
+    /// `kernel`'s pipeline, compiled on its first use; an error when the device lacks
+    /// what it requires.
+    fn get(&self, gpu: &Gpu, kernel: Kernel) -> Result<&Pipeline, GpuError> {
+        let entry = kernel.entry();
+        if entry.path == Path::F16 && !self.f16 {
+            return Err(GpuError::MissingFeature { feature: "shader-f16" });
         }
+        Ok(self.compiled[kernel as usize].get_or_init(|| compile(gpu, entry)))
+    }
+
+    /// Whether this device runs `entry`'s kernel (it is on the device's path).
+    pub(super) fn runs(&self, entry: &KernelEntry) -> bool {
+        match entry.path {
+            Path::Both => true,
+            Path::F16 => self.f16,
+            Path::F32 => !self.f16,
+        }
+    }
+
+    /// The kernels compiled so far, and those this device runs that are not.
+    pub fn coverage(&self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let (mut compiled, mut not) = (Vec::new(), Vec::new());
+        for (entry, slot) in KERNELS.iter().zip(&self.compiled) {
+            if slot.get().is_some() {
+                compiled.push(entry.name);
+            } else if self.runs(entry) {
+                not.push(entry.name);
+            }
+        }
+        (compiled, not)
     }
 
     /// Record one dispatch of `pipeline` with `buffers` at bindings 0.. and `words` as the
@@ -295,23 +254,34 @@ impl Kernels {
         }
         let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
-        self.dispatch(gpu, enc, &self.quantize_q8, &[&x.buffer, &q.buffer], &[u32_of(x.len, "activations")?, 0, 0, 0], (gx, gy, 1));
+        self.dispatch(
+            gpu,
+            enc,
+            self.get(gpu, Kernel::QuantizeQ8)?,
+            &[&x.buffer, &q.buffer],
+            &[u32_of(x.len, "activations")?, 0, 0, 0],
+            (gx, gy, 1),
+        );
         Ok(())
     }
 
     /// Scale and pack the activations `x` (a multiple of 32 values) into `h` ([`f16_len`]
     /// words) for the kernels that read [`Input::F16`]; an error unless the f16 path is on.
     pub fn activations_f16(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, h: &GpuVector) -> Result<(), GpuError> {
-        let Some(f16) = &self.f16 else {
-            return Err(GpuError::MissingFeature { feature: "shader-f16" });
-        };
         shape("f16 activations", h.len, f16_len(x.len))?;
         if !x.len.is_multiple_of(32) {
             return Err(GpuError::Shape { what: "activations to pack as f16", expected: x.len.next_multiple_of(32), got: x.len });
         }
         let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
-        self.dispatch(gpu, enc, &f16.activations, &[&x.buffer, &h.buffer], &[u32_of(x.len, "activations")?, 0, 0, 0], (gx, gy, 1));
+        self.dispatch(
+            gpu,
+            enc,
+            self.get(gpu, Kernel::ActivationsF16)?,
+            &[&x.buffer, &h.buffer],
+            &[u32_of(x.len, "activations")?, 0, 0, 0],
+            (gx, gy, 1),
+        );
         Ok(())
     }
 
@@ -345,7 +315,7 @@ impl Kernels {
     pub fn input(&self, ty: GgmlType) -> Input {
         match ty {
             ty if reads_q8(ty) => Input::Q8,
-            GgmlType::Q4K | GgmlType::Q6K if self.f16.is_some() => Input::F16,
+            GgmlType::Q4K | GgmlType::Q6K if self.f16 => Input::F16,
             _ => Input::F32,
         }
     }
@@ -372,16 +342,17 @@ impl Kernels {
         };
         shape("matvec input", x.len, x_len)?;
         shape("matvec output", y.len, tokens * w.rows)?;
-        let pipeline = match (w.ty, &self.f16) {
-            (GgmlType::F32, _) => &self.matvec_f32,
-            (GgmlType::Q4_1, _) => &self.matvec_q4_1,
-            (GgmlType::Q8_0, _) => &self.matvec_q8_0,
-            (GgmlType::Q4K, Some(f16)) => &f16.matvec_q4_k,
-            (GgmlType::Q6K, Some(f16)) => &f16.matvec_q6_k,
-            (GgmlType::Q4K, None) => &self.matvec_q4_k,
-            (GgmlType::Q6K, None) => &self.matvec_q6_k,
+        let kernel = match (w.ty, self.f16) {
+            (GgmlType::F32, _) => Kernel::MatvecF32,
+            (GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
+            (GgmlType::Q8_0, _) => Kernel::MatvecQ8_0,
+            (GgmlType::Q4K, true) => Kernel::MatvecQ4KF16,
+            (GgmlType::Q6K, true) => Kernel::MatvecQ6KF16,
+            (GgmlType::Q4K, false) => Kernel::MatvecQ4K,
+            (GgmlType::Q6K, false) => Kernel::MatvecQ6K,
             (ty, _) => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
         };
+        let pipeline = self.get(gpu, kernel)?;
         // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
         let values = match w.ty {
             GgmlType::Q4K | GgmlType::Q6K => 32,
@@ -429,7 +400,7 @@ impl Kernels {
             return Err(GpuError::Shape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), 0];
-        self.dispatch(gpu, enc, &self.rms_norm, &[&x.buffer, &weight.buffer, &y.buffer], &words, (rows, 1, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &[&x.buffer, &weight.buffer, &y.buffer], &words, (rows, 1, 1));
         Ok(())
     }
 
@@ -466,20 +437,20 @@ impl Kernels {
         if groups > MAX_GROUPS {
             return Err(GpuError::Shape { what: "rope pairs", expected: (MAX_GROUPS * WORKGROUP) as usize, got: n as usize });
         }
-        self.dispatch(gpu, enc, &self.rope, &[&x.buffer, &angles.buffer], &words, (groups.max(1), 1, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::Rope)?, &[&x.buffer, &angles.buffer], &words, (groups.max(1), 1, 1));
         Ok(())
     }
 
     /// `gate = silu(gate) · up`, element by element.
     pub fn swiglu(&self, gpu: &Gpu, enc: &mut Recorder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
         shape("swiglu", up.len, gate.len)?;
-        self.elementwise(gpu, enc, &self.swiglu, gate, up, "swiglu")
+        self.elementwise(gpu, enc, self.get(gpu, Kernel::Swiglu)?, gate, up, "swiglu")
     }
 
     /// `a += b`, element by element; `b` may be shorter and repeat (a bias added to each of
     /// `a`'s rows), its length dividing `a`'s.
     pub fn add(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
-        self.elementwise(gpu, enc, &self.add, a, b, "add")
+        self.elementwise(gpu, enc, self.get(gpu, Kernel::Add)?, a, b, "add")
     }
 
     fn elementwise(
@@ -509,7 +480,14 @@ impl Kernels {
         if rows > MAX_GROUPS {
             return Err(GpuError::Shape { what: "softmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
-        self.dispatch(gpu, enc, &self.softmax, &[&x.buffer], &[u32_of(n, "softmax width")?, rows, scale.to_bits(), 0], (rows, 1, 1));
+        self.dispatch(
+            gpu,
+            enc,
+            self.get(gpu, Kernel::Softmax)?,
+            &[&x.buffer],
+            &[u32_of(n, "softmax width")?, rows, scale.to_bits(), 0],
+            (rows, 1, 1),
+        );
         Ok(())
     }
 
@@ -525,7 +503,14 @@ impl Kernels {
         if rows > MAX_GROUPS {
             return Err(GpuError::Shape { what: "argmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
-        self.dispatch(gpu, enc, &self.argmax, &[&x.buffer, &out.buffer], &[u32_of(width, "argmax width")?, rows, 0, 0], (rows, 1, 1));
+        self.dispatch(
+            gpu,
+            enc,
+            self.get(gpu, Kernel::Argmax)?,
+            &[&x.buffer, &out.buffer],
+            &[u32_of(width, "argmax width")?, rows, 0, 0],
+            (rows, 1, 1),
+        );
         Ok(())
     }
 
@@ -553,7 +538,7 @@ impl Kernels {
             (draw.uniform.clamp(0.0, 1.0) as f32).to_bits(),
             0,
         ];
-        self.dispatch(gpu, enc, &self.sample, &[&x.buffer, &out.buffer], &words, (1, 1, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::Sample)?, &[&x.buffer, &out.buffer], &words, (1, 1, 1));
         Ok(())
     }
 
@@ -568,7 +553,7 @@ impl Kernels {
         self.dispatch(
             gpu,
             enc,
-            &self.penalize,
+            self.get(gpu, Kernel::Penalize)?,
             &[&x.buffer, &ids.buffer],
             &words,
             (u32_of(ids.len.div_ceil(64), "penalized tokens")?, 1, 1),
@@ -621,7 +606,7 @@ impl Kernels {
         let (gx, gy) = groups_2d(groups);
         let words =
             [u32_of(width, "cache width")?, u32_of(tokens, "tokens")?, u32_of(n_past, "cache position")?, u32_of(first, "first row")?];
-        self.dispatch(gpu, enc, &self.kv_store, &[&src.buffer, &cache.buffer], &words, (gx, gy, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::KvStore)?, &[&src.buffer, &cache.buffer], &words, (gx, gy, 1));
         Ok(())
     }
 
@@ -703,7 +688,7 @@ impl Kernels {
         self.dispatch(
             gpu,
             enc,
-            if wide { &self.attention_wide } else { &self.attention },
+            self.get(gpu, if wide { Kernel::AttentionWide } else { Kernel::Attention })?,
             &[&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer],
             &words,
             (heads, tokens, 1),
@@ -729,14 +714,14 @@ impl Kernels {
             return Err(GpuError::Shape { what: "layer_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         let words = [u32_of(n, "layer_norm width")?, rows, eps.to_bits(), 0];
-        self.dispatch(gpu, enc, &self.layer_norm, &[&x.buffer, &gamma.buffer, &beta.buffer], &words, (rows, 1, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::LayerNorm)?, &[&x.buffer, &gamma.buffer, &beta.buffer], &words, (rows, 1, 1));
         Ok(())
     }
 
     /// `a = gelu(a + bias)`, the bias repeating over `a`'s rows (the encoder's feed-forward
     /// layer; GELU in its erf form).
     pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, bias: &GpuVector) -> Result<(), GpuError> {
-        self.elementwise(gpu, enc, &self.bias_gelu, a, bias, "bias_gelu")
+        self.elementwise(gpu, enc, self.get(gpu, Kernel::BiasGelu)?, a, bias, "bias_gelu")
     }
 
     /// Bidirectional attention of the sequence at tokens `first..first + tokens` of the
@@ -777,7 +762,14 @@ impl Kernels {
             0,
             0,
         ];
-        self.dispatch(gpu, enc, &self.encoder_attention, &[&qkv.buffer, &ctx.buffer], &words, (u32_of(tokens, "tokens")?, heads, 1));
+        self.dispatch(
+            gpu,
+            enc,
+            self.get(gpu, Kernel::EncoderAttention)?,
+            &[&qkv.buffer, &ctx.buffer],
+            &words,
+            (u32_of(tokens, "tokens")?, heads, 1),
+        );
         Ok(())
     }
 

@@ -30,9 +30,9 @@
 //! with integer operations (`wgsl/f16.wgsl`), since a driver may fold or round
 //! `pack2x16float` its own way. Attention has two kernels: `attention_wide.wgsl` for GPUs,
 //! `attention.wgsl` for software adapters, where the wide one is far slower. Measured on an
-//! H100 by `scripts/device/gpu-run.sh` (`docs/gpu-device-run.md`). Still to come: fewer,
-//! fused dispatches per token, and prefill tiled over rows; the CPU backend stays the
-//! reference.
+//! H100 by `scripts/device/gpu-run.sh` (`docs/gpu-device-run.md`); the CPU backend stays
+//! the reference. Each kernel is one entry of the registry (`registry`: its pieces of WGSL,
+//! what the device must offer, the check that holds it), compiled when first dispatched.
 //!
 //! Two paths for the K-quants (Q4_K, Q6_K, the 1.5B models' formats): the f32 path needs
 //! no `shader-f16`, which SwiftShader and many Linux and Windows adapters lack; where the
@@ -53,6 +53,7 @@ mod model;
 mod pool;
 mod profile;
 mod recorder;
+mod registry;
 #[cfg(test)]
 mod tests;
 

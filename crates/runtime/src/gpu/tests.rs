@@ -48,6 +48,21 @@ fn every_check_is_reachable_by_name_and_an_unknown_name_is_an_error() {
     assert!(pollster::block_on(checks::run(&gpu, "no such check")).is_err());
 }
 
+/// Kernels are compiled when first dispatched, and the checks dispatch every one this
+/// device can run: a kernel added to the registry without a check that runs it fails here.
+#[test]
+fn no_kernel_is_compiled_before_it_is_needed_and_the_checks_reach_every_one() {
+    let gpu = gpu();
+    assert!(gpu.has_f16(), "llvmpipe's shader-f16 is enabled: the f16 path's kernels run");
+    let (compiled, to_run) = gpu.kernels().coverage();
+    assert!(compiled.is_empty(), "{compiled:?}");
+    assert_eq!(to_run.len(), registry::KERNELS.len() - 2, "all but the f32 path's K-quant kernels: {to_run:?}");
+    assert_eq!(pollster::block_on(checks::run_all(&gpu)).unwrap(), checks::CHECKS.len());
+    let (compiled, unchecked) = gpu.kernels().coverage();
+    assert_eq!(unchecked, Vec::<&str>::new(), "kernels that no check ran");
+    assert_eq!(compiled, to_run);
+}
+
 #[test]
 fn shapes_and_types_are_checked() {
     let gpu = gpu();
@@ -121,6 +136,12 @@ fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
     assert!(!plain.has_f16());
     let k = plain.kernels();
     assert_eq!((k.input(GgmlType::Q4K), k.input(GgmlType::Q6K)), (Input::F32, Input::F32));
+    // The matrix checks reached the f32 path's K-quant kernels, and no f16 one.
+    let (compiled, _) = k.coverage();
+    assert!(
+        compiled.contains(&"matvec_q4_k") && compiled.contains(&"matvec_q6_k") && !compiled.iter().any(|n| n.ends_with("f16")),
+        "{compiled:?}"
+    );
     // Without the feature, the f16 step is refused, not run.
     let (x, h) = (GpuVector::zeros(&plain, 32), GpuVector::zeros(&plain, f16_len(32)));
     let refused = k.run(&plain, |enc| k.activations_f16(&plain, enc, &x, &h));

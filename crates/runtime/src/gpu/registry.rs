@@ -1,0 +1,149 @@
+//! The kernel registry: every WGSL kernel of the backend as one entry, saying how its
+//! source is put together (WGSL has no includes, so shared pieces are joined in order),
+//! what the device must offer for it, and which of [`super::checks`] holds it to the CPU
+//! reference.
+//!
+//! Why a registry: a kernel is one WGSL file under `wgsl/` and one line here (and the
+//! method of [`super::Kernels`] that binds its buffers); nothing else lists it. Pipelines
+//! are compiled when first dispatched ([`super::Kernels`]), so a device pays only for the
+//! kernels its models use (an embedder alone compiles no decoder kernels; the f32 path
+//! compiles no f16 ones); a browser's compile of all two dozen took a noticeable part of
+//! a page's start. And since every entry names its check, a test can hold the two
+//! together: after the checks have run, every kernel the device can run has been compiled,
+//! so none goes unchecked (`gpu::tests`).
+
+/// Workgroup reductions, prepended to the kernels that sum or take maxima.
+const REDUCE: &str = concat!("const WG: u32 = 64u;\nvar<workgroup> partial: array<f32, 64>;\n", include_str!("wgsl/reduce.wgsl"));
+/// The same reductions over 256 threads (attention_wide.wgsl).
+const REDUCE_256: &str = concat!("const WG: u32 = 256u;\nvar<workgroup> partial: array<f32, 256>;\n", include_str!("wgsl/reduce.wgsl"));
+/// Rounding and packing to f16 with integer operations (`f16.wgsl` says why).
+const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
+/// The attention kernels' parameters and buffers.
+const ATTENTION_IO: &str = include_str!("wgsl/attention_io.wgsl");
+/// Q4_K's block layout, shared by its f32 and f16 kernels.
+const Q4_K: &str = include_str!("wgsl/q4_k.wgsl");
+/// Q6_K's block layout, shared by its f32 and f16 kernels.
+const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
+/// The element-wise kernel, after an operation's `op`.
+const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
+
+/// How a kernel's WGSL is put together.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Assembly {
+    /// These pieces, joined in order.
+    Pieces(&'static [&'static str]),
+    /// The matrix × vector kernel around a block format's pieces (which define its
+    /// `block_dot`): summing by subgroup operations or by a tree, as the device allows,
+    /// and on the f16 path (`f16`) reading activations packed as f16.
+    Matvec { format: &'static [&'static str], f16: bool },
+}
+
+/// Which devices run a kernel: the K-quants have two paths ([`super::Input`]), and a
+/// device takes one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    /// Every device.
+    Both,
+    /// Devices with `shader-f16` enabled ([`super::Gpu::has_f16`]), which need it.
+    F16,
+    /// Devices without it (or told to avoid it).
+    F32,
+}
+
+/// One kernel.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KernelEntry {
+    /// Its name: the pipeline's label, and the profiler's.
+    pub name: &'static str,
+    /// Its source.
+    pub assembly: Assembly,
+    /// Which devices run it.
+    pub path: Path,
+    /// The check of [`super::checks::CHECKS`] that compares it with the CPU reference
+    /// ([`super::checks::kernels_held_by`]).
+    pub check: &'static str,
+}
+
+macro_rules! registry {
+    ($($kernel:ident: $name:literal, $assembly:expr, $path:ident, checked by $check:literal;)*) => {
+        /// A kernel of the registry (its place in [`KERNELS`]).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(super) enum Kernel {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $kernel,
+            )*
+        }
+
+        /// Every kernel, in the order of [`Kernel`].
+        pub(super) const KERNELS: &[KernelEntry] = &[
+            $(KernelEntry { name: $name, assembly: $assembly, path: Path::$path, check: $check },)*
+        ];
+    };
+}
+
+registry! {
+    MatvecF32: "matvec_f32", Assembly::Matvec { format: &[include_str!("wgsl/matvec_f32.wgsl")], f16: false }, Both, checked by "matvec";
+    MatvecQ4_1: "matvec_q4_1", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q4_1.wgsl")], f16: false }, Both, checked by "matvec";
+    MatvecQ8_0: "matvec_q8_0", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
+    MatvecQ4K: "matvec_q4_k", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatvecQ6K: "matvec_q6_k", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    ActivationsF16: "activations_f16", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/activations_f16.wgsl")]), F16, checked by "matvec_k_quants";
+    MatvecQ4KF16: "matvec_q4_k_f16", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";
+    RmsNorm: "rms_norm", Assembly::Pieces(&[REDUCE, include_str!("wgsl/rms_norm.wgsl")]), Both, checked by "rms_norm";
+    Rope: "rope", Assembly::Pieces(&[include_str!("wgsl/rope.wgsl")]), Both, checked by "rope";
+    Swiglu: "swiglu", Assembly::Pieces(&[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
+    Add: "add", Assembly::Pieces(&[include_str!("wgsl/add.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
+    Softmax: "softmax", Assembly::Pieces(&[REDUCE, include_str!("wgsl/softmax.wgsl")]), Both, checked by "elementwise";
+    KvStore: "kv_store", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]), Both, checked by "attention";
+    Attention: "attention", Assembly::Pieces(&[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]), Both, checked by "attention";
+    AttentionWide: "attention_wide", Assembly::Pieces(&[REDUCE_256, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]), Both, checked by "attention";
+    Argmax: "argmax", Assembly::Pieces(&[include_str!("wgsl/argmax.wgsl")]), Both, checked by "argmax";
+    Sample: "sample", Assembly::Pieces(&[include_str!("wgsl/sample.wgsl")]), Both, checked by "sample";
+    Penalize: "penalize", Assembly::Pieces(&[include_str!("wgsl/penalize.wgsl")]), Both, checked by "sample";
+    LayerNorm: "layer_norm", Assembly::Pieces(&[REDUCE, include_str!("wgsl/layer_norm.wgsl")]), Both, checked by "encoder";
+    BiasGelu: "bias_gelu", Assembly::Pieces(&[include_str!("wgsl/bias_gelu.wgsl"), ELEMENTWISE]), Both, checked by "encoder";
+    EncoderAttention: "encoder_attention", Assembly::Pieces(&[REDUCE, include_str!("wgsl/encoder_attention.wgsl")]), Both, checked by "encoder";
+}
+
+impl Kernel {
+    /// Its entry.
+    pub(super) fn entry(self) -> &'static KernelEntry {
+        &KERNELS[self as usize]
+    }
+}
+
+/// The source of the matrix kernel's pieces around a format.
+pub(super) mod matvec {
+    /// The matrix × vector kernel, after a block format's `block_dot`, before its entry point.
+    pub const BODY: &str = include_str!("wgsl/matvec.wgsl");
+    /// The entry point summing by a tree in workgroup memory (after [`super::REDUCE`]).
+    pub const TREE: &str = include_str!("wgsl/matvec_tree.wgsl");
+    /// The entry point summing with `subgroupAdd`.
+    pub const SUBGROUP: &str = include_str!("wgsl/matvec_subgroup.wgsl");
+    /// The f16 path's activations and helpers, before a format's `block_dot`.
+    pub const F16_INPUT: &str = include_str!("wgsl/matvec_f16.wgsl");
+    /// Workgroup reductions for the tree.
+    pub const REDUCE: &str = super::REDUCE;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::checks::CHECKS;
+
+    #[test]
+    fn every_kernel_names_a_check_that_exists() {
+        for k in KERNELS {
+            assert!(CHECKS.contains(&k.check), "{}: no check '{}' in gpu::checks::CHECKS", k.name, k.check);
+        }
+        let mut names: Vec<&str> = KERNELS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KERNELS.len(), "kernel names are unique");
+        assert_eq!(Kernel::EncoderAttention.entry().name, "encoder_attention", "the enum and the table agree");
+        assert_eq!(Kernel::MatvecF32.entry().name, "matvec_f32");
+    }
+}
