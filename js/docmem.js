@@ -488,8 +488,8 @@ export class DocMem {
    * collection's name) routing across collections; the answer then carries their traces.
    * onProgress gets what is happening before the answer: {stage: 'search'}, then {stage:
    * 'read', found, passages, sources: [{n, document, span, outline}]} as the answerer
-   * starts reading, where the search comes first (no clues or routing, the embedder on the
-   * CPU; passages and sources null when what it reads, windows around the passages found,
+   * starts reading, where the search comes first (no clues or routing, the embedder on
+   * this device; passages and sources null when what it reads, windows around the passages found,
    * is only known with the answer), then {stage: 'write'} as the first token comes.
    */
   ask(question, { k = 8, maxTokens = 256, onToken, onProgress, signal, clues = 'off', route } = {}) {

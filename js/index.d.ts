@@ -379,7 +379,7 @@ export interface Answer {
  * What an ask is doing before and as its answer streams (`onProgress`), in this order:
  * 'search' as retrieval starts; 'read' once the passages are found and the answerer
  * starts reading them (its prompt's prefill, the long wait on a CPU), where retrieval is
- * a search done first (no clues or routing, and an embedder on the CPU; otherwise it
+ * a search done first (no clues or routing, and an embedder on this device; otherwise it
  * happens inside the answer's call and no 'read' comes); 'write' as the first token
  * comes, just before it reaches `onToken`.
  */

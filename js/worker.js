@@ -607,16 +607,16 @@ const ops = {
       throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing search with the embedder in wasm, and it runs on WebGPU here (load with backend: "cpu")');
     }
     emit({ stage: 'search' });
-    // Without clues or routing, and with an embedder that answers synchronously, the
-    // passages are found first (the same search the ask repeats: one question vector and
-    // a lookup, about 10 ms), so the page can say how many the answerer reads and link
-    // each [n] as it streams. Where the ask grows its hits into windows of the text
-    // around them (search results that carry `hits`), merging neighbours, what it reads
-    // is only known with the answer: 'read' then gives the passages found, not the
-    // windows read. Clues, routing and embedders on WebGPU or a host search inside the
-    // ask: no 'read' stage then.
-    if (!guided && !hosted.embedder && !embedder.onWebGpu()) {
-      const found = JSON.parse(lib.search(a.question, a.k, embedder));
+    // Without clues or routing, and with an embedder on this device, the passages are
+    // found first (the same search the ask repeats: one question vector and a lookup,
+    // about 10 ms), so the page can say how many the answerer reads and link each [n] as
+    // it streams. Where the ask grows its hits into windows of the text around them
+    // (search results that carry `hits`), merging neighbours, what it reads is only known
+    // with the answer: 'read' then gives the passages found, not the windows read. Clues,
+    // routing and a hosted embedder (a second round trip) search inside the ask: no
+    // 'read' stage then.
+    if (!guided && !hosted.embedder) {
+      const found = JSON.parse(await lib.search(a.question, { embedder, k: a.k }));
       const windowed = found.some((s) => Array.isArray(s.hits));
       const sources = found.map((s) => ({ n: s.n, document: { id: String(s.doc_id), title: s.title }, span: mapSpan(String(s.doc_id), s.span), outline: s.outline }));
       emit(windowed ? { stage: 'read', found: found.length, passages: null, sources: null } : { stage: 'read', found: found.length, passages: sources.length, sources });

@@ -430,11 +430,9 @@ for (const [name, progress] of [
 // One at a time from here: a sweep's calls would otherwise find the library busy.
 await Promise.all(pending);
 scratch.takeWrites();
-sweep('Library.search', (...a) => lib.search(...a), ['printing', 2, embedder], {
-  0: strings,
-  1: sizes,
-  2: [...wrongTypes, freed, lm],
-});
+const searchGood = ['printing', { embedder, k: 2 }];
+sweep('Library.search', (...a) => lib.search(...a), searchGood, { 0: strings, 1: objects });
+sweepFields('Library.search', (...a) => lib.search(...a), searchGood, 1, { k: sizes, embedder: embedders, answerer: [lm] });
 // Each answer that gets past its arguments prefills a prompt (seconds in wasm), so the
 // counts and callbacks here are the ones that do not repeat another's path.
 const askSizes = [NaN, -1, 1.5, 1e12, 2 ** 32, 2 ** 32 - 1, Infinity, 10n, Symbol('k'), { length: 1e12 }];
@@ -648,14 +646,14 @@ for (const [name, value] of Object.entries(wasm)) {
   }
 }
 await Promise.all(pending);
-finish();
+await finish();
 
 // ---- afterwards, everything still works ------------------------------------------------
 
-function finish() {
+async function finish() {
   finished = true;
   const problems = failures.length;
-  stillWorks();
+  await stillWorks();
   panicHook();
   if (failures.length) {
     console.error(failures.join('\n'));
@@ -668,7 +666,7 @@ function finish() {
   );
 }
 
-function stillWorks() {
+async function stillWorks() {
   try {
     assert.deepEqual(JSON.parse(wasm.chunkText('One. Two.', 'sentence', 0, 0)).length, 1);
     assert.equal(wasm.htmlToText('<p>still</p>').trim(), 'still');
@@ -679,7 +677,7 @@ function stillWorks() {
     assert.deepEqual([remoteEmbedder.dim(), remoteEmbedder.precision(), remoteEmbedder.embed(['hello'], false).vectors.length], [4, 'remote', 4]);
     const docs = JSON.parse(lib.documents()).documents;
     assert.ok(docs.some((d) => d.id === doc.id), 'the document is still there');
-    assert.ok(JSON.parse(lib.search('Who brought printing to England?', 2, embedder)).some((h) => h.text.includes('Caxton')));
+    assert.ok(JSON.parse(await lib.search('Who brought printing to England?', { embedder, k: 2 })).some((h) => h.text.includes('Caxton')));
     assert.ok(Library.importLibrary(lib.exportLibrary(), embedder).documents().includes(doc.id));
     assert.equal(wasm.lastPanic(), undefined, `no call panicked: ${wasm.lastPanic()}`);
   } catch (e) {

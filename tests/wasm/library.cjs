@@ -92,7 +92,7 @@ assert.equal(lib.documents(), before);
 assert.equal(lib.takeWrites().length, 0);
 
 // Retrieval alone, and a streamed answer with its sources.
-const hits = JSON.parse(lib.search('Who brought printing to England?', 3, embedder));
+const hits = JSON.parse(await lib.search('Who brought printing to England?', { embedder, k: 3 }));
 assert.equal(hits.length, 3);
 assert.ok(hits.some((h) => h.text.includes('Caxton')), JSON.stringify(hits));
 let streamed = '';
@@ -103,7 +103,8 @@ const onToken = (piece) => {
 const answer = JSON.parse(await lib.ask('Who brought printing to England?', { embedder, answerer: lm, k: 3, maxTokens: 24, onToken }));
 assert.ok(answer.answer.length > 0 && streamed.trim().startsWith(answer.answer.slice(0, 5)), JSON.stringify(answer));
 assert.ok(answer.sources.some((s) => s.text.includes('Caxton')));
-assert.throws(() => lib.search('   ', 3, embedder), /empty/);
+await assert.rejects(lib.search('   ', { embedder, k: 3 }), /empty/);
+await assert.rejects(lib.search('Who?', { embedder: lm }), /options\.embedder is a model/);
 
 // Reopened from storage: the same documents.
 const reopened = Library.open(readTree(store), embedder);

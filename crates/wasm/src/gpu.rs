@@ -203,9 +203,9 @@ impl WasmGpuLm {
 impl WasmEmbedder {
     /// Load from a model's files (as `new Embedder` takes them) onto the WebGPU device
     /// `device` runs on, which it then shares (one device for the decoder and the
-    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocument`, `ask` and
-    /// `readAhead` take it; the synchronous calls (`search`, and clues and routing inside
-    /// `ask`) refuse it.
+    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocument`, `search`,
+    /// `ask` and `readAhead` take it; clues and routing inside `ask`, which embed between
+    /// the answerer's steps synchronously, refuse it.
     #[wasm_bindgen(js_name = onGpu)]
     pub fn on_gpu(
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,

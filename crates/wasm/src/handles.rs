@@ -69,6 +69,11 @@ export interface ReadAheadOptions {
   k?: number;
   interrupt?: () => boolean;
 }
+/** `Library.search`'s options. */
+export interface SearchOptions {
+  embedder: Embedder;
+  k?: number;
+}
 "#;
 
 /// A language model as the bindings hold it.

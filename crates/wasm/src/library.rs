@@ -32,10 +32,10 @@ use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::pipeline::guided::{ask_guided, GuideSettings};
 use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
-use docmem_runtime::pipeline::qa::{self, retrieve, AskParams};
+use docmem_runtime::pipeline::qa::{self, AskParams};
 use wasm_bindgen::prelude::*;
 
-use crate::boundary::{self, count, string, Options};
+use crate::boundary::{self, string, Options};
 use crate::{busy, coded, error_with, handles, to_json, AnyEmbedder, WasmEmbedder};
 
 /// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
@@ -200,6 +200,20 @@ async fn prepare_holding(
     let library = library.try_borrow().map_err(|_| busy("the library"))?;
     let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
     docmem_runtime::pipeline::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
+}
+
+/// `qa::retrieve_async`, holding the library and the embedder until the passages are
+/// found; their JSON.
+#[allow(clippy::await_holding_refcell_ref)]
+async fn search_holding(
+    library: &RefCell<Library<JournalStore>>,
+    embedder: &RefCell<AnyEmbedder>,
+    question: &str,
+    params: &SearchParams,
+) -> Result<String, JsValue> {
+    let library = library.try_borrow().map_err(|_| busy("the library"))?;
+    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
+    to_json(&qa::retrieve_async(&library, &mut *embedder, question, params, 0).await.map_err(coded)?)
 }
 
 /// `qa::read_ahead_start`, holding the library and the embedder until it is found.
@@ -376,18 +390,26 @@ impl WasmLibrary {
         })
     }
 
-    /// Retrieval without an answer: the `k` best passages through the three layers, JSON
-    /// `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
+    /// Retrieval without an answer: the best passages through the three layers. `options`:
+    /// `embedder` (an `Embedder`, on the CPU or WebGPU) and `k` (passages; default 8).
+    /// Resolves to JSON `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn search(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
-        k: f64,
-        embedder: &mut WasmEmbedder,
-    ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (question, k) = (string(&question, "question")?, count(k, "k", u32::MAX)?);
-        let params = SearchParams { k: k.max(1) as usize, ..SearchParams::default() };
-        to_json(&retrieve(&*self.get()?, &mut *embedder.get()?, &question, &params, 0).map_err(coded)?)
+        #[wasm_bindgen(unchecked_param_type = "SearchOptions")] options: JsValue,
+    ) -> js_sys::Promise {
+        let args = boundary::ready().and_then(|()| {
+            let o = Options::new(&options, "options", &["embedder", "k"])?;
+            let question = string(&question, "question")?;
+            let k = o.count_or("k", SearchParams::default().k as u32, u32::MAX)?.max(1) as usize;
+            Ok((question, SearchParams { k, ..SearchParams::default() }, handles::embedder_in(&o)?))
+        });
+        let library = self.library.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (question, params, embedder) = args?;
+            search_holding(&library, &embedder, &question, &params).await.map(JsValue::from)
+        })
     }
 
     /// Read ahead the answer prompt of a question still being typed (`question`: what

@@ -220,6 +220,18 @@ pub fn retrieve<S: Store>(
     sources_from_hits(library, &hits, max_chunk_chars)
 }
 
+/// [`retrieve`] with any embedder: one whose vectors must be awaited (on WebGPU) embeds
+/// the question first.
+pub async fn retrieve_async<S: Store>(
+    library: &Library<S>,
+    embedder: &mut dyn Embedder,
+    question: &str,
+    params: &SearchParams,
+    max_chunk_chars: usize,
+) -> Result<Vec<Source>, QaError> {
+    docmem_core::embed_ahead::ahead(embedder, |e| retrieve(library, e, question, params, max_chunk_chars)).await
+}
+
 /// The retrieved chunks `hits` as numbered [`Source`]s (from 1, in order), each chunk's
 /// text cut to `max_chunk_chars` characters (0: whole).
 pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk], max_chunk_chars: usize) -> Result<Vec<Source>, QaError> {
@@ -490,6 +502,7 @@ pub async fn ask<S: Store>(
 mod tests {
     use super::*;
     use crate::answerer::{Reply, ReplyProbabilities};
+    use docmem_core::embed::EmbedRole;
     use docmem_core::library::{LibrarySettings, MemStore};
     use docmem_core::local_future::{boxed, LocalBoxFuture};
     use docmem_core::{Document, DocumentMemory, HashingEmbedder};
@@ -547,6 +560,45 @@ mod tests {
         let mut lib = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
         lib.add(&doc, &memory, &mut embedder).unwrap();
         (lib, embedder)
+    }
+
+    /// The hashing embedder, as one on WebGPU: its vectors can only be awaited.
+    struct Awaited(HashingEmbedder);
+
+    impl Embedder for Awaited {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
+            Err(docmem_core::embed::EmbedError::Backend { message: "asked synchronously".into() })
+        }
+        fn needs_await(&self) -> bool {
+            true
+        }
+        fn embed_async<'a>(
+            &'a mut self,
+            texts: &'a [&'a str],
+            role: EmbedRole,
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
+            boxed(async move { self.0.embed(texts, role) })
+        }
+        fn name(&self) -> String {
+            self.0.name()
+        }
+    }
+
+    #[test]
+    fn a_search_with_an_embedder_that_must_be_awaited_finds_what_the_synchronous_one_does() {
+        let (lib, mut e) = library();
+        let params = SearchParams { k: 3, ..SearchParams::default() };
+        let question = "Who set up a press at Westminster?";
+        let want = retrieve(&lib, &mut e, question, &params, 0).unwrap();
+        let mut awaited = Awaited(HashingEmbedder::new(64));
+        assert!(retrieve(&lib, &mut awaited, question, &params, 0).is_err(), "the synchronous search refuses it");
+        let got = crate::block_on(retrieve_async(&lib, &mut awaited, question, &params, 0)).unwrap();
+        assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&want).unwrap());
+        assert!(got[0].text.contains("Caxton"), "{:?}", got[0]);
+        assert!(matches!(crate::block_on(retrieve_async(&lib, &mut awaited, "  ", &params, 0)), Err(QaError::EmptyQuestion)));
     }
 
     fn ask_with(answerer: &Scripted, check: bool) -> Answer {
