@@ -355,7 +355,7 @@ export interface Answer {
   notInDocuments: boolean;
   /** The passages the answer cites. */
   citations: Citation[];
-  /** 'model' (the answer's own [n]), 'overlap' (the passages holding its words) or 'none'. */
+  /** 'model' (the answer's own [n]), 'overlap' (it cited none: the passages holding its words), 'moved' (the passages it cited do not hold its words: those that do) or 'none'. */
   citationsFrom: string;
   /** Every passage shown to the answerer. */
   sources: Citation[];

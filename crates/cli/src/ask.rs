@@ -255,6 +255,7 @@ fn show_citations(out: &mut impl Write, answer: &docmem_runtime::pipeline::qa::A
     match answer.citations_from {
         "model" => writeln!(out)?,
         "overlap" => writeln!(out, "\n(the answer cites nothing itself; these memories hold its words:)")?,
+        "moved" => writeln!(out, "\n(the memories the answer cites do not hold its words; these do:)")?,
         _ => writeln!(out, "\n(no memory holds the answer's words; the best-ranked memories were:)")?,
     }
     for n in shown {

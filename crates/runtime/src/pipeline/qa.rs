@@ -17,7 +17,7 @@
 use std::fmt;
 use std::ops::ControlFlow;
 
-use docmem_core::answer::{answer_prompt, attribute, cited, says_not_in_documents, Memory};
+use docmem_core::answer::{answer_prompt, attribute, checked_citations, cited, says_not_in_documents, Memory};
 use docmem_core::answerability::{support, Calibration, Evidence};
 use docmem_core::context::ContextParams;
 use docmem_core::document::PAGE_BREAK;
@@ -143,7 +143,8 @@ pub struct Answer {
     /// The numbers of the sources the answer cites.
     pub cited: Vec<usize>,
     /// Where `cited` came from: `model` (the answer's own `[n]`), `overlap` (the answer
-    /// cited nothing; the sources that hold its words), or `none`.
+    /// cited nothing; the sources that hold its words), `moved` (the sources it cited do
+    /// not hold its words; these do), or `none`.
     pub citations_from: &'static str,
     /// Every memory shown to the answerer.
     pub sources: Vec<Source>,
@@ -452,7 +453,13 @@ pub async fn answer(
     let not_in_documents = model_refused || draft.is_some() || says_not_in_documents(&answer);
     let mut citations = if not_in_documents { Vec::new() } else { cited(&answer, sources.len()) };
     let mut citations_from = if citations.is_empty() { "none" } else { "model" };
-    if citations.is_empty() && !not_in_documents {
+    if !citations.is_empty() {
+        let moved;
+        (citations, moved) = checked_citations(&answer, citations, &texts);
+        if moved {
+            citations_from = "moved";
+        }
+    } else if !not_in_documents {
         citations = attribute(&answer, &texts);
         if !citations.is_empty() {
             citations_from = "overlap";
