@@ -585,6 +585,9 @@ const whereFrom = (source) => `${source.document.title}${source.page ? `, p. ${s
 
 const MARKER = /(\[\d+(?:\s*,\s*\d+)*\])/;
 
+/** `text` without its [n] markers (and the space before each). */
+const withoutMarkers = (text) => text.replace(/\s*\[\d+(?:\s*,\s*\d+)*\]/g, '');
+
 /** `text` as nodes, each [n] or [n, m] a link: when `byN` (n → passage) is given, only those whose passages it has. */
 function citedNodes(text, byN) {
   const nodes = [];
@@ -623,11 +626,15 @@ function renderAnswer(r) {
   const answer = $('answer');
   const byN = new Map(r.sources.map((s) => [s.n, s]));
   passages = byN;
-  answer.replaceChildren(...citedNodes(r.answer, byN));
+  // Citations 'moved': the passages the answer's own [n] name do not hold its words, so its
+  // markers are dropped from the text and the passages that do hold them are linked instead.
+  const moved = r.citationsFrom === 'moved';
+  answer.replaceChildren(...citedNodes(moved ? withoutMarkers(r.answer) : r.answer, byN));
   // An answer without its own [n] still links the passages that hold its words.
   if (!answer.querySelector('a.cite') && r.citations.length > 0) {
     answer.append(' ');
     for (const c of r.citations) answer.append(citeLink(c));
+    if (moved) answer.append(el('span', { class: 'muted', text: ' (the passages the answer cited do not hold its words; these do)' }));
   }
   if (r.notInDocuments) answer.append(el('span', { class: 'muted', text: ' (the documents do not say)' }));
   const cited = new Set(r.citations.map((c) => c.n));
