@@ -555,7 +555,7 @@ const ops = {
   },
 
   async add(a, emit) {
-    // An empty text is refused by ingest itself (IngestError::EmptyDocument → BAD_DOCUMENT).
+    // An empty text is refused by ingest itself (Error::EmptyDocument → BAD_DOCUMENT).
     const { text } = await documentText(a);
     let json;
     if (a.method === 'mom') {

@@ -29,7 +29,7 @@ fn parse_precision(s: &str) -> Result<Precision, String> {
 impl LoadArgs {
     /// Load the model directory `dir`.
     pub fn load(&self, dir: &Path) -> Result<SentenceEmbedder, CliError> {
-        Ok(SentenceEmbedder::load(dir, EmbedderOptions { precision: self.precision, threads: self.threads })?)
+        SentenceEmbedder::load(dir, EmbedderOptions { precision: self.precision, threads: self.threads }).map_err(CliError::embedding_model)
     }
 }
 
@@ -113,7 +113,7 @@ impl EmbedderArgs {
     pub fn open(&self) -> Result<Box<dyn docmem_core::Embedder>, CliError> {
         if let Some(name) = self.embedder.as_deref().and_then(crate::remote::remote_name) {
             let transport = self.remote.transport("embedder", name, "document chunks and questions")?;
-            let embedder = docmem_runtime::remote::RemoteEmbedder::connect(transport, name).map_err(CliError::Remote)?;
+            let embedder = docmem_runtime::remote::RemoteEmbedder::connect(transport, name).map_err(CliError::embedding_model)?;
             return Ok(Box::new(embedder));
         }
         let dir = match &self.embedder {

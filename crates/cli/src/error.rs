@@ -24,7 +24,7 @@ pub enum CliError {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: docmem_runtime::pipeline::pdf::PdfError,
+        source: docmem_runtime::Error,
     },
     /// A file with no text (empty, white space only, or a PDF without a text layer).
     EmptyFile {
@@ -50,27 +50,15 @@ pub enum CliError {
         /// Which argument and why.
         message: String,
     },
-    /// Indexing or search failed.
-    Retrieve(docmem_core::retrieve::RetrieveError),
-    /// A chunker could not run.
-    Chunk(docmem_core::chunk::ChunkError),
     /// Writing output failed.
     Output(std::io::Error),
-    /// A language model could not load or run.
-    Lm(docmem_runtime::lm::LmError),
-    /// The sentence embedder could not load or run.
-    Embed(docmem_runtime::embed::EmbedderError),
-    /// A library could not be opened, read or changed.
-    Library(docmem_core::library::LibraryError),
-    /// The reader model failed while reading a document.
-    Reader(docmem_core::reader::ModelError),
+    /// The runtime failed (a model, a library, a hosted model); its message says what.
+    Runtime(docmem_runtime::Error),
     /// A check ran and found differences (such as parity with llama.cpp).
     CheckFailed {
         /// What differs.
         message: String,
     },
-    /// A hosted model (`remote:NAME` through --remote) failed or could not be reached.
-    Remote(docmem_runtime::remote::RemoteError),
 }
 
 impl CliError {
@@ -107,15 +95,9 @@ impl fmt::Display for CliError {
             }
             CliError::Pdf { path, source } => write!(f, "{}: {source}", path.display()),
             CliError::BadArgument { message } => write!(f, "{message}"),
-            CliError::Retrieve(e) => write!(f, "{e}"),
-            CliError::Chunk(e) => write!(f, "{e}"),
             CliError::Output(e) => write!(f, "cannot write output: {e}"),
-            CliError::Lm(e) => write!(f, "{e}"),
-            CliError::Embed(e) => write!(f, "{e}"),
-            CliError::Library(e) => write!(f, "{e}"),
-            CliError::Reader(e) => write!(f, "{e}"),
+            CliError::Runtime(e) => write!(f, "{e}"),
             CliError::CheckFailed { message } => write!(f, "{message}"),
-            CliError::Remote(e) => write!(f, "{e}"),
         }
     }
 }
@@ -124,14 +106,8 @@ impl fmt::Display for CliError {
 impl std::error::Error for CliError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CliError::Retrieve(e) => e.source(),
-            CliError::Chunk(e) => e.source(),
             CliError::Output(e) => e.source(),
-            CliError::Lm(e) => e.source(),
-            CliError::Embed(e) => e.source(),
-            CliError::Library(e) => e.source(),
-            CliError::Reader(e) => e.source(),
-            CliError::Remote(e) => e.source(),
+            CliError::Runtime(e) => e.source(),
             CliError::Read { source, .. } => source.source(),
             CliError::Pdf { source, .. } => source.source(),
             _ => None,
@@ -139,103 +115,53 @@ impl std::error::Error for CliError {
     }
 }
 
-impl From<docmem_core::retrieve::RetrieveError> for CliError {
-    fn from(e: docmem_core::retrieve::RetrieveError) -> Self {
-        CliError::Retrieve(e)
-    }
-}
-
-impl From<docmem_core::chunk::ChunkError> for CliError {
-    fn from(e: docmem_core::chunk::ChunkError) -> Self {
-        match e {
-            docmem_core::chunk::ChunkError::ZeroSize | docmem_core::chunk::ChunkError::OverlapTooLarge { .. } => {
-                CliError::BadArgument { message: format!("--size/--overlap: {e}") }
-            }
-            e => CliError::Chunk(e),
+impl CliError {
+    /// An embedding model that could not load: its files are the user's input.
+    pub fn embedding_model(e: docmem_runtime::Error) -> Self {
+        match docmem_core::HasErrorCode::code(&e) {
+            docmem_core::ErrorCode::ModelLoadFailed => CliError::BadArgument { message: format!("embedding model: {e}") },
+            _ => e.into(),
         }
     }
 }
 
-impl From<docmem_runtime::lm::LmError> for CliError {
-    fn from(e: docmem_runtime::lm::LmError) -> Self {
-        use docmem_runtime::lm::LmError;
-        match e {
-            // A missing or malformed model file is the user's input.
-            LmError::Source(_) | LmError::Gguf(_) | LmError::Model(_) | LmError::ContextFull { .. } | LmError::EmptyPrompt => {
-                CliError::BadArgument { message: format!("--model: {e}") }
-            }
-            LmError::Golden { .. } => CliError::BadArgument { message: format!("--golden: {e}") },
-            e => CliError::Lm(e),
+impl From<docmem_runtime::Error> for CliError {
+    /// What the user can fix with an argument becomes [`CliError::BadArgument`] naming the
+    /// argument (exit code 2); the rest is the runtime's failure.
+    fn from(e: docmem_runtime::Error) -> Self {
+        use docmem_core::Error as Core;
+        use docmem_runtime::Error as Runtime;
+        let bad = |argument: &str, e: &Runtime| CliError::BadArgument { message: format!("{argument}: {e}") };
+        match &e {
+            Runtime::Core(Core::ZeroSize | Core::OverlapTooLarge { .. }) => bad("--size/--overlap", &e),
+            // A library built with another embedder, or by a newer docmem.
+            Runtime::Core(Core::EmbedderMismatch { .. } | Core::LibraryVersion { .. }) => bad("--library", &e),
+            Runtime::MissingFile { .. }
+            | Runtime::BadConfig { .. }
+            | Runtime::UnsupportedEmbedder { .. }
+            | Runtime::VocabularyMismatch { .. } => bad("embedding model", &e),
+            Runtime::Golden { .. } => bad("--golden", &e),
+            Runtime::EmptyQuestion
+            | Runtime::EmptyDocument { .. }
+            | Runtime::DocumentTooLarge { .. }
+            | Runtime::NoGlobalMemory
+            | Runtime::Cancelled => CliError::BadArgument { message: e.to_string() },
+            // A missing or malformed model file, or a prompt that does not fit it.
+            Runtime::ContextFull { .. } | Runtime::EmptyPrompt => bad("--model", &e),
+            _ if docmem_core::HasErrorCode::code(&e) == docmem_core::ErrorCode::ModelLoadFailed => bad("--model", &e),
+            _ => CliError::Runtime(e),
         }
     }
 }
 
-impl From<docmem_runtime::embed::EmbedderError> for CliError {
-    fn from(e: docmem_runtime::embed::EmbedderError) -> Self {
-        use docmem_runtime::embed::EmbedderError;
-        match e {
-            // A missing or malformed model directory is the user's input.
-            EmbedderError::MissingFile { .. }
-            | EmbedderError::BadConfig { .. }
-            | EmbedderError::Unsupported { .. }
-            | EmbedderError::Weights(_)
-            | EmbedderError::VocabularyMismatch { .. } => CliError::BadArgument { message: format!("embedding model: {e}") },
-            e => CliError::Embed(e),
-        }
+impl From<docmem_core::Error> for CliError {
+    fn from(e: docmem_core::Error) -> Self {
+        docmem_runtime::Error::from(e).into()
     }
 }
 
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::Output(e)
-    }
-}
-
-impl From<docmem_core::library::LibraryError> for CliError {
-    fn from(e: docmem_core::library::LibraryError) -> Self {
-        use docmem_core::library::LibraryError;
-        match e {
-            // Pointing at a library built with another embedder is the user's input.
-            LibraryError::EmbedderMismatch { .. } | LibraryError::UnsupportedVersion { .. } => {
-                CliError::BadArgument { message: format!("--library: {e}") }
-            }
-            e => CliError::Library(e),
-        }
-    }
-}
-
-impl From<docmem_core::library::StoreError> for CliError {
-    fn from(e: docmem_core::library::StoreError) -> Self {
-        CliError::Library(e.into())
-    }
-}
-
-impl From<docmem_core::reader::ModelError> for CliError {
-    fn from(e: docmem_core::reader::ModelError) -> Self {
-        CliError::Reader(e)
-    }
-}
-
-impl From<docmem_runtime::pipeline::qa::QaError> for CliError {
-    fn from(e: docmem_runtime::pipeline::qa::QaError) -> Self {
-        use docmem_runtime::pipeline::qa::QaError;
-        match e {
-            QaError::Library(e) => e.into(),
-            QaError::Lm(e) => e.into(),
-            QaError::EmptyQuestion => CliError::BadArgument { message: "the question is empty".into() },
-            e => CliError::BadArgument { message: e.to_string() },
-        }
-    }
-}
-
-impl From<docmem_runtime::pipeline::ingest::IngestError> for CliError {
-    fn from(e: docmem_runtime::pipeline::ingest::IngestError) -> Self {
-        use docmem_runtime::pipeline::ingest::IngestError;
-        match e {
-            IngestError::Reader(e) => e.into(),
-            IngestError::Chunk(e) => e.into(),
-            IngestError::Library(e) => e.into(),
-            e => CliError::BadArgument { message: e.to_string() },
-        }
     }
 }

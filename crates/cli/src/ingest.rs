@@ -16,7 +16,7 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::pipeline::ingest::{ingest_into, IngestError, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
 use serde::Serialize;
 
 use crate::chunk::passage_sizes;
@@ -176,7 +176,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     // came, after the documents before it).
     if let Some((_, doc)) = docs.iter().find(|(_, d)| d.text.len() > a.max_document_bytes) {
         let (title, bytes, limit) = (doc.title.clone(), doc.text.len(), a.max_document_bytes);
-        return Err(IngestError::DocumentTooLarge { title, bytes, limit }.into());
+        return Err(docmem_runtime::Error::DocumentTooLarge { title, bytes, limit }.into());
     }
     let mut embedder = a.embedder.open()?;
     let settings = LibrarySettings::new(embedder.name(), embedder.dim());

@@ -77,11 +77,11 @@ impl ModelArgs {
     #[cfg(feature = "gpu")]
     pub fn load_gpu(&self) -> Result<Lm<docmem_runtime::gpu::GpuTransformer>, CliError> {
         use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
-        use docmem_runtime::lm::LmError;
+
         let options = GpuOptions { allow_cpu_adapter: true, avoid_f16: self.gpu_f32, ..GpuOptions::default() };
-        let gpu = Gpu::new_blocking(&options).map_err(LmError::from)?;
+        let gpu = Gpu::new_blocking(&options)?;
         eprintln!("[backend: gpu, {}, {}]", gpu.describe(), if gpu.has_f16() { "f16 path" } else { "f32 path" });
-        Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(LmError::from)?)
+        Ok(self.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu))?)
     }
 }
 
@@ -264,18 +264,17 @@ pub struct TokenizeArgs {
 /// Reads only the header and builds the tokenizer: no weights are loaded.
 pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, CliError> {
     use docmem_runtime::gguf::GgufFile;
-    use docmem_runtime::lm::LmError;
     use docmem_runtime::source::FileSource;
-    let src = FileSource::open(path).map_err(LmError::from)?;
-    let g = GgufFile::read(&src).map_err(LmError::from)?;
-    Ok(Tokenizer::from_gguf(&g).map_err(LmError::from)?)
+    let src = FileSource::open(path)?;
+    let g = GgufFile::read(&src)?;
+    Ok(Tokenizer::from_gguf(&g)?)
 }
 
 pub fn tokenize(a: &TokenizeArgs) -> Result<(), CliError> {
     let tok = load_tokenizer(&a.model)?;
     let mut text = String::new();
     std::io::stdin().read_to_string(&mut text).map_err(|e| CliError::BadArgument { message: format!("stdin is not UTF-8 text: {e}") })?;
-    let ids = tok.encode(&text).map_err(docmem_runtime::lm::LmError::from)?;
+    let ids = tok.encode(&text)?;
     let mut out = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer(&mut out, &ids).map_err(std::io::Error::from)?;

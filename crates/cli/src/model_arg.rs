@@ -71,12 +71,12 @@ fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, Cl
     #[cfg(feature = "gpu")]
     {
         use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
-        use docmem_runtime::lm::LmError;
+
         let gpu = match backend {
             BackendChoice::Cpu => None,
             BackendChoice::Gpu => {
                 let options = GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() };
-                Some(Gpu::new_blocking(&options).map_err(LmError::from)?)
+                Some(Gpu::new_blocking(&options)?)
             }
             BackendChoice::Auto => match hardware_gpu() {
                 Ok(gpu) => Some(gpu),
@@ -88,7 +88,7 @@ fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, Cl
         };
         if let Some(gpu) = gpu {
             eprintln!("[backend: gpu, {}]", gpu.describe());
-            return Ok(Model::on_gpu(cpu.map_backend(|c| GpuTransformer::from_cpu(gpu, c)).map_err(LmError::from)?, name));
+            return Ok(Model::on_gpu(cpu.map_backend(|c| GpuTransformer::from_cpu(gpu, c))?, name));
         }
     }
     #[cfg(not(feature = "gpu"))]

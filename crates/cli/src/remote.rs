@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::Args;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_runtime::remote::retry::{Outcome, Retries};
-use docmem_runtime::remote::{HttpReply, RemoteError, Transport, DEFAULT_REMOTE_CONTEXT};
+use docmem_runtime::remote::{HttpReply, Transport, DEFAULT_REMOTE_CONTEXT};
 
 use crate::CliError;
 
@@ -111,7 +111,7 @@ impl HttpTransport {
     /// a rate limit (429) is waited out for its `Retry-After`, a 502, a 503 or no reply at
     /// all is tried twice more after a short wait, so one dropped connection does not fail
     /// a whole ingest.
-    fn send(&self, path: &str, body: &str) -> Result<ureq::http::Response<ureq::Body>, RemoteError> {
+    fn send(&self, path: &str, body: &str) -> Result<ureq::http::Response<ureq::Body>, docmem_runtime::Error> {
         let mut retries = Retries::default();
         loop {
             let mut request = self.agent.post(format!("{}{path}", self.base)).header("Content-Type", "application/json");
@@ -130,7 +130,7 @@ impl HttpTransport {
                 Err(_) => Some(Outcome::NoReply),
             };
             let Some(wait) = outcome.and_then(|outcome| retries.next(outcome)) else {
-                return sent.map_err(|e| RemoteError::Transport { message: e.to_string() });
+                return sent.map_err(|e| docmem_runtime::Error::RemoteTransport { message: e.to_string() });
             };
             // The refused reply's body is dropped unread: ureq closes that connection.
             drop(sent);
@@ -138,16 +138,16 @@ impl HttpTransport {
         }
     }
 
-    fn whole(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn whole(&self, path: &str, body: &str) -> Result<HttpReply, docmem_runtime::Error> {
         let mut response = self.send(path, body)?;
         let status = response.status().as_u16();
-        let body = response.body_mut().read_to_string().map_err(|e| RemoteError::Transport { message: e.to_string() })?;
+        let body = response.body_mut().read_to_string().map_err(|e| docmem_runtime::Error::RemoteTransport { message: e.to_string() })?;
         Ok(HttpReply { status, body })
     }
 }
 
 impl Transport for HttpTransport {
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, docmem_runtime::Error>> {
         boxed(async move { self.whole(path, body) })
     }
 
@@ -156,18 +156,19 @@ impl Transport for HttpTransport {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    ) -> LocalBoxFuture<'a, Result<HttpReply, docmem_runtime::Error>> {
         boxed(async move {
             let mut response = self.send(path, body)?;
             let status = response.status().as_u16();
             if !response.status().is_success() {
-                let body = response.body_mut().read_to_string().map_err(|e| RemoteError::Transport { message: e.to_string() })?;
+                let body =
+                    response.body_mut().read_to_string().map_err(|e| docmem_runtime::Error::RemoteTransport { message: e.to_string() })?;
                 return Ok(HttpReply { status, body });
             }
             let mut reader = response.body_mut().as_reader();
             let mut buf = [0u8; 8192];
             loop {
-                let n = reader.read(&mut buf).map_err(|e| RemoteError::Transport { message: e.to_string() })?;
+                let n = reader.read(&mut buf).map_err(|e| docmem_runtime::Error::RemoteTransport { message: e.to_string() })?;
                 // Breaking drops the reader before the body's end: ureq closes the
                 // connection rather than reuse it, so the host sees the client go.
                 if n == 0 || on_bytes(&buf[..n]).is_break() {
@@ -178,7 +179,7 @@ impl Transport for HttpTransport {
         })
     }
 
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, docmem_runtime::Error> {
         self.whole(path, body)
     }
 }

@@ -12,11 +12,11 @@
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
-use core::fmt;
 
 use crate::local_future::LocalBoxFuture;
 use crate::text::lexical_terms;
 use crate::vector::normalize;
+use crate::Error;
 
 /// Whether a text is a query or a passage (models may prefix them differently).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,56 +27,12 @@ pub enum EmbedRole {
     Passage,
 }
 
-/// Why embedding failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EmbedError {
-    /// The backend (model, device) failed; the message says how.
-    Backend {
-        /// What the backend said.
-        message: String,
-    },
-    /// A hosted embedder failed or could not be reached; the message says how.
-    Remote {
-        /// What went wrong.
-        message: String,
-    },
-    /// The embedder returned a different number of vectors than texts given.
-    WrongCount {
-        /// Texts given.
-        expected: usize,
-        /// Vectors returned.
-        got: usize,
-    },
-    /// A vector had the wrong dimension.
-    WrongDimension {
-        /// The embedder's dimension.
-        expected: usize,
-        /// The vector's length.
-        got: usize,
-    },
-}
-
-impl fmt::Display for EmbedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EmbedError::Backend { message } => write!(f, "embedding failed: {message}"),
-            EmbedError::Remote { message } => write!(f, "embedding failed: {message}"),
-            EmbedError::WrongCount { expected, got } => write!(f, "embedder returned {got} vectors for {expected} texts"),
-            EmbedError::WrongDimension { expected, got } => write!(f, "embedder returned a vector of length {got}, expected {expected}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for EmbedError {}
-
 /// Turns texts into unit vectors of a fixed dimension.
 pub trait Embedder {
     /// The vector dimension.
     fn dim(&self) -> usize;
     /// One L2-normalised vector per text, in order.
-    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError>;
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, Error>;
     /// A short name for provenance (model name or `hashing-384`).
     fn name(&self) -> String;
 
@@ -89,7 +45,7 @@ pub trait Embedder {
 
     /// [`Embedder::embed`], awaited: an embedder whose vectors come back later (the GPU's)
     /// overrides it; for the rest the future is ready at once.
-    fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>> {
         let out = self.embed(texts, role);
         crate::local_future::boxed(core::future::ready(out))
     }
@@ -144,7 +100,7 @@ impl Embedder for HashingEmbedder {
         self.dim
     }
 
-    fn embed(&mut self, texts: &[&str], _role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&mut self, texts: &[&str], _role: EmbedRole) -> Result<Vec<Vec<f32>>, Error> {
         Ok(texts.iter().map(|t| self.embed_one(t)).collect())
     }
 

@@ -18,7 +18,8 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::embed::{EmbedError, EmbedRole, Embedder};
+use crate::embed::{EmbedRole, Embedder};
+use crate::Error;
 
 /// How many times [`ahead`] runs a step before giving up on embedding everything it asks
 /// for ahead (a step that asks for new texts each run, which no step here does).
@@ -27,7 +28,7 @@ pub const MAX_RUNS: usize = 4;
 /// Run `step` with `embedder`, awaiting its vectors ahead of the step where it
 /// [`Embedder::needs_await`] (see the module docs). `step` must ask for the same texts when
 /// run again on the same input and change nothing when embedding fails.
-pub async fn ahead<T, E: From<EmbedError>>(
+pub async fn ahead<T, E: From<Error>>(
     embedder: &mut dyn Embedder,
     mut step: impl FnMut(&mut dyn Embedder) -> Result<T, E>,
 ) -> Result<T, E> {
@@ -49,7 +50,7 @@ pub async fn ahead<T, E: From<EmbedError>>(
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = embedder.embed_async(&refs, role).await?;
             if vectors.len() != texts.len() {
-                return Err(EmbedError::WrongCount { expected: texts.len(), got: vectors.len() }.into());
+                return Err(Error::EmbedderWrongCount { expected: texts.len(), got: vectors.len() }.into());
             }
             known.vectors.extend(texts.into_iter().map(|t| (role, t)).zip(vectors));
         }
@@ -86,7 +87,7 @@ impl Embedder for Known {
         self.dim
     }
 
-    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = Vec::with_capacity(texts.len());
         for &t in texts {
             match self.vectors.get(&(role, String::from(t))) {
@@ -97,7 +98,7 @@ impl Embedder for Known {
         if out.len() == texts.len() {
             Ok(out)
         } else {
-            Err(EmbedError::Backend {
+            Err(Error::EmbedderFailed {
                 message: alloc::format!("{} texts are still being embedded ahead of this step", texts.len() - out.len()),
             })
         }
@@ -125,15 +126,15 @@ mod tests {
         fn dim(&self) -> usize {
             self.inner.dim()
         }
-        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, Error> {
             panic!("an embedder that must be awaited was called synchronously");
         }
         fn needs_await(&self) -> bool {
             true
         }
-        fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>> {
             self.batches.push((role, texts.len()));
-            let out = if self.fail { Err(EmbedError::Backend { message: "device lost".into() }) } else { self.inner.embed(texts, role) };
+            let out = if self.fail { Err(Error::EmbedderFailed { message: "device lost".into() }) } else { self.inner.embed(texts, role) };
             boxed(async move { out })
         }
         fn name(&self) -> String {
@@ -149,7 +150,7 @@ mod tests {
     fn a_step_gets_the_vectors_it_would_get_directly_in_one_batch_per_role() {
         let mut e = awaited();
         let mut runs = 0;
-        let got = poll_once(ahead(&mut e, |emb: &mut dyn Embedder| -> Result<_, EmbedError> {
+        let got = poll_once(ahead(&mut e, |emb: &mut dyn Embedder| -> Result<_, Error> {
             runs += 1;
             let passages = emb.embed(&["alpha beta", "gamma", "alpha beta"], EmbedRole::Passage)?;
             let query = emb.embed(&["gamma?"], EmbedRole::Query)?;
@@ -183,7 +184,7 @@ mod tests {
     fn a_failing_embedder_or_a_step_that_never_settles_is_an_error() {
         let mut e = Awaited { fail: true, ..awaited() };
         let r = poll_once(ahead(&mut e, |emb: &mut dyn Embedder| emb.embed(&["x"], EmbedRole::Passage))).unwrap();
-        assert_eq!(r, Err(EmbedError::Backend { message: "device lost".into() }));
+        assert_eq!(r, Err(Error::EmbedderFailed { message: "device lost".into() }));
         // A step asking for a new text every run gives up after MAX_RUNS runs.
         let mut e = awaited();
         let mut runs = 0;
@@ -192,7 +193,7 @@ mod tests {
             emb.embed(&[alloc::format!("text {runs}").as_str()], EmbedRole::Passage)
         }))
         .unwrap();
-        assert!(matches!(r, Err(EmbedError::Backend { .. })), "{r:?}");
+        assert!(matches!(r, Err(Error::EmbedderFailed { .. })), "{r:?}");
         assert_eq!(runs, MAX_RUNS);
     }
 }

@@ -1,19 +1,11 @@
 //! Stable error codes: one small, closed vocabulary for every binding.
 //!
-//! Each error type keeps its own variants and messages (they say exactly what went wrong);
-//! [`HasErrorCode`] maps them onto [`ErrorCode`], the category a caller branches on. The
-//! npm package's errors carry it as `code` (`"BAD_DOCUMENT"`, `"QUOTA_EXCEEDED"`, …), so
-//! JavaScript never has to read a Rust message to decide what happened. The mapping lives
-//! here, beside the errors, and not in the bindings, which only translate.
-
-use crate::chunk::{ChunkError, UnknownChunker};
-use crate::embed::EmbedError;
-use crate::index::IndexError;
-#[cfg(feature = "serde")]
-use crate::library::{ArchiveError, LibraryError, StoreError};
-use crate::memory::MemoryError;
-use crate::reader::ModelError;
-use crate::retrieve::{LayerWeightsError, RetrieveError};
+//! Each crate's one error type keeps its own variants and messages (they say exactly what
+//! went wrong); [`HasErrorCode`] maps them onto [`ErrorCode`], the category a caller
+//! branches on. The npm package's errors carry it as `code` (`"BAD_DOCUMENT"`,
+//! `"QUOTA_EXCEEDED"`, …), so JavaScript never has to read a Rust message to decide what
+//! happened. Each mapping lives beside its error type, not in the bindings, which only
+//! translate.
 
 /// What kind of failure an error is. The names are part of the public API: they never
 /// change meaning, and new ones may be added.
@@ -82,103 +74,9 @@ pub trait HasErrorCode {
     fn code(&self) -> ErrorCode;
 }
 
-#[cfg(feature = "serde")]
-impl HasErrorCode for StoreError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            StoreError::Full { .. } => ErrorCode::QuotaExceeded,
-            StoreError::Io { .. } | StoreError::ReadOnly { .. } => ErrorCode::StorageFailed,
-        }
-    }
-}
-
-#[cfg(feature = "serde")]
-impl HasErrorCode for LibraryError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            LibraryError::Store(e) => e.code(),
-            LibraryError::UnsupportedVersion { .. } | LibraryError::EmbedderMismatch { .. } | LibraryError::Corrupt { .. } => {
-                ErrorCode::BadLibrary
-            }
-            LibraryError::Retrieve(e) => e.code(),
-            LibraryError::NoSuchDocument { .. } | LibraryError::NoSuchCollection { .. } => ErrorCode::NotFound,
-            LibraryError::BadCollectionName { .. } => ErrorCode::BadArgument,
-            LibraryError::BadMemory(_) => ErrorCode::BadArgument,
-        }
-    }
-}
-
-/// Errors whose every variant has one code.
-macro_rules! one_code {
-    ($($error:ty => $code:ident),* $(,)?) => {
-        $(impl HasErrorCode for $error {
-            fn code(&self) -> ErrorCode {
-                ErrorCode::$code
-            }
-        })*
-    };
-}
-
-one_code! {
-    // An index that refused a vector, a memory that does not fit its document: faults of
-    // ours or of the model, not of the caller's input.
-    IndexError => Internal,
-    MemoryError => Internal,
-    UnknownChunker => BadArgument,
-    LayerWeightsError => BadArgument,
-}
-
-impl HasErrorCode for EmbedError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            EmbedError::Remote { .. } => ErrorCode::RemoteFailed,
-            _ => ErrorCode::ModelFailed,
-        }
-    }
-}
-
-#[cfg(feature = "serde")]
-impl HasErrorCode for ArchiveError {
-    fn code(&self) -> ErrorCode {
-        ErrorCode::BadLibrary
-    }
-}
-
-impl HasErrorCode for RetrieveError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            RetrieveError::Embed(e) => e.code(),
-            // A memory that does not fit its document, an index that refused a vector or
-            // is full: faults of ours or of the model, not of the caller's input.
-            RetrieveError::Memory(_) | RetrieveError::Index(_) | RetrieveError::Full => ErrorCode::Internal,
-        }
-    }
-}
-
-impl HasErrorCode for ChunkError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            ChunkError::Embed(e) => e.code(),
-            ChunkError::ZeroSize | ChunkError::OverlapTooLarge { .. } | ChunkError::NeedsEmbedder => ErrorCode::BadArgument,
-        }
-    }
-}
-
-impl HasErrorCode for ModelError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            ModelError::Cancelled => ErrorCode::Aborted,
-            ModelError::Backend { .. } => ErrorCode::ModelFailed,
-            ModelError::Remote { .. } => ErrorCode::RemoteFailed,
-            ModelError::WindowLimit { .. } => ErrorCode::BadArgument,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::String;
 
     const ALL: [ErrorCode; 14] = [
         ErrorCode::BadArgument,
@@ -208,17 +106,5 @@ mod tests {
             assert!(errors_js.contains(&alloc::format!("{s}: '{s}'")), "{s} is not in js/errors.js");
             assert!(types.contains(&alloc::format!("'{s}'")), "{s} is not in js/index.d.ts");
         }
-    }
-
-    #[cfg(feature = "serde")]
-    #[test]
-    fn nested_errors_take_the_innermost_cause() {
-        let full = LibraryError::Store(StoreError::Full { key: String::from("manifest") });
-        assert_eq!(full.code(), ErrorCode::QuotaExceeded);
-        let missing = LibraryError::NoSuchDocument { id: crate::Document::new("t", "x").id };
-        assert_eq!(missing.code(), ErrorCode::NotFound);
-        assert_eq!(ArchiveError::NotAnArchive.code(), ErrorCode::BadLibrary);
-        assert_eq!(ModelError::Cancelled.code(), ErrorCode::Aborted);
-        assert_eq!(ChunkError::ZeroSize.code(), ErrorCode::BadArgument);
     }
 }

@@ -42,6 +42,7 @@ pub mod context;
 pub mod document;
 pub mod embed;
 pub mod embed_ahead;
+pub mod error;
 pub mod error_code;
 pub mod eval;
 #[doc(hidden)]
@@ -68,10 +69,11 @@ pub mod vector;
 
 pub use align::{align_memory, AlignParams, AlignedMemory, AlignmentStats};
 pub use document::{DocId, Document};
-pub use embed::{EmbedError, EmbedRole, Embedder, HashingEmbedder};
+pub use embed::{EmbedRole, Embedder, HashingEmbedder};
+pub use error::Error;
 pub use error_code::{ErrorCode, HasErrorCode};
-pub use memory::{DocumentMemory, MemoryError, Provenance, Scenario};
+pub use memory::{DocumentMemory, Provenance, Scenario};
 pub use parse::{parse_memreader_output, ChunkPattern, ParseWarning, ParsedMemory, ParsedScenario};
 pub use rrf::{RankedList, RrfFuser, RrfParams};
-pub use score::{ScoreError, Scorer};
+pub use score::Scorer;
 pub use span::Span;

@@ -10,11 +10,11 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use crate::align::AlignmentStats;
 use crate::document::{DocId, Document};
 use crate::span::{spans_tile, Span};
+use crate::Error;
 
 /// The memory format version this build writes and reads.
 pub const MEMORY_FORMAT_VERSION: u32 = 1;
@@ -93,52 +93,6 @@ pub struct DocumentMemory {
     pub provenance: Provenance,
 }
 
-/// Why a memory does not fit its document.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MemoryError {
-    /// The memory was written by a format version this build does not read.
-    UnsupportedVersion {
-        /// The version found.
-        found: u32,
-    },
-    /// The memory belongs to another document.
-    WrongDocument,
-    /// The scenario spans do not tile the text exactly on char boundaries.
-    SpansDoNotTile,
-    /// A chunk span is out of range, reversed, or off a char boundary.
-    BadSpan {
-        /// The scenario's index.
-        scenario: usize,
-    },
-    /// A scenario names an outline item that does not exist.
-    OutlineItemOutOfRange {
-        /// The scenario's index.
-        scenario: usize,
-    },
-}
-
-impl fmt::Display for MemoryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MemoryError::UnsupportedVersion { found } => {
-                write!(f, "memory format version {found} is not supported (this build reads {MEMORY_FORMAT_VERSION})")
-            }
-            MemoryError::WrongDocument => write!(f, "the memory belongs to a different document"),
-            MemoryError::SpansDoNotTile => {
-                write!(f, "the memory's chunk spans do not tile the document text")
-            }
-            MemoryError::BadSpan { scenario } => write!(f, "scenario {scenario} has a span outside the document text"),
-            MemoryError::OutlineItemOutOfRange { scenario } => {
-                write!(f, "scenario {scenario} names an outline item that does not exist")
-            }
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for MemoryError {}
-
 impl DocumentMemory {
     /// A memory whose scenarios are plain chunks (no cores, no outline): what the baseline
     /// chunkers and the fallback path produce.
@@ -160,11 +114,11 @@ impl DocumentMemory {
 
     /// Check that this memory can be used with `doc`: a readable version, the right
     /// document, spans that tile its text, outline references in range.
-    pub fn check(&self, doc: &Document) -> Result<(), MemoryError> {
+    pub fn check(&self, doc: &Document) -> Result<(), Error> {
         self.check_chunks(doc)?;
         let spans: Vec<Span> = self.scenarios.iter().map(|s| s.span).collect();
         if !spans_tile(&doc.text, &spans) {
-            return Err(MemoryError::SpansDoNotTile);
+            return Err(Error::SpansDoNotTile);
         }
         Ok(())
     }
@@ -172,22 +126,22 @@ impl DocumentMemory {
     /// The weaker check for chunk sets that need not tile (baseline chunkers overlap
     /// neighbours and drop white space): every span is a non-empty range of the text on
     /// char boundaries, plus everything [`DocumentMemory::check`] asks but tiling.
-    pub fn check_chunks(&self, doc: &Document) -> Result<(), MemoryError> {
+    pub fn check_chunks(&self, doc: &Document) -> Result<(), Error> {
         if self.format_version != MEMORY_FORMAT_VERSION {
-            return Err(MemoryError::UnsupportedVersion { found: self.format_version });
+            return Err(Error::MemoryVersion { found: self.format_version });
         }
         if self.doc_id != doc.id {
-            return Err(MemoryError::WrongDocument);
+            return Err(Error::WrongDocument);
         }
         for (i, s) in self.scenarios.iter().enumerate() {
             if s.span.is_empty() || s.span.slice(&doc.text).is_none() {
-                return Err(MemoryError::BadSpan { scenario: i });
+                return Err(Error::BadSpan { scenario: i });
             }
         }
         for (i, s) in self.scenarios.iter().enumerate() {
             if let Some(o) = s.outline_item {
                 if o as usize >= self.outline.len() {
-                    return Err(MemoryError::OutlineItemOutOfRange { scenario: i });
+                    return Err(Error::OutlineItemOutOfRange { scenario: i });
                 }
             }
         }
@@ -210,12 +164,12 @@ mod tests {
         let mut m = DocumentMemory::from_spans(&doc, &[Span::new(0, 6), Span::new(6, 11)], "fixed");
         assert_eq!(m.check(&doc), Ok(()));
         m.scenarios[1].outline_item = Some(0);
-        assert_eq!(m.check(&doc), Err(MemoryError::OutlineItemOutOfRange { scenario: 1 }));
+        assert_eq!(m.check(&doc), Err(Error::OutlineItemOutOfRange { scenario: 1 }));
         m.scenarios[1].outline_item = None;
         m.scenarios[1].span.end = 10;
-        assert_eq!(m.check(&doc), Err(MemoryError::SpansDoNotTile));
+        assert_eq!(m.check(&doc), Err(Error::SpansDoNotTile));
         m.format_version = 99;
-        assert_eq!(m.check(&doc), Err(MemoryError::UnsupportedVersion { found: 99 }));
+        assert_eq!(m.check(&doc), Err(Error::MemoryVersion { found: 99 }));
     }
 
     #[cfg(feature = "serde")]

@@ -20,17 +20,17 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use hashbrown::HashMap;
 
 use crate::document::{DocId, Document};
-use crate::embed::{EmbedError, EmbedRole, Embedder};
-use crate::index::codec::{DecodeError, Reader, Writer};
-use crate::index::{Bm25Index, Bm25Params, Hit, IndexError, Metric, SegmentParams, SegmentedIndex, VectorIndex};
-use crate::memory::{DocumentMemory, MemoryError};
+use crate::embed::{EmbedRole, Embedder};
+use crate::index::codec::{Reader, Writer};
+use crate::index::{Bm25Index, Bm25Params, Hit, Metric, SegmentParams, SegmentedIndex, VectorIndex};
+use crate::memory::DocumentMemory;
 use crate::rrf::{RankedList, RrfFuser, RrfParams};
 use crate::span::Span;
+use crate::Error;
 
 /// Which index layout a [`MemoryIndex`] builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -205,7 +205,7 @@ impl SearchParams {
     /// Layer weights from a list such as `chunk`, `outline,core,chunk` or
     /// `outline=0.25,core=0.5,chunk`: a named layer weighs 1 unless given `=WEIGHT`, a
     /// layer not named weighs 0 (it is not searched).
-    pub fn parse_layer_weights(list: &str) -> Result<[(Layer, f64); 3], LayerWeightsError> {
+    pub fn parse_layer_weights(list: &str) -> Result<[(Layer, f64); 3], Error> {
         let mut weights = [(Layer::Outline, 0.0), (Layer::Core, 0.0), (Layer::Chunk, 0.0)];
         for item in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let (name, weight) = match item.split_once('=') {
@@ -213,103 +213,19 @@ impl SearchParams {
                 None => (item, None),
             };
             let i =
-                ["outline", "core", "chunk"].iter().position(|l| *l == name).ok_or_else(|| LayerWeightsError::UnknownLayer(name.into()))?;
+                ["outline", "core", "chunk"].iter().position(|l| *l == name).ok_or_else(|| Error::UnknownLayer { name: name.into() })?;
             weights[i].1 = match weight {
                 None => 1.0,
                 Some(w) => match w.parse::<f64>() {
                     Ok(v) if v.is_finite() && v >= 0.0 => v,
-                    _ => return Err(LayerWeightsError::BadWeight { layer: name.into(), weight: w.into() }),
+                    _ => return Err(Error::BadLayerWeight { layer: name.into(), weight: w.into() }),
                 },
             };
         }
         if weights.iter().all(|(_, w)| *w == 0.0) {
-            return Err(LayerWeightsError::NoLayer);
+            return Err(Error::NoLayerWeighted);
         }
         Ok(weights)
-    }
-}
-
-/// Why a layer-weight list was refused ([`SearchParams::parse_layer_weights`]).
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum LayerWeightsError {
-    /// A name that is not `outline`, `core` or `chunk`.
-    UnknownLayer(String),
-    /// A weight that is not a finite number ≥ 0.
-    BadWeight {
-        /// The layer it was given to.
-        layer: String,
-        /// The text given.
-        weight: String,
-    },
-    /// No layer with a weight above 0.
-    NoLayer,
-}
-
-impl fmt::Display for LayerWeightsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LayerWeightsError::UnknownLayer(n) => write!(f, "'{n}' is not one of outline, core, chunk"),
-            LayerWeightsError::BadWeight { layer, weight } => write!(f, "the weight '{weight}' of {layer} is not a number ≥ 0"),
-            LayerWeightsError::NoLayer => write!(f, "no layer has a weight above 0"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for LayerWeightsError {}
-
-/// Why adding to or searching a [`MemoryIndex`] failed. Nothing is changed on error.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum RetrieveError {
-    /// The memory does not fit the document.
-    Memory(MemoryError),
-    /// The embedder failed.
-    Embed(EmbedError),
-    /// An index rejected a vector.
-    Index(IndexError),
-    /// The index holds more items than ids can number.
-    Full,
-}
-
-impl fmt::Display for RetrieveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RetrieveError::Memory(e) => write!(f, "{e}"),
-            RetrieveError::Embed(e) => write!(f, "{e}"),
-            RetrieveError::Index(e) => write!(f, "{e}"),
-            RetrieveError::Full => write!(f, "the index is full (2^32 items)"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for RetrieveError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RetrieveError::Memory(e) => e.source(),
-            RetrieveError::Embed(e) => e.source(),
-            RetrieveError::Index(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<EmbedError> for RetrieveError {
-    fn from(e: EmbedError) -> Self {
-        RetrieveError::Embed(e)
-    }
-}
-impl From<IndexError> for RetrieveError {
-    fn from(e: IndexError) -> Self {
-        RetrieveError::Index(e)
-    }
-}
-impl From<MemoryError> for RetrieveError {
-    fn from(e: MemoryError) -> Self {
-        RetrieveError::Memory(e)
     }
 }
 
@@ -436,9 +352,9 @@ impl MemoryIndex {
         self.docs.contains_key(&doc)
     }
 
-    fn alloc_id(&mut self) -> Result<u32, RetrieveError> {
+    fn alloc_id(&mut self) -> Result<u32, Error> {
         let id = self.next_id;
-        self.next_id = self.next_id.checked_add(1).ok_or(RetrieveError::Full)?;
+        self.next_id = self.next_id.checked_add(1).ok_or(Error::IndexFull)?;
         Ok(id)
     }
 
@@ -449,7 +365,7 @@ impl MemoryIndex {
     /// Index a document's memory, whose spans must tile the document. Returns false (and
     /// changes nothing) when the document is already indexed: remove it first to replace its
     /// memory. On error nothing changes.
-    pub fn add_document(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+    pub fn add_document(&mut self, doc: &Document, memory: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, Error> {
         if self.docs.contains_key(&doc.id) {
             return Ok(false);
         }
@@ -461,7 +377,7 @@ impl MemoryIndex {
 
     /// Index a baseline chunker's chunks, which may overlap and need not tile (see
     /// [`DocumentMemory::check_chunks`]). Otherwise as [`MemoryIndex::add_document`].
-    pub fn add_chunks(&mut self, doc: &Document, chunks: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, RetrieveError> {
+    pub fn add_chunks(&mut self, doc: &Document, chunks: &DocumentMemory, embedder: &mut dyn Embedder) -> Result<bool, Error> {
         if self.docs.contains_key(&doc.id) {
             return Ok(false);
         }
@@ -475,9 +391,9 @@ impl MemoryIndex {
         memory: &DocumentMemory,
         piece_chars: usize,
         embedder: &mut dyn Embedder,
-    ) -> Result<bool, RetrieveError> {
+    ) -> Result<bool, Error> {
         if embedder.dim() != self.dim {
-            return Err(EmbedError::WrongDimension { expected: self.dim, got: embedder.dim() }.into());
+            return Err(Error::EmbedderWrongDimension { expected: self.dim, got: embedder.dim() });
         }
         let first_id = self.next_id;
         match self.add_checked(doc, memory, piece_chars, embedder) {
@@ -495,7 +411,7 @@ impl MemoryIndex {
         memory: &DocumentMemory,
         piece_chars: usize,
         embedder: &mut dyn Embedder,
-    ) -> Result<(), RetrieveError> {
+    ) -> Result<(), Error> {
         // Plan every item and embed them all before touching the index. The chunks
         // indexed are the scenarios' spans, or their pieces where one is too long.
         let mut pieces: Vec<(u32, u32, Span)> = Vec::with_capacity(memory.scenarios.len());
@@ -565,13 +481,13 @@ impl MemoryIndex {
         let texts: Vec<&str> = pending.iter().flat_map(|p| p.parts.iter().map(String::as_str)).collect();
         let part_vectors = if texts.is_empty() { Vec::new() } else { embedder.embed(&texts, EmbedRole::Passage)? };
         if part_vectors.len() != texts.len() {
-            return Err(EmbedError::WrongCount { expected: texts.len(), got: part_vectors.len() }.into());
+            return Err(Error::EmbedderWrongCount { expected: texts.len(), got: part_vectors.len() });
         }
         if let Some(v) = part_vectors.iter().find(|v| v.len() != self.dim || v.iter().any(|x| !x.is_finite())) {
             return Err(if v.len() != self.dim {
-                RetrieveError::Embed(EmbedError::WrongDimension { expected: self.dim, got: v.len() })
+                Error::EmbedderWrongDimension { expected: self.dim, got: v.len() }
             } else {
-                RetrieveError::Index(IndexError::NonFinite { id: u32::MAX })
+                Error::NonFinite { id: u32::MAX }
             });
         }
         let mut next = part_vectors.into_iter();
@@ -656,9 +572,9 @@ impl MemoryIndex {
     }
 
     /// Deserialize, checking that every reference resolves.
-    pub fn from_bytes(bytes: &[u8], segments: SegmentParams) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8], segments: SegmentParams) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
-        let invalid = |what| DecodeError::Invalid { what };
+        let invalid = |what| Error::InvalidField { what };
         let mode = RetrievalMode::from_code(r.u8()?).ok_or(invalid("retrieval mode"))?;
         let dim = r.dim()?;
         let next_id = r.u32()?;
@@ -692,11 +608,11 @@ impl MemoryIndex {
                 return Err(invalid("layer entry without an item"));
             }
         }
-        let read_doc_id = |r: &mut Reader<'_>| -> Result<DocId, DecodeError> {
+        let read_doc_id = |r: &mut Reader<'_>| -> Result<DocId, Error> {
             let b = r.bytes()?;
             let mut id = [0u8; 16];
             if b.len() != 16 {
-                return Err(DecodeError::Invalid { what: "document id" });
+                return Err(Error::InvalidField { what: "document id" });
             }
             id.copy_from_slice(b);
             Ok(DocId(id))
@@ -743,19 +659,14 @@ impl MemoryIndex {
     }
 
     /// Search with a query embedded by `embedder` (as a query).
-    pub fn search_text(
-        &self,
-        query: &str,
-        embedder: &mut dyn Embedder,
-        params: &SearchParams,
-    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+    pub fn search_text(&self, query: &str, embedder: &mut dyn Embedder, params: &SearchParams) -> Result<Vec<RetrievedChunk>, Error> {
         let v = embedder.embed(&[query], EmbedRole::Query)?;
-        let v = v.into_iter().next().ok_or(EmbedError::WrongCount { expected: 1, got: 0 })?;
+        let v = v.into_iter().next().ok_or(Error::EmbedderWrongCount { expected: 1, got: 0 })?;
         self.search(query, &v, params)
     }
 
     /// Search with a query text (for BM25) and its embedding.
-    pub fn search(&self, query: &str, query_vector: &[f32], params: &SearchParams) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+    pub fn search(&self, query: &str, query_vector: &[f32], params: &SearchParams) -> Result<Vec<RetrievedChunk>, Error> {
         self.search_with(query, query_vector, params, &mut SearchScratch::default())
     }
 
@@ -767,7 +678,7 @@ impl MemoryIndex {
         query_vector: &[f32],
         params: &SearchParams,
         scratch: &mut SearchScratch,
-    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+    ) -> Result<Vec<RetrievedChunk>, Error> {
         self.search_filtered(query, query_vector, params, scratch, None)
     }
 
@@ -782,7 +693,7 @@ impl MemoryIndex {
         params: &SearchParams,
         scratch: &mut SearchScratch,
         keep: Option<&dyn Fn(DocId) -> bool>,
-    ) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+    ) -> Result<Vec<RetrievedChunk>, Error> {
         struct List {
             layer: Layer,
             kind: ListKind,
@@ -955,23 +866,23 @@ mod tests {
         let mut idx = fresh();
         let id = idx.next_id;
         idx.layers[0].vectors.add(id, &e.embed_one("stray")).unwrap();
-        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "layer entry without an item" });
+        assert_eq!(decode(&idx).unwrap_err(), Error::InvalidField { what: "layer entry without an item" });
         // A BM25 entry with no item entry.
         let mut idx = fresh();
         let id = idx.next_id;
         idx.layers[1].lexical.add(id, "stray").unwrap();
-        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "layer entry without an item" });
+        assert_eq!(decode(&idx).unwrap_err(), Error::InvalidField { what: "layer entry without an item" });
         // A chunk id the counter would hand out again.
         let mut idx = fresh();
         let id = idx.next_id;
         idx.chunks.insert(id, ChunkRef { doc_id: doc.id, scenario: 0, span: Span::new(0, 1) });
-        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "chunk id" });
+        assert_eq!(decode(&idx).unwrap_err(), Error::InvalidField { what: "chunk id" });
         // A document naming an item that is not there.
         let mut idx = fresh();
         if let Some(d) = idx.docs.values_mut().next() {
             d.items.push((0, 999_999));
         }
-        assert_eq!(decode(&idx).unwrap_err(), DecodeError::Invalid { what: "document item" });
+        assert_eq!(decode(&idx).unwrap_err(), Error::InvalidField { what: "document item" });
     }
 
     #[test]
@@ -999,10 +910,10 @@ mod tests {
         let (doc, mut memory) = doc_with_memory();
         let mut e = HashingEmbedder::new(64);
         let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 128, SegmentParams::default());
-        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(RetrieveError::Embed(EmbedError::WrongDimension { .. }))));
+        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(Error::EmbedderWrongDimension { .. })));
         let mut idx = MemoryIndex::new(RetrievalMode::ThreeLayer, 64, SegmentParams::default());
         memory.scenarios[0].span.end -= 1;
-        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(RetrieveError::Memory(MemoryError::SpansDoNotTile))));
+        assert!(matches!(idx.add_document(&doc, &memory, &mut e), Err(Error::SpansDoNotTile)));
         assert_eq!((idx.documents(), idx.chunks()), (0, 0));
     }
 
@@ -1031,11 +942,11 @@ mod tests {
         let w = SearchParams::parse_layer_weights("outline=0.25, core ,chunk=2").unwrap();
         assert_eq!(w, [(Layer::Outline, 0.25), (Layer::Core, 1.0), (Layer::Chunk, 2.0)]);
         assert_eq!(SearchParams::parse_layer_weights("chunk").unwrap()[0], (Layer::Outline, 0.0));
-        assert_eq!(SearchParams::parse_layer_weights("page"), Err(LayerWeightsError::UnknownLayer("page".into())));
-        assert!(matches!(SearchParams::parse_layer_weights("core=-1"), Err(LayerWeightsError::BadWeight { .. })));
-        assert!(matches!(SearchParams::parse_layer_weights("core=NaN"), Err(LayerWeightsError::BadWeight { .. })));
-        assert_eq!(SearchParams::parse_layer_weights("core=0"), Err(LayerWeightsError::NoLayer));
-        assert_eq!(SearchParams::parse_layer_weights(""), Err(LayerWeightsError::NoLayer));
+        assert_eq!(SearchParams::parse_layer_weights("page"), Err(Error::UnknownLayer { name: "page".into() }));
+        assert!(matches!(SearchParams::parse_layer_weights("core=-1"), Err(Error::BadLayerWeight { .. })));
+        assert!(matches!(SearchParams::parse_layer_weights("core=NaN"), Err(Error::BadLayerWeight { .. })));
+        assert_eq!(SearchParams::parse_layer_weights("core=0"), Err(Error::NoLayerWeighted));
+        assert_eq!(SearchParams::parse_layer_weights(""), Err(Error::NoLayerWeighted));
     }
 
     #[test]

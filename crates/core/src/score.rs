@@ -17,49 +17,8 @@
 //!   tokens given the retrieved context; lower means the context supports the answer better.
 
 use crate::local_future::LocalBoxFuture;
-use alloc::string::String;
+use crate::Error;
 use alloc::vec::Vec;
-use core::fmt;
-
-/// Why a scorer could not score.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ScoreError {
-    /// The backend (model, device, remote API) failed; the message says how.
-    Backend {
-        /// What the backend said.
-        message: String,
-    },
-    /// A continuation had no tokens, so no probability could be read.
-    EmptyContinuation,
-    /// A hosted scorer failed, could not be reached, or cannot return what scoring needs;
-    /// the message says how.
-    Remote {
-        /// What went wrong.
-        message: String,
-    },
-    /// The scorer returned a different number of results than requests.
-    WrongCount {
-        /// Requests made.
-        expected: usize,
-        /// Results returned.
-        got: usize,
-    },
-}
-
-impl fmt::Display for ScoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScoreError::Backend { message } => write!(f, "scoring failed: {message}"),
-            ScoreError::EmptyContinuation => write!(f, "cannot score an empty continuation"),
-            ScoreError::Remote { message } => write!(f, "scoring failed: {message}"),
-            ScoreError::WrongCount { expected, got } => write!(f, "scorer returned {got} results for {expected} requests"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for ScoreError {}
 
 /// Log-probabilities from a language model. Implemented by the runtime (CPU, WebGPU) and
 /// the remote backend.
@@ -67,16 +26,12 @@ pub trait Scorer {
     /// For each `(context, continuation)` pair, the natural-log probability of each token of
     /// the continuation given the context and the tokens before it.
     /// Async: a scorer on WebGPU waits for its logits ([`crate::local_future`]).
-    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>>;
+    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>>;
     /// Log-probabilities of each candidate as the next token(s) after `prompt` (for a
     /// multi-token candidate, the sum over its tokens).
-    fn next_token_logprobs<'a>(
-        &'a mut self,
-        prompt: &'a str,
-        candidates: &'a [&'a str],
-    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>>;
+    fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, candidates: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, Error>>;
     /// Number of tokens of `text` in this scorer's tokenizer.
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError>;
+    fn count_tokens(&mut self, text: &str) -> Result<usize, Error>;
 }
 
 /// Mean negative log-likelihood of a token sequence's log-probabilities; `None` when empty.

@@ -11,30 +11,30 @@
 use alloc::string::String;
 
 use crate::local_future::LocalBoxFuture;
-use crate::reader::ModelError;
+use crate::Error;
 
 /// A chat model that writes short replies (see the module docs).
 pub trait TextModel {
     /// The context window in tokens.
     fn context_tokens(&self) -> usize;
     /// Tokens in `text` (no chat template around it).
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ModelError>;
+    fn count_tokens(&mut self, text: &str) -> Result<usize, Error>;
     /// The greedy reply to the user turn `context` + `request`, at most `max_tokens` long.
     /// Async: a model on WebGPU waits for its logits ([`crate::local_future`]).
-    fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, max_tokens: usize) -> LocalBoxFuture<'a, Result<String, ModelError>>;
+    fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, max_tokens: usize) -> LocalBoxFuture<'a, Result<String, Error>>;
 }
 
 #[cfg(test)]
 pub(crate) mod testing {
     //! A scripted [`TextModel`] for tests: replies chosen by a closure over the prompt.
 
+    use crate::Error;
     use alloc::boxed::Box;
     use alloc::string::String;
     use alloc::vec::Vec;
 
     use super::TextModel;
     use crate::local_future::{boxed, LocalBoxFuture};
-    use crate::reader::ModelError;
 
     /// Replies with `reply(context + request)`; records every prompt.
     pub struct Scripted {
@@ -52,16 +52,11 @@ pub(crate) mod testing {
         fn context_tokens(&self) -> usize {
             2048
         }
-        fn count_tokens(&mut self, text: &str) -> Result<usize, ModelError> {
+        fn count_tokens(&mut self, text: &str) -> Result<usize, Error> {
             // About four bytes a token, as for English with a BPE vocabulary.
             Ok(text.len().div_ceil(4))
         }
-        fn complete<'a>(
-            &'a mut self,
-            context: &'a str,
-            request: &'a str,
-            _max_tokens: usize,
-        ) -> LocalBoxFuture<'a, Result<String, ModelError>> {
+        fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, _max_tokens: usize) -> LocalBoxFuture<'a, Result<String, Error>> {
             let prompt = alloc::format!("{context}{request}");
             let out = (self.reply)(&prompt);
             self.prompts.push(prompt);

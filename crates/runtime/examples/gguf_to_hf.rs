@@ -24,7 +24,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = FileSource::open(&PathBuf::from(model)).map_err(Into::into).and_then(|src| export_gguf(&src, &PathBuf::from(out), dtype));
+    let result = FileSource::open(&PathBuf::from(model)).and_then(|src| export_gguf(&src, &PathBuf::from(out), dtype));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

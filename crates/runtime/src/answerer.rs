@@ -14,7 +14,8 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
 use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, LmError, Prefix, Prompt, SamplingParams};
+use crate::lm::{Backend, Finish, Lm, Prefix, Prompt, SamplingParams};
+use crate::Error;
 
 /// A finished reply.
 #[derive(Clone, Debug)]
@@ -124,14 +125,14 @@ pub trait Answerer {
         user_turn: &'a str,
         options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<Reply, LmError>>;
+    ) -> LocalBoxFuture<'a, Result<Reply, Error>>;
 
     /// Read the start of a user turn ahead of its reply, while the rest (the question) is
     /// still being written: a local model runs it into the prompt it keeps, so the reply
     /// whose turn begins with it runs only the rest ([`Lm::prefill_ahead`]); `stop` is
     /// asked between pieces of [`AHEAD_CHUNK`] tokens and what was read is kept. Returns
     /// the tokens now kept; a hosted model reads nothing ahead (0).
-    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, LmError>> {
+    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, Error>> {
         let _ = (user_turn_start, stop);
         boxed(async { Ok(0) })
     }
@@ -154,7 +155,7 @@ impl<B: Backend> Answerer for Lm<B> {
         user_turn: &'a str,
         options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
+    ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
         boxed(async move {
             let messages = [ChatMessage::new("user", user_turn)];
             let sampling = SamplingParams { max_tokens: options.max_tokens, stop: answer_stops(), ..SamplingParams::default() };
@@ -202,7 +203,7 @@ impl<B: Backend> Answerer for Lm<B> {
         true
     }
 
-    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, LmError>> {
+    fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, Error>> {
         boxed(async move {
             if user_turn_start.is_empty() {
                 return Ok(0);
@@ -224,7 +225,7 @@ impl<B: Backend> Answerer for Lm<B> {
 impl<B: Backend> Lm<B> {
     /// The token a reply opens with when it is the refusal ([`REFUSAL`]'s first token, as
     /// it stands at the start of the assistant's turn); `None` when it encodes to nothing.
-    pub fn refusal_opening(&self) -> Result<Option<u32>, LmError> {
+    pub fn refusal_opening(&self) -> Result<Option<u32>, Error> {
         Ok(self.tokenizer.encode(REFUSAL)?.first().copied())
     }
 
@@ -232,7 +233,7 @@ impl<B: Backend> Lm<B> {
     /// conversation whose prompt `prefix` holds; `None` when the rendered conversation does
     /// not begin with the prompt's tokens (its cache could not be reused) or the model has
     /// no single-token "Yes" and "No".
-    pub async fn verify_after(&self, prefix: &Prefix<B::Cache>, question: &ChatMessage, reply: &str) -> Result<Option<f32>, LmError> {
+    pub async fn verify_after(&self, prefix: &Prefix<B::Cache>, question: &ChatMessage, reply: &str) -> Result<Option<f32>, Error> {
         let conversation = [question.clone(), ChatMessage::new("assistant", reply.trim()), ChatMessage::new("user", VERIFY)];
         let tokens = self.prompt_tokens(Prompt::Chat(&conversation))?;
         let Some(tail) = tokens.strip_prefix(prefix.tokens()) else { return Ok(None) };

@@ -16,6 +16,7 @@ use crate::chat::ChatMessage;
 use crate::embed::{EmbedderOptions, Precision, SentenceEmbedder};
 use crate::lm::{Lm, LoadOptions, SamplingParams};
 use crate::source::MemorySource;
+use crate::Error;
 
 /// How every harness loads a model: one thread, a small context.
 fn options() -> LoadOptions {
@@ -55,7 +56,7 @@ fn exercise(lm: &Lm) {
 
 /// Bytes as a chat template's source (UTF-8, or nothing runs): compiled, then the
 /// conversation rendered with and without the generation prompt. A hostile template must
-/// stop at a limit ([`crate::chat::ChatError`]), never run long or grow without bound.
+/// stop at a limit ([`Error`]), never run long or grow without bound.
 pub fn chat_template(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(data) else { return };
     let Ok(template) = crate::chat::ChatTemplate::new(Some(source), "<s>", "</s>") else { return };
@@ -257,7 +258,7 @@ pub mod seeds {
 /// separated as citations expect (a form feed on its own line).
 #[cfg(feature = "pdf")]
 pub fn pdf(data: &[u8]) {
-    use crate::pipeline::pdf::{pdf_text_within, PdfError};
+    use crate::pipeline::pdf::pdf_text_within;
     const LIMIT: u64 = 16 << 20;
     match pdf_text_within(data, LIMIT) {
         Ok(text) => {
@@ -266,7 +267,7 @@ pub fn pdf(data: &[u8]) {
                 assert!(text[..i].ends_with('\n') && text[i + c.len_utf8()..].starts_with('\n'), "a page break stands on its own line");
             }
         }
-        Err(PdfError::TooLarge { limit }) => assert_eq!(limit, LIMIT),
+        Err(Error::PdfTooLarge { limit }) => assert_eq!(limit, LIMIT),
         Err(_) => {}
     }
 }

@@ -42,6 +42,7 @@ pub(crate) mod arch;
 pub mod chat;
 pub mod cpu;
 pub mod embed;
+pub mod error;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]
 pub mod fuzz_harness;
@@ -63,6 +64,7 @@ pub(crate) mod testdata;
 pub mod tokenizer;
 
 pub use docmem_core;
+pub use error::{Error, Result};
 
 /// Run `future` to its end on this thread. The models' methods are async (a browser's GPU
 /// answers through the event loop: see `docmem_core::local_future`); natively, and for the
@@ -86,7 +88,7 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-use docmem_core::embed::{EmbedError, EmbedRole};
+use docmem_core::embed::EmbedRole;
 use docmem_core::{Embedder, HashingEmbedder};
 
 /// The embedder to use when no embedding model is present: feature hashing with 384
@@ -104,7 +106,7 @@ impl Embedder for Fallback {
         self.0.dim()
     }
 
-    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
         self.0.embed(texts, role)
     }
 

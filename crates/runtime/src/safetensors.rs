@@ -7,84 +7,12 @@
 //! checked against the file before anything is allocated.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use crate::source::{ByteSource, SourceError};
+use crate::source::ByteSource;
+use crate::Error;
 
 /// The largest header accepted (the largest published checkpoints have headers of a few MB).
-const MAX_HEADER: u64 = 100 << 20;
-
-/// Why a safetensors file could not be read.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SafetensorsError {
-    /// Reading the bytes failed.
-    Read(SourceError),
-    /// The header length is larger than the file or than any real checkpoint's.
-    HeaderSize {
-        /// The length the file declares.
-        declared: u64,
-        /// The file's length.
-        file: u64,
-    },
-    /// The header is not the JSON object the format defines.
-    Header {
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A tensor has a data type docmem does not load (F32, F16 and BF16 are loaded).
-    UnsupportedDtype {
-        /// The tensor.
-        name: String,
-        /// Its dtype.
-        dtype: String,
-    },
-    /// A tensor's offsets, shape and dtype disagree, or its data lies outside the file.
-    BadTensor {
-        /// The tensor.
-        name: String,
-        /// What disagrees.
-        reason: String,
-    },
-    /// A tensor the model needs is not in the file.
-    MissingTensor {
-        /// Its name.
-        name: String,
-    },
-}
-
-impl fmt::Display for SafetensorsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SafetensorsError::Read(e) => write!(f, "{e}"),
-            SafetensorsError::HeaderSize { declared, file } => {
-                write!(f, "safetensors header of {declared} bytes does not fit a {file}-byte file (or exceeds {MAX_HEADER} bytes)")
-            }
-            SafetensorsError::Header { reason } => write!(f, "bad safetensors header: {reason}"),
-            SafetensorsError::UnsupportedDtype { name, dtype } => {
-                write!(f, "tensor '{name}' has dtype {dtype}; only F32, F16 and BF16 are supported")
-            }
-            SafetensorsError::BadTensor { name, reason } => write!(f, "tensor '{name}': {reason}"),
-            SafetensorsError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for SafetensorsError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SafetensorsError::Read(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<SourceError> for SafetensorsError {
-    fn from(e: SourceError) -> Self {
-        SafetensorsError::Read(e)
-    }
-}
+pub(crate) const MAX_HEADER: u64 = 100 << 20;
 
 /// The floating-point formats loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +25,7 @@ pub enum Dtype {
     BF16,
     /// A type that is indexed but not read as floats (integers, bools, f64, f8), such as
     /// BERT's `position_ids` buffer of I64: a file may hold such tensors beside the
-    /// weights; reading one is the error [`SafetensorsError::UnsupportedDtype`].
+    /// weights; reading one is the error [`Error::UnsupportedDtype`].
     Other {
         /// The safetensors name (`I64`, `BOOL`, ...).
         name: &'static str,
@@ -173,21 +101,21 @@ pub struct SafetensorsFile {
 
 impl SafetensorsFile {
     /// Read and check the header.
-    pub fn read(src: &dyn ByteSource) -> Result<Self, SafetensorsError> {
+    pub fn read(src: &dyn ByteSource) -> Result<Self, Error> {
         let file = src.len();
         let mut len = [0u8; 8];
         src.read_at(0, &mut len)?;
         let declared = u64::from_le_bytes(len);
         if declared > MAX_HEADER || declared > file.saturating_sub(8) {
-            return Err(SafetensorsError::HeaderSize { declared, file });
+            return Err(Error::HeaderSize { declared, file });
         }
         let mut header = vec![0u8; declared as usize];
         src.read_at(8, &mut header)?;
         Self::parse(&header, 8 + declared, file)
     }
 
-    fn parse(header: &[u8], data_start: u64, file: u64) -> Result<Self, SafetensorsError> {
-        let bad = |reason: String| SafetensorsError::Header { reason };
+    fn parse(header: &[u8], data_start: u64, file: u64) -> Result<Self, Error> {
+        let bad = |reason: String| Error::SafetensorsHeader { reason };
         let json: serde_json::Value = serde_json::from_slice(header).map_err(|e| bad(e.to_string()))?;
         let obj = json.as_object().ok_or_else(|| bad("not a JSON object".into()))?;
         let mut tensors = BTreeMap::new();
@@ -195,10 +123,10 @@ impl SafetensorsFile {
             if name == "__metadata__" {
                 continue;
             }
-            let bad_tensor = |reason: &str| SafetensorsError::BadTensor { name: name.clone(), reason: reason.to_owned() };
+            let bad_tensor = |reason: &str| Error::BadTensor { name: name.clone(), reason: reason.to_owned() };
             let dtype_name = entry.get("dtype").and_then(|v| v.as_str()).ok_or_else(|| bad_tensor("no dtype"))?;
-            let dtype = Dtype::parse(dtype_name)
-                .ok_or_else(|| SafetensorsError::UnsupportedDtype { name: name.clone(), dtype: dtype_name.to_owned() })?;
+            let dtype =
+                Dtype::parse(dtype_name).ok_or_else(|| Error::UnsupportedDtype { name: name.clone(), dtype: dtype_name.to_owned() })?;
             let shape = entry
                 .get("shape")
                 .and_then(|v| v.as_array())
@@ -237,13 +165,13 @@ impl SafetensorsFile {
     }
 
     /// A tensor's values in f32, checked against the shape expected (outermost first).
-    pub fn read_f32(&self, src: &dyn ByteSource, name: &str, shape: &[u64]) -> Result<Vec<f32>, SafetensorsError> {
-        let t = self.tensor(name).ok_or_else(|| SafetensorsError::MissingTensor { name: name.to_owned() })?;
+    pub fn read_f32(&self, src: &dyn ByteSource, name: &str, shape: &[u64]) -> Result<Vec<f32>, Error> {
+        let t = self.tensor(name).ok_or_else(|| Error::MissingTensor { name: name.to_owned() })?;
         if let Dtype::Other { name: dtype, .. } = t.dtype {
-            return Err(SafetensorsError::UnsupportedDtype { name: name.to_owned(), dtype: dtype.to_owned() });
+            return Err(Error::UnsupportedDtype { name: name.to_owned(), dtype: dtype.to_owned() });
         }
         if t.shape != shape {
-            return Err(SafetensorsError::BadTensor { name: name.to_owned(), reason: format!("shape {:?}, expected {shape:?}", t.shape) });
+            return Err(Error::BadTensor { name: name.to_owned(), reason: format!("shape {:?}, expected {shape:?}", t.shape) });
         }
         let mut raw = vec![0u8; t.bytes as usize];
         src.read_at(t.offset, &mut raw)?;
@@ -337,8 +265,8 @@ mod tests {
             for (g, w) in got.iter().zip(&values) {
                 assert!((g - w).abs() <= w.abs() / 128.0, "{dtype:?}: {g} vs {w}");
             }
-            assert!(matches!(st.read_f32(&src, "a.weight", &[3, 2]), Err(SafetensorsError::BadTensor { .. })));
-            assert!(matches!(st.read_f32(&src, "b", &[1]), Err(SafetensorsError::MissingTensor { .. })));
+            assert!(matches!(st.read_f32(&src, "a.weight", &[3, 2]), Err(Error::BadTensor { .. })));
+            assert!(matches!(st.read_f32(&src, "b", &[1]), Err(Error::MissingTensor { .. })));
         }
     }
 
@@ -347,10 +275,10 @@ mod tests {
         let ok = r#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
         assert!(SafetensorsFile::read(&file(ok, &[0; 8])).is_ok());
         // Data past the end.
-        assert!(matches!(SafetensorsFile::read(&file(ok, &[0; 4])), Err(SafetensorsError::BadTensor { .. })));
+        assert!(matches!(SafetensorsFile::read(&file(ok, &[0; 4])), Err(Error::BadTensor { .. })));
         // Offsets that disagree with the shape.
         let wrong = r#"{"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
-        assert!(matches!(SafetensorsFile::read(&file(wrong, &[0; 12])), Err(SafetensorsError::BadTensor { .. })));
+        assert!(matches!(SafetensorsFile::read(&file(wrong, &[0; 12])), Err(Error::BadTensor { .. })));
         // An integer tensor is indexed (BERT files carry one beside the weights), but
         // reading it as floats is an error that names it; an unknown dtype is one at once.
         let int = r#"{"t":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}"#;
@@ -359,14 +287,14 @@ mod tests {
         let err = f.read_f32(&src, "t", &[1]).unwrap_err();
         assert!(err.to_string().contains("I64") && err.to_string().contains("'t'"), "{err}");
         let odd = r#"{"t":{"dtype":"Q9","shape":[1],"data_offsets":[0,8]}}"#;
-        assert!(matches!(SafetensorsFile::read(&file(odd, &[0; 8])), Err(SafetensorsError::UnsupportedDtype { .. })));
+        assert!(matches!(SafetensorsFile::read(&file(odd, &[0; 8])), Err(Error::UnsupportedDtype { .. })));
         // Not JSON; a header longer than the file; absurd shapes.
-        assert!(matches!(SafetensorsFile::read(&file("{nope", &[])), Err(SafetensorsError::Header { .. })));
+        assert!(matches!(SafetensorsFile::read(&file("{nope", &[])), Err(Error::SafetensorsHeader { .. })));
         let mut huge = u64::MAX.to_le_bytes().to_vec();
         huge.extend_from_slice(b"{}");
-        assert!(matches!(SafetensorsFile::read(&MemorySource::new(huge)), Err(SafetensorsError::HeaderSize { .. })));
+        assert!(matches!(SafetensorsFile::read(&MemorySource::new(huge)), Err(Error::HeaderSize { .. })));
         let overflow = r#"{"t":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}}"#;
-        assert!(matches!(SafetensorsFile::read(&file(overflow, &[0; 8])), Err(SafetensorsError::BadTensor { .. })));
+        assert!(matches!(SafetensorsFile::read(&file(overflow, &[0; 8])), Err(Error::BadTensor { .. })));
         assert!(SafetensorsFile::read(&MemorySource::new(vec![1, 2])).is_err());
     }
 }

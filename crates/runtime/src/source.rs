@@ -15,50 +15,9 @@
 // the mapping is only sound while no one truncates or rewrites the file.
 #![allow(unsafe_code)]
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Why bytes could not be read.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SourceError {
-    /// The underlying file or stream failed.
-    Io {
-        /// What was being read.
-        what: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The read asked for bytes past the end of the source.
-    OutOfRange {
-        /// Offset asked for.
-        offset: u64,
-        /// Bytes asked for.
-        len: u64,
-        /// The source's length.
-        source_len: u64,
-    },
-}
-
-impl fmt::Display for SourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceError::Io { what, source } => write!(f, "cannot read {what}: {source}"),
-            SourceError::OutOfRange { offset, len, source_len } => {
-                write!(f, "read of {len} bytes at offset {offset} runs past the end ({source_len} bytes)")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SourceError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SourceError::Io { source, .. } => Some(source),
-            SourceError::OutOfRange { .. } => None,
-        }
-    }
-}
+use crate::Error;
 
 /// Random-access bytes of known length.
 pub trait ByteSource {
@@ -69,13 +28,13 @@ pub trait ByteSource {
         self.len() == 0
     }
     /// Fill `buf` with the bytes at `offset..offset + buf.len()`.
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError>;
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error>;
 }
 
-fn check_range(offset: u64, len: usize, source_len: u64) -> Result<(), SourceError> {
+fn check_range(offset: u64, len: usize, source_len: u64) -> Result<(), Error> {
     match offset.checked_add(len as u64) {
         Some(end) if end <= source_len => Ok(()),
-        _ => Err(SourceError::OutOfRange { offset, len: len as u64, source_len }),
+        _ => Err(Error::OutOfRange { offset, len: len as u64, source_len }),
     }
 }
 
@@ -96,7 +55,7 @@ impl ByteSource for MemorySource {
         self.bytes.len() as u64
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         check_range(offset, buf.len(), self.len())?;
         let start = offset as usize;
         buf.copy_from_slice(&self.bytes[start..start + buf.len()]);
@@ -113,8 +72,8 @@ pub struct FileSource {
 
 impl FileSource {
     /// Open a file.
-    pub fn open(path: &Path) -> Result<Self, SourceError> {
-        let io = |source| SourceError::Io { what: path.display().to_string(), source };
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let io = |source| Error::Io { what: path.display().to_string(), source };
         let file = std::fs::File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         Ok(FileSource { file, len, path: path.to_path_buf() })
@@ -126,9 +85,9 @@ impl ByteSource for FileSource {
         self.len
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         check_range(offset, buf.len(), self.len)?;
-        read_exact_at(&self.file, offset, buf).map_err(|source| SourceError::Io { what: self.path.display().to_string(), source })
+        read_exact_at(&self.file, offset, buf).map_err(|source| Error::Io { what: self.path.display().to_string(), source })
     }
 }
 
@@ -156,8 +115,8 @@ pub struct MmapSource {
 #[cfg(not(target_arch = "wasm32"))]
 impl MmapSource {
     /// Map a file.
-    pub fn open(path: &Path) -> Result<Self, SourceError> {
-        let io = |source| SourceError::Io { what: path.display().to_string(), source };
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let io = |source| Error::Io { what: path.display().to_string(), source };
         let file = std::fs::File::open(path).map_err(io)?;
         // SAFETY: `Mmap::map` is unsafe because the file could change under the map while
         // the `&[u8]` it hands out is alive. The map is read-only (we never write through
@@ -174,7 +133,7 @@ impl ByteSource for MmapSource {
         self.map.len() as u64
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         check_range(offset, buf.len(), self.len())?;
         let start = offset as usize;
         buf.copy_from_slice(&self.map[start..start + buf.len()]);
@@ -183,7 +142,7 @@ impl ByteSource for MmapSource {
 }
 
 /// A reader function: fill the buffer with the bytes at the offset.
-pub type ReadFn = Box<dyn Fn(u64, &mut [u8]) -> Result<(), SourceError>>;
+pub type ReadFn = Box<dyn Fn(u64, &mut [u8]) -> Result<(), Error>>;
 
 /// Bytes from a reader function (ranges fetched on demand), with a cache of the last few
 /// chunks: reads smaller than a chunk are served from whole chunks, larger reads (tensors)
@@ -211,13 +170,13 @@ impl RangeSource {
         self.fetches.get()
     }
 
-    fn fetch(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn fetch(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         self.fetches.set(self.fetches.get() + 1);
         (self.read)(offset, buf)
     }
 
     /// Copy what chunk `index` holds of `offset..offset + buf.len()` into `buf`.
-    fn copy_from_chunk(&self, index: u64, offset: u64, buf: &mut [u8]) -> Result<usize, SourceError> {
+    fn copy_from_chunk(&self, index: u64, offset: u64, buf: &mut [u8]) -> Result<usize, Error> {
         let start = index * self.chunk;
         let mut cache = self.cache.borrow_mut();
         let pos = match cache.iter().position(|(i, _)| *i == index) {
@@ -246,7 +205,7 @@ impl ByteSource for RangeSource {
         self.len
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), SourceError> {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
         check_range(offset, buf.len(), self.len)?;
         if buf.len() as u64 >= self.chunk {
             return self.fetch(offset, buf);
@@ -293,7 +252,7 @@ mod tests {
                 src.read_at(offset as u64, &mut buf).unwrap();
                 assert_eq!(buf, bytes[offset..offset + len]);
             }
-            assert!(matches!(src.read_at(99_995, &mut [0u8; 10]), Err(SourceError::OutOfRange { .. })));
+            assert!(matches!(src.read_at(99_995, &mut [0u8; 10]), Err(Error::OutOfRange { .. })));
         }
         let _ = std::fs::remove_file(&path);
     }

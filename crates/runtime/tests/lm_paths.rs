@@ -218,7 +218,7 @@ fn scoring_after_a_prefill_equals_scoring_the_whole_prompt() {
 
 #[test]
 fn a_reader_interrupted_between_steps_stops_within_one_step() {
-    use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
+    use docmem_core::reader::{Generated, ReaderModel, SampleSpec};
     use docmem_runtime::lm::LmReader;
     use std::cell::Cell;
     let lm = smollm2();
@@ -235,7 +235,7 @@ fn a_reader_interrupted_between_steps_stops_within_one_step() {
         ended += 1;
         true
     }));
-    assert_eq!(r.unwrap_err(), ModelError::Cancelled);
+    assert_eq!(r.unwrap_err(), docmem_core::Error::Cancelled);
     assert_eq!(steps.get(), 6, "asked before each step, stopped at the first true");
     assert_eq!(ended, 0, "no path ran to its end");
     // Without the interrupt the same call runs to the end.

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::ops::ControlFlow;
 
 use common::model;
-use docmem_core::reader::{extract_memory, ExtractSettings, MemoryDraft, ModelError};
+use docmem_core::reader::{extract_memory, ExtractSettings, MemoryDraft};
 use docmem_core::Document;
 use docmem_runtime::block_on;
 use docmem_runtime::chat::ChatMessage;
@@ -196,7 +196,7 @@ fn a_memory_whose_windows_keep_giving_way_is_the_one_written_without_stops() {
     while !draft.is_complete() {
         match block_on(draft.read_next(&doc, &mut reader, None, &settings, &mut |_| true)) {
             Ok(()) => {}
-            Err(ModelError::Cancelled) => gave_way += 1,
+            Err(docmem_core::Error::Cancelled) => gave_way += 1,
             Err(e) => panic!("{e}"),
         }
         assert!(gave_way < 1000, "the draft makes no progress");

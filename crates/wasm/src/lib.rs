@@ -247,12 +247,12 @@ fn load_options() -> docmem_runtime::lm::LoadOptions {
 /// reader (Node's `fs.readSync`; in a browser worker `FileReaderSync` over `File.slice`),
 /// in reads of 1 MiB.
 fn js_range_source(length: f64, read: js_sys::Function) -> Result<docmem_runtime::source::RangeSource, JsValue> {
-    use docmem_runtime::source::{RangeSource, SourceError};
+    use docmem_runtime::source::RangeSource;
     if !(0.0..=9.0e15).contains(&length) {
         return Err(error_with(ErrorCode::BadArgument, format!("model length {length} is not a byte count")));
     }
-    let fail = |msg: String| SourceError::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
-    let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), SourceError> {
+    let fail = |msg: String| docmem_runtime::Error::Io { what: "the model reader".into(), source: std::io::Error::other(msg) };
+    let reader = move |offset: u64, buf: &mut [u8]| -> Result<(), docmem_runtime::Error> {
         let got = read
             .call2(&JsValue::NULL, &JsValue::from_f64(offset as f64), &JsValue::from_f64(buf.len() as f64))
             .map_err(|e| fail(format!("read({offset}, {}) threw {e:?}", buf.len())))?;

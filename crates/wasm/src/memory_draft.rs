@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use docmem_core::reader::{ExtractSettings, MemoryDraft, ModelError};
+use docmem_core::reader::{ExtractSettings, MemoryDraft};
 use docmem_core::{Document, ErrorCode};
 use docmem_runtime::lm::WorkDone;
 use wasm_bindgen::prelude::*;
@@ -46,10 +46,10 @@ pub(crate) fn interrupt_fn(interrupt: Option<js_sys::Function>) -> impl Fn() -> 
 
 /// A step's outcome for JavaScript: `true` when every window is read, `false` when more
 /// remain; an interrupt or a cancel is an `ABORTED` error (the draft keeps what it had).
-fn step_result(result: Result<(), ModelError>, state: &DraftState) -> Result<bool, JsValue> {
+fn step_result(result: Result<(), docmem_core::Error>, state: &DraftState) -> Result<bool, JsValue> {
     match result {
         Ok(()) => Ok(state.draft.is_complete()),
-        Err(ModelError::Cancelled) => {
+        Err(docmem_core::Error::Cancelled) => {
             Err(error_with(ErrorCode::Aborted, "the memory's window was stopped; the next step goes on where it stopped"))
         }
         Err(e) => Err(coded(e)),

@@ -17,7 +17,8 @@ use std::rc::Rc;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::ErrorCode;
-use docmem_runtime::remote::{HttpReply, RemoteError, RemoteModel, Transport};
+use docmem_runtime::remote::{HttpReply, RemoteModel, Transport};
+use docmem_runtime::Error;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -29,29 +30,29 @@ pub(crate) struct JsTransport {
     object: JsValue,
 }
 
-fn method(object: &JsValue, name: &str) -> Result<js_sys::Function, RemoteError> {
+fn method(object: &JsValue, name: &str) -> Result<js_sys::Function, Error> {
     js_sys::Reflect::get(object, &JsValue::from_str(name))
         .ok()
         .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-        .ok_or_else(|| RemoteError::Transport { message: format!("the transport has no {name}() method") })
+        .ok_or_else(|| Error::RemoteTransport { message: format!("the transport has no {name}() method") })
 }
 
-fn thrown(e: JsValue) -> RemoteError {
+fn thrown(e: JsValue) -> Error {
     let message = js_sys::Reflect::get(&e, &JsValue::from_str("message"))
         .ok()
         .and_then(|m| m.as_string())
         .or_else(|| e.as_string())
         .unwrap_or_else(|| "the transport failed".into());
-    RemoteError::Transport { message }
+    Error::RemoteTransport { message }
 }
 
 /// `{status, body}` from JavaScript.
-fn http_reply(value: &JsValue) -> Result<HttpReply, RemoteError> {
+fn http_reply(value: &JsValue) -> Result<HttpReply, Error> {
     let get = |k: &str| js_sys::Reflect::get(value, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
     let status = get("status")
         .as_f64()
         .filter(|s| (100.0..600.0).contains(s))
-        .ok_or_else(|| RemoteError::Transport { message: "the transport's reply has no HTTP status".into() })?;
+        .ok_or_else(|| Error::RemoteTransport { message: "the transport's reply has no HTTP status".into() })?;
     Ok(HttpReply { status: status as u16, body: get("body").as_string().unwrap_or_default() })
 }
 
@@ -63,7 +64,7 @@ impl JsTransport {
         Ok(JsTransport { object })
     }
 
-    async fn call(&self, name: &str, args: &[JsValue]) -> Result<JsValue, RemoteError> {
+    async fn call(&self, name: &str, args: &[JsValue]) -> Result<JsValue, Error> {
         let f = method(&self.object, name)?;
         let array: js_sys::Array = args.iter().collect();
         let promise = f.apply(&self.object, &array).map_err(thrown)?;
@@ -72,7 +73,7 @@ impl JsTransport {
 }
 
 impl Transport for JsTransport {
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         boxed(async move { http_reply(&self.call("post", &[path.into(), body.into()]).await?) })
     }
 
@@ -81,7 +82,7 @@ impl Transport for JsTransport {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    ) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         boxed(async move {
             // Pulled, not pushed: Rust asks for each piece, so no Rust closure has to
             // outlive this call inside JavaScript.
@@ -100,7 +101,7 @@ impl Transport for JsTransport {
                 let Ok(bytes) = piece.dyn_into::<js_sys::Uint8Array>() else {
                     // Close the request before giving up on it.
                     let _ = method(&stream, "cancel").map(|cancel| cancel.call0(&stream));
-                    return Err(RemoteError::Transport { message: "the transport's stream gave something other than a Uint8Array".into() });
+                    return Err(Error::RemoteTransport { message: "the transport's stream gave something other than a Uint8Array".into() });
                 };
                 if on_bytes(&bytes.to_vec()).is_break() {
                     // Aborting the fetch closes the connection: the host stops generating.
@@ -113,7 +114,7 @@ impl Transport for JsTransport {
         })
     }
 
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, Error> {
         let f = method(&self.object, "postSync")?;
         http_reply(&f.call2(&self.object, &path.into(), &body.into()).map_err(thrown)?)
     }

@@ -13,6 +13,7 @@ use core::str::FromStr;
 
 use crate::span::Span;
 use crate::text::is_cjk;
+use crate::Error;
 
 pub mod fixed;
 pub mod recursive;
@@ -62,23 +63,10 @@ impl fmt::Display for ChunkerKind {
     }
 }
 
-/// A chunker name that is not one of ours.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownChunker(pub alloc::string::String);
-
-impl fmt::Display for UnknownChunker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown chunker '{}' (expected fixed, sentence, recursive or semantic)", self.0)
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for UnknownChunker {}
-
 impl FromStr for ChunkerKind {
-    type Err = UnknownChunker;
+    type Err = Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ChunkerKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s)).ok_or_else(|| UnknownChunker(s.into()))
+        ChunkerKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s)).ok_or_else(|| Error::UnknownChunker { name: s.into() })
     }
 }
 
@@ -104,53 +92,6 @@ pub fn passage_sizes(kind: ChunkerKind, size: Option<usize>, overlap: Option<usi
     }
 }
 
-/// Why a chunker could not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ChunkError {
-    /// The size was zero.
-    ZeroSize,
-    /// The overlap was not smaller than the size.
-    OverlapTooLarge {
-        /// The overlap asked for.
-        overlap: usize,
-        /// The size asked for.
-        size: usize,
-    },
-    /// The semantic chunker needs an embedder and none was given.
-    NeedsEmbedder,
-    /// The semantic chunker's embedder failed.
-    Embed(crate::embed::EmbedError),
-}
-
-impl From<crate::embed::EmbedError> for ChunkError {
-    fn from(e: crate::embed::EmbedError) -> Self {
-        ChunkError::Embed(e)
-    }
-}
-
-impl fmt::Display for ChunkError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ChunkError::ZeroSize => write!(f, "chunk size must be at least 1"),
-            ChunkError::OverlapTooLarge { overlap, size } => write!(f, "overlap ({overlap}) must be smaller than the chunk size ({size})"),
-            ChunkError::NeedsEmbedder => write!(f, "the semantic chunker needs an embedder"),
-            ChunkError::Embed(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for ChunkError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ChunkError::Embed(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
 /// Run the chunker `kind` over `text` with `options`; the semantic chunker uses `embedder`.
 ///
 /// A paged text (a PDF's, pages separated by [`crate::document::PAGE_BREAK`]) is chunked a
@@ -160,7 +101,7 @@ pub fn chunk_with(
     text: &str,
     options: ChunkOptions,
     mut embedder: Option<&mut dyn crate::embed::Embedder>,
-) -> Result<Vec<Span>, ChunkError> {
+) -> Result<Vec<Span>, Error> {
     if !text.contains(crate::document::PAGE_BREAK) {
         return chunk_page(kind, text, options, embedder);
     }
@@ -182,11 +123,11 @@ fn chunk_page<'e>(
     text: &str,
     options: ChunkOptions,
     embedder: Option<&mut (dyn crate::embed::Embedder + 'e)>,
-) -> Result<Vec<Span>, ChunkError> {
+) -> Result<Vec<Span>, Error> {
     if options.size == Some(0) {
-        return Err(ChunkError::ZeroSize);
+        return Err(Error::ZeroSize);
     }
-    let check = |size: usize, overlap: usize| if overlap >= size { Err(ChunkError::OverlapTooLarge { overlap, size }) } else { Ok(()) };
+    let check = |size: usize, overlap: usize| if overlap >= size { Err(Error::OverlapTooLarge { overlap, size }) } else { Ok(()) };
     match kind {
         ChunkerKind::Fixed => Ok(fixed_chunks(text, options.size.unwrap_or(1000))),
         ChunkerKind::Sentence => {
@@ -210,8 +151,8 @@ fn chunk_page<'e>(
             Ok(recursive_chunks(text, &p))
         }
         ChunkerKind::Semantic => {
-            let e = embedder.ok_or(ChunkError::NeedsEmbedder)?;
-            semantic_chunks(text, e, &SemanticParams::default()).map_err(ChunkError::Embed)
+            let e = embedder.ok_or(Error::NeedsEmbedder)?;
+            semantic_chunks(text, e, &SemanticParams::default())
         }
     }
 }
@@ -319,18 +260,18 @@ mod tests {
             let gutenberg = spans.iter().find(|s| s.slice(text).unwrap().contains("Gutenberg")).unwrap();
             assert_eq!(crate::document::page_at(text, gutenberg.start), Some(2));
         }
-        assert_eq!(chunk_with(ChunkerKind::Sentence, text, ChunkOptions { size: Some(0), overlap: None }, None), Err(ChunkError::ZeroSize));
+        assert_eq!(chunk_with(ChunkerKind::Sentence, text, ChunkOptions { size: Some(0), overlap: None }, None), Err(Error::ZeroSize));
     }
 
     #[test]
     fn dispatch_checks_options() {
         let t = "One. Two. Three.";
-        assert_eq!(chunk_with(ChunkerKind::Fixed, t, ChunkOptions { size: Some(0), overlap: None }, None), Err(ChunkError::ZeroSize));
+        assert_eq!(chunk_with(ChunkerKind::Fixed, t, ChunkOptions { size: Some(0), overlap: None }, None), Err(Error::ZeroSize));
         assert_eq!(
             chunk_with(ChunkerKind::Sentence, t, ChunkOptions { size: Some(5), overlap: Some(5) }, None),
-            Err(ChunkError::OverlapTooLarge { overlap: 5, size: 5 })
+            Err(Error::OverlapTooLarge { overlap: 5, size: 5 })
         );
-        assert_eq!(chunk_with(ChunkerKind::Semantic, t, ChunkOptions::default(), None), Err(ChunkError::NeedsEmbedder));
+        assert_eq!(chunk_with(ChunkerKind::Semantic, t, ChunkOptions::default(), None), Err(Error::NeedsEmbedder));
         assert_eq!(chunk_with(ChunkerKind::Recursive, t, ChunkOptions::default(), None).unwrap(), [Span::new(0, t.len())]);
     }
 

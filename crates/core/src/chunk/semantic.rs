@@ -10,9 +10,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::sentence_split::split_sentences;
-use crate::embed::{EmbedError, EmbedRole, Embedder};
+use crate::embed::{EmbedRole, Embedder};
 use crate::span::Span;
 use crate::vector::dot;
+use crate::Error;
 
 /// Settings, with LangChain's defaults.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,7 +44,7 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
 }
 
 /// Semantic chunks of `text`, embedding with `embedder` (as passages).
-pub fn semantic_chunks(text: &str, embedder: &mut dyn Embedder, params: &SemanticParams) -> Result<Vec<Span>, EmbedError> {
+pub fn semantic_chunks(text: &str, embedder: &mut dyn Embedder, params: &SemanticParams) -> Result<Vec<Span>, Error> {
     let sentences: Vec<Span> = split_sentences(text).into_iter().filter(|s| !s.trim(text).is_empty()).collect();
     if sentences.len() <= 1 {
         return Ok(sentences.into_iter().map(|s| s.trim(text)).filter(|s| !s.is_empty()).collect());
@@ -59,7 +60,7 @@ pub fn semantic_chunks(text: &str, embedder: &mut dyn Embedder, params: &Semanti
     let refs: Vec<&str> = windows.iter().map(String::as_str).collect();
     let vectors = embedder.embed(&refs, EmbedRole::Passage)?;
     if vectors.len() != refs.len() {
-        return Err(EmbedError::WrongCount { expected: refs.len(), got: vectors.len() });
+        return Err(Error::EmbedderWrongCount { expected: refs.len(), got: vectors.len() });
     }
     let distances: Vec<f64> = vectors.windows(2).map(|w| 1.0 - f64::from(dot(&w[0], &w[1]))).collect();
     let threshold = percentile(&distances, params.percentile);

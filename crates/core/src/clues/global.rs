@@ -12,8 +12,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::memory::DocumentMemory;
-use crate::reader::ModelError;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// One document's part of the global memory.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +132,7 @@ fn gist_request(max_words: usize, chinese: bool) -> String {
 }
 
 /// Lines of `text` taken whole while their tokens fit `budget`.
-pub fn fit_to_tokens(model: &mut dyn TextModel, text: &str, budget: usize) -> Result<String, ModelError> {
+pub fn fit_to_tokens(model: &mut dyn TextModel, text: &str, budget: usize) -> Result<String, Error> {
     let mut out = String::new();
     let mut used = 0;
     for line in text.lines() {
@@ -154,7 +154,7 @@ pub async fn build_global_memory(
     docs: &[DocumentNotes<'_>],
     settings: &GlobalMemorySettings,
     chinese: bool,
-) -> Result<GlobalMemory, ModelError> {
+) -> Result<GlobalMemory, Error> {
     let budget = if settings.max_tokens == 0 { model.context_tokens() / 2 } else { settings.max_tokens }.max(16);
     let notes = document_notes(docs, settings.max_core_chars);
     if model.count_tokens(&notes)? <= budget {

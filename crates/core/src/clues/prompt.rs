@@ -14,8 +14,8 @@ use alloc::vec::Vec;
 use super::filter::{filter_clues, ClueFilter};
 use super::global::GlobalMemory;
 use super::{Clue, ClueKind};
-use crate::reader::ModelError;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// Most tokens of a clue reply.
 pub const CLUE_MAX_TOKENS: usize = 160;
@@ -97,7 +97,7 @@ pub async fn write_clues(
     question: &str,
     chinese: bool,
     filter: &ClueFilter,
-) -> Result<Vec<Clue>, ModelError> {
+) -> Result<Vec<Clue>, Error> {
     let context = clue_context(global, chinese);
     let request = clue_request(question, chinese);
     let reply = model.complete(&context, &request, CLUE_MAX_TOKENS).await?;

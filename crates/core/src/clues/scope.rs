@@ -7,8 +7,8 @@
 //! usual phrasings in English and Chinese; a question it misses is treated as local,
 //! which costs clue-guided retrieval, never a wrong refusal).
 
-use crate::reader::ModelError;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// The two kinds of question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,7 +89,7 @@ fn read_reply(reply: &str) -> Option<Scope> {
 
 /// Classify `question` with `model` if given, else (or when its reply names no class)
 /// with the keyword test.
-pub async fn classify_scope(model: Option<&mut (dyn TextModel + '_)>, question: &str) -> Result<(Scope, ScopeSource), ModelError> {
+pub async fn classify_scope(model: Option<&mut (dyn TextModel + '_)>, question: &str) -> Result<(Scope, ScopeSource), Error> {
     if let Some(model) = model {
         let reply = model.complete("", &request(question), 4).await?;
         if let Some(scope) = read_reply(&reply) {

@@ -27,7 +27,8 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::str::FromStr;
 
-use crate::retrieve::{MemoryIndex, RetrieveError, RetrievedChunk, SearchParams, SearchScratch};
+use crate::retrieve::{MemoryIndex, RetrievedChunk, SearchParams, SearchScratch};
+use crate::Error;
 
 /// The equal context budgets of the evaluation, in characters.
 pub const BUDGETS: [usize; 3] = [500, 1000, 2000];
@@ -211,7 +212,7 @@ pub fn search_to_fill(
     chars: usize,
     chunk_chars: &dyn Fn(&RetrievedChunk) -> usize,
     scratch: &mut SearchScratch,
-) -> Result<Vec<RetrievedChunk>, RetrieveError> {
+) -> Result<Vec<RetrievedChunk>, Error> {
     let mut p = params.clone();
     p.k = p.k.max(1);
     loop {
@@ -245,7 +246,7 @@ pub fn score_questions(
     budgets: &[usize],
     ks: &[usize],
     params: &SearchParams,
-) -> Result<RetrievalScores, RetrieveError> {
+) -> Result<RetrievalScores, Error> {
     let mut scores = RetrievalScores::new(budgets, ks);
     let p = SearchParams { k: ks.iter().copied().max().unwrap_or(1), ..params.clone() };
     let need = budgets.iter().copied().max().unwrap_or(0);

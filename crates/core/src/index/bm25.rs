@@ -10,9 +10,10 @@ use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
-use super::codec::{DecodeError, Reader, Writer};
-use super::{Hit, IndexError, TopK};
+use super::codec::{Reader, Writer};
+use super::{Hit, TopK};
 use crate::text::lexical_terms;
+use crate::Error;
 
 /// BM25 parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,9 +78,9 @@ impl Bm25Index {
     }
 
     /// Index `text` under a new id.
-    pub fn add(&mut self, id: u32, text: &str) -> Result<(), IndexError> {
+    pub fn add(&mut self, id: u32, text: &str) -> Result<(), Error> {
         if self.slot_of.contains_key(&id) {
-            return Err(IndexError::DuplicateId { id });
+            return Err(Error::DuplicateId { id });
         }
         let terms = lexical_terms(text);
         let mut counts: HashMap<u32, u32> = HashMap::new();
@@ -217,11 +218,11 @@ impl Bm25Index {
     }
 
     /// Deserialize, checking term references and ids.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let params = Bm25Params { k1: r.f32()?, b: r.f32()? };
         if !params.k1.is_finite() || !params.b.is_finite() {
-            return Err(DecodeError::Invalid { what: "BM25 parameters" });
+            return Err(Error::InvalidField { what: "BM25 parameters" });
         }
         let n_terms = r.count(8)?;
         let mut names = Vec::with_capacity(n_terms);
@@ -239,11 +240,11 @@ impl Bm25Index {
             for _ in 0..n {
                 let t = r.u32()? as usize;
                 let f = r.u32()?;
-                let name = names.get(t).ok_or(DecodeError::Invalid { what: "BM25 term reference" })?;
+                let name = names.get(t).ok_or(Error::InvalidField { what: "BM25 term reference" })?;
                 terms.push((name.clone(), f));
             }
             if !seen.insert(id) {
-                return Err(DecodeError::Invalid { what: "BM25 duplicate id" });
+                return Err(Error::InvalidField { what: "BM25 duplicate id" });
             }
             docs.push((id, len, terms));
         }
@@ -268,7 +269,7 @@ mod tests {
         // idf(cat) = ln(1 + (3 - 2 + 0.5) / 2.5) = ln 1.6; score = idf * 2.2 / (1 + 1.2) = ln 1.6.
         assert!((hits[1].score - libm::logf(1.6)).abs() < 1e-6);
         assert!(idx.search("unknown words", 10).is_empty());
-        assert_eq!(idx.add(1, "x"), Err(IndexError::DuplicateId { id: 1 }));
+        assert_eq!(idx.add(1, "x"), Err(Error::DuplicateId { id: 1 }));
     }
 
     #[test]

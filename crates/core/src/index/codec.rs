@@ -8,9 +8,9 @@
 //! every length inside a payload is checked against the bytes that remain before anything is
 //! allocated, so a hostile length cannot ask for gigabytes.
 
-use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
+
+use crate::Error;
 
 /// The largest vector dimension an index file may declare (embedding models use up to a
 /// few thousand).
@@ -18,56 +18,6 @@ pub const MAX_DIM: usize = 1 << 16;
 
 const MAGIC: &[u8; 4] = b"DMIX";
 const HEADER: usize = 4 + 4 + 2 + 8;
-
-/// Why a serialized index could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// The bytes end before the structure does.
-    Truncated,
-    /// Not a docmem index file.
-    BadMagic,
-    /// A docmem index of another kind (e.g. a BM25 file read as vectors).
-    WrongKind {
-        /// The kind expected.
-        expected: [u8; 4],
-        /// The kind found.
-        found: [u8; 4],
-    },
-    /// Written by a newer format version.
-    UnsupportedVersion {
-        /// The version found.
-        found: u16,
-    },
-    /// The checksum does not match: the bytes were corrupted.
-    ChecksumMismatch,
-    /// A field holds a value that cannot be right.
-    Invalid {
-        /// Which field.
-        what: &'static str,
-    },
-    /// Bytes were left over after the structure ended.
-    TrailingBytes,
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Truncated => write!(f, "the data is truncated"),
-            DecodeError::BadMagic => write!(f, "not a docmem index (bad magic bytes)"),
-            DecodeError::WrongKind { expected, found } => {
-                write!(f, "expected a {} index, found {}", String::from_utf8_lossy(expected), String::from_utf8_lossy(found))
-            }
-            DecodeError::UnsupportedVersion { found } => write!(f, "index format version {found} is newer than this build reads"),
-            DecodeError::ChecksumMismatch => write!(f, "checksum mismatch: the data is corrupted"),
-            DecodeError::Invalid { what } => write!(f, "invalid {what}"),
-            DecodeError::TrailingBytes => write!(f, "unexpected bytes after the end of the index"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for DecodeError {}
 
 const fn crc_table() -> [u32; 256] {
     let mut table = [0u32; 256];
@@ -174,20 +124,20 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// Open a container: check magic, kind, version (≤ `max_version`), length and checksum.
     /// Returns the version found and a reader over the payload.
-    pub fn open(bytes: &'a [u8], kind: [u8; 4], max_version: u16) -> Result<(u16, Reader<'a>), DecodeError> {
+    pub fn open(bytes: &'a [u8], kind: [u8; 4], max_version: u16) -> Result<(u16, Reader<'a>), Error> {
         if bytes.len() < 4 {
-            return Err(DecodeError::Truncated);
+            return Err(Error::Truncated);
         }
         if &bytes[..4] != MAGIC {
-            return Err(DecodeError::BadMagic);
+            return Err(Error::BadMagic);
         }
         if bytes.len() < HEADER + 4 {
-            return Err(DecodeError::Truncated);
+            return Err(Error::Truncated);
         }
         let mut found = [0u8; 4];
         found.copy_from_slice(&bytes[4..8]);
         if found != kind {
-            return Err(DecodeError::WrongKind { expected: kind, found });
+            return Err(Error::WrongIndexKind { expected: kind, found });
         }
         let version = u16::from_le_bytes([bytes[8], bytes[9]]);
         let mut len = [0u8; 8];
@@ -195,19 +145,19 @@ impl<'a> Reader<'a> {
         let len = u64::from_le_bytes(len);
         let available = (bytes.len() - HEADER - 4) as u64;
         if len > available {
-            return Err(DecodeError::Truncated);
+            return Err(Error::Truncated);
         }
         if len < available {
-            return Err(DecodeError::TrailingBytes);
+            return Err(Error::TrailingBytes);
         }
         let body_end = HEADER + len as usize;
         let mut crc = [0u8; 4];
         crc.copy_from_slice(&bytes[body_end..body_end + 4]);
         if crc32(&bytes[..body_end]) != u32::from_le_bytes(crc) {
-            return Err(DecodeError::ChecksumMismatch);
+            return Err(Error::ChecksumMismatch);
         }
         if version == 0 || version > max_version {
-            return Err(DecodeError::UnsupportedVersion { found: version });
+            return Err(Error::IndexVersion { found: version });
         }
         Ok((version, Reader { buf: &bytes[HEADER..body_end], pos: 0 }))
     }
@@ -217,90 +167,90 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
-        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        let end = self.pos.checked_add(n).ok_or(Error::Truncated)?;
+        let s = self.buf.get(self.pos..end).ok_or(Error::Truncated)?;
         self.pos = end;
         Ok(s)
     }
 
     /// A byte.
-    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub fn u8(&mut self) -> Result<u8, Error> {
         Ok(self.take(1)?[0])
     }
     /// A u32.
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub fn u32(&mut self) -> Result<u32, Error> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
     /// A vector dimension: a u32 in `1..=MAX_DIM`. Checked here, before anything sized by
     /// it is allocated (an empty index with a 4-billion dimension is otherwise consistent,
     /// and a query vector for it would take 16 GB).
-    pub fn dim(&mut self) -> Result<usize, DecodeError> {
+    pub fn dim(&mut self) -> Result<usize, Error> {
         let d = self.u32()? as usize;
         if d == 0 || d > MAX_DIM {
-            return Err(DecodeError::Invalid { what: "dimension" });
+            return Err(Error::InvalidField { what: "dimension" });
         }
         Ok(d)
     }
     /// A u64.
-    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub fn u64(&mut self) -> Result<u64, Error> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
     /// A u64 that must fit a usize.
-    pub fn usize(&mut self) -> Result<usize, DecodeError> {
-        usize::try_from(self.u64()?).map_err(|_| DecodeError::Invalid { what: "size" })
+    pub fn usize(&mut self) -> Result<usize, Error> {
+        usize::try_from(self.u64()?).map_err(|_| Error::InvalidField { what: "size" })
     }
     /// An f32.
-    pub fn f32(&mut self) -> Result<f32, DecodeError> {
+    pub fn f32(&mut self) -> Result<f32, Error> {
         Ok(f32::from_bits(self.u32()?))
     }
     /// A length prefix for `elem` bytes per element, checked against what remains.
-    fn len(&mut self, elem: usize) -> Result<usize, DecodeError> {
+    fn len(&mut self, elem: usize) -> Result<usize, Error> {
         let n = self.usize()?;
-        let bytes = n.checked_mul(elem).ok_or(DecodeError::Truncated)?;
+        let bytes = n.checked_mul(elem).ok_or(Error::Truncated)?;
         if bytes > self.buf.len() - self.pos {
-            return Err(DecodeError::Truncated);
+            return Err(Error::Truncated);
         }
         Ok(n)
     }
     /// A length-prefixed byte string.
-    pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+    pub fn bytes(&mut self) -> Result<&'a [u8], Error> {
         let n = self.len(1)?;
         self.take(n)
     }
     /// A length-prefixed UTF-8 string.
-    pub fn str(&mut self) -> Result<&'a str, DecodeError> {
-        core::str::from_utf8(self.bytes()?).map_err(|_| DecodeError::Invalid { what: "UTF-8 string" })
+    pub fn str(&mut self) -> Result<&'a str, Error> {
+        core::str::from_utf8(self.bytes()?).map_err(|_| Error::InvalidField { what: "UTF-8 string" })
     }
     /// A length-prefixed run of u32.
-    pub fn u32s(&mut self) -> Result<Vec<u32>, DecodeError> {
+    pub fn u32s(&mut self) -> Result<Vec<u32>, Error> {
         let n = self.len(4)?;
         (0..n).map(|_| self.u32()).collect()
     }
     /// A length-prefixed run of f32.
-    pub fn f32s(&mut self) -> Result<Vec<f32>, DecodeError> {
+    pub fn f32s(&mut self) -> Result<Vec<f32>, Error> {
         let n = self.len(4)?;
         (0..n).map(|_| self.f32()).collect()
     }
     /// A length-prefixed run of i8.
-    pub fn i8s(&mut self) -> Result<Vec<i8>, DecodeError> {
+    pub fn i8s(&mut self) -> Result<Vec<i8>, Error> {
         let n = self.len(1)?;
         Ok(self.take(n)?.iter().map(|&b| b as i8).collect())
     }
     /// A count of items each at least `min_bytes` long, checked against what remains.
-    pub fn count(&mut self, min_bytes: usize) -> Result<usize, DecodeError> {
+    pub fn count(&mut self, min_bytes: usize) -> Result<usize, Error> {
         self.len(min_bytes.max(1))
     }
     /// Fail unless every byte was read.
-    pub fn finish(&self) -> Result<(), DecodeError> {
+    pub fn finish(&self) -> Result<(), Error> {
         if self.pos == self.buf.len() {
             Ok(())
         } else {
-            Err(DecodeError::TrailingBytes)
+            Err(Error::TrailingBytes)
         }
     }
 }
@@ -326,12 +276,12 @@ mod tests {
         assert_eq!(r.str().unwrap(), "hi");
         assert_eq!(r.f32s().unwrap(), [1.0, 2.0]);
         r.finish().unwrap();
-        assert_eq!(Reader::open(&bytes, *b"FLAT", 1).err(), Some(DecodeError::WrongKind { expected: *b"FLAT", found: *b"TEST" }));
-        assert_eq!(Reader::open(&bytes[..bytes.len() - 1], *b"TEST", 1).err(), Some(DecodeError::Truncated));
+        assert_eq!(Reader::open(&bytes, *b"FLAT", 1).err(), Some(Error::WrongIndexKind { expected: *b"FLAT", found: *b"TEST" }));
+        assert_eq!(Reader::open(&bytes[..bytes.len() - 1], *b"TEST", 1).err(), Some(Error::Truncated));
         let mut bad = bytes.clone();
         bad[20] ^= 1;
-        assert_eq!(Reader::open(&bad, *b"TEST", 1).err(), Some(DecodeError::ChecksumMismatch));
-        assert_eq!(Reader::open(b"nope", *b"TEST", 1).err(), Some(DecodeError::BadMagic));
+        assert_eq!(Reader::open(&bad, *b"TEST", 1).err(), Some(Error::ChecksumMismatch));
+        assert_eq!(Reader::open(b"nope", *b"TEST", 1).err(), Some(Error::BadMagic));
     }
 
     /// A 30-byte index file declaring a 4-billion dimension once made the fuzz harness's
@@ -348,13 +298,13 @@ mod tests {
             w.finish(*b"FLAT", 1)
         };
         for dim in [0, u32::MAX, MAX_DIM as u32 + 1] {
-            assert_eq!(FlatIndex::from_bytes(&flat(dim)).err(), Some(DecodeError::Invalid { what: "dimension" }), "dim {dim}");
+            assert_eq!(FlatIndex::from_bytes(&flat(dim)).err(), Some(Error::InvalidField { what: "dimension" }), "dim {dim}");
         }
         assert!(FlatIndex::from_bytes(&flat(384)).is_ok());
         let mut w = Writer::new();
         w.u32(u32::MAX);
         let seg = w.finish(*b"SEGX", 1);
-        assert_eq!(SegmentedIndex::from_bytes(&seg, SegmentParams::default()).err(), Some(DecodeError::Invalid { what: "dimension" }));
+        assert_eq!(SegmentedIndex::from_bytes(&seg, SegmentParams::default()).err(), Some(Error::InvalidField { what: "dimension" }));
     }
 
     #[test]
@@ -363,6 +313,6 @@ mod tests {
         w.u64(u64::MAX / 2);
         let bytes = w.finish(*b"TEST", 1);
         let (_, mut r) = Reader::open(&bytes, *b"TEST", 1).unwrap();
-        assert_eq!(r.f32s().err(), Some(DecodeError::Truncated));
+        assert_eq!(r.f32s().err(), Some(Error::Truncated));
     }
 }

@@ -2,9 +2,10 @@
 
 use alloc::vec::Vec;
 
-use super::codec::{DecodeError, Reader, Writer};
-use super::{prepare, Hit, IndexError, Metric, TopK, VectorIndex};
+use super::codec::{Reader, Writer};
+use super::{prepare, Hit, Metric, TopK, VectorIndex};
 use crate::vector::dot;
+use crate::Error;
 
 /// Exact (brute-force) nearest-neighbour search. Rows are stored contiguously, so a query
 /// is one linear pass that the compiler vectorizes.
@@ -30,7 +31,7 @@ impl FlatIndex {
     }
 
     /// Add a vector. The caller guarantees the id is new (the segmented index checks it).
-    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), IndexError> {
+    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), Error> {
         let v = prepare(self.dim, self.metric, id, v)?;
         self.ids.push(id);
         self.rows.extend_from_slice(&v);
@@ -76,7 +77,7 @@ impl FlatIndex {
     }
 
     /// Deserialize, checking every length.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
@@ -84,7 +85,7 @@ impl FlatIndex {
         let rows = r.f32s()?;
         r.finish()?;
         if dim == 0 || rows.len() != ids.len().saturating_mul(dim) {
-            return Err(DecodeError::Invalid { what: "flat index shape" });
+            return Err(Error::InvalidField { what: "flat index shape" });
         }
         Ok(FlatIndex { dim, metric, ids, rows })
     }
@@ -108,7 +109,7 @@ impl VectorIndex for FlatIndex {
         self.ids.len()
     }
 
-    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), Error> {
         let q = prepare(self.dim, self.metric, u32::MAX, query)?;
         let mut top = TopK::new(k.min(self.ids.len()));
         self.search_prepared(&q, &mut top);
@@ -129,8 +130,8 @@ mod tests {
         f.add(12, &[1.0, 1.0]).unwrap();
         let hits = f.search(&[1.0, 0.1], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.id).collect::<Vec<_>>(), [10, 12]);
-        assert_eq!(f.search(&[1.0], 2).err(), Some(IndexError::DimensionMismatch { expected: 2, got: 1 }));
-        assert_eq!(f.add(1, &[f32::NAN, 0.0]).err(), Some(IndexError::NonFinite { id: 1 }));
+        assert_eq!(f.search(&[1.0], 2).err(), Some(Error::DimensionMismatch { expected: 2, got: 1 }));
+        assert_eq!(f.add(1, &[f32::NAN, 0.0]).err(), Some(Error::NonFinite { id: 1 }));
         let back = FlatIndex::from_bytes(&f.to_bytes()).unwrap();
         assert_eq!(back, f);
         assert!(f.remove(10));

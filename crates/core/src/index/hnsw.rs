@@ -22,9 +22,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
-use super::codec::{DecodeError, Reader, Writer};
-use super::{prepare, Hit, IndexError, Metric, TopK, VectorIndex};
+use super::codec::{Reader, Writer};
+use super::{prepare, Hit, Metric, TopK, VectorIndex};
 use crate::vector::dot;
+use crate::Error;
 
 /// HNSW settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -353,7 +354,7 @@ impl HnswSegment {
     }
 
     /// Search with an explicit `ef` (recall/latency trade-off), allocating scratch as needed.
-    pub fn search_ef(&self, query: &[f32], k: usize, ef: usize) -> Result<Vec<Hit>, IndexError> {
+    pub fn search_ef(&self, query: &[f32], k: usize, ef: usize) -> Result<Vec<Hit>, Error> {
         let q = prepare(self.dim, self.metric, u32::MAX, query)?;
         let mut out = Vec::new();
         self.with_scratch(|s| self.search_with(&q, k, ef, s, &mut out));
@@ -409,9 +410,9 @@ impl HnswSegment {
     }
 
     /// Deserialize, checking every link.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
-        let bad = |what| DecodeError::Invalid { what };
+        let bad = |what| Error::InvalidField { what };
         let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
         let m = r.usize()?;
@@ -478,7 +479,7 @@ impl VectorIndex for HnswSegment {
         self.ids.len()
     }
 
-    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), Error> {
         let q = prepare(self.dim, self.metric, u32::MAX, query)?;
         self.with_scratch(|s| self.search_with(&q, k, self.params.ef_search, s, out));
         Ok(())

@@ -8,9 +8,10 @@
 
 use alloc::vec::Vec;
 
-use super::codec::{DecodeError, Reader, Writer};
-use super::{prepare, FlatIndex, Hit, IndexError, Metric, TopK, VectorIndex};
+use super::codec::{Reader, Writer};
+use super::{prepare, FlatIndex, Hit, Metric, TopK, VectorIndex};
 use crate::vector::{dot, dot_i8};
+use crate::Error;
 
 /// Int8 scan + f32 rescoring (see the module docs).
 #[derive(Clone, Debug)]
@@ -47,7 +48,7 @@ impl Int8Index {
     }
 
     /// Add a vector.
-    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), IndexError> {
+    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), Error> {
         self.exact.add(id, v)?;
         let dim = self.exact.dim();
         let row = &self.exact.rows()[self.exact.rows().len() - dim..];
@@ -70,7 +71,7 @@ impl Int8Index {
     }
 
     /// Deserialize.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let flat = FlatIndex::from_bytes(r.bytes()?)?;
         let rescore = r.u32()? as usize;
@@ -90,7 +91,7 @@ impl VectorIndex for Int8Index {
         self.exact.len()
     }
 
-    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), Error> {
         let dim = self.dim();
         let q = prepare(dim, self.exact.metric(), u32::MAX, query)?;
         let mut qc = Vec::with_capacity(dim);

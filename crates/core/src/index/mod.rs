@@ -18,7 +18,6 @@
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
-use core::fmt;
 
 pub mod bm25;
 pub mod codec;
@@ -28,11 +27,13 @@ pub mod int8;
 pub mod segmented;
 
 pub use bm25::{Bm25Index, Bm25Params};
-pub use codec::DecodeError;
+
 pub use flat::FlatIndex;
 pub use hnsw::{HnswParams, HnswScratch, HnswSegment};
 pub use int8::Int8Index;
 pub use segmented::{SegmentParams, SegmentedIndex};
+
+use crate::Error;
 
 /// How vectors are compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,11 +53,11 @@ impl Metric {
         }
     }
 
-    fn from_code(c: u8) -> Result<Self, DecodeError> {
+    fn from_code(c: u8) -> Result<Self, Error> {
         match c {
             0 => Ok(Metric::Dot),
             1 => Ok(Metric::Cosine),
-            _ => Err(DecodeError::Invalid { what: "metric" }),
+            _ => Err(Error::InvalidField { what: "metric" }),
         }
     }
 }
@@ -77,60 +78,6 @@ impl Hit {
     }
 }
 
-/// Why an index operation failed.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum IndexError {
-    /// A vector or query had the wrong length.
-    DimensionMismatch {
-        /// The index's dimension.
-        expected: usize,
-        /// The length given.
-        got: usize,
-    },
-    /// A vector contained NaN or infinity.
-    NonFinite {
-        /// The item's id (or `u32::MAX` for a query).
-        id: u32,
-    },
-    /// The id is already in the index.
-    DuplicateId {
-        /// The id.
-        id: u32,
-    },
-    /// Reading a serialized index failed.
-    Decode(DecodeError),
-}
-
-impl fmt::Display for IndexError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IndexError::DimensionMismatch { expected, got } => write!(f, "vector has {got} dimensions, the index has {expected}"),
-            IndexError::NonFinite { id } if *id == u32::MAX => write!(f, "the query vector contains NaN or infinity"),
-            IndexError::NonFinite { id } => write!(f, "vector {id} contains NaN or infinity"),
-            IndexError::DuplicateId { id } => write!(f, "id {id} is already in the index"),
-            IndexError::Decode(e) => write!(f, "cannot read index: {e}"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for IndexError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            IndexError::Decode(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<DecodeError> for IndexError {
-    fn from(e: DecodeError) -> Self {
-        IndexError::Decode(e)
-    }
-}
-
 /// Nearest-neighbour search over vectors with `u32` ids.
 pub trait VectorIndex {
     /// Vector dimension.
@@ -142,9 +89,9 @@ pub trait VectorIndex {
         self.len() == 0
     }
     /// The `k` nearest vectors to `query`, best first, written to `out` (cleared first).
-    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError>;
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), Error>;
     /// Allocating convenience over [`VectorIndex::search_into`].
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+    fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>, Error> {
         let mut out = Vec::new();
         self.search_into(query, k, &mut out)?;
         Ok(out)
@@ -152,12 +99,12 @@ pub trait VectorIndex {
 }
 
 /// Check a vector's length and values; normalize it for [`Metric::Cosine`].
-pub(crate) fn prepare(dim: usize, metric: Metric, id: u32, v: &[f32]) -> Result<Vec<f32>, IndexError> {
+pub(crate) fn prepare(dim: usize, metric: Metric, id: u32, v: &[f32]) -> Result<Vec<f32>, Error> {
     if v.len() != dim {
-        return Err(IndexError::DimensionMismatch { expected: dim, got: v.len() });
+        return Err(Error::DimensionMismatch { expected: dim, got: v.len() });
     }
     if v.iter().any(|x| !x.is_finite()) {
-        return Err(IndexError::NonFinite { id });
+        return Err(Error::NonFinite { id });
     }
     let mut v = v.to_vec();
     if metric == Metric::Cosine {

@@ -12,8 +12,9 @@ use alloc::vec::Vec;
 
 use hashbrown::{HashMap, HashSet};
 
-use super::codec::{DecodeError, Reader, Writer};
-use super::{prepare, FlatIndex, Hit, HnswParams, HnswSegment, IndexError, Metric, TopK, VectorIndex};
+use super::codec::{Reader, Writer};
+use super::{prepare, FlatIndex, Hit, HnswParams, HnswSegment, Metric, TopK, VectorIndex};
+use crate::Error;
 
 /// Segment settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,9 +80,9 @@ impl SegmentedIndex {
     }
 
     /// Add a vector under a new id. Nothing changes on error.
-    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), IndexError> {
+    pub fn add(&mut self, id: u32, v: &[f32]) -> Result<(), Error> {
         if self.live.contains_key(&id) {
-            return Err(IndexError::DuplicateId { id });
+            return Err(Error::DuplicateId { id });
         }
         self.fresh.add(id, v)?;
         self.live.insert(id, Loc::Fresh);
@@ -170,7 +171,7 @@ impl SegmentedIndex {
     }
 
     /// Deserialize, checking that segments agree with each other.
-    pub fn from_bytes(bytes: &[u8], params: SegmentParams) -> Result<Self, DecodeError> {
+    pub fn from_bytes(bytes: &[u8], params: SegmentParams) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let dim = r.dim()?;
         let metric = Metric::from_code(r.u8()?)?;
@@ -182,7 +183,7 @@ impl SegmentedIndex {
         params.seal_threshold = seal_threshold;
         params.max_sealed = max_sealed;
         let mut idx = SegmentedIndex::new(dim, metric, params);
-        let invalid = DecodeError::Invalid { what: "segment" };
+        let invalid = Error::InvalidField { what: "segment" };
         if fresh.dim() != dim || fresh.metric() != metric {
             return Err(invalid);
         }
@@ -219,7 +220,7 @@ impl VectorIndex for SegmentedIndex {
         self.live.len()
     }
 
-    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), IndexError> {
+    fn search_into(&self, query: &[f32], k: usize, out: &mut Vec<Hit>) -> Result<(), Error> {
         let q = prepare(self.dim, self.metric, u32::MAX, query)?;
         let mut top = TopK::new(k);
         self.fresh.search_prepared(&q, &mut top);
@@ -276,7 +277,7 @@ mod tests {
             exact.add(id, &v).unwrap();
         }
         assert_eq!(idx.sealed_segments(), 3);
-        assert_eq!(idx.add(5, &random(&mut rng, dim)), Err(IndexError::DuplicateId { id: 5 }));
+        assert_eq!(idx.add(5, &random(&mut rng, dim)), Err(Error::DuplicateId { id: 5 }));
         // Delete a sealed and a fresh vector.
         for id in [5, 340] {
             assert!(idx.remove(id));

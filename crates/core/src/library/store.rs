@@ -8,55 +8,19 @@
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
-/// A store failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// Reading, writing or listing failed; the message names the key and the cause.
-    Io {
-        /// The key (or "" for a listing).
-        key: String,
-        /// What the storage said.
-        message: String,
-    },
-    /// The storage is full (a browser's quota, a full disk).
-    Full {
-        /// The key being written.
-        key: String,
-    },
-    /// This handle may only read (it shares the library with other readers).
-    ReadOnly {
-        /// The key it was asked to change.
-        key: String,
-    },
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::Io { key, message } if key.is_empty() => write!(f, "library storage: {message}"),
-            StoreError::Io { key, message } => write!(f, "library storage, '{key}': {message}"),
-            StoreError::Full { key } => write!(f, "library storage is full (writing '{key}')"),
-            StoreError::ReadOnly { key } => write!(f, "library storage, '{key}': the library is open read-only here"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for StoreError {}
+use crate::Error;
 
 /// Key → bytes. Keys are `/`-separated paths of `[a-z0-9._-]` parts.
 pub trait Store {
     /// The bytes under `key`, or `None` when there are none.
-    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, Error>;
     /// Replace `key`'s bytes. After a crash the key holds either the old or the new bytes.
-    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), Error>;
     /// Delete `key` (no error when absent).
-    fn remove(&mut self, key: &str) -> Result<(), StoreError>;
+    fn remove(&mut self, key: &str) -> Result<(), Error>;
     /// Every key, in any order.
-    fn keys(&mut self) -> Result<Vec<String>, StoreError>;
+    fn keys(&mut self) -> Result<Vec<String>, Error>;
     /// Whether this handle alone may change the library, so that keys no manifest names
     /// are leftovers to remove. A handle that shares the library (readers holding a shared
     /// lock) must leave them: they may be a change another process is making. Default:
@@ -76,13 +40,13 @@ pub struct MemStore {
 }
 
 impl Store for MemStore {
-    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.entries.get(key).cloned())
     }
 
-    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), Error> {
         match &mut self.fail_after_writes {
-            Some(0) => return Err(StoreError::Io { key: key.into(), message: "simulated crash".into() }),
+            Some(0) => return Err(Error::Storage { key: key.into(), message: "simulated crash".into() }),
             Some(n) => *n -= 1,
             None => {}
         }
@@ -90,12 +54,12 @@ impl Store for MemStore {
         Ok(())
     }
 
-    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+    fn remove(&mut self, key: &str) -> Result<(), Error> {
         self.entries.remove(key);
         Ok(())
     }
 
-    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+    fn keys(&mut self) -> Result<Vec<String>, Error> {
         Ok(self.entries.keys().cloned().collect())
     }
 }
@@ -131,24 +95,24 @@ impl JournalStore {
 }
 
 impl Store for JournalStore {
-    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.entries.get(key).cloned())
     }
 
-    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), Error> {
         self.entries.insert(key.into(), bytes.to_vec());
         self.journal.push((key.into(), Some(bytes.to_vec())));
         Ok(())
     }
 
-    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+    fn remove(&mut self, key: &str) -> Result<(), Error> {
         if self.entries.remove(key).is_some() {
             self.journal.push((key.into(), None));
         }
         Ok(())
     }
 
-    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+    fn keys(&mut self) -> Result<Vec<String>, Error> {
         Ok(self.entries.keys().cloned().collect())
     }
 }
@@ -156,7 +120,7 @@ impl Store for JournalStore {
 /// The first bytes of an exported library.
 const ARCHIVE_MAGIC: &[u8; 8] = b"DOCMEMLB";
 /// The archive layout's version.
-const ARCHIVE_VERSION: u32 = 1;
+pub(crate) const ARCHIVE_VERSION: u32 = 1;
 
 /// A whole library as one byte string (export, backup, moving between devices):
 /// `DOCMEMLB`, version (u32 LE), entry count (u32 LE), then per entry key length (u32 LE),
@@ -177,42 +141,9 @@ pub fn archive(entries: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     out
 }
 
-/// Why an archive could not be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ArchiveError {
-    /// The bytes do not start with the archive's magic.
-    NotAnArchive,
-    /// Written by a newer archive version.
-    UnsupportedVersion {
-        /// The version found.
-        found: u32,
-    },
-    /// The bytes end inside an entry, or a key is not UTF-8 or not a valid key.
-    Malformed {
-        /// Which entry (from 0).
-        entry: u32,
-    },
-}
-
-impl fmt::Display for ArchiveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ArchiveError::NotAnArchive => write!(f, "not an exported docmem library"),
-            ArchiveError::UnsupportedVersion { found } => {
-                write!(f, "the library was exported by a newer docmem (archive version {found}, this one reads {ARCHIVE_VERSION})")
-            }
-            ArchiveError::Malformed { entry } => write!(f, "the exported library is damaged (entry {entry})"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for ArchiveError {}
-
 /// The entries of an [`archive`]. Never allocates more than the input's size.
-pub fn unarchive(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, ArchiveError> {
-    let rest = bytes.strip_prefix(ARCHIVE_MAGIC.as_slice()).ok_or(ArchiveError::NotAnArchive)?;
+pub fn unarchive(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, Error> {
+    let rest = bytes.strip_prefix(ARCHIVE_MAGIC.as_slice()).ok_or(Error::NotAnArchive)?;
     let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
         let (head, tail) = (rest.get(..n)?, rest.get(n..)?);
         *rest = tail;
@@ -220,14 +151,14 @@ pub fn unarchive(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, ArchiveError
     };
     let u32_at = |rest: &mut &[u8]| take(rest, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
     let mut rest = rest;
-    let version = u32_at(&mut rest).ok_or(ArchiveError::NotAnArchive)?;
+    let version = u32_at(&mut rest).ok_or(Error::NotAnArchive)?;
     if version > ARCHIVE_VERSION {
-        return Err(ArchiveError::UnsupportedVersion { found: version });
+        return Err(Error::ArchiveVersion { found: version });
     }
-    let count = u32_at(&mut rest).ok_or(ArchiveError::Malformed { entry: 0 })?;
+    let count = u32_at(&mut rest).ok_or(Error::MalformedArchive { entry: 0 })?;
     let mut out = BTreeMap::new();
     for entry in 0..count {
-        let bad = ArchiveError::Malformed { entry };
+        let bad = Error::MalformedArchive { entry };
         let klen = u32_at(&mut rest).ok_or(bad.clone())? as usize;
         let key = String::from_utf8(take(&mut rest, klen).ok_or(bad.clone())?).map_err(|_| bad.clone())?;
         let valid = !key.is_empty()
@@ -246,7 +177,7 @@ pub fn unarchive(bytes: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, ArchiveError
         out.insert(key, value);
     }
     if !rest.is_empty() {
-        return Err(ArchiveError::Malformed { entry: count });
+        return Err(Error::MalformedArchive { entry: count });
     }
     Ok(out)
 }
@@ -279,18 +210,18 @@ mod tests {
         entries.insert("empty".to_string(), Vec::new());
         let bytes = archive(&entries);
         assert_eq!(unarchive(&bytes).unwrap(), entries);
-        assert_eq!(unarchive(b"not a library"), Err(ArchiveError::NotAnArchive));
+        assert_eq!(unarchive(b"not a library"), Err(Error::NotAnArchive));
         // Every truncation is an error, never a panic or a partial library.
         for cut in 0..bytes.len() {
             assert!(unarchive(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut newer = bytes.clone();
         newer[8] = 9;
-        assert_eq!(unarchive(&newer), Err(ArchiveError::UnsupportedVersion { found: 9 }));
+        assert_eq!(unarchive(&newer), Err(Error::ArchiveVersion { found: 9 }));
         // A key that would escape a directory store is refused.
         let mut evil = BTreeMap::new();
         evil.insert("../etc".to_string(), vec![1]);
-        assert!(matches!(unarchive(&archive(&evil)), Err(ArchiveError::Malformed { entry: 0 })));
+        assert!(matches!(unarchive(&archive(&evil)), Err(Error::MalformedArchive { entry: 0 })));
         // A huge declared length does not allocate: it is checked against the input.
         let mut huge = archive(&BTreeMap::from([("k".to_string(), vec![1u8])]));
         let at = huge.len() - 9;

@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use super::fallback::{fallback_reason, FallbackPolicy};
-use super::model::{Generated, ModelError, ReaderModel, SampleSpec};
+use super::model::{Generated, ReaderModel, SampleSpec};
 use super::prompt::{choose_prompt, ReaderPrompt};
 use super::scoring::{score_candidate, ScoringLimits};
 use super::window::{plan_windows, stitch, WindowMemory};
@@ -38,9 +38,10 @@ use crate::chunk::{sentence_chunks, ApproxTokenCounter, SentenceParams, TokenCou
 use crate::document::Document;
 use crate::memory::{DocumentMemory, MemoryScores, Provenance, SamplingRecord, Scenario, MEMORY_FORMAT_VERSION};
 use crate::parse::parse_memreader_output;
-use crate::score::{ScoreError, Scorer};
+use crate::score::Scorer;
 use crate::select::{select_candidates, CandidateScores};
 use crate::span::Span;
+use crate::Error;
 
 /// Extraction settings; the defaults are the MoM paper's where it gives them.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,11 +159,11 @@ impl TokenCounter for ReaderCounter<'_> {
     }
 }
 
-fn backend(e: ScoreError) -> ModelError {
+fn backend(e: Error) -> Error {
     match e {
         // A hosted scorer's failure stays the host's, so callers can tell it apart.
-        ScoreError::Remote { .. } => ModelError::Remote { message: e.to_string() },
-        e => ModelError::Backend { message: e.to_string() },
+        Error::Remote { .. } => Error::Remote { message: e.to_string() },
+        e => Error::ModelFailed { message: e.to_string() },
     }
 }
 
@@ -210,7 +211,7 @@ async fn fallback_window(
     chinese: bool,
     reader: &mut dyn ReaderModel,
     settings: &ExtractSettings,
-) -> Result<Vec<Scenario>, ModelError> {
+) -> Result<Vec<Scenario>, Error> {
     let params = SentenceParams { chunk_size: settings.fallback_chunk_tokens.max(16), chunk_overlap: 0, ..SentenceParams::default() };
     let spans = retile(&sentence_chunks(window_text, &params, &ApproxTokenCounter), window_text.len());
     let mut out = Vec::with_capacity(spans.len());
@@ -271,7 +272,7 @@ async fn read_window(
     settings: &ExtractSettings,
     max_new: usize,
     progress: &mut dyn FnMut(Stage, usize) -> bool,
-) -> Result<WindowResult, ModelError> {
+) -> Result<WindowResult, Error> {
     let window_text = window.slice(text).unwrap_or("");
     let opening = prompt.opening();
     let mut specs = vec![SampleSpec { opening, ..SampleSpec::GREEDY }];
@@ -292,7 +293,7 @@ async fn read_window(
         })
         .await;
     if cancelled {
-        return Err(ModelError::Cancelled);
+        return Err(Error::Cancelled);
     }
     let generated = generated?;
 
@@ -338,7 +339,7 @@ async fn read_window(
 
     if acceptable.is_empty() {
         if !progress(Stage::Fallback, generated.len()) {
-            return Err(ModelError::Cancelled);
+            return Err(Error::Cancelled);
         }
         let scenarios = fallback_window(window_text, chinese, reader, settings).await?;
         let reason = first_reason.unwrap_or_else(|| "the reader wrote nothing".into());
@@ -354,7 +355,7 @@ async fn read_window(
         (0, CandidateScores { clarity: None, completeness: None }, None)
     } else {
         if !progress(Stage::Scoring, generated.len()) {
-            return Err(ModelError::Cancelled);
+            return Err(Error::Cancelled);
         }
         let mut all = Vec::with_capacity(acceptable.len());
         for c in &acceptable {
@@ -379,7 +380,7 @@ async fn read_window(
 
 /// Extract a document's memory with `reader`, scoring candidates with `scorer` (the
 /// reader itself when `None`). `progress` is called as work advances; returning false
-/// cancels with [`ModelError::Cancelled`]. The memory's spans tile the document.
+/// cancels with [`Error::Cancelled`]. The memory's spans tile the document.
 ///
 /// Async because the models are ([`crate::local_future`]); with a CPU reader the future is
 /// ready when first polled.
@@ -389,7 +390,7 @@ pub async fn extract_memory(
     mut scorer: Option<&mut dyn Scorer>,
     settings: &ExtractSettings,
     progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<DocumentMemory, ModelError> {
+) -> Result<DocumentMemory, Error> {
     let mut draft = MemoryDraft::plan(doc, reader, settings)?;
     while !draft.is_complete() {
         draft.read_next(doc, reader, scorer.as_mut().map(|s| &mut **s as &mut dyn Scorer), settings, progress).await?;
@@ -418,7 +419,7 @@ pub struct MemoryDraft {
 
 impl MemoryDraft {
     /// Plan `doc`'s windows for `reader` (counting tokens, no generation).
-    pub fn plan(doc: &Document, reader: &mut dyn ReaderModel, settings: &ExtractSettings) -> Result<Self, ModelError> {
+    pub fn plan(doc: &Document, reader: &mut dyn ReaderModel, settings: &ExtractSettings) -> Result<Self, Error> {
         let name = reader.name();
         let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
         let chinese =
@@ -430,7 +431,7 @@ impl MemoryDraft {
             window_max = window_max.min(settings.max_window_tokens);
         }
         if window_max < MIN_WINDOW_TOKENS {
-            return Err(ModelError::WindowLimit { tokens: window_max, minimum: MIN_WINDOW_TOKENS });
+            return Err(Error::WindowLimit { tokens: window_max, minimum: MIN_WINDOW_TOKENS });
         }
         let (windows, window_tokens) = {
             let counter = ReaderCounter(RefCell::new(&mut *reader));
@@ -485,7 +486,7 @@ impl MemoryDraft {
         mut scorer: Option<&mut dyn Scorer>,
         settings: &ExtractSettings,
         progress: &mut dyn FnMut(&Progress) -> bool,
-    ) -> Result<(), ModelError> {
+    ) -> Result<(), Error> {
         let i = self.results.len();
         let (Some(&window), Some(&tokens)) = (self.windows.get(i), self.window_tokens.get(i)) else {
             return Ok(());
@@ -501,7 +502,7 @@ impl MemoryDraft {
             progress(&r)
         };
         if !on(Stage::Reading, 0) {
-            return Err(ModelError::Cancelled);
+            return Err(Error::Cancelled);
         }
         let result = read_window(&doc.text, window, &self.prompt, self.chinese, reader, &mut scorer, settings, max_new, &mut on).await?;
         self.results.push(result);
@@ -614,18 +615,15 @@ mod tests {
     }
 
     impl Scorer for FakeReader {
-        fn continuation_logprobs<'a>(
-            &'a mut self,
-            pairs: &'a [(&'a str, &'a str)],
-        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+        fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>> {
             boxed(async move { Ok(pairs.iter().map(|(_, a)| vec![-1.0; words(a).max(1)]).collect()) })
         }
-        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, Error>> {
             let right = prompt.split("\n[2] ").nth(1).unwrap_or("");
             let split = right.trim_start().starts_with(|c: char| c.is_uppercase());
             boxed(async move { Ok(if split { vec![0.1f32.ln(), 0.9f32.ln()] } else { vec![0.9f32.ln(), 0.1f32.ln()] }) })
         }
-        fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+        fn count_tokens(&mut self, text: &str) -> Result<usize, Error> {
             Ok(words(text))
         }
     }
@@ -650,7 +648,7 @@ mod tests {
             specs: &'a [SampleSpec],
             _max_tokens: usize,
             after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, Error>> {
             boxed(async move { self.script(user_turn, specs, after_each) })
         }
     }
@@ -661,7 +659,7 @@ mod tests {
             user_turn: &str,
             specs: &[SampleSpec],
             after_each: &mut dyn FnMut(usize, &Generated) -> bool,
-        ) -> Result<Vec<Generated>, ModelError> {
+        ) -> Result<Vec<Generated>, Error> {
             self.prefills += 1;
             let mut out = Vec::new();
             for (i, _) in specs.iter().enumerate() {
@@ -711,7 +709,7 @@ mod tests {
                 };
                 let g = Generated { tokens: words(&text), text };
                 if !after_each(i + 1, &g) {
-                    return Err(ModelError::Cancelled);
+                    return Err(Error::Cancelled);
                 }
                 out.push(g);
             }
@@ -725,7 +723,7 @@ mod tests {
         reader: &mut FakeReader,
         settings: &ExtractSettings,
         progress: &mut dyn FnMut(&Progress) -> bool,
-    ) -> Result<DocumentMemory, ModelError> {
+    ) -> Result<DocumentMemory, Error> {
         poll_once(extract_memory(doc, reader, None, settings, progress)).expect("the fake reader never waits")
     }
 
@@ -852,7 +850,7 @@ mod tests {
             assert!(half > before.fraction() && half < next.fraction_within(1.0), "{half}");
             let stopped =
                 poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |p| p.candidates_done < before.candidates_done + 1));
-            assert_eq!(stopped.unwrap().unwrap_err(), ModelError::Cancelled);
+            assert_eq!(stopped.unwrap().unwrap_err(), Error::Cancelled);
             assert_eq!(draft.progress(), before, "a stopped window leaves the draft as it was");
             poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |_| true)).unwrap().unwrap();
             assert!(draft.progress().tokens_done > before.tokens_done);
@@ -871,11 +869,11 @@ mod tests {
         let doc = Document::new("s.txt", story(3));
         let mut reader = FakeReader { context: 4096, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let r = extract(&doc, &mut reader, &ExtractSettings::default(), &mut |p| p.candidates_done < 2);
-        assert_eq!(r.unwrap_err(), ModelError::Cancelled);
+        assert_eq!(r.unwrap_err(), Error::Cancelled);
         assert!(reader.calls <= 2);
         let mut tiny = FakeReader { context: 100, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let e = extract(&doc, &mut tiny, &ExtractSettings::default(), &mut |_| true).unwrap_err();
-        assert!(matches!(e, ModelError::WindowLimit { minimum: MIN_WINDOW_TOKENS, .. }), "{e}");
+        assert!(matches!(e, Error::WindowLimit { minimum: MIN_WINDOW_TOKENS, .. }), "{e}");
         assert!(e.to_string().contains("smallest window (32 tokens)"), "{e}");
     }
 
@@ -885,7 +883,7 @@ mod tests {
         let mut reader = FakeReader { context: 4096, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let settings = ExtractSettings { max_window_tokens: 8, ..ExtractSettings::default() };
         let e = extract(&doc, &mut reader, &settings, &mut |_| true).unwrap_err();
-        assert_eq!(e, ModelError::WindowLimit { tokens: 8, minimum: MIN_WINDOW_TOKENS });
+        assert_eq!(e, Error::WindowLimit { tokens: 8, minimum: MIN_WINDOW_TOKENS });
         assert_eq!(reader.calls, 0, "refused before the reader was asked anything");
         assert_eq!(crate::error_code::HasErrorCode::code(&e), crate::error_code::ErrorCode::BadArgument);
     }

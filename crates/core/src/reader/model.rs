@@ -3,10 +3,10 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use crate::local_future::LocalBoxFuture;
 use crate::score::Scorer;
+use crate::Error;
 
 /// How one candidate is sampled.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,51 +54,6 @@ pub struct Generated {
     pub tokens: usize,
 }
 
-/// A model failed or the caller cancelled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ModelError {
-    /// The model (local runtime or remote API) failed; the message says how.
-    Backend {
-        /// What it said.
-        message: String,
-    },
-    /// The progress callback asked to stop.
-    Cancelled,
-    /// A hosted model (the edge worker, an OpenAI-compatible host) failed or could not be
-    /// reached; the message says how.
-    Remote {
-        /// What went wrong, in the host's words where it gave some.
-        message: String,
-    },
-    /// A document window would hold fewer tokens than the smallest window
-    /// ([`crate::reader::MIN_WINDOW_TOKENS`]): the reader's context is too small for its
-    /// prompt, or `max_window_tokens` was set below it.
-    WindowLimit {
-        /// Tokens a window could hold.
-        tokens: usize,
-        /// The smallest window, in tokens.
-        minimum: usize,
-    },
-}
-
-impl fmt::Display for ModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelError::Backend { message } => write!(f, "reader model failed: {message}"),
-            ModelError::Cancelled => write!(f, "cancelled"),
-            ModelError::Remote { message } => write!(f, "{message}"),
-            ModelError::WindowLimit { tokens, minimum } => write!(
-                f,
-                "a document window would hold {tokens} tokens, under the smallest window ({minimum} tokens): use a reader with a longer context, or a larger max_window_tokens"
-            ),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for ModelError {}
-
 /// A chat model that reads documents. It is also a [`Scorer`], so by default the reader
 /// scores its own candidates.
 pub trait ReaderModel: Scorer {
@@ -120,5 +75,5 @@ pub trait ReaderModel: Scorer {
         specs: &'a [SampleSpec],
         max_tokens: usize,
         after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>>;
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, Error>>;
 }

@@ -16,8 +16,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use crate::memory::Scenario;
-use crate::score::{chunk_clarity, core_completeness, ScoreError, Scorer};
+use crate::score::{chunk_clarity, core_completeness, Scorer};
 use crate::select::CandidateScores;
+use crate::Error;
 
 /// How much text the scorer sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub async fn boundary_logprobs(
     scenarios: &[Scenario],
     scorer: &mut dyn Scorer,
     limits: &ScoringLimits,
-) -> Result<Vec<f64>, ScoreError> {
+) -> Result<Vec<f64>, Error> {
     let mut out = Vec::new();
     for pair in scenarios.windows(2) {
         let (Some(a), Some(b)) = (pair[0].span.slice(text), pair[1].span.slice(text)) else { continue };
@@ -79,7 +80,7 @@ pub async fn score_candidate(
     scenarios: &[Scenario],
     scorer: &mut dyn Scorer,
     limits: &ScoringLimits,
-) -> Result<CandidateScores, ScoreError> {
+) -> Result<CandidateScores, Error> {
     let clarity = chunk_clarity(&boundary_logprobs(text, scenarios, scorer, limits).await?);
     let mut contexts = Vec::new();
     let mut chunks = Vec::new();
@@ -111,19 +112,16 @@ mod tests {
     /// gives chunk tokens log-probability −1 after a non-empty core, −3 after an empty one.
     struct Fake;
     impl Scorer for Fake {
-        fn continuation_logprobs<'a>(
-            &'a mut self,
-            pairs: &'a [(&'a str, &'a str)],
-        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+        fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>> {
             let out = pairs.iter().map(|(c, a)| vec![if c.contains("point: \n") { -3.0 } else { -1.0 }; a.len() / 4 + 1]).collect();
             boxed(async move { Ok(out) })
         }
-        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+        fn next_token_logprobs<'a>(&'a mut self, prompt: &'a str, _: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, Error>> {
             let right = prompt.split("\n[2] ").nth(1).unwrap_or("");
             let split = right.starts_with(|c: char| c.is_uppercase());
             boxed(async move { Ok(if split { vec![0.2f32.ln(), 0.8f32.ln()] } else { vec![0.8f32.ln(), 0.2f32.ln()] }) })
         }
-        fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+        fn count_tokens(&mut self, text: &str) -> Result<usize, Error> {
             Ok(text.split_whitespace().count())
         }
     }

@@ -12,9 +12,9 @@ use alloc::vec::Vec;
 use hashbrown::HashMap;
 
 use super::terms::term_set;
-use crate::reader::ModelError;
 use crate::text::lexical_terms;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// Most keywords per collection.
 pub const MAX_KEYWORDS: usize = 200;
@@ -85,7 +85,7 @@ pub fn plain_summary(c: &CollectionTexts) -> String {
 /// A one-sentence summary of the collection by `model` from its titles and its first
 /// outline items and cores (at most about 1,500 characters of them); the plain summary
 /// when the reply is empty.
-pub async fn model_summary(model: &mut dyn TextModel, c: &CollectionTexts) -> Result<String, ModelError> {
+pub async fn model_summary(model: &mut dyn TextModel, c: &CollectionTexts) -> Result<String, Error> {
     let mut notes = alloc::format!("Collection \"{}\"\nTitles: {}\n", c.name, c.titles.join(", "));
     for t in &c.texts {
         if notes.len() + t.len() > 1500 {

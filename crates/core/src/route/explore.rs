@@ -14,8 +14,9 @@ use alloc::vec::Vec;
 
 use super::judge::{judge, JudgeKind};
 use super::memory::{MemoryUpdate, Outcome, SymbolicMemory};
-use super::router::{CollectionSearch, RouteError};
+use super::router::CollectionSearch;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// Explorer settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,13 +63,13 @@ pub fn probe_queries(memory: &SymbolicMemory, collection: &str, outline_items: &
 /// Probe the cold collections among `collections` (name, outline items), coldest first,
 /// with at most `settings.max_probes` searches in all; `search` as for
 /// [`super::router::route`].
-pub async fn explore<E>(
+pub async fn explore(
     collections: &[(&str, &[String])],
     memory: &SymbolicMemory,
     mut model: Option<&mut dyn TextModel>,
     settings: &ExploreSettings,
-    search: &mut CollectionSearch<'_, E>,
-) -> Result<MemoryUpdate, RouteError<E>> {
+    search: &mut CollectionSearch<'_>,
+) -> Result<MemoryUpdate, Error> {
     let mut cold: Vec<(u32, &str, &[String])> =
         collections.iter().map(|&(c, items)| (memory.interactions(c), c, items)).filter(|(n, _, _)| *n < settings.t_min).collect();
     cold.sort_by_key(|(n, _, _)| *n);
@@ -80,7 +81,7 @@ pub async fn explore<E>(
         }
         let want = ((settings.t_min - interactions) as usize).min(budget);
         for probe in probe_queries(memory, c, items, want) {
-            let found = search(c, &probe).map_err(RouteError::Search)?;
+            let found = search(c, &probe)?;
             let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
             let verdict = judge(model.as_deref_mut(), settings.judge, &probe, &texts).await?;
             update.outcomes.push(Outcome {
@@ -106,7 +107,7 @@ mod tests {
     use crate::Document;
     use alloc::vec;
 
-    fn search(c: &str, _q: &str) -> Result<Vec<Found>, String> {
+    fn search(c: &str, _q: &str) -> Result<Vec<Found>, crate::Error> {
         let text: String = if c == "new" { "Copper ore from the hills.".into() } else { "Bread prices rose.".into() };
         let chunk = RetrievedChunk { doc_id: Document::new(c, "x").id, scenario: 0, span: Span::new(0, 1), score: 1.0, ranks: Vec::new() };
         Ok(vec![Found { chunk, text }])

@@ -11,8 +11,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::terms::{coverage, term_set};
-use crate::reader::ModelError;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// Share of the sub-query's terms one passage must hold for the overlap judge.
 pub const OVERLAP_SATISFIED: f64 = 0.6;
@@ -109,7 +109,7 @@ pub async fn judge(
     kind: JudgeKind,
     sub_query: &str,
     passages: &[&str],
-) -> Result<Verdict, ModelError> {
+) -> Result<Verdict, Error> {
     if passages.is_empty() {
         return Ok(Verdict { satisfied: false, reflection: "no passage was found".into(), by: JudgeKind::Overlap });
     }

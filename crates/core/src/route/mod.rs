@@ -27,4 +27,4 @@ pub use descriptors::{collection_keywords, model_summary, plain_summary, Collect
 pub use explore::{explore, probe_queries, ExploreSettings};
 pub use judge::{judge, overlap_verdict, JudgeKind, Verdict};
 pub use memory::{CollectionScore, Descriptor, Episode, MemoryUpdate, Outcome, Rule, SymbolicMemory};
-pub use router::{route, CollectionSearch, Controller, Found, RouteError, RouteSettings, RouteTarget, Routed, Segment};
+pub use router::{route, CollectionSearch, Controller, Found, RouteSettings, RouteTarget, Routed, Segment};

@@ -14,14 +14,13 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use super::judge::{judge, JudgeKind, Verdict};
 use super::memory::{CollectionScore, MemoryUpdate, Outcome, SymbolicMemory};
 use crate::clues::text_units;
-use crate::reader::ModelError;
 use crate::retrieve::RetrievedChunk;
 use crate::text_model::TextModel;
+use crate::Error;
 
 /// A retrieved passage: the chunk and its text.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +33,7 @@ pub struct Found {
 }
 
 /// `search(collection, query)`: one collection's passages for a query, best first.
-pub type CollectionSearch<'a, E> = dyn FnMut(&str, &str) -> Result<Vec<Found>, E> + 'a;
+pub type CollectionSearch<'a> = dyn FnMut(&str, &str) -> Result<Vec<Found>, Error> + 'a;
 
 /// Who chooses the collection of each segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -138,40 +137,6 @@ pub struct Routed {
     pub passages: Vec<Found>,
     /// What to learn, once the answer is delivered.
     pub update: MemoryUpdate,
-}
-
-/// Why a run failed.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum RouteError<E> {
-    /// A search failed.
-    Search(E),
-    /// The model failed.
-    Model(ModelError),
-    /// There is no collection to search.
-    NoCollections,
-    /// The target collection does not exist.
-    UnknownCollection(String),
-}
-
-impl<E: fmt::Display> fmt::Display for RouteError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteError::Search(e) => write!(f, "{e}"),
-            RouteError::Model(e) => write!(f, "{e}"),
-            RouteError::NoCollections => write!(f, "the library has no collection to route to"),
-            RouteError::UnknownCollection(c) => write!(f, "no collection named '{c}' in the library"),
-        }
-    }
-}
-
-#[cfg(feature = "std")]
-impl<E: fmt::Debug + fmt::Display> std::error::Error for RouteError<E> {}
-
-impl<E> From<ModelError> for RouteError<E> {
-    fn from(e: ModelError) -> Self {
-        RouteError::Model(e)
-    }
 }
 
 /// A deterministic shuffle of `items` from `seed` (xorshift; Fisher–Yates).
@@ -301,21 +266,21 @@ fn interleave(lists: Vec<Vec<Found>>) -> Vec<Found> {
 /// Route `question` over `collections` (see the module docs). `search(collection, query)`
 /// returns the passages of one collection, best first; the sub-query writer is shown each
 /// collection's descriptor summary from `memory`.
-pub async fn route<E>(
+pub async fn route(
     question: &str,
     collections: &[&str],
     memory: &SymbolicMemory,
     mut model: Option<&mut dyn TextModel>,
     target: &RouteTarget,
     settings: &RouteSettings,
-    search: &mut CollectionSearch<'_, E>,
-) -> Result<Routed, RouteError<E>> {
+    search: &mut CollectionSearch<'_>,
+) -> Result<Routed, Error> {
     if collections.is_empty() {
-        return Err(RouteError::NoCollections);
+        return Err(Error::NoCollections);
     }
     if let RouteTarget::Collection(c) = target {
         if !collections.contains(&c.as_str()) {
-            return Err(RouteError::UnknownCollection(c.clone()));
+            return Err(Error::NoSuchCollection { name: c.clone() });
         }
     }
     let (scores, _) = ranking(memory, question, collections, settings);
@@ -360,7 +325,7 @@ pub async fn route<E>(
             break;
         }
         // Retrieve and judge.
-        let found = search(&collection, &sub_query).map_err(RouteError::Search)?;
+        let found = search(&collection, &sub_query)?;
         let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
         let verdict = judge(model.as_deref_mut(), settings.judge, &sub_query, &texts).await?;
         update.outcomes.push(Outcome {
@@ -390,12 +355,12 @@ mod tests {
     use alloc::vec;
 
     /// Two collections: "mining" knows copper, "harbor" knows ice.
-    fn search(collection: &str, query: &str) -> Result<Vec<Found>, String> {
+    fn search(collection: &str, query: &str) -> Result<Vec<Found>, Error> {
         let d = Document::new(collection, "x").id;
         let text = match collection {
             "mining" => "Copper ore was mined in the hills and smelted in town.",
             "harbor" => "Ice closed the harbor every winter.",
-            _ => return Err(alloc::format!("no {collection}")),
+            _ => return Err(Error::NoSuchCollection { name: collection.into() }),
         };
         let chunk = RetrievedChunk { doc_id: d, scenario: 0, span: Span::new(0, text.len()), score: 1.0, ranks: Vec::new() };
         let _ = query;
@@ -475,13 +440,10 @@ mod tests {
         assert_eq!(routed.segments.len(), 1);
         assert!(routed.segments.iter().all(|s| s.collection == "harbor" && s.chosen_by == "fixed"));
         let err = poll_once(route("q", &["harbor"], &memory(), None, &RouteTarget::Collection("x".into()), &s, &mut search)).unwrap();
-        assert_eq!(err, Err(RouteError::UnknownCollection("x".into())));
-        assert_eq!(
-            poll_once(route("q", &[], &memory(), None, &RouteTarget::Auto, &s, &mut search)).unwrap(),
-            Err(RouteError::NoCollections)
-        );
+        assert_eq!(err, Err(Error::NoSuchCollection { name: "x".into() }));
+        assert_eq!(poll_once(route("q", &[], &memory(), None, &RouteTarget::Auto, &s, &mut search)).unwrap(), Err(Error::NoCollections));
         let err = poll_once(route("q", &["nowhere"], &memory(), None, &RouteTarget::Auto, &s, &mut search)).unwrap();
-        assert_eq!(err, Err(RouteError::Search("no nowhere".into())));
+        assert_eq!(err, Err(Error::NoSuchCollection { name: "nowhere".into() }), "a search's own error comes back as it was");
     }
 
     #[test]

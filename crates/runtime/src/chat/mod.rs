@@ -9,7 +9,7 @@
 //!
 //! A template is untrusted code from a model file. Its render is bounded three ways: steps
 //! (minijinja's fuel), bytes made (a meter threaded through its compiled instructions, see
-//! [`meter`] and [`rewrite`]) and bytes scanned; each refusal is a [`ChatError`] naming the
+//! [`meter`] and [`rewrite`]) and bytes scanned; each refusal is a [`Error`] naming the
 //! limit.
 
 mod constants;
@@ -26,6 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use meter::{Gate, Meter, Tripped};
 
+use crate::Error;
+
 /// One chat turn.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
@@ -41,55 +43,6 @@ impl ChatMessage {
         ChatMessage { role: role.to_owned(), content: content.to_owned() }
     }
 }
-
-/// Why a chat prompt could not be rendered.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ChatError {
-    /// The template is not valid Jinja, or failed while rendering (the message says where).
-    Template {
-        /// What minijinja said.
-        message: String,
-    },
-    /// Rendering took more steps than the limit ([`ChatTemplate::with_step_limit`]): the
-    /// template loops too long to be a chat template.
-    StepLimit {
-        /// The limit, in template instructions.
-        steps: u64,
-    },
-    /// Rendering would have made more bytes of text and lists than the memory limit
-    /// ([`ChatTemplate::with_memory_limit`]): a chat template's output is about the size of
-    /// its messages.
-    MemoryLimit {
-        /// The limit for this render, in bytes (the setting plus a multiple of the input).
-        bytes: u64,
-    },
-    /// Rendering would have read more bytes than its scan limit (a multiple of the memory
-    /// limit): the template compares or filters large values over and over.
-    ScanLimit {
-        /// The limit for this render, in bytes.
-        bytes: u64,
-    },
-}
-
-impl fmt::Display for ChatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ChatError::Template { message } => write!(f, "chat template: {message}"),
-            ChatError::StepLimit { steps } => {
-                write!(f, "chat template: rendering took more than {steps} steps (the template step limit), so it was stopped")
-            }
-            ChatError::MemoryLimit { bytes } => {
-                write!(f, "chat template: rendering would make more than {bytes} bytes (the template memory limit), so it was stopped")
-            }
-            ChatError::ScanLimit { bytes } => {
-                write!(f, "chat template: rendering would read more than {bytes} bytes (the template scan limit), so it was stopped")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ChatError {}
 
 /// ChatML, the fallback template.
 pub const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
@@ -130,28 +83,28 @@ impl fmt::Debug for ChatTemplate {
     }
 }
 
-fn template_err(e: JinjaError) -> ChatError {
+fn template_err(e: JinjaError) -> Error {
     let mut message = e.to_string();
     if let Some(line) = e.line() {
         message = format!("{message} (line {line})");
     }
-    ChatError::Template { message }
+    Error::Template { message }
 }
 
-fn unsupported(what: rewrite::Unsupported) -> ChatError {
-    ChatError::Template { message: format!("a chat template may not use {}", what.0) }
+fn unsupported(what: rewrite::Unsupported) -> Error {
+    Error::Template { message: format!("a chat template may not use {}", what.0) }
 }
 
 impl ChatTemplate {
     /// Compile `source` (or ChatML when `None`); `bos`/`eos` are the texts templates see as
     /// `bos_token`/`eos_token`.
-    pub fn new(source: Option<&str>, bos: &str, eos: &str) -> Result<Self, ChatError> {
+    pub fn new(source: Option<&str>, bos: &str, eos: &str) -> Result<Self, Error> {
         let source = source.unwrap_or(CHATML);
         rewrite::check_source(source).map_err(unsupported)?;
         let whitespace = WhitespaceConfig { trim_blocks: true, lstrip_blocks: true, keep_trailing_newline: false };
         let parsed = parse(source, "chat", Default::default(), whitespace).map_err(template_err)?;
         if let Some(line) = constants::huge_constant(&parsed, constants::MAX_CONSTANT_BYTES) {
-            return Err(ChatError::Template {
+            return Err(Error::Template {
                 message: format!(
                     "a constant expression on line {line} would be computed into more than {} bytes when the template is compiled (the template constant limit)",
                     constants::MAX_CONSTANT_BYTES
@@ -222,7 +175,7 @@ impl ChatTemplate {
 
     /// The prompt text for `messages`; with `add_generation_prompt`, it ends where the
     /// assistant's reply begins.
-    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, ChatError> {
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String, Error> {
         let tmpl = self.env.get_template("chat").map_err(template_err)?;
         let compiled = get_compiled_template(&tmpl);
         let instructions = rewrite::metered(&compiled.instructions).map_err(unsupported)?;
@@ -248,9 +201,9 @@ impl ChatTemplate {
         );
         match (result, self.meter.tripped()) {
             (Ok(_), _) => Ok(text),
-            (Err(_), Some(Tripped::Memory)) => Err(ChatError::MemoryLimit { bytes: memory }),
-            (Err(_), Some(Tripped::Work)) => Err(ChatError::ScanLimit { bytes: scan }),
-            (Err(e), None) if e.kind() == ErrorKind::OutOfFuel => Err(ChatError::StepLimit { steps: self.steps }),
+            (Err(_), Some(Tripped::Memory)) => Err(Error::TemplateMemoryLimit { bytes: memory }),
+            (Err(_), Some(Tripped::Work)) => Err(Error::TemplateScanLimit { bytes: scan }),
+            (Err(e), None) if e.kind() == ErrorKind::OutOfFuel => Err(Error::TemplateStepLimit { steps: self.steps }),
             (Err(e), None) => Err(template_err(e)),
         }
     }
@@ -273,18 +226,18 @@ mod tests {
         let t = ChatTemplate::new(Some(src), "", "").unwrap().with_step_limit(100_000);
         let start = std::time::Instant::now();
         let err = t.render(&[ChatMessage::new("user", "x")], false).unwrap_err();
-        assert!(matches!(err, ChatError::StepLimit { steps: 100_000 }), "{err}");
+        assert!(matches!(err, Error::TemplateStepLimit { steps: 100_000 }), "{err}");
         assert!(err.to_string().contains("step limit"), "{err}");
         assert!(start.elapsed().as_secs_f64() < 5.0);
         // The default limit stops it too, and leaves real templates alone.
         let t = ChatTemplate::new(Some(src), "", "").unwrap();
-        assert!(matches!(t.render(&[ChatMessage::new("user", "x")], false), Err(ChatError::StepLimit { .. })));
+        assert!(matches!(t.render(&[ChatMessage::new("user", "x")], false), Err(Error::TemplateStepLimit { .. })));
         let many: Vec<ChatMessage> = (0..200).map(|i| ChatMessage::new("user", &format!("message {i}"))).collect();
         assert!(ChatTemplate::new(None, "", "").unwrap().render(&many, true).is_ok());
     }
 
     /// Renders a one-message conversation with `source`, in well under a second.
-    fn render_quickly(source: &str) -> Result<String, ChatError> {
+    fn render_quickly(source: &str) -> Result<String, Error> {
         let start = std::time::Instant::now();
         let result = ChatTemplate::new(Some(source), "", "").and_then(|t| t.render(&[ChatMessage::new("user", "x")], false));
         assert!(start.elapsed().as_secs_f64() < 1.0, "{source}: {:?}", start.elapsed());
@@ -308,7 +261,7 @@ mod tests {
         ] {
             // Whichever limit comes first: the bytes made, or printing values to measure them.
             let err = render_quickly(source).unwrap_err();
-            assert!(matches!(err, ChatError::MemoryLimit { .. } | ChatError::ScanLimit { .. }), "{source}: {err}");
+            assert!(matches!(err, Error::TemplateMemoryLimit { .. } | Error::TemplateScanLimit { .. }), "{source}: {err}");
         }
     }
 
@@ -334,7 +287,7 @@ mod tests {
             // Refused before the text is made: by its size, or by printing the operands to
             // measure them.
             let err = render_quickly(source).unwrap_err();
-            assert!(matches!(err, ChatError::MemoryLimit { .. } | ChatError::ScanLimit { .. }), "{source}: {err}");
+            assert!(matches!(err, Error::TemplateMemoryLimit { .. } | Error::TemplateScanLimit { .. }), "{source}: {err}");
         }
     }
 
@@ -346,7 +299,7 @@ mod tests {
             &format!("{{% for i in range(100000) %}}{}{{% endfor %}}", "z".repeat(10_000)),
         ] {
             let err = render_quickly(source).unwrap_err();
-            assert!(matches!(err, ChatError::MemoryLimit { .. }), "{}: {err}", &source[..source.len().min(80)]);
+            assert!(matches!(err, Error::TemplateMemoryLimit { .. }), "{}: {err}", &source[..source.len().min(80)]);
         }
     }
 
@@ -354,7 +307,7 @@ mod tests {
     fn templates_that_scan_large_values_over_and_over_stop_at_the_scan_limit() {
         let source = "{% set r = range(100000)|list %}{% for i in range(100000) %}{% if i in r %}{% endif %}{% endfor %}";
         let err = render_quickly(source).unwrap_err();
-        assert!(matches!(err, ChatError::ScanLimit { .. }), "{err}");
+        assert!(matches!(err, Error::TemplateScanLimit { .. }), "{err}");
         assert!(err.to_string().contains("scan limit"), "{err}");
     }
 
@@ -367,7 +320,7 @@ mod tests {
             "{% set n = 1000000 %}{% set s = 'x' * n %}{% for i in range(1000) %}{% set u = ([s] * 1000)|unique|list %}{% endfor %}",
         ] {
             let err = render_quickly(source).unwrap_err();
-            assert!(matches!(err, ChatError::ScanLimit { .. } | ChatError::MemoryLimit { .. }), "{source}: {err}");
+            assert!(matches!(err, Error::TemplateScanLimit { .. } | Error::TemplateMemoryLimit { .. }), "{source}: {err}");
         }
     }
 
@@ -377,7 +330,7 @@ mod tests {
         let err = render_quickly(nest).unwrap_err();
         assert!(err.to_string().contains("nested more than 100 deep"), "{err}");
         for source in ["{{ debug() }}", "{{ [1]|pprint }}"] {
-            assert!(matches!(render_quickly(source), Err(ChatError::Template { .. })), "{source}");
+            assert!(matches!(render_quickly(source), Err(Error::Template { .. })), "{source}");
         }
     }
 
@@ -389,7 +342,9 @@ mod tests {
         assert!(prompt.len() > document.len());
         // The setting applies: with a small one, a template that makes 4 MiB is refused.
         let err = ChatTemplate::new(Some("{% set n = 4000000 %}{{ 'x' * n }}"), "", "").unwrap().with_memory_limit(1 << 20);
-        assert!(matches!(err.render(&[ChatMessage::new("user", "x")], false), Err(ChatError::MemoryLimit { bytes }) if bytes < 2 << 20));
+        assert!(
+            matches!(err.render(&[ChatMessage::new("user", "x")], false), Err(Error::TemplateMemoryLimit { bytes }) if bytes < 2 << 20)
+        );
     }
 
     #[test]

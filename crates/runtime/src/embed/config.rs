@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::error::EmbedderError;
+use crate::Error;
 
 /// Where a model's files come from: a directory natively, the bytes a page or worker
 /// handed over in wasm.
 pub trait ModelFiles {
     /// The file's bytes, `None` when the model has no such file.
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, EmbedderError>;
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, Error>;
     /// How to name the file in a message.
     fn describe(&self, name: &str) -> String;
     /// The model's own name where the files do not say it (a directory's name).
@@ -38,12 +38,12 @@ pub trait ModelFiles {
 pub struct DirFiles(pub PathBuf);
 
 impl ModelFiles for DirFiles {
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, EmbedderError> {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         let path = self.0.join(name);
         match std::fs::read(&path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(EmbedderError::MissingFile { path: path.display().to_string(), reason: e.to_string() }),
+            Err(e) => Err(Error::MissingFile { path: path.display().to_string(), reason: e.to_string() }),
         }
     }
 
@@ -58,7 +58,7 @@ impl ModelFiles for DirFiles {
 
 /// Files held in memory by name (`config.json`, `1_Pooling/config.json`, ...).
 impl ModelFiles for BTreeMap<String, Vec<u8>> {
-    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, EmbedderError> {
+    fn read(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(self.get(name).cloned())
     }
 
@@ -121,26 +121,26 @@ pub struct EmbedderConfig {
     pub passage_prefix: String,
 }
 
-fn read_json(files: &dyn ModelFiles, file: &str) -> Result<Option<Value>, EmbedderError> {
+fn read_json(files: &dyn ModelFiles, file: &str) -> Result<Option<Value>, Error> {
     match files.read(file)? {
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| EmbedderError::BadConfig { file: files.describe(file), reason: e.to_string() }),
+        Some(bytes) => {
+            serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::BadConfig { file: files.describe(file), reason: e.to_string() })
+        }
         None => Ok(None),
     }
 }
 
 impl EmbedderConfig {
     /// Read a model directory's configuration files.
-    pub fn read(dir: &Path) -> Result<Self, EmbedderError> {
+    pub fn read(dir: &Path) -> Result<Self, Error> {
         Self::from_files(&DirFiles(dir.to_owned()))
     }
 
     /// Read a model's configuration files from wherever they are.
-    pub fn from_files(files: &dyn ModelFiles) -> Result<Self, EmbedderError> {
+    pub fn from_files(files: &dyn ModelFiles) -> Result<Self, Error> {
         let config_path = files.describe("config.json");
-        let config = read_json(files, "config.json")?
-            .ok_or_else(|| EmbedderError::MissingFile { path: config_path.clone(), reason: "not found".into() })?;
+        let config =
+            read_json(files, "config.json")?.ok_or_else(|| Error::MissingFile { path: config_path.clone(), reason: "not found".into() })?;
         let shape = BertShape::from_config(&config, &config_path)?;
         let pooling = read_pooling(files)?;
         let max_tokens = match read_json(files, "sentence_bert_config.json")?.and_then(|c| c.get("max_seq_length")?.as_u64()) {
@@ -189,31 +189,33 @@ impl BertShape {
     }
 
     /// From a Hugging Face `config.json` of a BERT model.
-    pub fn from_config(c: &Value, file: &str) -> Result<Self, EmbedderError> {
+    pub fn from_config(c: &Value, file: &str) -> Result<Self, Error> {
         let kind = c.get("model_type").and_then(Value::as_str).unwrap_or("");
         let position_offset = match kind {
             "bert" => 0,
             // RoBERTa numbers positions after the padding index (`padding_idx + 1`).
             "xlm-roberta" | "roberta" => c.get("pad_token_id").and_then(Value::as_u64).unwrap_or(1) as usize + 1,
             _ => {
-                return Err(EmbedderError::Unsupported {
+                return Err(Error::UnsupportedEmbedder {
                     what: format!("model_type '{kind}' (bert and xlm-roberta encoders are supported)"),
                 })
             }
         };
         let act = c.get("hidden_act").and_then(Value::as_str).unwrap_or("gelu");
         if act != "gelu" {
-            return Err(EmbedderError::Unsupported { what: format!("hidden_act '{act}' (gelu is supported)") });
+            return Err(Error::UnsupportedEmbedder { what: format!("hidden_act '{act}' (gelu is supported)") });
         }
         if let Some(p) = c.get("position_embedding_type").and_then(Value::as_str) {
             if p != "absolute" {
-                return Err(EmbedderError::Unsupported { what: format!("position_embedding_type '{p}'") });
+                return Err(Error::UnsupportedEmbedder { what: format!("position_embedding_type '{p}'") });
             }
         }
-        let field = |k: &str| -> Result<usize, EmbedderError> {
-            c.get(k).and_then(Value::as_u64).filter(|v| *v > 0 && *v < 1 << 24).map(|v| v as usize).ok_or_else(|| {
-                EmbedderError::BadConfig { file: file.to_owned(), reason: format!("'{k}' is missing or not a positive integer") }
-            })
+        let field = |k: &str| -> Result<usize, Error> {
+            c.get(k)
+                .and_then(Value::as_u64)
+                .filter(|v| *v > 0 && *v < 1 << 24)
+                .map(|v| v as usize)
+                .ok_or_else(|| Error::BadConfig { file: file.to_owned(), reason: format!("'{k}' is missing or not a positive integer") })
         };
         let shape = BertShape {
             vocab: field("vocab_size")?,
@@ -227,13 +229,13 @@ impl BertShape {
             position_offset,
         };
         if shape.position_offset >= shape.max_positions {
-            return Err(EmbedderError::BadConfig {
+            return Err(Error::BadConfig {
                 file: file.to_owned(),
                 reason: format!("pad_token_id leaves no positions of {}", shape.max_positions),
             });
         }
         if !shape.hidden.is_multiple_of(shape.heads) {
-            return Err(EmbedderError::BadConfig {
+            return Err(Error::BadConfig {
                 file: file.to_owned(),
                 reason: format!("hidden_size {} is not a multiple of num_attention_heads {}", shape.hidden, shape.heads),
             });
@@ -257,7 +259,7 @@ fn conventional_prefixes(name: &str) -> (String, String) {
 }
 
 /// The pooling named by `modules.json`'s pooling module (mean when there is none).
-fn read_pooling(files: &dyn ModelFiles) -> Result<Pooling, EmbedderError> {
+fn read_pooling(files: &dyn ModelFiles) -> Result<Pooling, Error> {
     let Some(modules) = read_json(files, "modules.json")? else { return Ok(Pooling::Mean) };
     let path = modules.as_array().into_iter().flatten().find_map(|m| {
         let kind = m.get("type")?.as_str()?;
@@ -280,8 +282,8 @@ fn read_pooling(files: &dyn ModelFiles) -> Result<Pooling, EmbedderError> {
     .collect();
     match chosen.as_slice() {
         [one] => Ok(*one),
-        [] => Err(EmbedderError::BadConfig { file, reason: "no pooling mode is set".into() }),
-        _ => Err(EmbedderError::Unsupported { what: format!("{file}: several pooling modes at once (concatenated vectors)") }),
+        [] => Err(Error::BadConfig { file, reason: "no pooling mode is set".into() }),
+        _ => Err(Error::UnsupportedEmbedder { what: format!("{file}: several pooling modes at once (concatenated vectors)") }),
     }
 }
 

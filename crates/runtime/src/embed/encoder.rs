@@ -20,7 +20,6 @@
 #![allow(unsafe_code)]
 
 use super::config::{BertShape, Pooling};
-use super::error::EmbedderError;
 use crate::arch::bert::{run_layers, EncAct, EncoderOps};
 use crate::cpu::encoder_ops::{attend, layer_norm};
 use crate::cpu::gemm::{gemm, Epilogue, PanelMatrix, PanelType};
@@ -28,6 +27,7 @@ use crate::cpu::matmul::QMatrix;
 use crate::cpu::threads::Threads;
 use crate::cpu::SharedMut;
 use crate::gguf::GgmlType;
+use crate::Error;
 
 std::thread_local! {
     /// A thread's attention scratch and output rows, reused across (text, head) tasks.
@@ -141,12 +141,12 @@ pub(crate) struct WeightsOf<L, N> {
 pub(crate) fn read_weights<L, N>(
     shape: &BertShape,
     read: &TensorReader<'_>,
-    mut linear: impl FnMut(Vec<f32>, Vec<f32>, usize, usize) -> Result<L, EmbedderError>,
-    mut norm: impl FnMut(Vec<f32>, Vec<f32>) -> Result<N, EmbedderError>,
-) -> Result<WeightsOf<L, N>, EmbedderError> {
+    mut linear: impl FnMut(Vec<f32>, Vec<f32>, usize, usize) -> Result<L, Error>,
+    mut norm: impl FnMut(Vec<f32>, Vec<f32>) -> Result<N, Error>,
+) -> Result<WeightsOf<L, N>, Error> {
     let h = shape.hidden;
     let mut read_norm = |name: &str| norm(read(&format!("{name}.weight"), &[h])?, read(&format!("{name}.bias"), &[h])?);
-    let mut read_linear = |names: &[String], rows: usize, cols: usize| -> Result<L, EmbedderError> {
+    let mut read_linear = |names: &[String], rows: usize, cols: usize| -> Result<L, Error> {
         let (mut w, mut b) = (Vec::with_capacity(rows * cols * names.len()), Vec::new());
         for n in names {
             w.extend(read(&format!("{n}.weight"), &[rows, cols])?);
@@ -198,7 +198,7 @@ pub(crate) fn token_inputs(word: &QMatrix, position: &[f32], shape: &BertShape, 
 
 /// Reads one tensor by its Hugging Face name (without any `bert.`/`roberta.` prefix) as
 /// f32, checked against the shape expected (outermost first).
-pub type TensorReader<'a> = dyn Fn(&str, &[usize]) -> Result<Vec<f32>, EmbedderError> + 'a;
+pub type TensorReader<'a> = dyn Fn(&str, &[usize]) -> Result<Vec<f32>, Error> + 'a;
 
 /// A BERT-family encoder held in memory.
 pub struct Encoder {
@@ -214,7 +214,7 @@ pub struct Encoder {
 
 impl Encoder {
     /// Load the weights through `read`.
-    pub fn load(shape: BertShape, read: &TensorReader<'_>, precision: Precision) -> Result<Self, EmbedderError> {
+    pub fn load(shape: BertShape, read: &TensorReader<'_>, precision: Precision) -> Result<Self, Error> {
         let w = read_weights(
             &shape,
             read,

@@ -20,9 +20,9 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::Tokenizer;
 
 use super::config::{BertShape, EmbedderConfig, Pooling};
-use super::error::EmbedderError;
 use crate::gguf::{GgufFile, MetaValue};
 use crate::source::ByteSource;
+use crate::Error;
 
 /// The GGUF name of a tensor named `hf` in a Hugging Face BERT checkpoint.
 pub fn hf_to_gguf(hf: &str) -> Option<String> {
@@ -52,17 +52,19 @@ pub fn hf_to_gguf(hf: &str) -> Option<String> {
     Some(format!("{name}.{suffix}"))
 }
 
-fn meta_usize(file: &GgufFile, key: &str) -> Result<usize, EmbedderError> {
-    file.get(key).and_then(MetaValue::as_u64).filter(|v| *v > 0 && *v < 1 << 24).map(|v| v as usize).ok_or_else(|| {
-        EmbedderError::BadConfig { file: "GGUF metadata".into(), reason: format!("'{key}' is missing or not a positive integer") }
-    })
+fn meta_usize(file: &GgufFile, key: &str) -> Result<usize, Error> {
+    file.get(key)
+        .and_then(MetaValue::as_u64)
+        .filter(|v| *v > 0 && *v < 1 << 24)
+        .map(|v| v as usize)
+        .ok_or_else(|| Error::BadConfig { file: "GGUF metadata".into(), reason: format!("'{key}' is missing or not a positive integer") })
 }
 
 /// The configuration and tokenizer a `bert` GGUF file describes.
-pub fn read_config(file: &GgufFile) -> Result<(EmbedderConfig, Tokenizer), EmbedderError> {
+pub fn read_config(file: &GgufFile) -> Result<(EmbedderConfig, Tokenizer), Error> {
     let arch = file.architecture().unwrap_or("");
     if arch != "bert" {
-        return Err(EmbedderError::Unsupported { what: format!("GGUF architecture '{arch}' (bert encoders are supported)") });
+        return Err(Error::UnsupportedEmbedder { what: format!("GGUF architecture '{arch}' (bert encoders are supported)") });
     }
     let tokens: Vec<&str> = file
         .get("tokenizer.ggml.tokens")
@@ -82,7 +84,7 @@ pub fn read_config(file: &GgufFile) -> Result<(EmbedderConfig, Tokenizer), Embed
         position_offset: 0,
     };
     if !shape.hidden.is_multiple_of(shape.heads) {
-        return Err(EmbedderError::BadConfig {
+        return Err(Error::BadConfig {
             file: "GGUF metadata".into(),
             reason: format!("embedding_length {} is not a multiple of head_count {}", shape.hidden, shape.heads),
         });
@@ -92,7 +94,7 @@ pub fn read_config(file: &GgufFile) -> Result<(EmbedderConfig, Tokenizer), Embed
         None | Some(1) => Pooling::Mean,
         Some(2) => Pooling::Cls,
         Some(3) => Pooling::Last,
-        Some(p) => return Err(EmbedderError::Unsupported { what: format!("bert.pooling_type {p} (mean, cls and last are supported)") }),
+        Some(p) => return Err(Error::UnsupportedEmbedder { what: format!("bert.pooling_type {p} (mean, cls and last are supported)") }),
     };
     let tokenizer = wordpiece(file, &tokens)?;
     let config =
@@ -101,10 +103,10 @@ pub fn read_config(file: &GgufFile) -> Result<(EmbedderConfig, Tokenizer), Embed
 }
 
 /// The WordPiece tokenizer behind a phantom-space vocabulary.
-fn wordpiece(file: &GgufFile, tokens: &[&str]) -> Result<Tokenizer, EmbedderError> {
+fn wordpiece(file: &GgufFile, tokens: &[&str]) -> Result<Tokenizer, Error> {
     let model = file.get("tokenizer.ggml.model").and_then(MetaValue::as_str).unwrap_or("");
     if model != "bert" {
-        return Err(EmbedderError::Unsupported {
+        return Err(Error::UnsupportedEmbedder {
             what: format!("tokenizer.ggml.model '{model}' (a bert WordPiece vocabulary is supported)"),
         });
     }
@@ -119,11 +121,11 @@ fn wordpiece(file: &GgufFile, tokens: &[&str]) -> Result<Tokenizer, EmbedderErro
         };
         vocab.entry(piece).or_insert(id as u32);
     }
-    let special = |key: &str, fallback: &str| -> Result<(String, u32), EmbedderError> {
+    let special = |key: &str, fallback: &str| -> Result<(String, u32), Error> {
         let id = file.get(key).and_then(MetaValue::as_u64).map(|v| v as u32).or_else(|| vocab.get(fallback).copied());
         let id = id
             .filter(|&i| (i as usize) < tokens.len())
-            .ok_or_else(|| EmbedderError::Tokenizer { reason: format!("the vocabulary has no {fallback} token ({key})") })?;
+            .ok_or_else(|| Error::EmbedderTokenizer { reason: format!("the vocabulary has no {fallback} token ({key})") })?;
         Ok((tokens[id as usize].to_owned(), id))
     };
     let (cls, sep, unk) = (
@@ -136,7 +138,7 @@ fn wordpiece(file: &GgufFile, tokens: &[&str]) -> Result<Tokenizer, EmbedderErro
         .unk_token(unk.0)
         .continuing_subword_prefix("##".into())
         .build()
-        .map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+        .map_err(|e| Error::EmbedderTokenizer { reason: e.to_string() })?;
     let mut tokenizer = Tokenizer::new(wp);
     tokenizer.with_normalizer(Some(BertNormalizer::new(true, true, None, true)));
     tokenizer.with_pre_tokenizer(Some(BertPreTokenizer));
@@ -146,8 +148,8 @@ fn wordpiece(file: &GgufFile, tokens: &[&str]) -> Result<Tokenizer, EmbedderErro
 
 /// Read the tensor named `hf` (Hugging Face name, PyTorch shape `shape`) from `file` as
 /// f32, whatever GGML type it is stored in.
-pub fn read_tensor(file: &GgufFile, src: &dyn ByteSource, hf: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedderError> {
-    let bad = |reason: String| EmbedderError::BadConfig { file: "GGUF tensors".into(), reason };
+pub fn read_tensor(file: &GgufFile, src: &dyn ByteSource, hf: &str, shape: &[usize]) -> Result<Vec<f32>, Error> {
+    let bad = |reason: String| Error::BadConfig { file: "GGUF tensors".into(), reason };
     let name = hf_to_gguf(hf).ok_or_else(|| bad(format!("no GGUF name for {hf}")))?;
     let t = file.tensor(&name).ok_or_else(|| bad(format!("tensor {name} is missing")))?;
     // GGML lists dimensions innermost first.

@@ -24,7 +24,6 @@
 
 pub mod config;
 pub mod encoder;
-pub mod error;
 pub mod gguf;
 
 use std::collections::BTreeMap;
@@ -35,10 +34,10 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 pub use self::config::{BertShape, DirFiles, EmbedderConfig, ModelFiles, Pooling};
 pub use self::encoder::{Encoder, Precision};
-pub use self::error::EmbedderError;
 use crate::cpu::threads::Threads;
 use crate::safetensors::SafetensorsFile;
 use crate::source::{ByteSource, MemorySource};
+use crate::Error;
 
 /// Vectors for a list of texts, in the order given.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,10 +130,10 @@ impl std::fmt::Debug for SentenceEmbedder {
 /// `bytes` of the file meant to hold them: the encoder allocates for its widths before it
 /// reads each tensor, and the widths come from the configuration (a fuzz finding: a
 /// `hidden_size` of 16777215 asked for petabytes and aborted the process).
-fn weights_fit(shape: &BertShape, bytes: u64, bits: u64, config: &str, weights: &str) -> Result<(), EmbedderError> {
+fn weights_fit(shape: &BertShape, bytes: u64, bits: u64, config: &str, weights: &str) -> Result<(), Error> {
     match shape.parameters() {
         Some(n) if n.saturating_mul(bits) / 8 <= bytes => Ok(()),
-        n => Err(EmbedderError::BadConfig {
+        n => Err(Error::BadConfig {
             file: config.to_owned(),
             reason: match n {
                 Some(n) => format!("its shape has {n} weights, more than the {bytes} bytes of {weights} can hold"),
@@ -151,7 +150,7 @@ impl SentenceEmbedder {
     /// Load a model directory (`config.json`, `model.safetensors`, `tokenizer.json`, and
     /// sentence-transformers' optional files), or a `.gguf` file in llama.cpp's `bert`
     /// layout ([`gguf`]).
-    pub fn load(path: &Path, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+    pub fn load(path: &Path, options: EmbedderOptions) -> Result<Self, Error> {
         Self::load_on(path, options, None)
     }
 
@@ -159,25 +158,25 @@ impl SentenceEmbedder {
     /// the word table and the pooling stay on the CPU). `gpu` may be a clone of the
     /// decoder's device: both then run on one.
     #[cfg(feature = "gpu")]
-    pub fn load_onto_gpu(path: &Path, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+    pub fn load_onto_gpu(path: &Path, gpu: crate::gpu::Gpu) -> Result<Self, Error> {
         Self::load_on(path, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
     }
 
     /// [`SentenceEmbedder::from_files`] with the encoder's layers on `gpu` (see
     /// [`SentenceEmbedder::load_onto_gpu`]).
     #[cfg(feature = "gpu")]
-    pub fn from_files_onto_gpu(files: BTreeMap<String, Vec<u8>>, name: &str, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+    pub fn from_files_onto_gpu(files: BTreeMap<String, Vec<u8>>, name: &str, gpu: crate::gpu::Gpu) -> Result<Self, Error> {
         Self::from_files_on(files, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
     }
 
-    fn load_on(path: &Path, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, EmbedderError> {
+    fn load_on(path: &Path, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, Error> {
         let is_gguf = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
         let weights_path = if is_gguf { path.to_owned() } else { path.join("model.safetensors") };
         #[cfg(not(target_arch = "wasm32"))]
         let src = crate::source::MmapSource::open(&weights_path);
         #[cfg(target_arch = "wasm32")]
         let src = crate::source::FileSource::open(&weights_path);
-        let src = src.map_err(|e| EmbedderError::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
+        let src = src.map_err(|e| Error::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
         if is_gguf {
             let name = path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             return Self::from_gguf_on(&src, name, options, gpu);
@@ -187,19 +186,19 @@ impl SentenceEmbedder {
     }
 
     /// Load a GGUF file in llama.cpp's `bert` layout from any byte source.
-    pub fn from_gguf(src: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+    pub fn from_gguf(src: &dyn ByteSource, name: String, options: EmbedderOptions) -> Result<Self, Error> {
         Self::from_gguf_on(src, name, options, None)
     }
 
     /// [`SentenceEmbedder::from_gguf`] with the encoder's layers on `gpu` (see
     /// [`SentenceEmbedder::load_onto_gpu`]).
     #[cfg(feature = "gpu")]
-    pub fn from_gguf_onto_gpu(src: &dyn ByteSource, name: String, gpu: crate::gpu::Gpu) -> Result<Self, EmbedderError> {
+    pub fn from_gguf_onto_gpu(src: &dyn ByteSource, name: String, gpu: crate::gpu::Gpu) -> Result<Self, Error> {
         Self::from_gguf_on(src, name, EmbedderOptions { precision: Precision::F32, threads: 1 }, Some(gpu))
     }
 
-    fn from_gguf_on(src: &dyn ByteSource, name: String, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, EmbedderError> {
-        let file = crate::gguf::GgufFile::read(src).map_err(|e| EmbedderError::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
+    fn from_gguf_on(src: &dyn ByteSource, name: String, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, Error> {
+        let file = crate::gguf::GgufFile::read(src).map_err(|e| Error::BadConfig { file: "GGUF".into(), reason: e.to_string() })?;
         let (config, tokenizer) = gguf::read_config(&file)?;
         // No supported block format stores a weight in fewer than 4 bits.
         weights_fit(&config.shape, src.len(), 4, "GGUF metadata", "the GGUF file")?;
@@ -211,41 +210,30 @@ impl SentenceEmbedder {
     /// `model.safetensors`, `config.json`, `tokenizer.json`, and where present
     /// `modules.json`, `1_Pooling/config.json`, `sentence_bert_config.json`,
     /// `config_sentence_transformers.json`, `tokenizer_config.json`.
-    pub fn from_files(files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions) -> Result<Self, EmbedderError> {
+    pub fn from_files(files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions) -> Result<Self, Error> {
         Self::from_files_on(files, name, options, None)
     }
 
-    fn from_files_on(
-        mut files: BTreeMap<String, Vec<u8>>,
-        name: &str,
-        options: EmbedderOptions,
-        gpu: OnGpu,
-    ) -> Result<Self, EmbedderError> {
+    fn from_files_on(mut files: BTreeMap<String, Vec<u8>>, name: &str, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, Error> {
         let weights = files
             .remove("model.safetensors")
-            .ok_or_else(|| EmbedderError::MissingFile { path: "model.safetensors".into(), reason: "not given".into() })?;
+            .ok_or_else(|| Error::MissingFile { path: "model.safetensors".into(), reason: "not given".into() })?;
         Self::build(&files, &MemorySource::new(weights), name.to_owned(), options, gpu)
     }
 
-    fn build(
-        files: &dyn ModelFiles,
-        weights: &dyn ByteSource,
-        name: String,
-        options: EmbedderOptions,
-        gpu: OnGpu,
-    ) -> Result<Self, EmbedderError> {
+    fn build(files: &dyn ModelFiles, weights: &dyn ByteSource, name: String, options: EmbedderOptions, gpu: OnGpu) -> Result<Self, Error> {
         let config = EmbedderConfig::from_files(files)?;
         let tok_bytes = files
             .read("tokenizer.json")?
-            .ok_or_else(|| EmbedderError::MissingFile { path: files.describe("tokenizer.json"), reason: "not found".into() })?;
-        let (tokenizer, _) = crate::tokenizer::hf_tokenizer_from_json(&tok_bytes).map_err(|reason| EmbedderError::Tokenizer { reason })?;
-        let file = SafetensorsFile::read(weights)?;
+            .ok_or_else(|| Error::MissingFile { path: files.describe("tokenizer.json"), reason: "not found".into() })?;
+        let (tokenizer, _) = crate::tokenizer::hf_tokenizer_from_json(&tok_bytes).map_err(|reason| Error::EmbedderTokenizer { reason })?;
+        let file = SafetensorsFile::read(weights).map_err(|e| e.in_file("model.safetensors"))?;
         // Safetensors weights are loaded from F32, F16 or BF16: 16 bits at least.
         weights_fit(&config.shape, weights.len(), 16, &files.describe("config.json"), "model.safetensors")?;
         let prefix = PREFIXES.into_iter().find(|p| file.tensor(&format!("{p}embeddings.word_embeddings.weight")).is_some()).unwrap_or("");
-        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, EmbedderError> {
+        let read = |name: &str, shape: &[usize]| -> Result<Vec<f32>, Error> {
             let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-            Ok(file.read_f32(weights, &format!("{prefix}{name}"), &dims)?)
+            file.read_f32(weights, &format!("{prefix}{name}"), &dims).map_err(|e| e.in_file("model.safetensors"))
         };
         Self::assemble(config, tokenizer, &read, name, options, gpu)
     }
@@ -258,7 +246,7 @@ impl SentenceEmbedder {
         name: String,
         options: EmbedderOptions,
         gpu: OnGpu,
-    ) -> Result<Self, EmbedderError> {
+    ) -> Result<Self, Error> {
         // The GPU's attention holds a sequence's scores in workgroup memory: a longer text is
         // truncated there, as at the model's own limit (and counted as truncated).
         #[cfg(feature = "gpu")]
@@ -272,10 +260,10 @@ impl SentenceEmbedder {
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: config.max_tokens, ..Default::default() }))
-            .map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+            .map_err(|e| Error::EmbedderTokenizer { reason: e.to_string() })?;
         let vocab = tokenizer.get_vocab_size(true);
         if vocab > config.shape.vocab {
-            return Err(EmbedderError::VocabularyMismatch { tokenizer: vocab, model: config.shape.vocab });
+            return Err(Error::VocabularyMismatch { tokenizer: vocab, model: config.shape.vocab });
         }
         let encoder = match gpu {
             None => Engine::Cpu(Encoder::load(config.shape.clone(), read, options.precision)?),
@@ -335,7 +323,7 @@ impl SentenceEmbedder {
 
     /// Token ids of each text as the encoder will see them (prefix added, special tokens
     /// added, truncated), and how many were truncated.
-    pub fn tokenize(&self, texts: &[&str], role: EmbedRole) -> Result<(Vec<Vec<u32>>, usize), EmbedderError> {
+    pub fn tokenize(&self, texts: &[&str], role: EmbedRole) -> Result<(Vec<Vec<u32>>, usize), Error> {
         let prefix = match role {
             EmbedRole::Query => &self.config.query_prefix,
             EmbedRole::Passage => &self.config.passage_prefix,
@@ -344,7 +332,7 @@ impl SentenceEmbedder {
         let mut out = Vec::with_capacity(texts.len());
         for text in texts {
             let input = if prefix.is_empty() { (*text).to_owned() } else { format!("{prefix}{text}") };
-            let enc = self.tokenizer.encode(input, true).map_err(|e| EmbedderError::Tokenizer { reason: e.to_string() })?;
+            let enc = self.tokenizer.encode(input, true).map_err(|e| Error::EmbedderTokenizer { reason: e.to_string() })?;
             truncated += usize::from(!enc.get_overflowing().is_empty());
             let mut ids = enc.get_ids().to_vec();
             // The tokenizer's vocabulary was checked against the table at load; the cut
@@ -358,7 +346,7 @@ impl SentenceEmbedder {
 
     /// Embed `texts` as `role`: one unit vector each, in order. A GPU encoder waits for
     /// the GPU here natively; in a browser only [`SentenceEmbedder::embed_async`] can wait for it.
-    pub fn embed(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
+    pub fn embed(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, Error> {
         let (seqs, truncated) = self.tokenize(texts, role)?;
         let mut vectors = Vec::with_capacity(seqs.len());
         for batch in self.batches(&seqs) {
@@ -368,7 +356,7 @@ impl SentenceEmbedder {
                 Engine::Gpu(g) => pollster::block_on(g.forward(batch, self.config.pooling))?,
                 #[cfg(all(feature = "gpu", target_arch = "wasm32"))]
                 Engine::Gpu(_) => {
-                    return Err(EmbedderError::Gpu {
+                    return Err(Error::EmbedderGpu {
                         message: "a browser cannot wait for the GPU in a synchronous call: use embed_async".into(),
                     })
                 }
@@ -380,7 +368,7 @@ impl SentenceEmbedder {
 
     /// [`SentenceEmbedder::embed`], waiting for a GPU encoder without blocking (what a browser
     /// needs); a CPU encoder computes in place.
-    pub async fn embed_async(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, EmbedderError> {
+    pub async fn embed_async(&self, texts: &[&str], role: EmbedRole) -> Result<Embeddings, Error> {
         match &self.encoder {
             Engine::Cpu(_) => self.embed(texts, role),
             #[cfg(feature = "gpu")]
@@ -419,7 +407,7 @@ impl docmem_core::embed::Embedder for SentenceEmbedder {
         SentenceEmbedder::dim(self)
     }
 
-    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
         Ok(SentenceEmbedder::embed(self, texts, role)?.vectors)
     }
 
@@ -433,7 +421,7 @@ impl docmem_core::embed::Embedder for SentenceEmbedder {
         &'a mut self,
         texts: &'a [&'a str],
         role: EmbedRole,
-    ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
+    ) -> docmem_core::local_future::LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         docmem_core::local_future::boxed(async move { Ok(SentenceEmbedder::embed_async(self, texts, role).await?.vectors) })
     }
 

@@ -18,11 +18,11 @@ mod types;
 pub mod writer;
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 pub use types::{unsupported_type_name, GgmlType};
 
-use crate::source::{ByteSource, SourceError};
+use crate::source::ByteSource;
+use crate::Error;
 
 /// A metadata value.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,121 +119,6 @@ impl TensorInfo {
     }
 }
 
-/// Why a GGUF file could not be read.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum GgufError {
-    /// The bytes could not be read.
-    Source(SourceError),
-    /// The file does not start with `GGUF`.
-    BadMagic,
-    /// A GGUF version other than 2 or 3.
-    UnsupportedVersion {
-        /// The version found.
-        version: u32,
-    },
-    /// The file ends inside its header.
-    Truncated {
-        /// What was being read.
-        what: &'static str,
-    },
-    /// A count or length larger than the file could hold.
-    Implausible {
-        /// Which field.
-        what: &'static str,
-        /// Its value.
-        value: u64,
-    },
-    /// A metadata value of an unknown type.
-    UnknownValueType {
-        /// The key.
-        key: String,
-        /// The type id.
-        type_id: u32,
-    },
-    /// A string that is not UTF-8.
-    NotUtf8 {
-        /// Which field.
-        what: &'static str,
-    },
-    /// The same metadata key twice.
-    DuplicateKey {
-        /// The key.
-        key: String,
-    },
-    /// The same tensor name twice.
-    DuplicateTensor {
-        /// The tensor.
-        name: String,
-    },
-    /// A tensor type docmem cannot run.
-    UnsupportedTensorType {
-        /// The tensor.
-        tensor: String,
-        /// GGML's type id.
-        type_id: u32,
-    },
-    /// A tensor with an impossible shape (no dimensions, a zero, overflow, or a row length
-    /// that is not a whole number of blocks).
-    BadShape {
-        /// The tensor.
-        tensor: String,
-    },
-    /// A tensor whose data is misaligned or runs past the end of the file.
-    BadOffset {
-        /// The tensor.
-        tensor: String,
-    },
-    /// `general.alignment` is not a power of two.
-    BadAlignment {
-        /// The value.
-        alignment: u64,
-    },
-}
-
-impl fmt::Display for GgufError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GgufError::Source(e) => write!(f, "{e}"),
-            GgufError::BadMagic => write!(f, "not a GGUF file (it does not start with 'GGUF')"),
-            GgufError::UnsupportedVersion { version } => write!(f, "GGUF version {version} is not supported (2 and 3 are)"),
-            GgufError::Truncated { what } => write!(f, "the file ends inside the header ({what})"),
-            GgufError::Implausible { what, value } => write!(f, "implausible {what}: {value}"),
-            GgufError::UnknownValueType { key, type_id } => write!(f, "metadata '{key}' has unknown value type {type_id}"),
-            GgufError::NotUtf8 { what } => write!(f, "{what} is not UTF-8"),
-            GgufError::DuplicateKey { key } => write!(f, "metadata key '{key}' appears twice"),
-            GgufError::DuplicateTensor { name } => write!(f, "tensor '{name}' appears twice"),
-            GgufError::UnsupportedTensorType { tensor, type_id } => write!(
-                f,
-                "tensor '{tensor}' has type {} (id {type_id}); docmem runs F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K",
-                unsupported_type_name(*type_id)
-            ),
-            GgufError::BadShape { tensor } => write!(f, "tensor '{tensor}' has an invalid shape"),
-            GgufError::BadOffset { tensor } => write!(f, "tensor '{tensor}' is misaligned or runs past the end of the file"),
-            GgufError::BadAlignment { alignment } => write!(f, "general.alignment {alignment} is not a power of two"),
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for GgufError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            GgufError::Source(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<SourceError> for GgufError {
-    fn from(e: SourceError) -> Self {
-        match e {
-            SourceError::OutOfRange { .. } => GgufError::Truncated { what: "header" },
-            e => GgufError::Source(e),
-        }
-    }
-}
-
 /// A parsed GGUF header.
 #[derive(Clone, Debug)]
 pub struct GgufFile {
@@ -273,9 +158,9 @@ impl<'a> Cursor<'a> {
         self.src.len().saturating_sub(self.pos)
     }
 
-    fn bytes(&mut self, n: usize, what: &'static str) -> Result<&[u8], GgufError> {
+    fn bytes(&mut self, n: usize, what: &'static str) -> Result<&[u8], Error> {
         if (n as u64) > self.remaining() {
-            return Err(GgufError::Truncated { what });
+            return Err(Error::Truncated { what });
         }
         let in_window = self.pos >= self.window_start && self.pos + n as u64 <= self.window_start + self.window.len() as u64;
         if !in_window {
@@ -289,36 +174,36 @@ impl<'a> Cursor<'a> {
         Ok(&self.window[start..start + n])
     }
 
-    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], GgufError> {
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], Error> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.bytes(N, what)?);
         Ok(a)
     }
 
-    fn u32(&mut self, what: &'static str) -> Result<u32, GgufError> {
+    fn u32(&mut self, what: &'static str) -> Result<u32, Error> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
-    fn u64(&mut self, what: &'static str) -> Result<u64, GgufError> {
+    fn u64(&mut self, what: &'static str) -> Result<u64, Error> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
     /// A count of items each at least `min_bytes` long, checked against what remains.
-    fn count(&mut self, min_bytes: u64, what: &'static str) -> Result<usize, GgufError> {
+    fn count(&mut self, min_bytes: u64, what: &'static str) -> Result<usize, Error> {
         let n = self.u64(what)?;
         if n.saturating_mul(min_bytes.max(1)) > self.remaining() {
-            return Err(GgufError::Implausible { what, value: n });
+            return Err(Error::Implausible { what, value: n });
         }
-        usize::try_from(n).map_err(|_| GgufError::Implausible { what, value: n })
+        usize::try_from(n).map_err(|_| Error::Implausible { what, value: n })
     }
 
-    fn string(&mut self, what: &'static str) -> Result<String, GgufError> {
+    fn string(&mut self, what: &'static str) -> Result<String, Error> {
         let n = self.count(1, what)?;
         let b = self.bytes(n, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| GgufError::NotUtf8 { what })
+        String::from_utf8(b.to_vec()).map_err(|_| Error::NotUtf8 { what })
     }
 
-    fn value(&mut self, key: &str, type_id: u32, depth: u32) -> Result<MetaValue, GgufError> {
+    fn value(&mut self, key: &str, type_id: u32, depth: u32) -> Result<MetaValue, Error> {
         const W: &str = "metadata value";
         Ok(match type_id {
             0 => MetaValue::U8(self.array::<1>(W)?[0]),
@@ -338,12 +223,12 @@ impl<'a> Cursor<'a> {
                     4..=6 => 4,
                     8 | 10..=12 => 8,
                     9 => 12,
-                    _ => return Err(GgufError::UnknownValueType { key: key.to_string(), type_id: elem }),
+                    _ => return Err(Error::UnknownValueType { key: key.to_string(), type_id: elem }),
                 };
                 let n = self.count(min, "array length")?;
                 self.values = self.values.saturating_add(n as u64);
                 if self.values > MAX_METADATA_VALUES {
-                    return Err(GgufError::Implausible { what: "metadata values (array items included)", value: self.values });
+                    return Err(Error::Implausible { what: "metadata values (array items included)", value: self.values });
                 }
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -354,21 +239,21 @@ impl<'a> Cursor<'a> {
             10 => MetaValue::U64(u64::from_le_bytes(self.array(W)?)),
             11 => MetaValue::I64(i64::from_le_bytes(self.array(W)?)),
             12 => MetaValue::F64(f64::from_le_bytes(self.array(W)?)),
-            _ => return Err(GgufError::UnknownValueType { key: key.to_string(), type_id }),
+            _ => return Err(Error::UnknownValueType { key: key.to_string(), type_id }),
         })
     }
 }
 
 impl GgufFile {
     /// Parse and check the header of a GGUF file.
-    pub fn read(src: &dyn ByteSource) -> Result<Self, GgufError> {
+    pub fn read(src: &dyn ByteSource) -> Result<Self, Error> {
         let mut c = Cursor { src, pos: 0, window: Vec::new(), window_start: 0, values: 0 };
         if c.remaining() < 4 || c.bytes(4, "magic")? != b"GGUF" {
-            return Err(GgufError::BadMagic);
+            return Err(Error::BadMagic);
         }
         let version = c.u32("version")?;
         if !(2..=3).contains(&version) {
-            return Err(GgufError::UnsupportedVersion { version });
+            return Err(Error::GgufVersion { version });
         }
         // A tensor info takes at least 8 (name) + 4 + 8 + 4 + 8 bytes; a key/value 8 + 4 + 1.
         let n_tensors = c.count(32, "tensor count")?;
@@ -379,15 +264,15 @@ impl GgufFile {
             let type_id = c.u32("metadata type")?;
             let value = c.value(&key, type_id, 0)?;
             if metadata.insert(key.clone(), value).is_some() {
-                return Err(GgufError::DuplicateKey { key });
+                return Err(Error::DuplicateKey { key });
             }
         }
         let alignment = match metadata.get("general.alignment") {
             None => 32,
-            Some(v) => v.as_u64().ok_or(GgufError::BadAlignment { alignment: 0 })?,
+            Some(v) => v.as_u64().ok_or(Error::BadAlignment { alignment: 0 })?,
         };
         if alignment == 0 || !alignment.is_power_of_two() {
-            return Err(GgufError::BadAlignment { alignment });
+            return Err(Error::BadAlignment { alignment });
         }
         let mut raw = Vec::with_capacity(n_tensors);
         let mut names = std::collections::HashSet::new();
@@ -395,7 +280,7 @@ impl GgufFile {
             let name = c.string("tensor name")?;
             let n_dims = c.u32("tensor rank")?;
             if n_dims == 0 || n_dims > 4 {
-                return Err(GgufError::BadShape { tensor: name });
+                return Err(Error::BadShape { tensor: name });
             }
             let mut dims = Vec::with_capacity(n_dims as usize);
             for _ in 0..n_dims {
@@ -404,7 +289,7 @@ impl GgufFile {
             let type_id = c.u32("tensor type")?;
             let offset = c.u64("tensor offset")?;
             if !names.insert(name.clone()) {
-                return Err(GgufError::DuplicateTensor { name });
+                return Err(Error::DuplicateTensor { name });
             }
             raw.push((name, dims, type_id, offset));
         }
@@ -413,12 +298,12 @@ impl GgufFile {
         let mut tensors = Vec::with_capacity(raw.len());
         for (name, dims, type_id, offset) in raw {
             let Some(ggml_type) = GgmlType::from_id(type_id) else {
-                return Err(GgufError::UnsupportedTensorType { tensor: name, type_id });
+                return Err(Error::UnsupportedTensorType { tensor: name, type_id });
             };
             let elements = dims.iter().try_fold(1u64, |acc, &d| if d == 0 { None } else { acc.checked_mul(d) });
             let block = ggml_type.block_elements();
             let (Some(elements), true) = (elements, dims[0].is_multiple_of(block)) else {
-                return Err(GgufError::BadShape { tensor: name });
+                return Err(Error::BadShape { tensor: name });
             };
             let size = (elements / block).checked_mul(ggml_type.block_bytes());
             let start = data_offset.checked_add(offset);
@@ -428,7 +313,7 @@ impl GgufFile {
                 {
                     tensors.push(TensorInfo { name, dims, ggml_type, offset: start, size });
                 }
-                _ => return Err(GgufError::BadOffset { tensor: name }),
+                _ => return Err(Error::BadOffset { tensor: name }),
             }
         }
         Ok(GgufFile { version, metadata, tensors, alignment, data_offset })
@@ -450,10 +335,10 @@ impl GgufFile {
     }
 
     /// Read one tensor's raw bytes.
-    pub fn tensor_bytes(&self, src: &dyn ByteSource, tensor: &TensorInfo) -> Result<Vec<u8>, GgufError> {
-        let len = usize::try_from(tensor.size).map_err(|_| GgufError::Implausible { what: "tensor size", value: tensor.size })?;
+    pub fn tensor_bytes(&self, src: &dyn ByteSource, tensor: &TensorInfo) -> Result<Vec<u8>, Error> {
+        let len = usize::try_from(tensor.size).map_err(|_| Error::Implausible { what: "tensor size", value: tensor.size })?;
         let mut buf = vec![0u8; len];
-        src.read_at(tensor.offset, &mut buf).map_err(GgufError::Source)?;
+        src.read_at(tensor.offset, &mut buf)?;
         Ok(buf)
     }
 }

@@ -12,9 +12,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use super::device::{Gpu, GpuError};
+use super::device::Gpu;
 use super::pool::Use;
 use crate::gguf::GgmlType;
+use crate::Error;
 
 /// The largest single write to a GPU buffer.
 pub const MAX_WRITE_BYTES: usize = 64 << 20;
@@ -102,7 +103,7 @@ pub struct GpuMatrix {
 impl GpuMatrix {
     /// Upload `data` (`rows` rows of `cols` values in `ty`'s blocks, GGUF's layout), split
     /// by rows where it is larger than the device's largest binding.
-    pub fn upload(gpu: &Gpu, ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<GpuMatrix, GpuError> {
+    pub fn upload(gpu: &Gpu, ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<GpuMatrix, Error> {
         Self::upload_in_parts(gpu, ty, rows, cols, data, gpu.max_binding_bytes() as usize)
     }
 
@@ -114,8 +115,8 @@ impl GpuMatrix {
         cols: usize,
         data: &[u8],
         part_bytes: usize,
-    ) -> Result<GpuMatrix, GpuError> {
-        let rows_of = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), GpuError> {
+    ) -> Result<GpuMatrix, Error> {
+        let rows_of = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), Error> {
             run.extend_from_slice(&data[at..at + len]);
             Ok(())
         };
@@ -127,21 +128,21 @@ impl GpuMatrix {
     /// (at most `run_bytes` of the file, and at most [`MAX_WRITE_BYTES`] re-laid, per run),
     /// in parts of at most `part_bytes`: a matrix streamed from a file is never whole in
     /// memory.
-    pub(crate) fn upload_rows<E: From<GpuError>>(
+    pub(crate) fn upload_rows<E: From<Error>>(
         gpu: &Gpu,
         (ty, rows, cols): (GgmlType, usize, usize),
         bytes: usize,
         (part_bytes, run_bytes): (usize, usize),
         mut read: impl FnMut(usize, usize, &mut Vec<u8>) -> Result<(), E>,
     ) -> Result<GpuMatrix, E> {
-        let layout = block_layout(ty).ok_or_else(|| GpuError::UnsupportedType { ty: format!("{ty:?}") })?;
+        let layout = block_layout(ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{ty:?}") })?;
         if !cols.is_multiple_of(layout.values) {
-            return Err(GpuError::Shape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols }.into());
+            return Err(Error::GpuShape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols }.into());
         }
         let blocks = cols / layout.values;
         let file_row = blocks * layout.file_bytes;
         if bytes != rows * file_row {
-            return Err(GpuError::Shape { what: "matrix data (bytes)", expected: rows * file_row, got: bytes }.into());
+            return Err(Error::GpuShape { what: "matrix data (bytes)", expected: rows * file_row, got: bytes }.into());
         }
         let gpu_row = blocks * layout.words * 4;
         let per_part = (part_bytes / gpu_row.max(1)).max(1);
@@ -157,7 +158,7 @@ impl GpuMatrix {
                 let mut run = Vec::with_capacity(m * file_row);
                 read((first_row + r) * file_row, m * file_row, &mut run)?;
                 if run.len() != m * file_row {
-                    return Err(GpuError::Shape { what: "matrix rows read", expected: m * file_row, got: run.len() }.into());
+                    return Err(Error::GpuShape { what: "matrix rows read", expected: m * file_row, got: run.len() }.into());
                 }
                 relaid.clear();
                 relay_blocks(ty, &run, &mut relaid);
@@ -199,7 +200,7 @@ impl GpuVector {
     }
 
     /// The values, read back once the GPU has finished what was submitted before.
-    pub async fn read(&self, gpu: &Gpu) -> Result<Vec<f32>, GpuError> {
+    pub async fn read(&self, gpu: &Gpu) -> Result<Vec<f32>, Error> {
         let size = (self.len * 4) as u64;
         if size == 0 {
             return Ok(Vec::new());
@@ -221,9 +222,9 @@ impl GpuVector {
         // Natively this runs the callback; in a browser the event loop does.
         #[cfg(not(target_arch = "wasm32"))]
         let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
-        MapWait { slot }.await.map_err(|message| GpuError::Readback { message })?;
+        MapWait { slot }.await.map_err(|message| Error::Readback { message })?;
         gpu.check()?;
-        let view = staging.slice(..size).get_mapped_range().map_err(|e| GpuError::Readback { message: e.to_string() })?;
+        let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback { message: e.to_string() })?;
         let out = view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         drop(view);
         staging.unmap();

@@ -1,6 +1,6 @@
 //! Every kernel against the CPU reference, on the adapter at hand: seeded inputs, the
 //! GPU's result read back, the first element out of tolerance reported as
-//! [`GpuError::WrongResult`] (the check, the index and both values).
+//! [`Error::WrongResult`] (the check, the index and both values).
 //!
 //! Why these are library code and not only tests: the same checks run natively in
 //! `cargo test` (Vulkan on llvmpipe), in headless Chromium on SwiftShader when the app
@@ -19,11 +19,12 @@
 //! bias + GELU within 2e-6 relative (plus 2e-6), bidirectional attention within 2e-5
 //! relative plus 1e-5 (a weighted mean of values about 1 in size).
 
-use super::{f16_len, q8_len, reads_q8, AttentionShape, Gpu, GpuError, GpuMatrix, GpuVector, Input, Kernels, Operand};
+use super::{f16_len, q8_len, reads_q8, AttentionShape, Gpu, GpuMatrix, GpuVector, Input, Kernels, Operand};
 use crate::cpu::act::QuantizedRow;
 use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
 use crate::testdata::{activations, weight_row};
+use crate::Error;
 
 /// The checks [`run`] knows, in the order [`run_all`] runs them.
 pub const CHECKS: [&str; 11] = [
@@ -48,12 +49,12 @@ pub fn kernels_held_by(gpu: &Gpu, check: &str) -> Vec<&'static str> {
 }
 
 /// Run one check by name ([`CHECKS`]).
-pub async fn run(gpu: &Gpu, name: &str) -> Result<(), GpuError> {
+pub async fn run(gpu: &Gpu, name: &str) -> Result<(), Error> {
     run_with(gpu, &gpu.kernels(), name).await
 }
 
 /// Run every check (the pipelines compiled once); the number run.
-pub async fn run_all(gpu: &Gpu) -> Result<usize, GpuError> {
+pub async fn run_all(gpu: &Gpu) -> Result<usize, Error> {
     let k = gpu.kernels();
     for name in CHECKS {
         run_with(gpu, &k, name).await?;
@@ -61,7 +62,7 @@ pub async fn run_all(gpu: &Gpu) -> Result<usize, GpuError> {
     Ok(CHECKS.len())
 }
 
-async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
+async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
     match name {
         "matvec" => {
             for ty in [GgmlType::F32, GgmlType::Q4_1, GgmlType::Q8_0] {
@@ -96,20 +97,20 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), GpuError> {
         "argmax" => argmax(gpu, k).await,
         "sample" => sample(gpu, k).await,
         "encoder" => encoder(gpu, k).await,
-        _ => Err(GpuError::Shape { what: "check name (see gpu::checks::CHECKS)", expected: CHECKS.len(), got: 0 }),
+        _ => Err(Error::GpuShape { what: "check name (see gpu::checks::CHECKS)", expected: CHECKS.len(), got: 0 }),
     }
 }
 
 /// `Ok` when `got[i]` is within `tol(i)` of `want[i]` for every `i`.
-fn compare(check: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) -> Result<(), GpuError> {
+fn compare(check: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) -> Result<(), Error> {
     if got.len() != want.len() {
-        return Err(GpuError::Shape { what: "check result", expected: want.len(), got: got.len() });
+        return Err(Error::GpuShape { what: "check result", expected: want.len(), got: got.len() });
     }
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         // A NaN on either side fails too.
         let within = (g - w).abs() <= tol(i);
         if !within {
-            return Err(GpuError::WrongResult { check: check.to_string(), index: i, gpu: g, cpu: w, tolerance: tol(i) });
+            return Err(Error::WrongResult { check: check.to_string(), index: i, gpu: g, cpu: w, tolerance: tol(i) });
         }
     }
     Ok(())
@@ -121,7 +122,7 @@ fn a_difference_past_the_tolerance_or_a_nan_is_reported_with_its_index() {
     assert!(compare("c", &[1.0, 2.0], &[1.0, 2.05], |_| 0.1).is_ok());
     let e = compare("c", &[1.0, 2.0], &[1.0, 2.5], |_| 0.1).unwrap_err();
     assert_eq!(e.to_string(), "c: element 1: GPU 2 vs CPU 2.5 (tolerance 0.1)");
-    assert!(matches!(compare("c", &[f32::NAN], &[1.0], |_| 1e9), Err(GpuError::WrongResult { index: 0, .. })));
+    assert!(matches!(compare("c", &[f32::NAN], &[1.0], |_| 1e9), Err(Error::WrongResult { index: 0, .. })));
 }
 
 /// `rows × cols` in `ty`, the GPU product against `tokens` activation rows, and the CPU
@@ -135,14 +136,14 @@ async fn matvec_case(
     cols: usize,
     tokens: usize,
     part_bytes: Option<usize>,
-) -> Result<(), GpuError> {
+) -> Result<(), Error> {
     let data: Vec<u8> = if ty == GgmlType::F32 {
         activations(rows * cols, 9).iter().flat_map(|v| v.to_le_bytes()).collect()
     } else {
         (0..rows).flat_map(|r| weight_row(ty, cols, 100 + r as u64)).collect()
     };
     let dense = QMatrix::new(ty, rows, cols, data.clone())
-        .ok_or(GpuError::Shape { what: "check matrix (bytes)", expected: rows * cols, got: data.len() })?
+        .ok_or(Error::GpuShape { what: "check matrix (bytes)", expected: rows * cols, got: data.len() })?
         .to_f32();
     let mut x = activations(tokens * cols, 3);
     // One activation far past f16's range of products (SmolLM2 grows one to about 22,000):
@@ -155,7 +156,7 @@ async fn matvec_case(
         None => GpuMatrix::upload(gpu, ty, rows, cols, &data)?,
     };
     if part_bytes.is_some() && w.parts.len() < 2 {
-        return Err(GpuError::Shape { what: "matrix parts", expected: 2, got: w.parts.len() });
+        return Err(Error::GpuShape { what: "matrix parts", expected: 2, got: w.parts.len() });
     }
     let got = gpu_product(gpu, k, &w, &x, tokens).await?;
     // Tokens go through in tiles (matvec.wgsl): the first and the last token, alone, give
@@ -198,7 +199,7 @@ const F16_TOLERANCE: f32 = 2e-3;
 
 /// `w` times `tokens` rows of activations `x`, on the GPU (the activations first put in the
 /// form `w`'s kernel reads: 8-bit, or packed f16 on the f16 path).
-async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: usize) -> Result<Vec<f32>, GpuError> {
+async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: usize) -> Result<Vec<f32>, Error> {
     let (gx, gy) = (GpuVector::from_slice(gpu, x), GpuVector::zeros(gpu, tokens * w.rows));
     let (q8, f16) = (GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, f16_len(x.len())));
     let operand = Operand { f32: &gx, q8: &q8, f16: &f16 };
@@ -209,7 +210,7 @@ async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: u
     gy.read(gpu).await
 }
 
-async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let mut x = activations(32 * 40, 21);
     x[32..64].fill(0.0); // an all-zero block
     x[70] = 3.0; // 63.5 once scaled by 127 / 6: a rounding tie, or next to one
@@ -223,7 +224,7 @@ async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     compare("quantized activations", &got, &want, |_| 0.0)
 }
 
-async fn rms_norm(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn rms_norm(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let (n, rows) = (576, 5);
     let (x, weight) = (activations(n * rows, 1), activations(n, 2));
     let mut want = vec![0f32; n * rows];
@@ -233,7 +234,7 @@ async fn rms_norm(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     compare("rms_norm", &gy.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)
 }
 
-async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let (heads, head_dim) = (3, 64);
     let positions = [0usize, 1, 17, 900];
     let theta_scale = 10_000f32.powf(-2.0 / 64.0);
@@ -262,7 +263,7 @@ async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
     Ok(())
 }
 
-async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let n = 3000;
     let (a, b) = (activations(n, 4), activations(n, 5));
     let mut want = a.clone();
@@ -299,7 +300,7 @@ async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
 /// The embedder's kernels against the CPU encoder's: LayerNorm, the feed-forward's bias and
 /// GELU, and bidirectional attention over two sequences packed end to end (each must see
 /// only its own tokens).
-async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     use crate::cpu::encoder_ops::{attend, gelu1, layer_norm};
     let (n, rows) = (384, 5);
     // Rows far from zero: the variance must be taken about the mean.
@@ -350,12 +351,12 @@ async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
 /// grouped heads, a prefix already cached and several new tokens (each seeing only the
 /// positions up to its own).
 /// Both kernels, and heads of 64 (SmolLM2) and 128 (Qwen2.5) dimensions.
-async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     attention_case(gpu, k, 64, 37).await?;
     attention_case(gpu, k, 128, 300).await
 }
 
-async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) -> Result<(), GpuError> {
+async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) -> Result<(), Error> {
     let (heads, kv_heads, tokens) = (6, 2, 3);
     let kvw = kv_heads * head_dim;
     let total = n_past + tokens;
@@ -431,7 +432,7 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
 
 /// Rows with their largest value anywhere, a tie (the first must win), and a row of one
 /// repeated value.
-async fn argmax(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn argmax(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let width = 1000;
     let mut x = activations(4 * width, 31);
     x[width + 777] = 9.0;
@@ -471,7 +472,7 @@ fn spiked(mut x: Vec<f32>) -> Vec<f32> {
 /// (walked in index order by both). Top-k above the GPU's
 /// head of 256 and a nucleus its head does not fill must hand the draw back
 /// ([`SAMPLE_FALLBACK`]).
-async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
+async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     use super::SAMPLE_FALLBACK;
     use crate::lm::sampler::{draw_with, kept};
     use crate::lm::DeviceDraw;
@@ -516,7 +517,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
         let finite = cpu_x.iter().filter(|v| v.is_finite()).count();
         let beyond_head = (p.top_k > 256 && p.top_k < finite) || (p.top_k == 0 && p.top_p < 1.0 && probs.len() > 256);
         if beyond_head != fallback {
-            return Err(GpuError::Shape {
+            return Err(Error::GpuShape {
                 what: "sample check case (whether it is beyond the GPU's head)",
                 expected: usize::from(fallback),
                 got: case,
@@ -538,7 +539,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
         }
         ranks.retain(|&r| probs[r] / total > 1e-4);
         if ranks.is_empty() {
-            return Err(GpuError::Shape { what: "sample check case (candidates wide enough to aim at)", expected: 1, got: case });
+            return Err(Error::GpuShape { what: "sample check case (candidates wide enough to aim at)", expected: 1, got: case });
         }
         let gx = GpuVector::from_slice(gpu, &x);
         let ids: Vec<f32> = penalized.iter().map(|&t| f32::from_bits(t)).collect();
@@ -547,7 +548,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
             let u = (cum[r] + cum[r + 1]) / 2.0 / total;
             let want = draw_with(&p, &cpu_x, u);
             if want != order[r] {
-                return Err(GpuError::WrongResult {
+                return Err(Error::WrongResult {
                     check: format!("sample (case {case}): the CPU reference's walk"),
                     index: r,
                     gpu: want as f32,
@@ -573,7 +574,7 @@ async fn sample(gpu: &Gpu, k: &Kernels) -> Result<(), GpuError> {
             let got = out.read(gpu).await?[0].to_bits();
             let want = if fallback { SAMPLE_FALLBACK } else { want };
             if got != want {
-                return Err(GpuError::WrongResult {
+                return Err(Error::WrongResult {
                     check: format!("sample (case {case}, u {u:.6})"),
                     index: r,
                     gpu: got as f32,

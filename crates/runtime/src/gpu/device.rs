@@ -4,125 +4,10 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use docmem_core::{ErrorCode, HasErrorCode};
-
 use super::bind_groups::BindGroupCache;
 use super::pool::BufferPool;
 use super::profile::{KernelTime, Profiler};
-
-/// Why the GPU backend cannot run, or failed.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum GpuError {
-    /// No adapter was found (no WebGPU in this browser, no Vulkan/Metal/D3D12 driver).
-    NoAdapter {
-        /// What wgpu said.
-        message: String,
-    },
-    /// The adapter offers less than a limit the work needs.
-    MissingLimit {
-        /// The WebGPU limit's name.
-        limit: &'static str,
-        /// What the work needs.
-        needed: u64,
-        /// What the adapter offers.
-        offered: u64,
-    },
-    /// The adapter refused to create the device.
-    RequestDevice {
-        /// What wgpu said.
-        message: String,
-    },
-    /// The device reported an error (out of memory, a lost device, a rejected command).
-    Device {
-        /// What the device said.
-        message: String,
-    },
-    /// A result could not be read back from the GPU.
-    Readback {
-        /// What went wrong.
-        message: String,
-    },
-    /// An operand's size does not fit the operation.
-    Shape {
-        /// Which operand.
-        what: &'static str,
-        /// The size the operation needs.
-        expected: usize,
-        /// The size given.
-        got: usize,
-    },
-    /// A kernel setting outside what it takes (a sampling temperature that is not positive
-    /// and finite).
-    BadSetting {
-        /// Which setting.
-        what: &'static str,
-        /// The value given.
-        value: f32,
-    },
-    /// A kernel needs a device feature that was not enabled (the f16 path's `shader-f16`).
-    MissingFeature {
-        /// The WebGPU feature's name.
-        feature: &'static str,
-    },
-    /// A tensor type the GPU kernels do not read yet.
-    UnsupportedType {
-        /// The GGUF type's name.
-        ty: String,
-    },
-    /// A kernel's result on this adapter differs from the CPU reference beyond its
-    /// tolerance ([`crate::gpu::checks`]): the adapter is not to be trusted.
-    WrongResult {
-        /// Which check.
-        check: String,
-        /// The first element out of tolerance.
-        index: usize,
-        /// The GPU's value.
-        gpu: f32,
-        /// The CPU reference's value.
-        cpu: f32,
-        /// The tolerance at that element.
-        tolerance: f32,
-    },
-}
-
-impl fmt::Display for GpuError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GpuError::NoAdapter { message } => write!(f, "no GPU adapter: {message}"),
-            GpuError::MissingLimit { limit, needed, offered } => {
-                write!(f, "the GPU adapter's {limit} is {offered}, and {needed} is needed")
-            }
-            GpuError::RequestDevice { message } => write!(f, "the GPU adapter refused the device: {message}"),
-            GpuError::Device { message } => write!(f, "GPU device error: {message}"),
-            GpuError::Readback { message } => write!(f, "could not read a result back from the GPU: {message}"),
-            GpuError::Shape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
-            GpuError::BadSetting { what, value } => write!(f, "the GPU kernel's {what} cannot be {value}"),
-            GpuError::MissingFeature { feature } => write!(f, "the GPU device has no {feature} enabled"),
-            GpuError::UnsupportedType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
-            GpuError::WrongResult { check, index, gpu, cpu, tolerance } => {
-                write!(f, "{check}: element {index}: GPU {gpu} vs CPU {cpu} (tolerance {tolerance})")
-            }
-        }
-    }
-}
-
-impl std::error::Error for GpuError {}
-
-impl HasErrorCode for GpuError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            GpuError::NoAdapter { .. }
-            | GpuError::MissingLimit { .. }
-            | GpuError::MissingFeature { .. }
-            | GpuError::RequestDevice { .. }
-            | GpuError::WrongResult { .. } => ErrorCode::WebgpuUnavailable,
-            GpuError::UnsupportedType { .. } => ErrorCode::ModelLoadFailed,
-            GpuError::Device { .. } | GpuError::Readback { .. } => ErrorCode::ModelFailed,
-            GpuError::Shape { .. } | GpuError::BadSetting { .. } => ErrorCode::Internal,
-        }
-    }
-}
+use crate::Error;
 
 /// Storage buffers the widest kernel binds (attention: query, keys, values, scores,
 /// output); WebGPU guarantees 8.
@@ -232,7 +117,7 @@ impl fmt::Debug for Gpu {
 
 impl Gpu {
     /// Find an adapter and create a device with the limits the work needs.
-    pub async fn new(options: &GpuOptions) -> Result<Gpu, GpuError> {
+    pub async fn new(options: &GpuOptions) -> Result<Gpu, Error> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends: wgpu::Backends::PRIMARY,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
@@ -245,22 +130,18 @@ impl Gpu {
                 apply_limit_buckets: false,
             })
             .await
-            .map_err(|e| GpuError::NoAdapter { message: e.to_string() })?;
+            .map_err(|e| Error::NoAdapter { message: e.to_string() })?;
         let info = adapter.get_info();
         if info.device_type == wgpu::DeviceType::Cpu && !options.allow_cpu_adapter {
-            return Err(GpuError::NoAdapter { message: format!("only a CPU adapter ({}) was found", info.name) });
+            return Err(Error::NoAdapter { message: format!("only a CPU adapter ({}) was found", info.name) });
         }
         let offered = adapter.limits();
         let binding = offered.max_storage_buffer_binding_size;
         if binding < options.min_binding_bytes {
-            return Err(GpuError::MissingLimit {
-                limit: "maxStorageBufferBindingSize",
-                needed: options.min_binding_bytes,
-                offered: binding,
-            });
+            return Err(Error::MissingLimit { limit: "maxStorageBufferBindingSize", needed: options.min_binding_bytes, offered: binding });
         }
         if offered.max_storage_buffers_per_shader_stage < STORAGE_BUFFERS {
-            return Err(GpuError::MissingLimit {
+            return Err(Error::MissingLimit {
                 limit: "maxStorageBuffersPerShaderStage",
                 needed: u64::from(STORAGE_BUFFERS),
                 offered: u64::from(offered.max_storage_buffers_per_shader_stage),
@@ -299,7 +180,7 @@ impl Gpu {
                 ..Default::default()
             })
             .await
-            .map_err(|e| GpuError::RequestDevice { message: e.to_string() })?;
+            .map_err(|e| Error::RequestDevice { message: e.to_string() })?;
         let lost = Arc::new(Mutex::new(None));
         let sink = lost.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -331,7 +212,7 @@ impl Gpu {
 
     /// [`Gpu::new`], waiting for it (native targets).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn new_blocking(options: &GpuOptions) -> Result<Gpu, GpuError> {
+    pub fn new_blocking(options: &GpuOptions) -> Result<Gpu, Error> {
         pollster::block_on(Self::new(options))
     }
 
@@ -454,9 +335,9 @@ impl Gpu {
     }
 
     /// The first error the device has reported, if any (as an error to return).
-    pub(crate) fn check(&self) -> Result<(), GpuError> {
+    pub(crate) fn check(&self) -> Result<(), Error> {
         match self.lost.lock().ok().and_then(|first| first.clone()) {
-            Some(message) => Err(GpuError::Device { message }),
+            Some(message) => Err(Error::GpuDevice { message }),
             None => Ok(()),
         }
     }

@@ -15,15 +15,15 @@
 //! sequence and layer for attention) and one read-back.
 
 use super::buffers::{GpuMatrix, GpuVector};
-use super::device::{Gpu, GpuError};
+use super::device::Gpu;
 use super::kernels::{Kernels, ENCODER_MAX_TOKENS};
 use super::recorder::Recorder;
 use crate::arch::bert::{run_layers, EncAct, EncoderOps};
 use crate::cpu::matmul::QMatrix;
 use crate::embed::config::{BertShape, Pooling};
 use crate::embed::encoder::{pool, read_weights, table, token_inputs, LayerOf, Precision, TensorReader};
-use crate::embed::error::EmbedderError;
 use crate::gguf::GgmlType;
+use crate::Error;
 
 /// A linear layer's weights (`[out, in]`) and bias on the GPU.
 struct GpuLinear {
@@ -60,16 +60,16 @@ impl std::fmt::Debug for GpuEncoder {
     }
 }
 
-fn gpu_error(e: GpuError) -> EmbedderError {
-    EmbedderError::Gpu { message: e.to_string() }
+fn gpu_error(e: Error) -> Error {
+    Error::EmbedderGpu { message: e.to_string() }
 }
 
 impl GpuEncoder {
     /// Read the weights through `read` (as [`crate::embed::Encoder::load`] does) onto `gpu`.
-    pub fn load(gpu: Gpu, shape: BertShape, read: &TensorReader<'_>) -> Result<Self, EmbedderError> {
+    pub fn load(gpu: Gpu, shape: BertShape, read: &TensorReader<'_>) -> Result<Self, Error> {
         let h = shape.hidden;
         if shape.heads == 0 || !h.is_multiple_of(shape.heads) {
-            return Err(EmbedderError::BadConfig {
+            return Err(Error::BadConfig {
                 file: "config.json".into(),
                 reason: format!("hidden width {h} is not a multiple of {} heads", shape.heads),
             });
@@ -116,7 +116,7 @@ impl GpuEncoder {
     /// Pooled (not yet normalised) vectors of `seqs`, as [`crate::embed::Encoder::forward`]
     /// gives them: each a list of token ids within the vocabulary and the position table
     /// (the embedder truncates and checks).
-    pub async fn forward(&self, seqs: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, EmbedderError> {
+    pub async fn forward(&self, seqs: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, Error> {
         let s = &self.shape;
         let h = s.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();
@@ -126,12 +126,12 @@ impl GpuEncoder {
         let starts: Vec<usize> = seqs.iter().scan(0, |at, q| Some(std::mem::replace(at, *at + q.len()))).collect();
         for seq in seqs {
             if seq.len() > ENCODER_MAX_TOKENS || seq.len() + s.position_offset > s.max_positions {
-                return Err(EmbedderError::Gpu {
+                return Err(Error::EmbedderGpu {
                     message: format!("a text of {} tokens is longer than the encoder takes on the GPU", seq.len()),
                 });
             }
             if let Some(&id) = seq.iter().find(|&&id| id as usize >= s.vocab) {
-                return Err(EmbedderError::VocabularyMismatch { tokenizer: id as usize + 1, model: s.vocab });
+                return Err(Error::VocabularyMismatch { tokenizer: id as usize + 1, model: s.vocab });
             }
         }
         let x = token_inputs(&self.word, &self.position, s, seqs, &starts);
@@ -174,14 +174,14 @@ struct GpuEncoderPass<'p> {
 impl EncoderOps for GpuEncoderPass<'_> {
     type Linear = GpuLinear;
     type Norm = GpuNorm;
-    type Error = GpuError;
+    type Error = Error;
 
-    fn norm(&mut self, x: EncAct, norm: &GpuNorm) -> Result<(), GpuError> {
+    fn norm(&mut self, x: EncAct, norm: &GpuNorm) -> Result<(), Error> {
         let e = self.encoder;
         e.kernels.layer_norm(&e.gpu, self.enc, self.bufs[x.index()], (&norm.gamma, &norm.beta), e.shape.layer_norm_eps as f32)
     }
 
-    fn linear(&mut self, x: EncAct, w: &GpuLinear, out: EncAct, gelu: bool) -> Result<(), GpuError> {
+    fn linear(&mut self, x: EncAct, w: &GpuLinear, out: EncAct, gelu: bool) -> Result<(), Error> {
         let (e, out) = (self.encoder, self.bufs[out.index()]);
         e.kernels.matvec(&e.gpu, self.enc, &w.weights, self.bufs[x.index()], self.total, out)?;
         if gelu {
@@ -191,7 +191,7 @@ impl EncoderOps for GpuEncoderPass<'_> {
         }
     }
 
-    fn attend(&mut self) -> Result<(), GpuError> {
+    fn attend(&mut self) -> Result<(), Error> {
         let e = self.encoder;
         let (heads, head_dim) = (e.shape.heads, e.shape.hidden / e.shape.heads);
         let (qkv, ctx) = (self.bufs[EncAct::Qkv.index()], self.bufs[EncAct::Context.index()]);
@@ -201,7 +201,7 @@ impl EncoderOps for GpuEncoderPass<'_> {
         Ok(())
     }
 
-    fn add_norm(&mut self, to: EncAct, residual: EncAct, norm: &GpuNorm) -> Result<(), GpuError> {
+    fn add_norm(&mut self, to: EncAct, residual: EncAct, norm: &GpuNorm) -> Result<(), Error> {
         let e = self.encoder;
         let to = self.bufs[to.index()];
         e.kernels.add(&e.gpu, self.enc, to, self.bufs[residual.index()])?;

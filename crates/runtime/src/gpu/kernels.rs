@@ -7,12 +7,13 @@
 //! no buffers).
 
 use super::buffers::{block_layout, GpuMatrix, GpuVector};
-use super::device::{Gpu, GpuError};
+use super::device::Gpu;
 use super::pool::Use;
 use super::recorder::Recorder;
 use super::registry::{matvec, Assembly, Kernel, KernelEntry, Path, KERNELS};
 use crate::gguf::GgmlType;
 use crate::lm::DeviceDraw;
+use crate::Error;
 use std::sync::OnceLock;
 
 /// Threads per workgroup in every kernel (the WGSL files say the same).
@@ -172,16 +173,16 @@ fn groups_2d(n: u32) -> (u32, u32) {
 }
 
 /// Fail unless `len` is `expected`.
-fn shape(what: &'static str, len: usize, expected: usize) -> Result<(), GpuError> {
+fn shape(what: &'static str, len: usize, expected: usize) -> Result<(), Error> {
     if len == expected {
         Ok(())
     } else {
-        Err(GpuError::Shape { what, expected, got: len })
+        Err(Error::GpuShape { what, expected, got: len })
     }
 }
 
-fn u32_of(n: usize, what: &'static str) -> Result<u32, GpuError> {
-    u32::try_from(n).map_err(|_| GpuError::Shape { what, expected: u32::MAX as usize, got: n })
+fn u32_of(n: usize, what: &'static str) -> Result<u32, Error> {
+    u32::try_from(n).map_err(|_| Error::GpuShape { what, expected: u32::MAX as usize, got: n })
 }
 
 impl Kernels {
@@ -192,10 +193,10 @@ impl Kernels {
 
     /// `kernel`'s pipeline, compiled on its first use; an error when the device lacks
     /// what it requires.
-    fn get(&self, gpu: &Gpu, kernel: Kernel) -> Result<&Pipeline, GpuError> {
+    fn get(&self, gpu: &Gpu, kernel: Kernel) -> Result<&Pipeline, Error> {
         let entry = kernel.entry();
         if entry.path == Path::F16 && !self.f16 {
-            return Err(GpuError::MissingFeature { feature: "shader-f16" });
+            return Err(Error::MissingFeature { feature: "shader-f16" });
         }
         Ok(self.compiled[kernel as usize].get_or_init(|| compile(gpu, entry)))
     }
@@ -247,10 +248,10 @@ impl Kernels {
 
     /// Quantize the activations `x` (a multiple of 32 values) into `q` ([`q8_len`] floats)
     /// for the kernels that [`reads_q8`].
-    pub fn quantize_q8(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, q: &GpuVector) -> Result<(), GpuError> {
+    pub fn quantize_q8(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, q: &GpuVector) -> Result<(), Error> {
         shape("quantized activations", q.len, q8_len(x.len))?;
         if !x.len.is_multiple_of(32) {
-            return Err(GpuError::Shape { what: "activations to quantize", expected: x.len.next_multiple_of(32), got: x.len });
+            return Err(Error::GpuShape { what: "activations to quantize", expected: x.len.next_multiple_of(32), got: x.len });
         }
         let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
@@ -267,10 +268,10 @@ impl Kernels {
 
     /// Scale and pack the activations `x` (a multiple of 32 values) into `h` ([`f16_len`]
     /// words) for the kernels that read [`Input::F16`]; an error unless the f16 path is on.
-    pub fn activations_f16(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, h: &GpuVector) -> Result<(), GpuError> {
+    pub fn activations_f16(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, h: &GpuVector) -> Result<(), Error> {
         shape("f16 activations", h.len, f16_len(x.len))?;
         if !x.len.is_multiple_of(32) {
-            return Err(GpuError::Shape { what: "activations to pack as f16", expected: x.len.next_multiple_of(32), got: x.len });
+            return Err(Error::GpuShape { what: "activations to pack as f16", expected: x.len.next_multiple_of(32), got: x.len });
         }
         let groups = u32_of(x.len / 32, "activation blocks")?.div_ceil(WORKGROUP);
         let (gx, gy) = groups_2d(groups);
@@ -287,7 +288,7 @@ impl Kernels {
 
     /// Fill the copies of `x` that matrices of the types `readers` read (none for f32
     /// readers: a K-quant model on the f32 path quantizes nothing).
-    pub fn prepare(&self, gpu: &Gpu, enc: &mut Recorder, x: Operand, readers: &[GgmlType]) -> Result<(), GpuError> {
+    pub fn prepare(&self, gpu: &Gpu, enc: &mut Recorder, x: Operand, readers: &[GgmlType]) -> Result<(), Error> {
         let needs = |input| readers.iter().any(|&ty| self.input(ty) == input);
         if needs(Input::Q8) {
             self.quantize_q8(gpu, enc, x.f32, x.q8)?;
@@ -300,7 +301,7 @@ impl Kernels {
 
     /// [`Kernels::matvec`] with `x` in the form `w`'s kernel reads (after
     /// [`Kernels::prepare`]).
-    pub fn product(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: Operand, tokens: usize, y: &GpuVector) -> Result<(), GpuError> {
+    pub fn product(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: Operand, tokens: usize, y: &GpuVector) -> Result<(), Error> {
         let input = match self.input(w.ty) {
             Input::F32 => x.f32,
             Input::Q8 => x.q8,
@@ -324,15 +325,7 @@ impl Kernels {
     /// `tokens × w.rows`. `x` is the rows as [`Kernels::input`] says for `w`'s type: f32,
     /// quantized ([`Kernels::quantize_q8`], [`q8_len`] floats) or packed as f16
     /// ([`Kernels::activations_f16`], [`f16_len`] words).
-    pub fn matvec(
-        &self,
-        gpu: &Gpu,
-        enc: &mut Recorder,
-        w: &GpuMatrix,
-        x: &GpuVector,
-        tokens: usize,
-        y: &GpuVector,
-    ) -> Result<(), GpuError> {
+    pub fn matvec(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: &GpuVector, tokens: usize, y: &GpuVector) -> Result<(), Error> {
         let inputs = tokens * w.cols;
         let input = self.input(w.ty);
         let (x_len, scales_at) = match input {
@@ -350,7 +343,7 @@ impl Kernels {
             (GgmlType::Q6K, true) => Kernel::MatvecQ6KF16,
             (GgmlType::Q4K, false) => Kernel::MatvecQ4K,
             (GgmlType::Q6K, false) => Kernel::MatvecQ6K,
-            (ty, _) => return Err(GpuError::UnsupportedType { ty: format!("{ty:?}") }),
+            (ty, _) => return Err(Error::UnsupportedGpuType { ty: format!("{ty:?}") }),
         };
         let pipeline = self.get(gpu, kernel)?;
         // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
@@ -362,7 +355,7 @@ impl Kernels {
         // Workgroups along z: one per tile of MATVEC_TILE tokens (matvec.wgsl's TILE).
         let tiles = tokens.div_ceil(MATVEC_TILE);
         if tiles > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
+            return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
         }
         for part in &w.parts {
             let rows = u32_of(part.rows, "matrix rows")?;
@@ -383,21 +376,13 @@ impl Kernels {
     }
 
     /// `y = rms_norm(x) · weight` over rows of `weight.len` values.
-    pub fn rms_norm(
-        &self,
-        gpu: &Gpu,
-        enc: &mut Recorder,
-        x: &GpuVector,
-        weight: &GpuVector,
-        eps: f32,
-        y: &GpuVector,
-    ) -> Result<(), GpuError> {
+    pub fn rms_norm(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, weight: &GpuVector, eps: f32, y: &GpuVector) -> Result<(), Error> {
         let n = weight.len.max(1);
         shape("rms_norm input", x.len, x.len / n * n)?;
         shape("rms_norm output", y.len, x.len)?;
         let rows = u32_of(x.len / n, "rms_norm rows")?;
         if rows > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
+            return Err(Error::GpuShape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), 0];
         self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &[&x.buffer, &weight.buffer, &y.buffer], &words, (rows, 1, 1));
@@ -416,11 +401,11 @@ impl Kernels {
         angles: &GpuVector,
         (tokens, heads, head_dim, pairs): (usize, usize, usize, usize),
         neox: bool,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         shape("rope input", x.len, tokens * heads * head_dim)?;
         shape("rope angles", angles.len, tokens * pairs * 2)?;
         if 2 * pairs > head_dim {
-            return Err(GpuError::Shape { what: "rope pairs", expected: head_dim / 2, got: pairs });
+            return Err(Error::GpuShape { what: "rope pairs", expected: head_dim / 2, got: pairs });
         }
         let n = u32_of(tokens * heads * pairs, "rope pairs")?;
         let words = [
@@ -435,21 +420,21 @@ impl Kernels {
         ];
         let groups = n.div_ceil(WORKGROUP);
         if groups > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "rope pairs", expected: (MAX_GROUPS * WORKGROUP) as usize, got: n as usize });
+            return Err(Error::GpuShape { what: "rope pairs", expected: (MAX_GROUPS * WORKGROUP) as usize, got: n as usize });
         }
         self.dispatch(gpu, enc, self.get(gpu, Kernel::Rope)?, &[&x.buffer, &angles.buffer], &words, (groups.max(1), 1, 1));
         Ok(())
     }
 
     /// `gate = silu(gate) · up`, element by element.
-    pub fn swiglu(&self, gpu: &Gpu, enc: &mut Recorder, gate: &GpuVector, up: &GpuVector) -> Result<(), GpuError> {
+    pub fn swiglu(&self, gpu: &Gpu, enc: &mut Recorder, gate: &GpuVector, up: &GpuVector) -> Result<(), Error> {
         shape("swiglu", up.len, gate.len)?;
         self.elementwise(gpu, enc, self.get(gpu, Kernel::Swiglu)?, gate, up, "swiglu")
     }
 
     /// `a += b`, element by element; `b` may be shorter and repeat (a bias added to each of
     /// `a`'s rows), its length dividing `a`'s.
-    pub fn add(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, b: &GpuVector) -> Result<(), GpuError> {
+    pub fn add(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, b: &GpuVector) -> Result<(), Error> {
         self.elementwise(gpu, enc, self.get(gpu, Kernel::Add)?, a, b, "add")
     }
 
@@ -461,9 +446,9 @@ impl Kernels {
         a: &GpuVector,
         b: &GpuVector,
         what: &'static str,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         if b.len == 0 || !a.len.is_multiple_of(b.len) {
-            return Err(GpuError::Shape { what, expected: a.len, got: b.len });
+            return Err(Error::GpuShape { what, expected: a.len, got: b.len });
         }
         let n = u32_of(a.len, what)?;
         let groups = n.div_ceil(WORKGROUP);
@@ -473,12 +458,12 @@ impl Kernels {
     }
 
     /// Each row of `n` values of `x`, in place: `softmax(scale · row)`.
-    pub fn softmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, n: usize, scale: f32) -> Result<(), GpuError> {
+    pub fn softmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, n: usize, scale: f32) -> Result<(), Error> {
         let n = n.max(1);
         shape("softmax input", x.len, x.len / n * n)?;
         let rows = u32_of(x.len / n, "softmax rows")?;
         if rows > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "softmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
+            return Err(Error::GpuShape { what: "softmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         self.dispatch(
             gpu,
@@ -494,14 +479,14 @@ impl Kernels {
     /// For each row of `width` values of `x`, the index of its largest value (the first of
     /// equal ones), into `out` (one slot per row, holding the index's bits: read it back
     /// with `f32::to_bits`).
-    pub fn argmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, width: usize, out: &GpuVector) -> Result<(), GpuError> {
+    pub fn argmax(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, width: usize, out: &GpuVector) -> Result<(), Error> {
         let width = width.max(1);
         let rows = x.len / width;
         shape("argmax input", x.len, rows * width)?;
         shape("argmax output", out.len, rows)?;
         let rows = u32_of(rows, "argmax rows")?;
         if rows > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "argmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
+            return Err(Error::GpuShape { what: "argmax rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         self.dispatch(
             gpu,
@@ -519,13 +504,13 @@ impl Kernels {
     /// penalty is [`Kernels::penalize`]'s), into `out` (one slot: the token id's bits, or
     /// [`SAMPLE_FALLBACK`]'s when the draw needs the whole row on the CPU). The temperature
     /// must be positive and finite.
-    pub fn sample(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, draw: &DeviceDraw, out: &GpuVector) -> Result<(), GpuError> {
+    pub fn sample(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, draw: &DeviceDraw, out: &GpuVector) -> Result<(), Error> {
         shape("sample output", out.len, 1)?;
         if x.len == 0 {
-            return Err(GpuError::Shape { what: "sampled row", expected: 1, got: 0 });
+            return Err(Error::GpuShape { what: "sampled row", expected: 1, got: 0 });
         }
         if !(draw.temperature > 0.0 && draw.temperature.is_finite()) {
-            return Err(GpuError::BadSetting { what: "sampling temperature", value: draw.temperature });
+            return Err(Error::BadGpuSetting { what: "sampling temperature", value: draw.temperature });
         }
         let top_k = u32::try_from(draw.top_k).unwrap_or(u32::MAX);
         let words = [
@@ -545,7 +530,7 @@ impl Kernels {
     /// The repetition penalty on one row of logits `x`, in place: each token of `ids`
     /// (their bits in f32 slots, each once) divided (positive logits) or multiplied by
     /// `penalty`.
-    pub fn penalize(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, ids: &GpuVector, penalty: f32) -> Result<(), GpuError> {
+    pub fn penalize(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, ids: &GpuVector, penalty: f32) -> Result<(), Error> {
         if ids.len == 0 {
             return Ok(());
         }
@@ -573,7 +558,7 @@ impl Kernels {
         width: usize,
         tokens: usize,
         n_past: usize,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         shape("cache rows", src.len, width * tokens)?;
         self.kv_store_rows(gpu, enc, (src, 0), cache, width, tokens, n_past)
     }
@@ -590,16 +575,16 @@ impl Kernels {
         width: usize,
         tokens: usize,
         n_past: usize,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         if src.len < width * (first + tokens) {
-            return Err(GpuError::Shape { what: "cache rows", expected: width * (first + tokens), got: src.len });
+            return Err(Error::GpuShape { what: "cache rows", expected: width * (first + tokens), got: src.len });
         }
         if !width.is_multiple_of(2) {
-            return Err(GpuError::Shape { what: "cache row width (even: f16 pairs)", expected: width + 1, got: width });
+            return Err(Error::GpuShape { what: "cache row width (even: f16 pairs)", expected: width + 1, got: width });
         }
         // The cache holds f16 pairs, one u32 word per two values.
         if cache.len < (n_past + tokens) * width / 2 {
-            return Err(GpuError::Shape { what: "cache (words of two f16)", expected: (n_past + tokens) * width / 2, got: cache.len });
+            return Err(Error::GpuShape { what: "cache (words of two f16)", expected: (n_past + tokens) * width / 2, got: cache.len });
         }
         let n = u32_of(width * tokens / 2, "cache rows")?;
         let groups = n.div_ceil(WORKGROUP);
@@ -623,7 +608,7 @@ impl Kernels {
         scores: &GpuVector,
         out: &GpuVector,
         a: AttentionShape,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         self.attention_as(self.wide_attention, gpu, enc, q, kv, scores, out, a)
     }
 
@@ -640,17 +625,17 @@ impl Kernels {
         scores: &GpuVector,
         out: &GpuVector,
         a: AttentionShape,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         let rows = (a.first_row + a.tokens) * a.heads * a.head_dim;
         if q.len < rows {
-            return Err(GpuError::Shape { what: "attention queries", expected: rows, got: q.len });
+            return Err(Error::GpuShape { what: "attention queries", expected: rows, got: q.len });
         }
         shape("attention output", out.len, q.len)?;
         if a.kv_heads == 0 || !a.heads.is_multiple_of(a.kv_heads) {
-            return Err(GpuError::Shape { what: "attention kv heads", expected: a.heads, got: a.kv_heads });
+            return Err(Error::GpuShape { what: "attention kv heads", expected: a.heads, got: a.kv_heads });
         }
         if !a.head_dim.is_multiple_of(2) {
-            return Err(GpuError::Shape {
+            return Err(Error::GpuShape {
                 what: "attention head_dim (even: the cache holds f16 pairs)",
                 expected: a.head_dim + 1,
                 got: a.head_dim,
@@ -658,21 +643,21 @@ impl Kernels {
         }
         // A head's f16 pairs each take a thread of the 256 (attention.wgsl).
         if a.head_dim > 512 {
-            return Err(GpuError::Shape { what: "attention head_dim (at most 512)", expected: 512, got: a.head_dim });
+            return Err(Error::GpuShape { what: "attention head_dim (at most 512)", expected: 512, got: a.head_dim });
         }
         let filled = (a.n_past + a.tokens) * a.kv_heads * a.head_dim / 2;
         for (what, cache) in [("key cache (words of two f16)", k), ("value cache (words of two f16)", v)] {
             if cache.len < filled {
-                return Err(GpuError::Shape { what, expected: filled, got: cache.len });
+                return Err(Error::GpuShape { what, expected: filled, got: cache.len });
             }
         }
         let ctx = a.n_past + a.tokens;
         if scores.len < a.tokens * a.heads * ctx {
-            return Err(GpuError::Shape { what: "attention scores", expected: a.tokens * a.heads * ctx, got: scores.len });
+            return Err(Error::GpuShape { what: "attention scores", expected: a.tokens * a.heads * ctx, got: scores.len });
         }
         let (heads, tokens) = (u32_of(a.heads, "heads")?, u32_of(a.tokens, "tokens")?);
         if heads > MAX_GROUPS || tokens > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "attention tokens", expected: MAX_GROUPS as usize, got: a.tokens.max(a.heads) });
+            return Err(Error::GpuShape { what: "attention tokens", expected: MAX_GROUPS as usize, got: a.tokens.max(a.heads) });
         }
         let scale = 1.0 / (a.head_dim as f32).sqrt();
         let words = [
@@ -705,13 +690,13 @@ impl Kernels {
         x: &GpuVector,
         (gamma, beta): (&GpuVector, &GpuVector),
         eps: f32,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         let n = gamma.len.max(1);
         shape("layer_norm beta", beta.len, gamma.len)?;
         shape("layer_norm input", x.len, x.len / n * n)?;
         let rows = u32_of(x.len / n, "layer_norm rows")?;
         if rows > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "layer_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
+            return Err(Error::GpuShape { what: "layer_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
         let words = [u32_of(n, "layer_norm width")?, rows, eps.to_bits(), 0];
         self.dispatch(gpu, enc, self.get(gpu, Kernel::LayerNorm)?, &[&x.buffer, &gamma.buffer, &beta.buffer], &words, (rows, 1, 1));
@@ -720,7 +705,7 @@ impl Kernels {
 
     /// `a = gelu(a + bias)`, the bias repeating over `a`'s rows (the encoder's feed-forward
     /// layer; GELU in its erf form).
-    pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, bias: &GpuVector) -> Result<(), GpuError> {
+    pub fn bias_gelu(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, bias: &GpuVector) -> Result<(), Error> {
         self.elementwise(gpu, enc, self.get(gpu, Kernel::BiasGelu)?, a, bias, "bias_gelu")
     }
 
@@ -735,21 +720,21 @@ impl Kernels {
         ctx: &GpuVector,
         (first, tokens): (usize, usize),
         (heads, head_dim): (usize, usize),
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Error> {
         let hidden = heads * head_dim;
         if tokens == 0 {
             return Ok(());
         }
         if tokens > ENCODER_MAX_TOKENS {
-            return Err(GpuError::Shape { what: "encoder attention tokens", expected: ENCODER_MAX_TOKENS, got: tokens });
+            return Err(Error::GpuShape { what: "encoder attention tokens", expected: ENCODER_MAX_TOKENS, got: tokens });
         }
         if qkv.len < (first + tokens) * 3 * hidden || !qkv.len.is_multiple_of(3 * hidden.max(1)) {
-            return Err(GpuError::Shape { what: "encoder attention qkv", expected: (first + tokens) * 3 * hidden, got: qkv.len });
+            return Err(Error::GpuShape { what: "encoder attention qkv", expected: (first + tokens) * 3 * hidden, got: qkv.len });
         }
         shape("encoder attention output", ctx.len, qkv.len / 3)?;
         let heads = u32_of(heads, "heads")?;
         if heads > MAX_GROUPS {
-            return Err(GpuError::Shape { what: "encoder attention heads", expected: MAX_GROUPS as usize, got: heads as usize });
+            return Err(Error::GpuShape { what: "encoder attention heads", expected: MAX_GROUPS as usize, got: heads as usize });
         }
         let scale = 1.0 / (head_dim as f32).sqrt();
         let words = [
@@ -774,7 +759,7 @@ impl Kernels {
     }
 
     /// Submit what `record` records, as one command buffer, and check the device.
-    pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut Recorder) -> Result<(), GpuError>) -> Result<(), GpuError> {
+    pub fn run(&self, gpu: &Gpu, record: impl FnOnce(&mut Recorder) -> Result<(), Error>) -> Result<(), Error> {
         // One recording at a time per device (a poisoned lock guards nothing: taken anyway).
         let _submission = gpu.submission.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let _timing = gpu.profiler.as_ref().and_then(|p| p.recording());

@@ -58,7 +58,7 @@ mod registry;
 mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
-pub use device::{AdapterReport, Gpu, GpuError, GpuOptions};
+pub use device::{AdapterReport, Gpu, GpuOptions};
 pub use encoder::GpuEncoder;
 pub use kernels::{f16_len, q8_len, reads_q8, AttentionShape, Input, Kernels, Operand, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
 pub use model::{GpuKvCache, GpuTransformer};

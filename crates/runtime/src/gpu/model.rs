@@ -27,7 +27,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::buffers::GpuVector;
-use super::device::{Gpu, GpuError};
+use super::device::Gpu;
 use super::kernels::{f16_len, q8_len, AttentionShape, Kernels, Operand, SAMPLE_FALLBACK};
 use super::recorder::Recorder;
 use super::GpuMatrix;
@@ -35,11 +35,12 @@ use crate::arch::decoder::{run_blocks, Act, BlockWeights, DecoderOps};
 use crate::cpu::attention::rope_angles;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::CpuTransformer;
-use crate::gguf::{GgufError, GgufFile};
+use crate::gguf::GgufFile;
 use crate::lm::Logits;
-use crate::lm::{Backend, DeviceDraw, Drawn, LmError};
-use crate::model::{tensor_info, Block, ModelConfig, ModelFileError, Weights};
+use crate::lm::{Backend, DeviceDraw, Drawn};
+use crate::model::{tensor_info, Block, ModelConfig, Weights};
 use crate::source::ByteSource;
+use crate::Error;
 
 /// One layer's weights on the GPU.
 #[derive(Debug)]
@@ -72,7 +73,7 @@ impl GpuLayer {
     }
 }
 
-fn upload_matrix(gpu: &Gpu, m: &QMatrix) -> Result<GpuMatrix, GpuError> {
+fn upload_matrix(gpu: &Gpu, m: &QMatrix) -> Result<GpuMatrix, Error> {
     GpuMatrix::upload(gpu, m.ty, m.rows, m.cols, &m.gguf_bytes())
 }
 
@@ -81,18 +82,18 @@ const STREAM_BYTES: usize = 16 << 20;
 
 /// Tensor `name` (`rows` × `cols`) read from the file a run of whole rows at a time (at
 /// most [`STREAM_BYTES`]) and written to the GPU as it is read: never whole in memory.
-fn stream_matrix(gpu: &Gpu, g: &GgufFile, src: &dyn ByteSource, name: &str, cols: usize, rows: usize) -> Result<GpuMatrix, LmError> {
+fn stream_matrix(gpu: &Gpu, g: &GgufFile, src: &dyn ByteSource, name: &str, cols: usize, rows: usize) -> Result<GpuMatrix, Error> {
     let t = tensor_info(g, name, &[cols as u64, rows as u64])?;
-    let bytes = usize::try_from(t.size).map_err(|_| GpuError::Shape { what: "matrix data (bytes)", expected: usize::MAX, got: 0 })?;
-    let read = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), LmError> {
+    let bytes = usize::try_from(t.size).map_err(|_| Error::GpuShape { what: "matrix data (bytes)", expected: usize::MAX, got: 0 })?;
+    let read = |at: usize, len: usize, run: &mut Vec<u8>| -> Result<(), Error> {
         run.resize(len, 0);
-        src.read_at(t.offset + at as u64, run).map_err(|e| LmError::from(ModelFileError::Read(GgufError::Source(e))))
+        src.read_at(t.offset + at as u64, run)
     };
     GpuMatrix::upload_rows(gpu, (t.ggml_type, rows, cols), bytes, (gpu.max_binding_bytes() as usize, STREAM_BYTES), read)
 }
 
 /// One block's weights, copied to the GPU.
-fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, GpuError> {
+fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, Error> {
     Ok(GpuLayer {
         attn_norm: GpuVector::from_slice(gpu, &l.attn_norm),
         wq: upload_matrix(gpu, &l.wq)?,
@@ -178,7 +179,7 @@ const FIRST_CAPACITY: usize = 256;
 impl GpuTransformer {
     /// Upload a loaded CPU model's weights to `gpu`; the token embeddings move over as they
     /// are (looked up on the CPU), not copied.
-    pub fn from_cpu(gpu: Gpu, cpu: CpuTransformer) -> Result<GpuTransformer, GpuError> {
+    pub fn from_cpu(gpu: Gpu, cpu: CpuTransformer) -> Result<GpuTransformer, Error> {
         let mut layers = Vec::with_capacity(cpu.weights.layers.len());
         for l in &cpu.weights.layers {
             layers.push(upload_layer(&gpu, l)?);
@@ -192,7 +193,7 @@ impl GpuTransformer {
     /// from `src`, uploaded (in writes of bounded size) and dropped, so the whole model is
     /// never in CPU memory (in a browser, wasm's linear memory holds one block and the
     /// token embeddings, which stay on the CPU for the row lookups).
-    pub fn load(gpu: Gpu, g: &GgufFile, src: &dyn ByteSource, cfg: ModelConfig) -> Result<GpuTransformer, LmError> {
+    pub fn load(gpu: Gpu, g: &GgufFile, src: &dyn ByteSource, cfg: ModelConfig) -> Result<GpuTransformer, Error> {
         let mut layers = Vec::with_capacity(cfg.n_layer.min(g.tensors.len()));
         for i in 0..cfg.n_layer {
             layers.push(upload_layer(&gpu, &Block::load(g, src, &cfg, i)?)?);
@@ -204,7 +205,7 @@ impl GpuTransformer {
         // token embeddings it took the 1.5B model's wasm heap to 572 MiB (now about 230).
         let head = if g.tensor("output.weight").is_some() { "output.weight" } else { "token_embd.weight" };
         let head = stream_matrix(&gpu, g, src, head, cfg.n_embd, cfg.vocab)?;
-        Ok(Self::assemble(gpu, cfg, token_embd, layers, output_norm, head)?)
+        Self::assemble(gpu, cfg, token_embd, layers, output_norm, head)
     }
 
     fn assemble(
@@ -214,7 +215,7 @@ impl GpuTransformer {
         layers: Vec<GpuLayer>,
         output_norm: GpuVector,
         head: GpuMatrix,
-    ) -> Result<GpuTransformer, GpuError> {
+    ) -> Result<GpuTransformer, Error> {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = gpu.kernels();
         gpu.check()?;
@@ -259,7 +260,7 @@ impl GpuTransformer {
     /// Append `tokens` to `cache` and read back the logits of the last row or of every
     /// row, waiting for the read-back without blocking (a browser resolves it through its
     /// event loop; natively wgpu's poll has already run it). [`Backend::forward`] is this.
-    pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, GpuError> {
+    pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Error> {
         match self.submit(cache, tokens, which, Pick::None, None)? {
             Some(out) => self.read_and_recycle(out.logits).await,
             None => Ok(Vec::new()),
@@ -273,7 +274,7 @@ impl GpuTransformer {
         cache: &mut GpuKvCache,
         tokens: &[u32],
         layer: usize,
-    ) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
+    ) -> Result<(Vec<f32>, Option<Vec<f32>>), Error> {
         let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::None, Some(layer))? else { return Ok((Vec::new(), None)) };
         let logits = self.read_and_recycle(out.logits).await?;
         let state = match out.state {
@@ -286,7 +287,7 @@ impl GpuTransformer {
     /// Append each sequence's tokens to its cache in one pass (the weights read once for
     /// all their rows) and read back every row's logits, sequence after sequence.
     /// [`Backend::forward_batch`] is this: batched paths and drafts verify through it.
-    pub async fn forward_batch_async(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, GpuError> {
+    pub async fn forward_batch_async(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, Error> {
         match self.submit_batch(seqs, Logits::All, Pick::None, None)? {
             Some(out) => self.read_and_recycle(out.logits).await,
             None => Ok(Vec::new()),
@@ -295,7 +296,7 @@ impl GpuTransformer {
 
     /// Append `tokens` to `cache` and pick the most likely next token on the GPU (the
     /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
-    pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, GpuError> {
+    pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, Error> {
         let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Argmax, None)? else { return Ok(None) };
         self.kernels.recycle(&self.gpu, out.logits);
         match out.picked {
@@ -309,7 +310,7 @@ impl GpuTransformer {
     /// the draw needs the whole row (top-k above 256, or a nucleus the 256 most likely
     /// tokens do not fill) the logits come back instead, for the CPU to finish with the
     /// same uniform number. `None` for no tokens.
-    pub async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Option<Drawn>, GpuError> {
+    pub async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Option<Drawn>, Error> {
         let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw), None)? else { return Ok(None) };
         let token = match out.picked {
             Some(picked) => self.read_and_recycle(picked).await?.first().map(|v| v.to_bits()),
@@ -329,7 +330,7 @@ impl GpuTransformer {
     }
 
     /// A pass's result, read back; its buffer goes back to the pool.
-    async fn read_and_recycle(&self, v: GpuVector) -> Result<Vec<f32>, GpuError> {
+    async fn read_and_recycle(&self, v: GpuVector) -> Result<Vec<f32>, Error> {
         let out = v.read(&self.gpu).await;
         self.kernels.recycle(&self.gpu, v);
         out
@@ -337,7 +338,7 @@ impl GpuTransformer {
 
     /// The greedy continuation of `prompt`: `n` tokens, each the most likely one, picked on
     /// the GPU ([`GpuTransformer::forward_greedy`]).
-    pub async fn greedy_async(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, GpuError> {
+    pub async fn greedy_async(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, Error> {
         let mut cache = self.new_cache();
         let mut out = Vec::with_capacity(n);
         let mut next = if n > 0 { self.forward_greedy(&mut cache, prompt).await? } else { None };
@@ -371,7 +372,7 @@ impl GpuTransformer {
         which: Logits,
         pick: Pick<'_>,
         state_layer: Option<usize>,
-    ) -> Result<Option<Outputs>, GpuError> {
+    ) -> Result<Option<Outputs>, Error> {
         self.submit_batch(&mut [(cache, tokens)], which, pick, state_layer)
     }
 
@@ -387,7 +388,7 @@ impl GpuTransformer {
         which: Logits,
         pick: Pick<'_>,
         state_layer: Option<usize>,
-    ) -> Result<Option<Outputs>, GpuError> {
+    ) -> Result<Option<Outputs>, Error> {
         let cfg = &self.cfg;
         let (e, kvw, hd) = (cfg.n_embd, cfg.kv_width(), cfg.head_dim);
         let seqs: Vec<(&mut GpuKvCache, &[u32])> = seqs.iter_mut().filter(|(_, t)| !t.is_empty()).map(|(c, t)| (&mut **c, *t)).collect();
@@ -396,14 +397,14 @@ impl GpuTransformer {
             return Ok(None);
         }
         if seqs.len() > 1 && (which != Logits::All || !matches!(pick, Pick::None)) {
-            return Err(GpuError::Shape {
+            return Err(Error::GpuShape {
                 what: "sequences in a batch that picks or keeps only the last logits",
                 expected: 1,
                 got: seqs.len(),
             });
         }
         if let Some(&bad) = seqs.iter().flat_map(|(_, t)| t.iter()).find(|&&t| t as usize >= cfg.vocab) {
-            return Err(GpuError::Shape { what: "token id (the vocabulary's size)", expected: cfg.vocab, got: bad as usize });
+            return Err(Error::GpuShape { what: "token id (the vocabulary's size)", expected: cfg.vocab, got: bad as usize });
         }
         let mut seqs = seqs;
         for (cache, tokens) in seqs.iter_mut() {
@@ -551,17 +552,17 @@ struct GpuPass<'p> {
 impl DecoderOps for GpuPass<'_> {
     type Matrix = GpuMatrix;
     type Vector = GpuVector;
-    type Error = GpuError;
+    type Error = Error;
 
-    fn rms_norm(&mut self, x: Act, weight: &GpuVector, out: Act) -> Result<(), GpuError> {
+    fn rms_norm(&mut self, x: Act, weight: &GpuVector, out: Act) -> Result<(), Error> {
         let m = self.model;
         m.kernels.rms_norm(&m.gpu, self.enc, self.bufs[x.index()], weight, m.cfg.rms_eps, self.bufs[out.index()])
     }
 
-    fn products(&mut self, input: Act, jobs: &[(&GpuMatrix, Act)]) -> Result<(), GpuError> {
+    fn products(&mut self, input: Act, jobs: &[(&GpuMatrix, Act)]) -> Result<(), Error> {
         let m = self.model;
         let Some(&(_, q8, f16)) = self.copies.iter().find(|(act, _, _)| *act == input) else {
-            return Err(GpuError::Shape { what: "a matrix input with no 8-bit and f16 copies", expected: 0, got: input.index() });
+            return Err(Error::GpuShape { what: "a matrix input with no 8-bit and f16 copies", expected: 0, got: input.index() });
         };
         let x = Operand { f32: self.bufs[input.index()], q8, f16 };
         let types: Vec<_> = jobs.iter().map(|(w, _)| w.ty).collect();
@@ -572,19 +573,19 @@ impl DecoderOps for GpuPass<'_> {
         Ok(())
     }
 
-    fn add_bias(&mut self, to: Act, bias: &GpuVector) -> Result<(), GpuError> {
+    fn add_bias(&mut self, to: Act, bias: &GpuVector) -> Result<(), Error> {
         let m = self.model;
         m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)
     }
 
-    fn rope(&mut self, rows: Act) -> Result<(), GpuError> {
+    fn rope(&mut self, rows: Act) -> Result<(), Error> {
         let (m, cfg) = (self.model, &self.model.cfg);
         let heads = if rows == Act::K { cfg.n_head_kv } else { cfg.n_head };
         let shape = (self.rows, heads, cfg.head_dim, cfg.rope_dims / 2);
         m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles, shape, cfg.arch.rope_neox())
     }
 
-    fn attend(&mut self, layer: usize) -> Result<(), GpuError> {
+    fn attend(&mut self, layer: usize) -> Result<(), Error> {
         let (m, kvw) = (self.model, self.model.cfg.kv_width());
         let b = self.bufs;
         let (k, v, q, attn) = (b[Act::K.index()], b[Act::V.index()], b[Act::Q.index()], b[Act::Attention.index()]);
@@ -596,17 +597,17 @@ impl DecoderOps for GpuPass<'_> {
         Ok(())
     }
 
-    fn add(&mut self, to: Act, from: Act) -> Result<(), GpuError> {
+    fn add(&mut self, to: Act, from: Act) -> Result<(), Error> {
         let m = self.model;
         m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], self.bufs[from.index()])
     }
 
-    fn swiglu(&mut self) -> Result<(), GpuError> {
+    fn swiglu(&mut self) -> Result<(), Error> {
         let m = self.model;
         m.kernels.swiglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()])
     }
 
-    fn block_done(&mut self, layer: usize) -> Result<(), GpuError> {
+    fn block_done(&mut self, layer: usize) -> Result<(), Error> {
         if let Some((_, out)) = self.state.filter(|(at, _)| *at == layer) {
             let (x, e) = (self.bufs[Act::Residual.index()], self.model.cfg.n_embd);
             let from = ((self.rows - 1) * e * 4) as u64;
@@ -639,9 +640,9 @@ struct Outputs {
 
 impl GpuTransformer {
     /// Every id is one of the vocabulary's.
-    fn check_ids(&self, tokens: &[u32]) -> Result<(), LmError> {
+    fn check_ids(&self, tokens: &[u32]) -> Result<(), Error> {
         match tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            Some(&bad) => Err(LmError::Tokenizer(crate::tokenizer::TokenizerError::UnknownId { id: bad })),
+            Some(&bad) => Err(Error::UnknownTokenId { id: bad }),
             None => Ok(()),
         }
     }
@@ -668,38 +669,38 @@ impl Backend for GpuTransformer {
         cache.len = cache.len.min(len);
     }
 
-    async fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+    async fn forward(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Error> {
         self.check_ids(tokens)?;
-        Ok(self.forward_async(cache, tokens, which).await?)
+        self.forward_async(cache, tokens, which).await
     }
 
     fn picks_on_device(&self) -> bool {
         true
     }
 
-    async fn forward_state(&self, cache: &mut GpuKvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+    async fn forward_state(&self, cache: &mut GpuKvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), Error> {
         self.check_ids(tokens)?;
-        Ok(self.forward_state_async(cache, tokens, layer).await?)
+        self.forward_state_async(cache, tokens, layer).await
     }
 
-    async fn forward_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
+    async fn forward_batch(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, Error> {
         for (_, tokens) in seqs.iter() {
             self.check_ids(tokens)?;
         }
-        Ok(self.forward_batch_async(seqs).await?)
+        self.forward_batch_async(seqs).await
     }
 
-    async fn forward_argmax(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<u32, LmError> {
+    async fn forward_argmax(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<u32, Error> {
         self.check_ids(tokens)?;
-        GpuTransformer::forward_greedy(self, cache, tokens).await?.ok_or(LmError::EmptyPrompt)
+        GpuTransformer::forward_greedy(self, cache, tokens).await?.ok_or(Error::EmptyPrompt)
     }
 
     fn draws_on_device(&self) -> bool {
         true
     }
 
-    async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, LmError> {
+    async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, Error> {
         self.check_ids(tokens)?;
-        GpuTransformer::forward_draw(self, cache, tokens, draw).await?.ok_or(LmError::EmptyPrompt)
+        GpuTransformer::forward_draw(self, cache, tokens, draw).await?.ok_or(Error::EmptyPrompt)
     }
 }

@@ -7,6 +7,7 @@
 use super::*;
 use crate::gguf::GgmlType;
 use crate::testdata::weight_row;
+use crate::Error;
 
 fn gpu() -> Gpu {
     match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }) {
@@ -68,14 +69,14 @@ fn shapes_and_types_are_checked() {
     let gpu = gpu();
     let k = Kernels::new(&gpu);
     let data = weight_row(GgmlType::Q5K, 256, 1);
-    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q5K, 1, 256, &data), Err(GpuError::UnsupportedType { .. })));
+    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q5K, 1, 256, &data), Err(Error::UnsupportedGpuType { .. })));
     let data = weight_row(GgmlType::Q8_0, 64, 1);
-    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q8_0, 2, 64, &data), Err(GpuError::Shape { what: "matrix data (bytes)", .. })));
+    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q8_0, 2, 64, &data), Err(Error::GpuShape { what: "matrix data (bytes)", .. })));
     let w = GpuMatrix::upload(&gpu, GgmlType::Q8_0, 1, 64, &data).unwrap();
     let (x, y) = (GpuVector::zeros(&gpu, 63), GpuVector::zeros(&gpu, 1));
     let err = k.run(&gpu, |enc| k.matvec(&gpu, enc, &w, &x, 1, &y)).unwrap_err();
     // Q8_0 reads the 64 values quantized: 64 q values and 2 (d, s) pairs.
-    assert_eq!(err, GpuError::Shape { what: "matvec input", expected: 68, got: 63 });
+    assert!(matches!(err, Error::GpuShape { what: "matvec input", expected: 68, got: 63 }), "{err}");
     assert!(err.to_string().contains("63 elements where 68 are needed"), "{err}");
 }
 
@@ -145,7 +146,7 @@ fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
     // Without the feature, the f16 step is refused, not run.
     let (x, h) = (GpuVector::zeros(&plain, 32), GpuVector::zeros(&plain, f16_len(32)));
     let refused = k.run(&plain, |enc| k.activations_f16(&plain, enc, &x, &h));
-    assert!(matches!(refused, Err(GpuError::MissingFeature { feature: "shader-f16" })), "{refused:?}");
+    assert!(matches!(refused, Err(Error::MissingFeature { feature: "shader-f16" })), "{refused:?}");
 }
 
 #[test]
@@ -162,7 +163,7 @@ fn a_matrix_streamed_in_runs_of_rows_computes_what_an_uploaded_one_does() {
         let streamed = GpuMatrix::upload_rows(&gpu, (ty, rows, cols), data.len(), (5 * gpu_row, 3 * file_row), |at, len, run| {
             runs.push(len);
             run.extend_from_slice(&data[at..at + len]);
-            Ok::<(), GpuError>(())
+            Ok::<(), Error>(())
         })
         .unwrap();
         assert!(runs.iter().all(|&len| len <= 3 * file_row), "{ty:?}: runs {runs:?}");
@@ -183,8 +184,8 @@ fn a_matrix_streamed_in_runs_of_rows_computes_what_an_uploaded_one_does() {
         // A reader that returns fewer bytes than asked is an error, not a short matrix.
         let short = GpuMatrix::upload_rows(&gpu, (ty, rows, cols), data.len(), (usize::MAX, 3 * file_row), |at, len, run| {
             run.extend_from_slice(&data[at..at + len - 1]);
-            Ok::<(), GpuError>(())
+            Ok::<(), Error>(())
         });
-        assert!(matches!(short, Err(GpuError::Shape { what: "matrix rows read", .. })));
+        assert!(matches!(short, Err(Error::GpuShape { what: "matrix rows read", .. })));
     }
 }

@@ -1,6 +1,6 @@
 //! [`EmbedderHandle`]: a sentence embedder here (CPU or WebGPU) or a hosted one.
 
-use docmem_core::embed::{EmbedError, EmbedRole};
+use docmem_core::embed::EmbedRole;
 use docmem_core::local_future::LocalBoxFuture;
 use docmem_core::Embedder;
 
@@ -44,7 +44,7 @@ impl<T: Transport> Embedder for EmbedderHandle<T> {
     fn dim(&self) -> usize {
         self.inner().dim()
     }
-    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
         self.inner_mut().embed(texts, role)
     }
     fn name(&self) -> String {
@@ -53,7 +53,11 @@ impl<T: Transport> Embedder for EmbedderHandle<T> {
     fn needs_await(&self) -> bool {
         self.inner().needs_await()
     }
-    fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+    fn embed_async<'a>(
+        &'a mut self,
+        texts: &'a [&'a str],
+        role: EmbedRole,
+    ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         self.inner_mut().embed_async(texts, role)
     }
 }

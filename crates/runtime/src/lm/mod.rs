@@ -25,7 +25,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::{ScoreError, Scorer};
+use docmem_core::Scorer;
 use serde::Serialize;
 
 pub use drafts::{DraftSettings, PromptLookup};
@@ -34,13 +34,14 @@ pub use sampler::{argmax, log_prob, DeviceDraw, Drawn, Sampler, SamplingParams};
 pub use suspended::WorkDone;
 pub use text::LmText;
 
-use crate::chat::{ChatError, ChatMessage, ChatTemplate};
+use crate::chat::{ChatMessage, ChatTemplate};
 use crate::cpu::transformer::{CpuTransformer, KvCache};
-use crate::gguf::{GgufError, GgufFile, MetaValue};
+use crate::gguf::{GgufFile, MetaValue};
 use crate::model::hf::{self, HfCheckpoint, LoadQuant};
-use crate::model::{ModelConfig, ModelFileError, Weights};
-use crate::source::{ByteSource, FileSource, SourceError};
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use crate::model::{ModelConfig, Weights};
+use crate::source::{ByteSource, FileSource};
+use crate::tokenizer::Tokenizer;
+use crate::Error;
 
 /// Seconds since an arbitrary origin: `Instant` natively, the JS clock on wasm (where
 /// `Instant` panics).
@@ -84,7 +85,7 @@ pub trait Backend {
     /// Drop a sequence's tokens after the first `len`.
     fn truncate(&self, cache: &mut Self::Cache, len: usize);
     /// Append `tokens` to the sequence and return logits for the last one or for all.
-    async fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError>;
+    async fn forward(&self, cache: &mut Self::Cache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Error>;
     /// Whether [`forward_argmax`](Self::forward_argmax) picks the token where the logits
     /// are, without handing them back (the GPU reads back 4 bytes instead of a vocabulary
     /// of floats): greedy decoding then calls it.
@@ -93,7 +94,7 @@ pub trait Backend {
     }
     /// Append `tokens` to the sequence and return the most likely next token (the first
     /// of equal logits, as the sampler's greedy pick). This default reads the logits.
-    async fn forward_argmax(&self, cache: &mut Self::Cache, tokens: &[u32]) -> Result<u32, LmError> {
+    async fn forward_argmax(&self, cache: &mut Self::Cache, tokens: &[u32]) -> Result<u32, Error> {
         Ok(argmax(&self.forward(cache, tokens, Logits::Last).await?))
     }
     /// Whether [`forward_draw`](Self::forward_draw) draws sampled tokens where the logits
@@ -107,14 +108,14 @@ pub trait Backend {
     /// default, or settings beyond what its sampler does) hands the logits back and the
     /// caller finishes the draw on the CPU with the same uniform number
     /// ([`Sampler::finish_draw`]).
-    async fn forward_draw(&self, cache: &mut Self::Cache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, LmError> {
+    async fn forward_draw(&self, cache: &mut Self::Cache, tokens: &[u32], draw: &DeviceDraw) -> Result<Drawn, Error> {
         let _ = draw;
         Ok(Drawn::Logits { logits: self.forward(cache, tokens, Logits::Last).await?, penalized: false })
     }
     /// [`forward`](Self::forward) for the last token's logits that also hands back the
     /// residual stream of the last token after `layer` (what a probe of the hidden state
     /// reads), where the backend can; this default runs the forward alone (`None`).
-    async fn forward_state(&self, cache: &mut Self::Cache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+    async fn forward_state(&self, cache: &mut Self::Cache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), Error> {
         let _ = layer;
         Ok((self.forward(cache, tokens, Logits::Last).await?, None))
     }
@@ -124,7 +125,7 @@ pub trait Backend {
     /// rows as one batch (weights read once per step: decoding is memory-bound) and must
     /// give each sequence the logits it would get alone; this default runs them one after
     /// another.
-    async fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, LmError> {
+    async fn forward_batch(&self, seqs: &mut [(&mut Self::Cache, &[u32])]) -> Result<Vec<f32>, Error> {
         let mut out = Vec::new();
         for (cache, tokens) in seqs.iter_mut() {
             out.extend(self.forward(cache, tokens, Logits::All).await?);
@@ -134,9 +135,9 @@ pub trait Backend {
 }
 
 /// Every id is one of the vocabulary's (the CPU backend indexes its embeddings with them).
-fn check_ids(cfg: &ModelConfig, tokens: &[u32]) -> Result<(), LmError> {
+fn check_ids(cfg: &ModelConfig, tokens: &[u32]) -> Result<(), Error> {
     match tokens.iter().find(|&&t| t as usize >= cfg.vocab) {
-        Some(&bad) => Err(LmError::Tokenizer(TokenizerError::UnknownId { id: bad })),
+        Some(&bad) => Err(Error::UnknownTokenId { id: bad }),
         None => Ok(()),
     }
 }
@@ -155,116 +156,22 @@ impl Backend for CpuTransformer {
     fn truncate(&self, cache: &mut KvCache, len: usize) {
         cache.truncate(len);
     }
-    async fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, LmError> {
+    async fn forward(&self, cache: &mut KvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Error> {
         check_ids(&self.cfg, tokens)?;
         Ok(CpuTransformer::forward(self, cache, tokens, which))
     }
-    async fn forward_state(&self, cache: &mut KvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), LmError> {
+    async fn forward_state(&self, cache: &mut KvCache, tokens: &[u32], layer: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), Error> {
         check_ids(&self.cfg, tokens)?;
         let (logits, mut states) = self.forward_states(cache, tokens, &[layer]);
         Ok((logits, states.pop().filter(|s| !s.is_empty())))
     }
-    async fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, LmError> {
+    async fn forward_batch(&self, seqs: &mut [(&mut KvCache, &[u32])]) -> Result<Vec<f32>, Error> {
         for (_, tokens) in seqs.iter() {
             check_ids(&self.cfg, tokens)?;
         }
         Ok(CpuTransformer::forward_batch(self, seqs))
     }
 }
-
-/// Why a language model could not load or run.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum LmError {
-    /// The file could not be read.
-    Source(SourceError),
-    /// The GGUF header is malformed.
-    Gguf(GgufError),
-    /// The model's parameters or tensors are wrong.
-    Model(ModelFileError),
-    /// The tokenizer could not be built or failed.
-    Tokenizer(TokenizerError),
-    /// The chat template failed.
-    Chat(ChatError),
-    /// The prompt and output would not fit the context window.
-    ContextFull {
-        /// Tokens needed.
-        needed: usize,
-        /// The window.
-        limit: usize,
-    },
-    /// The prompt has no tokens.
-    EmptyPrompt,
-    /// A parity golden file lacks a field or has one of the wrong type.
-    Golden {
-        /// The field.
-        what: String,
-    },
-    /// The GPU backend failed (or could not start: the CPU backend can run instead).
-    #[cfg(feature = "gpu")]
-    Gpu(crate::gpu::GpuError),
-    /// A hosted model failed or could not be reached.
-    Remote(crate::remote::RemoteError),
-}
-
-impl docmem_core::HasErrorCode for LmError {
-    fn code(&self) -> docmem_core::ErrorCode {
-        use docmem_core::ErrorCode;
-        match self {
-            LmError::Source(_) | LmError::Gguf(_) | LmError::Model(_) | LmError::Tokenizer(_) | LmError::Golden { .. } => {
-                ErrorCode::ModelLoadFailed
-            }
-            // The template runs per prompt, so its failure is the loaded model's.
-            LmError::Chat(_) | LmError::ContextFull { .. } => ErrorCode::ModelFailed,
-            LmError::EmptyPrompt => ErrorCode::BadArgument,
-            #[cfg(feature = "gpu")]
-            LmError::Gpu(e) => docmem_core::HasErrorCode::code(e),
-            LmError::Remote(e) => docmem_core::HasErrorCode::code(e),
-        }
-    }
-}
-
-impl fmt::Display for LmError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LmError::Source(e) => write!(f, "{e}"),
-            LmError::Gguf(e) => write!(f, "{e}"),
-            LmError::Model(e) => write!(f, "{e}"),
-            LmError::Tokenizer(e) => write!(f, "{e}"),
-            LmError::Chat(e) => write!(f, "{e}"),
-            LmError::ContextFull { needed, limit } => write!(f, "{needed} tokens do not fit the context window of {limit}"),
-            LmError::EmptyPrompt => write!(f, "the prompt is empty"),
-            LmError::Golden { what } => write!(f, "golden file: '{what}' is missing or malformed"),
-            #[cfg(feature = "gpu")]
-            LmError::Gpu(e) => write!(f, "{e}"),
-            LmError::Remote(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for LmError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            LmError::Source(e) => e.source(),
-            LmError::Gguf(e) => e.source(),
-            LmError::Model(e) => e.source(),
-            LmError::Tokenizer(e) => e.source(),
-            LmError::Chat(e) => e.source(),
-            #[cfg(feature = "gpu")]
-            LmError::Gpu(e) => e.source(),
-            LmError::Remote(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-macro_rules! from_err {
-    ($($t:ty => $v:ident),*) => {$(impl From<$t> for LmError { fn from(e: $t) -> Self { LmError::$v(e) } })*};
-}
-from_err!(SourceError => Source, GgufError => Gguf, ModelFileError => Model, TokenizerError => Tokenizer, ChatError => Chat, crate::remote::RemoteError => Remote);
-#[cfg(feature = "gpu")]
-from_err!(crate::gpu::GpuError => Gpu);
 
 /// What to generate from.
 #[derive(Clone, Copy, Debug)]
@@ -434,24 +341,24 @@ pub struct HfParts<'a> {
 
 impl HfParts<'_> {
     /// `tokenizer_config.json` parsed (null when there is none).
-    fn tokenizer_config(&self) -> Result<serde_json::Value, LmError> {
+    fn tokenizer_config(&self) -> Result<serde_json::Value, Error> {
         match self.tokenizer_config {
             Some(bytes) => {
-                Ok(serde_json::from_slice(bytes).map_err(|e| ModelFileError::Config { reason: format!("tokenizer_config.json: {e}") })?)
+                Ok(serde_json::from_slice(bytes).map_err(|e| Error::ModelConfig { reason: format!("tokenizer_config.json: {e}") })?)
             }
             None => Ok(serde_json::Value::Null),
         }
     }
 }
 
-fn missing_file(name: &str) -> ModelFileError {
-    ModelFileError::Config { reason: format!("{name} is missing") }
+fn missing_file(name: &str) -> Error {
+    Error::ModelConfig { reason: format!("{name} is missing") }
 }
 
 impl Lm<CpuTransformer> {
     /// Load a model for the CPU backend: a GGUF file, or a Hugging Face checkpoint
     /// directory (`config.json`, safetensors, `tokenizer.json`).
-    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self, Error> {
         if hf::is_checkpoint(path) {
             return Self::load_hf(path, opts);
         }
@@ -460,22 +367,22 @@ impl Lm<CpuTransformer> {
     }
 
     /// Load a Hugging Face checkpoint directory, quantizing its matrices to `opts.quant`.
-    pub fn load_hf(dir: &Path, opts: &LoadOptions) -> Result<Self, LmError> {
+    pub fn load_hf(dir: &Path, opts: &LoadOptions) -> Result<Self, Error> {
         let ck = HfCheckpoint::open(dir)?;
         let tok_config = match std::fs::read(dir.join("tokenizer_config.json")) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| ModelFileError::Config { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
+                .map_err(|e| Error::ModelConfig { reason: format!("{}: {e}", dir.join("tokenizer_config.json").display()) })?,
             Err(_) => serde_json::Value::Null,
         };
         let json = std::fs::read(dir.join("tokenizer.json"))
-            .map_err(|e| SourceError::Io { what: dir.join("tokenizer.json").display().to_string(), source: e })?;
+            .map_err(|e| Error::Io { what: dir.join("tokenizer.json").display().to_string(), source: e })?;
         Self::from_hf_parts(ck, &json, &tok_config, opts)
     }
 
     /// Load a Hugging Face checkpoint from files held in memory by name: `config.json`,
     /// `model.safetensors`, `tokenizer.json`, and `tokenizer_config.json` where the model
     /// has one.
-    pub fn load_hf_files(mut files: BTreeMap<String, Vec<u8>>, opts: &LoadOptions) -> Result<Self, LmError> {
+    pub fn load_hf_files(mut files: BTreeMap<String, Vec<u8>>, opts: &LoadOptions) -> Result<Self, Error> {
         let weights = files.remove("model.safetensors").ok_or_else(|| missing_file("model.safetensors"))?;
         let parts = HfParts {
             config: files.get("config.json").ok_or_else(|| missing_file("config.json"))?,
@@ -488,13 +395,13 @@ impl Lm<CpuTransformer> {
     /// Load a Hugging Face checkpoint whose safetensors files (`model.safetensors`, or
     /// every shard) are read through `shards` by offset, a tensor at a time, as a page
     /// reads a folder the user dropped: only the quantized model is held whole.
-    pub fn load_hf_sources(parts: &HfParts<'_>, shards: Vec<Box<dyn ByteSource>>, opts: &LoadOptions) -> Result<Self, LmError> {
+    pub fn load_hf_sources(parts: &HfParts<'_>, shards: Vec<Box<dyn ByteSource>>, opts: &LoadOptions) -> Result<Self, Error> {
         let ck = HfCheckpoint::from_sources(parts.config, shards)?;
         Self::from_hf_parts(ck, parts.tokenizer, &parts.tokenizer_config()?, opts)
     }
 
     /// The model of an opened checkpoint, its `tokenizer.json` and `tokenizer_config.json`.
-    fn from_hf_parts(ck: HfCheckpoint, json: &[u8], tok_config: &serde_json::Value, opts: &LoadOptions) -> Result<Self, LmError> {
+    fn from_hf_parts(ck: HfCheckpoint, json: &[u8], tok_config: &serde_json::Value, opts: &LoadOptions) -> Result<Self, Error> {
         let cfg = ModelConfig::from_hf(&ck.config)?;
         let tokenizer = Tokenizer::from_hf(json, tok_config)?;
         // `chat_template` is a string, or a list of named templates ("default" first).
@@ -516,20 +423,20 @@ impl Lm<CpuTransformer> {
     /// in one fresh pass over the prompt: the hidden state a linear probe of the model
     /// reads (the answerability probe is fitted on these). A layer the model does not
     /// have gets an empty row.
-    pub fn prompt_states(&self, prompt: Prompt<'_>, layers: &[usize]) -> Result<Vec<Vec<f32>>, LmError> {
+    pub fn prompt_states(&self, prompt: Prompt<'_>, layers: &[usize]) -> Result<Vec<Vec<f32>>, Error> {
         let tokens = self.prompt_tokens(prompt)?;
         if tokens.is_empty() {
-            return Err(LmError::EmptyPrompt);
+            return Err(Error::EmptyPrompt);
         }
         if tokens.len() > self.context {
-            return Err(LmError::ContextFull { needed: tokens.len(), limit: self.context });
+            return Err(Error::ContextFull { needed: tokens.len(), limit: self.context });
         }
         let mut cache = self.backend.new_cache();
         Ok(self.backend.forward_states(&mut cache, &tokens, layers).1)
     }
 
     /// Load a GGUF model from any byte source (tensors are read one at a time).
-    pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, LmError> {
+    pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, Error> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let weights = Weights::load(&g, src, &cfg)?;
         Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context))
@@ -540,7 +447,7 @@ impl Lm<CpuTransformer> {
 impl Lm<crate::gpu::GpuTransformer> {
     /// Load a GGUF model from any byte source straight onto `gpu`, one block's tensors at
     /// a time ([`crate::gpu::GpuTransformer::load`]): the whole file is never in memory.
-    pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, LmError> {
+    pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, Error> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
         let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
         Ok(Lm::with_backend(tokenizer, chat, backend, context))
@@ -549,7 +456,7 @@ impl Lm<crate::gpu::GpuTransformer> {
 
 /// A GGUF file's header, hyper-parameters, tokenizer, chat template and the context
 /// window `opts` asks for: everything but the tensors.
-fn gguf_parts(src: &dyn ByteSource, opts: &LoadOptions) -> Result<(GgufFile, ModelConfig, Tokenizer, ChatTemplate, usize), LmError> {
+fn gguf_parts(src: &dyn ByteSource, opts: &LoadOptions) -> Result<(GgufFile, ModelConfig, Tokenizer, ChatTemplate, usize), Error> {
     let g = GgufFile::read(src)?;
     let cfg = ModelConfig::from_gguf(&g)?;
     let tokenizer = Tokenizer::from_gguf(&g)?;
@@ -558,10 +465,10 @@ fn gguf_parts(src: &dyn ByteSource, opts: &LoadOptions) -> Result<(GgufFile, Mod
     Ok((g, cfg, tokenizer, chat, context))
 }
 
-fn chat_template(g: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, LmError> {
+fn chat_template(g: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, Error> {
     let text = |id: Option<u32>| id.and_then(|i| tok.token_str(i)).unwrap_or("").to_owned();
     let source = g.get("tokenizer.chat_template").and_then(MetaValue::as_str);
-    Ok(ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))?)
+    ChatTemplate::new(source, &text(tok.bos()), &text(tok.eos()))
 }
 
 /// Bytes of streamed tokens, released as text once they form whole UTF-8 characters.
@@ -619,36 +526,36 @@ impl<B: Backend> Lm<B> {
     }
 
     /// The text of a chat prompt in this model's template.
-    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, LmError> {
-        Ok(self.chat.render(messages, true)?)
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, Error> {
+        self.chat.render(messages, true)
     }
 
     /// Token ids of a prompt (BOS as the model wants it).
-    pub fn prompt_tokens(&self, prompt: Prompt<'_>) -> Result<Vec<u32>, LmError> {
+    pub fn prompt_tokens(&self, prompt: Prompt<'_>) -> Result<Vec<u32>, Error> {
         let text = match prompt {
             Prompt::Text(t) => t.to_owned(),
             Prompt::Chat(m) => self.render_chat(m)?,
         };
-        Ok(self.tokenizer.encode_prompt(&text)?)
+        self.tokenizer.encode_prompt(&text)
     }
 
-    fn check_fits(&self, needed: usize) -> Result<(), LmError> {
+    fn check_fits(&self, needed: usize) -> Result<(), Error> {
         if needed > self.context {
-            return Err(LmError::ContextFull { needed, limit: self.context });
+            return Err(Error::ContextFull { needed, limit: self.context });
         }
         Ok(())
     }
 
     /// Run a prompt prefix once.
-    pub async fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, LmError> {
+    pub async fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, Error> {
         let tokens = self.prompt_tokens(prompt)?;
         self.prefill_tokens(tokens).await
     }
 
     /// Run prompt tokens once.
-    pub async fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, LmError> {
+    pub async fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, Error> {
         if tokens.is_empty() {
-            return Err(LmError::EmptyPrompt);
+            return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
         let mut cache = self.backend.new_cache();
@@ -660,7 +567,7 @@ impl<B: Backend> Lm<B> {
     /// this model keeps (the last one run here or by [`Lm::prefill_ahead`]; see
     /// `prompt_cache`), and keeping this one for the next. Also returns how many tokens
     /// were reused. For prompts that recur with a common start: the answerer's.
-    pub async fn prefill_reusing(&self, tokens: Vec<u32>) -> Result<(Prefix<B::Cache>, usize), LmError> {
+    pub async fn prefill_reusing(&self, tokens: Vec<u32>) -> Result<(Prefix<B::Cache>, usize), Error> {
         let (prefix, reused, _) = self.prefill_reusing_state(tokens, None).await?;
         Ok((prefix, reused))
     }
@@ -672,9 +579,9 @@ impl<B: Backend> Lm<B> {
         &self,
         tokens: Vec<u32>,
         state_layer: Option<usize>,
-    ) -> Result<(Prefix<B::Cache>, usize, Option<Vec<f32>>), LmError> {
+    ) -> Result<(Prefix<B::Cache>, usize, Option<Vec<f32>>), Error> {
         if tokens.is_empty() {
-            return Err(LmError::EmptyPrompt);
+            return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
         // The last token always runs: a kept prompt holds only its own last logits.
@@ -701,7 +608,7 @@ impl<B: Backend> Lm<B> {
     /// [`Lm::prefill_reusing`]: what the kept prompt already shares is not run again, the
     /// rest runs `chunk` tokens at a time and `stop` is asked before each. Work stopped
     /// early is kept as far as it went. Returns how many of `tokens` are now kept.
-    pub async fn prefill_ahead(&self, tokens: &[u32], chunk: usize, stop: &dyn Fn() -> bool) -> Result<usize, LmError> {
+    pub async fn prefill_ahead(&self, tokens: &[u32], chunk: usize, stop: &dyn Fn() -> bool) -> Result<usize, Error> {
         self.check_fits(tokens.len())?;
         let Some(kept) = self.prompt_cache.take() else {
             return self.prefill_ahead_from(self.backend.new_cache(), Vec::new(), tokens, chunk, stop).await;
@@ -725,7 +632,7 @@ impl<B: Backend> Lm<B> {
         tokens: &[u32],
         chunk: usize,
         stop: &dyn Fn() -> bool,
-    ) -> Result<usize, LmError> {
+    ) -> Result<usize, Error> {
         let (ran, last_logits) = self.forward_pieces(&mut cache, &tokens[done.len()..], chunk, stop).await?;
         done.extend_from_slice(&tokens[done.len()..done.len() + ran]);
         // Kept only with the logits of its last token (a cut back cache without them is
@@ -744,7 +651,7 @@ impl<B: Backend> Lm<B> {
         tokens: &[u32],
         chunk: usize,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(usize, Option<Vec<f32>>), LmError> {
+    ) -> Result<(usize, Option<Vec<f32>>), Error> {
         let (mut ran, mut last_logits) = (0, None);
         for part in tokens.chunks(chunk.max(1)) {
             if stop() {
@@ -770,9 +677,9 @@ impl<B: Backend> Lm<B> {
         tokens: Vec<u32>,
         chunk: usize,
         stop: &dyn Fn() -> bool,
-    ) -> Result<Option<Prefix<B::Cache>>, LmError> {
+    ) -> Result<Option<Prefix<B::Cache>>, Error> {
         if tokens.is_empty() {
-            return Err(LmError::EmptyPrompt);
+            return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
         let mut cache = self.backend.new_cache();
@@ -789,7 +696,7 @@ impl<B: Backend> Lm<B> {
         prompt: Prompt<'_>,
         params: &SamplingParams,
         on_text: impl FnMut(&str) -> ControlFlow<()>,
-    ) -> Result<Generation, LmError> {
+    ) -> Result<Generation, Error> {
         let start = now_seconds();
         let prefix = self.prefill(prompt).await?;
         let prefill_seconds = now_seconds() - start;
@@ -806,7 +713,7 @@ impl<B: Backend> Lm<B> {
         suffix: &str,
         params: &SamplingParams,
         on_text: impl FnMut(&str) -> ControlFlow<()>,
-    ) -> Result<Generation, LmError> {
+    ) -> Result<Generation, Error> {
         let suffix_ids = self.tokenizer.encode(suffix)?;
         self.generate_after_tokens(prefix, &suffix_ids, params, on_text).await
     }
@@ -819,7 +726,7 @@ impl<B: Backend> Lm<B> {
         suffix_ids: &[u32],
         params: &SamplingParams,
         mut on_text: impl FnMut(&str) -> ControlFlow<()>,
-    ) -> Result<Generation, LmError> {
+    ) -> Result<Generation, Error> {
         let start = now_seconds();
         let mut cache = prefix.cache.clone();
         let mut history = prefix.tokens.clone();
@@ -912,14 +819,14 @@ impl<B: Backend> Lm<B> {
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.
-    pub async fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), LmError> {
+    pub async fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), Error> {
         let prefix = self.prefill(prompt).await?;
         Ok((prefix.tokens, prefix.last_logits))
     }
 
     /// For each `(context, continuation)`, the log-probability of each continuation token.
     /// Consecutive pairs with the same context reuse its cache.
-    pub async fn score(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, LmError> {
+    pub async fn score(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = Vec::with_capacity(pairs.len());
         let mut last: Option<(&str, Prefix<B::Cache>)> = None;
         for &(context, continuation) in pairs {
@@ -954,7 +861,7 @@ impl<B: Backend> Lm<B> {
     /// The log-probability of each token of `continuation` (text, no BOS) after a
     /// prefilled prefix, which is left as it was: a caller that has just generated from a
     /// prompt scores a reference answer without running the prompt again.
-    pub async fn score_after(&self, prefix: &Prefix<B::Cache>, continuation: &str) -> Result<Vec<f32>, LmError> {
+    pub async fn score_after(&self, prefix: &Prefix<B::Cache>, continuation: &str) -> Result<Vec<f32>, Error> {
         let cont = self.tokenizer.encode(continuation)?;
         if cont.is_empty() {
             return Ok(Vec::new());
@@ -964,7 +871,7 @@ impl<B: Backend> Lm<B> {
 
     /// The logits after `prefix` continued with `tokens` (non-empty); the prefix is left as
     /// it was.
-    pub async fn logits_after(&self, prefix: &Prefix<B::Cache>, tokens: &[u32]) -> Result<Vec<f32>, LmError> {
+    pub async fn logits_after(&self, prefix: &Prefix<B::Cache>, tokens: &[u32]) -> Result<Vec<f32>, Error> {
         if tokens.is_empty() {
             return Ok(prefix.last_logits.clone());
         }
@@ -974,7 +881,7 @@ impl<B: Backend> Lm<B> {
     }
 
     /// The one token `text` is written with, if it is one token.
-    pub fn single_token(&self, text: &str) -> Result<Option<u32>, LmError> {
+    pub fn single_token(&self, text: &str) -> Result<Option<u32>, Error> {
         let ids = self.tokenizer.encode(text)?;
         Ok(match ids[..] {
             [id] => Some(id),
@@ -983,7 +890,7 @@ impl<B: Backend> Lm<B> {
     }
 
     /// [`Lm::score_after`] for a non-empty continuation as token ids.
-    async fn score_tokens_after(&self, prefix: &Prefix<B::Cache>, cont: &[u32]) -> Result<Vec<f32>, LmError> {
+    async fn score_tokens_after(&self, prefix: &Prefix<B::Cache>, cont: &[u32]) -> Result<Vec<f32>, Error> {
         self.check_fits(prefix.tokens.len() + cont.len())?;
         let mut cache = prefix.cache.clone();
         let all = self.backend.forward(&mut cache, &cont[..cont.len() - 1], Logits::All).await?;
@@ -995,7 +902,7 @@ impl<B: Backend> Lm<B> {
         Ok(lps)
     }
 
-    async fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, LmError> {
+    async fn score_without_context(&self, cont: &[u32]) -> Result<Vec<f32>, Error> {
         let mut cache = self.backend.new_cache();
         let all = self.backend.forward(&mut cache, cont, Logits::All).await?;
         let vocab = self.config().vocab;
@@ -1005,33 +912,36 @@ impl<B: Backend> Lm<B> {
 
     /// Log-probability of each candidate as the continuation of `prompt` (summed over a
     /// multi-token candidate's tokens). The prompt runs once.
-    pub async fn next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, LmError> {
+    pub async fn next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, Error> {
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (prompt, *c)).collect();
         Ok(self.score(&pairs).await?.into_iter().map(|l| l.iter().sum()).collect())
     }
 
     /// [`score`](Self::score) as the core's [`Scorer`] wants it: every continuation has a
-    /// token, and errors are [`ScoreError`]s.
-    async fn scorer_logprobs(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, ScoreError> {
-        let out = self.score(pairs).await.map_err(|e| ScoreError::Backend { message: e.to_string() })?;
+    /// token, and errors are [`docmem_core::Error`]s.
+    async fn scorer_logprobs(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
+        let out = self.score(pairs).await.map_err(|e| docmem_core::Error::ScorerFailed { message: e.to_string() })?;
         if out.iter().any(Vec::is_empty) {
-            return Err(ScoreError::EmptyContinuation);
+            return Err(docmem_core::Error::EmptyContinuation);
         }
         Ok(out)
     }
 
-    /// [`next_token_logprobs`](Self::next_token_logprobs) with [`ScoreError`]s.
-    async fn scorer_next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, ScoreError> {
-        self.next_token_logprobs(prompt, candidates).await.map_err(|e| ScoreError::Backend { message: e.to_string() })
+    /// [`next_token_logprobs`](Self::next_token_logprobs) with [`docmem_core::Error`]s.
+    async fn scorer_next_token_logprobs(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, docmem_core::Error> {
+        self.next_token_logprobs(prompt, candidates).await.map_err(|e| docmem_core::Error::ScorerFailed { message: e.to_string() })
     }
 
-    fn scorer_count_tokens(&self, text: &str) -> Result<usize, ScoreError> {
-        self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| ScoreError::Backend { message: e.to_string() })
+    fn scorer_count_tokens(&self, text: &str) -> Result<usize, docmem_core::Error> {
+        self.tokenizer.encode(text).map(|v| v.len()).map_err(|e| docmem_core::Error::ScorerFailed { message: e.to_string() })
     }
 }
 
 impl<B: Backend> Scorer for Lm<B> {
-    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+    fn continuation_logprobs<'a>(
+        &'a mut self,
+        pairs: &'a [(&'a str, &'a str)],
+    ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         boxed(self.scorer_logprobs(pairs))
     }
 
@@ -1039,11 +949,11 @@ impl<B: Backend> Scorer for Lm<B> {
         &'a mut self,
         prompt: &'a str,
         candidates: &'a [&'a str],
-    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
         boxed(self.scorer_next_token_logprobs(prompt, candidates))
     }
 
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
         self.scorer_count_tokens(text)
     }
 }
@@ -1059,7 +969,7 @@ mod tests {
     fn a_missing_model_file_chains_down_to_the_os_error() {
         let missing = std::env::temp_dir().join("docmem-no-such-model.gguf");
         let e = super::Lm::load(&missing, &super::LoadOptions::default()).unwrap_err();
-        let qa = crate::pipeline::qa::QaError::from(e);
+        let qa = e;
         let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(&qa);
         let mut io = None;
         while let Some(c) = cause {

@@ -9,9 +9,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{argmax, log_prob, Backend, Lm, LmError, Prompt, SamplingParams};
+use super::{argmax, log_prob, Backend, Lm, Prompt, SamplingParams};
 use crate::cpu::transformer::CpuTransformer;
 use crate::lm::Logits;
+use crate::Error;
 
 /// Greedy continuations must agree for this many tokens (or to the end of llama.cpp's).
 pub const GREEDY_TOKENS: usize = 32;
@@ -74,20 +75,20 @@ impl ParityReport {
 }
 
 /// Why a golden file could not be used.
-fn bad(what: &str) -> LmError {
-    LmError::Golden { what: what.to_owned() }
+fn bad(what: &str) -> Error {
+    Error::Golden { what: what.to_owned() }
 }
 
-fn ids(v: &Value, what: &str) -> Result<Vec<u32>, LmError> {
+fn ids(v: &Value, what: &str) -> Result<Vec<u32>, Error> {
     v.as_array().ok_or_else(|| bad(what))?.iter().map(|x| x.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(|| bad(what))).collect()
 }
 
-fn text<'a>(v: &'a Value, what: &str) -> Result<&'a str, LmError> {
+fn text<'a>(v: &'a Value, what: &str) -> Result<&'a str, Error> {
     v.as_str().ok_or_else(|| bad(what))
 }
 
 /// Compare `lm` with llama.cpp's outputs in `golden` (the JSON `scripts/golden/lm.py` writes).
-pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, LmError> {
+pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, Error> {
     check_within(lm, golden, usize::MAX)
 }
 
@@ -96,7 +97,7 @@ pub fn check(lm: &Lm<CpuTransformer>, golden: &Value) -> Result<ParityReport, Lm
 /// path many times slower than the others (the portable one, where a fused multiply-add is a
 /// software call), whose kernels are checked bit for bit against the SIMD ones elsewhere:
 /// the full text there would cost minutes for little more evidence.
-pub fn check_within(lm: &Lm<CpuTransformer>, golden: &Value, top1_positions: usize) -> Result<ParityReport, LmError> {
+pub fn check_within(lm: &Lm<CpuTransformer>, golden: &Value, top1_positions: usize) -> Result<ParityReport, Error> {
     let mut r = ParityReport::default();
     for case in golden["tokenize"].as_array().ok_or_else(|| bad("tokenize"))? {
         let t = text(&case["text"], "tokenize.text")?;

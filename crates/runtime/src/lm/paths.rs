@@ -21,7 +21,8 @@
 use std::ops::ControlFlow;
 
 use super::drafts::PromptLookup;
-use super::{find_stop, now_seconds, Backend, Finish, Generation, Lm, LmError, Prefix, Sampler, SamplingParams, Utf8Stream};
+use super::{find_stop, now_seconds, Backend, Finish, Generation, Lm, Prefix, Sampler, SamplingParams, Utf8Stream};
+use crate::Error;
 
 /// One path in flight.
 pub(super) struct Path<C> {
@@ -77,7 +78,7 @@ impl<B: Backend> Lm<B> {
     /// sampling settings, seed, stop strings and `max_tokens`), decoded together as one
     /// batch per step. The prefix is left as it was. Results are in the order of `paths`;
     /// every one carries the batch's total decode time.
-    pub async fn generate_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Generation>, LmError> {
+    pub async fn generate_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Generation>, Error> {
         self.generate_paths_drafted(prefix, paths, None, |_, _| ControlFlow::Continue(()), &mut || ControlFlow::Continue(())).await
     }
 
@@ -89,7 +90,7 @@ impl<B: Backend> Lm<B> {
         prefix: &Prefix<B::Cache>,
         paths: &[SamplingParams],
         on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
-    ) -> Result<Vec<Generation>, LmError> {
+    ) -> Result<Vec<Generation>, Error> {
         self.generate_paths_drafted(prefix, paths, None, on_done, &mut || ControlFlow::Continue(())).await
     }
 
@@ -106,7 +107,7 @@ impl<B: Backend> Lm<B> {
         drafts: Option<&PromptLookup>,
         on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
         before_step: &mut dyn FnMut() -> ControlFlow<()>,
-    ) -> Result<Vec<Generation>, LmError> {
+    ) -> Result<Vec<Generation>, Error> {
         let start = now_seconds();
         let live = self.start_paths(prefix, paths)?;
         let (live, _) = self.run_paths(live, start, paths, drafts, on_done, &mut |_| before_step()).await?;
@@ -115,7 +116,7 @@ impl<B: Backend> Lm<B> {
 
     /// One path per entry of `paths`, each with its first token drawn from the prefix's
     /// last logits (the caches fork the prefix's).
-    pub(super) fn start_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Path<B::Cache>>, LmError> {
+    pub(super) fn start_paths(&self, prefix: &Prefix<B::Cache>, paths: &[SamplingParams]) -> Result<Vec<Path<B::Cache>>, Error> {
         let mut live = Vec::with_capacity(paths.len());
         for params in paths {
             let mut p = Path {
@@ -154,7 +155,7 @@ impl<B: Backend> Lm<B> {
         drafts: Option<&PromptLookup>,
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
         before_step: &mut dyn FnMut(usize) -> ControlFlow<()>,
-    ) -> Result<(Vec<Path<B::Cache>>, bool), LmError> {
+    ) -> Result<(Vec<Path<B::Cache>>, bool), Error> {
         let mut cancelled = false;
         // Report the paths that have ended (and free what they held).
         let mut report = |live: &mut [Path<B::Cache>], cancelled: &mut bool| {
@@ -230,7 +231,7 @@ impl<B: Backend> Lm<B> {
 
     /// Append `next` to path `p` (unless it ends the text) and say whether the path ends
     /// there, as [`Lm::generate_after`] decides; otherwise it becomes the pending token.
-    fn take<C>(&self, p: &mut Path<C>, next: u32, params: &SamplingParams) -> Result<Option<Finish>, LmError> {
+    fn take<C>(&self, p: &mut Path<C>, next: u32, params: &SamplingParams) -> Result<Option<Finish>, Error> {
         if self.tokenizer.stop_ids().contains(&next) {
             return Ok(Some(Finish::EndOfText));
         }

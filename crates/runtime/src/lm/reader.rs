@@ -6,8 +6,8 @@
 use std::ops::ControlFlow;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
-use docmem_core::{ScoreError, Scorer};
+use docmem_core::reader::{Generated, ReaderModel, SampleSpec};
+use docmem_core::Scorer;
 
 use super::{Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams, WorkDone};
 use crate::chat::ChatMessage;
@@ -25,7 +25,7 @@ pub struct LmReader<'a, B: Backend> {
     /// two cores); a memory-bound backend (a GPU) is where they pay.
     pub drafts: Option<DraftSettings>,
     /// Asked between prompt pieces and before every decoding step: `true` stops the
-    /// generation there ([`ModelError::Cancelled`]), and the model keeps what it read and
+    /// generation there ([`docmem_core::Error::Cancelled`]), and the model keeps what it read and
     /// wrote, so the same window asked for again goes on where it stopped
     /// ([`Lm::generate_paths_resumable`]). A page that writes memories in the background
     /// gives the model to a question this way without waiting for a candidate to end, and
@@ -54,12 +54,15 @@ impl<'a, B: Backend> LmReader<'a, B> {
 /// stopped window goes on from a whole piece, so this must not change between calls.
 const PREFILL_CHUNK: usize = 32;
 
-fn backend(e: impl std::fmt::Display) -> ModelError {
-    ModelError::Backend { message: e.to_string() }
+fn backend(e: impl std::fmt::Display) -> docmem_core::Error {
+    docmem_core::Error::ModelFailed { message: e.to_string() }
 }
 
 impl<B: Backend> Scorer for LmReader<'_, B> {
-    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+    fn continuation_logprobs<'a>(
+        &'a mut self,
+        pairs: &'a [(&'a str, &'a str)],
+    ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         boxed(self.lm.scorer_logprobs(pairs))
     }
 
@@ -67,11 +70,11 @@ impl<B: Backend> Scorer for LmReader<'_, B> {
         &'a mut self,
         prompt: &'a str,
         candidates: &'a [&'a str],
-    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
         boxed(self.lm.scorer_next_token_logprobs(prompt, candidates))
     }
 
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
         self.lm.scorer_count_tokens(text)
     }
 }
@@ -96,7 +99,7 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
         specs: &'a [SampleSpec],
         max_tokens: usize,
         after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
         boxed(self.generate_candidates(user_turn, specs, max_tokens, after_each))
     }
 }
@@ -109,7 +112,7 @@ impl<B: Backend> LmReader<'_, B> {
         specs: &[SampleSpec],
         max_tokens: usize,
         after_each: &mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> Result<Vec<Generated>, ModelError> {
+    ) -> Result<Vec<Generated>, docmem_core::Error> {
         let messages = [ChatMessage::new("user", user_turn)];
         let params: Vec<SamplingParams> = specs
             .iter()
@@ -148,7 +151,7 @@ impl<B: Backend> LmReader<'_, B> {
                 let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
                 match out.map_err(backend)? {
                     Some(out) => out,
-                    None => return Err(ModelError::Cancelled),
+                    None => return Err(docmem_core::Error::Cancelled),
                 }
             }
             None => {
@@ -160,7 +163,7 @@ impl<B: Backend> LmReader<'_, B> {
         };
         if cancelled {
             // A cancel, unlike a stop to give way, keeps nothing.
-            return Err(ModelError::Cancelled);
+            return Err(docmem_core::Error::Cancelled);
         }
         Ok(out.into_iter().map(|g| Generated { tokens: g.tokens.len(), text: g.text }).collect())
     }

@@ -33,7 +33,8 @@ use std::ops::ControlFlow;
 use std::sync::Mutex;
 
 use super::paths::Path;
-use super::{now_seconds, Backend, DraftSettings, Generation, Lm, LmError, Prefix, PromptLookup, SamplingParams};
+use super::{now_seconds, Backend, DraftSettings, Generation, Lm, Prefix, PromptLookup, SamplingParams};
+use crate::Error;
 
 /// How far a resumable generation has got, as its `stop` sees it before each prompt piece
 /// and decoding step (a page shows it as a memory's progress within a window).
@@ -184,9 +185,9 @@ impl<B: Backend> Lm<B> {
         drafts: Option<DraftSettings>,
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
         stop: &dyn Fn(&WorkDone) -> bool,
-    ) -> Result<Option<Vec<Generation>>, LmError> {
+    ) -> Result<Option<Vec<Generation>>, Error> {
         if prompt.is_empty() {
-            return Err(LmError::EmptyPrompt);
+            return Err(Error::EmptyPrompt);
         }
         self.check_fits(prompt.len())?;
         let key = FinishedKey { prompt, params: paths.to_vec(), chunk, drafts };

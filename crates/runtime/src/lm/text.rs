@@ -14,11 +14,11 @@
 use std::ops::ControlFlow;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::reader::ModelError;
 use docmem_core::text_model::TextModel;
 
 use super::{Backend, Lm, Prefix, Prompt, SamplingParams};
 use crate::chat::ChatMessage;
+use crate::Error;
 
 /// An [`Lm`] that answers short requests (see the module docs).
 #[derive(Debug)]
@@ -36,7 +36,7 @@ impl<'a, B: Backend> LmText<'a, B> {
         LmText { lm, kept: None, reused: 0 }
     }
 
-    async fn reply(&mut self, context: &str, request: &str, max_tokens: usize) -> Result<String, super::LmError> {
+    async fn reply(&mut self, context: &str, request: &str, max_tokens: usize) -> Result<String, Error> {
         let user = format!("{context}{request}");
         let messages = [ChatMessage::new("user", &user)];
         let sampling = SamplingParams { max_tokens, ..SamplingParams::default() };
@@ -74,11 +74,18 @@ impl<B: Backend> TextModel for LmText<'_, B> {
         self.lm.context()
     }
 
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ModelError> {
-        self.lm.scorer_count_tokens(text).map_err(|e| ModelError::Backend { message: e.to_string() })
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
+        self.lm.scorer_count_tokens(text).map_err(|e| docmem_core::Error::ModelFailed { message: e.to_string() })
     }
 
-    fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, max_tokens: usize) -> LocalBoxFuture<'a, Result<String, ModelError>> {
-        boxed(async move { self.reply(context, request, max_tokens).await.map_err(|e| ModelError::Backend { message: e.to_string() }) })
+    fn complete<'a>(
+        &'a mut self,
+        context: &'a str,
+        request: &'a str,
+        max_tokens: usize,
+    ) -> LocalBoxFuture<'a, Result<String, docmem_core::Error>> {
+        boxed(async move {
+            self.reply(context, request, max_tokens).await.map_err(|e| docmem_core::Error::ModelFailed { message: e.to_string() })
+        })
     }
 }

@@ -1,8 +1,7 @@
 //! A decoder's hyper-parameters, read from GGUF metadata (`{arch}.block_count`, …).
 
-use std::fmt;
-
 use crate::gguf::{GgufFile, MetaValue};
+use crate::Error;
 
 /// The decoder families docmem runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,74 +30,6 @@ impl Arch {
     /// Whether its blocks add biases to Q, K and V.
     pub fn has_qkv_bias(self) -> bool {
         matches!(self, Arch::Qwen2)
-    }
-}
-
-/// What is wrong with a model file: why a model could not be built from it (named apart
-/// from core's `reader::ModelError`, which is a reader failing at its work).
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ModelFileError {
-    /// The file's architecture is not one docmem runs.
-    UnsupportedArch {
-        /// `general.architecture`.
-        arch: String,
-    },
-    /// A hyper-parameter is missing, of the wrong type, or impossible.
-    BadParam {
-        /// The metadata key.
-        key: String,
-    },
-    /// A tensor the architecture needs is missing.
-    MissingTensor {
-        /// Its name.
-        name: String,
-    },
-    /// A tensor has the wrong shape for the hyper-parameters.
-    TensorShape {
-        /// Its name.
-        name: String,
-        /// Shape found (innermost first).
-        found: Vec<u64>,
-        /// Shape expected.
-        expected: Vec<u64>,
-    },
-    /// Reading a tensor failed.
-    Read(crate::gguf::GgufError),
-    /// A Hugging Face checkpoint's `config.json` (or shard index) is unreadable or asks for
-    /// something docmem does not run.
-    Config {
-        /// What is wrong.
-        reason: String,
-    },
-    /// A safetensors file is malformed or lacks a tensor.
-    Safetensors(crate::safetensors::SafetensorsError),
-}
-
-impl fmt::Display for ModelFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelFileError::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama and qwen2 are)"),
-            ModelFileError::BadParam { key } => write!(f, "model parameter '{key}' is missing or invalid"),
-            ModelFileError::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
-            ModelFileError::TensorShape { name, found, expected } => {
-                write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}")
-            }
-            ModelFileError::Read(e) => write!(f, "{e}"),
-            ModelFileError::Config { reason } => write!(f, "{reason}"),
-            ModelFileError::Safetensors(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for ModelFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ModelFileError::Read(e) => e.source(),
-            ModelFileError::Safetensors(e) => e.source(),
-            _ => None,
-        }
     }
 }
 
@@ -131,42 +62,38 @@ pub struct ModelConfig {
     pub rope_dims: usize,
 }
 
-fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, ModelFileError> {
+fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, Error> {
     let full = format!("{arch}.{key}");
-    g.get(&full)
-        .and_then(MetaValue::as_u64)
-        .filter(|&v| v > 0 && v < (1 << 24))
-        .map(|v| v as usize)
-        .ok_or(ModelFileError::BadParam { key: full })
+    g.get(&full).and_then(MetaValue::as_u64).filter(|&v| v > 0 && v < (1 << 24)).map(|v| v as usize).ok_or(Error::BadParam { key: full })
 }
 
 impl ModelConfig {
     /// Read the hyper-parameters of a GGUF file.
-    pub fn from_gguf(g: &GgufFile) -> Result<Self, ModelFileError> {
+    pub fn from_gguf(g: &GgufFile) -> Result<Self, Error> {
         let name = g.architecture().unwrap_or("").to_owned();
         let arch = match name.as_str() {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            _ => return Err(ModelFileError::UnsupportedArch { arch: name }),
+            _ => return Err(Error::UnsupportedArch { arch: name }),
         };
         let a = arch.name();
         let n_embd = param(g, a, "embedding_length")?;
         let n_head = param(g, a, "attention.head_count")?;
         let n_head_kv = param(g, a, "attention.head_count_kv").unwrap_or(n_head);
         if !n_embd.is_multiple_of(n_head) || !n_head.is_multiple_of(n_head_kv) {
-            return Err(ModelFileError::BadParam { key: format!("{a}.attention.head_count") });
+            return Err(Error::BadParam { key: format!("{a}.attention.head_count") });
         }
         let head_dim = n_embd / n_head;
         let vocab = g
             .tensor(super::tensors::TOKEN_EMBEDDINGS.0)
             .and_then(|t| t.dims.get(1).copied())
             .map(|v| v as usize)
-            .ok_or(ModelFileError::MissingTensor { name: super::tensors::TOKEN_EMBEDDINGS.0.into() })?;
-        let float = |key: &str, default: f32| -> Result<f32, ModelFileError> {
+            .ok_or(Error::MissingTensor { name: super::tensors::TOKEN_EMBEDDINGS.0.into() })?;
+        let float = |key: &str, default: f32| -> Result<f32, Error> {
             let full = format!("{a}.{key}");
             match g.get(&full) {
                 None => Ok(default),
-                Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(ModelFileError::BadParam { key: full }),
+                Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(Error::BadParam { key: full }),
             }
         };
         Ok(ModelConfig {

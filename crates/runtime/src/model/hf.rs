@@ -10,14 +10,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::config::{Arch, ModelConfig, ModelFileError};
+use super::config::{Arch, ModelConfig};
 use super::tensors::{self, BlockTensor};
 use super::weights::{Block, Weights};
 use crate::cpu::matmul::QMatrix;
 use crate::gguf::GgmlType;
 use crate::quant::{quantize_q4_0, quantize_q8_0};
-use crate::safetensors::{SafetensorsError, SafetensorsFile};
+use crate::safetensors::SafetensorsFile;
 use crate::source::{ByteSource, FileSource, MemorySource};
+use crate::Error;
 
 /// The block format matrices are quantized to on load.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -44,9 +45,9 @@ impl std::fmt::Debug for HfCheckpoint {
     }
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, ModelFileError> {
-    let text = std::fs::read(path).map_err(|e| ModelFileError::Config { reason: format!("cannot read {}: {e}", path.display()) })?;
-    serde_json::from_slice(&text).map_err(|e| ModelFileError::Config { reason: format!("{}: {e}", path.display()) })
+fn read_json(path: &Path) -> Result<serde_json::Value, Error> {
+    let text = std::fs::read(path).map_err(|e| Error::ModelConfig { reason: format!("cannot read {}: {e}", path.display()) })?;
+    serde_json::from_slice(&text).map_err(|e| Error::ModelConfig { reason: format!("{}: {e}", path.display()) })
 }
 
 /// Whether `dir` looks like a Hugging Face checkpoint.
@@ -57,7 +58,7 @@ pub fn is_checkpoint(dir: &Path) -> bool {
 impl HfCheckpoint {
     /// Open `dir`: `config.json` and `model.safetensors`, or the shards named by
     /// `model.safetensors.index.json`. Only headers are read here.
-    pub fn open(dir: &Path) -> Result<Self, ModelFileError> {
+    pub fn open(dir: &Path) -> Result<Self, Error> {
         let config = read_json(&dir.join("config.json"))?;
         let index = dir.join("model.safetensors.index.json");
         let names: Vec<PathBuf> = if index.is_file() {
@@ -65,13 +66,13 @@ impl HfCheckpoint {
             let map = idx
                 .get("weight_map")
                 .and_then(|m| m.as_object())
-                .ok_or_else(|| ModelFileError::Config { reason: format!("{}: no weight_map", index.display()) })?;
+                .ok_or_else(|| Error::ModelConfig { reason: format!("{}: no weight_map", index.display()) })?;
             let mut files: Vec<String> = map.values().filter_map(|v| v.as_str().map(str::to_owned)).collect();
             files.sort();
             files.dedup();
             // Shard names come from the file: keep them inside the checkpoint directory.
             if let Some(bad) = files.iter().find(|f| f.contains('/') || f.contains('\\') || f.contains("..")) {
-                return Err(ModelFileError::Config { reason: format!("shard name '{bad}' is not a plain file name") });
+                return Err(Error::ModelConfig { reason: format!("shard name '{bad}' is not a plain file name") });
             }
             files.into_iter().map(|f| dir.join(f)).collect()
         } else {
@@ -79,8 +80,8 @@ impl HfCheckpoint {
         };
         let mut files: Vec<(Box<dyn ByteSource>, SafetensorsFile)> = Vec::new();
         for path in names {
-            let src = FileSource::open(&path).map_err(|e| ModelFileError::Safetensors(SafetensorsError::Read(e)))?;
-            let st = SafetensorsFile::read(&src).map_err(ModelFileError::Safetensors)?;
+            let src = FileSource::open(&path)?;
+            let st = SafetensorsFile::read(&src)?;
             files.push((Box::new(src), st));
         }
         Ok(HfCheckpoint { config, files })
@@ -88,23 +89,23 @@ impl HfCheckpoint {
 
     /// A checkpoint held in memory: `config.json`'s bytes and one `model.safetensors`.
     /// Only the header is parsed here.
-    pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, ModelFileError> {
+    pub fn from_memory(config: &[u8], safetensors: Vec<u8>) -> Result<Self, Error> {
         Self::from_sources(config, vec![Box::new(MemorySource::new(safetensors))])
     }
 
     /// A checkpoint whose safetensors files (one, or every shard, in any order) are read
     /// through `shards` by offset, as a page reads the files a user dropped: only their
     /// headers are read here, and each tensor when it is loaded.
-    pub fn from_sources(config: &[u8], shards: Vec<Box<dyn ByteSource>>) -> Result<Self, ModelFileError> {
-        let config = serde_json::from_slice(config).map_err(|e| ModelFileError::Config { reason: format!("config.json: {e}") })?;
+    pub fn from_sources(config: &[u8], shards: Vec<Box<dyn ByteSource>>) -> Result<Self, Error> {
+        let config = serde_json::from_slice(config).map_err(|e| Error::ModelConfig { reason: format!("config.json: {e}") })?;
         if shards.is_empty() {
-            return Err(ModelFileError::Config {
+            return Err(Error::ModelConfig {
                 reason: "no .safetensors file: a checkpoint's weights are in model.safetensors or its shards".into(),
             });
         }
         let mut files = Vec::with_capacity(shards.len());
         for src in shards {
-            let st = SafetensorsFile::read(src.as_ref()).map_err(ModelFileError::Safetensors)?;
+            let st = SafetensorsFile::read(src.as_ref())?;
             files.push((src, st));
         }
         Ok(HfCheckpoint { config, files })
@@ -125,50 +126,50 @@ impl HfCheckpoint {
     }
 
     /// A tensor in f32, checked against `shape` (outermost first).
-    pub fn read_f32(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, ModelFileError> {
-        let (src, st) = self.find(name).ok_or_else(|| ModelFileError::MissingTensor { name: name.to_owned() })?;
-        st.read_f32(src.as_ref(), name, shape).map_err(ModelFileError::Safetensors)
+    pub fn read_f32(&self, name: &str, shape: &[u64]) -> Result<Vec<f32>, Error> {
+        let (src, st) = self.find(name).ok_or_else(|| Error::MissingTensor { name: name.to_owned() })?;
+        st.read_f32(src.as_ref(), name, shape)
     }
 }
 
-fn usize_key(c: &serde_json::Value, key: &str) -> Result<usize, ModelFileError> {
+fn usize_key(c: &serde_json::Value, key: &str) -> Result<usize, Error> {
     c.get(key)
         .and_then(serde_json::Value::as_u64)
         .filter(|&v| v > 0 && v < (1 << 24))
         .map(|v| v as usize)
-        .ok_or_else(|| ModelFileError::BadParam { key: format!("config.json {key}") })
+        .ok_or_else(|| Error::BadParam { key: format!("config.json {key}") })
 }
 
-fn float_key(c: &serde_json::Value, key: &str, default: f32) -> Result<f32, ModelFileError> {
+fn float_key(c: &serde_json::Value, key: &str, default: f32) -> Result<f32, Error> {
     match c.get(key) {
         None | Some(serde_json::Value::Null) => Ok(default),
         Some(v) => v
             .as_f64()
             .map(|x| x as f32)
             .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| ModelFileError::BadParam { key: format!("config.json {key}") }),
+            .ok_or_else(|| Error::BadParam { key: format!("config.json {key}") }),
     }
 }
 
 impl ModelConfig {
     /// Hyper-parameters from a Hugging Face `config.json`.
-    pub fn from_hf(c: &serde_json::Value) -> Result<Self, ModelFileError> {
+    pub fn from_hf(c: &serde_json::Value) -> Result<Self, Error> {
         let model_type = c.get("model_type").and_then(|v| v.as_str()).unwrap_or("");
         let arch = match model_type {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            other => return Err(ModelFileError::UnsupportedArch { arch: other.to_owned() }),
+            other => return Err(Error::UnsupportedArch { arch: other.to_owned() }),
         };
         // Scaled RoPE variants (yarn, llama3, …) change the angles; we do not run them.
         if let Some(scaling) = c.get("rope_scaling").filter(|v| !v.is_null()) {
-            return Err(ModelFileError::Config { reason: format!("rope_scaling {scaling} is not supported") });
+            return Err(Error::ModelConfig { reason: format!("rope_scaling {scaling} is not supported") });
         }
         let n_embd = usize_key(c, "hidden_size")?;
         let n_head = usize_key(c, "num_attention_heads")?;
         let n_head_kv = usize_key(c, "num_key_value_heads").unwrap_or(n_head);
         let head_dim = usize_key(c, "head_dim").unwrap_or(n_embd / n_head);
         if head_dim * n_head != n_embd || !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
-            return Err(ModelFileError::BadParam { key: "config.json num_attention_heads".into() });
+            return Err(Error::BadParam { key: "config.json num_attention_heads".into() });
         }
         Ok(ModelConfig {
             arch,
@@ -216,12 +217,12 @@ fn move_rope_rows(w: &[f32], heads: usize, cols: usize, to_gguf: bool) -> Vec<f3
 
 impl Weights {
     /// Read a checkpoint's tensors, quantizing every matrix to `quant`.
-    pub fn from_hf(ck: &HfCheckpoint, cfg: &ModelConfig, quant: LoadQuant) -> Result<Self, ModelFileError> {
+    pub fn from_hf(ck: &HfCheckpoint, cfg: &ModelConfig, quant: LoadQuant) -> Result<Self, Error> {
         let (e, kv, ff, vocab) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64, cfg.vocab as u64);
         if !cfg.n_embd.is_multiple_of(32) || !cfg.n_ff.is_multiple_of(32) {
-            return Err(ModelFileError::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
+            return Err(Error::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
         }
-        let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, ModelFileError> {
+        let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, Error> {
             let mut w = ck.read_f32(name, &[rows, cols])?;
             if let Some(heads) = permute_heads {
                 w = permute_rope_rows(&w, heads, cols as usize);
@@ -237,7 +238,7 @@ impl Weights {
                     GgmlType::Q4_0
                 }
             };
-            QMatrix::new(ty, rows as usize, cols as usize, data).ok_or_else(|| ModelFileError::TensorShape {
+            QMatrix::new(ty, rows as usize, cols as usize, data).ok_or_else(|| Error::TensorShape {
                 name: name.to_owned(),
                 found: vec![rows, cols],
                 expected: vec![rows, cols],
@@ -247,7 +248,7 @@ impl Weights {
         // checkpoint has tensors (see `Weights::load`).
         let mut layers = Vec::with_capacity(cfg.n_layer.min(ck.tensor_count()));
         for i in 0..cfg.n_layer {
-            let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
+            let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
                 t.exists_in(cfg.arch).then(|| ck.read_f32(&t.hf(i), &[len])).transpose()
             };
             // Hugging Face keeps Q and K in halves; a llama model's rows are permuted to
@@ -299,8 +300,8 @@ mod tests {
         let e = ModelConfig::from_hf(&c).unwrap_err().to_string();
         assert!(e.contains("num_hidden_layers"), "{e}");
         let c = serde_json::json!({"model_type": "gpt_neox"});
-        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelFileError::UnsupportedArch { .. })));
+        assert!(matches!(ModelConfig::from_hf(&c), Err(Error::UnsupportedArch { .. })));
         let c = serde_json::json!({"model_type": "llama", "rope_scaling": {"type": "yarn"}});
-        assert!(matches!(ModelConfig::from_hf(&c), Err(ModelFileError::Config { .. })));
+        assert!(matches!(ModelConfig::from_hf(&c), Err(Error::ModelConfig { .. })));
     }
 }

@@ -9,19 +9,19 @@
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::config::{Arch, ModelConfig, ModelFileError};
+use super::config::{Arch, ModelConfig};
 use super::hf::unpermute_rope_rows;
 use crate::gguf::{GgufFile, MetaValue};
-use crate::lm::LmError;
 use crate::quant::dequantize;
 use crate::safetensors::{self, Dtype};
-use crate::source::{ByteSource, SourceError};
+use crate::source::ByteSource;
 use crate::tokenizer::Tokenizer;
+use crate::Error;
 
 /// Writing the tensors fails by the file or by the model.
 enum WriteError {
     Io(std::io::Error),
-    Lm(LmError),
+    Lm(Error),
 }
 
 impl From<std::io::Error> for WriteError {
@@ -31,13 +31,13 @@ impl From<std::io::Error> for WriteError {
 }
 
 /// Write the model in `src` (a GGUF file) to `dir` as a Hugging Face checkpoint.
-pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(), LmError> {
+pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(), Error> {
     let g = GgufFile::read(src)?;
     let cfg = ModelConfig::from_gguf(&g)?;
     let tok = Tokenizer::from_gguf(&g)?;
     let io = |what: &Path| {
         let what = what.display().to_string();
-        move |e: std::io::Error| LmError::Source(SourceError::Io { what, source: e })
+        move |e: std::io::Error| Error::Io { what, source: e }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
 
@@ -55,11 +55,10 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     let mut out = BufWriter::new(file);
     safetensors::write::<WriteError>(&tensors, dtype, &mut out, |i| {
         let (t, heads) = plan[i];
-        let bytes = g.tensor_bytes(src, t).map_err(|e| WriteError::Lm(ModelFileError::Read(e).into()))?;
+        let bytes = g.tensor_bytes(src, t).map_err(WriteError::Lm)?;
         let mut v = Vec::new();
-        dequantize(t.ggml_type, &bytes, &mut v).map_err(|_| {
-            WriteError::Lm(ModelFileError::TensorShape { name: t.name.clone(), found: t.dims.clone(), expected: t.dims.clone() }.into())
-        })?;
+        dequantize(t.ggml_type, &bytes, &mut v)
+            .map_err(|_| WriteError::Lm(Error::TensorShape { name: t.name.clone(), found: t.dims.clone(), expected: t.dims.clone() }))?;
         let cols = t.dims.first().copied().unwrap_or(1) as usize;
         Ok(match heads {
             Some(h) => unpermute_rope_rows(&v, h, cols),
@@ -95,7 +94,7 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
         "add_bos_token": tok.adds_bos(),
         "chat_template": g.get("tokenizer.chat_template").and_then(MetaValue::as_str),
     });
-    let write_json = |name: &str, v: &serde_json::Value| -> Result<(), LmError> {
+    let write_json = |name: &str, v: &serde_json::Value| -> Result<(), Error> {
         let p = dir.join(name);
         std::fs::write(&p, serde_json::to_vec_pretty(v).map_err(std::io::Error::from).map_err(io(&p))?).map_err(io(&p))
     };

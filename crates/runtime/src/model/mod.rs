@@ -6,7 +6,7 @@ pub mod hf_export;
 pub mod tensors;
 mod weights;
 
-pub use config::{Arch, ModelConfig, ModelFileError};
+pub use config::{Arch, ModelConfig};
 pub use hf::{HfCheckpoint, LoadQuant};
 #[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;

@@ -1,13 +1,14 @@
 //! A decoder's tensors, read one at a time from a GGUF file through a [`ByteSource`] and
 //! kept in their block format.
 
-use super::config::{ModelConfig, ModelFileError};
+use super::config::ModelConfig;
 use super::tensors::{self, BlockTensor};
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::x8;
-use crate::gguf::{GgmlType, GgufError, GgufFile, TensorInfo};
+use crate::gguf::{GgmlType, GgufFile, TensorInfo};
 use crate::quant::dequantize;
 use crate::source::ByteSource;
+use crate::Error;
 
 /// One transformer block.
 #[derive(Debug)]
@@ -73,7 +74,7 @@ impl Weights {
     }
 
     /// Read every tensor the configuration needs.
-    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, ModelFileError> {
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Self, Error> {
         // The block count comes from the file: reserve no more layers than it has tensors
         // (a fuzz finding: a count of 16 million reserved 8 GB before the first missing
         // tensor was noticed).
@@ -86,17 +87,17 @@ impl Weights {
     }
 
     /// The token embeddings (`vocab × n_embd`).
-    pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, ModelFileError> {
+    pub fn load_token_embd(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<QMatrix, Error> {
         matrix(g, src, tensors::TOKEN_EMBEDDINGS.0, cfg.n_embd as u64, cfg.vocab as u64)
     }
 
     /// The final RMSNorm's weight.
-    pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, ModelFileError> {
+    pub fn load_output_norm(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Vec<f32>, Error> {
         vector(g, src, tensors::OUTPUT_NORM.0, cfg.n_embd as u64)
     }
 
     /// The LM head, or `None` when it is tied to the embeddings.
-    pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, ModelFileError> {
+    pub fn load_output(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<QMatrix>, Error> {
         if g.tensor(tensors::HEAD.0).is_none() {
             return Ok(None);
         }
@@ -107,10 +108,10 @@ impl Weights {
 impl Block {
     /// Block `i`'s tensors (a backend that copies them elsewhere, the GPU one, reads one
     /// block at a time and drops it).
-    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, ModelFileError> {
+    pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, Error> {
         let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
         let n = |t: BlockTensor| t.gguf(i);
-        let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, ModelFileError> {
+        let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
             t.exists_in(cfg.arch).then(|| vector(g, src, &n(t), len)).transpose()
         };
         Ok(Block {
@@ -130,24 +131,24 @@ impl Block {
     }
 }
 
-pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, ModelFileError> {
-    let t = g.tensor(name).ok_or_else(|| ModelFileError::MissingTensor { name: name.to_owned() })?;
+pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, Error> {
+    let t = g.tensor(name).ok_or_else(|| Error::MissingTensor { name: name.to_owned() })?;
     if t.dims != dims {
-        return Err(ModelFileError::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
+        return Err(Error::TensorShape { name: name.to_owned(), found: t.dims.clone(), expected: dims.to_vec() });
     }
     Ok(t)
 }
 
-fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), ModelFileError> {
+fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) -> Result<(GgmlType, Vec<u8>), Error> {
     let t = tensor_info(g, name, dims)?;
-    Ok((t.ggml_type, g.tensor_bytes(src, t).map_err(ModelFileError::Read)?))
+    Ok((t.ggml_type, g.tensor_bytes(src, t)?))
 }
 
 /// A weight matrix, in the layout the CPU kernels read fastest ([`QMatrix::for_matmul`]).
 /// A matrix that is re-laid is read eight rows at a time straight into its new layout, so
 /// loading never holds two copies of it.
-fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, ModelFileError> {
-    let shape_err = || ModelFileError::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
+fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, Error> {
+    let shape_err = || Error::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
     let t = tensor_info(g, name, &[cols, rows])?;
     let (r, c) = (rows as usize, cols as usize);
     let ty = t.ggml_type;
@@ -157,22 +158,18 @@ fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) 
         let mut out = vec![0u8; x8::relaid_bytes(ty, r, blocks)];
         let mut scratch = vec![0u8; group_src];
         for (k, dst) in out.chunks_exact_mut(group_dst).enumerate() {
-            src.read_at(t.offset + (k * group_src) as u64, &mut scratch).map_err(|e| ModelFileError::Read(GgufError::Source(e)))?;
+            src.read_at(t.offset + (k * group_src) as u64, &mut scratch)?;
             x8::interleave_into(ty, &scratch, blocks, dst);
         }
         return QMatrix::relaid(ty, r, c, out).ok_or_else(shape_err);
     }
-    let bytes = g.tensor_bytes(src, t).map_err(ModelFileError::Read)?;
+    let bytes = g.tensor_bytes(src, t)?;
     QMatrix::new(t.ggml_type, r, c, bytes).ok_or_else(shape_err)
 }
 
-fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, ModelFileError> {
+fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, Error> {
     let (ty, bytes) = tensor_bytes(g, src, name, &[len])?;
     let mut out = Vec::with_capacity(len as usize);
-    dequantize(ty, &bytes, &mut out).map_err(|_| ModelFileError::TensorShape {
-        name: name.to_owned(),
-        found: vec![len],
-        expected: vec![len],
-    })?;
+    dequantize(ty, &bytes, &mut out).map_err(|_| Error::TensorShape { name: name.to_owned(), found: vec![len], expected: vec![len] })?;
     Ok(out)
 }

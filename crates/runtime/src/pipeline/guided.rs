@@ -18,20 +18,20 @@ use docmem_core::clues::{
     build_global_memory, classify_scope, fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, CluesMode, DocumentNotes,
     GlobalMemory, GlobalMemorySettings, Scope, ScopeSource,
 };
-use docmem_core::library::{Library, LibraryError, Store};
-use docmem_core::reader::ModelError;
+use docmem_core::library::{Library, Store};
 use docmem_core::retrieve::{Layer, RetrievedChunk, SearchParams};
 use docmem_core::route::memory::SYMBOLIC_MEMORY_VERSION;
 use docmem_core::route::{
     collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, Controller, ExploreSettings, Found, MemoryUpdate,
-    RouteError, RouteSettings, RouteTarget, Segment, SymbolicMemory,
+    RouteSettings, RouteTarget, Segment, SymbolicMemory,
 };
 use docmem_core::text::detect_language;
 use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
 use serde::Serialize;
 
-use crate::pipeline::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, QaError, Source};
+use crate::pipeline::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, Source};
+use crate::Error;
 
 /// What guides retrieval.
 #[derive(Clone, Debug, Default)]
@@ -86,21 +86,6 @@ pub struct GuidedPrompt {
     pub update: Option<MemoryUpdate>,
 }
 
-impl From<ModelError> for QaError {
-    fn from(e: ModelError) -> Self {
-        QaError::Model(e)
-    }
-}
-
-fn route_error(e: RouteError<LibraryError>) -> QaError {
-    match e {
-        RouteError::Search(e) => QaError::Library(e),
-        RouteError::Model(e) => QaError::Model(e),
-        RouteError::UnknownCollection(name) => QaError::Library(LibraryError::NoSuchCollection { name }),
-        _ => QaError::NoCollections,
-    }
-}
-
 /// The global memory of `library` for `model` (named `model_name`): the one saved for this
 /// generation of the library, or a new one, saved.
 pub async fn global_memory<S: Store>(
@@ -108,7 +93,7 @@ pub async fn global_memory<S: Store>(
     model: &mut dyn TextModel,
     model_name: &str,
     settings: &GlobalMemorySettings,
-) -> Result<GlobalMemory, QaError> {
+) -> Result<GlobalMemory, Error> {
     if let Some(g) = library.cached_global_memory(model_name) {
         return Ok(g);
     }
@@ -153,18 +138,16 @@ pub async fn prepare_guided<S: Store>(
     question: &str,
     params: &AskParams,
     settings: &GuideSettings,
-) -> Result<GuidedPrompt, QaError> {
+) -> Result<GuidedPrompt, Error> {
     if question.trim().is_empty() {
-        return Err(QaError::EmptyQuestion);
+        return Err(Error::EmptyQuestion);
     }
     let t = crate::lm::now_seconds();
     let search = search_params(params);
     if let Some(target) = &settings.route {
         let collections = library.collections();
         let mut search_fn = collection_search(library, embedder, &search);
-        let routed = route(question, &collections, memory, Some(model), target, &settings.route_settings, &mut search_fn)
-            .await
-            .map_err(route_error)?;
+        let routed = route(question, &collections, memory, Some(model), target, &settings.route_settings, &mut search_fn).await?;
         let hits: Vec<RetrievedChunk> = routed.passages.iter().map(|f| f.chunk.clone()).collect();
         let sources = sources_from_hits(library, &hits, params.max_chunk_chars)?;
         let prompt = AnswerPrompt {
@@ -181,7 +164,7 @@ pub async fn prepare_guided<S: Store>(
         let prompt = crate::pipeline::qa::prepare(library, embedder, question, params)?;
         return Ok(GuidedPrompt { prompt, clues: None, route: None, update: None });
     }
-    let global = global.ok_or(QaError::NoGlobalMemory)?;
+    let global = global.ok_or(Error::NoGlobalMemory)?;
     let scope = match settings.clues {
         CluesMode::Auto => Some(classify_scope(Some(&mut *model), question).await?),
         _ => None,
@@ -236,7 +219,7 @@ pub fn collection_search<'a, S: Store>(
     library: &'a Library<S>,
     embedder: &'a mut dyn Embedder,
     params: &'a SearchParams,
-) -> impl FnMut(&str, &str) -> Result<Vec<Found>, LibraryError> + 'a {
+) -> impl FnMut(&str, &str) -> Result<Vec<Found>, docmem_core::Error> + 'a {
     move |collection, query| {
         let hits = library.search_in(query, embedder, params, Some(collection))?;
         Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
@@ -260,7 +243,7 @@ fn fingerprint<S: Store>(library: &Library<S>, collection: &str) -> String {
 /// Make or remake the descriptors of `library`'s collections whose documents changed
 /// (keywords from their memories, the plain summary), and forget removed collections.
 /// True when anything changed.
-pub fn refresh_descriptors<S: Store>(library: &Library<S>, memory: &mut SymbolicMemory) -> Result<bool, QaError> {
+pub fn refresh_descriptors<S: Store>(library: &Library<S>, memory: &mut SymbolicMemory) -> Result<bool, Error> {
     let names: Vec<&str> = library.collections();
     let stale: Vec<bool> = names.iter().map(|c| memory.descriptor(c).is_none_or(|d| d.fingerprint != fingerprint(library, c))).collect();
     let before = memory.descriptors.len();
@@ -304,7 +287,7 @@ pub async fn learn_after_answer<S: Store>(
     update: Option<&MemoryUpdate>,
     explore_settings: &ExploreSettings,
     k: usize,
-) -> Result<MemoryUpdate, QaError> {
+) -> Result<MemoryUpdate, Error> {
     if let Some(u) = update {
         memory.apply(u);
     }
@@ -322,7 +305,7 @@ pub async fn explore_collections<S: Store>(
     memory: &SymbolicMemory,
     settings: &ExploreSettings,
     k: usize,
-) -> Result<MemoryUpdate, QaError> {
+) -> Result<MemoryUpdate, Error> {
     let names = library.collections();
     let mut items: Vec<Vec<String>> = Vec::with_capacity(names.len());
     for c in &names {
@@ -336,7 +319,7 @@ pub async fn explore_collections<S: Store>(
     let cols: Vec<(&str, &[String])> = names.iter().copied().zip(items.iter().map(Vec::as_slice)).collect();
     let search = SearchParams { k: k.max(1), ..SearchParams::default() };
     let mut search_fn = collection_search(library, embedder, &search);
-    explore(&cols, memory, model, settings, &mut search_fn).await.map_err(route_error)
+    explore(&cols, memory, model, settings, &mut search_fn).await.map_err(Error::from)
 }
 
 /// An answer with the traces of how its evidence was found.
@@ -374,7 +357,7 @@ pub async fn ask_guided<S: Store>(
     explore: &ExploreSettings,
     on_prepared: &mut dyn FnMut(&GuidedPrompt),
     on_text: impl FnMut(&str) -> std::ops::ControlFlow<()>,
-) -> Result<GuidedAnswer, QaError> {
+) -> Result<GuidedAnswer, Error> {
     let global = if settings.clues != CluesMode::Off && settings.route.is_none() {
         Some(global_memory(library, text, model_name, &GlobalMemorySettings::default()).await?)
     } else {

@@ -4,12 +4,12 @@
 //! The one place this happens, so the CLI, the npm package and the tests ingest the same
 //! way; each front end only reads files (or receives text) and shows progress.
 
-use std::fmt;
+use crate::Error;
 
-use docmem_core::chunk::{chunk_with, ChunkError, ChunkOptions, ChunkerKind};
-use docmem_core::library::{Library, LibraryError, Store};
-use docmem_core::reader::{extract_memory, ExtractSettings, ModelError, Progress, ReaderModel};
-use docmem_core::{Document, DocumentMemory, Embedder, ErrorCode, HasErrorCode, Scorer};
+use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
+use docmem_core::library::{Library, Store};
+use docmem_core::reader::{extract_memory, ExtractSettings, Progress, ReaderModel};
+use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
 
 /// How a document becomes a memory.
 pub enum MemoryMethod<'a> {
@@ -33,79 +33,6 @@ pub enum MemoryMethod<'a> {
     },
 }
 
-/// Why a document could not be ingested. The library is unchanged in every case.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum IngestError {
-    /// The reader or scorer failed.
-    Reader(ModelError),
-    /// The chunker failed.
-    Chunk(ChunkError),
-    /// Storing or indexing failed.
-    Library(LibraryError),
-    /// The progress callback asked to stop.
-    Cancelled,
-    /// The document has no text (nothing but white space).
-    EmptyDocument {
-        /// Its title.
-        title: String,
-    },
-    /// The document's text is longer than [`IngestLimits::max_document_bytes`].
-    DocumentTooLarge {
-        /// Its title.
-        title: String,
-        /// Bytes of text it has (UTF-8).
-        bytes: usize,
-        /// The limit.
-        limit: usize,
-    },
-}
-
-impl fmt::Display for IngestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IngestError::Reader(e) => write!(f, "{e}"),
-            IngestError::Chunk(e) => write!(f, "{e}"),
-            IngestError::Library(e) => write!(f, "{e}"),
-            IngestError::Cancelled => write!(f, "cancelled"),
-            IngestError::EmptyDocument { title } => write!(f, "'{title}' has no text"),
-            IngestError::DocumentTooLarge { title, bytes, limit } => {
-                write!(f, "'{title}' has {bytes} bytes of text, over the document size limit (max_document_bytes) of {limit}")
-            }
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for IngestError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            IngestError::Reader(e) => e.source(),
-            IngestError::Chunk(e) => e.source(),
-            IngestError::Library(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl HasErrorCode for IngestError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            IngestError::Reader(e) => e.code(),
-            IngestError::Chunk(e) => e.code(),
-            IngestError::Library(e) => e.code(),
-            IngestError::Cancelled => ErrorCode::Aborted,
-            IngestError::EmptyDocument { .. } | IngestError::DocumentTooLarge { .. } => ErrorCode::BadDocument,
-        }
-    }
-}
-
-impl From<LibraryError> for IngestError {
-    fn from(e: LibraryError) -> Self {
-        IngestError::Library(e)
-    }
-}
-
 /// What [`ingest`] did.
 #[derive(Debug)]
 pub struct Ingested {
@@ -127,7 +54,7 @@ pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 16 << 20;
 #[non_exhaustive]
 pub struct IngestLimits {
     /// Most bytes of document text (UTF-8); longer documents are refused with
-    /// [`IngestError::DocumentTooLarge`]. Default [`DEFAULT_MAX_DOCUMENT_BYTES`].
+    /// [`Error::DocumentTooLarge`]. Default [`DEFAULT_MAX_DOCUMENT_BYTES`].
     pub max_document_bytes: usize,
 }
 
@@ -154,7 +81,7 @@ pub async fn ingest<S: Store>(
     method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<Ingested, IngestError> {
+) -> Result<Ingested, Error> {
     ingest_with_limits(library, doc, method, embedder, progress, &IngestLimits::default()).await
 }
 
@@ -166,7 +93,7 @@ pub async fn ingest_with_limits<S: Store>(
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
-) -> Result<Ingested, IngestError> {
+) -> Result<Ingested, Error> {
     ingest_into(library, docmem_core::library::DEFAULT_COLLECTION, doc, method, embedder, progress, limits).await
 }
 
@@ -180,14 +107,14 @@ pub async fn ingest_into<S: Store>(
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
     limits: &IngestLimits,
-) -> Result<Ingested, IngestError> {
+) -> Result<Ingested, Error> {
     // Before any model work: a refused name must not cost a reading.
     let collection = docmem_core::library::check_collection_name(collection)?;
     if doc.text.trim().is_empty() {
-        return Err(IngestError::EmptyDocument { title: doc.title.clone() });
+        return Err(Error::EmptyDocument { title: doc.title.clone() });
     }
     if doc.text.len() > limits.max_document_bytes {
-        return Err(IngestError::DocumentTooLarge { title: doc.title.clone(), bytes: doc.text.len(), limit: limits.max_document_bytes });
+        return Err(Error::DocumentTooLarge { title: doc.title.clone(), bytes: doc.text.len(), limit: limits.max_document_bytes });
     }
     if library.contains(doc.id) {
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
@@ -211,7 +138,7 @@ pub async fn rewrite_memory<S: Store>(
     method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<Option<DocumentMemory>, IngestError> {
+) -> Result<Option<DocumentMemory>, Error> {
     let doc = library.get(id)?.0.clone();
     let memory = write_memory(&doc, method, embedder, progress).await?;
     let replaced = docmem_core::embed_ahead::ahead(embedder, |e| library.replace_memory(&memory, e)).await?;
@@ -224,13 +151,11 @@ pub async fn write_memory(
     method: &mut MemoryMethod<'_>,
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<DocumentMemory, IngestError> {
+) -> Result<DocumentMemory, Error> {
     match method {
         MemoryMethod::Chunker { kind, options } => {
             let (kind, options) = (*kind, *options);
-            let spans = docmem_core::embed_ahead::ahead(embedder, |e| chunk_with(kind, &doc.text, options, Some(e)))
-                .await
-                .map_err(IngestError::Chunk)?;
+            let spans = docmem_core::embed_ahead::ahead(embedder, |e| chunk_with(kind, &doc.text, options, Some(e))).await?;
             Ok(DocumentMemory::from_spans(doc, &spans, kind.name()))
         }
         MemoryMethod::Mom { reader, scorer, settings } => {
@@ -242,8 +167,8 @@ pub async fn write_memory(
             })
             .await;
             match memory {
-                Err(_) if cancelled => Err(IngestError::Cancelled),
-                m => m.map_err(IngestError::Reader),
+                Err(_) if cancelled => Err(Error::Cancelled),
+                m => m.map_err(Error::from),
             }
         }
     }
@@ -255,6 +180,7 @@ mod tests {
     use docmem_core::library::{LibrarySettings, MemStore};
     use docmem_core::local_future::{boxed, LocalBoxFuture};
     use docmem_core::reader::{Generated, SampleSpec};
+    use docmem_core::ErrorCode;
     use docmem_core::HashingEmbedder;
 
     #[test]
@@ -280,17 +206,13 @@ mod tests {
         fn continuation_logprobs<'a>(
             &'a mut self,
             pairs: &'a [(&'a str, &'a str)],
-        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::ScoreError>> {
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
             boxed(async move { Ok(pairs.iter().map(|(_, a)| vec![-1.0; a.split_whitespace().count().max(1)]).collect()) })
         }
-        fn next_token_logprobs<'a>(
-            &'a mut self,
-            _: &'a str,
-            c: &'a [&'a str],
-        ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::ScoreError>> {
+        fn next_token_logprobs<'a>(&'a mut self, _: &'a str, c: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
             boxed(async move { Ok(vec![-1.0; c.len()]) })
         }
-        fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::ScoreError> {
+        fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
             Ok(text.split_whitespace().count())
         }
     }
@@ -311,7 +233,7 @@ mod tests {
             specs: &'a [SampleSpec],
             _max_tokens: usize,
             after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
             boxed(async move {
                 let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
                 let units = doc.lines().filter(|l| l.starts_with('[')).count();
@@ -328,7 +250,7 @@ mod tests {
                 for i in 0..specs.len() {
                     let g = Generated { text: text.clone(), tokens: 50 };
                     if !after_each(i + 1, &g) {
-                        return Err(ModelError::Cancelled);
+                        return Err(docmem_core::Error::Cancelled);
                     }
                     out.push(g);
                 }
@@ -358,7 +280,7 @@ mod tests {
             settings: ExtractSettings { samples: 1, ..ExtractSettings::default() },
         };
         let e = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| false)).unwrap_err();
-        assert!(matches!(e, IngestError::Cancelled), "{e}");
+        assert!(matches!(e, Error::Cancelled), "{e}");
         assert_eq!(library.get(doc.id).unwrap().1, &before);
 
         let memory = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| true)).unwrap().unwrap();
@@ -383,7 +305,7 @@ mod tests {
         let mut method: MemoryMethod<'_> = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions::default() };
         let e = crate::block_on(ingest(&mut library, &Document::new("blank.txt", " \n\t "), &mut method, &mut embedder, &mut |_| true))
             .unwrap_err();
-        assert!(matches!(&e, IngestError::EmptyDocument { title } if title == "blank.txt"), "{e}");
+        assert!(matches!(&e, Error::EmptyDocument { title } if title == "blank.txt"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);
         assert!(library.documents().is_empty());
     }
@@ -397,7 +319,7 @@ mod tests {
         let doc = Document::new("long.txt", "The bell rang at noon. ".repeat(10));
         let limits = IngestLimits::default().with_max_document_bytes(100);
         let e = crate::block_on(ingest_with_limits(&mut library, &doc, &mut method, &mut embedder, &mut |_| true, &limits)).unwrap_err();
-        assert!(matches!(e, IngestError::DocumentTooLarge { bytes: 230, limit: 100, .. }), "{e}");
+        assert!(matches!(e, Error::DocumentTooLarge { bytes: 230, limit: 100, .. }), "{e}");
         assert!(e.to_string().contains("max_document_bytes"), "{e}");
         assert_eq!(e.code(), ErrorCode::BadDocument);
         assert!(library.documents().is_empty());

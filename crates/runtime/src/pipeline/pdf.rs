@@ -3,7 +3,7 @@
 //! Why pdf-extract: it is the maintained pure-Rust text extractor (over lopdf), it decodes
 //! the fonts' encodings and ToUnicode maps that real PDFs need, and it builds cold in
 //! about 80 s of CPU here. It can panic on malformed files, and documents are user input,
-//! so every call runs under `catch_unwind` and a panic becomes [`PdfError::Unreadable`].
+//! so every call runs under `catch_unwind` and a panic becomes [`Error::UnreadablePdf`].
 //!
 //! What `catch_unwind` cannot catch is an allocation that fails: lopdf inflates every
 //! compressed stream whole, so a few kilobytes of deflate that inflate to gigabytes (a
@@ -11,31 +11,11 @@
 //! streams are inflated here into a small wrapping buffer that only counts the bytes, and
 //! a file whose streams come to more than [`MAX_INFLATED_BYTES`] is refused.
 
-use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use docmem_core::document::PAGE_BREAK;
 
-/// A PDF whose text could not be had.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PdfError {
-    /// The bytes are not a PDF (no `%PDF-` header).
-    NotPdf,
-    /// The file is encrypted; docmem does not read protected PDFs.
-    Encrypted,
-    /// The PDF is malformed or uses something the extractor cannot read; the message says
-    /// what it reported.
-    Unreadable(String),
-    /// The PDF holds no text (a scan: its pages are images).
-    NoText,
-    /// Its compressed streams inflate to more than the limit (a decompression bomb, or a
-    /// file far larger than any document docmem reads).
-    TooLarge {
-        /// The limit, in bytes.
-        limit: u64,
-    },
-}
+use crate::Error;
 
 /// The most bytes all of a PDF's Flate streams may inflate to: far more than the text of
 /// any document docmem takes (16 MiB), with room for the fonts and images around it.
@@ -99,22 +79,6 @@ fn inflates_within(bytes: &[u8], limit: u64) -> bool {
     true
 }
 
-impl fmt::Display for PdfError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PdfError::NotPdf => write!(f, "not a PDF file (no %PDF- header)"),
-            PdfError::Encrypted => write!(f, "the PDF is encrypted"),
-            PdfError::Unreadable(why) => write!(f, "the PDF could not be read: {why}"),
-            PdfError::NoText => write!(f, "the PDF holds no text (scanned pages are images; docmem does no OCR)"),
-            PdfError::TooLarge { limit } => {
-                write!(f, "the PDF's compressed streams inflate to more than {} MiB, docmem's limit for a PDF", limit >> 20)
-            }
-        }
-    }
-}
-
-impl std::error::Error for PdfError {}
-
 /// One page's text: lines trimmed at the end, runs of blank lines made one.
 fn tidy_page(page: &str) -> String {
     let mut out = String::with_capacity(page.len());
@@ -136,18 +100,18 @@ fn tidy_page(page: &str) -> String {
 
 /// The text of every page, in order, pages separated by a form feed on its own line
 /// (`"\n\u{c}\n"`), so a citation can name its page.
-pub fn pdf_text(bytes: &[u8]) -> Result<String, PdfError> {
+pub fn pdf_text(bytes: &[u8]) -> Result<String, Error> {
     pdf_text_within(bytes, MAX_INFLATED_BYTES)
 }
 
 /// [`pdf_text`] with another limit on what the file's streams may inflate to (the fuzz
 /// harness holds every case to a quarter of a GiB of memory in all, so it asks for less).
-pub fn pdf_text_within(bytes: &[u8], max_inflated: u64) -> Result<String, PdfError> {
+pub fn pdf_text_within(bytes: &[u8], max_inflated: u64) -> Result<String, Error> {
     if !bytes.starts_with(b"%PDF-") {
-        return Err(PdfError::NotPdf);
+        return Err(Error::NotPdf);
     }
     if !inflates_within(bytes, max_inflated) {
-        return Err(PdfError::TooLarge { limit: max_inflated });
+        return Err(Error::PdfTooLarge { limit: max_inflated });
     }
     // The extractor prints nothing we need; a panic inside it is caught and reported.
     let result = catch_unwind(AssertUnwindSafe(|| pdf_extract::extract_text_from_mem_by_pages(bytes)));
@@ -155,7 +119,11 @@ pub fn pdf_text_within(bytes: &[u8], max_inflated: u64) -> Result<String, PdfErr
         Ok(Ok(pages)) => pages,
         Ok(Err(e)) => {
             let why = e.to_string();
-            return Err(if why.to_ascii_lowercase().contains("encrypt") { PdfError::Encrypted } else { PdfError::Unreadable(why) });
+            return Err(if why.to_ascii_lowercase().contains("encrypt") {
+                Error::EncryptedPdf
+            } else {
+                Error::UnreadablePdf { message: why }
+            });
         }
         Err(panic) => {
             let why = panic
@@ -163,7 +131,7 @@ pub fn pdf_text_within(bytes: &[u8], max_inflated: u64) -> Result<String, PdfErr
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
                 .unwrap_or_else(|| "the extractor failed".to_owned());
-            return Err(PdfError::Unreadable(why));
+            return Err(Error::UnreadablePdf { message: why });
         }
     };
     // Pages are joined by a form feed on its own line: the document's pages are counted
@@ -173,7 +141,7 @@ pub fn pdf_text_within(bytes: &[u8], max_inflated: u64) -> Result<String, PdfErr
     let last = pages.iter().rposition(|p| !p.is_empty()).map_or(0, |i| i + 1);
     let out = pages[..last].join(&format!("\n{PAGE_BREAK}\n"));
     if out.trim().is_empty() {
-        return Err(PdfError::NoText);
+        return Err(Error::NoText);
     }
     Ok(out)
 }
@@ -201,7 +169,7 @@ mod tests {
     #[test]
     fn broken_files_are_errors_not_panics() {
         let good = fixture();
-        assert_eq!(pdf_text(b"hello"), Err(PdfError::NotPdf));
+        assert!(matches!(pdf_text(b"hello"), Err(Error::NotPdf)));
         // Every truncation of a real PDF, and the header alone: an error or some text,
         // never a panic out of the call.
         for cut in (5..good.len()).step_by(37) {
@@ -231,9 +199,9 @@ mod tests {
     fn a_decompression_bomb_is_refused_before_the_extractor_inflates_it() {
         let big = bomb(MAX_INFLATED_BYTES as usize + (1 << 20));
         assert!(big.len() < (1 << 20), "{} bytes of PDF", big.len());
-        assert_eq!(pdf_text(&big), Err(PdfError::TooLarge { limit: MAX_INFLATED_BYTES }));
+        assert!(matches!(pdf_text(&big), Err(Error::PdfTooLarge { limit: MAX_INFLATED_BYTES })));
         // Under the limit it goes on to the extractor (which finds no pages here).
-        assert!(!matches!(pdf_text(&bomb(1 << 20)), Err(PdfError::TooLarge { .. })));
+        assert!(!matches!(pdf_text(&bomb(1 << 20)), Err(Error::PdfTooLarge { .. })));
         // The count is exact: 1 MiB inflated is within 1 MiB, not within a byte less.
         assert!(inflates_within(&bomb(1 << 20), 1 << 20) && !inflates_within(&bomb(1 << 20), (1 << 20) - 1));
         // The real fixture (plain streams) passes.

@@ -14,93 +14,21 @@
 //! [`Answerer`] (a local [`crate::lm::Lm`] or a hosted model), so
 //! the CLI, the npm package and the tests all answer the same way.
 
-use std::fmt;
 use std::ops::ControlFlow;
 
 use docmem_core::answer::{answer_prompt, attribute, checked_citations, cited, says_not_in_documents, Memory};
 use docmem_core::answerability::{support, Calibration, Evidence};
 use docmem_core::context::ContextParams;
 use docmem_core::document::PAGE_BREAK;
-use docmem_core::library::{Library, LibraryError, Store};
+use docmem_core::library::{Library, Store};
 use docmem_core::retrieve::{Layer, ListKind, ListRank, RetrievedChunk, SearchParams};
 use docmem_core::text::detect_language;
-use docmem_core::{DocId, Embedder, ErrorCode, HasErrorCode, Span};
+use docmem_core::{DocId, Embedder, Span};
 use serde::Serialize;
 
 use crate::answerer::{Answerer, ReplyOptions};
-use crate::lm::{Finish, LmError};
-
-/// Why a question could not be answered.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum QaError {
-    /// Retrieval failed.
-    Library(LibraryError),
-    /// The answerer failed.
-    Lm(LmError),
-    /// The question is empty.
-    EmptyQuestion,
-    /// The model that writes clues, sub-queries or judgements failed.
-    Model(docmem_core::reader::ModelError),
-    /// Clues were asked for without a global memory to write them from.
-    NoGlobalMemory,
-    /// Routing was asked for in a library with no collection (no document).
-    NoCollections,
-}
-
-impl HasErrorCode for QaError {
-    fn code(&self) -> ErrorCode {
-        match self {
-            QaError::Library(e) => e.code(),
-            QaError::Lm(e) => e.code(),
-            QaError::EmptyQuestion => ErrorCode::BadQuestion,
-            QaError::Model(e) => e.code(),
-            QaError::NoGlobalMemory => ErrorCode::BadArgument,
-            QaError::NoCollections => ErrorCode::NotFound,
-        }
-    }
-}
-
-impl fmt::Display for QaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            QaError::Library(e) => write!(f, "{e}"),
-            QaError::Lm(e) => write!(f, "{e}"),
-            QaError::EmptyQuestion => write!(f, "the question is empty"),
-            QaError::Model(e) => write!(f, "{e}"),
-            QaError::NoGlobalMemory => write!(f, "clues need the library's global memory, and none was given"),
-            QaError::NoCollections => write!(f, "the library is empty: there is no collection to route to"),
-        }
-    }
-}
-
-/// The chain goes on below the wrapped error: this one's message already includes it.
-impl std::error::Error for QaError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            QaError::Library(e) => e.source(),
-            QaError::Lm(e) => e.source(),
-            QaError::Model(e) => e.source(),
-            _ => None,
-        }
-    }
-}
-
-impl From<LibraryError> for QaError {
-    fn from(e: LibraryError) -> Self {
-        QaError::Library(e)
-    }
-}
-impl From<docmem_core::embed::EmbedError> for QaError {
-    fn from(e: docmem_core::embed::EmbedError) -> Self {
-        QaError::Library(e.into())
-    }
-}
-impl From<LmError> for QaError {
-    fn from(e: LmError) -> Self {
-        QaError::Lm(e)
-    }
-}
+use crate::lm::Finish;
+use crate::Error;
 
 /// One memory shown to the answerer, numbered from 1.
 #[derive(Clone, Debug, Serialize)]
@@ -213,9 +141,9 @@ pub fn retrieve<S: Store>(
     question: &str,
     params: &SearchParams,
     max_chunk_chars: usize,
-) -> Result<Vec<Source>, QaError> {
+) -> Result<Vec<Source>, Error> {
     if question.trim().is_empty() {
-        return Err(QaError::EmptyQuestion);
+        return Err(Error::EmptyQuestion);
     }
     let hits = library.search(question, embedder, params)?;
     sources_from_hits(library, &hits, max_chunk_chars)
@@ -229,13 +157,13 @@ pub async fn retrieve_async<S: Store>(
     question: &str,
     params: &SearchParams,
     max_chunk_chars: usize,
-) -> Result<Vec<Source>, QaError> {
+) -> Result<Vec<Source>, Error> {
     docmem_core::embed_ahead::ahead(embedder, |e| retrieve(library, e, question, params, max_chunk_chars)).await
 }
 
 /// The retrieved chunks `hits` as numbered [`Source`]s (from 1, in order), each chunk's
 /// text cut to `max_chunk_chars` characters (0: whole).
-pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk], max_chunk_chars: usize) -> Result<Vec<Source>, QaError> {
+pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk], max_chunk_chars: usize) -> Result<Vec<Source>, Error> {
     let mut sources = Vec::new();
     for hit in hits {
         let Some(p) = library.passage(hit) else { continue };
@@ -261,11 +189,7 @@ pub fn sources_from_hits<S: Store>(library: &Library<S>, hits: &[RetrievedChunk]
 
 /// The windows around `hits` (small-to-big, per `params`, sizes in characters) as
 /// numbered [`Source`]s: each window's text, with the best hit's score and ranks.
-pub fn sources_from_windows<S: Store>(
-    library: &Library<S>,
-    hits: &[RetrievedChunk],
-    params: &ContextParams,
-) -> Result<Vec<Source>, QaError> {
+pub fn sources_from_windows<S: Store>(library: &Library<S>, hits: &[RetrievedChunk], params: &ContextParams) -> Result<Vec<Source>, Error> {
     let windows = library.context_windows(hits, params, &mut |t: &str| t.chars().count());
     let mut sources = Vec::with_capacity(windows.len());
     for w in windows {
@@ -325,11 +249,11 @@ pub fn prepare<S: Store>(
     embedder: &mut dyn Embedder,
     question: &str,
     params: &AskParams,
-) -> Result<AnswerPrompt, QaError> {
+) -> Result<AnswerPrompt, Error> {
     // Not `Instant`: it panics in wasm32-unknown-unknown.
     let t = crate::lm::now_seconds();
     if question.trim().is_empty() {
-        return Err(QaError::EmptyQuestion);
+        return Err(Error::EmptyQuestion);
     }
     let search = SearchParams { k: params.k.max(1), ..SearchParams::default() };
     let hits = library.search(question, embedder, &search)?;
@@ -359,7 +283,7 @@ pub async fn prepare_async<S: Store>(
     embedder: &mut dyn Embedder,
     question: &str,
     params: &AskParams,
-) -> Result<AnswerPrompt, QaError> {
+) -> Result<AnswerPrompt, Error> {
     let t = crate::lm::now_seconds();
     let mut prompt = docmem_core::embed_ahead::ahead(embedder, |e| prepare(library, e, question, params)).await?;
     // The question's vector was awaited before the last run: count it.
@@ -391,12 +315,12 @@ pub async fn read_ahead<S: Store>(
     question: &str,
     params: &AskParams,
     stop: &dyn Fn() -> bool,
-) -> Result<usize, QaError> {
+) -> Result<usize, Error> {
     if !answerer.reads_ahead() {
         return Ok(0);
     }
     let start = read_ahead_start(library, embedder, question, params).await?;
-    Ok(answerer.read_ahead(&start, stop).await?)
+    answerer.read_ahead(&start, stop).await
 }
 
 /// What [`read_ahead`] has the answerer read for `question` so far: the answer prompt up
@@ -407,7 +331,7 @@ pub async fn read_ahead_start<S: Store>(
     embedder: &mut dyn Embedder,
     question: &str,
     params: &AskParams,
-) -> Result<String, QaError> {
+) -> Result<String, Error> {
     if question.trim().is_empty() {
         return Ok(docmem_core::answer::instructions(false).to_string());
     }
@@ -421,7 +345,7 @@ pub async fn answer(
     answerer: &dyn Answerer,
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<Answer, QaError> {
+) -> Result<Answer, Error> {
     let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, check_answerability } = prompt;
     let options = ReplyOptions { max_tokens, probe_decides: check_answerability };
     let g = answerer.reply(&user_turn, options, &mut on_text).await?;
@@ -500,7 +424,7 @@ pub async fn ask<S: Store>(
     question: &str,
     params: &AskParams,
     on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<Answer, QaError> {
+) -> Result<Answer, Error> {
     let prompt = prepare_async(library, embedder, question, params).await?;
     answer(prompt, answerer, params.max_tokens, on_text).await
 }
@@ -526,7 +450,7 @@ mod tests {
             _user_turn: &'a str,
             _options: ReplyOptions,
             on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-        ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
+        ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
             boxed(async move {
                 let _ = on_text(self.text);
                 Ok(Reply {
@@ -576,8 +500,8 @@ mod tests {
         fn dim(&self) -> usize {
             self.0.dim()
         }
-        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError> {
-            Err(docmem_core::embed::EmbedError::Backend { message: "asked synchronously".into() })
+        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
+            Err(docmem_core::Error::EmbedderFailed { message: "asked synchronously".into() })
         }
         fn needs_await(&self) -> bool {
             true
@@ -586,7 +510,7 @@ mod tests {
             &'a mut self,
             texts: &'a [&'a str],
             role: EmbedRole,
-        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::embed::EmbedError>> {
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
             boxed(async move { self.0.embed(texts, role) })
         }
         fn name(&self) -> String {
@@ -605,7 +529,7 @@ mod tests {
         let got = crate::block_on(retrieve_async(&lib, &mut awaited, question, &params, 0)).unwrap();
         assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&want).unwrap());
         assert!(got[0].text.contains("Caxton"), "{:?}", got[0]);
-        assert!(matches!(crate::block_on(retrieve_async(&lib, &mut awaited, "  ", &params, 0)), Err(QaError::EmptyQuestion)));
+        assert!(matches!(crate::block_on(retrieve_async(&lib, &mut awaited, "  ", &params, 0)), Err(Error::EmptyQuestion)));
     }
 
     fn ask_with(answerer: &Scripted, check: bool) -> Answer {
@@ -656,7 +580,7 @@ mod tests {
             _user_turn: &'a str,
             options: ReplyOptions,
             on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-        ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
+        ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
             boxed(async move {
                 let probabilities = Some(ReplyProbabilities { refusal: -2.0, reply: -0.1, verified: None, probe: Some(-1.5) });
                 let (text, finish) = if options.probe_decides { ("", Finish::Withheld) } else { ("William Caxton [1]", Finish::EndOfText) };

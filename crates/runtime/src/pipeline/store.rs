@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use docmem_core::library::{Store, StoreError};
+use docmem_core::library::Store;
 
 /// The lock file in a library's directory (a dot name: never a key).
 const LOCK_FILE: &str = ".lock";
@@ -44,11 +44,11 @@ enum Wait {
     Try,
 }
 
-fn io_error(key: &str, e: &std::io::Error) -> StoreError {
+fn io_error(key: &str, e: &std::io::Error) -> docmem_core::Error {
     if e.kind() == std::io::ErrorKind::StorageFull || e.raw_os_error() == Some(28) {
-        return StoreError::Full { key: key.into() };
+        return docmem_core::Error::StorageFull { key: key.into() };
     }
-    StoreError::Io { key: key.into(), message: e.to_string() }
+    docmem_core::Error::Storage { key: key.into(), message: e.to_string() }
 }
 
 fn valid_key(key: &str) -> bool {
@@ -64,29 +64,29 @@ fn valid_key(key: &str) -> bool {
 impl DirStore {
     /// A writer's store in `root`, created (with its parents) if missing; waits while
     /// another process holds the library (see the module docs).
-    pub fn open(root: &Path) -> Result<Self, StoreError> {
+    pub fn open(root: &Path) -> Result<Self, docmem_core::Error> {
         Self::locked(root, true, Wait::Block).map(|s| s.expect("a blocking lock is taken"))
     }
 
     /// [`DirStore::open`] without waiting: `None` while another process holds the library
     /// (the caller may say so, then [`DirStore::open`]).
-    pub fn try_open(root: &Path) -> Result<Option<Self>, StoreError> {
+    pub fn try_open(root: &Path) -> Result<Option<Self>, docmem_core::Error> {
         Self::locked(root, true, Wait::Try)
     }
 
     /// A reader's store: shared with other readers, waiting while a writer holds the
-    /// library; writes are refused ([`StoreError::ReadOnly`]).
-    pub fn open_shared(root: &Path) -> Result<Self, StoreError> {
+    /// library; writes are refused ([`docmem_core::Error::ReadOnly`]).
+    pub fn open_shared(root: &Path) -> Result<Self, docmem_core::Error> {
         Self::locked(root, false, Wait::Block).map(|s| s.expect("a blocking lock is taken"))
     }
 
     /// [`DirStore::open_shared`] without waiting.
-    pub fn try_open_shared(root: &Path) -> Result<Option<Self>, StoreError> {
+    pub fn try_open_shared(root: &Path) -> Result<Option<Self>, docmem_core::Error> {
         Self::locked(root, false, Wait::Try)
     }
 
-    fn locked(root: &Path, writer: bool, wait: Wait) -> Result<Option<Self>, StoreError> {
-        let io = |e: std::io::Error| StoreError::Io { key: String::new(), message: format!("{}: {e}", root.display()) };
+    fn locked(root: &Path, writer: bool, wait: Wait) -> Result<Option<Self>, docmem_core::Error> {
+        let io = |e: std::io::Error| docmem_core::Error::Storage { key: String::new(), message: format!("{}: {e}", root.display()) };
         fs::create_dir_all(root).map_err(io)?;
         let lock = fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(root.join(LOCK_FILE)).map_err(io)?;
         let taken = match (wait, writer) {
@@ -118,14 +118,14 @@ impl DirStore {
         &self.root
     }
 
-    fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
+    fn path(&self, key: &str) -> Result<PathBuf, docmem_core::Error> {
         if !valid_key(key) {
-            return Err(StoreError::Io { key: key.into(), message: "not a valid key".into() });
+            return Err(docmem_core::Error::Storage { key: key.into(), message: "not a valid key".into() });
         }
         Ok(self.root.join(key))
     }
 
-    fn walk(&self, dir: &Path, prefix: &str, out: &mut Vec<String>) -> Result<(), StoreError> {
+    fn walk(&self, dir: &Path, prefix: &str, out: &mut Vec<String>) -> Result<(), docmem_core::Error> {
         let entries = fs::read_dir(dir).map_err(|e| io_error(prefix, &e))?;
         for entry in entries {
             let entry = entry.map_err(|e| io_error(prefix, &e))?;
@@ -152,7 +152,7 @@ impl DirStore {
 }
 
 impl Store for DirStore {
-    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, docmem_core::Error> {
         match fs::read(self.path(key)?) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -160,9 +160,9 @@ impl Store for DirStore {
         }
     }
 
-    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), docmem_core::Error> {
         if !self.writer {
-            return Err(StoreError::ReadOnly { key: key.into() });
+            return Err(docmem_core::Error::ReadOnly { key: key.into() });
         }
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root);
@@ -186,9 +186,9 @@ impl Store for DirStore {
         })
     }
 
-    fn remove(&mut self, key: &str) -> Result<(), StoreError> {
+    fn remove(&mut self, key: &str) -> Result<(), docmem_core::Error> {
         if !self.writer {
-            return Err(StoreError::ReadOnly { key: key.into() });
+            return Err(docmem_core::Error::ReadOnly { key: key.into() });
         }
         match fs::remove_file(self.path(key)?) {
             Ok(()) => Ok(()),
@@ -197,7 +197,7 @@ impl Store for DirStore {
         }
     }
 
-    fn keys(&mut self) -> Result<Vec<String>, StoreError> {
+    fn keys(&mut self) -> Result<Vec<String>, docmem_core::Error> {
         let mut out = Vec::new();
         let root = self.root.clone();
         self.walk(&root, "", &mut out)?;
@@ -256,7 +256,7 @@ mod tests {
         let r2 = DirStore::try_open_shared(&d).unwrap().expect("readers share");
         assert!(DirStore::try_open(&d).unwrap().is_none(), "a writer waits for the readers");
         assert_eq!(r1.read("manifest.json").unwrap().as_deref(), Some(&b"{}"[..]));
-        assert_eq!(r1.write("manifest.json", b"[]"), Err(StoreError::ReadOnly { key: "manifest.json".into() }));
+        assert_eq!(r1.write("manifest.json", b"[]"), Err(docmem_core::Error::ReadOnly { key: "manifest.json".into() }));
         assert!(r1.remove("manifest.json").is_err() && !r1.sole_writer());
         // A reader leaves a writer's temporary file (it may be a write in flight).
         fs::write(d.join(".tmp-1-manifest.json"), b"partial").unwrap();

@@ -6,34 +6,8 @@
 //! products in the quantized format without dequantizing whole matrices, are tested against
 //! this path.
 
-use std::fmt;
-
 use crate::gguf::GgmlType;
-
-/// Why bytes could not be dequantized.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum QuantError {
-    /// The byte count is not a whole number of blocks.
-    PartialBlock {
-        /// The type.
-        ggml_type: GgmlType,
-        /// Bytes given.
-        bytes: usize,
-    },
-}
-
-impl fmt::Display for QuantError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            QuantError::PartialBlock { ggml_type, bytes } => {
-                write!(f, "{bytes} bytes is not a whole number of {ggml_type} blocks ({} bytes each)", ggml_type.block_bytes())
-            }
-        }
-    }
-}
-
-impl std::error::Error for QuantError {}
+use crate::Error;
 
 /// IEEE half to f32 (exact; subnormals, infinities and NaN included).
 pub fn f16_to_f32(h: u16) -> f32 {
@@ -236,10 +210,10 @@ fn q6_k(b: &[u8], y: &mut [f32]) {
 }
 
 /// Dequantize whole blocks of `ggml_type` from `bytes`, appending the values to `out`.
-pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut Vec<f32>) -> Result<(), QuantError> {
+pub fn dequantize(ggml_type: GgmlType, bytes: &[u8], out: &mut Vec<f32>) -> Result<(), Error> {
     let block = ggml_type.block_bytes() as usize;
     if !bytes.len().is_multiple_of(block) {
-        return Err(QuantError::PartialBlock { ggml_type, bytes: bytes.len() });
+        return Err(Error::PartialBlock { ggml_type, bytes: bytes.len() });
     }
     let n = bytes.len() / block * ggml_type.block_elements() as usize;
     let start = out.len();
@@ -365,7 +339,10 @@ mod tests {
     #[test]
     fn partial_blocks_are_errors() {
         let mut out = Vec::new();
-        assert_eq!(dequantize(GgmlType::Q4_0, &[0; 19], &mut out), Err(QuantError::PartialBlock { ggml_type: GgmlType::Q4_0, bytes: 19 }));
+        assert!(matches!(
+            dequantize(GgmlType::Q4_0, &[0; 19], &mut out),
+            Err(Error::PartialBlock { ggml_type: GgmlType::Q4_0, bytes: 19 })
+        ));
         assert!(out.is_empty());
     }
 }

@@ -6,10 +6,11 @@
 //! is not sent: the API has no field for it, and the models served for this
 //! (all-MiniLM, bge) embed both alike.
 
-use docmem_core::embed::{EmbedError, EmbedRole};
+use docmem_core::embed::EmbedRole;
 use docmem_core::Embedder;
 
-use super::{api, RemoteError, Transport};
+use super::{api, Transport};
+use crate::Error;
 
 /// Texts per request: small enough for a worker's body limit with long chunks.
 const BATCH: usize = 32;
@@ -24,12 +25,12 @@ pub struct RemoteEmbedder<T: Transport> {
 
 impl<T: Transport> RemoteEmbedder<T> {
     /// Connect to `model` through `transport`, asking for one vector to learn the width.
-    pub fn connect(transport: T, model: impl Into<String>) -> Result<Self, RemoteError> {
+    pub fn connect(transport: T, model: impl Into<String>) -> Result<Self, Error> {
         let model = model.into();
         let probe = embed_batch(&transport, &model, &["docmem"])?;
         let dim = probe.first().map_or(0, Vec::len);
         if dim == 0 {
-            return Err(RemoteError::BadReply { message: format!("'{model}' returned an empty vector") });
+            return Err(Error::RemoteBadReply { message: format!("'{model}' returned an empty vector") });
         }
         Ok(RemoteEmbedder { transport, model, dim })
     }
@@ -40,7 +41,7 @@ impl<T: Transport> RemoteEmbedder<T> {
     }
 }
 
-fn embed_batch<T: Transport>(transport: &T, model: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, RemoteError> {
+fn embed_batch<T: Transport>(transport: &T, model: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
     let reply = transport.post_blocking(api::EMBEDDINGS_PATH, &api::embeddings_request(model, texts))?;
     api::read_embeddings(&api::success_json(&reply)?, texts.len())
 }
@@ -58,15 +59,17 @@ impl<T: Transport> Embedder for RemoteEmbedder<T> {
         self.dim
     }
 
-    fn embed(&mut self, texts: &[&str], _role: EmbedRole) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed(&mut self, texts: &[&str], _role: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
             for v in embed_batch(&self.transport, &self.model, batch)? {
                 if v.len() != self.dim {
-                    return Err(EmbedError::WrongDimension { expected: self.dim, got: v.len() });
+                    return Err(docmem_core::Error::EmbedderWrongDimension { expected: self.dim, got: v.len() });
                 }
                 if v.iter().any(|x| !x.is_finite()) {
-                    return Err(EmbedError::Backend { message: format!("'{}' returned a vector with a non-finite value", self.model) });
+                    return Err(docmem_core::Error::EmbedderFailed {
+                        message: format!("'{}' returned a vector with a non-finite value", self.model),
+                    });
                 }
                 out.push(normalised(v));
             }
@@ -110,10 +113,10 @@ mod tests {
     fn a_refusal_or_a_wrong_width_is_an_error() {
         let t = FakeTransport::new(|_, _| reply(403, r#"{"error":{"code":"model_not_allowed","message":"no"}}"#));
         let e = RemoteEmbedder::connect(&t, "x").unwrap_err();
-        assert!(matches!(e, RemoteError::Status { status: 403, .. }));
+        assert!(matches!(e, Error::RemoteStatus { status: 403, .. }));
         let t = vectors_of_width(4);
         let mut e = RemoteEmbedder::connect(&t, "x").unwrap();
         e.dim = 8;
-        assert!(matches!(e.embed(&["a"], EmbedRole::Query), Err(EmbedError::WrongDimension { expected: 8, got: 4 })));
+        assert!(matches!(e.embed(&["a"], EmbedRole::Query), Err(docmem_core::Error::EmbedderWrongDimension { expected: 8, got: 4 })));
     }
 }

@@ -24,14 +24,12 @@
 
 pub mod api;
 mod embedder;
-mod error;
 mod model;
 pub mod retry;
 pub mod sse;
 mod transport;
 
 pub use embedder::RemoteEmbedder;
-pub use error::RemoteError;
 pub use model::{RemoteModel, DEFAULT_REMOTE_CONTEXT};
 pub use transport::{HttpReply, Transport};
 

@@ -11,7 +11,7 @@
 //!   returns them (OpenAI's legacy API, vLLM). A token that straddles the boundary between
 //!   context and continuation counts toward the continuation (the host tokenizes the
 //!   joined text; we cannot cut inside a token). Hosts without `echo` (llama.cpp's server)
-//!   cannot score completeness: a clear [`RemoteError::Unsupported`], which names the
+//!   cannot score completeness: a clear [`Error::RemoteUnsupported`], which names the
 //!   ways around it. Clarity's next-token question needs only the first generated token,
 //!   so without `echo` it is read from that token's top 20 alternatives; an answer not
 //!   among them gets the smallest of their log-probabilities (a bound: it is no likelier).
@@ -24,15 +24,16 @@ use std::ops::ControlFlow;
 
 use docmem_core::chunk::{ApproxTokenCounter, TokenCounter};
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::reader::{Generated, ModelError, ReaderModel, SampleSpec};
+use docmem_core::reader::{Generated, ReaderModel, SampleSpec};
 use docmem_core::text_model::TextModel;
-use docmem_core::{ScoreError, Scorer};
+use docmem_core::Scorer;
 
 use super::api::{self, FinishReason, Sampling, StreamEvent};
 use super::sse::SseDecoder;
-use super::{RemoteError, Transport};
+use super::Transport;
 use crate::answerer::{Answerer, Reply, ReplyOptions};
-use crate::lm::{Finish, LmError};
+use crate::lm::Finish;
+use crate::Error;
 
 /// The context window assumed for a hosted model when none is given: 8,192 tokens, what
 /// the smallest models served for this (Qwen2.5 1.5B–7B serve 32k) all take.
@@ -81,7 +82,7 @@ impl<T: Transport> RemoteModel<T> {
     /// never cuts a long reply (a reader's 768 tokens from a 7B model take minutes), and a
     /// host that goes quiet is noticed between tokens. Returns the text and its tokens
     /// (counted as the events that carried text: hosts stream one token per event).
-    pub async fn chat(&self, user_turn: &str, sampling: &Sampling) -> Result<(String, usize), RemoteError> {
+    pub async fn chat(&self, user_turn: &str, sampling: &Sampling) -> Result<(String, usize), Error> {
         let mut events = 0;
         let reply = self
             .chat_streaming(user_turn, sampling, &mut |_| {
@@ -98,18 +99,18 @@ impl<T: Transport> RemoteModel<T> {
         user_turn: &str,
         sampling: &Sampling,
         on_text: &mut dyn FnMut(&str) -> ControlFlow<()>,
-    ) -> Result<Reply, RemoteError> {
+    ) -> Result<Reply, Error> {
         let started = crate::lm::now_seconds();
         let body = api::chat_request(&self.model, user_turn, sampling, true);
         let mut decoder = SseDecoder::new();
         let mut stream = Streamed::default();
-        let mut failed: Option<RemoteError> = None;
+        let mut failed: Option<Error> = None;
         let reply = {
             let mut on_bytes = |bytes: &[u8]| -> ControlFlow<()> {
                 let events = match decoder.push(bytes) {
                     Ok(events) => events,
                     Err(message) => {
-                        failed = Some(RemoteError::BadReply { message });
+                        failed = Some(Error::RemoteBadReply { message });
                         return ControlFlow::Break(());
                     }
                 };
@@ -147,7 +148,7 @@ impl<T: Transport> RemoteModel<T> {
                 Some(FinishReason::Length) => Finish::Length,
                 Some(_) => Finish::EndOfText,
                 None if stream.done => Finish::EndOfText,
-                None => return Err(RemoteError::Transport { message: "the stream ended before the reply did".into() }),
+                None => return Err(Error::RemoteTransport { message: "the stream ended before the reply did".into() }),
             }
         };
         Ok(Reply {
@@ -163,7 +164,7 @@ impl<T: Transport> RemoteModel<T> {
     /// For each `(context, continuation)`, the log-probabilities of the continuation's
     /// tokens after its context, from the prompts' echoed log-probabilities (see the module
     /// docs); the pairs go in batches of prompts, one request each.
-    pub async fn continuations(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, RemoteError> {
+    pub async fn continuations(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, Error> {
         if self.echo.get() == Some(false) {
             return Err(no_echo());
         }
@@ -182,14 +183,14 @@ impl<T: Transport> RemoteModel<T> {
         Ok(out)
     }
 
-    async fn continuation_batch(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, RemoteError> {
+    async fn continuation_batch(&self, pairs: &[(&str, &str)]) -> Result<Vec<Vec<f32>>, Error> {
         let prompts: Vec<String> = pairs.iter().map(|(c, x)| format!("{c}{x}")).collect();
         let refs: Vec<&str> = prompts.iter().map(String::as_str).collect();
         let body = api::logprobs_request(&self.model, &refs, true, 1);
         let reply = self.transport.post(api::COMPLETIONS_PATH, &body).await?;
         if !(200..300).contains(&reply.status) {
             let e = api::status_error(reply.status, &reply.body);
-            if matches!(&e, RemoteError::Status { message, .. } if message.to_lowercase().contains("echo")) {
+            if matches!(&e, Error::RemoteStatus { message, .. } if message.to_lowercase().contains("echo")) {
                 self.echo.set(Some(false));
                 return Err(no_echo());
             }
@@ -213,22 +214,22 @@ impl<T: Transport> RemoteModel<T> {
     /// Each candidate's log-probability as what follows `prompt`: exact from echoed
     /// log-probabilities (one request for all candidates), else from the first token's top
     /// alternatives.
-    pub async fn next_token(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, RemoteError> {
+    pub async fn next_token(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, Error> {
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|c| (prompt, *c)).collect();
         match self.continuations(&pairs).await {
             Ok(lps) => Ok(lps.iter().map(|lp| lp.iter().sum()).collect()),
-            Err(RemoteError::Unsupported { .. }) => self.next_token_from_top(prompt, candidates).await,
+            Err(Error::RemoteUnsupported { .. }) => self.next_token_from_top(prompt, candidates).await,
             Err(e) => Err(e),
         }
     }
 
-    async fn next_token_from_top(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, RemoteError> {
+    async fn next_token_from_top(&self, prompt: &str, candidates: &[&str]) -> Result<Vec<f32>, Error> {
         let body = api::logprobs_request(&self.model, &[prompt], false, TOP_ALTERNATIVES);
         let reply = self.transport.post(api::COMPLETIONS_PATH, &body).await?;
         let tokens = api::read_logprobs(&api::success_json(&reply)?)?;
-        let first = tokens.first().ok_or_else(|| RemoteError::BadReply { message: "no generated token".into() })?;
+        let first = tokens.first().ok_or_else(|| Error::RemoteBadReply { message: "no generated token".into() })?;
         if first.top.is_empty() {
-            return Err(RemoteError::BadReply { message: "the generated token has no top alternatives".into() });
+            return Err(Error::RemoteBadReply { message: "the generated token has no top alternatives".into() });
         }
         let floor = first.top.iter().map(|(_, lp)| *lp).fold(f32::INFINITY, f32::min);
         Ok(candidates.iter().map(|c| first.top.iter().find(|(t, _)| t == c).map_or(floor, |(_, lp)| *lp)).collect())
@@ -244,7 +245,7 @@ const BATCH_BYTES: usize = 256 << 10;
 /// prompt begins: the one generated token starts at the prompt's end, so any shift (a
 /// host that counts a BOS token's text, as vLLM does) is taken from it. A token that
 /// straddles `start` counts toward the continuation.
-fn continuation_logprobs(tokens: &[api::TokenLogprob], start: usize, end: usize, empty: bool) -> Result<Vec<f32>, RemoteError> {
+fn continuation_logprobs(tokens: &[api::TokenLogprob], start: usize, end: usize, empty: bool) -> Result<Vec<f32>, Error> {
     let shift = tokens.last().and_then(|t| t.offset).map_or(0, |generated| generated.saturating_sub(end));
     let picked: Vec<f32> = tokens[..tokens.len().saturating_sub(1)]
         .iter()
@@ -255,7 +256,7 @@ fn continuation_logprobs(tokens: &[api::TokenLogprob], start: usize, end: usize,
         })
         .collect();
     if picked.is_empty() && !empty {
-        return Err(RemoteError::BadReply { message: "the echoed log-probabilities do not cover the continuation".into() });
+        return Err(Error::RemoteBadReply { message: "the echoed log-probabilities do not cover the continuation".into() });
     }
     Ok(picked)
 }
@@ -278,7 +279,7 @@ const MAX_REPLY_BYTES: usize = 16 << 20;
 
 impl Streamed {
     /// Take one event's data, handing new text to `on_text`.
-    fn take(&mut self, data: &str, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<ControlFlow<()>, RemoteError> {
+    fn take(&mut self, data: &str, on_text: &mut dyn FnMut(&str) -> ControlFlow<()>) -> Result<ControlFlow<()>, Error> {
         match api::read_stream_event(data)? {
             StreamEvent::Done => self.done = true,
             StreamEvent::Delta { text, finish } => {
@@ -287,7 +288,7 @@ impl Streamed {
                 }
                 if !text.is_empty() {
                     if self.text.len() + text.len() > MAX_REPLY_BYTES {
-                        return Err(RemoteError::BadReply { message: format!("the reply is longer than {MAX_REPLY_BYTES} bytes") });
+                        return Err(Error::RemoteBadReply { message: format!("the reply is longer than {MAX_REPLY_BYTES} bytes") });
                     }
                     self.first_text_at.get_or_insert_with(crate::lm::now_seconds);
                     self.text.push_str(&text);
@@ -302,8 +303,8 @@ impl Streamed {
     }
 }
 
-fn no_echo() -> RemoteError {
-    RemoteError::Unsupported {
+fn no_echo() -> Error {
+    Error::RemoteUnsupported {
         message: "the host returns no log-probabilities of the prompt's tokens (`echo`), which completeness scoring needs: use a host that does (vLLM), a local scorer, or no sampled candidates".into(),
     }
 }
@@ -317,10 +318,13 @@ fn greedy(max_tokens: usize) -> Sampling {
 }
 
 impl<T: Transport> Scorer for RemoteModel<T> {
-    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+    fn continuation_logprobs<'a>(
+        &'a mut self,
+        pairs: &'a [(&'a str, &'a str)],
+    ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         boxed(async move {
             if pairs.iter().any(|(_, continuation)| continuation.is_empty()) {
-                return Err(ScoreError::EmptyContinuation);
+                return Err(docmem_core::Error::EmptyContinuation);
             }
             Ok(self.continuations(pairs).await?)
         })
@@ -330,11 +334,11 @@ impl<T: Transport> Scorer for RemoteModel<T> {
         &'a mut self,
         prompt: &'a str,
         candidates: &'a [&'a str],
-    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
         boxed(async move { Ok(self.next_token(prompt, candidates).await?) })
     }
 
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
         Ok(approx_tokens(text))
     }
 }
@@ -360,7 +364,7 @@ impl<T: Transport> ReaderModel for RemoteModel<T> {
         specs: &'a [SampleSpec],
         max_tokens: usize,
         after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
         boxed(async move {
             let mut out = Vec::with_capacity(specs.len());
             for spec in specs {
@@ -372,7 +376,7 @@ impl<T: Transport> ReaderModel for RemoteModel<T> {
                 let (text, tokens) = self.chat(user_turn, &sampling).await?;
                 let generated = Generated { tokens, text };
                 if !after_each(out.len() + 1, &generated) {
-                    return Err(ModelError::Cancelled);
+                    return Err(docmem_core::Error::Cancelled);
                 }
                 out.push(generated);
             }
@@ -386,11 +390,16 @@ impl<T: Transport> TextModel for RemoteModel<T> {
         self.context
     }
 
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ModelError> {
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
         Ok(approx_tokens(text))
     }
 
-    fn complete<'a>(&'a mut self, context: &'a str, request: &'a str, max_tokens: usize) -> LocalBoxFuture<'a, Result<String, ModelError>> {
+    fn complete<'a>(
+        &'a mut self,
+        context: &'a str,
+        request: &'a str,
+        max_tokens: usize,
+    ) -> LocalBoxFuture<'a, Result<String, docmem_core::Error>> {
         boxed(async move { Ok(self.chat(&format!("{context}{request}"), &greedy(max_tokens)).await?.0) })
     }
 }
@@ -401,8 +410,8 @@ impl<T: Transport> Answerer for RemoteModel<T> {
         user_turn: &'a str,
         options: ReplyOptions,
         on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<Reply, LmError>> {
-        boxed(async move { self.chat_streaming(user_turn, &greedy(options.max_tokens), on_text).await.map_err(LmError::Remote) })
+    ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
+        boxed(async move { self.chat_streaming(user_turn, &greedy(options.max_tokens), on_text).await })
     }
 }
 
@@ -456,10 +465,10 @@ mod tests {
     fn a_stream_cut_short_or_refused_is_an_error() {
         let t = FakeTransport::new(|_, _| reply(200, "data: {\"choices\":[{\"delta\":{\"content\":\"Hal\"}}]}\n\n"));
         let e = poll_once(RemoteModel::new(&t, "m").chat_streaming("q", &greedy(8), &mut |_| ControlFlow::Continue(()))).unwrap();
-        assert!(matches!(e, Err(RemoteError::Transport { .. })), "{e:?}");
+        assert!(matches!(e, Err(Error::RemoteTransport { .. })), "{e:?}");
         let t = FakeTransport::new(|_, _| reply(401, r#"{"error":{"code":"unauthorized","message":"no token"}}"#));
         let e = poll_once(RemoteModel::new(&t, "m").chat_streaming("q", &greedy(8), &mut |_| ControlFlow::Continue(()))).unwrap();
-        assert!(matches!(e, Err(RemoteError::Status { status: 401, code: Some(ref c), .. }) if c == "unauthorized"), "{e:?}");
+        assert!(matches!(e, Err(Error::RemoteStatus { status: 401, code: Some(ref c), .. }) if c == "unauthorized"), "{e:?}");
     }
 
     #[test]
@@ -486,7 +495,7 @@ mod tests {
         let first: serde_json::Value = serde_json::from_str(&t.requests()[0].1).unwrap();
         assert!(first.get("seed").is_none());
         let cancelled = poll_once(m.generate("doc", &specs, 100, &mut |_, _| false)).unwrap();
-        assert_eq!(cancelled, Err(ModelError::Cancelled));
+        assert_eq!(cancelled, Err(docmem_core::Error::Cancelled));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use std::ops::ControlFlow;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
-use super::{HttpReply, RemoteError, Transport};
+use super::{HttpReply, Transport};
+use crate::Error;
 
 pub(crate) fn reply(status: u16, body: &str) -> HttpReply {
     HttpReply { status, body: body.to_string() }
@@ -43,7 +44,7 @@ impl FakeTransport {
 }
 
 impl Transport for FakeTransport {
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         boxed(async move { Ok(self.answer(path, body)) })
     }
     fn post_streaming<'a>(
@@ -51,7 +52,7 @@ impl Transport for FakeTransport {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    ) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         boxed(async move {
             let r = self.answer(path, body);
             if !(200..300).contains(&r.status) {
@@ -66,7 +67,7 @@ impl Transport for FakeTransport {
             Ok(HttpReply { status: r.status, body: String::new() })
         })
     }
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, Error> {
         Ok(self.answer(path, body))
     }
 }

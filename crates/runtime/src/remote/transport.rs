@@ -4,7 +4,7 @@ use std::ops::ControlFlow;
 
 use docmem_core::local_future::LocalBoxFuture;
 
-use super::RemoteError;
+use crate::Error;
 
 /// A whole HTTP reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct HttpReply {
 /// over the HTTP client it has; paths are the API's (`/v1/chat/completions`).
 pub trait Transport {
     /// POST `body` to `path` and return the whole reply, whatever its status.
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>>;
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, Error>>;
 
     /// POST `body` to `path` and hand the body to `on_bytes` piece by piece as it arrives.
     /// A reply with an error status is not handed over: its whole body comes back as the
@@ -31,15 +31,15 @@ pub trait Transport {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>>;
+    ) -> LocalBoxFuture<'a, Result<HttpReply, Error>>;
 
     /// [`Transport::post`], waiting for the reply on this thread: for the embedder, whose
     /// trait is synchronous (the library embeds while it adds and searches).
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError>;
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, Error>;
 }
 
 impl<T: Transport + ?Sized> Transport for &T {
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         (**self).post(path, body)
     }
     fn post_streaming<'a>(
@@ -47,16 +47,16 @@ impl<T: Transport + ?Sized> Transport for &T {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    ) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         (**self).post_streaming(path, body, on_bytes)
     }
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, Error> {
         (**self).post_blocking(path, body)
     }
 }
 
 impl<T: Transport + ?Sized> Transport for std::rc::Rc<T> {
-    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    fn post<'a>(&'a self, path: &'a str, body: &'a str) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         (**self).post(path, body)
     }
     fn post_streaming<'a>(
@@ -64,10 +64,10 @@ impl<T: Transport + ?Sized> Transport for std::rc::Rc<T> {
         path: &'a str,
         body: &'a str,
         on_bytes: &'a mut dyn FnMut(&[u8]) -> ControlFlow<()>,
-    ) -> LocalBoxFuture<'a, Result<HttpReply, RemoteError>> {
+    ) -> LocalBoxFuture<'a, Result<HttpReply, Error>> {
         (**self).post_streaming(path, body, on_bytes)
     }
-    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, RemoteError> {
+    fn post_blocking(&self, path: &str, body: &str) -> Result<HttpReply, Error> {
         (**self).post_blocking(path, body)
     }
 }

@@ -36,48 +36,7 @@ use std::str::FromStr;
 pub use decoder::{decoder_gguf, decoder_tensors, DecoderShape, PlannedTensor, Quant, DECODERS};
 pub use embedder::{embedder_gguf, EmbedderShape, BENCH_WORDS, EMBEDDERS};
 
-/// Why a synthetic model could not be named.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SyntheticError {
-    /// The specification is not `ARCH:QUANT` (a decoder) or a known embedder name.
-    BadSpec {
-        /// What was given.
-        spec: String,
-    },
-    /// No model of that name is known.
-    UnknownModel {
-        /// The name given.
-        name: String,
-        /// The names known.
-        known: Vec<&'static str>,
-    },
-    /// No quantization of that name is known.
-    UnknownQuant {
-        /// The name given.
-        name: String,
-        /// The names known.
-        known: Vec<&'static str>,
-    },
-}
-
-impl fmt::Display for SyntheticError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SyntheticError::BadSpec { spec } => {
-                write!(f, "synthetic model '{spec}': expected MODEL:QUANT, such as qwen2-1.5b:q4_k_m")
-            }
-            SyntheticError::UnknownModel { name, known } => {
-                write!(f, "synthetic model '{name}' is not known (known: {})", known.join(", "))
-            }
-            SyntheticError::UnknownQuant { name, known } => {
-                write!(f, "quantization '{name}' is not known (known: {})", known.join(", "))
-            }
-        }
-    }
-}
-
-impl std::error::Error for SyntheticError {}
+use crate::Error;
 
 /// A synthetic decoder: a model's shapes and a quantization, `qwen2-1.5b:q4_k_m`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,18 +48,18 @@ pub struct DecoderSpec {
 }
 
 impl FromStr for DecoderSpec {
-    type Err = SyntheticError;
+    type Err = Error;
 
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
-        let (name, quant) = spec.trim().split_once(':').ok_or_else(|| SyntheticError::BadSpec { spec: spec.to_owned() })?;
+        let (name, quant) = spec.trim().split_once(':').ok_or_else(|| Error::BadSpec { spec: spec.to_owned() })?;
         let shape = DECODERS
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| SyntheticError::UnknownModel { name: name.to_owned(), known: DECODERS.iter().map(|d| d.name).collect() })?;
+            .ok_or_else(|| Error::UnknownModel { name: name.to_owned(), known: DECODERS.iter().map(|d| d.name).collect() })?;
         let quant = Quant::ALL
             .into_iter()
             .find(|q| q.name().eq_ignore_ascii_case(quant))
-            .ok_or_else(|| SyntheticError::UnknownQuant { name: quant.to_owned(), known: Quant::ALL.iter().map(|q| q.name()).collect() })?;
+            .ok_or_else(|| Error::UnknownQuant { name: quant.to_owned(), known: Quant::ALL.iter().map(|q| q.name()).collect() })?;
         Ok(DecoderSpec { shape, quant })
     }
 }
@@ -112,11 +71,11 @@ impl fmt::Display for DecoderSpec {
 }
 
 /// A synthetic embedder by name (`minilm`).
-pub fn embedder_shape(name: &str) -> Result<&'static EmbedderShape, SyntheticError> {
+pub fn embedder_shape(name: &str) -> Result<&'static EmbedderShape, Error> {
     EMBEDDERS
         .iter()
         .find(|e| e.name.eq_ignore_ascii_case(name.trim()))
-        .ok_or_else(|| SyntheticError::UnknownModel { name: name.to_owned(), known: EMBEDDERS.iter().map(|e| e.name).collect() })
+        .ok_or_else(|| Error::UnknownModel { name: name.to_owned(), known: EMBEDDERS.iter().map(|e| e.name).collect() })
 }
 
 #[cfg(test)]

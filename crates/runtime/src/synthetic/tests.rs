@@ -8,7 +8,7 @@ fn specifications_name_a_model_and_a_quantization_and_errors_say_what_is_known()
     assert_eq!((spec.shape.name, spec.quant), ("qwen2-1.5b", Quant::Q4KM));
     assert_eq!(spec.to_string(), "qwen2-1.5b:q4_k_m");
     assert_eq!("LLAMA-135M:Q4_1".parse::<DecoderSpec>().unwrap().quant, Quant::Q4_1);
-    assert!(matches!("qwen2-1.5b".parse::<DecoderSpec>(), Err(SyntheticError::BadSpec { .. })));
+    assert!(matches!("qwen2-1.5b".parse::<DecoderSpec>(), Err(Error::BadSpec { .. })));
     let unknown = "gpt-9:q4_k_m".parse::<DecoderSpec>().unwrap_err();
     assert!(unknown.to_string().contains("qwen2-1.5b") && unknown.to_string().contains("gpt-9"), "{unknown}");
     let quant = "qwen2-1.5b:q2_k".parse::<DecoderSpec>().unwrap_err();

@@ -24,97 +24,16 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
 use crate::gguf::{GgufFile, MetaValue};
+use crate::Error;
 
 pub use pretokenizer::PreTokenizerKind;
-
-/// Why a tokenizer could not be built or used.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TokenizerError {
-    /// A metadata key the tokenizer needs is missing or has the wrong type.
-    Metadata {
-        /// The key.
-        key: &'static str,
-    },
-    /// `tokenizer.ggml.model` names a tokenizer family docmem does not build.
-    UnsupportedModel {
-        /// The name found.
-        model: String,
-    },
-    /// `tokenizer.ggml.pre` names a pre-tokenizer docmem does not know.
-    UnsupportedPreTokenizer {
-        /// The name found.
-        pre: String,
-    },
-    /// A merge line is not two tokens separated by one space.
-    BadMerge {
-        /// The line.
-        line: String,
-    },
-    /// The `tokenizers` crate refused the vocabulary or failed to encode.
-    Library {
-        /// What it said.
-        message: String,
-    },
-    /// A token id outside the vocabulary.
-    UnknownId {
-        /// The id.
-        id: u32,
-    },
-    /// A Hugging Face `tokenizer.json` could not be read.
-    HfJson {
-        /// What the `tokenizers` crate said.
-        message: String,
-    },
-    /// A per-token metadata array does not have one entry per token.
-    LengthMismatch {
-        /// The array's key.
-        key: &'static str,
-        /// Tokens in the vocabulary.
-        tokens: usize,
-        /// Entries found.
-        found: usize,
-    },
-    /// A token id is past [`MAX_VOCABULARY`] (a vocabulary that large would be held as that
-    /// many strings).
-    VocabularyTooLarge {
-        /// The largest id found.
-        id: u64,
-    },
-}
 
 /// The most token ids a vocabulary may span. The largest real vocabularies have about
 /// 256k tokens; a file that claims more is refused before anything is allocated for it.
 pub const MAX_VOCABULARY: usize = 1 << 21;
 
-impl fmt::Display for TokenizerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TokenizerError::Metadata { key } => write!(f, "tokenizer metadata '{key}' is missing or has the wrong type"),
-            TokenizerError::UnsupportedModel { model } => {
-                write!(f, "tokenizer.ggml.model '{model}' is not supported (gpt2 and llama are)")
-            }
-            TokenizerError::UnsupportedPreTokenizer { pre } => {
-                write!(f, "tokenizer.ggml.pre '{pre}' is not supported (known: {})", PreTokenizerKind::NAMES.join(", "))
-            }
-            TokenizerError::BadMerge { line } => write!(f, "merge {line:?} is not two tokens separated by a space"),
-            TokenizerError::Library { message } => write!(f, "tokenizer: {message}"),
-            TokenizerError::UnknownId { id } => write!(f, "token id {id} is outside the vocabulary"),
-            TokenizerError::HfJson { message } => write!(f, "tokenizer.json: {message}"),
-            TokenizerError::LengthMismatch { key, tokens, found } => {
-                write!(f, "tokenizer metadata '{key}' has {found} entries for {tokens} tokens")
-            }
-            TokenizerError::VocabularyTooLarge { id } => {
-                write!(f, "token id {id} is past the vocabulary limit of {MAX_VOCABULARY} ids")
-            }
-        }
-    }
-}
-
-impl std::error::Error for TokenizerError {}
-
-fn lib_err(e: impl fmt::Display) -> TokenizerError {
-    TokenizerError::Library { message: e.to_string() }
+fn lib_err(e: impl fmt::Display) -> Error {
+    Error::TokenizerLibrary { message: e.to_string() }
 }
 
 /// GGUF token types (`tokenizer.ggml.token_type`), as llama.cpp numbers them.
@@ -144,18 +63,18 @@ impl fmt::Debug for Tokenizer {
     }
 }
 
-fn strings(gguf: &GgufFile, key: &'static str) -> Result<Vec<String>, TokenizerError> {
-    let arr = gguf.get(key).and_then(MetaValue::as_array).ok_or(TokenizerError::Metadata { key })?;
-    arr.iter().map(|v| v.as_str().map(str::to_owned).ok_or(TokenizerError::Metadata { key })).collect()
+fn strings(gguf: &GgufFile, key: &'static str) -> Result<Vec<String>, Error> {
+    let arr = gguf.get(key).and_then(MetaValue::as_array).ok_or(Error::TokenizerMetadata { key })?;
+    arr.iter().map(|v| v.as_str().map(str::to_owned).ok_or(Error::TokenizerMetadata { key })).collect()
 }
 
-fn ints(gguf: &GgufFile, key: &'static str) -> Result<Option<Vec<i64>>, TokenizerError> {
+fn ints(gguf: &GgufFile, key: &'static str) -> Result<Option<Vec<i64>>, Error> {
     let Some(v) = gguf.get(key) else { return Ok(None) };
-    let arr = v.as_array().ok_or(TokenizerError::Metadata { key })?;
+    let arr = v.as_array().ok_or(Error::TokenizerMetadata { key })?;
     arr.iter()
         .map(|v| match *v {
             MetaValue::I32(x) => Ok(i64::from(x)),
-            ref other => other.as_u64().map(|x| x as i64).ok_or(TokenizerError::Metadata { key }),
+            ref other => other.as_u64().map(|x| x as i64).ok_or(Error::TokenizerMetadata { key }),
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
@@ -199,31 +118,31 @@ fn mentions_type(v: &serde_json::Value, name: &str) -> bool {
 
 impl Tokenizer {
     /// Build the tokenizer a GGUF file describes.
-    pub fn from_gguf(gguf: &GgufFile) -> Result<Self, TokenizerError> {
+    pub fn from_gguf(gguf: &GgufFile) -> Result<Self, Error> {
         let model =
-            gguf.get("tokenizer.ggml.model").and_then(MetaValue::as_str).ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.model" })?;
+            gguf.get("tokenizer.ggml.model").and_then(MetaValue::as_str).ok_or(Error::TokenizerMetadata { key: "tokenizer.ggml.model" })?;
         let tokens = strings(gguf, "tokenizer.ggml.tokens")?;
         let types = ints(gguf, "tokenizer.ggml.token_type")?.unwrap_or_default();
         let n = tokens.len();
         if n > MAX_VOCABULARY {
-            return Err(TokenizerError::VocabularyTooLarge { id: n as u64 - 1 });
+            return Err(Error::VocabularyTooLarge { id: n as u64 - 1 });
         }
         // Types are looked up by token position: one per token, or none at all.
         if !types.is_empty() && types.len() != n {
-            return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.token_type", tokens: n, found: types.len() });
+            return Err(Error::TokenizerLengthMismatch { key: "tokenizer.ggml.token_type", tokens: n, found: types.len() });
         }
         let bos = id(gguf, "tokenizer.ggml.bos_token_id", n);
         let eos = id(gguf, "tokenizer.ggml.eos_token_id", n);
         let (mut inner, pre, default_add_bos) = match model {
             "gpt2" => {
                 let pre_name = gguf.get("tokenizer.ggml.pre").and_then(MetaValue::as_str).unwrap_or("default");
-                let pre = PreTokenizerKind::from_name(pre_name)
-                    .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer { pre: pre_name.to_owned() })?;
+                let pre =
+                    PreTokenizerKind::from_name(pre_name).ok_or_else(|| Error::UnsupportedPreTokenizer { pre: pre_name.to_owned() })?;
                 let merges = strings(gguf, "tokenizer.ggml.merges")?
                     .into_iter()
                     .map(|line| match line.split_once(' ') {
                         Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_owned(), b.to_owned())),
-                        _ => Err(TokenizerError::BadMerge { line }),
+                        _ => Err(Error::BadMerge { line }),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
@@ -237,13 +156,13 @@ impl Tokenizer {
                 let scores = gguf
                     .get("tokenizer.ggml.scores")
                     .and_then(MetaValue::as_array)
-                    .ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.scores" })?
+                    .ok_or(Error::TokenizerMetadata { key: "tokenizer.ggml.scores" })?
                     .iter()
-                    .map(|v| v.as_f64().map(|x| x as f32).ok_or(TokenizerError::Metadata { key: "tokenizer.ggml.scores" }))
+                    .map(|v| v.as_f64().map(|x| x as f32).ok_or(Error::TokenizerMetadata { key: "tokenizer.ggml.scores" }))
                     .collect::<Result<Vec<_>, _>>()?;
                 (spm::build(&tokens, &scores, &types)?, None, true)
             }
-            other => return Err(TokenizerError::UnsupportedModel { model: other.to_owned() }),
+            other => return Err(Error::UnsupportedTokenizer { model: other.to_owned() }),
         };
         let mut special = vec![false; n];
         let added: Vec<AddedToken> = types
@@ -270,12 +189,12 @@ impl Tokenizer {
 
     /// Build a Hugging Face tokenizer from its `tokenizer.json` bytes, with the model's
     /// `tokenizer_config.json` (BOS/EOS tokens, `add_bos_token`; `null` when absent).
-    pub fn from_hf(json: &[u8], config: &serde_json::Value) -> Result<Self, TokenizerError> {
-        let (inner, raw) = hf_tokenizer_from_json(json).map_err(|message| TokenizerError::HfJson { message })?;
+    pub fn from_hf(json: &[u8], config: &serde_json::Value) -> Result<Self, Error> {
+        let (inner, raw) = hf_tokenizer_from_json(json).map_err(|message| Error::TokenizerJson { message })?;
         let vocab = inner.get_vocab(true);
         let largest = vocab.values().copied().max();
         if let Some(id) = largest.filter(|&i| i as usize >= MAX_VOCABULARY) {
-            return Err(TokenizerError::VocabularyTooLarge { id: u64::from(id) });
+            return Err(Error::VocabularyTooLarge { id: u64::from(id) });
         }
         let n = largest.map_or(0, |i| i as usize + 1);
         let mut tokens = vec![String::new(); n];
@@ -302,18 +221,18 @@ impl Tokenizer {
     }
 
     /// The tokenizer as a Hugging Face `tokenizer.json` (what [`Tokenizer::from_hf`] reads).
-    pub fn to_hf_json(&self) -> Result<String, TokenizerError> {
+    pub fn to_hf_json(&self) -> Result<String, Error> {
         self.inner.to_string(true).map_err(lib_err)
     }
 
     /// Token ids of `text`, without BOS. Special-token text becomes the special token.
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
         let enc = self.inner.encode_fast(text, false).map_err(lib_err)?;
         Ok(enc.get_ids().to_vec())
     }
 
     /// Token ids of a prompt: BOS first when the model wants one (as llama.cpp adds it).
-    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+    pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, Error> {
         let mut ids = Vec::with_capacity(text.len() / 3 + 2);
         if self.add_bos {
             ids.extend(self.bos);
@@ -323,17 +242,17 @@ impl Tokenizer {
     }
 
     /// The text of a sequence of ids (special tokens included as their text).
-    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+    pub fn decode(&self, ids: &[u32]) -> Result<String, Error> {
         if let Some(&id) = ids.iter().find(|&&i| i as usize >= self.tokens.len()) {
-            return Err(TokenizerError::UnknownId { id });
+            return Err(Error::UnknownTokenId { id });
         }
         self.inner.decode(ids, false).map_err(lib_err)
     }
 
     /// The raw bytes one token stands for (byte-level BPE tokens may be part of a UTF-8
     /// character, so streaming output works in bytes).
-    pub fn token_bytes(&self, id: u32) -> Result<Vec<u8>, TokenizerError> {
-        let tok = self.tokens.get(id as usize).ok_or(TokenizerError::UnknownId { id })?;
+    pub fn token_bytes(&self, id: u32) -> Result<Vec<u8>, Error> {
+        let tok = self.tokens.get(id as usize).ok_or(Error::UnknownTokenId { id })?;
         if self.special[id as usize] {
             return Ok(tok.as_bytes().to_vec());
         }

@@ -11,7 +11,8 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::SplitDelimiterBehavior;
 
-use super::{lib_err, TokenizerError};
+use super::lib_err;
+use crate::Error;
 
 /// GPT-2's word regex.
 const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
@@ -83,7 +84,7 @@ impl PreTokenizerKind {
         matches!(self, Self::Llama3)
     }
 
-    pub(super) fn build(self) -> Result<PreTokenizerWrapper, TokenizerError> {
+    pub(super) fn build(self) -> Result<PreTokenizerWrapper, Error> {
         let mut steps: Vec<PreTokenizerWrapper> = Vec::new();
         for re in self.regexes() {
             let split = Split::new(SplitPattern::Regex((*re).to_owned()), SplitDelimiterBehavior::Isolated, false).map_err(lib_err)?;

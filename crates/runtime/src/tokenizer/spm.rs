@@ -15,14 +15,15 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::normalizers::{NormalizerWrapper, Prepend, Replace, Sequence as NormalizerSequence};
 use tokenizers::Tokenizer as HfTokenizer;
 
-use super::{lib_err, TokenizerError};
+use super::lib_err;
+use crate::Error;
 
 const SPACE: &str = "\u{2581}";
 
 /// Build the BPE equivalent of a SentencePiece vocabulary.
-pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result<HfTokenizer, TokenizerError> {
+pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result<HfTokenizer, Error> {
     if scores.len() != tokens.len() {
-        return Err(TokenizerError::LengthMismatch { key: "tokenizer.ggml.scores", tokens: tokens.len(), found: scores.len() });
+        return Err(Error::TokenizerLengthMismatch { key: "tokenizer.ggml.scores", tokens: tokens.len(), found: scores.len() });
     }
     let vocab: Vocab = tokens.iter().enumerate().map(|(i, t)| (t.clone(), i as u32)).collect();
     // Both halves of a merge are pieces, so a cut is worth a look-up only where both

@@ -44,7 +44,7 @@ fn byte_level_bpe_merges_and_specials() {
     assert_eq!(t.token_bytes(17).unwrap(), b"<|im_end|>");
     assert!(t.stop_ids().contains(&17));
     assert!(!t.adds_bos());
-    assert!(matches!(t.decode(&[99]), Err(TokenizerError::UnknownId { id: 99 })));
+    assert!(matches!(t.decode(&[99]), Err(Error::UnknownTokenId { id: 99 })));
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn unknown_pre_tokenizer_is_named() {
 fn bad_merge_line_is_an_error() {
     let mut g = toy_bpe();
     g.metadata.insert("tokenizer.ggml.merges".into(), strs(&["nospace"]));
-    assert!(matches!(Tokenizer::from_gguf(&g), Err(TokenizerError::BadMerge { .. })));
+    assert!(matches!(Tokenizer::from_gguf(&g), Err(Error::BadMerge { .. })));
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn a_token_type_array_longer_than_the_token_list_is_an_error() {
     let n = 20;
     file.metadata.insert("tokenizer.ggml.token_type".into(), i32s(&vec![1; n + 5]));
     let err = Tokenizer::from_gguf(&file).unwrap_err();
-    assert!(matches!(err, TokenizerError::LengthMismatch { key: "tokenizer.ggml.token_type", tokens: 20, found: 25 }), "{err}");
+    assert!(matches!(err, Error::TokenizerLengthMismatch { key: "tokenizer.ggml.token_type", tokens: 20, found: 25 }), "{err}");
     assert!(err.to_string().contains("25 entries for 20 tokens"), "{err}");
 }
 
@@ -131,7 +131,7 @@ fn a_tokenizer_json_with_a_huge_token_id_is_refused_before_allocating() {
         "pre_tokenizer":null,"post_processor":null,"decoder":null,
         "model":{"type":"WordLevel","vocab":{"a":0,"b":4000000000},"unk_token":"a"}}"#;
     let err = Tokenizer::from_hf(json, &serde_json::Value::Null).unwrap_err();
-    assert!(matches!(err, TokenizerError::VocabularyTooLarge { id: 4_000_000_000 }), "{err}");
+    assert!(matches!(err, Error::VocabularyTooLarge { id: 4_000_000_000 }), "{err}");
     // A dense vocabulary still loads.
     let json = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
         "pre_tokenizer":null,"post_processor":null,"decoder":null,
@@ -151,6 +151,6 @@ fn a_tokenizer_json_with_malformed_json_in_its_decoder_is_an_error_not_a_panic()
             "model":{{"type":"WordLevel","vocab":{{"a":0}},"unk_token":"a"}}}}"#
         );
         let err = Tokenizer::from_hf(json.as_bytes(), &serde_json::Value::Null).unwrap_err();
-        assert!(matches!(err, TokenizerError::HfJson { .. }), "{decoder}: {err}");
+        assert!(matches!(err, Error::TokenizerJson { .. }), "{decoder}: {err}");
     }
 }

@@ -124,7 +124,7 @@ fn clustered(rng: &mut impl Rng, centres: &[Vec<f32>], spread: f32) -> Vec<f32> 
 
 fn time_queries(
     queries: &[Vec<f32>],
-    mut search: impl FnMut(&[f32]) -> Result<Vec<Hit>, docmem_core::index::IndexError>,
+    mut search: impl FnMut(&[f32]) -> Result<Vec<Hit>, docmem_core::Error>,
 ) -> Result<(Latency, Vec<Vec<Hit>>), CliError> {
     let mut times = Vec::with_capacity(queries.len());
     let mut results = Vec::with_capacity(queries.len());

@@ -480,13 +480,13 @@ fn bench_model(a: &LmBenchArgs, llama_bench: Option<&PathBuf>) -> Result<BenchMo
         }
         (None, Some(path)) if path.is_dir() => (path.display().to_string(), None, None, false),
         (None, Some(path)) => {
-            let src = FileSource::open(path).map_err(docmem_runtime::lm::LmError::Source)?;
+            let src = FileSource::open(path)?;
             (path.display().to_string(), Some(Box::new(src)), Some(path.clone()), false)
         }
         (None, None) => return Err(CliError::BadArgument { message: "give --model FILE or --synthetic MODEL:QUANT".into() }),
     };
     let weights = match &source {
-        Some(src) => Some(weight_bytes_per_token(&GgufFile::read(&**src).map_err(docmem_runtime::lm::LmError::from)?)),
+        Some(src) => Some(weight_bytes_per_token(&GgufFile::read(&**src)?)),
         None => None,
     };
     Ok(BenchModel { name, weight_bytes_per_token: weights, source, file, temporary })
@@ -536,7 +536,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                 return Err(CliError::BadArgument { message: "--golden checks the CPU backend; leave it out with --backend gpu".into() });
             }
             let options = GpuOptions { allow_cpu_adapter: true, profile: true, avoid_f16: a.gpu_f32, ..GpuOptions::default() };
-            let gpu = Gpu::new_blocking(&options).map_err(docmem_runtime::lm::LmError::from)?;
+            let gpu = Gpu::new_blocking(&options)?;
             let subgroups = gpu.subgroup_size().map_or(String::from("no subgroups"), |s| format!("subgroups of {s}"));
             let path = if gpu.has_f16() { "f16 path" } else { "f32 path" };
             let adapter = format!("{}, {subgroups}, {path}", gpu.describe());

@@ -246,9 +246,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                     }
                     AnswerMethod::Recipe => {
                         let Some(recipe) = &recipe else { continue };
-                        let v = embedder
-                            .embed(&[q.question.as_str()], EmbedRole::Query)
-                            .map_err(docmem_core::retrieve::RetrieveError::Embed)?;
+                        let v = embedder.embed(&[q.question.as_str()], EmbedRole::Query)?;
                         let context = recipe.top(&v[0], 4).join("\n\n");
                         let r = reply(&lm, &rag_prompt(&q.question, &context), a.max_tokens)?;
                         (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
@@ -456,7 +454,7 @@ impl RecipeIndex {
         let mut vectors = Vec::with_capacity(chunks.len());
         for batch in chunks.chunks(32) {
             let texts: Vec<&str> = batch.iter().map(String::as_str).collect();
-            vectors.extend(embedder.embed(&texts, EmbedRole::Passage).map_err(docmem_core::retrieve::RetrieveError::Embed)?);
+            vectors.extend(embedder.embed(&texts, EmbedRole::Passage)?);
         }
         Ok(RecipeIndex { chunks, vectors })
     }

@@ -28,9 +28,9 @@ use docmem_core::eval::squad::{parse_squad, SquadSet};
 use docmem_core::eval::{score_questions, EvalQuestion, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::index::SegmentParams;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ModelError, ReaderModel, SampleSpec};
+use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ReaderModel, SampleSpec};
 use docmem_core::retrieve::{MemoryIndex, RetrievalMode, RetrievedChunk, SearchParams};
-use docmem_core::{DocId, Document, DocumentMemory, EmbedRole, ScoreError, Scorer};
+use docmem_core::{DocId, Document, DocumentMemory, EmbedRole, Scorer};
 use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -268,17 +268,20 @@ struct TimedReader<R> {
 }
 
 impl<R: Scorer> Scorer for TimedReader<R> {
-    fn continuation_logprobs<'a>(&'a mut self, pairs: &'a [(&'a str, &'a str)]) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, ScoreError>> {
+    fn continuation_logprobs<'a>(
+        &'a mut self,
+        pairs: &'a [(&'a str, &'a str)],
+    ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         self.inner.continuation_logprobs(pairs)
     }
     fn next_token_logprobs<'a>(
         &'a mut self,
         prompt: &'a str,
         candidates: &'a [&'a str],
-    ) -> LocalBoxFuture<'a, Result<Vec<f32>, ScoreError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
         self.inner.next_token_logprobs(prompt, candidates)
     }
-    fn count_tokens(&mut self, text: &str) -> Result<usize, ScoreError> {
+    fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
         self.inner.count_tokens(text)
     }
 }
@@ -299,7 +302,7 @@ impl<R: ReaderModel> ReaderModel for TimedReader<R> {
         specs: &'a [SampleSpec],
         max_tokens: usize,
         after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
-    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, ModelError>> {
+    ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
         boxed(async move {
             let t = Instant::now();
             let out = self.inner.generate(user_turn, specs, max_tokens, after_each).await;
@@ -443,7 +446,7 @@ fn retrieval(a: &RetrievalEvalArgs) -> Result<(), CliError> {
     let set = load_set(a)?;
     let mut embedder = a.embedder.open()?;
     let texts: Vec<&str> = set.questions.iter().map(|q| q.question.as_str()).collect();
-    let vectors = embedder.embed(&texts, EmbedRole::Query).map_err(docmem_core::retrieve::RetrieveError::Embed)?;
+    let vectors = embedder.embed(&texts, EmbedRole::Query)?;
     let questions: Vec<EvalQuestion<'_>> = set
         .questions
         .iter()
@@ -602,7 +605,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
         let mut scratch = docmem_core::retrieve::SearchScratch::default();
         let chars = |h: &RetrievedChunk| by_id.get(&h.doc_id).and_then(|d| h.span.slice(&d.text)).map_or(0, |t| t.chars().count());
         for (i, question) in set.questions.iter().enumerate() {
-            let v = embedder.embed(&[question.question.as_str()], EmbedRole::Query).map_err(docmem_core::retrieve::RetrieveError::Embed)?;
+            let v = embedder.embed(&[question.question.as_str()], EmbedRole::Query)?;
             let v = v.into_iter().next().unwrap_or_default();
             let hits = search_to_fill(&index, &question.question, &v, &params, q.context_chars, &chars, &mut scratch)?;
             // The same cut as the retrieval budgets: the ranked chunk texts, end to end,
