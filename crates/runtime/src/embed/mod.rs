@@ -176,7 +176,14 @@ impl SentenceEmbedder {
         let src = crate::source::MmapSource::open(&weights_path);
         #[cfg(target_arch = "wasm32")]
         let src = crate::source::FileSource::open(&weights_path);
-        let src = src.map_err(|e| Error::MissingFile { path: weights_path.display().to_string(), reason: e.to_string() })?;
+        let src = src.map_err(|e| {
+            // The operating system's words alone: the path is named once, by the variant.
+            let reason = match e {
+                Error::Io { source, .. } => source.to_string(),
+                e => e.to_string(),
+            };
+            Error::MissingFile { path: weights_path.display().to_string(), reason }
+        })?;
         if is_gguf {
             let name = path.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             return Self::from_gguf_on(&src, name, options, gpu);
