@@ -56,7 +56,7 @@ fn exercise(lm: &Lm) {
 
 /// Bytes as a chat template's source (UTF-8, or nothing runs): compiled, then the
 /// conversation rendered with and without the generation prompt. A hostile template must
-/// stop at a limit ([`Error`]), never run long or grow without bound.
+/// stop at a limit (an [`Error`]), never run long or grow without bound.
 pub fn chat_template(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(data) else { return };
     let Ok(template) = crate::chat::ChatTemplate::new(Some(source), "<s>", "</s>") else { return };

@@ -9,7 +9,7 @@
 //!
 //! A template is untrusted code from a model file. Its render is bounded three ways: steps
 //! (minijinja's fuel), bytes made (a meter threaded through its compiled instructions, see
-//! [`meter`] and [`rewrite`]) and bytes scanned; each refusal is a [`Error`] naming the
+//! [`meter`] and [`rewrite`]) and bytes scanned; each refusal is an [`Error`] naming the
 //! limit.
 
 mod constants;

@@ -166,7 +166,11 @@ impl<'a> Cursor<'a> {
         if !in_window {
             let len = (n.max(WINDOW) as u64).min(self.remaining()) as usize;
             self.window.resize(len, 0);
-            self.src.read_at(self.pos, &mut self.window)?;
+            // A source shorter than it said it was ends inside the header too.
+            self.src.read_at(self.pos, &mut self.window).map_err(|e| match e {
+                Error::OutOfRange { .. } => Error::Truncated { what },
+                e => e,
+            })?;
             self.window_start = self.pos;
         }
         let start = (self.pos - self.window_start) as usize;

@@ -74,3 +74,25 @@ fn a_header_of_millions_of_tiny_values_is_refused_before_they_are_built() {
     let e = GgufFile::read(&MemorySource::new(b)).unwrap_err().to_string();
     assert!(e.contains("metadata values"), "{e}");
 }
+
+/// A source that says it is longer than the bytes it can give (a file truncated while it
+/// was read, a range reader over a shorter file).
+struct ShorterThanItSays(Vec<u8>);
+
+impl crate::source::ByteSource for ShorterThanItSays {
+    fn len(&self) -> u64 {
+        1 << 20
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), Error> {
+        MemorySource::new(self.0.clone()).read_at(offset, buf)
+    }
+}
+
+#[test]
+fn a_source_shorter_than_it_says_ends_inside_the_header() {
+    let mut bytes = sample();
+    bytes.truncate(40);
+    let err = GgufFile::read(&ShorterThanItSays(bytes)).unwrap_err();
+    assert!(matches!(err, Error::Truncated { .. }), "{err}");
+    assert!(err.to_string().starts_with("the file ends inside the header"), "{err}");
+}
