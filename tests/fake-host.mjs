@@ -8,7 +8,9 @@
 //   memory, so a hosted reader's memory falls back to sentence chunks; streamed → ANSWER
 //   in word pieces as server-sent events, then a finish_reason chunk and `data: [DONE]`.
 //   A user turn containing SLOWLY streams 200 pieces, 100 ms apart; one containing STALL
-//   gets headers (streamed) or nothing (whole) until the client goes away.
+//   gets headers (streamed) or nothing (whole) until the client goes away; one containing
+//   MISCITE gets ANSWER citing a passage of the prompt that does not hold its words (the
+//   first "[n] …" block without "Caxton"), as a small model sometimes cites.
 // - A bearer token other than `host.token` → 401 {"error": {"code": "unauthorized", …}}.
 // - While `host.rateLimited` is above 0, each chat request is answered 429 (Retry-After: 1)
 //   and counts it down, as a worker's rate limit would.
@@ -44,6 +46,14 @@ const CORS = {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** ANSWER, or for a MISCITE turn ANSWER citing the first passage without its words. */
+function answerFor(turn) {
+  if (!turn.includes('MISCITE')) return ANSWER;
+  const blocks = [...turn.matchAll(/^\[(\d+)\] ([\s\S]*?)(?=^\[\d+\] |$(?![\s\S]))/gm)];
+  const wrong = blocks.find((b) => !b[2].includes('Caxton'));
+  return wrong ? ANSWER.replace('[1]', `[${wrong[1]}]`) : ANSWER;
+}
+
 /** Start the host on 127.0.0.1 (a free port); `token` is the bearer token it accepts. */
 export async function startFakeHost({ token }) {
   const host = { token, requests: [], url: '', rateLimited: 0, failing: [], failingEmbeddings: [] };
@@ -61,7 +71,7 @@ export async function startFakeHost({ token }) {
     res.flushHeaders();
     if (turn.includes('STALL')) return until();
     const slow = turn.includes('SLOWLY');
-    const pieces = slow ? new Array(200).fill('word ') : ANSWER.split(/(?<= )/);
+    const pieces = slow ? new Array(200).fill('word ') : answerFor(turn).split(/(?<= )/);
     const event = (delta, finish) => `data: ${JSON.stringify({ id: 'fake', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     for (const piece of pieces) {
       if (res.destroyed) return;

@@ -347,6 +347,21 @@ async function hostedInPage(page, host) {
   await page.screenshot({ path: path.join(out, 'desktop-remote-answer.png') });
   console.log(`  hosted answer: ${JSON.stringify(answer)}`);
 
+  // The hosted answerer cites a passage without the answer's words: the page drops that
+  // [n] and links the passages that hold them, and says so.
+  await watchAnswer(page);
+  await page.fill('#question', 'Who brought printing to England, and what did the old bell do on day 13? MISCITE');
+  await page.click('#ask-button');
+  await page.waitForSelector('#answer-box[data-seconds]', { timeout: 2 * MINUTES });
+  const moved = await page.locator('#answer').textContent();
+  const askedAgain = host.to('/v1/chat/completions').at(-1).body.messages.map((m) => m.content).join('\n');
+  assert.ok(moved.startsWith('William Caxton brought printing to England in 1476. ['), `the answer's own [n] is dropped: ${JSON.stringify(moved)}; asked: ${JSON.stringify(askedAgain.slice(0, 3000))}`);
+  assert.ok(/the passages the answer cited do not hold its words; these do/.test(moved), `the moved citations are said: ${JSON.stringify(moved)}`);
+  const linked = await page.locator('#answer a.cite').evaluateAll((as) => as.map((a) => a.title));
+  assert.ok(linked.length > 0 && linked.every((t) => t.startsWith('printing-press')), `the links go to the passages that hold the words: ${JSON.stringify(linked)}`);
+  assert.ok(askedAgain.includes('MISCITE'));
+  console.log(`  mis-cited answer, its citations moved: ${JSON.stringify(moved)}`);
+
   // A cited passage of the document whose chunks overlap: its neighbour's sentence is in
   // it, shown once (the mark's text is the file's text, not a sentence run in twice).
   await watchAnswer(page);
