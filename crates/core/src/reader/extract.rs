@@ -159,10 +159,11 @@ impl TokenCounter for ReaderCounter<'_> {
     }
 }
 
+/// A scorer's failure as the reader's. A hosted scorer's failure stays the host's, so
+/// callers can tell it apart, and a cancellation stays one.
 fn backend(e: Error) -> Error {
     match e {
-        // A hosted scorer's failure stays the host's, so callers can tell it apart.
-        Error::Remote { .. } => Error::Remote { message: e.to_string() },
+        Error::Remote { .. } | Error::Cancelled => e,
         e => Error::ModelFailed { message: e.to_string() },
     }
 }

@@ -54,10 +54,6 @@ impl<'a, B: Backend> LmReader<'a, B> {
 /// stopped window goes on from a whole piece, so this must not change between calls.
 const PREFILL_CHUNK: usize = 32;
 
-fn backend(e: impl std::fmt::Display) -> docmem_core::Error {
-    docmem_core::Error::ModelFailed { message: e.to_string() }
-}
-
 impl<B: Backend> Scorer for LmReader<'_, B> {
     fn continuation_logprobs<'a>(
         &'a mut self,
@@ -140,7 +136,7 @@ impl<B: Backend> LmReader<'_, B> {
             // window is kept by the model and goes on where it stopped when it is read
             // again (see `suspended`).
             Some(stop) => {
-                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(backend)?;
+                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
                 let on_work = self.on_work;
                 let stop = |work: &WorkDone| {
                     if let Some(tell) = on_work {
@@ -149,16 +145,19 @@ impl<B: Backend> LmReader<'_, B> {
                     stop()
                 };
                 let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
-                match out.map_err(backend)? {
+                match out.map_err(docmem_core::Error::from)? {
                     Some(out) => out,
                     None => return Err(docmem_core::Error::Cancelled),
                 }
             }
             None => {
-                let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(backend)?;
+                let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(docmem_core::Error::from)?;
                 let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
                 let mut go_on = || ControlFlow::Continue(());
-                self.lm.generate_paths_drafted(&prefix, &params, lookup.as_ref(), &mut on_done, &mut go_on).await.map_err(backend)?
+                self.lm
+                    .generate_paths_drafted(&prefix, &params, lookup.as_ref(), &mut on_done, &mut go_on)
+                    .await
+                    .map_err(docmem_core::Error::from)?
             }
         };
         if cancelled {

@@ -75,7 +75,7 @@ impl<B: Backend> TextModel for LmText<'_, B> {
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
-        self.lm.scorer_count_tokens(text).map_err(|e| docmem_core::Error::ModelFailed { message: e.to_string() })
+        self.lm.scorer_count_tokens(text)
     }
 
     fn complete<'a>(
@@ -84,8 +84,6 @@ impl<B: Backend> TextModel for LmText<'_, B> {
         request: &'a str,
         max_tokens: usize,
     ) -> LocalBoxFuture<'a, Result<String, docmem_core::Error>> {
-        boxed(async move {
-            self.reply(context, request, max_tokens).await.map_err(|e| docmem_core::Error::ModelFailed { message: e.to_string() })
-        })
+        boxed(async move { self.reply(context, request, max_tokens).await.map_err(docmem_core::Error::from) })
     }
 }
