@@ -360,6 +360,7 @@ async function hostedInPage(page, host) {
   const linked = await page.locator('#answer a.cite').evaluateAll((as) => as.map((a) => a.title));
   assert.ok(linked.length > 0 && linked.every((t) => t.startsWith('printing-press')), `the links go to the passages that hold the words: ${JSON.stringify(linked)}`);
   assert.ok(askedAgain.includes('MISCITE'));
+  await page.locator('#answer-box').screenshot({ path: path.join(out, 'answer-citations-moved.png') });
   console.log(`  mis-cited answer, its citations moved: ${JSON.stringify(moved)}`);
 
   // A cited passage of the document whose chunks overlap: its neighbour's sentence is in
