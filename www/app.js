@@ -622,6 +622,38 @@ function streamInto(box) {
   };
 }
 
+/** The lower-cased words of `text` that carry meaning (letters and digits; of three letters or more, or a number), as a set. */
+const wordsOf = (text) => new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 2 || /\p{N}/u.test(w)));
+
+const SNIPPET_CHARS = 240;
+const sentences = new Intl.Segmenter(undefined, { granularity: 'sentence' });
+
+/**
+ * What a passage shows under its citation: the sentence of it that shares most words with
+ * the answer, else its best retrieved piece, rather than the passage's opening, which in a
+ * window grown around a hit is often a neighbour's sentence. `hits` are in the document's
+ * coordinates, as `span` is; one outside the passage's text (there should be none) is
+ * passed over.
+ */
+function snippetOf(s, answerWords) {
+  const hit = (s.hits ?? [])
+    .map(([start, end]) => [start - s.span.start, end - s.span.start])
+    .find(([a, b]) => a >= 0 && b > a && b <= s.text.length);
+  let best = hit ?? [0, s.text.length];
+  let bestShared = 0;
+  if (answerWords.size > 0) {
+    for (const { index, segment } of sentences.segment(s.text)) {
+      let shared = 0;
+      for (const w of wordsOf(segment)) if (answerWords.has(w)) shared += 1;
+      if (shared > bestShared) [best, bestShared] = [[index, index + segment.length], shared];
+    }
+  }
+  const [a, b] = best;
+  const text = s.text.slice(a, b).trim();
+  const cut = text.length > SNIPPET_CHARS ? `${text.slice(0, SNIPPET_CHARS).replace(/\s+\S*$/, '')}…` : text;
+  return `${a > 0 ? '…' : ''}${cut}${b < s.text.length && !cut.endsWith('…') ? ' …' : ''}`;
+}
+
 function renderAnswer(r) {
   const answer = $('answer');
   const byN = new Map(r.sources.map((s) => [s.n, s]));
@@ -638,6 +670,7 @@ function renderAnswer(r) {
   }
   if (r.notInDocuments) answer.append(el('span', { class: 'muted', text: ' (the documents do not say)' }));
   const cited = new Set(r.citations.map((c) => c.n));
+  const answerWords = r.notInDocuments ? new Set() : wordsOf(withoutMarkers(r.answer));
   const item = (s) =>
     el(
       'li',
@@ -646,7 +679,7 @@ function renderAnswer(r) {
       ' ',
       el('strong', { text: whereFrom(s) }),
       s.outline ? el('span', { class: 'muted', text: ` — ${s.outline}` }) : null,
-      el('p', { class: 'snippet', text: s.core || s.text.slice(0, 180) + (s.text.length > 180 ? '…' : '') }),
+      el('p', { class: 'snippet', text: s.core || snippetOf(s, answerWords) }),
     );
   $('sources').replaceChildren(...r.sources.filter((s) => cited.has(s.n)).map(item));
   $('sources-h').textContent = cited.size ? 'Cited' : 'No passage cited';

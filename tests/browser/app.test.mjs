@@ -360,6 +360,9 @@ async function hostedInPage(page, host) {
   const linked = await page.locator('#answer a.cite').evaluateAll((as) => as.map((a) => a.title));
   assert.ok(linked.length > 0 && linked.every((t) => t.startsWith('printing-press')), `the links go to the passages that hold the words: ${JSON.stringify(linked)}`);
   assert.ok(askedAgain.includes('MISCITE'));
+  // Under "Cited", the passage shows the piece that holds the answer's words, not its opening.
+  const citedSnippet = await page.locator('#sources li p.snippet').first().textContent();
+  assert.ok(/Caxton/.test(citedSnippet), `the cited passage's snippet is the piece with the answer's words: ${JSON.stringify(citedSnippet)}`);
   await page.locator('#answer-box').screenshot({ path: path.join(out, 'answer-citations-moved.png') });
   console.log(`  mis-cited answer, its citations moved: ${JSON.stringify(moved)}`);
 
