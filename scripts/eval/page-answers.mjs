@@ -6,6 +6,7 @@
 //
 //   docmem eval answers --split test ... --out test.jsonl       # picks and answers them
 //   node scripts/eval/page-answers.mjs test.jsonl [--limit N] [--out page.jsonl]
+//   node scripts/eval/page-answers.mjs --rescore page.jsonl                 # its figures again
 //
 // The questions are the CLI run's `ours` rows (their ids, in its order); `--limit N` asks an
 // even spread of N of them, keeping the answerable/unanswerable mix.
@@ -18,8 +19,10 @@ import { chromium } from 'playwright-core';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const arg = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
-const cliRows = fs.readFileSync(process.argv[2], 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((r) => r.method === 'ours');
-if (cliRows.length === 0) throw new Error(`${process.argv[2]}: no "ours" rows of docmem eval answers`);
+const readRows = (file) => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const rescore = arg('--rescore', null);
+const cliRows = rescore ? [] : readRows(process.argv[2]).filter((r) => r.method === 'ours');
+if (!rescore && cliRows.length === 0) throw new Error(`${process.argv[2]}: no "ours" rows of docmem eval answers`);
 const data = arg('--data', path.join(root, '../shared/eval/squad-v2-dev-sample.json'));
 const outPath = arg('--out', null);
 const limit = Number(arg('--limit', cliRows.length));
@@ -46,12 +49,62 @@ const f1 = (p, golds) => Math.max(0, ...golds.map((g) => {
 }));
 const refused = (a) => /not in the documents|don't know|do not know/i.test(a) || !a.trim();
 
+/** The scores of the page's answer `text` to question `q` (its golds), as the CLI scores its own. */
+const scores = (q, text) => {
+  const answer = withoutCitations(text);
+  return {
+    refused: refused(answer),
+    exact_match: q.answerable ? exactMatch(answer, q.golds) : 0,
+    f1: q.answerable ? f1(answer, q.golds) : 0,
+    contains_gold: q.answerable && q.golds.some((g) => normalize(answer).includes(normalize(g))),
+  };
+};
+
+/** The figures of `rows`, the page's and the CLI's (each row's `cli`) on the same questions, as JSON and a table. */
+function report(rows, models) {
+  // The run's figures, from each row's own scores (`cli`: the CLI's answer to the same question).
+  const figures = (rs, get) => {
+    const mean = (xs) => (xs.length ? xs.reduce((sum, x) => sum + x, 0) / xs.length : 0);
+    const a = rs.filter((r) => r.answerable);
+    const u = rs.filter((r) => !r.answerable);
+    return {
+      answerable: a.length,
+      em: mean(a.map((r) => get(r).exact_match)),
+      f1: mean(a.map((r) => get(r).f1)),
+      answerable_refused: mean(a.map((r) => +get(r).refused)),
+      unanswerable: u.length,
+      unanswerable_refused: mean(u.map((r) => +get(r).refused)),
+    };
+  };
+  const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
+  const page_ = figures(rows, (r) => r);
+  const cli = figures(rows, (r) => r.cli);
+  const timing = { median_first_words_seconds: median(rows.map((r) => r.first_words_seconds)), median_answer_seconds: median(rows.map((r) => r.seconds)) };
+  console.log(JSON.stringify({ models, page: { ...page_, ...timing }, cli }));
+  const line = (name, f, first) => `| ${name} | ${f.answerable} | ${f.em.toFixed(2)} | ${f.f1.toFixed(2)} | ${Math.round(100 * f.answerable_refused)}% | ${f.unanswerable} | ${Math.round(100 * f.unanswerable_refused)}% | ${first} |`;
+  console.log('| method | answerable | EM | F1 | answerable refused | unanswerable | unanswerable refused | median first words (s) |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log(line('ours, in the page', page_, timing.median_first_words_seconds.toFixed(0)));
+  console.log(line('ours, `docmem eval answers` (same questions)', cli, ''));
+}
+
+// --rescore page.jsonl: a run's rows scored again (a run stopped early, or rows written before
+// the page's notes were left out of the answer's text).
+const withoutNotes = (s) => s.replace(/\s*\((?:the passages the answer cited do not hold its words; these do|the documents do not say)\)/g, '');
+if (rescore) {
+  const rows = readRows(rescore).filter((r) => r.method === 'page').map((r) => ({ ...r, answer: withoutNotes(r.answer), ...scores(r, withoutNotes(r.answer)) }));
+  report(rows, '(rescored)');
+  process.exit(0);
+}
+
 // An even spread of `n` rows of each kind, as the CLI spreads its questions.
 const spread = (rows, n) => (n >= rows.length ? rows : Array.from({ length: n }, (_, i) => rows[Math.floor((i * rows.length) / n)]));
 const answerableRows = cliRows.filter((r) => r.answerable);
 const unanswerableRows = cliRows.filter((r) => !r.answerable);
 const nAnswerable = Math.round((limit * answerableRows.length) / cliRows.length);
-const asked = [...spread(answerableRows, nAnswerable), ...spread(unanswerableRows, limit - nAnswerable)];
+// Interleaved, so that a run stopped early (its rows are written as they come) still holds both kinds.
+const interleave = (xs, ys) => Array.from({ length: Math.max(xs.length, ys.length) }, (_, i) => [xs[i], ys[i]]).flat().filter(Boolean);
+const asked = interleave(spread(answerableRows, nAnswerable), spread(unanswerableRows, limit - nAnswerable));
 
 const articles = JSON.parse(fs.readFileSync(data, 'utf8')).data;
 const files = articles.map((a) => ({ name: `${a.title}.txt`, mimeType: 'text/plain', buffer: Buffer.from(a.paragraphs.map((p) => p.context).join('\n\n')) }));
@@ -84,11 +137,12 @@ for (const [i, q] of asked.entries()) {
   await page.click('#ask-button');
   await page.waitForFunction(() => /Answered in|Stopped|failed/i.test(document.querySelector('#answer-status').textContent), null, { timeout: 20 * 60_000 });
   const got = await page.evaluate(() => ({
-    answer: document.querySelector('#answer').textContent,
+    // The answer as written, without the page's own notes beside it (muted spans such as
+    // "(the documents do not say)"), which are not the model's words.
+    answer: [...document.querySelector('#answer').childNodes].filter((n) => !n.classList?.contains('muted')).map((n) => n.textContent).join(''),
     first: Number(document.querySelector('#answer-box').dataset.firstToken),
     seconds: Number(document.querySelector('#answer-box').dataset.seconds),
   }));
-  const answer = withoutCitations(got.answer);
   const row = {
     method: 'page',
     id: q.id,
@@ -96,10 +150,7 @@ for (const [i, q] of asked.entries()) {
     answerable: q.answerable,
     golds: q.golds,
     answer: got.answer,
-    refused: refused(answer),
-    exact_match: q.answerable ? exactMatch(answer, q.golds) : 0,
-    f1: q.answerable ? f1(answer, q.golds) : 0,
-    contains_gold: q.answerable && q.golds.some((g) => normalize(answer).includes(normalize(g))),
+    ...scores(q, got.answer),
     first_words_seconds: got.first,
     seconds: got.seconds,
     cli: { answer: q.answer, exact_match: q.exact_match, f1: q.f1, refused: q.refused },
@@ -109,30 +160,7 @@ for (const [i, q] of asked.entries()) {
   console.error(`page ${i + 1}/${asked.length}: ${JSON.stringify(got.answer.slice(0, 100))} (gold ${JSON.stringify(q.golds[0] ?? null)}) first words ${got.first} s, end ${got.seconds} s`);
 }
 
-// The run's figures, from each row's own scores (`cli`: the CLI's answer to the same question).
-const figures = (rs, get) => {
-  const mean = (xs) => (xs.length ? xs.reduce((sum, x) => sum + x, 0) / xs.length : 0);
-  const a = rs.filter((r) => r.answerable);
-  const u = rs.filter((r) => !r.answerable);
-  return {
-    answerable: a.length,
-    em: mean(a.map((r) => get(r).exact_match)),
-    f1: mean(a.map((r) => get(r).f1)),
-    answerable_refused: mean(a.map((r) => +get(r).refused)),
-    unanswerable: u.length,
-    unanswerable_refused: mean(u.map((r) => +get(r).refused)),
-  };
-};
-const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
-const page_ = figures(rows, (r) => r);
-const cli = figures(rows, (r) => r.cli);
-const timing = { median_first_words_seconds: median(rows.map((r) => r.first_words_seconds)), median_answer_seconds: median(rows.map((r) => r.seconds)) };
-console.log(JSON.stringify({ models, page: { ...page_, ...timing }, cli }));
-const line = (name, f, first) => `| ${name} | ${f.answerable} | ${f.em.toFixed(2)} | ${f.f1.toFixed(2)} | ${Math.round(100 * f.answerable_refused)}% | ${f.unanswerable} | ${Math.round(100 * f.unanswerable_refused)}% | ${first} |`;
-console.log('| method | answerable | EM | F1 | answerable refused | unanswerable | unanswerable refused | median first words (s) |');
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-console.log(line('ours, in the page', page_, timing.median_first_words_seconds.toFixed(0)));
-console.log(line('ours, `docmem eval answers` (same questions)', cli, ''));
+report(rows, models);
 await context.close();
 fs.rmSync(profile, { recursive: true, force: true });
 process.exit(0);
