@@ -800,7 +800,8 @@ async function ask(question) {
     answerStatus(`Answered in ${secs(took)}${first ? ` (first words after ${secs(first)}${reused})` : ''}${withheld}.`);
     $('answer-box').dataset.reusedTokens = String(r.reusedTokens ?? 0);
     $('answer-box').dataset.seconds = (took / 1000).toFixed(1);
-    $('answer-box').dataset.firstToken = (first / 1000).toFixed(1);
+    // When the first answer text appeared: a withheld answer's refusal appears whole at the end.
+    $('answer-box').dataset.firstToken = ((first || took) / 1000).toFixed(1);
   } catch (e) {
     if (e.code !== 'ABORTED') {
       answerStatus('');

@@ -76,10 +76,11 @@ function report(rows, models) {
       unanswerable_refused: mean(u.map((r) => +get(r).refused)),
     };
   };
+  // A withheld answer (nothing streamed; rows of an older page give 0) shows its refusal at the end.
   const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] ?? 0;
   const page_ = figures(rows, (r) => r);
   const cli = figures(rows, (r) => r.cli);
-  const timing = { median_first_words_seconds: median(rows.map((r) => r.first_words_seconds)), median_answer_seconds: median(rows.map((r) => r.seconds)) };
+  const timing = { median_first_words_seconds: median(rows.map((r) => r.first_words_seconds || r.seconds)), median_answer_seconds: median(rows.map((r) => r.seconds)) };
   console.log(JSON.stringify({ models, page: { ...page_, ...timing }, cli }));
   const line = (name, f, first) => `| ${name} | ${f.answerable} | ${f.em.toFixed(2)} | ${f.f1.toFixed(2)} | ${Math.round(100 * f.answerable_refused)}% | ${f.unanswerable} | ${Math.round(100 * f.unanswerable_refused)}% | ${first} |`;
   console.log('| method | answerable | EM | F1 | answerable refused | unanswerable | unanswerable refused | median first words (s) |');
