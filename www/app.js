@@ -622,35 +622,54 @@ function streamInto(box) {
   };
 }
 
-/** The lower-cased words of `text` that carry meaning (letters and digits; of three letters or more, or a number), as a set. */
-const wordsOf = (text) => new Set((text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).filter((w) => w.length > 2 || /\p{N}/u.test(w)));
+// Words too common to tell one sentence from another.
+const COMMON = new Set(
+  'the and was for his her its are but not had has have with from that this they their there were which what when where who whom how why can did does may out our she him you all any one also into than then them these those been being such only other some more most over after before about would could should'.split(' '),
+);
+const words = new Intl.Segmenter(undefined, { granularity: 'word' });
+
+/**
+ * The lower-cased words of `text` that tell its sentences apart, as a set: word-like
+ * segments (so Chinese or Japanese text splits into its words too) of three letters or
+ * more that are not among the most common, any number, and any CJK word.
+ */
+const wordsOf = (text) =>
+  new Set(
+    [...words.segment(text.toLowerCase())]
+      .filter((w) => w.isWordLike)
+      .map((w) => w.segment)
+      .filter((w) => /\p{N}|[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}]/u.test(w) || (w.length > 2 && !COMMON.has(w))),
+  );
 
 const SNIPPET_CHARS = 240;
 const sentences = new Intl.Segmenter(undefined, { granularity: 'sentence' });
 
 /**
  * What a passage shows under its citation: the sentence of it that shares most words with
- * the answer, else its best retrieved piece, rather than the passage's opening, which in a
- * window grown around a hit is often a neighbour's sentence. `hits` are in the document's
- * coordinates, as `span` is; one outside the passage's text (there should be none) is
- * passed over.
+ * the answer (on a tie, one inside its best retrieved piece), else that best retrieved
+ * piece, rather than the passage's opening, which in a window grown around a hit is often a
+ * neighbour's sentence. `hits` are in the document's coordinates, as `span` is; one outside
+ * the passage's text (there should be none) is passed over. A passage with a core (a MoM
+ * memory's, found with clues or routing) shows its core instead.
  */
 function snippetOf(s, answerWords) {
   const hit = (s.hits ?? [])
     .map(([start, end]) => [start - s.span.start, end - s.span.start])
     .find(([a, b]) => a >= 0 && b > a && b <= s.text.length);
+  const inHit = ([a, b]) => hit !== undefined && a >= hit[0] && b <= hit[1];
   let best = hit ?? [0, s.text.length];
   let bestShared = 0;
   if (answerWords.size > 0) {
     for (const { index, segment } of sentences.segment(s.text)) {
       let shared = 0;
       for (const w of wordsOf(segment)) if (answerWords.has(w)) shared += 1;
-      if (shared > bestShared) [best, bestShared] = [[index, index + segment.length], shared];
+      const piece = [index, index + segment.length];
+      if (shared > bestShared || (shared > 0 && shared === bestShared && inHit(piece) && !inHit(best))) [best, bestShared] = [piece, shared];
     }
   }
   const [a, b] = best;
-  const text = s.text.slice(a, b).trim();
-  const cut = text.length > SNIPPET_CHARS ? `${text.slice(0, SNIPPET_CHARS).replace(/\s+\S*$/, '')}…` : text;
+  const chars = Array.from(s.text.slice(a, b).trim()); // whole characters, not UTF-16 halves
+  const cut = chars.length > SNIPPET_CHARS ? `${chars.slice(0, SNIPPET_CHARS).join('').replace(/\s+\S*$/, '')}…` : chars.join('');
   return `${a > 0 ? '…' : ''}${cut}${b < s.text.length && !cut.endsWith('…') ? ' …' : ''}`;
 }
 
@@ -756,6 +775,8 @@ async function ask(question) {
   clearError();
   const answer = $('answer');
   $('answer-box').hidden = false;
+  // The box's figures are the last finished answer's: none while this one is asked.
+  for (const key of ['seconds', 'firstToken', 'reusedTokens']) delete $('answer-box').dataset[key];
   $('sources').replaceChildren();
   $('sources-h').textContent = '';
   $('others').hidden = true;

@@ -15,7 +15,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const arg = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
@@ -110,6 +109,7 @@ const asked = interleave(spread(answerableRows, nAnswerable), spread(unanswerabl
 const articles = JSON.parse(fs.readFileSync(data, 'utf8')).data;
 const files = articles.map((a) => ({ name: `${a.title}.txt`, mimeType: 'text/plain', buffer: Buffer.from(a.paragraphs.map((p) => p.context).join('\n\n')) }));
 
+const { chromium } = await import('playwright-core'); // not needed to --rescore
 const server = spawn(process.execPath, [path.join(root, 'scripts/serve.mjs'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
 process.on('exit', () => server.kill());
 const url = await new Promise((resolve) => server.stdout.on('data', (d) => {
