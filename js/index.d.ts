@@ -366,6 +366,11 @@ export interface Answer {
    * refusal, `notInDocuments` true).
    */
   finish: string;
+  /**
+   * The answer the model wrote when the answerability check judged the passages not to
+   * support it and gave the refusal instead (`notInDocuments` true); null otherwise.
+   */
+  draft: string | null;
   seconds: { retrieve: number; prefill: number; decode: number };
   /** Prompt tokens the answerer did not run again: read ahead ({@link DocMem.readAhead}), or shared with the last answer's prompt. */
   reusedTokens: number;

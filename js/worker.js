@@ -647,6 +647,8 @@ const ops = {
       citationsFrom: r.citations_from,
       sources,
       finish: r.finish,
+      // The answer the model wrote when the answerability check replaced it by the refusal.
+      draft: r.draft ?? null,
       seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
       // Prompt tokens not run again: read ahead (readAhead), or shared with the last answer's.
       reusedTokens: r.reused_tokens,

@@ -585,6 +585,9 @@ const whereFrom = (source) => `${source.document.title}${source.page ? `, p. ${s
 
 const MARKER = /(\[\d+(?:\s*,\s*\d+)*\])/;
 
+/** The answerer's refusal, as the engine writes it (docmem_core::answer). */
+const REFUSAL = /^\s*(not in the documents|文档中没有答案)/i;
+
 /** `text` without its [n] markers (and the space before each). */
 const withoutMarkers = (text) => text.replace(/\s*\[\d+(?:\s*,\s*\d+)*\]/g, '');
 
@@ -687,7 +690,12 @@ function renderAnswer(r) {
     for (const c of r.citations) answer.append(citeLink(c));
     if (moved) answer.append(el('span', { class: 'muted', text: ' (the passages the answer cited do not hold its words; these do)' }));
   }
-  if (r.notInDocuments) answer.append(el('span', { class: 'muted', text: ' (the documents do not say)' }));
+  // A refusal says how it was reached where its words do not: a withheld answer's status
+  // line says it already, and the refusal text needs no "(the documents do not say)".
+  if (r.notInDocuments && r.finish !== 'withheld') {
+    const how = r.draft ? ' (an answer was written, but the passages read do not support it)' : REFUSAL.test(r.answer) ? '' : ' (the documents do not say)';
+    if (how) answer.append(el('span', { class: 'muted', text: how }));
+  }
   const cited = new Set(r.citations.map((c) => c.n));
   const answerWords = r.notInDocuments ? new Set() : wordsOf(withoutMarkers(r.answer));
   const item = (s) =>

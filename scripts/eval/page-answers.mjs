@@ -90,7 +90,7 @@ function report(rows, models) {
 
 // --rescore page.jsonl: a run's rows scored again (a run stopped early, or rows written before
 // the page's notes were left out of the answer's text).
-const withoutNotes = (s) => s.replace(/\s*\((?:the passages the answer cited do not hold its words; these do|the documents do not say)\)/g, '');
+const withoutNotes = (s) => s.replace(/\s*\((?:the passages the answer cited do not hold its words; these do|the documents do not say|an answer was written, but the passages read do not support it)\)/g, '');
 if (rescore) {
   const rows = readRows(rescore).filter((r) => r.method === 'page').map((r) => ({ ...r, answer: withoutNotes(r.answer), ...scores(r, withoutNotes(r.answer)) }));
   report(rows, '(rescored)');

@@ -9,6 +9,7 @@ use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
+use docmem_runtime::lm::Finish;
 use docmem_runtime::pipeline::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
 use docmem_runtime::pipeline::qa::AskParams;
 use docmem_runtime::pipeline::store::DirStore;
@@ -241,10 +242,17 @@ fn show_traces(out: &mut impl Write, clues: Option<&ClueTrace>, route: Option<&R
 }
 
 fn show_citations(out: &mut impl Write, answer: &docmem_runtime::pipeline::qa::Answer) -> Result<(), CliError> {
-    writeln!(out)?;
+    if answer.finish != Finish::Withheld {
+        writeln!(out)?; // ends the streamed reply's line
+    }
     if answer.draft.is_some() {
         // The text streamed above was the model's; the check judged it ungrounded.
         writeln!(out, "\n(not in the documents: the passages do not support the answer above, so docmem does not give it)")?;
+        return Ok(());
+    }
+    if answer.finish == Finish::Withheld {
+        // Nothing was streamed: the answerability probe refused once the prompt was read.
+        writeln!(out, "{}\n\n(the passages found do not answer this, judged before a reply was written)", answer.answer)?;
         return Ok(());
     }
     if answer.not_in_documents {
