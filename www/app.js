@@ -663,7 +663,9 @@ function snippetOf(s, answerWords) {
   let best = hit ?? [0, s.text.length];
   let bestShared = 0;
   if (answerWords.size > 0) {
-    for (const { index, segment } of sentences.segment(s.text)) {
+    // A single line break inside a paragraph (a PDF's or a hard-wrapped file's lines) does
+    // not end a sentence; as a space it keeps every index where it was.
+    for (const { index, segment } of sentences.segment(s.text.replace(/(?<!\n)\n(?!\n)/g, ' '))) {
       let shared = 0;
       for (const w of wordsOf(segment)) if (answerWords.has(w)) shared += 1;
       const piece = [index, index + segment.length];

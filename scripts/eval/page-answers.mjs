@@ -6,6 +6,7 @@
 //
 //   docmem eval answers --split test ... --out test.jsonl       # picks and answers them
 //   node scripts/eval/page-answers.mjs test.jsonl [--limit N] [--out page.jsonl]
+//   node scripts/eval/page-answers.mjs test.jsonl --skip 40 --out page.jsonl  # go on after a stop
 //   node scripts/eval/page-answers.mjs --rescore page.jsonl                 # its figures again
 //
 // The questions are the CLI run's `ours` rows (their ids, in its order); `--limit N` asks an
@@ -104,7 +105,8 @@ const unanswerableRows = cliRows.filter((r) => !r.answerable);
 const nAnswerable = Math.round((limit * answerableRows.length) / cliRows.length);
 // Interleaved, so that a run stopped early (its rows are written as they come) still holds both kinds.
 const interleave = (xs, ys) => Array.from({ length: Math.max(xs.length, ys.length) }, (_, i) => [xs[i], ys[i]]).flat().filter(Boolean);
-const asked = interleave(spread(answerableRows, nAnswerable), spread(unanswerableRows, limit - nAnswerable));
+// --skip N: leave out the first N (those a stopped run asked already; append with the same --out).
+const asked = interleave(spread(answerableRows, nAnswerable), spread(unanswerableRows, limit - nAnswerable)).slice(Number(arg('--skip', 0)));
 
 const articles = JSON.parse(fs.readFileSync(data, 'utf8')).data;
 const files = articles.map((a) => ({ name: `${a.title}.txt`, mimeType: 'text/plain', buffer: Buffer.from(a.paragraphs.map((p) => p.context).join('\n\n')) }));
