@@ -37,7 +37,6 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_runtime::gguf::GgufFile;
-use docmem_runtime::lm::Logits;
 use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use docmem_runtime::source::{ByteSource, FileSource, MemorySource};
 use docmem_runtime::synthetic::{self, DecoderSpec};
@@ -603,10 +602,11 @@ fn report<B: Backend>(
 ) -> Result<(), CliError> {
     let backend = &lm.backend;
     let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
-    // Warm-up (page in weights, spin up threads, compile pipelines).
-    let mut warm = backend.new_cache();
-    docmem_runtime::block_on(Backend::forward(backend, &mut warm, &prompt[..prompt.len().min(16)], Logits::Last))?;
-    drop(warm);
+    // Warm-up through the very calls timed below, on a short prompt: it pages in weights,
+    // spins up threads and compiles every pipeline prefill and greedy decode dispatch (the
+    // GPU compiles a kernel when it is first dispatched, so a warm-up that skipped one of
+    // them would leave its compile inside a timed figure).
+    prefill_and_decode(lm, &prompt[..prompt.len().min(16)], 2, &|| ())?;
     let (prefix, prefill, decode) = prefill_and_decode(lm, &prompt, a.gen_tokens, &|| ())?;
     // Kernel times in a run of their own: timestamps cost a read-back per submission,
     // which the figures above must not pay.
