@@ -487,10 +487,9 @@ export class DocMem {
    * `clues` ('off' | 'on' | 'auto') turns on clue-guided retrieval, `route` ('auto' or a
    * collection's name) routing across collections; the answer then carries their traces.
    * onProgress gets what is happening before the answer: {stage: 'search'}, then {stage:
-   * 'read', found, passages, sources: [{n, document, span, outline}]} as the answerer
-   * starts reading, where the search comes first (no clues or routing, the embedder on
-   * this device; passages and sources null when what it reads, windows around the passages found,
-   * is only known with the answer), then {stage: 'write'} as the first token comes.
+   * 'read', found, passages, sources} as the answerer starts reading (sources: the
+   * passages it reads, as the answer's `sources` will be; not with clues or routing,
+   * which find theirs inside the answer), then {stage: 'write'} as the first token comes.
    */
   ask(question, { k = 8, maxTokens = 256, onToken, onProgress, signal, clues = 'off', route } = {}) {
     const onEvent = (d) => {

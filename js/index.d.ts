@@ -383,21 +383,21 @@ export interface Answer {
 /**
  * What an ask is doing before and as its answer streams (`onProgress`), in this order:
  * 'search' as retrieval starts; 'read' once the passages are found and the answerer
- * starts reading them (its prompt's prefill, the long wait on a CPU), where retrieval is
- * a search done first (no clues or routing, and an embedder on this device; otherwise it
- * happens inside the answer's call and no 'read' comes); 'write' as the first token
- * comes, just before it reaches `onToken`.
+ * starts reading them (its prompt's prefill, the long wait on a CPU), with the passages
+ * themselves (a plain ask: with clues or routing the passages are found inside the
+ * answer's call and no 'read' comes); 'write' as the first token comes, just before it
+ * reaches `onToken`.
  */
 export type AskProgress =
   | { stage: 'search' }
   | {
       stage: 'read';
-      /** How many passages the search found. */
+      /** How many pieces the search found (several may share one passage: the passages are windows of text grown around them, neighbours merged). */
       found: number;
-      /** How many passages the answerer reads; null when that is only known with the answer (the passages found grown into windows of the text around them, neighbours merged). */
-      passages: number | null;
-      /** The passages, numbered as the answer's `[n]` will cite them (enough to link a citation while the answer streams), or null as `passages`. */
-      sources: { n: number; document: { id: string; title: string }; span: Span; outline: string | null }[] | null;
+      /** How many passages the answerer reads. */
+      passages: number;
+      /** The passages the answerer reads, numbered as the answer's `[n]` will cite them: the answer's `sources`, known before it is written. */
+      sources: Citation[];
     }
   | { stage: 'write' };
 

@@ -417,6 +417,27 @@ function docText(id) {
   return texts.get(id);
 }
 
+/**
+ * A passage of an answer (the engine's JSON) as the package gives it: spans in the
+ * document's characters as JS strings count them (`byteSpan` keeps the engine's), a paged
+ * document's (a PDF's) page from 1, and the retrieved pieces inside it (`hits`).
+ */
+function sourceOf(s) {
+  return {
+    n: s.n,
+    document: { id: String(s.doc_id), title: s.title },
+    span: mapSpan(String(s.doc_id), s.span),
+    byteSpan: s.span,
+    text: s.text,
+    page: s.page ?? null,
+    hits: (s.hits ?? []).map((h) => mapChars(String(s.doc_id), h)),
+    core: s.core,
+    outline: s.outline,
+    ranks: s.ranks,
+    score: s.score,
+  };
+}
+
 function mapSpan(id, span) {
   const { at } = docText(id);
   return { start: at(span.start), end: at(span.end) };
@@ -580,9 +601,9 @@ const ops = {
   },
 
   async ask(a, emit) {
-    // Progress: {stage: 'search'}, then {stage: 'read', passages, sources} where the
-    // passages are known before the answerer starts, then {stage: 'write'} with the first
-    // token; tokens as {token}.
+    // Progress: {stage: 'search'}, then {stage: 'read', found, passages, sources} once the
+    // passages the answerer reads are known (plain asks), then {stage: 'write'} with the
+    // first token; tokens as {token}.
     let stopped = false;
     let writing = false;
     let tokens = 0;
@@ -607,39 +628,21 @@ const ops = {
       throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing search with the embedder in wasm, and it runs on WebGPU here (load with backend: "cpu")');
     }
     emit({ stage: 'search' });
-    // Without clues or routing, and with an embedder on this device, the passages are
-    // found first (the same search the ask repeats: one question vector and a lookup,
-    // about 10 ms), so the page can say how many the answerer reads and link each [n] as
-    // it streams. Where the ask grows its hits into windows of the text around them
-    // (search results that carry `hits`), merging neighbours, what it reads is only known
-    // with the answer: 'read' then gives the passages found, not the windows read. Clues,
-    // routing and a hosted embedder (a second round trip) search inside the ask: no
-    // 'read' stage then.
-    if (!guided && !hosted.embedder) {
-      const found = JSON.parse(await lib.search(a.question, { embedder, k: a.k }));
-      const windowed = found.some((s) => Array.isArray(s.hits));
-      const sources = found.map((s) => ({ n: s.n, document: { id: String(s.doc_id), title: s.title }, span: mapSpan(String(s.doc_id), s.span), outline: s.outline }));
-      emit(windowed ? { stage: 'read', found: found.length, passages: null, sources: null } : { stage: 'read', found: found.length, passages: sources.length, sources });
-    }
-    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken });
+    // A plain ask hands over the passages its answerer is about to read (windows of text
+    // grown around the pieces found, neighbours merged), with their text, before the
+    // answerer reads them: on a CPU that read is the long wait, and the page shows them
+    // meanwhile. Clues and routing find theirs inside the answer: no 'read' stage then.
+    const onRead = (json) => {
+      const sources = JSON.parse(json).map(sourceOf);
+      const found = sources.reduce((n, s) => n + Math.max(1, s.hits.length), 0);
+      emit({ stage: 'read', found, passages: sources.length, sources });
+    };
+    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onRead });
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     // Routing saves what it learned, clues the global memory: persist like a change.
     if (guided) await persist();
     const r = JSON.parse(json);
-    const sources = r.sources.map((s) => ({
-      n: s.n,
-      document: { id: String(s.doc_id), title: s.title },
-      span: mapSpan(String(s.doc_id), s.span),
-      byteSpan: s.span,
-      text: s.text,
-      // A paged document's (a PDF's) page, from 1; hits: the retrieved pieces in the passage.
-      page: s.page ?? null,
-      hits: (s.hits ?? []).map((h) => mapChars(String(s.doc_id), h)),
-      core: s.core,
-      outline: s.outline,
-      ranks: s.ranks,
-      score: s.score,
-    }));
+    const sources = r.sources.map(sourceOf);
     return {
       answer: r.answer,
       notInDocuments: r.not_in_documents,

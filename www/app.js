@@ -648,26 +648,26 @@ const SNIPPET_CHARS = 240;
 const sentences = new Intl.Segmenter(undefined, { granularity: 'sentence' });
 
 /**
- * What a passage shows under its citation: the sentence of it that shares most words with
- * the answer (on a tie, one inside its best retrieved piece), else that best retrieved
- * piece, rather than the passage's opening, which in a window grown around a hit is often a
+ * What a passage shows under its citation: the sentence of it that shares most of `words`
+ * (the answer's, or the question's while the answer is being written; on a tie, one inside
+ * its best retrieved piece), else that best retrieved piece, rather than the passage's opening, which in a window grown around a hit is often a
  * neighbour's sentence. `hits` are in the document's coordinates, as `span` is; one outside
  * the passage's text (there should be none) is passed over. A passage with a core (a MoM
  * memory's, found with clues or routing) shows its core instead.
  */
-function snippetOf(s, answerWords) {
+function snippetOf(s, words) {
   const hit = (s.hits ?? [])
     .map(([start, end]) => [start - s.span.start, end - s.span.start])
     .find(([a, b]) => a >= 0 && b > a && b <= s.text.length);
   const inHit = ([a, b]) => hit !== undefined && a >= hit[0] && b <= hit[1];
   let best = hit ?? [0, s.text.length];
   let bestShared = 0;
-  if (answerWords.size > 0) {
+  if (words.size > 0) {
     // A single line break inside a paragraph (a PDF's or a hard-wrapped file's lines) does
     // not end a sentence; as a space it keeps every index where it was.
     for (const { index, segment } of sentences.segment(s.text.replace(/(?<!\n)\n(?!\n)/g, ' '))) {
       let shared = 0;
-      for (const w of wordsOf(segment)) if (answerWords.has(w)) shared += 1;
+      for (const w of wordsOf(segment)) if (words.has(w)) shared += 1;
       const piece = [index, index + segment.length];
       if (shared > bestShared || (shared > 0 && shared === bestShared && inHit(piece) && !inHit(best))) [best, bestShared] = [piece, shared];
     }
@@ -676,6 +676,31 @@ function snippetOf(s, answerWords) {
   const chars = Array.from(s.text.slice(a, b).trim()); // whole characters, not UTF-16 halves
   const cut = chars.length > SNIPPET_CHARS ? `${chars.slice(0, SNIPPET_CHARS).join('').replace(/\s+\S*$/, '')}…` : chars.join('');
   return `${a > 0 ? '…' : ''}${cut}${b < s.text.length && !cut.endsWith('…') ? ' …' : ''}`;
+}
+
+/** A passage in the list under an answer: its [n], where it is from, and its snippet as [snippetOf] picks it by `words`. */
+function passageItem(s, words) {
+  return el(
+    'li',
+    { id: `source-${s.n}` },
+    citeLink(s),
+    ' ',
+    el('strong', { text: whereFrom(s) }),
+    s.outline ? el('span', { class: 'muted', text: ` — ${s.outline}` }) : null,
+    el('p', { class: 'snippet', text: s.core || snippetOf(s, words) }),
+  );
+}
+
+/**
+ * The passages the answerer is reading, listed while it reads them (on a CPU, most of an
+ * answer's wait), each showing its sentence that shares most words with the question (as a
+ * search engine's snippet does; a retrieved piece can run to several sentences): the answer
+ * can often be read there before it is written. The answer's own list replaces this one.
+ */
+function showReading(sources, question) {
+  const words = wordsOf(question);
+  $('sources-h').textContent = 'Reading these passages';
+  $('sources').replaceChildren(...sources.map((s) => passageItem(s, words)));
 }
 
 function renderAnswer(r) {
@@ -700,16 +725,7 @@ function renderAnswer(r) {
   }
   const cited = new Set(r.citations.map((c) => c.n));
   const answerWords = r.notInDocuments ? new Set() : wordsOf(withoutMarkers(r.answer));
-  const item = (s) =>
-    el(
-      'li',
-      { id: `source-${s.n}` },
-      citeLink(s),
-      ' ',
-      el('strong', { text: whereFrom(s) }),
-      s.outline ? el('span', { class: 'muted', text: ` — ${s.outline}` }) : null,
-      el('p', { class: 'snippet', text: s.core || snippetOf(s, answerWords) }),
-    );
+  const item = (s) => passageItem(s, answerWords);
   $('sources').replaceChildren(...r.sources.filter((s) => cited.has(s.n)).map(item));
   $('sources-h').textContent = cited.size ? 'Cited' : 'No passage cited';
   const others = r.sources.filter((s) => !cited.has(s.n));
@@ -812,8 +828,9 @@ async function ask(question) {
       onProgress: (p) => {
         if (p.stage === 'search') answerStatus(searching, true);
         else if (p.stage === 'read') {
-          if (p.sources) passages = new Map(p.sources.map((s) => [s.n, s]));
-          answerStatus(p.passages === null ? `Reading around the ${plural(p.found, 'passage')} found…` : `Reading ${plural(p.passages, 'passage')}…`, true);
+          passages = new Map(p.sources.map((s) => [s.n, s]));
+          showReading(p.sources, question);
+          answerStatus(`Reading ${plural(p.passages, 'passage')}…`, true);
         } else if (p.stage === 'write') answerStatus('Writing…', true);
       },
       onToken: (t) => {
@@ -839,6 +856,8 @@ async function ask(question) {
       showError(e);
     } else answerStatus(`Stopped after ${secs(performance.now() - t0)}${answer.textContent ? ': the answer is cut short' : ''}.`);
   } finally {
+    // Stopped or failed while reading: the list stays, as what was found.
+    if ($('sources-h').textContent === 'Reading these passages') $('sources-h').textContent = 'Passages found';
     $('ask-button').disabled = false;
     $('stop').hidden = true;
     asking = null;

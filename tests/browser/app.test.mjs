@@ -510,6 +510,10 @@ try {
     await page.click('#ask-button');
     // The long wait on a CPU (the prompt's prefill) says what it is.
     await page.locator('#answer-status', { hasText: /^Reading / }).waitFor({ timeout: MINUTES });
+    // While the answerer reads, the passages it reads are listed, each with its sentence that shares most words with the question.
+    assert.equal(await page.locator('#sources-h').textContent(), 'Reading these passages');
+    const reading = await page.locator('#sources li .snippet').allTextContents();
+    assert.ok(reading.length > 0 && reading.some((t) => t.includes('Caxton')), JSON.stringify(reading));
     await page.screenshot({ path: path.join(out, 'desktop-reading.png') });
     await page.waitForSelector('#answer-box[data-seconds]', { timeout: 10 * MINUTES });
   });
@@ -522,10 +526,8 @@ try {
   const seen = await answerSeen(page);
   const shownPassages = await page.locator('#sources li, #other-sources li').count();
   console.log(`  status lines: ${JSON.stringify(seen.status)}; a [n] linked while streaming: ${seen.liveLink}`);
-  // (The passages read where they are the ones found; else, where the answerer reads the
-  // text around them with neighbours merged, the passages found: 4, k.)
   assert.deepEqual(seen.status.slice(0, 2), ['Searching the documents…', 'Searching the documents…']);
-  assert.ok([`Reading ${shownPassages} passages…`, 'Reading around the 4 passages found…'].includes(seen.status[2]), JSON.stringify(seen.status));
+  assert.equal(seen.status[2], `Reading ${shownPassages} passage${shownPassages === 1 ? '' : 's'}…`, JSON.stringify(seen.status));
   assert.equal(seen.status[3], 'Writing…');
   // (The instructions are read ahead once the question box has the focus: an ask reuses them.)
   assert.match(seen.status.at(-1), /^Answered in \d+\.\d s \(first words after \d+\.\d s(; \d+ prompt tokens were read already)?\)\.$/);

@@ -118,8 +118,15 @@ await assert.rejects(dm.addDocument('Some text.', { title: 'odd.txt', method: 'p
 
 // A streamed answer; each citation's span is its text inside the document.
 let streamed = '';
-const answer = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 16, onToken: (t) => (streamed += t) });
+const progress = [];
+const answer = await dm.ask('Who brought printing to England?', { k: 2, maxTokens: 16, onToken: (t) => (streamed += t), onProgress: (p) => progress.push(p) });
 assert.ok(answer.answer.length > 0 && streamed.length > 0, JSON.stringify(answer));
+// Before it was written, the answer's passages came with the 'read' stage, as the answer gives them.
+assert.deepEqual(progress.map((p) => p.stage), ['search', 'read', 'write']);
+const read = progress[1];
+assert.equal(read.passages, answer.sources.length);
+assert.deepEqual(read.sources, answer.sources);
+assert.ok(read.found >= read.passages && read.found <= 2, `found ${read.found} pieces for k = 2`);
 // SmolLM2's answers are not judged by the answerability check (it is fitted to the 1.5B's): no draft.
 assert.strictEqual(answer.draft, null, 'an answer the check did not replace has no draft');
 assert.ok(answer.sources.some((s) => s.text.includes('Caxton')));

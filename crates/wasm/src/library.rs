@@ -136,12 +136,13 @@ struct AskArgs {
     /// Clues or routing, when asked for.
     guide: Option<GuideSettings>,
     on_token: Option<js_sys::Function>,
+    on_read: Option<js_sys::Function>,
 }
 
 fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
     boundary::ready()?;
     let question = string(question, "question")?;
-    let o = Options::new(options, "options", &["embedder", "answerer", "k", "maxTokens", "onToken", "clues", "route"])?;
+    let o = Options::new(options, "options", &["embedder", "answerer", "k", "maxTokens", "onToken", "onRead", "clues", "route"])?;
     let defaults = AskParams::default();
     let k = o.count_or("k", defaults.k as u32, u32::MAX)?.max(1) as usize;
     let max_tokens = o.count_or("maxTokens", defaults.max_tokens as u32, u32::MAX)?.max(1) as usize;
@@ -158,6 +159,7 @@ fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
         embedder: handles::embedder_in(&o)?,
         guide,
         on_token: o.function("onToken")?,
+        on_read: o.function("onRead")?,
     })
 }
 
@@ -454,6 +456,9 @@ impl WasmLibrary {
     ///   the runtime's `AskParams`, chosen on the dev split: 6 and 160);
     /// - `onToken`: given each piece of the answer as it is written; returning `false`
     ///   stops it;
+    /// - `onRead`: given the passages the answerer reads (JSON, as the answer's `sources`)
+    ///   once they are found, before it reads them (plain answers: not with clues or
+    ///   routing, which find theirs inside the answer);
     /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
     ///   answer guided by clues from the library's global memory, or routed across
     ///   collections (the answerer writes them too). The JSON then has `clues` (`{scope,
@@ -474,10 +479,14 @@ impl WasmLibrary {
         let args = ask_args(&question, &options);
         let library = self.library.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let AskArgs { question, params, answerer, embedder, guide, on_token } = args?;
+            let AskArgs { question, params, answerer, embedder, guide, on_token, on_read } = args?;
             let json = match guide {
                 None => {
                     let prompt = prepare_holding(&library, &embedder, &question, &params).await?;
+                    if let Some(f) = &on_read {
+                        // What the answerer is about to read, before the long wait for it.
+                        f.call1(&JsValue::NULL, &to_json(&prompt.sources)?.into())?;
+                    }
                     to_json(&qa::answer(prompt, answerer.answerer(), params.max_tokens, token_sink(on_token)).await.map_err(coded)?)?
                 }
                 Some(settings) => ask_guided_holding(&library, &embedder, &answerer, &question, &params, &settings, on_token).await?,
