@@ -9,7 +9,12 @@ logistic regression with an L2 penalty over the standardized state is fitted and
 unanswerable questions the probe refuses when its threshold lets it refuse at most 10% of
 the answerable ones. Needs numpy (the bench venv has it).
 
-    python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [--l2 10] [--write LAYER OUT.json]
+    python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [--l2 10] [--position last|question]
+        [--explore] [--write LAYER OUT.json]
+
+`--position question` reads the states at the question's last token (runs that recorded
+`question_states`); `--explore` also scores both tokens side by side and runs of three
+layers, averaged and side by side.
 
 `--write` fits the chosen layer on every question and writes what the runtime reads
 (crates/runtime/probes/): {layer, weights, bias, threshold, questions, l2}, the
@@ -23,28 +28,41 @@ import sys
 import numpy as np
 
 
-def load(path):
+def load(path, position="last"):
+    """The states per layer at `position`: "last" (the prompt's last token: `states`) or
+    "question" (the question's last token: `question_states`, in runs that have them)."""
     rows = [json.loads(line) for line in open(path)]
     layers = rows[0]["layers"]
+    key = {"last": "states", "question": "question_states"}[position]
     y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
-    x = {l: np.array([r["states"][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
+    x = {l: np.array([r[key][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
     return layers, x, y
 
 
 def fit(x, y, l2, iters=300):
-    """Logistic regression by Newton's method on standardized x; returns (mean, scale, w, b)."""
+    """Logistic regression by Newton's method on standardized x; returns (mean, scale, w, b).
+    With more dimensions than questions (states side by side), each step is solved in the
+    questions' space (the Woodbury identity), where a d × d solve would take minutes."""
     mean, scale = x.mean(0), x.std(0) + 1e-6
     z = (x - mean) / scale
     n, d = z.shape
     a = np.hstack([z, np.ones((n, 1))])
     w = np.zeros(d + 1)
     reg = np.full(d + 1, l2)
-    reg[-1] = 0.0
+    # The intercept all but unpenalized (a tiny penalty keeps the Woodbury form finite).
+    reg[-1] = 1e-3 if d + 1 > n else 0.0
     for _ in range(iters):
         p = 1 / (1 + np.exp(-(a @ w)))
         g = a.T @ (p - y) + reg * w
-        h = (a * (p * (1 - p))[:, None]).T @ a + np.diag(reg) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(h, g)
+        s = np.maximum(p * (1 - p), 1e-12)
+        if d + 1 > n:
+            # (diag(reg) + aᵀ S a)⁻¹ g = D⁻¹g − D⁻¹aᵀ (S⁻¹ + a D⁻¹ aᵀ)⁻¹ a D⁻¹g
+            dinv_g = g / reg
+            m = np.diag(1 / s) + (a / reg) @ a.T
+            step = dinv_g - (a.T @ np.linalg.solve(m, a @ dinv_g)) / reg
+        else:
+            h = (a * s[:, None]).T @ a + np.diag(reg) + 1e-9 * np.eye(d + 1)
+            step = np.linalg.solve(h, g)
         w -= step
         if np.abs(step).max() < 1e-8:
             break
@@ -82,26 +100,44 @@ def cross_validate(x, y, l2, folds=5, seed=7):
     return s
 
 
+def report(name, x, y, l2):
+    s = cross_validate(x, y, l2)
+    t = threshold_at(s, y)
+    refused_u = float((s[y == 0] < t).mean())
+    refused_a = float((s[y == 1] < t).mean())
+    print(f"| {name} | {auc(s, y):.3f} | {100 * refused_u:.0f}% (answerable {100 * refused_a:.0f}%) |")
+
+
 def main():
     args = sys.argv[1:]
     path = args[0]
     l2 = float(args[args.index("--l2") + 1]) if "--l2" in args else 10.0
-    layers, x, y = load(path)
-    print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}")
+    position = args[args.index("--position") + 1] if "--position" in args else "last"
+    layers, x, y = load(path, position)
+    print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
     print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
     print("| --- | --- | --- |")
     for l in layers:
-        s = cross_validate(x[l], y, l2)
-        t = threshold_at(s, y)
-        refused_u = float((s[y == 0] < t).mean())
-        refused_a = float((s[y == 1] < t).mean())
-        print(f"| {l} | {auc(s, y):.3f} | {100 * refused_u:.0f}% (answerable {100 * refused_a:.0f}%) |")
+        report(str(l), x[l], y, l2)
+    if "--explore" in args:
+        # Readings the runtime does not take (yet): both tokens at once, and the states of
+        # a run of layers averaged or side by side.
+        if position == "last" and "question_states" in json.loads(open(path).readline()):
+            _, xq, _ = load(path, "question")
+            for l in layers:
+                report(f"{l}, question and last token side by side", np.hstack([xq[l], x[l]]), y, l2)
+        for lo in range(len(layers) - 2):
+            run = layers[lo : lo + 3]
+            report(f"{run[0]}-{run[-1]} averaged", np.mean([x[l] for l in run], axis=0), y, l2)
+            report(f"{run[0]}-{run[-1]} side by side", np.hstack([x[l] for l in run]), y, l2)
     if "--write" in args:
         i = args.index("--write")
         layer, out = int(args[i + 1]), args[i + 2]
         budget = float(args[args.index("--max-refused") + 1]) if "--max-refused" in args else 0.07
         # The threshold from held-out scores (the fit's own scores are over-confident).
         held_out = cross_validate(x[layer], y, l2)
+        if position != "last":
+            sys.exit("--write: the runtime reads the prompt's last token (--position last)")
         threshold = float(threshold_at(held_out, y, budget))
         mean, scale, w, b = fit(x[layer], y, l2)
         folded = w / scale

@@ -98,8 +98,9 @@ pub struct AnswersEvalArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Instead of answering: for each question, the answerer's hidden state at the last
-    /// token of its answer prompt (ours), one JSON line `{id, answerable, layers, states}`
-    /// appended here: what the answerability probe is fitted on.
+    /// token of its answer prompt (ours) and at the question's last token, one JSON line
+    /// `{id, answerable, retrieval, layers, states, question_states}` appended here: what
+    /// the answerability probe is fitted on.
     #[arg(long)]
     pub states: Option<PathBuf>,
     /// Layers (0-based, comma-separated) whose states `--states` records.
@@ -332,7 +333,8 @@ fn ours_params(a: &AnswersEvalArgs) -> AskParams {
 }
 
 /// `--states`: each question's answer prompt (ours) read by the answerer, and the hidden
-/// state of its last token after each of `--state-layers` appended to `path`.
+/// states of its last token and its question's after each of `--state-layers` appended to
+/// `path`.
 fn dump_states(
     a: &AnswersEvalArgs,
     path: &std::path::Path,
@@ -364,19 +366,50 @@ fn dump_states(
         let t = Instant::now();
         let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
-        let states = lm.prompt_states(docmem_runtime::lm::Prompt::Chat(&messages), &a.state_layers)?;
+        let (question_states, states) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)?;
         let line = serde_json::json!({
             "id": q.id,
             "answerable": !q.answers.is_empty(),
             "retrieval": prompt.retrieval,
             "layers": a.state_layers,
             "states": states,
+            "question_states": question_states,
         });
         serde_json::to_writer(&mut out, &line).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
         eprintln!("docmem eval answers --states: {}/{} {:.1} s", i + 1, questions.len(), t.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+/// One token's hidden state after each of the layers asked for, in that order.
+type LayerStates = Vec<Vec<f32>>;
+
+/// The hidden states after `layers` at two tokens of the answer prompt `messages`: the
+/// question's last (where the model has just read the question after the passages), and
+/// the prompt's last (where the answer begins; what the runtime's probe reads). The prompt
+/// is read in two pieces split after the question, so this costs one prefill.
+fn prompt_states_at_question(
+    lm: &Lm,
+    messages: &[docmem_runtime::chat::ChatMessage],
+    question: &str,
+    layers: &[usize],
+) -> Result<(LayerStates, LayerStates), CliError> {
+    use docmem_runtime::lm::Prompt;
+    let text = lm.render_chat(messages)?;
+    let question = question.trim();
+    let tokens = lm.prompt_tokens(Prompt::Text(&text))?;
+    let up_to_question = text.rfind(question).map(|at| lm.prompt_tokens(Prompt::Text(&text[..at + question.len()]))).transpose()?;
+    // The question ends where the chat template's closing special token begins, so its
+    // tokens are the prompt's first ones; anything else is a template this does not know.
+    let split = match up_to_question {
+        Some(head) if !head.is_empty() && head.len() < tokens.len() && tokens.starts_with(&head) => head.len(),
+        _ => return Err(CliError::BadArgument { message: "--states: the answer prompt's tokens do not begin with its question's".into() }),
+    };
+    let mut cache = docmem_runtime::lm::Backend::new_cache(&lm.backend);
+    let (_, at_question) = lm.backend.forward_states(&mut cache, &tokens[..split], layers);
+    let (_, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
+    Ok((at_question, at_end))
 }
 
 /// `--exclude-run`'s `A,U`.
