@@ -392,7 +392,7 @@ export type AskProgress =
   | { stage: 'search' }
   | {
       stage: 'read';
-      /** How many pieces the search found (several may share one passage: the passages are windows of text grown around them, neighbours merged). */
+      /** How many of the pieces the search found the passages hold (several may share one passage: the passages are windows of text grown around them, neighbours merged; a piece whose window did not fit the answerer's budget is not counted). */
       found: number;
       /** How many passages the answerer reads. */
       passages: number;

@@ -633,9 +633,15 @@ const ops = {
     // answerer reads them: on a CPU that read is the long wait, and the page shows them
     // meanwhile. Clues and routing find theirs inside the answer: no 'read' stage then.
     const onRead = (json) => {
+      // Stopped while it searched: the answerer does not start reading.
+      if (cancelled()) {
+        stopped = true;
+        return false;
+      }
       const sources = JSON.parse(json).map(sourceOf);
       const found = sources.reduce((n, s) => n + Math.max(1, s.hits.length), 0);
       emit({ stage: 'read', found, passages: sources.length, sources });
+      return true;
     };
     const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onRead });
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');

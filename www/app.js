@@ -562,8 +562,8 @@ let passages = new Map(); // n → passage of the answer being written (from its
 
 /**
  * The link of a citation [n]. `source` is the passage, or just {n} while an answer streams
- * before its passages are known (clues, routing, a hosted embedder): that link opens the
- * passage once it is known.
+ * before its passages are known (clues and routing find them inside the answer): that
+ * link opens the passage once it is known.
  */
 function citeLink(source) {
   const known = source.document !== undefined;
@@ -829,8 +829,8 @@ async function ask(question) {
         if (p.stage === 'search') answerStatus(searching, true);
         else if (p.stage === 'read') {
           passages = new Map(p.sources.map((s) => [s.n, s]));
-          showReading(p.sources, question);
-          answerStatus(`Reading ${plural(p.passages, 'passage')}…`, true);
+          if (p.passages > 0) showReading(p.sources, question);
+          answerStatus(p.passages > 0 ? `Reading ${plural(p.passages, 'passage')}…` : 'Nothing found in the documents; writing…', true);
         } else if (p.stage === 'write') answerStatus('Writing…', true);
       },
       onToken: (t) => {

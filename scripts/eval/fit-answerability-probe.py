@@ -34,6 +34,8 @@ def load(path, position="last"):
     rows = [json.loads(line) for line in open(path)]
     layers = rows[0]["layers"]
     key = {"last": "states", "question": "question_states"}[position]
+    if key not in rows[0]:
+        sys.exit(f"{path}: no {key} (a --states run before the question's token was recorded)")
     y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
     x = {l: np.array([r[key][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
     return layers, x, y
@@ -41,8 +43,11 @@ def load(path, position="last"):
 
 def fit(x, y, l2, iters=300):
     """Logistic regression by Newton's method on standardized x; returns (mean, scale, w, b).
-    With more dimensions than questions (states side by side), each step is solved in the
-    questions' space (the Woodbury identity), where a d × d solve would take minutes."""
+    With more dimensions than questions (one layer of the 1.5B already has 1,536 for a few
+    hundred questions), each step is solved in the questions' space (the Woodbury
+    identity), where a d × d solve of states side by side would take minutes; the intercept
+    then carries a tiny penalty (1e-3) to keep that form finite, which moves a written
+    probe's numbers only in their last digits."""
     mean, scale = x.mean(0), x.std(0) + 1e-6
     z = (x - mean) / scale
     n, d = z.shape
@@ -113,6 +118,8 @@ def main():
     path = args[0]
     l2 = float(args[args.index("--l2") + 1]) if "--l2" in args else 10.0
     position = args[args.index("--position") + 1] if "--position" in args else "last"
+    if "--write" in args and position != "last":
+        sys.exit("--write: the runtime reads the prompt's last token (--position last)")
     layers, x, y = load(path, position)
     print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
     print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
@@ -136,8 +143,6 @@ def main():
         budget = float(args[args.index("--max-refused") + 1]) if "--max-refused" in args else 0.07
         # The threshold from held-out scores (the fit's own scores are over-confident).
         held_out = cross_validate(x[layer], y, l2)
-        if position != "last":
-            sys.exit("--write: the runtime reads the prompt's last token (--position last)")
         threshold = float(threshold_at(held_out, y, budget))
         mean, scale, w, b = fit(x[layer], y, l2)
         folded = w / scale

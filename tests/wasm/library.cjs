@@ -103,6 +103,17 @@ const onToken = (piece) => {
 const answer = JSON.parse(await lib.ask('Who brought printing to England?', { embedder, answerer: lm, k: 3, maxTokens: 24, onToken }));
 assert.ok(answer.answer.length > 0 && streamed.trim().startsWith(answer.answer.slice(0, 5)), JSON.stringify(answer));
 assert.ok(answer.sources.some((s) => s.text.includes('Caxton')));
+// onRead gets the passages before the model reads them (the answer's own sources); a false
+// from it stops the answer there, before a token is written; an exception it throws is ignored.
+let read = null;
+const withRead = JSON.parse(await lib.ask('Who brought printing to England?', { embedder, answerer: lm, k: 3, maxTokens: 4, onRead: (json) => { read = JSON.parse(json); throw new Error('a broken page'); } }));
+assert.deepEqual(read, withRead.sources);
+let tokens = 0;
+await assert.rejects(
+  lib.ask('Who brought printing to England?', { embedder, answerer: lm, k: 3, maxTokens: 4, onRead: () => false, onToken: () => (tokens += 1) }),
+  (e) => e.code === 'ABORTED',
+);
+assert.equal(tokens, 0, 'nothing was written after onRead said to stop');
 await assert.rejects(lib.search('   ', { embedder, k: 3 }), /empty/);
 await assert.rejects(lib.search('Who?', { embedder: lm }), /options\.embedder is a model/);
 

@@ -47,7 +47,7 @@ export interface AskOptions {
   k?: number;
   maxTokens?: number;
   onToken?: (piece: string) => boolean | void;
-  onRead?: (sourcesJson: string) => void;
+  onRead?: (sourcesJson: string) => boolean | void;
   clues?: string;
   route?: string;
 }

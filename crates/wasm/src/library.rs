@@ -458,7 +458,8 @@ impl WasmLibrary {
     ///   stops it;
     /// - `onRead`: given the passages the answerer reads (JSON, as the answer's `sources`)
     ///   once they are found, before it reads them (plain answers: not with clues or
-    ///   routing, which find theirs inside the answer);
+    ///   routing, which find theirs inside the answer); returning `false` stops the answer
+    ///   there (an `ABORTED` error). As with `onToken`, an exception it throws is ignored;
     /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
     ///   answer guided by clues from the library's global memory, or routed across
     ///   collections (the answerer writes them too). The JSON then has `clues` (`{scope,
@@ -483,9 +484,13 @@ impl WasmLibrary {
             let json = match guide {
                 None => {
                     let prompt = prepare_holding(&library, &embedder, &question, &params).await?;
+                    // What the answerer is about to read, before the long wait for it. The
+                    // library is no longer borrowed here, so the callback may call into it.
                     if let Some(f) = &on_read {
-                        // What the answerer is about to read, before the long wait for it.
-                        f.call1(&JsValue::NULL, &to_json(&prompt.sources)?.into())?;
+                        let said = f.call1(&JsValue::NULL, &to_json(&prompt.sources)?.into());
+                        if matches!(said, Ok(v) if v == JsValue::FALSE) {
+                            return Err(coded(docmem_runtime::Error::Cancelled));
+                        }
                     }
                     to_json(&qa::answer(prompt, answerer.answerer(), params.max_tokens, token_sink(on_token)).await.map_err(coded)?)?
                 }

@@ -366,7 +366,10 @@ fn dump_states(
         let t = Instant::now();
         let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
-        let (question_states, states) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)?;
+        let Some((question_states, states)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)? else {
+            eprintln!("docmem eval answers --states: {} skipped: its prompt's tokens do not begin with its question's", q.id);
+            continue;
+        };
         let line = serde_json::json!({
             "id": q.id,
             "answerable": !q.answers.is_empty(),
@@ -388,28 +391,33 @@ type LayerStates = Vec<Vec<f32>>;
 /// The hidden states after `layers` at two tokens of the answer prompt `messages`: the
 /// question's last (where the model has just read the question after the passages), and
 /// the prompt's last (where the answer begins; what the runtime's probe reads). The prompt
-/// is read in two pieces split after the question, so this costs one prefill.
+/// is read in two pieces split after the question, so this costs one prefill. `None` when
+/// the prompt's tokens do not begin with its question's.
 fn prompt_states_at_question(
     lm: &Lm,
     messages: &[docmem_runtime::chat::ChatMessage],
     question: &str,
     layers: &[usize],
-) -> Result<(LayerStates, LayerStates), CliError> {
+) -> Result<Option<(LayerStates, LayerStates)>, CliError> {
     use docmem_runtime::lm::Prompt;
     let text = lm.render_chat(messages)?;
     let question = question.trim();
     let tokens = lm.prompt_tokens(Prompt::Text(&text))?;
     let up_to_question = text.rfind(question).map(|at| lm.prompt_tokens(Prompt::Text(&text[..at + question.len()]))).transpose()?;
+    if tokens.len() > lm.context() {
+        return Err(docmem_runtime::Error::ContextFull { needed: tokens.len(), limit: lm.context() }.into());
+    }
     // The question ends where the chat template's closing special token begins, so its
-    // tokens are the prompt's first ones; anything else is a template this does not know.
+    // tokens are the prompt's first ones; anything else (a template this does not know) is
+    // `None`.
     let split = match up_to_question {
         Some(head) if !head.is_empty() && head.len() < tokens.len() && tokens.starts_with(&head) => head.len(),
-        _ => return Err(CliError::BadArgument { message: "--states: the answer prompt's tokens do not begin with its question's".into() }),
+        _ => return Ok(None),
     };
     let mut cache = docmem_runtime::lm::Backend::new_cache(&lm.backend);
     let (_, at_question) = lm.backend.forward_states(&mut cache, &tokens[..split], layers);
     let (_, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
-    Ok((at_question, at_end))
+    Ok(Some((at_question, at_end)))
 }
 
 /// `--exclude-run`'s `A,U`.
