@@ -650,10 +650,11 @@ const sentences = new Intl.Segmenter(undefined, { granularity: 'sentence' });
 /**
  * What a passage shows under its citation: the sentence of it that shares most of `words`
  * (the answer's, or the question's while the answer is being written; on a tie, one inside
- * its best retrieved piece), else that best retrieved piece, rather than the passage's opening, which in a window grown around a hit is often a
- * neighbour's sentence. `hits` are in the document's coordinates, as `span` is; one outside
- * the passage's text (there should be none) is passed over. A passage with a core (a MoM
- * memory's, found with clues or routing) shows its core instead.
+ * its best retrieved piece), else that best retrieved piece, rather than the passage's
+ * opening, which in a window grown around a hit is often a neighbour's sentence. `hits`
+ * are in the document's coordinates, as `span` is; one outside the passage's text (there
+ * should be none) is passed over. A passage with a core (a MoM memory's, found with clues
+ * or routing) shows its core instead.
  */
 function snippetOf(s, words) {
   const hit = (s.hits ?? [])
