@@ -1,9 +1,12 @@
 //! One attention head for one query: scores, softmax, `P·V`, in ggml's summation order
 //! ([`super::ggml_order`]) so that half-precision roundings fall exactly as llama.cpp's.
 //!
-//! The arithmetic is fused multiply-adds; without hardware FMA they become library calls,
-//! ten times slower. So the hot loops are written once (`#[inline(always)]` bodies) and
-//! compiled twice: for AVX2 + FMA, chosen at run time, and portably.
+//! ggml's products are fused multiply-adds of half-precision values, which a plain
+//! multiply and add reproduce exactly (`ggml_order::half_product_add`), so the portable
+//! loops vectorize on any SIMD (wasm's included). The hot loops are written once
+//! (`#[inline(always)]` bodies) and compiled twice: for AVX2 + FMA + F16C, chosen at run
+//! time, and portably. RoPE's multiply-adds are not of half-precision values and stay
+//! fused ([`super::fma`]).
 
 // Indexed loops spell out ggml's lane layout; iterator chains would hide it.
 #![allow(clippy::needless_range_loop)]
@@ -12,7 +15,7 @@
 #![allow(unsafe_code)]
 
 use super::fma::Fma;
-use super::ggml_order::{dot_f16, reduce16, Order, LANES};
+use super::ggml_order::{axpy_f16, dot_f16, reduce16, Order, LANES};
 use super::mathfn::exp_shifted;
 
 /// Inputs for one (query, head) pair.
@@ -77,12 +80,7 @@ unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f3
 
 #[inline(always)]
 fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
-    let axpy = |a: f32, x: &[f32], y: &mut [f32]| {
-        for (y, x) in y.iter_mut().zip(x) {
-            *y = a.fmadd(*x, *y);
-        }
-    };
-    attend_body(h, scratch, out, Ops { dot: dot_f16, axpy, f16_round: crate::quant::f16_round })
+    attend_body(h, scratch, out, Ops { dot: dot_f16, axpy: axpy_f16, f16_round: crate::quant::f16_round })
 }
 
 /// The attention's inner loops, passed in so that one body serves the SIMD and portable

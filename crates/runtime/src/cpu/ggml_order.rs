@@ -11,13 +11,18 @@
 //!
 //! The softmax sums each 16 exponentials by the tree into an f64. Every step is one
 //! rounding, so any machine reproduces it exactly.
+//!
+//! ggml fuses the products' multiply-adds, but both factors are half-precision values (the
+//! query and the cached keys and values are rounded to half precision, and so is each
+//! attention weight), and the product of two of them is exact in f32 ([`half_product_add`]).
+//! So a plain multiply and add gives the fused result bit for bit, and the portable loops
+//! here vectorize where there is no fused multiply-add instruction (wasm) instead of
+//! emulating each fusion.
 
 // Unsafe code: the AVX2 + FMA copies of the dot product and the `P·V` update
 // (`#[target_feature]` functions called only after run-time feature detection, with
 // raw-pointer vector loads and stores).
 #![allow(unsafe_code)]
-
-use super::fma::Fma;
 
 /// Lanes per vector and vectors per step of ggml's 512-bit half-precision dot product.
 pub const LANES: usize = 16;
@@ -56,19 +61,30 @@ impl Order {
     }
 }
 
-/// `x · y` for half-rounded vectors in ggml's `order` (lengths a multiple of 16; for
-/// [`Order::VecDot`] a tail past a multiple of 64 is added in f64, as ggml does). Inlined
-/// into its callers so it compiles with their FMA target features.
+/// `x · y + acc` where `x` and `y` are half-precision values (values that
+/// `quant::f16_round` leaves unchanged): rounded once, as a fused multiply-add rounds it.
+/// Each factor has at most 11 significant bits, so the product has at most 22 and, between
+/// 2^-48 and 65504², lies inside f32's normal range: it is exact, and the only rounding is
+/// the sum's. (A zero, infinity or NaN factor gives what the fused form gives.)
 #[inline(always)]
-#[allow(clippy::needless_range_loop)] // the indices spell out ggml's lane layout
+pub fn half_product_add(x: f32, y: f32, acc: f32) -> f32 {
+    x * y + acc
+}
+
+/// `x · y` for half-rounded vectors in ggml's `order` (lengths a multiple of 16; for
+/// [`Order::VecDot`] a tail past a multiple of 64 is added in f64, as ggml does; `y` at
+/// least as long as `x`). The multiply-adds are [`half_product_add`]: ggml's fused ones,
+/// bit for bit, for such inputs.
+#[inline(always)]
 pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
     let hd = x.len();
+    let y = &y[..hd];
     match order {
         Order::Tiled => {
             let mut acc = [0f32; LANES];
-            for c in 0..hd / LANES {
+            for (xc, yc) in x.chunks_exact(LANES).zip(y.chunks_exact(LANES)) {
                 for l in 0..LANES {
-                    acc[l] = x[c * LANES + l].fmadd(y[c * LANES + l], acc[l]);
+                    acc[l] = half_product_add(xc[l], yc[l], acc[l]);
                 }
             }
             reduce16(&acc)
@@ -76,11 +92,10 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
         Order::VecDot => {
             let mut acc = [[0f32; LANES]; 4];
             let np = hd - hd % (4 * LANES);
-            for s in (0..np).step_by(4 * LANES) {
+            for (xs, ys) in x[..np].chunks_exact(4 * LANES).zip(y[..np].chunks_exact(4 * LANES)) {
                 for (j, a) in acc.iter_mut().enumerate() {
                     for l in 0..LANES {
-                        let i = s + j * LANES + l;
-                        a[l] = x[i].fmadd(y[i], a[l]);
+                        a[l] = half_product_add(xs[j * LANES + l], ys[j * LANES + l], a[l]);
                     }
                 }
             }
@@ -92,6 +107,16 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
             }
             sum as f32
         }
+    }
+}
+
+/// `y[i] = a·x[i] + y[i]` for every `i < y.len()`, for half-precision `a` and `x`
+/// ([`half_product_add`]: the fused result, bit for bit).
+#[inline(always)]
+pub fn axpy_f16(a: f32, x: &[f32], y: &mut [f32]) {
+    let x = &x[..y.len()];
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = half_product_add(a, x, *y);
     }
 }
 
@@ -177,30 +202,96 @@ pub mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::f16_round;
+
+    /// Half-rounded test vectors: what the attention passes (its query, keys, values and
+    /// weights are all rounded to half precision).
+    fn halves(n: usize, f: impl Fn(f32) -> f32) -> Vec<f32> {
+        (0..n).map(|i| f16_round(f(i as f32))).collect()
+    }
+
+    /// The fused reference: `dot_f16` written with `mul_add` (ggml's fused multiply-adds).
+    fn dot_fused(x: &[f32], y: &[f32], order: Order) -> f32 {
+        let hd = x.len();
+        match order {
+            Order::Tiled => {
+                let mut acc = [0f32; LANES];
+                for i in 0..hd / LANES * LANES {
+                    acc[i % LANES] = x[i].mul_add(y[i], acc[i % LANES]);
+                }
+                reduce16(&acc)
+            }
+            Order::VecDot => {
+                let mut acc = [[0f32; LANES]; 4];
+                let np = hd - hd % (4 * LANES);
+                for i in 0..np {
+                    let a = &mut acc[(i % (4 * LANES)) / LANES][i % LANES];
+                    *a = x[i].mul_add(y[i], *a);
+                }
+                let [a0, a1, a2, a3] = acc;
+                let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
+                let mut sum = f64::from(reduce16(&folded));
+                for i in np..hd {
+                    sum += f64::from(x[i] * y[i]);
+                }
+                sum as f32
+            }
+        }
+    }
 
     #[test]
-    fn sums_match_plain_sums_closely() {
-        let x: Vec<f32> = (0..128).map(|i| (i as f32 * 0.37).sin()).collect();
-        let y: Vec<f32> = (0..128).map(|i| (i as f32 * 0.11).cos()).collect();
-        let plain: f64 = x.iter().zip(&y).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
-        for order in [Order::VecDot, Order::Tiled] {
-            assert!((f64::from(dot_f16(&x, &y, order)) - plain).abs() < 1e-5);
+    fn a_half_precision_product_added_rounds_as_the_fused_one() {
+        let mut next = crate::cpu::isum::xorshift(0x2545_F491_4F6C_DD1D);
+        // Every finite half value is reachable: random bit patterns, NaNs and infinities
+        // skipped; the addend any f32 of a comparable or far smaller or larger size.
+        let mut half = || loop {
+            let v = crate::quant::f16_to_f32(next() as u16);
+            if v.is_finite() {
+                return v;
+            }
+        };
+        let mut tried = 0;
+        for _ in 0..200_000 {
+            let (x, y) = (half(), half());
+            for acc in [0.0, x * y * -1.000_001, f16_round(x) * 3.5e-3, 1e30, -7.25e-41] {
+                assert_eq!(half_product_add(x, y, acc).to_bits(), x.mul_add(y, acc).to_bits(), "{x:e}·{y:e} + {acc:e}");
+                tried += 1;
+            }
         }
-        #[cfg(target_arch = "x86_64")]
-        if crate::cpu::has_fma() {
-            for n in [64, 80, 128] {
-                let (x, y) = (&x[..n], &y[..n]);
-                for order in [Order::VecDot, Order::Tiled] {
+        assert_eq!(tried, 1_000_000);
+    }
+
+    #[test]
+    fn dot_and_axpy_equal_their_fused_forms() {
+        let x = halves(208, |i| (i * 0.37).sin() * 9.0);
+        let y = halves(208, |i| (i * 0.11).cos() / 3.0);
+        for n in [64, 80, 128, 208] {
+            let (x, y) = (&x[..n], &y[..n]);
+            for order in [Order::VecDot, Order::Tiled] {
+                let plain: f64 = x.iter().zip(y).take(n / LANES * LANES).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+                let dot = dot_f16(x, y, order);
+                if order == Order::VecDot {
+                    assert!((f64::from(dot) - plain).abs() < 1e-4, "n={n}");
+                }
+                assert_eq!(dot.to_bits(), dot_fused(x, y, order).to_bits(), "n={n} {order:?}");
+                #[cfg(target_arch = "x86_64")]
+                if crate::cpu::has_fma() {
                     // SAFETY: `has_fma()` (checked above) found AVX2 and FMA.
                     let fast = unsafe { avx2::dot_f16(x, y, order) };
-                    assert_eq!(fast.to_bits(), dot_f16(x, y, order).to_bits(), "n={n} {order:?}");
+                    assert_eq!(fast.to_bits(), dot.to_bits(), "n={n} {order:?}");
                 }
-                let mut a: Vec<f32> = y.to_vec();
-                let mut b = a.clone();
+            }
+            let a = f16_round(0.3);
+            let mut portable = y.to_vec();
+            axpy_f16(a, x, &mut portable);
+            let fused: Vec<f32> = y.iter().zip(x).map(|(y, x)| a.mul_add(*x, *y)).collect();
+            assert_eq!(portable, fused);
+            #[cfg(target_arch = "x86_64")]
+            if crate::cpu::has_fma() {
+                let mut fast = y.to_vec();
                 // SAFETY: as above: AVX2 and FMA are present.
-                unsafe { avx2::axpy(0.3, x, &mut a) };
-                b.iter_mut().zip(x).for_each(|(b, x)| *b = 0.3f32.mul_add(*x, *b));
-                assert_eq!(a, b);
+                unsafe { avx2::axpy(a, x, &mut fast) };
+                assert_eq!(fast, fused);
             }
         }
         let mut lanes = [0f32; 16];
