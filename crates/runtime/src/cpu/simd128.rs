@@ -6,7 +6,10 @@
 //! scales and minimums, the nibble and 6-bit unpacking, and Q4_K's minimum correction
 //! (`Σ m_j · bsums`), done per token in scalar code. Here a super-block's weights and scales
 //! are unpacked once for all the tokens of a call, and the minimum correction is a vector
-//! product. The 1.5B reader is mostly Q4_K and Q6_K, so this is where its wasm time goes.
+//! product. With four tokens, what is left after the products (summing each token's lanes,
+//! converting, scaling) runs once for the four, as vectors: token by token, it took about
+//! an eighth of a wasm prefill. The 1.5B reader is mostly Q4_K and Q6_K, so this is where
+//! its wasm time goes.
 //!
 //! Results are bit-identical to [`super::dot::dot_row_scalar`]: the integer sums are the
 //! same exact integers, and each token's float expression is the scalar kernel's, in its
@@ -14,10 +17,14 @@
 //! compares these kernels with the scalar ones on seeded rows). Activations shorter than
 //! the row panic on a slice bound, as the scalar kernels do; nothing is read out of bounds.
 
+// Token loops index `acc` and the activations together: the zipped iterators were not
+// always inlined.
+#![allow(clippy::needless_range_loop)]
+
 use core::arch::wasm32::*;
 
 use super::act::QuantizedRow;
-use super::isum::simd::{dot16_small_i16, dot32_nibbles_i16, hsum, load, load_i8, q6k_weights16};
+use super::isum::simd::{dot16_small_i16, dot32_nibbles_i16, hsum, load, load_i8, q6k_weights16_offset};
 use crate::gguf::GgmlType;
 use crate::quant::{f16_at, scales_mins_k4};
 
@@ -40,95 +47,128 @@ fn load_i16(s: &[i16]) -> v128 {
     unsafe { v128_load(s.as_ptr() as *const v128) }
 }
 
+/// Four vectors' lane sums as one vector (`[Σa, Σb, Σc, Σd]`): a transpose by unpacking,
+/// nine instructions where four separate sums take twenty-eight. Integer sums, so the order
+/// of the adds does not matter.
+#[inline(always)]
+fn hsum4([a, b, c, d]: [v128; 4]) -> v128 {
+    let ab = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    let cd = i32x4_add(i32x4_shuffle::<0, 4, 1, 5>(c, d), i32x4_shuffle::<2, 6, 3, 7>(c, d));
+    i32x4_add(i32x4_shuffle::<0, 1, 4, 5>(ab, cd), i32x4_shuffle::<2, 3, 6, 7>(ab, cd))
+}
+
+/// The activation scales of super-block `i` for four tokens, as one vector.
+#[inline(always)]
+fn scales4(qs: &[&QuantizedRow], i: usize) -> v128 {
+    f32x4(qs[0].q8k_d[i], qs[1].q8k_d[i], qs[2].q8k_d[i], qs[3].q8k_d[i])
+}
+
+/// Per-token float sums, kept as vectors of four tokens when `T` is a multiple of four (the
+/// last step of each super-block then runs once for four tokens), else one by one.
+struct Sums<const T: usize> {
+    lanes: [f32; T],
+    vectors: [v128; T],
+}
+
+impl<const T: usize> Sums<T> {
+    #[inline(always)]
+    fn new() -> Self {
+        Sums { lanes: [0.0; T], vectors: [f32x4_splat(0.0); T] }
+    }
+
+    /// The sums as an array: each token's value, in the same order of operations either way.
+    #[inline(always)]
+    fn finish(self) -> [f32; T] {
+        if !T.is_multiple_of(4) {
+            return self.lanes;
+        }
+        let mut out = [0f32; T];
+        for (g, v) in self.vectors.iter().take(T / 4).enumerate() {
+            out[4 * g] = f32x4_extract_lane::<0>(*v);
+            out[4 * g + 1] = f32x4_extract_lane::<1>(*v);
+            out[4 * g + 2] = f32x4_extract_lane::<2>(*v);
+            out[4 * g + 3] = f32x4_extract_lane::<3>(*v);
+        }
+        out
+    }
+}
+
 #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
 fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
-    let mut sum = [0f32; T];
+    let zero = i32x4_splat(0);
+    let mut sums = Sums::<T>::new();
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, m) = scales_mins_k4(&b[4..16]);
-        // Sub-block j's 32 nibbles as two vectors of 16: the low nibbles of bytes 32·(j/2)..
-        // for even j, the high ones for odd j.
-        let mut w = [[u8x16_splat(0); 2]; 8];
+        let ys: [&[i8]; T] = core::array::from_fn(|t| &qs[t].q8k[256 * i..256 * i + 256]);
+        // Sub-block by sub-block, every token: one sub-block's weights and scale and the
+        // tokens' sums fit the sixteen vector registers of x86-64, where holding the whole
+        // super-block unpacked for the tokens spilled most of it to the stack.
+        let mut acc = [zero; T];
+        // The packed weights are loaded first: decoding, they come from memory, and loads
+        // spread through the arithmetic made one token's dot product much slower.
+        let packed: [v128; 8] = core::array::from_fn(|k| load(&b[16 + 16 * k..32 + 16 * k]));
         for g in 0..4 {
-            let (lo, hi) = (load(&b[16 + 32 * g..32 + 32 * g]), load(&b[32 + 32 * g..48 + 32 * g]));
-            w[2 * g] = [v128_and(lo, m4), v128_and(hi, m4)];
-            w[2 * g + 1] = [u8x16_shr(lo, 4), u8x16_shr(hi, 4)];
+            // Sub-block 2g's 32 nibbles are the low ones of bytes 32·g.., 2g+1's the high
+            // ones; the scales as i16 (6 bits), multiplied in while the products widen
+            // (`i32x4_dot_i16x8`). Written out for the two sub-blocks: iterating over them
+            // kept them in memory.
+            let (lo, hi) = (packed[2 * g], packed[2 * g + 1]);
+            let (w0, w1) = ([v128_and(lo, m4), v128_and(hi, m4)], [u8x16_shr(lo, 4), u8x16_shr(hi, 4)]);
+            let (s0, s1) = (i16x8_splat(i16::from(sc[2 * g])), i16x8_splat(i16::from(sc[2 * g + 1])));
+            for t in 0..T {
+                let y = &ys[t][64 * g..64 * g + 64];
+                let p0 = dot32_nibbles_i16(w0[0], load_i8(&y[..16]), w0[1], load_i8(&y[16..32]));
+                let p1 = dot32_nibbles_i16(w1[0], load_i8(&y[32..48]), w1[1], load_i8(&y[48..]));
+                acc[t] = i32x4_add(acc[t], i32x4_add(i32x4_dot_i16x8(p0, s0), i32x4_dot_i16x8(p1, s1)));
+            }
         }
-        // Scales and minimums as i16 (6 bits), multiplied in while the products widen
-        // (`i32x4_dot_i16x8`); each minimum twice, for the two block sums it weighs.
-        let scale: [v128; 8] = core::array::from_fn(|j| i16x8_splat(i16::from(sc[j])));
+        // Each token's Σ_j m_j · (bsums[2j] + bsums[2j+1]) over its 16 block sums (each at
+        // most 16 · 128 in size), as a vector whose lanes add up to it: each minimum twice,
+        // for the two block sums it weighs.
         let m16 = |j: usize| i16::from(m[j]);
         let mins = [
             i16x8(m16(0), m16(0), m16(1), m16(1), m16(2), m16(2), m16(3), m16(3)),
             i16x8(m16(4), m16(4), m16(5), m16(5), m16(6), m16(6), m16(7), m16(7)),
         ];
-        for (t, q) in qs.iter().enumerate() {
-            let y = &q.q8k[256 * i..256 * i + 256];
-            let mut acc = i32x4_splat(0);
-            for j in 0..8 {
-                let p = dot32_nibbles_i16(w[j][0], load_i8(&y[32 * j..32 * j + 16]), w[j][1], load_i8(&y[32 * j + 16..32 * j + 32]));
-                acc = i32x4_add(acc, i32x4_dot_i16x8(p, scale[j]));
-            }
-            let sumi = hsum(acc);
-            // Σ_j m_j · (bsums[2j] + bsums[2j+1]) over the 16 block sums (each at most
-            // 16 · 128 in size).
+        let min_sum = |q: &QuantizedRow| {
             let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
-            let summ = hsum(i32x4_add(i32x4_dot_i16x8(load_i16(&bsums[..8]), mins[0]), i32x4_dot_i16x8(load_i16(&bsums[8..]), mins[1])));
-            sum[t] += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
+            i32x4_add(i32x4_dot_i16x8(load_i16(&bsums[..8]), mins[0]), i32x4_dot_i16x8(load_i16(&bsums[8..]), mins[1]))
+        };
+        if T.is_multiple_of(4) {
+            let (dv, dminv) = (f32x4_splat(d), f32x4_splat(dmin));
+            for (g, (four, acc)) in qs.chunks_exact(4).zip(acc.chunks_exact(4)).enumerate() {
+                let sumi = f32x4_convert_i32x4(hsum4([acc[0], acc[1], acc[2], acc[3]]));
+                let summ = f32x4_convert_i32x4(hsum4([min_sum(four[0]), min_sum(four[1]), min_sum(four[2]), min_sum(four[3])]));
+                // The scalar expression below, lane by lane.
+                let v = f32x4_mul(scales4(four, i), f32x4_sub(f32x4_mul(dv, sumi), f32x4_mul(dminv, summ)));
+                sums.vectors[g] = f32x4_add(sums.vectors[g], v);
+            }
+        } else {
+            for (t, q) in qs.iter().enumerate() {
+                let (sumi, summ) = (hsum(acc[t]), hsum(min_sum(q)));
+                sums.lanes[t] += q.q8k_d[i] * (d * sumi as f32 - dmin * summ as f32);
+            }
         }
     }
-    sum
+    sums.finish()
 }
 
 /// Q6_K with the relaxed-SIMD dot product, which needs weights in 0..=127: the stored
 /// 6-bit values (0..=63) are multiplied as they are, and the `-32` of each weight comes back
 /// as `32 · Σ_v scale_v · Σ y_v`, from the activations' sums per 16 values (Q8_K keeps
-/// them). Same exact integers as [`q6k`].
+/// them). Same exact integers as [`q6k_extmul`].
 #[cfg(feature = "relaxed-simd")]
 #[target_feature(enable = "relaxed-simd")]
 fn q6k_relaxed<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
-    use super::isum::simd::q6k_weights16_offset;
-    let zero = i32x4_splat(0);
-    let mut sum = [0f32; T];
-    for (i, b) in row.chunks_exact(210).enumerate() {
-        let d = f16_at(b, 208);
-        // Vector (half, g, k) holds values 128·half + 16·g + 32·k + 0..16; their scale, and
-        // which of the 16 activation sums covers them.
-        let mut w = [u8x16_splat(0); 16];
-        let mut scale = [i16x8_splat(0); 16];
-        let mut sc16 = [0i32; 16];
-        for half in 0..2 {
-            let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
-            for g in 0..2 {
-                for (k, qv) in q6k_weights16_offset(ql, qh, 16 * g, 0).into_iter().enumerate() {
-                    let s = i32::from(sc[g + 2 * k] as i8);
-                    w[8 * half + 4 * g + k] = qv;
-                    scale[8 * half + 4 * g + k] = i16x8_splat(s as i16);
-                    sc16[8 * half + g + 2 * k] = s;
-                }
-            }
-        }
-        for (t, q) in qs.iter().enumerate() {
-            let y = &q.q8k[256 * i..256 * i + 256];
-            let bsums = &q.q8k_bsums[16 * i..16 * i + 16];
-            let mut acc = zero;
-            for half in 0..2 {
-                for g in 0..2 {
-                    for k in 0..4 {
-                        let v = 8 * half + 4 * g + k;
-                        let at = 128 * half + 16 * g + 32 * k;
-                        // Weights in 0..=63: pairs of products within an i16, exactly.
-                        let p = i16x8_relaxed_dot_i8x16_i7x16(load_i8(&y[at..at + 16]), w[v]);
-                        acc = i32x4_add(acc, i32x4_dot_i16x8(p, scale[v]));
-                    }
-                }
-            }
-            let offset: i32 = sc16.iter().zip(bsums).map(|(&s, &b)| s * i32::from(b)).sum();
-            sum[t] += q.q8k_d[i] * d * (hsum(acc) - 32 * offset) as f32;
-        }
-    }
-    sum
+    q6k_body(row, qs, 0, |w, y| i16x8_relaxed_dot_i8x16_i7x16(y, w))
+}
+
+/// Q6_K with `simd128` alone: the weights minus 32 (in -32..=31), multiplied by widening.
+#[cfg_attr(feature = "relaxed-simd", allow(dead_code))]
+fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
+    q6k_body(row, qs, 32, dot16_small_i16)
 }
 
 fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
@@ -138,40 +178,68 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     q6k_extmul(row, qs)
 }
 
-#[cfg_attr(feature = "relaxed-simd", allow(dead_code))]
-fn q6k_extmul<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
-    let mut sum = [0f32; T];
+/// The Q6_K kernel with each 16 weights minus `offset` (32, their true values, or 0, the
+/// stored 6 bits) and `dot16(w, y)`, the 8 i16 lanes of pairs of products of 16 weights and
+/// 16 activations. With offset 0 the missing `-32 · Σ scale · Σ y` is taken from Q8_K's
+/// block sums, so both give the same exact integers.
+#[inline(always)]
+fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot16: impl Fn(v128, v128) -> v128) -> [f32; T] {
+    let zero = i32x4_splat(0);
+    let mut sums = Sums::<T>::new();
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
-        // 16 vectors of 16 six-bit weights (minus 32) with their scales; vector (half,
-        // g, k) holds values 128·half + 16·g + 32·k + 0..16.
-        let mut w = [u8x16_splat(0); 16];
-        let mut scale = [i16x8_splat(0); 16];
+        let ys: [&[i8]; T] = core::array::from_fn(|t| &qs[t].q8k[256 * i..256 * i + 256]);
+        // As in `q4k`, sixteen weights at a time against every token, so that the weights,
+        // their scale and the tokens' sums stay in registers. Vector (half, g, k) holds
+        // values 128·half + 16·g + 32·k + 0..16, with the scale of value block
+        // n = 8·half + g + 2·k (16 values each), which weighs that block's sum too.
+        let mut acc = [zero; T];
+        let mut block_scales = [0i16; 16];
         for half in 0..2 {
             let (ql, qh, sc) = (&b[64 * half..64 * half + 64], &b[128 + 32 * half..160 + 32 * half], &b[192 + 8 * half..200 + 8 * half]);
             for g in 0..2 {
-                for (k, qv) in q6k_weights16(ql, qh, 16 * g).into_iter().enumerate() {
-                    w[8 * half + 4 * g + k] = qv;
-                    scale[8 * half + 4 * g + k] = i16x8_splat(i16::from(sc[g + 2 * k] as i8));
-                }
-            }
-        }
-        for (t, q) in qs.iter().enumerate() {
-            let y = &q.q8k[256 * i..256 * i + 256];
-            let mut acc = i32x4_splat(0);
-            for half in 0..2 {
-                for g in 0..2 {
-                    for k in 0..4 {
-                        let v = 8 * half + 4 * g + k;
-                        let at = 128 * half + 16 * g + 32 * k;
-                        acc = i32x4_add(acc, i32x4_dot_i16x8(dot16_small_i16(w[v], load_i8(&y[at..at + 16])), scale[v]));
+                // Two of the four vectors at a time, written out (iterating over them kept
+                // them in memory).
+                let w = q6k_weights16_offset(ql, qh, 16 * g, offset);
+                for k in (0..4).step_by(2) {
+                    let (s0, s1) = (i16::from(sc[g + 2 * k] as i8), i16::from(sc[g + 2 * k + 2] as i8));
+                    block_scales[8 * half + g + 2 * k] = s0;
+                    block_scales[8 * half + g + 2 * k + 2] = s1;
+                    let (scale0, scale1, at) = (i16x8_splat(s0), i16x8_splat(s1), 128 * half + 16 * g + 32 * k);
+                    for t in 0..T {
+                        let y = &ys[t][at..at + 48];
+                        let p0 = i32x4_dot_i16x8(dot16(w[k], load_i8(&y[..16])), scale0);
+                        let p1 = i32x4_dot_i16x8(dot16(w[k + 1], load_i8(&y[32..])), scale1);
+                        acc[t] = i32x4_add(acc[t], i32x4_add(p0, p1));
                     }
                 }
             }
-            sum[t] += q.q8k_d[i] * d * hsum(acc) as f32;
+        }
+        // Each token's integer sum, as a vector whose lanes add up to it.
+        let scales16 = [load_i16(&block_scales[..8]), load_i16(&block_scales[8..])];
+        let token_sum = |t: usize| {
+            if offset != 0 {
+                return acc[t];
+            }
+            let bsums = &qs[t].q8k_bsums[16 * i..16 * i + 16];
+            let offsets =
+                i32x4_add(i32x4_dot_i16x8(load_i16(&bsums[..8]), scales16[0]), i32x4_dot_i16x8(load_i16(&bsums[8..]), scales16[1]));
+            i32x4_sub(acc[t], i32x4_shl(offsets, 5))
+        };
+        if T.is_multiple_of(4) {
+            let dv = f32x4_splat(d);
+            for (g, four) in qs.chunks_exact(4).enumerate() {
+                let s = f32x4_convert_i32x4(hsum4([token_sum(4 * g), token_sum(4 * g + 1), token_sum(4 * g + 2), token_sum(4 * g + 3)]));
+                // The scalar expression below, lane by lane.
+                sums.vectors[g] = f32x4_add(sums.vectors[g], f32x4_mul(f32x4_mul(scales4(four, i), dv), s));
+            }
+        } else {
+            for (t, q) in qs.iter().enumerate() {
+                sums.lanes[t] += q.q8k_d[i] * d * hsum(token_sum(t)) as f32;
+            }
         }
     }
-    sum
+    sums.finish()
 }
 
 /// These kernels against the scalar ones, bit for bit, on seeded rows of three
