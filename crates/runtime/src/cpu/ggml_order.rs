@@ -99,15 +99,21 @@ pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
                     }
                 }
             }
-            let [a0, a1, a2, a3] = acc;
-            let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
-            let mut sum = f64::from(reduce16(&folded));
-            for i in np..hd {
-                sum += f64::from(x[i] * y[i]);
-            }
-            sum as f32
+            fold_vec_dot(acc, &x[np..], &y[np..])
         }
     }
+}
+
+/// The end of [`Order::VecDot`]: the four 16-lane accumulators added pairwise, folded by
+/// the tree, and the products of the tail past a multiple of 64 (`x`, `y`) added in f64.
+#[inline(always)]
+fn fold_vec_dot([a0, a1, a2, a3]: [[f32; LANES]; 4], x: &[f32], y: &[f32]) -> f32 {
+    let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
+    let mut sum = f64::from(reduce16(&folded));
+    for (x, y) in x.iter().zip(y) {
+        sum += f64::from(x * y);
+    }
+    sum as f32
 }
 
 /// `y[i] = a·x[i] + y[i]` for every `i < y.len()`, for half-precision `a` and `x`
@@ -228,13 +234,7 @@ mod tests {
                     let a = &mut acc[(i % (4 * LANES)) / LANES][i % LANES];
                     *a = x[i].mul_add(y[i], *a);
                 }
-                let [a0, a1, a2, a3] = acc;
-                let folded: [f32; LANES] = std::array::from_fn(|l| (a0[l] + a2[l]) + (a1[l] + a3[l]));
-                let mut sum = f64::from(reduce16(&folded));
-                for i in np..hd {
-                    sum += f64::from(x[i] * y[i]);
-                }
-                sum as f32
+                fold_vec_dot(acc, &x[np..], &y[np..])
             }
         }
     }
