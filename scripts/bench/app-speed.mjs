@@ -44,7 +44,7 @@ const ask = async (q, typing = 0) => {
   } else await page.fill('#question', q);
   await page.click('#ask-button');
   await page.waitForFunction(() => /Answered in|Stopped/.test(document.querySelector('#answer-status').textContent), null, { timeout: 20 * 60_000 });
-  return page.evaluate(() => ({ answer: document.querySelector('#answer').textContent, first: Number(document.querySelector('#answer-box').dataset.firstToken), end: Number(document.querySelector('#answer-box').dataset.seconds), reused: Number(document.querySelector('#answer-box').dataset.reusedTokens), sources: document.querySelector('#sources').textContent.slice(0, 200) }));
+  return page.evaluate(() => ({ answer: document.querySelector('#answer').textContent, first: Number(document.querySelector('#answer-box').dataset.firstToken), end: Number(document.querySelector('#answer-box').dataset.seconds), reused: Number(document.querySelector('#answer-box').dataset.reusedTokens), retrieve: Number(document.querySelector('#answer-box').dataset.retrieveSeconds), prefill: Number(document.querySelector('#answer-box').dataset.prefillSeconds), prompt: Number(document.querySelector('#answer-box').dataset.promptTokens), sources: document.querySelector('#sources').textContent.slice(0, 200) }));
 };
 
 await clock('first visit to models ready', async () => {
@@ -58,11 +58,11 @@ await clock(`${(text.length / 1000).toFixed(0)} KB article searchable`, async ()
   await page.locator('#doc-list li[data-id]').first().waitFor({ timeout: 10 * 60_000 });
 });
 const a = await ask(question.question);
-Object.assign(figures, { question: question.question, gold: question.answers[0].text, answer: a.answer, 'first words (s)': a.first, 'answer end (s)': a.end, 'prompt tokens reused': a.reused });
+Object.assign(figures, { question: question.question, gold: question.answers[0].text, answer: a.answer, 'first words (s)': a.first, 'answer end (s)': a.end, 'prompt tokens': a.prompt, 'prompt tokens reused': a.reused, 'search (s)': a.retrieve, 'prompt read (s)': a.prefill });
 // Another question of the article, typed: first words counted from the click on Ask.
 const typed = article.paragraphs.flatMap((p) => p.qas).filter((q) => !q.is_impossible)[1];
 const t = await ask(typed.question, 250);
-Object.assign(figures, { 'typed question': typed.question, 'typed gold': typed.answers[0].text, 'typed answer': t.answer, 'typed: first words after Ask (s)': t.first, 'typed: answer end (s)': t.end, 'typed: prompt tokens read ahead': t.reused, 'typing (s)': Number(((typed.question.length * 250) / 1000).toFixed(1)) });
+Object.assign(figures, { 'typed question': typed.question, 'typed gold': typed.answers[0].text, 'typed answer': t.answer, 'typed: first words after Ask (s)': t.first, 'typed: answer end (s)': t.end, 'typed: prompt tokens': t.prompt, 'typed: prompt tokens read ahead': t.reused, 'typed: prompt read (s)': t.prefill, 'typing (s)': Number(((typed.question.length * 250) / 1000).toFixed(1)) });
 // A question the article does not answer (SQuAD v2's is_impossible), pasted: where the
 // answerer's probe reads the passages as not answering, nothing is written and the refusal
 // comes once the prompt is read.

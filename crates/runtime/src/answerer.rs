@@ -32,6 +32,9 @@ pub struct Reply {
     /// Prompt tokens not run again: the start this prompt shares with one the model had
     /// kept (the last answer's, or one read ahead: [`Answerer::read_ahead`]).
     pub reused_tokens: usize,
+    /// The prompt's tokens, reused ones included (0 for a hosted model, which does not
+    /// say).
+    pub prompt_tokens: usize,
     /// The answerer's probabilities for its reply and for the refusal (local models only).
     pub probabilities: Option<ReplyProbabilities>,
 }
@@ -166,6 +169,7 @@ impl<B: Backend> Answerer for Lm<B> {
             let (prefix, reused_tokens, state) =
                 self.prefill_reusing_state(self.prompt_tokens(Prompt::Chat(&messages))?, fitted.map(|p| p.layer)).await?;
             let probe = fitted.zip(state).map(|(p, state)| p.margin(&state));
+            let prompt_tokens = prefix.tokens().len();
             let prefill_seconds = crate::lm::now_seconds() - start;
             if options.probe_decides && probe.is_some_and(|margin| margin < 0.0) {
                 let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
@@ -175,6 +179,7 @@ impl<B: Backend> Answerer for Lm<B> {
                     prefill_seconds,
                     decode_seconds: 0.0,
                     reused_tokens,
+                    prompt_tokens,
                     probabilities: Some(ReplyProbabilities { refusal, reply: 0.0, verified: None, probe }),
                 });
             }
@@ -194,6 +199,7 @@ impl<B: Backend> Answerer for Lm<B> {
                 prefill_seconds: prefill_seconds + g.prefill_seconds,
                 decode_seconds: g.decode_seconds,
                 reused_tokens,
+                prompt_tokens,
                 probabilities,
             })
         })

@@ -53,6 +53,7 @@ fn an_answer_read_ahead_runs_only_its_question_and_answers_as_from_scratch() {
     assert!(kept > 60 && kept == lm.kept_prompt_tokens(), "{kept} tokens read ahead");
     let a = block_on(ask(&lib, &mut e, &lm, QUESTION, &params(), |_| ControlFlow::Continue(()))).unwrap();
     assert_eq!(a.reused_tokens, kept, "the answer reuses all that was read ahead");
+    assert!(fresh.prompt_tokens > kept && a.prompt_tokens == fresh.prompt_tokens, "{} prompt tokens, {kept} read ahead", a.prompt_tokens);
     assert_eq!(a.answer, fresh.answer);
     assert_eq!(a.cited, fresh.cited);
 

@@ -83,6 +83,8 @@ pub struct Answer {
     /// Prompt tokens the answerer did not run again: the start the prompt shared with the
     /// one it kept (the last answer's, or one read ahead with [`read_ahead`]).
     pub reused_tokens: usize,
+    /// The prompt's tokens, reused ones included (0 for a hosted answerer).
+    pub prompt_tokens: usize,
     /// Generation time.
     pub decode_seconds: f64,
     /// Why generation stopped.
@@ -398,6 +400,7 @@ pub async fn answer(
         retrieve_seconds,
         prefill_seconds: g.prefill_seconds,
         reused_tokens: g.reused_tokens,
+        prompt_tokens: g.prompt_tokens,
         decode_seconds: g.decode_seconds,
         finish: g.finish,
         evidence,
@@ -459,6 +462,7 @@ mod tests {
                     prefill_seconds: 0.0,
                     decode_seconds: 0.0,
                     reused_tokens: 0,
+                    prompt_tokens: 0,
                     probabilities: self.probabilities,
                 })
             })
@@ -587,7 +591,15 @@ mod tests {
                 if !text.is_empty() {
                     let _ = on_text(text);
                 }
-                let reply = Reply { text: text.into(), finish, prefill_seconds: 0.0, decode_seconds: 0.0, reused_tokens: 0, probabilities };
+                let reply = Reply {
+                    text: text.into(),
+                    finish,
+                    prefill_seconds: 0.0,
+                    decode_seconds: 0.0,
+                    reused_tokens: 0,
+                    prompt_tokens: 0,
+                    probabilities,
+                };
                 Ok(reply)
             })
         }

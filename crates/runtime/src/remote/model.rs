@@ -157,6 +157,7 @@ impl<T: Transport> RemoteModel<T> {
             prefill_seconds: began - started,
             decode_seconds: now - began,
             reused_tokens: 0,
+            prompt_tokens: 0,
             probabilities: None,
         })
     }

@@ -141,6 +141,10 @@ struct Record<'a> {
     /// `--forced`: what the model wrote with its refusal's opening banned, when it refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     forced: Option<String>,
+    /// The passages the answerer was shown (ours), in their order: what a rule fitted on
+    /// these records can read besides the evidence.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    passages: Vec<String>,
 }
 
 /// The `rlm/rag-prompt` wording (LangChain hub), as the tutorials send it.
@@ -231,6 +235,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
         for (i, q) in questions.iter().enumerate() {
             let t = Instant::now();
             let mut forced = None;
+            let mut passages = Vec::new();
             let (answer, written, evidence, grounded, prefill) =
                 match method {
                     AnswerMethod::Ours => {
@@ -240,6 +245,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                             ControlFlow::Continue(())
                         }))?;
                         let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
+                        passages = r.sources.iter().map(|s| s.text.clone()).collect();
                         if a.forced && is_refusal(&written) {
                             forced = Some(forced_reply(&lm, library, embedder.as_mut(), &q.question, &params)?);
                         }
@@ -282,6 +288,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                 seconds: t.elapsed().as_secs_f64(),
                 prefill_seconds: prefill,
                 forced,
+                passages,
             };
             eprintln!(
                 "docmem eval answers: {method:?} {}/{}: {:?} (gold {:?}) {:.1} s",
