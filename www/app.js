@@ -1270,7 +1270,7 @@ async function openDocMem(remote) {
   showStorage();
   renderPicker();
   // The answer prompt's instructions, which every answer starts with, are read now, while
-  // the page waits for a first question: on two CPU cores they take the 1.5B about four
+  // the page waits for a first question: on two CPU cores they take the 1.5B about three
   // seconds, which a question pasted in without focusing the box first would wait for.
   // The read gives way to any request (a dropped document, an ask, which keeps what it read).
   dm.readAhead('', { k: ASK_K }).catch(() => {});

@@ -2,7 +2,7 @@
 //! way runs only what differs.
 //!
 //! Why: on a CPU an answer's first words wait for its whole prompt to be prefilled (the
-//! 1.5B reads about 11 tokens a second in wasm on two cores), and answer prompts share a
+//! 1.5B reads about 30 tokens a second in wasm on two cores), and answer prompts share a
 //! long start: the chat template and the instructions always, the first passages when a
 //! follow-up question finds them again, and every passage when the prompt was read ahead
 //! while the question was still being typed ([`super::Lm::prefill_ahead`]). As llama.cpp's

@@ -50,7 +50,7 @@ impl<'a, B: Backend> LmReader<'a, B> {
 }
 
 /// Prompt tokens prefilled between two questions to [`LmReader::interrupt`] (a 1.5B model
-/// on two wasm threads prefills about 11 tokens a second: a stop waits a few seconds). A
+/// on two wasm threads prefills about 30 tokens a second: a stop waits about a second). A
 /// stopped window goes on from a whole piece, so this must not change between calls.
 const PREFILL_CHUNK: usize = 32;
 
