@@ -374,7 +374,7 @@ export interface Answer {
   seconds: { retrieve: number; prefill: number; decode: number };
   /** Prompt tokens the answerer did not run again: read ahead ({@link DocMem.readAhead}), or shared with the last answer's prompt. */
   reusedTokens: number;
-  /** The prompt's tokens, the reused ones included (0 for a hosted answerer, which does not say). */
+  /** The prompt's tokens, the reused ones included (0 for a hosted answerer: its count is not asked for). */
   promptTokens: number;
   /** Clue-guided retrieval's trace, when `clues` was on or auto. */
   clues?: ClueTrace;

@@ -661,7 +661,7 @@ const ops = {
       seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
       // Prompt tokens not run again: read ahead (readAhead), or shared with the last answer's.
       reusedTokens: r.reused_tokens,
-      // The prompt's tokens, reused ones included (0 for a hosted answerer).
+      // The prompt's tokens, reused ones included (0 for a hosted answerer: not asked for).
       promptTokens: r.prompt_tokens,
       // Pieces of text streamed (one per generated token).
       tokens,

@@ -311,6 +311,7 @@ async function addsSettled() {
   try {
     await refreshDocuments(); // after the engine has started again, when a cancel ended it
     if (document.body.dataset.ready === 'true') $('model-label').textContent = readyLabel;
+    readInstructions();
     await showStorage();
   } catch (e) {
     if (e.code !== 'CLOSED') showError(e);
@@ -774,6 +775,17 @@ function answerStatus(text, busy = false) {
 // Passages shown to the answerer: each costs prefill time on the CPU.
 const ASK_K = 4;
 
+// The answer prompt's instructions, which every answer starts with, read while the page
+// waits for a question: when it is ready, when the question box takes the focus, and
+// again once documents have been added (any request ends a read-ahead). On two CPU cores
+// they take the 1.5B about three seconds, which a question pasted in would otherwise wait
+// for; nothing is read when they are kept (an earlier answer's prompt starts with them).
+// A question being typed reads ahead its own prompt instead.
+function readInstructions() {
+  if (!dm || document.body.dataset.ready !== 'true' || asking || $('question').value.trim()) return;
+  dm.readAhead('', { k: ASK_K }).catch(() => {});
+}
+
 // Reading ahead: as a question is typed, the answerer reads the passages it finds so far
 // (DocMem.readAhead), so that on a CPU most of the answer's prompt is read by the time Ask
 // is pressed. Each finished word (and a short pause) sends what there is; a newer
@@ -1064,11 +1076,7 @@ function wire() {
     if (files.length) useOwnFolder(files);
   });
   $('question').addEventListener('input', readAheadSoon);
-  // Into the question box: the answer prompt's instructions, which every answer starts
-  // with, are read while the question is written (nothing to do when they are kept).
-  $('question').addEventListener('focus', () => {
-    if (dm && document.body.dataset.ready === 'true' && !asking) dm.readAhead('', { k: ASK_K }).catch(() => {});
-  });
+  $('question').addEventListener('focus', readInstructions);
   $('ask-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const q = $('question').value.trim();
@@ -1269,11 +1277,7 @@ async function openDocMem(remote) {
   document.body.dataset.ready = 'true';
   showStorage();
   renderPicker();
-  // The answer prompt's instructions, which every answer starts with, are read now, while
-  // the page waits for a first question: on two CPU cores they take the 1.5B about three
-  // seconds, which a question pasted in without focusing the box first would wait for.
-  // The read gives way to any request (a dropped document, an ask, which keeps what it read).
-  dm.readAhead('', { k: ASK_K }).catch(() => {});
+  readInstructions();
 }
 
 /**

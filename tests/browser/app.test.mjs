@@ -529,7 +529,8 @@ try {
   assert.deepEqual(seen.status.slice(0, 2), ['Searching the documents…', 'Searching the documents…']);
   assert.equal(seen.status[2], `Reading ${shownPassages} passage${shownPassages === 1 ? '' : 's'}…`, JSON.stringify(seen.status));
   assert.equal(seen.status[3], 'Writing…');
-  // (The instructions are read ahead once the question box has the focus: an ask reuses them.)
+  // (The instructions are read ahead once the page is ready and when the question box takes
+  // the focus: an ask reuses them.)
   assert.match(seen.status.at(-1), /^Answered in \d+\.\d s \(first words after \d+\.\d s(; \d+ prompt tokens were read already)?\)\.$/);
   await page.screenshot({ path: path.join(out, 'desktop-answer.png'), fullPage: true });
 

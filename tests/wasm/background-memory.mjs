@@ -129,6 +129,7 @@ assert.equal((await partial).superseded, true, 'the newer read-ahead replaced th
 assert.ok(ahead.kept > 50 && !ahead.superseded, JSON.stringify(ahead));
 const answered = await dm.ask(question, { k: 2, maxTokens: 12 });
 assert.equal(answered.reusedTokens, ahead.kept, 'the ask reused what was read ahead');
+assert.ok(answered.promptTokens > answered.reusedTokens, `${answered.promptTokens} prompt tokens, ${answered.reusedTokens} reused`);
 dm.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 console.log(`background memories: ok (${events.length} progress reports, memory ${written.seconds.toFixed(1)} s, ${((performance.now() - t0) / 1000).toFixed(1)} s)`);

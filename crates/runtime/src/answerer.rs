@@ -32,8 +32,8 @@ pub struct Reply {
     /// Prompt tokens not run again: the start this prompt shares with one the model had
     /// kept (the last answer's, or one read ahead: [`Answerer::read_ahead`]).
     pub reused_tokens: usize,
-    /// The prompt's tokens, reused ones included (0 for a hosted model, which does not
-    /// say).
+    /// The prompt's tokens, reused ones included (0 for a hosted model: its count is not
+    /// asked for).
     pub prompt_tokens: usize,
     /// The answerer's probabilities for its reply and for the refusal (local models only).
     pub probabilities: Option<ReplyProbabilities>,
@@ -148,8 +148,8 @@ pub trait Answerer {
 }
 
 /// Tokens read ahead between two looks at `stop` ([`Answerer::read_ahead`]): a request
-/// that arrives waits for at most this many (about 1.5 s for the 1.5B in wasm on two
-/// cores), and enough to keep the matrix products batched.
+/// that arrives waits for at most this many (about half a second for the 1.5B in wasm on
+/// two cores), and enough to keep the matrix products batched.
 pub const AHEAD_CHUNK: usize = 16;
 
 impl<B: Backend> Answerer for Lm<B> {

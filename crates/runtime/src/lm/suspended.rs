@@ -3,7 +3,7 @@
 //! Why: a page writes a document's memory in the background with the same model that
 //! answers questions, and a question takes the model at once (the reader is asked before
 //! every prompt piece and decoding step). On two CPU cores the 1.5B reads a window's
-//! prompt for a minute or more and writes its memory for minutes more, and a user asks
+//! prompt (about 1,200 tokens) for most of a minute and writes its memory for minutes more, and a user asks
 //! (or types, which reads ahead) more often than that: a window that started again from
 //! nothing after each question would never end. So the work stopped is kept, the prompt
 //! read so far or the paths being decoded with their caches and samplers, and the next

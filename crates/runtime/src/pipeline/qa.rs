@@ -83,7 +83,8 @@ pub struct Answer {
     /// Prompt tokens the answerer did not run again: the start the prompt shared with the
     /// one it kept (the last answer's, or one read ahead with [`read_ahead`]).
     pub reused_tokens: usize,
-    /// The prompt's tokens, reused ones included (0 for a hosted answerer).
+    /// The prompt's tokens, reused ones included (0 for a hosted answerer: its count is not
+    /// asked for).
     pub prompt_tokens: usize,
     /// Generation time.
     pub decode_seconds: f64,

@@ -141,8 +141,9 @@ struct Record<'a> {
     /// `--forced`: what the model wrote with its refusal's opening banned, when it refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     forced: Option<String>,
-    /// The passages the answerer was shown (ours), in their order: what a rule fitted on
-    /// these records can read besides the evidence.
+    /// The text of each passage the answerer was shown (ours), in their order, without the
+    /// titles the prompt numbers them with: what a rule fitted on these records can read
+    /// besides the evidence (absent when nothing was found).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     passages: Vec<String>,
 }
