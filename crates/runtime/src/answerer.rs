@@ -211,24 +211,40 @@ impl<B: Backend> Answerer for Lm<B> {
 
     fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, Error>> {
         boxed(async move {
-            if user_turn_start.is_empty() {
-                return Ok(0);
+            // The instructions alone (an app waiting for a question): nothing to read when
+            // the kept prompt starts with them in either language, so that a Chinese
+            // question's prompt is not cut back to read the English ones.
+            let instructions = [false, true].map(docmem_core::answer::instructions);
+            if instructions.contains(&user_turn_start) {
+                for start in instructions {
+                    if let Some(tokens) = self.turn_start_tokens(start)?.filter(|t| self.keeps_prompt_start(t)) {
+                        return Ok(tokens.len());
+                    }
+                }
             }
-            // The chat as the reply will render it, cut where the given start ends.
-            let rendered = self.render_chat(&[ChatMessage::new("user", user_turn_start)])?;
-            let Some(at) = rendered.rfind(user_turn_start) else { return Ok(0) };
-            let mut tokens = self.tokenizer.encode_prompt(&rendered[..at + user_turn_start.len()])?;
-            // Its last token may join what follows into another token in the whole prompt.
-            tokens.pop();
-            if tokens.is_empty() {
-                return Ok(0);
+            match self.turn_start_tokens(user_turn_start)? {
+                Some(tokens) => self.prefill_ahead(&tokens, AHEAD_CHUNK, stop).await,
+                None => Ok(0),
             }
-            self.prefill_ahead(&tokens, AHEAD_CHUNK, stop).await
         })
     }
 }
 
 impl<B: Backend> Lm<B> {
+    /// The tokens of a chat whose user turn begins with `user_turn_start`, as the reply will
+    /// render it, up to the end of that start less its last token (which may join what
+    /// follows into another token in the whole prompt); `None` when there are none.
+    fn turn_start_tokens(&self, user_turn_start: &str) -> Result<Option<Vec<u32>>, Error> {
+        if user_turn_start.is_empty() {
+            return Ok(None);
+        }
+        let rendered = self.render_chat(&[ChatMessage::new("user", user_turn_start)])?;
+        let Some(at) = rendered.rfind(user_turn_start) else { return Ok(None) };
+        let mut tokens = self.tokenizer.encode_prompt(&rendered[..at + user_turn_start.len()])?;
+        tokens.pop();
+        Ok(Some(tokens).filter(|t| !t.is_empty()))
+    }
+
     /// The token a reply opens with when it is the refusal ([`REFUSAL`]'s first token, as
     /// it stands at the start of the assistant's turn); `None` when it encodes to nothing.
     pub fn refusal_opening(&self) -> Result<Option<u32>, Error> {

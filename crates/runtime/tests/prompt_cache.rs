@@ -103,3 +103,23 @@ fn an_empty_start_or_a_stop_at_once_keeps_nothing() {
     assert_eq!(block_on(lm.read_ahead("Answer the question using only the passages below.", &|| true)).unwrap(), 0);
     assert_eq!(lm.kept_prompt_tokens(), 0);
 }
+
+#[test]
+fn an_empty_read_ahead_leaves_a_chinese_answers_prompt_kept() {
+    // The page reads the instructions ahead whenever it waits for a question; after a
+    // Chinese question the kept prompt starts with the Chinese instructions, and reading
+    // the English ones would cut it back for the next question.
+    let mut e = HashingEmbedder::new(64);
+    let lib = library(&mut e);
+    let lm = smollm();
+    let question = "卡克斯顿最早在哪里开设印刷店？";
+    let first = block_on(ask(&lib, &mut e, &lm, question, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    let kept = lm.kept_prompt_tokens();
+    assert!(kept > 20 && first.prompt_tokens == kept, "{kept} kept of {} prompt tokens", first.prompt_tokens);
+    let instructions = block_on(read_ahead(&lib, &mut e, &lm, "", &params(), &|| false)).unwrap();
+    assert!(instructions > 20 && instructions < kept, "{instructions} of {kept}");
+    assert_eq!(lm.kept_prompt_tokens(), kept, "the Chinese answer's prompt stays kept");
+    let again = block_on(ask(&lib, &mut e, &lm, question, &params(), |_| ControlFlow::Continue(()))).unwrap();
+    assert_eq!(again.reused_tokens, kept - 1, "all of it but the last token is reused");
+    assert_eq!(again.answer, first.answer);
+}

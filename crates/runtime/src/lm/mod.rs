@@ -668,6 +668,11 @@ impl<B: Backend> Lm<B> {
         self.prompt_cache.len()
     }
 
+    /// Whether the prompt this model keeps starts with `tokens`.
+    pub fn keeps_prompt_start(&self, tokens: &[u32]) -> bool {
+        self.prompt_cache.starts_with(tokens)
+    }
+
     /// [`Lm::prefill_tokens`] `chunk` tokens at a time, asking `stop` between chunks: `None`
     /// when it said to stop. For work that must give the model to another caller soon
     /// (a background memory's window gives way to a question) without waiting for a

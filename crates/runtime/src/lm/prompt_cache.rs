@@ -44,6 +44,11 @@ impl<C> PromptCache<C> {
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(prefix);
     }
 
+    /// Whether the kept prompt starts with `tokens`.
+    pub(crate) fn starts_with(&self, tokens: &[u32]) -> bool {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|p| p.tokens().starts_with(tokens))
+    }
+
     /// Tokens kept.
     pub(crate) fn len(&self) -> usize {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |p| p.tokens().len())
