@@ -9,8 +9,22 @@ logistic regression with an L2 penalty over the standardized state is fitted and
 unanswerable questions the probe refuses when its threshold lets it refuse at most 10% of
 the answerable ones. Needs numpy (the bench venv has it).
 
-    python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [--l2 10] [--position last|question]
-        [--explore] [--write LAYER OUT.json]
+    python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [more-states.jsonl ...] [--l2 10]
+        [--position last|question] [--exclude RECORDS.jsonl] [--curve] [--rules LAYER] [--explore]
+        [--write LAYER OUT.json]
+
+Several states files are read as one (a question recorded twice counts once).
+`--exclude` leaves out the questions of another run's records (JSON lines with an `id`):
+questions kept apart to measure the rule on, which the probe must not be fitted on.
+`--rules LAYER` compares decisions built on that layer's probe (cross-validated scores), in
+runs that recorded the model's lean towards its refusal (`refusal_opening`: the refusal's
+opening token's log-probability after the prompt, and whether it is the greedy token, which
+is when the model writes the refusal itself): the probe with the model's own refusals on
+top (the rule in use), and a logistic rule over the probe and that log-probability, with
+and without the model's refusals on top (without, the rule overrules them).
+`--curve` says whether more questions would help: for each layer, the held-out AUC of
+probes fitted on growing shares of the training folds, each scored on the same held-out
+fold.
 
 `--position question` reads the states at the question's last token (runs that recorded
 `question_states`); `--explore` also scores both tokens side by side and runs of three
@@ -28,17 +42,32 @@ import sys
 import numpy as np
 
 
-def load(path, position="last"):
-    """The states per layer at `position`: "last" (the prompt's last token: `states`) or
-    "question" (the question's last token: `question_states`, in runs that have them)."""
-    rows = [json.loads(line) for line in open(path)]
+def states(rows, position="last"):
+    """The states per layer at `position` of the records `rows` ([`load_rows`]): "last" (the
+    prompt's last token: `states`) or "question" (the question's last token:
+    `question_states`, in runs that have them). Every record must have the same layers."""
     layers = rows[0]["layers"]
+    if any(r["layers"] != layers for r in rows):
+        sys.exit("the states files record different layers")
     key = {"last": "states", "question": "question_states"}[position]
     if key not in rows[0]:
-        sys.exit(f"{path}: no {key} (a --states run before the question's token was recorded)")
+        sys.exit(f"no {key} (a --states run before the question's token was recorded)")
     y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
     x = {l: np.array([r[key][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
     return layers, x, y
+
+
+def load_rows(paths, exclude=frozenset()):
+    """The records of `paths` in order, each question once, those in `exclude` left out."""
+    rows, seen = [], set()
+    for path in paths:
+        for line in open(path):
+            r = json.loads(line)
+            if r["id"] in seen or r["id"] in exclude:
+                continue
+            seen.add(r["id"])
+            rows.append(r)
+    return rows
 
 
 def fit(x, y, l2, iters=300):
@@ -113,24 +142,104 @@ def report(name, x, y, l2):
     print(f"| {name} | {auc(s, y):.3f} | {100 * refused_u:.0f}% (answerable {100 * refused_a:.0f}%) |")
 
 
+def learning_curve(name, x, y, l2, folds=5, seed=7):
+    """Held-out AUC of probes fitted on 25%, 50%, 75% and all of each training fold, every
+    probe of a fold scored on that fold's held-out questions: a curve still rising at 100%
+    says more questions would give a better probe."""
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(y))
+    shares = (0.25, 0.5, 0.75, 1.0)
+    scores = {f: np.empty(len(y)) for f in shares}
+    for k in range(folds):
+        test = idx[k::folds]
+        train = np.setdiff1d(idx, test)
+        train = rng.permutation(train)
+        for f in shares:
+            part = train[: int(round(f * len(train)))]
+            scores[f][test] = score(fit(x[part], y[part], l2), x[test])
+    n_train = len(y) * (folds - 1) // folds
+    cells = []
+    for f in shares:
+        s = scores[f]
+        t = threshold_at(s, y)
+        cells.append(f"{auc(s, y):.3f} / {100 * (s[y == 0] < t).mean():.0f}%")
+    print(f"| {name} | " + " | ".join(cells) + f" |  (training questions: {', '.join(str(int(round(f * n_train))) for f in shares)})")
+
+
+def best_unanswerable_refused(score, own, y, budget):
+    """The largest share of unanswerable questions refused by "score below a threshold, or
+    the model's own refusal" (`own`: a boolean per question, all False to overrule the
+    model) over thresholds that refuse at most `budget` of the answerable ones."""
+    best = 0.0
+    for t in np.concatenate([np.unique(score), [-np.inf]]):
+        refused = (score < t) | own
+        if refused[y == 1].mean() <= budget + 1e-9:
+            best = max(best, refused[y == 0].mean())
+    return best
+
+
+def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20)):
+    """Decisions built on the probe's held-out scores `x`-probe, compared at each budget of
+    answerable questions refused (see the module doc, `--rules`)."""
+    if any(r.get("refusal_opening") is None for r in rows):
+        sys.exit("--rules: the records lack refusal_opening (a --states run before it was recorded)")
+    own = np.array([r["refusal_opening"]["greedy"] for r in rows])
+    opening = np.array([r["refusal_opening"]["logprob"] for r in rows])
+    probe = cross_validate(x, y, l2)
+    combined = cross_validate(np.column_stack([probe, opening]), y, 1.0)
+    none = np.zeros(len(y), dtype=bool)
+    print(f"the model's own refusals (greedy opening): {100 * own[y == 1].mean():.0f}% of answerable, {100 * own[y == 0].mean():.0f}% of unanswerable")
+    print("| rule | " + " | ".join(f"unanswerable refused at <= {100 * b:.0f}% answerable" for b in budgets) + " |")
+    print("| --- |" + " --- |" * len(budgets))
+    for name, score, on_top in (
+        ("the probe, the model's refusals on top (in use)", probe, own),
+        ("the probe alone, the model's refusals overruled", probe, none),
+        ("the refusal's opening log-probability alone (refusing above a threshold)", -opening, none),
+        ("the probe and that log-probability, the model's refusals on top", combined, own),
+        ("the probe and that log-probability, overruling the model", combined, none),
+    ):
+        cells = [f"{100 * best_unanswerable_refused(score, on_top, y, b):.0f}%" for b in budgets]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main():
     args = sys.argv[1:]
-    path = args[0]
+    paths = []
+    for a in args:
+        if a.startswith("--"):
+            break
+        paths.append(a)
+    if not paths:
+        sys.exit(__doc__)
     l2 = float(args[args.index("--l2") + 1]) if "--l2" in args else 10.0
     position = args[args.index("--position") + 1] if "--position" in args else "last"
     if "--write" in args and position != "last":
         sys.exit("--write: the runtime reads the prompt's last token (--position last)")
-    layers, x, y = load(path, position)
+    exclude = set()
+    if "--exclude" in args:
+        exclude = {json.loads(line)["id"] for line in open(args[args.index("--exclude") + 1])}
+    rows = load_rows(paths, frozenset(exclude))
+    layers, x, y = states(rows, position)
+    if exclude:
+        print(f"left out: the {len(exclude)} questions of {args[args.index('--exclude') + 1]}")
     print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
     print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
     print("| --- | --- | --- |")
     for l in layers:
         report(str(l), x[l], y, l2)
+    if "--curve" in args:
+        print("| layer | AUC / unanswerable refused at <= 10%, fitted on 25% | 50% | 75% | 100% of the training folds |")
+        print("| --- | --- | --- | --- | --- |")
+        for l in layers:
+            learning_curve(str(l), x[l], y, l2)
+    if "--rules" in args:
+        layer = int(args[args.index("--rules") + 1])
+        rules(rows, x[layer], y, l2)
     if "--explore" in args:
         # Readings the runtime does not take (yet): both tokens at once, and the states of
         # a run of layers averaged or side by side.
-        if position == "last" and "question_states" in json.loads(open(path).readline()):
-            _, xq, _ = load(path, "question")
+        if position == "last" and "question_states" in rows[0]:
+            _, xq, _ = states(rows, "question")
             for l in layers:
                 report(f"{l}, question and last token side by side", np.hstack([xq[l], x[l]]), y, l2)
         for lo in range(len(layers) - 2):

@@ -273,9 +273,9 @@ fn manifest_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }
 
-#[test]
-fn eval_retrieval_scores_budgets_and_splits() {
-    // Two articles in the SQuAD layout; every question is searched against both.
+/// Two articles in the SQuAD layout, four paragraphs, each with one answerable and one
+/// unanswerable question, written to `dir/squad.json` (`dir` made afresh).
+fn printing_squad(dir: &std::path::Path) -> std::path::PathBuf {
     let mut paragraphs = Vec::new();
     for (i, (fact, answer)) in [
         ("William Caxton brought the printing press to England in 1476.", "William Caxton"),
@@ -300,11 +300,18 @@ fn eval_retrieval_scores_budgets_and_splits() {
         {"title": "Early printing", "paragraphs": paragraphs[..2]},
         {"title": "Later printing", "paragraphs": paragraphs[2..]}
     ]});
-    let dir = std::env::temp_dir().join(format!("docmem-eval-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("squad.json");
     std::fs::write(&file, data.to_string()).unwrap();
+    file
+}
+
+#[test]
+fn eval_retrieval_scores_budgets_and_splits() {
+    // Every question is searched against both articles.
+    let dir = std::env::temp_dir().join(format!("docmem-eval-{}", std::process::id()));
+    let file = printing_squad(&dir);
     let (f, cache) = (file.display().to_string(), dir.join("cache").display().to_string());
     let run = |split: &str| {
         json(&docmem(&[
@@ -343,6 +350,67 @@ fn eval_retrieval_scores_budgets_and_splits() {
     assert_eq!(dev["questions"].as_u64().unwrap() + test["questions"].as_u64().unwrap(), 4);
     let out = docmem(&["eval", "retrieval", "--data", &f, "--library-cache", &cache, "--split", "train"]);
     assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_refusals_lean() {
+    let dir = std::env::temp_dir().join(format!("docmem-eval-states-{}", std::process::id()));
+    let file = printing_squad(&dir);
+    let model = dir.join("tiny.gguf");
+    let (f, m) = (file.display().to_string(), model.display().to_string());
+    assert!(docmem(&["synth-gguf", "llama-tiny:q4_1", &m, "--seed", "4"]).status.success());
+    let states = dir.join("states.jsonl");
+    let s = states.display().to_string();
+    let args = [
+        "eval",
+        "answers",
+        "--data",
+        &f,
+        "--split",
+        "all",
+        "--answerable",
+        "4",
+        "--unanswerable",
+        "4",
+        "--k",
+        "2",
+        "--methods",
+        "ours",
+        "--answerer",
+        &m,
+        "--embedder",
+        "hashing",
+        "--states",
+        &s,
+        "--state-layers",
+        "0,1",
+    ];
+    let out = docmem(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(&states).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 8, "every question once");
+    // Answerable and unanswerable in turn, so that a run stopped early is balanced.
+    let answerable: Vec<bool> = rows.iter().map(|r| r["answerable"].as_bool().unwrap()).collect();
+    assert_eq!(answerable, [true, false, true, false, true, false, true, false]);
+    for r in &rows {
+        assert_eq!(r["layers"], serde_json::json!([0, 1]));
+        for key in ["states", "question_states"] {
+            let layers = r[key].as_array().unwrap();
+            assert_eq!(layers.len(), 2, "{key}");
+            let first = layers[0].as_array().unwrap();
+            assert!(!first.is_empty() && first.iter().all(|v| v.as_f64().unwrap().is_finite()), "{key}");
+        }
+        let lean = &r["refusal_opening"];
+        assert!(lean["logprob"].as_f64().unwrap() <= 0.0, "{lean}");
+        assert!(lean["greedy"].is_boolean(), "{lean}");
+    }
+    // A layer the model does not have is refused by name.
+    let mut bad = args;
+    bad[bad.len() - 1] = "0,99";
+    let out = docmem(&bad);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("layer 99"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

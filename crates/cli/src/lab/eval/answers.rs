@@ -99,8 +99,9 @@ pub struct AnswersEvalArgs {
     pub out: Option<PathBuf>,
     /// Instead of answering: for each question, the answerer's hidden state at the last
     /// token of its answer prompt (ours) and at the question's last token, one JSON line
-    /// `{id, answerable, retrieval, layers, states, question_states}` appended here: what
-    /// the answerability probe is fitted on.
+    /// `{id, answerable, retrieval, layers, states, question_states, refusal_opening}`
+    /// appended here: what the answerability probe is fitted on (`refusal_opening`: the
+    /// refusal's opening token's `logprob` after the prompt, and whether it is `greedy`).
     #[arg(long)]
     pub states: Option<PathBuf>,
     /// Layers (0-based, comma-separated) whose states `--states` records.
@@ -364,6 +365,7 @@ fn dump_states(
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
     let library = build_library(docs, embedder)?;
     let params = ours_params(a);
+    let refusal = lm.refusal_opening()?;
     // Answerable and unanswerable in turn, so that a run stopped early is still balanced.
     let (yes, no): (Vec<&Question>, Vec<&Question>) = questions.iter().copied().partition(|q| !q.answers.is_empty());
     let mut order = Vec::with_capacity(questions.len());
@@ -374,7 +376,7 @@ fn dump_states(
         let t = Instant::now();
         let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
-        let Some((question_states, states)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)? else {
+        let Some((question_states, states, logits)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)? else {
             eprintln!("docmem eval answers --states: {} skipped: its prompt's tokens do not begin with its question's", q.id);
             continue;
         };
@@ -385,6 +387,7 @@ fn dump_states(
             "layers": a.state_layers,
             "states": states,
             "question_states": question_states,
+            "refusal_opening": refusal.map(|r| opening_reading(&logits, r)),
         });
         serde_json::to_writer(&mut out, &line).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
@@ -393,20 +396,30 @@ fn dump_states(
     Ok(())
 }
 
+/// How the answerer leans towards its refusal before it writes: the log-probability of
+/// the refusal's opening token after the prompt, and whether that token is the greedy
+/// choice (the model would open its reply with the refusal).
+fn opening_reading(logits: &[f32], opening: u32) -> serde_json::Value {
+    serde_json::json!({
+        "logprob": docmem_runtime::lm::log_prob(logits, opening),
+        "greedy": docmem_runtime::lm::argmax(logits) == opening,
+    })
+}
+
 /// One token's hidden state after each of the layers asked for, in that order.
 type LayerStates = Vec<Vec<f32>>;
 
 /// The hidden states after `layers` at two tokens of the answer prompt `messages`: the
 /// question's last (where the model has just read the question after the passages), and
-/// the prompt's last (where the answer begins; what the runtime's probe reads). The prompt
-/// is read in two pieces split after the question, so this costs one prefill. `None` when
-/// the prompt's tokens do not begin with its question's.
+/// the prompt's last (where the answer begins; what the runtime's probe reads), and the
+/// logits after the prompt. The prompt is read in two pieces split after the question, so
+/// this costs one prefill. `None` when the prompt's tokens do not begin with its question's.
 fn prompt_states_at_question(
     lm: &Lm,
     messages: &[docmem_runtime::chat::ChatMessage],
     question: &str,
     layers: &[usize],
-) -> Result<Option<(LayerStates, LayerStates)>, CliError> {
+) -> Result<Option<(LayerStates, LayerStates, Vec<f32>)>, CliError> {
     use docmem_runtime::lm::Prompt;
     let text = lm.render_chat(messages)?;
     let question = question.trim();
@@ -424,8 +437,8 @@ fn prompt_states_at_question(
     };
     let mut cache = docmem_runtime::lm::Backend::new_cache(&lm.backend);
     let (_, at_question) = lm.backend.forward_states(&mut cache, &tokens[..split], layers);
-    let (_, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
-    Ok(Some((at_question, at_end)))
+    let (logits, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
+    Ok(Some((at_question, at_end, logits)))
 }
 
 /// `--exclude-run`'s `A,U`.
