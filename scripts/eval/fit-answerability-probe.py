@@ -17,11 +17,14 @@ Several states files are read as one (a question recorded twice counts once).
 `--exclude` leaves out the questions of another run's records (JSON lines with an `id`):
 questions kept apart to measure the rule on, which the probe must not be fitted on.
 `--rules LAYER` compares decisions built on that layer's probe (cross-validated scores), in
-runs that recorded the model's lean towards its refusal (`refusal_opening`: the refusal's
-opening token's log-probability after the prompt, and whether it is the greedy token, which
-is when the model writes the refusal itself): the probe with the model's own refusals on
-top (the rule in use), and a logistic rule over the probe and that log-probability, with
-and without the model's refusals on top (without, the rule overrules them).
+runs that recorded the model's lean towards its refusal (`refusal_opening`: the log-
+probability of the refusal's first token only, after the prompt, and whether that token is
+the greedy one; `evidence.refusal_logprob` in answer records is the whole refusal's). The
+greedy opening stands in for the model's own refusal, which it nearly always begins. Five
+rules: the probe with the model's own refusals on top (the rule in use); the probe alone,
+overruling them; the opening log-probability alone; and a logistic rule over the probe and
+that log-probability, with and without the model's refusals on top. (That rule is fitted on
+the probe's out-of-fold scores without a nested split, a mild leak for two features.)
 `--curve` says whether more questions would help: for each layer, the held-out AUC of
 probes fitted on growing shares of the training folds, each scored on the same held-out
 fold.
@@ -50,7 +53,7 @@ def states(rows, position="last"):
     if any(r["layers"] != layers for r in rows):
         sys.exit("the states files record different layers")
     key = {"last": "states", "question": "question_states"}[position]
-    if key not in rows[0]:
+    if any(key not in r for r in rows):
         sys.exit(f"no {key} (a --states run before the question's token was recorded)")
     y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
     x = {l: np.array([r[key][i] for r in rows], dtype=np.float64) for i, l in enumerate(layers)}
@@ -169,18 +172,20 @@ def learning_curve(name, x, y, l2, folds=5, seed=7):
 def best_unanswerable_refused(score, own, y, budget):
     """The largest share of unanswerable questions refused by "score below a threshold, or
     the model's own refusal" (`own`: a boolean per question, all False to overrule the
-    model) over thresholds that refuse at most `budget` of the answerable ones."""
-    best = 0.0
+    model) over thresholds that refuse at most `budget` of the answerable ones; None when
+    the model's own refusals alone refuse more."""
+    best = None
     for t in np.concatenate([np.unique(score), [-np.inf]]):
         refused = (score < t) | own
         if refused[y == 1].mean() <= budget + 1e-9:
-            best = max(best, refused[y == 0].mean())
+            best = max(best or 0.0, refused[y == 0].mean())
     return best
 
 
 def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20)):
-    """Decisions built on the probe's held-out scores `x`-probe, compared at each budget of
-    answerable questions refused (see the module doc, `--rules`)."""
+    """Refusal rules built on the cross-validated scores of a probe of the states `x`,
+    compared at each budget of answerable questions refused (see the module doc, `--rules`).
+    "—" where the model's own refusals alone exceed the budget."""
     if any(r.get("refusal_opening") is None for r in rows):
         sys.exit("--rules: the records lack refusal_opening (a --states run before it was recorded)")
     own = np.array([r["refusal_opening"]["greedy"] for r in rows])
@@ -198,7 +203,8 @@ def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20)):
         ("the probe and that log-probability, the model's refusals on top", combined, own),
         ("the probe and that log-probability, overruling the model", combined, none),
     ):
-        cells = [f"{100 * best_unanswerable_refused(score, on_top, y, b):.0f}%" for b in budgets]
+        bests = [best_unanswerable_refused(score, on_top, y, b) for b in budgets]
+        cells = ["—" if b is None else f"{100 * b:.0f}%" for b in bests]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
@@ -221,7 +227,8 @@ def main():
     rows = load_rows(paths, frozenset(exclude))
     layers, x, y = states(rows, position)
     if exclude:
-        print(f"left out: the {len(exclude)} questions of {args[args.index('--exclude') + 1]}")
+        removed = len(load_rows(paths)) - len(rows)
+        print(f"left out: {removed} questions that {args[args.index('--exclude') + 1]} holds")
     print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
     print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
     print("| --- | --- | --- |")
@@ -234,11 +241,13 @@ def main():
             learning_curve(str(l), x[l], y, l2)
     if "--rules" in args:
         layer = int(args[args.index("--rules") + 1])
+        if layer not in x:
+            sys.exit(f"--rules {layer}: the states record layers {layers}")
         rules(rows, x[layer], y, l2)
     if "--explore" in args:
         # Readings the runtime does not take (yet): both tokens at once, and the states of
         # a run of layers averaged or side by side.
-        if position == "last" and "question_states" in rows[0]:
+        if position == "last" and all("question_states" in r for r in rows):
             _, xq, _ = states(rows, "question")
             for l in layers:
                 report(f"{l}, question and last token side by side", np.hstack([xq[l], x[l]]), y, l2)

@@ -9,7 +9,9 @@ off (`docmem eval answers --no-check --out`), whose `refused` is the model's own
 whose `evidence.probe` is the reading of the probe in use when they were asked (its log-odds
 less its threshold). The rule replayed is the runtime's: refuse when the probe reads below
 its threshold, the model's own refusals on top. Questions without states are left out and
-counted.
+counted; only the records of `--methods ours` are read, each question once. Records of a
+run with the check on would be wrong here: their `refused` already holds the probe's own
+refusals.
 
     python3 scripts/eval/replay-probe.py PROBE.json STATES.jsonl [MORE-STATES.jsonl ...] RECORDS.jsonl
 
@@ -34,7 +36,12 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     probe = json.load(open(sys.argv[1]))
-    records = [json.loads(line) for line in open(sys.argv[-1])]
+    records, seen = [], set()
+    for line in open(sys.argv[-1]):
+        r = json.loads(line)
+        if r.get("method", "ours") == "ours" and r["id"] not in seen:
+            seen.add(r["id"])
+            records.append(r)
     states = {}
     for path in sys.argv[2:-1]:
         for line in open(path):
@@ -54,7 +61,7 @@ def main():
     print(f"the model's own refusals: {100 * own[y].mean():.0f}% of answerable, {100 * own[~y].mean():.0f}% of unanswerable")
     print("| probe | AUC | answerable refused | unanswerable refused |")
     print("| --- | --- | --- | --- |")
-    for name, margin in (("recorded (in use when asked)", recorded), (sys.argv[1], replayed)):
+    for name, margin in (("recorded while answering (the probe in use then)", recorded), (f"{sys.argv[1]}, replayed from the states", replayed)):
         refused = own | (margin < 0)
         print(f"| {name} | {auc(margin, y):.3f} | {100 * refused[y].mean():.0f}% | {100 * refused[~y].mean():.0f}% |")
 

@@ -589,3 +589,20 @@ impl Row {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusals_opening_is_read_from_the_logits_after_the_prompt() {
+        let logits = [0.0f32, 1.0, 3.0];
+        let ln_z = (0f64.exp() + 1f64.exp() + 3f64.exp()).ln();
+        let lean = opening_reading(&logits, 2);
+        assert_eq!(lean["greedy"], true);
+        assert!((lean["logprob"].as_f64().unwrap() - (3.0 - ln_z)).abs() < 1e-5, "{lean}");
+        let lean = opening_reading(&logits, 0);
+        assert_eq!(lean["greedy"], false);
+        assert!((lean["logprob"].as_f64().unwrap() + ln_z).abs() < 1e-5, "{lean}");
+    }
+}
