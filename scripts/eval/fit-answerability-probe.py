@@ -61,16 +61,20 @@ def states(rows, position="last"):
 
 
 def load_rows(paths, exclude=frozenset()):
-    """The records of `paths` in order, each question once, those in `exclude` left out."""
-    rows, seen = [], set()
+    """The records of `paths` in order, each question once, those in `exclude` left out;
+    and how many questions were left out."""
+    rows, seen, left_out = [], set(), set()
     for path in paths:
         for line in open(path):
             r = json.loads(line)
-            if r["id"] in seen or r["id"] in exclude:
+            if r["id"] in exclude:
+                left_out.add(r["id"])
+                continue
+            if r["id"] in seen:
                 continue
             seen.add(r["id"])
             rows.append(r)
-    return rows
+    return rows, len(left_out)
 
 
 def fit(x, y, l2, iters=300):
@@ -224,10 +228,9 @@ def main():
     exclude = set()
     if "--exclude" in args:
         exclude = {json.loads(line)["id"] for line in open(args[args.index("--exclude") + 1])}
-    rows = load_rows(paths, frozenset(exclude))
+    rows, removed = load_rows(paths, frozenset(exclude))
     layers, x, y = states(rows, position)
     if exclude:
-        removed = len(load_rows(paths)) - len(rows)
         print(f"left out: {removed} questions that {args[args.index('--exclude') + 1]} holds")
     print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
     print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
