@@ -10,8 +10,8 @@ unanswerable questions the probe refuses when its threshold lets it refuse at mo
 the answerable ones. Needs numpy (the bench venv has it).
 
     python3 scripts/eval/fit-answerability-probe.py dev-states.jsonl [more-states.jsonl ...] [--l2 10]
-        [--position last|question] [--exclude RECORDS.jsonl] [--curve] [--rules LAYER] [--explore]
-        [--write LAYER OUT.json]
+        [--position last|question] [--exclude RECORDS.jsonl] [--groups SQUAD.json] [--curve]
+        [--rules LAYER] [--explore] [--write LAYER OUT.json]
 
 Several states files are read as one (a question recorded twice counts once).
 `--exclude` leaves out the questions of another run's records (JSON lines with an `id`):
@@ -25,6 +25,9 @@ rules: the probe with the model's own refusals on top (the rule in use); the pro
 overruling them; the opening log-probability alone; and a logistic rule over the probe and
 that log-probability, with and without the model's refusals on top. (That rule is fitted on
 the probe's out-of-fold scores without a nested split, a mild leak for two features.)
+`--groups SQUAD.json` (the data the states were recorded on) keeps each paragraph's
+questions in one fold, so that a question's twin written from the same paragraph is never
+on the other side of the split (random folds otherwise).
 `--curve` says whether more questions would help: for each layer, the held-out AUC of
 probes fitted on growing shares of the training folds, each scored on the same held-out
 fold.
@@ -34,7 +37,8 @@ fold.
 layers, averaged and side by side.
 
 `--write` fits the chosen layer on every question and writes what the runtime reads
-(crates/runtime/probes/): {layer, weights, bias, threshold, questions, l2}, the
+(crates/runtime/probes/): {layer, position, weights, bias, threshold, questions, l2}
+(`position`: "prompt" for the prompt's last token, "question" for the question's), the
 standardization folded into the weights (log-odds = bias + weights · state) and the
 threshold (in log-odds) taken from the cross-validated scores at `--max-refused` of the
 answerable questions refused (default 0.07: the model's own refusals come on top).
@@ -130,37 +134,64 @@ def threshold_at(s, y, max_answerable_refused=0.10):
     return answerable[k] if k < len(answerable) else answerable[-1]
 
 
-def cross_validate(x, y, l2, folds=5, seed=7):
-    rng = np.random.default_rng(seed)
-    idx = rng.permutation(len(y))
+def cross_validate(x, y, l2, folds=5, seed=7, groups=None):
+    """Out-of-fold scores of probes fitted on the other folds. With `groups` (one label per
+    question, e.g. its SQuAD paragraph), every group falls in one fold: SQuAD v2 asks
+    several questions of a paragraph, an unanswerable one often written from an answerable
+    one, and random folds put such twins on both sides of a split."""
     s = np.empty(len(y))
-    for f in range(folds):
-        test = idx[f::folds]
-        train = np.setdiff1d(idx, test)
+    for test in fold_indices(len(y), folds, seed, groups):
+        train = np.setdiff1d(np.arange(len(y)), test)
         s[test] = score(fit(x[train], y[train], l2), x[test])
     return s
 
 
-def report(name, x, y, l2):
-    s = cross_validate(x, y, l2)
+def fold_indices(n, folds=5, seed=7, groups=None):
+    """The questions of each fold: a random permutation dealt round, or with `groups`, the
+    groups shuffled and dealt round, each group's questions together."""
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        idx = rng.permutation(n)
+        return [np.sort(idx[f::folds]) for f in range(folds)]
+    groups = np.asarray(groups)
+    names = rng.permutation(np.unique(groups))
+    return [np.flatnonzero(np.isin(groups, names[f::folds])) for f in range(folds)]
+
+
+def paragraph_groups(rows, data_path):
+    """Each record's SQuAD paragraph ("article/paragraph"), read from the data file."""
+    where = {}
+    for a, article in enumerate(json.load(open(data_path))["data"]):
+        for p, paragraph in enumerate(article["paragraphs"]):
+            for qa in paragraph["qas"]:
+                where[qa["id"]] = f"{a}/{p}"
+    missing = [r["id"] for r in rows if r["id"] not in where]
+    if missing:
+        sys.exit(f"{data_path}: no question {missing[0]} (and {len(missing) - 1} more): the states come from other data")
+    return [where[r["id"]] for r in rows]
+
+
+def report(name, x, y, l2, groups=None):
+    s = cross_validate(x, y, l2, groups=groups)
     t = threshold_at(s, y)
     refused_u = float((s[y == 0] < t).mean())
     refused_a = float((s[y == 1] < t).mean())
     print(f"| {name} | {auc(s, y):.3f} | {100 * refused_u:.0f}% (answerable {100 * refused_a:.0f}%) |")
 
 
-def learning_curve(name, x, y, l2, folds=5, seed=7):
+def learning_curve(name, x, y, l2, folds=5, seed=7, groups=None):
     """Held-out AUC of probes fitted on 25%, 50%, 75% and all of each training fold, every
     probe of a fold scored on that fold's held-out questions: a curve still rising at 100%
     says more questions would give a better probe."""
     rng = np.random.default_rng(seed)
-    idx = rng.permutation(len(y))
+    if groups is None:
+        # The draw `fold_indices` deals random folds from, so that the shares below are
+        # drawn as they were before folds could be grouped (the same figures as then).
+        rng.permutation(len(y))
     shares = (0.25, 0.5, 0.75, 1.0)
     scores = {f: np.empty(len(y)) for f in shares}
-    for k in range(folds):
-        test = idx[k::folds]
-        train = np.setdiff1d(idx, test)
-        train = rng.permutation(train)
+    for test in fold_indices(len(y), folds, seed, groups):
+        train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))
         for f in shares:
             part = train[: int(round(f * len(train)))]
             scores[f][test] = score(fit(x[part], y[part], l2), x[test])
@@ -186,7 +217,7 @@ def best_unanswerable_refused(score, own, y, budget):
     return best
 
 
-def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20)):
+def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20), groups=None):
     """Refusal rules built on the cross-validated scores of a probe of the states `x`,
     compared at each budget of answerable questions refused (see the module doc, `--rules`).
     "—" where the model's own refusals alone exceed the budget."""
@@ -194,8 +225,8 @@ def rules(rows, x, y, l2, budgets=(0.10, 0.15, 0.20)):
         sys.exit("--rules: the records lack refusal_opening (a --states run before it was recorded)")
     own = np.array([r["refusal_opening"]["greedy"] for r in rows])
     opening = np.array([r["refusal_opening"]["logprob"] for r in rows])
-    probe = cross_validate(x, y, l2)
-    combined = cross_validate(np.column_stack([probe, opening]), y, 1.0)
+    probe = cross_validate(x, y, l2, groups=groups)
+    combined = cross_validate(np.column_stack([probe, opening]), y, 1.0, groups=groups)
     none = np.zeros(len(y), dtype=bool)
     print(f"the model's own refusals (greedy opening): {100 * own[y == 1].mean():.0f}% of answerable, {100 * own[y == 0].mean():.0f}% of unanswerable")
     print("| rule | " + " | ".join(f"unanswerable refused at <= {100 * b:.0f}% answerable" for b in budgets) + " |")
@@ -223,53 +254,54 @@ def main():
         sys.exit(__doc__)
     l2 = float(args[args.index("--l2") + 1]) if "--l2" in args else 10.0
     position = args[args.index("--position") + 1] if "--position" in args else "last"
-    if "--write" in args and position != "last":
-        sys.exit("--write: the runtime reads the prompt's last token (--position last)")
     exclude = set()
     if "--exclude" in args:
         exclude = {json.loads(line)["id"] for line in open(args[args.index("--exclude") + 1])}
     rows, removed = load_rows(paths, frozenset(exclude))
     layers, x, y = states(rows, position)
+    groups = paragraph_groups(rows, args[args.index("--groups") + 1]) if "--groups" in args else None
     if exclude:
         print(f"left out: {removed} questions that {args[args.index('--exclude') + 1]} holds")
     print(f"{len(y)} questions: {int(y.sum())} answerable, {int((1 - y).sum())} unanswerable; L2 {l2}; states at the {position} token")
-    print("| layer | AUC (5-fold) | unanswerable refused at <= 10% answerable refused |")
+    folds = "5 folds by paragraph" if groups else "5 random folds"
+    print(f"| layer | AUC ({folds}) | unanswerable refused at <= 10% answerable refused |")
     print("| --- | --- | --- |")
     for l in layers:
-        report(str(l), x[l], y, l2)
+        report(str(l), x[l], y, l2, groups)
     if "--curve" in args:
         print("| layer | AUC / unanswerable refused at <= 10%, fitted on 25% | 50% | 75% | 100% of the training folds |")
         print("| --- | --- | --- | --- | --- |")
         for l in layers:
-            learning_curve(str(l), x[l], y, l2)
+            learning_curve(str(l), x[l], y, l2, groups=groups)
     if "--rules" in args:
         layer = int(args[args.index("--rules") + 1])
         if layer not in x:
             sys.exit(f"--rules {layer}: the states record layers {layers}")
-        rules(rows, x[layer], y, l2)
+        rules(rows, x[layer], y, l2, groups=groups)
     if "--explore" in args:
         # Readings the runtime does not take (yet): both tokens at once, and the states of
         # a run of layers averaged or side by side.
         if position == "last" and all("question_states" in r for r in rows):
             _, xq, _ = states(rows, "question")
             for l in layers:
-                report(f"{l}, question and last token side by side", np.hstack([xq[l], x[l]]), y, l2)
+                report(f"{l}, question and last token side by side", np.hstack([xq[l], x[l]]), y, l2, groups)
         for lo in range(len(layers) - 2):
             run = layers[lo : lo + 3]
-            report(f"{run[0]}-{run[-1]} averaged", np.mean([x[l] for l in run], axis=0), y, l2)
-            report(f"{run[0]}-{run[-1]} side by side", np.hstack([x[l] for l in run]), y, l2)
+            report(f"{run[0]}-{run[-1]} averaged", np.mean([x[l] for l in run], axis=0), y, l2, groups)
+            report(f"{run[0]}-{run[-1]} side by side", np.hstack([x[l] for l in run]), y, l2, groups)
     if "--write" in args:
         i = args.index("--write")
         layer, out = int(args[i + 1]), args[i + 2]
         budget = float(args[args.index("--max-refused") + 1]) if "--max-refused" in args else 0.07
         # The threshold from held-out scores (the fit's own scores are over-confident).
-        held_out = cross_validate(x[layer], y, l2)
+        held_out = cross_validate(x[layer], y, l2, groups=groups)
         threshold = float(threshold_at(held_out, y, budget))
         mean, scale, w, b = fit(x[layer], y, l2)
         folded = w / scale
         json.dump(
             {
                 "layer": layer,
+                "position": {"last": "prompt", "question": "question"}[position],
                 "weights": [float("%.7g" % v) for v in folded],
                 "bias": float(b - (folded * mean).sum()),
                 "threshold": threshold,
@@ -278,7 +310,7 @@ def main():
             },
             open(out, "w"),
         )
-        print(f"wrote {out}: layer {layer}, threshold {threshold:.3f} (cross-validated: {100 * (held_out[y == 0] < threshold).mean():.0f}% of unanswerable refused, {100 * (held_out[y == 1] < threshold).mean():.0f}% of answerable)")
+        print(f"wrote {out}: layer {layer} at the {position} token, threshold {threshold:.3f} (cross-validated: {100 * (held_out[y == 0] < threshold).mean():.0f}% of unanswerable refused, {100 * (held_out[y == 1] < threshold).mean():.0f}% of answerable)")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 answers were recorded with, and say which questions each would refuse.
 
 Inputs: a probe as the runtime reads it (`crates/runtime/probes/*.json`, or one written by
-`fit-answerability-probe.py --write`), the `--states` records of the questions (`docmem
+`fit-answerability-probe.py --write`; it reads the prompt's last token, or the question's
+when its `position` says "question"), the `--states` records of the questions (`docmem
 eval answers --states`), and the answer records of the same questions asked with the check
 off (`docmem eval answers --no-check --out`), whose `refused` is the model's own refusal and
 whose `evidence.probe` is the reading of the probe in use when they were asked (its log-odds
@@ -42,13 +43,15 @@ def main():
         if r.get("method", "ours") == "ours" and r["id"] not in seen:
             seen.add(r["id"])
             records.append(r)
+    # The token the probe reads: the prompt's last (`states`) or the question's last.
+    key = {"prompt": "states", "question": "question_states"}[probe.get("position", "prompt")]
     states = {}
     for path in sys.argv[2:-1]:
         for line in open(path):
             r = json.loads(line)
-            if probe["layer"] not in r["layers"]:
-                sys.exit(f"{path}: no states of layer {probe['layer']} (it records {r['layers']})")
-            states.setdefault(r["id"], r["states"][r["layers"].index(probe["layer"])])
+            if probe["layer"] not in r["layers"] or key not in r:
+                sys.exit(f"{path}: no {key} of layer {probe['layer']} (it records {r['layers']})")
+            states.setdefault(r["id"], r[key][r["layers"].index(probe["layer"])])
     kept = [r for r in records if r["id"] in states]
     if any(r.get("evidence", {}).get("probe") is None for r in kept):
         sys.exit(f"{sys.argv[-1]}: records without the probe's reading (evidence.probe)")

@@ -406,11 +406,38 @@ fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_
         assert!(lean["logprob"].as_f64().unwrap() <= 0.0, "{lean}");
         assert!(lean["greedy"].is_boolean(), "{lean}");
     }
+    // With --answer-states, each greedy answer and the states read as it was written.
+    let answered = dir.join("answered.jsonl");
+    let a = answered.display().to_string();
+    let mut with_answers: Vec<&str> = args.to_vec();
+    let states_at = with_answers.len() - 3;
+    with_answers[states_at] = &a;
+    with_answers.extend(["--answer-states", "--max-tokens", "6"]);
+    let out = docmem(&with_answers);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(&answered).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 8, "every question once");
+    for r in &rows {
+        let answer = r["answer"].as_str().unwrap();
+        let refused = r["refused"].as_bool().unwrap();
+        assert!(refused || !(answer.trim().is_empty() || answer.starts_with("Not in the documents")), "{answer:?} counts as refused");
+        for key in ["last", "mean", "end"] {
+            let layers = r["answer_states"][key].as_array().unwrap();
+            assert_eq!(layers.len(), 2, "{key}");
+            let first = layers[0].as_array().unwrap();
+            assert_eq!(first.len(), r["states"][0].as_array().unwrap().len(), "{key}: one value per hidden dimension");
+            assert!(first.iter().all(|v| v.as_f64().unwrap().is_finite()), "{key}");
+        }
+    }
     // A layer the model does not have is refused by name.
     let mut bad = args;
     bad[bad.len() - 1] = "0,99";
     let out = docmem(&bad);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("layer 99"));
+    // --answer-states belongs to --states.
+    let out = docmem(&["eval", "answers", "--data", &f, "--answer-states"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--states"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

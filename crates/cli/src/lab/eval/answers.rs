@@ -107,6 +107,12 @@ pub struct AnswersEvalArgs {
     /// Layers (0-based, comma-separated) whose states `--states` records.
     #[arg(long, value_delimiter = ',', default_value = "8,14,20,27")]
     pub state_layers: Vec<usize>,
+    /// With `--states`: also write each greedy answer after its prompt and record the
+    /// states at its tokens (`answer`, `answer_states`: the last token of what it says
+    /// before any citation, the mean over those tokens, and the reply's last token): what a
+    /// probe that reads the answer, not only the prompt, is fitted on.
+    #[arg(long, requires = "states")]
+    pub answer_states: bool,
     /// Leave out the questions a run with `--answerable A --unanswerable U` asks (`A,U`;
     /// repeatable): a dev run apart from the questions a rule was fitted on.
     #[arg(long, value_parser = parse_counts)]
@@ -376,11 +382,13 @@ fn dump_states(
         let t = Instant::now();
         let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
         let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
-        let Some((question_states, states, logits)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)? else {
+        let Some((question_states, states, logits, mut cache)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)?
+        else {
             eprintln!("docmem eval answers --states: {} skipped: its prompt's tokens do not begin with its question's", q.id);
             continue;
         };
-        let line = serde_json::json!({
+        let answer = if a.answer_states { Some(answer_states(lm, &mut cache, &logits, &a.state_layers, a.max_tokens)?) } else { None };
+        let mut line = serde_json::json!({
             "id": q.id,
             "answerable": !q.answers.is_empty(),
             "retrieval": prompt.retrieval,
@@ -389,6 +397,11 @@ fn dump_states(
             "question_states": question_states,
             "refusal_opening": refusal.map(|r| opening_reading(&logits, r)),
         });
+        if let Some(answer) = answer {
+            line["refused"] = is_refusal(&answer.text).into();
+            line["answer"] = answer.text.into();
+            line["answer_states"] = serde_json::json!({ "last": answer.last, "mean": answer.mean, "end": answer.end });
+        }
         serde_json::to_writer(&mut out, &line).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
         eprintln!("docmem eval answers --states: {}/{} {:.1} s", i + 1, questions.len(), t.elapsed().as_secs_f64());
@@ -409,17 +422,101 @@ fn opening_reading(logits: &[f32], opening: u32) -> serde_json::Value {
 /// One token's hidden state after each of the layers asked for, in that order.
 type LayerStates = Vec<Vec<f32>>;
 
+/// The greedy answer written after a prompt, and the hidden states at its tokens.
+struct AnsweredStates {
+    /// The answer as the runtime would end it (at a blank line, or `max_tokens`).
+    text: String,
+    /// At the last token of what the answer says: before trailing citation markers,
+    /// spaces and a full stop. Where a reader of the answer decides whether it holds.
+    last: LayerStates,
+    /// The mean over the answer's tokens up to and including `last`.
+    mean: LayerStates,
+    /// At the reply's last token.
+    end: LayerStates,
+}
+
+/// Writes the greedy answer after a prompt already read into `cache` (its next-token
+/// `logits`), one token at a time, keeping each token's states after `layers`: the
+/// answer's states are read as it is written, at no extra prefill.
+fn answer_states(
+    lm: &Lm,
+    cache: &mut docmem_runtime::cpu::transformer::KvCache,
+    logits: &[f32],
+    layers: &[usize],
+    max_tokens: usize,
+) -> Result<AnsweredStates, CliError> {
+    let stops = docmem_runtime::answerer::answer_stops();
+    let mut logits = logits.to_vec();
+    let (mut tokens, mut states, mut ends): (Vec<u32>, Vec<LayerStates>, Vec<usize>) = (Vec::new(), Vec::new(), Vec::new());
+    let mut text = String::new();
+    while tokens.len() < max_tokens {
+        let next = docmem_runtime::lm::argmax(&logits);
+        if lm.tokenizer.stop_ids().contains(&next) {
+            break;
+        }
+        tokens.push(next);
+        text = lm.tokenizer.decode(&tokens)?;
+        if let Some(cut) = stops.iter().filter_map(|s| text.find(s.as_str())).min() {
+            text.truncate(cut);
+            break;
+        }
+        let (l, s) = lm.backend.forward_states(cache, &[next], layers);
+        logits = l;
+        states.push(s);
+        ends.push(text.len());
+    }
+    let text = text.trim_end().to_string();
+    let said = said_before_citations(&text).len();
+    // The token whose text reaches the end of what was said (the first, if nothing was).
+    let last = ends.iter().position(|&e| e >= said).unwrap_or(ends.len().saturating_sub(1));
+    let empty = || vec![vec![0.0f32; lm.config().n_embd]; layers.len()];
+    let at = |i: usize| states.get(i).cloned().unwrap_or_else(empty);
+    let mean = if states.is_empty() {
+        empty()
+    } else {
+        let n = (last + 1) as f32;
+        (0..layers.len())
+            .map(|l| {
+                let mut m = vec![0.0f32; states[0][l].len()];
+                for s in &states[..=last] {
+                    m.iter_mut().zip(&s[l]).for_each(|(m, v)| *m += v / n);
+                }
+                m
+            })
+            .collect()
+    };
+    Ok(AnsweredStates { last: at(last), mean, end: at(states.len().saturating_sub(1)), text })
+}
+
+/// What an answer says before its trailing citation markers (`[2]`, `[1][3]`), spaces
+/// and full stop.
+fn said_before_citations(answer: &str) -> &str {
+    let mut s = answer;
+    loop {
+        let t = s.trim_end_matches(|c: char| c.is_whitespace() || c == '.');
+        let t = match t.strip_suffix(']').and_then(|r| r.rsplit_once('[')) {
+            Some((before, marker)) if !marker.is_empty() && marker.chars().all(|c| c.is_ascii_digit()) => before,
+            _ => t,
+        };
+        if t.len() == s.len() {
+            return s;
+        }
+        s = t;
+    }
+}
 /// The hidden states after `layers` at two tokens of the answer prompt `messages`: the
 /// question's last (where the model has just read the question after the passages), and
 /// the prompt's last (where the answer begins; what the runtime's probe reads), and the
-/// logits after the prompt. The prompt is read in two pieces split after the question, so
-/// this costs one prefill. `None` when the prompt's tokens do not begin with its question's.
+/// logits after the prompt, and the cache that read it. The prompt is read in two pieces
+/// split after the question, so this costs one prefill. `None` when the prompt's tokens do
+/// not begin with its question's.
+#[allow(clippy::type_complexity)]
 fn prompt_states_at_question(
     lm: &Lm,
     messages: &[docmem_runtime::chat::ChatMessage],
     question: &str,
     layers: &[usize],
-) -> Result<Option<(LayerStates, LayerStates, Vec<f32>)>, CliError> {
+) -> Result<Option<(LayerStates, LayerStates, Vec<f32>, docmem_runtime::cpu::transformer::KvCache)>, CliError> {
     use docmem_runtime::lm::Prompt;
     let text = lm.render_chat(messages)?;
     let question = question.trim();
@@ -438,7 +535,7 @@ fn prompt_states_at_question(
     let mut cache = docmem_runtime::lm::Backend::new_cache(&lm.backend);
     let (_, at_question) = lm.backend.forward_states(&mut cache, &tokens[..split], layers);
     let (logits, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
-    Ok(Some((at_question, at_end, logits)))
+    Ok(Some((at_question, at_end, logits, cache)))
 }
 
 /// `--exclude-run`'s `A,U`.
@@ -593,6 +690,16 @@ impl Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_an_answer_says_ends_before_its_citations() {
+        assert_eq!(said_before_citations("3.5 million households [2]"), "3.5 million households");
+        assert_eq!(said_before_citations("Solar energy. [2]"), "Solar energy");
+        assert_eq!(said_before_citations("Great Yuan [1][2].  "), "Great Yuan");
+        assert_eq!(said_before_citations("see [a]"), "see [a]");
+        assert_eq!(said_before_citations("[1]"), "");
+        assert_eq!(said_before_citations(""), "");
+    }
 
     #[test]
     fn the_refusals_opening_is_read_from_the_logits_after_the_prompt() {
