@@ -15,23 +15,24 @@
 //! - **verification**: after its reply, the answerer is asked in the same conversation
 //!   whether the passages state that answer; its "Yes" against its "No" (read from the
 //!   prompt's cache continued with the reply and the question: a few dozen tokens);
-//! - **the probe**: a logistic regression over the answerer's hidden state at the last
-//!   token of its prompt (the residual after one layer, half-way through the model), read
-//!   from the prefill the answer needs anyway (the runtime's `probe` module holds the
-//!   weights of each model it was fitted on).
+//! - **the probe**: a logistic regression over the answerer's hidden state at the end of
+//!   its question, just read after the passages (the residual after one layer, a little
+//!   past half-way through the model), read from the prefill the answer needs anyway (the
+//!   runtime's `probe` module holds the weights of each model it was fitted on, and which
+//!   token each reads).
 //!
 //! When the probe read the state, it alone decides ([`LOCAL_WITH_PROBE`]), and a local
 //! answerer applies it before writing: a reply the probe refuses is not written at all
 //! (the runtime's `ReplyOptions::probe_decides`), so the refusal comes at once. On the dev
 //! split it separates answerable from unanswerable questions far better than the other
-//! pieces together (400 questions, 5-fold: area under the ROC curve 0.80 at the layer
-//! chosen, 15 of 28; 41% of unanswerable questions refused at 7% of answerable ones, the
-//! model's own refusals coming on top), and a rule over the answer's own evidence could
-//! not be refitted beside it without a dev run of answers. On 120 other dev questions
-//! (60 of each, none it was fitted on) its area is lower, 0.71, and with the model's own
-//! refusals it refused 43% of the unanswerable questions and 17% of the answerable ones;
-//! a refit on 469 dev questions was no better on them. Without a reading (another
-//! model, a hosted one) the rules below judge as before.
+//! pieces together (589 questions, 5 folds by paragraph: area under the ROC curve 0.81 at
+//! the layer chosen, 16 of 28; 40% of unanswerable questions refused at 7% of answerable
+//! ones, the model's own refusals coming on top), and a rule over the answer's own
+//! evidence could not be refitted beside it without a dev run of answers. On 120 dev
+//! questions held out from a probe fitted the same way on the other 469, its area was
+//! 0.74, and with the model's own refusals it refused 55% of the unanswerable questions and
+//! 15% of the answerable ones (the earlier probe, at the prompt's last token: 0.71, 43% and
+//! 17%). Without a reading (another model, a hosted one) the rules below judge as before.
 //!
 //! A logistic model over these features, fitted on the dev split of the SQuAD v2 sample
 //! (`scripts/eval/calibrate-answerability.py`, which writes the numbers below), gives the

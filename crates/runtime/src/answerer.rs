@@ -14,7 +14,8 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
 use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, Prefix, Prompt, SamplingParams};
+use crate::lm::{Backend, Finish, Lm, Prefix, Prompt, SamplingParams, StateAt};
+use crate::probe::ProbePosition;
 use crate::Error;
 
 /// A finished reply.
@@ -166,8 +167,14 @@ impl<B: Backend> Answerer for Lm<B> {
             // and the refusal are both scored after it.
             let start = crate::lm::now_seconds();
             let fitted = crate::probe::for_model(self.config());
-            let (prefix, reused_tokens, state) =
-                self.prefill_reusing_state(self.prompt_tokens(Prompt::Chat(&messages))?, fitted.map(|p| p.layer)).await?;
+            let tokens = self.prompt_tokens(Prompt::Chat(&messages))?;
+            let state_at = match fitted {
+                Some(p) => {
+                    self.probe_reads_at(p.position, user_turn, &tokens)?.map(|after_tokens| StateAt { layer: p.layer, after_tokens })
+                }
+                None => None,
+            };
+            let (prefix, reused_tokens, state) = self.prefill_reusing_state(tokens, state_at).await?;
             let probe = fitted.zip(state).map(|(p, state)| p.margin(&state));
             let prompt_tokens = prefix.tokens().len();
             let prefill_seconds = crate::lm::now_seconds() - start;
@@ -231,6 +238,27 @@ impl<B: Backend> Answerer for Lm<B> {
 }
 
 impl<B: Backend> Lm<B> {
+    /// How many of `tokens`, the prompt of a chat of the one user turn `user_turn`, come up
+    /// to and including the token a probe at `position` reads; `None` when the turn's end
+    /// cannot be found among them (a template that rewrites the turn).
+    pub fn probe_reads_at(&self, position: ProbePosition, user_turn: &str, tokens: &[u32]) -> Result<Option<usize>, Error> {
+        Ok(match position {
+            ProbePosition::Prompt => Some(tokens.len()),
+            ProbePosition::Question => self.user_turn_end(user_turn, tokens)?,
+        })
+    }
+
+    /// How many of `tokens`, the prompt of a chat of the one user turn `user_turn`, come up
+    /// to the end of that turn's text, before the template closes it; `None` when they do
+    /// not begin with the tokens of the rendered chat up to there.
+    pub fn user_turn_end(&self, user_turn: &str, tokens: &[u32]) -> Result<Option<usize>, Error> {
+        let rendered = self.render_chat(&[ChatMessage::new("user", user_turn)])?;
+        let turn = user_turn.trim_end();
+        let Some(at) = rendered.rfind(turn) else { return Ok(None) };
+        let head = self.tokenizer.encode_prompt(&rendered[..at + turn.len()])?;
+        Ok((!head.is_empty() && head.len() <= tokens.len() && tokens.starts_with(&head)).then_some(head.len()))
+    }
+
     /// The tokens of a chat whose user turn begins with `user_turn_start`, as the reply will
     /// render it, up to the end of that start less its last token (which may join what
     /// follows into another token in the whole prompt); `None` when there are none.

@@ -3,12 +3,16 @@
 //!
 //! Why: the 1.5B answerer's own refusals and its probabilities separate answerable from
 //! unanswerable questions poorly (SQuAD v2's unanswerable questions are written to look
-//! answerable from the same paragraph). Its residual stream at the last token of the answer
-//! prompt, half-way through the model, separates them better: a logistic regression over
-//! that state, fitted on the dev split of the SQuAD v2 sample (`docmem eval answers
-//! --states`, then `scripts/eval/fit-answerability-probe.py --write`), gives log-odds that
-//! [`docmem_core::answerability`] turns into the decision. Reading it costs nothing but a
-//! dot product: the state is computed by the prefill the answer needs anyway.
+//! answerable from the same paragraph). Its residual stream a little past half-way through
+//! the model separates them better: a logistic regression over that state, fitted on the
+//! dev split of the SQuAD v2 sample (`docmem eval answers --states`, then
+//! `scripts/eval/fit-answerability-probe.py --write`), gives log-odds that
+//! [`docmem_core::answerability`] turns into the decision. The probe says which token it
+//! reads ([`ProbePosition`]): the default answerer's reads the question's last token, just
+//! read after the passages, which separated them better than the prompt's last token in
+//! every dev run and on questions held out. Reading it costs nothing but a dot product:
+//! the state is computed by the prefill the answer needs anyway (run in two pieces split
+//! after that token).
 //!
 //! A probe belongs to one model: [`for_model`] knows only the default answerer's
 //! (`probes/qwen2.5-1.5b-answerability.json`); other models are judged as before.
@@ -17,11 +21,15 @@ use std::sync::OnceLock;
 
 use crate::model::ModelConfig;
 
-/// A fitted probe: `log-odds = bias + weights · state` over the residual after `layer`.
+/// A fitted probe: `log-odds = bias + weights · state` over the residual after `layer` at
+/// the token `position` names.
 #[derive(Debug, serde::Deserialize)]
 pub struct AnswerabilityProbe {
     /// The layer (0-based) whose output it reads.
     pub layer: usize,
+    /// The answer prompt's token whose state it reads.
+    #[serde(default)]
+    pub position: ProbePosition,
     /// One weight per hidden dimension (the standardization folded in).
     pub weights: Vec<f32>,
     /// Intercept.
@@ -30,9 +38,24 @@ pub struct AnswerabilityProbe {
     pub threshold: f32,
 }
 
+/// The answer prompt's token an [`AnswerabilityProbe`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ProbePosition {
+    /// The prompt's last token, where the reply begins (after the chat template's closing
+    /// of the user's turn and its opening of the assistant's).
+    #[default]
+    Prompt,
+    /// The last token of the user's turn, which an answer prompt ends with its question:
+    /// where the model has just read the question after the passages. On the dev split it
+    /// read better than the prompt's last token in every run (`docs/evaluation.md`).
+    Question,
+}
+
 impl AnswerabilityProbe {
     /// The probe's log-odds that the passages answer the question, for the hidden state
-    /// `state` of the prompt's last token after [`AnswerabilityProbe::layer`].
+    /// `state` after [`AnswerabilityProbe::layer`] at [`AnswerabilityProbe::position`].
     pub fn log_odds(&self, state: &[f32]) -> f32 {
         self.bias + self.weights.iter().zip(state).map(|(w, x)| w * x).sum::<f32>()
     }
@@ -86,5 +109,14 @@ mod tests {
         let along: Vec<f32> = probe.weights.iter().map(|w| w.signum()).collect();
         assert!(probe.log_odds(&along) > probe.bias, "a state along the weights reads as more answerable");
         assert!(for_model(&ModelConfig { n_layer: 30, ..cfg }).is_none(), "another model has none");
+    }
+
+    #[test]
+    fn a_probe_says_which_token_it_reads_and_the_prompts_last_when_it_does_not() {
+        let read = |json: &str| serde_json::from_str::<AnswerabilityProbe>(json).map(|p| p.position);
+        let fields = r#""layer": 3, "weights": [0.5], "bias": 0.0, "threshold": 0.0"#;
+        assert_eq!(read(&format!("{{{fields}}}")).unwrap(), ProbePosition::Prompt);
+        assert_eq!(read(&format!(r#"{{{fields}, "position": "question"}}"#)).unwrap(), ProbePosition::Question);
+        assert!(read(&format!(r#"{{{fields}, "position": "answer"}}"#)).is_err(), "an unknown token is refused");
     }
 }

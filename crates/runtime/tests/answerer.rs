@@ -10,7 +10,8 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::answerer::{Answerer, ReplyOptions, REFUSAL, VERIFY};
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, Prompt};
+use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, Prompt, StateAt};
+use docmem_runtime::probe::ProbePosition;
 
 #[test]
 fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversation() {
@@ -36,8 +37,9 @@ fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversati
 }
 
 /// The hidden state the answerability probe reads comes from the answer's own prefill: on
-/// a fresh model it is the state a separate pass over the prompt gives, bit for bit; after
-/// a read-ahead (most of the prompt kept, only its end run) it is the same state to within
+/// a fresh model it is the state a separate pass over the prompt gives, bit for bit, at the
+/// prompt's last token and at the user turn's (the prompt run in two pieces); after a
+/// read-ahead (most of the prompt kept, only its end run) it is the same state to within
 /// the batch's summation order.
 #[test]
 fn the_prefills_hidden_state_is_the_prompts() {
@@ -51,13 +53,31 @@ fn the_prefills_hidden_state_is_the_prompts() {
     let layer = 20;
     let want = fresh.prompt_states(Prompt::Chat(&turn), &[layer]).unwrap().remove(0);
     assert_eq!(want.len(), fresh.config().n_embd);
-    let (_, reused, state) = docmem_runtime::block_on(fresh.prefill_reusing_state(tokens.clone(), Some(layer))).unwrap();
+    let at_end = StateAt { layer, after_tokens: tokens.len() };
+    let (_, reused, state) = docmem_runtime::block_on(fresh.prefill_reusing_state(tokens.clone(), Some(at_end))).unwrap();
     assert_eq!((reused, state.as_deref()), (0, Some(&want[..])));
+
+    // At the user turn's end: the state of the prompt cut there, and the same prompt after.
+    let turn_end = fresh.user_turn_end(&turn[0].content, &tokens).unwrap().expect("the turn's end is found");
+    assert!(turn_end < tokens.len(), "the template closes the turn after it");
+    assert_eq!(fresh.probe_reads_at(ProbePosition::Question, &turn[0].content, &tokens).unwrap(), Some(turn_end));
+    let rendered = fresh.render_chat(&turn).unwrap();
+    let cut = &rendered[..rendered.rfind("press?").unwrap() + "press?".len()];
+    assert_eq!(fresh.prompt_tokens(Prompt::Text(cut)).unwrap(), tokens[..turn_end]);
+    let want_at_turn = fresh.prompt_states(Prompt::Text(cut), &[layer]).unwrap().remove(0);
+    let split = lm();
+    let at_turn = StateAt { layer, after_tokens: turn_end };
+    let (prefix, _, state) = docmem_runtime::block_on(split.prefill_reusing_state(tokens.clone(), Some(at_turn))).unwrap();
+    assert_eq!(state.as_deref(), Some(&want_at_turn[..]));
+    assert_eq!(prefix.tokens(), &tokens[..], "the whole prompt was run");
+    // A state outside the prompt is not read.
+    let outside = StateAt { layer, after_tokens: tokens.len() + 1 };
+    assert_eq!(docmem_runtime::block_on(lm().prefill_reusing_state(tokens.clone(), Some(outside))).unwrap().2, None);
 
     let ahead = lm();
     let kept = docmem_runtime::block_on(ahead.prefill_ahead(&tokens[..tokens.len() - 6], 16, &|| false)).unwrap();
     assert_eq!(kept, tokens.len() - 6);
-    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill_reusing_state(tokens, Some(layer))).unwrap();
+    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill_reusing_state(tokens, Some(at_end))).unwrap();
     assert_eq!(reused, kept);
     let state = state.unwrap();
     let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();
@@ -81,7 +101,17 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
     let turn = "Question: who?";
     let free = ReplyOptions { max_tokens: 2, probe_decides: false };
     let reply = docmem_runtime::block_on(lm.reply(turn, free, &mut |_| ControlFlow::Continue(()))).unwrap();
-    let state = lm.prompt_states(Prompt::Chat(&[ChatMessage::new("user", turn)]), &[probe.layer]).unwrap().remove(0);
+    // The state at the token the probe reads: the prompt cut after it, read alone.
+    let chat = [ChatMessage::new("user", turn)];
+    let tokens = lm.prompt_tokens(Prompt::Chat(&chat)).unwrap();
+    let at = lm.probe_reads_at(probe.position, turn, &tokens).unwrap().expect("the probe's token is found");
+    let rendered = lm.render_chat(&chat).unwrap();
+    let text = match probe.position {
+        ProbePosition::Question => &rendered[..rendered.rfind(turn).unwrap() + turn.len()],
+        _ => &rendered[..],
+    };
+    assert_eq!(lm.prompt_tokens(Prompt::Text(text)).unwrap(), tokens[..at]);
+    let state = lm.prompt_states(Prompt::Text(text), &[probe.layer]).unwrap().remove(0);
     let margin = probe.margin(&state);
     assert_eq!(reply.probabilities.expect("the 1.5B's shape is judged").probe, Some(margin));
     assert!(!reply.text.is_empty() && reply.finish != Finish::Withheld, "the probe decides nothing unless asked");

@@ -270,6 +270,17 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// Which hidden state [`Lm::prefill_reusing_state`] hands back: the residual stream after
+/// `layer` at the last of the prompt's first `after_tokens` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateAt {
+    /// The layer (0-based) whose output is read.
+    pub layer: usize,
+    /// How many of the prompt's tokens come up to and including the token read (the
+    /// prompt's length reads its last token).
+    pub after_tokens: usize,
+}
+
 /// A prompt prefix run once, to be continued many times.
 #[derive(Clone, Debug)]
 pub struct Prefix<C> {
@@ -572,30 +583,44 @@ impl<B: Backend> Lm<B> {
         Ok((prefix, reused))
     }
 
-    /// [`Lm::prefill_reusing`] that, with `state_layer`, also hands back the residual
-    /// stream of the prompt's last token after that layer (`None` where the backend cannot
-    /// read it back): what the answerability probe reads.
+    /// [`Lm::prefill_reusing`] that, with `state_at`, also hands back the residual stream
+    /// of one of the prompt's tokens after one layer (`None` where the backend cannot read
+    /// it back, or `state_at` points outside the prompt): what the answerability probe
+    /// reads. A state before the prompt's end is read by running the prompt in two pieces
+    /// split after that token, so it costs no extra pass; a kept start is reused only up
+    /// to that token.
     pub async fn prefill_reusing_state(
         &self,
         tokens: Vec<u32>,
-        state_layer: Option<usize>,
+        state_at: Option<StateAt>,
     ) -> Result<(Prefix<B::Cache>, usize, Option<Vec<f32>>), Error> {
         if tokens.is_empty() {
             return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
-        // The last token always runs: a kept prompt holds only its own last logits.
+        let state_at = state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
+        // The last token always runs (a kept prompt holds only its own last logits), and so
+        // does the one whose state is read.
+        let must_run = state_at.map_or(tokens.len(), |s| s.after_tokens) - 1;
         let (mut cache, reused) = match self.prompt_cache.take() {
             Some(kept) => {
-                let reused = prompt_cache::common_start(kept.tokens(), &tokens).min(tokens.len() - 1);
+                let reused = prompt_cache::common_start(kept.tokens(), &tokens).min(must_run);
                 let mut cache = kept.cache;
                 self.backend.truncate(&mut cache, reused);
                 (cache, reused)
             }
             None => (self.backend.new_cache(), 0),
         };
-        let (last_logits, state) = match state_layer {
-            Some(layer) => self.backend.forward_state(&mut cache, &tokens[reused..], layer).await?,
+        let (last_logits, state) = match state_at {
+            Some(StateAt { layer, after_tokens }) => {
+                let (logits, state) = self.backend.forward_state(&mut cache, &tokens[reused..after_tokens], layer).await?;
+                let logits = if after_tokens < tokens.len() {
+                    self.backend.forward(&mut cache, &tokens[after_tokens..], Logits::Last).await?
+                } else {
+                    logits
+                };
+                (logits, state)
+            }
             None => (self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?, None),
         };
         let prefix = Prefix { cache, tokens, last_logits };

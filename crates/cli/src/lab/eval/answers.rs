@@ -518,20 +518,18 @@ fn prompt_states_at_question(
     layers: &[usize],
 ) -> Result<Option<(LayerStates, LayerStates, Vec<f32>, docmem_runtime::cpu::transformer::KvCache)>, CliError> {
     use docmem_runtime::lm::Prompt;
-    let text = lm.render_chat(messages)?;
-    let question = question.trim();
-    let tokens = lm.prompt_tokens(Prompt::Text(&text))?;
-    let up_to_question = text.rfind(question).map(|at| lm.prompt_tokens(Prompt::Text(&text[..at + question.len()]))).transpose()?;
+    let tokens = lm.prompt_tokens(Prompt::Chat(messages))?;
     if tokens.len() > lm.context() {
         return Err(docmem_runtime::Error::ContextFull { needed: tokens.len(), limit: lm.context() }.into());
     }
-    // The question ends where the chat template's closing special token begins, so its
-    // tokens are the prompt's first ones; anything else (a template this does not know) is
-    // `None`.
-    let split = match up_to_question {
-        Some(head) if !head.is_empty() && head.len() < tokens.len() && tokens.starts_with(&head) => head.len(),
-        _ => return Ok(None),
+    // The question ends the user's turn, where the chat template's closing special token
+    // begins (the token the runtime's probe reads at `ProbePosition::Question`); anything
+    // else (a template this does not know) is `None`.
+    let split = match (messages.last(), question.trim()) {
+        (Some(turn), question) if turn.content.trim_end().ends_with(question) => lm.user_turn_end(&turn.content, &tokens)?,
+        _ => None,
     };
+    let Some(split) = split.filter(|&s| s < tokens.len()) else { return Ok(None) };
     let mut cache = docmem_runtime::lm::Backend::new_cache(&lm.backend);
     let (_, at_question) = lm.backend.forward_states(&mut cache, &tokens[..split], layers);
     let (logits, at_end) = lm.backend.forward_states(&mut cache, &tokens[split..], layers);
