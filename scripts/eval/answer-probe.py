@@ -2,8 +2,9 @@
 """Does the answerer's state while it writes its answer tell unanswerable questions apart
 better than its state before it writes?
 
-The answerability probe in use reads the prompt's last token: the model has read the
-passages and the question, but not yet chosen an answer. Probes of a model's errors are
+The answerability probe reads the prompt before the answer (first at its last token, now
+at the question's last): the model has read the passages and the question, but not yet
+chosen an answer. Probes of a model's errors are
 reported to read better at the answer's own tokens, where the model has committed to a
 claim it can compare with the passages. This script measures that on one set of questions,
 every reading under the same folds.
@@ -21,7 +22,7 @@ Every probe is a logistic regression over one layer's standardized state (the fi
 scored out of fold with 5 folds by SQuAD paragraph (`--groups`: the data the states were
 recorded on). The model's own refusals need no probe, so the probes of the answer are
 fitted and scored on the written answers only; the prompt's probe both ways (on all
-questions, as in use, and on the written answers). For each, the table gives the AUC on
+questions, as the runtime's probe is fitted, and on the written answers). For each, the table gives the AUC on
 the written answers and the rule the runtime applies: refuse below a threshold, the
 model's own refusals on top, as the share of unanswerable questions refused when at most
 10% / 15% / 20% of the answerable ones are (of all questions). Needs numpy (the bench venv
@@ -78,6 +79,8 @@ def main():
     if any(r["layers"] != rows[0]["layers"] for r in rows):
         sys.exit("the states files record different layers")
     groups = np.array(fit_probe.paragraph_groups(rows, args[args.index("--groups") + 1]))
+    if "--stack" in args and int(args[args.index("--stack") + 1]) not in rows[0]["layers"]:
+        sys.exit(f"--stack: the states record layers {rows[0]['layers']}")
     y = np.array([1.0 if r["answerable"] else 0.0 for r in rows])
     own = np.array([bool(r["refused"]) for r in rows])
     written = ~own
@@ -88,8 +91,8 @@ def main():
     print("| --- | --- |" + " --- |" * len(BUDGETS))
     for layer in rows[0]["layers"]:
         x = readings(rows, layer)
-        in_use = fit_probe.cross_validate(x["prompt's last token"], y, l2, groups=groups)
-        row(f"{layer}, prompt's last token, fitted on all questions (as in use)", in_use, written, own, y)
+        on_all = fit_probe.cross_validate(x["prompt's last token"], y, l2, groups=groups)
+        row(f"{layer}, prompt's last token, fitted on all questions", on_all, written, own, y)
         scores = {}
         for name, states in x.items():
             score = np.zeros(len(y))
@@ -101,6 +104,8 @@ def main():
         score[written] = fit_probe.cross_validate(both[written], y[written], l2, groups=groups[written])
         row(f"{layer}, prompt's and answer's last tokens side by side", score, written, own, y)
         if "--stack" in args and int(args[args.index("--stack") + 1]) == layer:
+            if any(r.get("refusal_opening") is None for r in rows):
+                sys.exit("--stack: records without refusal_opening")
             opening = np.array([r["refusal_opening"]["logprob"] for r in rows])
             features = np.column_stack([scores[name] for name in x] + [opening])
             stacked = np.zeros(len(y))

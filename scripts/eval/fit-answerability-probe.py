@@ -3,7 +3,8 @@
 prompt answer the question (SQuAD v2's `is_impossible` as the label), and measure it.
 
 Input: the JSON lines of `docmem eval answers --split dev --states F` (the residual stream
-of the answer prompt's last token after each of `--state-layers`). For each layer, a
+after each of `--state-layers` at the answer prompt's last token and at its question's
+last token, which the runtime's probe now reads: `--position question`). For each layer, a
 logistic regression with an L2 penalty over the standardized state is fitted and scored by
 5-fold cross-validation on those questions: the area under the ROC curve, and the share of
 unanswerable questions the probe refuses when its threshold lets it refuse at most 10% of

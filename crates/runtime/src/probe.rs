@@ -10,9 +10,9 @@
 //! [`docmem_core::answerability`] turns into the decision. The probe says which token it
 //! reads ([`ProbePosition`]): the default answerer's reads the question's last token, just
 //! read after the passages, which separated them better than the prompt's last token in
-//! every dev run and on questions held out. Reading it costs nothing but a dot product:
-//! the state is computed by the prefill the answer needs anyway (run in two pieces split
-//! after that token).
+//! every dev run and on questions held out, if by margins within each run's noise. Reading
+//! it costs a dot product and one more small batch: the state is computed by the prefill
+//! the answer needs anyway, run in two pieces split after that token.
 //!
 //! A probe belongs to one model: [`for_model`] knows only the default answerer's
 //! (`probes/qwen2.5-1.5b-answerability.json`); other models are judged as before.
@@ -49,7 +49,7 @@ pub enum ProbePosition {
     Prompt,
     /// The last token of the user's turn, which an answer prompt ends with its question:
     /// where the model has just read the question after the passages. On the dev split it
-    /// read better than the prompt's last token in every run (`docs/evaluation.md`).
+    /// read at least as well as the prompt's last token in every run (`docs/evaluation.md`).
     Question,
 }
 

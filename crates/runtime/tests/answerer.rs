@@ -118,8 +118,8 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
 
     // Asked to decide, the probe withholds the reply when it reads the prompt as not
     // answered, and otherwise lets it be written.
-    // (The prompt is kept from the first reply, so its last token alone is run again: the
-    // same state to within the batch's summation order.)
+    // (The prompt is kept from the first reply, so only the probe's token and what follows
+    // it run again: the same state to within the batch's summation order.)
     let decided = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(2), &mut |_| ControlFlow::Continue(()))).unwrap();
     let reading = decided.probabilities.unwrap().probe.expect("the probe read the state");
     assert!((reading - margin).abs() <= 0.05 * margin.abs() + 1e-3, "{reading} against {margin}");

@@ -587,8 +587,8 @@ impl<B: Backend> Lm<B> {
     /// of one of the prompt's tokens after one layer (`None` where the backend cannot read
     /// it back, or `state_at` points outside the prompt): what the answerability probe
     /// reads. A state before the prompt's end is read by running the prompt in two pieces
-    /// split after that token, so it costs no extra pass; a kept start is reused only up
-    /// to that token.
+    /// split after that token: no extra pass over the prompt, one more small batch for the
+    /// rest; a kept start is reused only up to that token.
     pub async fn prefill_reusing_state(
         &self,
         tokens: Vec<u32>,

@@ -504,9 +504,10 @@ fn said_before_citations(answer: &str) -> &str {
         s = t;
     }
 }
+
 /// The hidden states after `layers` at two tokens of the answer prompt `messages`: the
-/// question's last (where the model has just read the question after the passages), and
-/// the prompt's last (where the answer begins; what the runtime's probe reads), and the
+/// question's last (where the model has just read the question after the passages; what
+/// the runtime's probe reads), and the prompt's last (where the answer begins), and the
 /// logits after the prompt, and the cache that read it. The prompt is read in two pieces
 /// split after the question, so this costs one prefill. `None` when the prompt's tokens do
 /// not begin with its question's.
