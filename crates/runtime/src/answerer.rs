@@ -252,10 +252,7 @@ impl<B: Backend> Lm<B> {
     /// to the end of that turn's text, before the template closes it; `None` when they do
     /// not begin with the tokens of the rendered chat up to there.
     pub fn user_turn_end(&self, user_turn: &str, tokens: &[u32]) -> Result<Option<usize>, Error> {
-        let rendered = self.render_chat(&[ChatMessage::new("user", user_turn)])?;
-        let turn = user_turn.trim_end();
-        let Some(at) = rendered.rfind(turn) else { return Ok(None) };
-        let head = self.tokenizer.encode_prompt(&rendered[..at + turn.len()])?;
+        let head = self.rendered_tokens_through(user_turn, user_turn.trim_end())?.unwrap_or_default();
         Ok((!head.is_empty() && head.len() <= tokens.len() && tokens.starts_with(&head)).then_some(head.len()))
     }
 
@@ -266,11 +263,17 @@ impl<B: Backend> Lm<B> {
         if user_turn_start.is_empty() {
             return Ok(None);
         }
-        let rendered = self.render_chat(&[ChatMessage::new("user", user_turn_start)])?;
-        let Some(at) = rendered.rfind(user_turn_start) else { return Ok(None) };
-        let mut tokens = self.tokenizer.encode_prompt(&rendered[..at + user_turn_start.len()])?;
+        let Some(mut tokens) = self.rendered_tokens_through(user_turn_start, user_turn_start)? else { return Ok(None) };
         tokens.pop();
         Ok(Some(tokens).filter(|t| !t.is_empty()))
+    }
+
+    /// The tokens of the chat of the one user turn `user_turn`, rendered as a reply renders
+    /// it, up to the end of the last `through` in it; `None` when it holds no `through`.
+    fn rendered_tokens_through(&self, user_turn: &str, through: &str) -> Result<Option<Vec<u32>>, Error> {
+        let rendered = self.render_chat(&[ChatMessage::new("user", user_turn)])?;
+        let Some(at) = rendered.rfind(through) else { return Ok(None) };
+        Ok(Some(self.tokenizer.encode_prompt(&rendered[..at + through.len()])?))
     }
 
     /// The token a reply opens with when it is the refusal ([`REFUSAL`]'s first token, as
