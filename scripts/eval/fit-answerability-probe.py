@@ -94,7 +94,7 @@ def fit(x, y, l2, iters=300):
     n, d = z.shape
     a = np.hstack([z, np.ones((n, 1))])
     w = np.zeros(d + 1)
-    reg = np.full(d + 1, l2)
+    reg = np.full(d + 1, float(l2))
     # The intercept all but unpenalized (a tiny penalty keeps the Woodbury form finite).
     reg[-1] = 1e-3 if d + 1 > n else 0.0
     for _ in range(iters):

@@ -430,6 +430,28 @@ fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_
             assert!(first.iter().all(|v| v.as_f64().unwrap().is_finite()), "{key}");
         }
     }
+    // With --question-alone, each question is read without its passages: no retrieval, and
+    // a state at its last token other than the one it has after the passages.
+    let alone = dir.join("alone.jsonl");
+    let al = alone.display().to_string();
+    let mut question_alone: Vec<&str> = args.to_vec();
+    question_alone[states_at] = &al;
+    question_alone.push("--question-alone");
+    let out = docmem(&question_alone);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let alone_rows: Vec<serde_json::Value> =
+        std::fs::read_to_string(&alone).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(alone_rows.len(), 8, "every question once");
+    for (a, r) in alone_rows.iter().zip(&rows) {
+        assert_eq!(a["id"], r["id"]);
+        assert_eq!(a["question_alone"], true);
+        assert!(a["retrieval"].is_null(), "no passages were retrieved: {}", a["retrieval"]);
+        assert_eq!(a["question_states"][0].as_array().unwrap().len(), r["question_states"][0].as_array().unwrap().len());
+        assert_ne!(a["question_states"], r["question_states"], "the passages change the question's state");
+    }
+    // --question-alone belongs to --states and reads no answer.
+    let out = docmem(&["eval", "answers", "--data", &f, "--question-alone"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--states"));
     // A layer the model does not have is refused by name.
     let mut bad = args;
     bad[bad.len() - 1] = "0,99";

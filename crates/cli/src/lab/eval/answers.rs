@@ -113,6 +113,12 @@ pub struct AnswersEvalArgs {
     /// probe that reads the answer, not only the prompt, is fitted on.
     #[arg(long, requires = "states")]
     pub answer_states: bool,
+    /// With `--states`: read the question alone, in the answer prompt's wording with no
+    /// passages, instead of the prompt with its passages (no retrieval, a short prefill):
+    /// the state a question gives before any evidence, to set beside its state after the
+    /// passages.
+    #[arg(long, requires = "states", conflicts_with = "answer_states")]
+    pub question_alone: bool,
     /// Leave out the questions a run with `--answerable A --unanswerable U` asks (`A,U`;
     /// repeatable): a dev run apart from the questions a rule was fitted on.
     #[arg(long, value_parser = parse_counts)]
@@ -380,8 +386,13 @@ fn dump_states(
     }
     for (i, q) in order.iter().enumerate() {
         let t = Instant::now();
-        let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
-        let messages = [docmem_runtime::chat::ChatMessage::new("user", prompt.user_turn.as_str())];
+        let (user_turn, retrieval) = if a.question_alone {
+            (docmem_core::answer::answer_prompt(&q.question, &[], false), None)
+        } else {
+            let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
+            (prompt.user_turn, Some(prompt.retrieval))
+        };
+        let messages = [docmem_runtime::chat::ChatMessage::new("user", user_turn.as_str())];
         let Some((question_states, states, logits, mut cache)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)?
         else {
             eprintln!("docmem eval answers --states: {} skipped: its prompt's tokens do not begin with its question's", q.id);
@@ -391,7 +402,8 @@ fn dump_states(
         let mut line = serde_json::json!({
             "id": q.id,
             "answerable": !q.answers.is_empty(),
-            "retrieval": prompt.retrieval,
+            "retrieval": retrieval,
+            "question_alone": a.question_alone,
             "layers": a.state_layers,
             "states": states,
             "question_states": question_states,
