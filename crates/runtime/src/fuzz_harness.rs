@@ -16,7 +16,6 @@ use crate::chat::ChatMessage;
 use crate::embed::{EmbedderOptions, Precision, SentenceEmbedder};
 use crate::lm::{Lm, LoadOptions, SamplingParams};
 use crate::source::MemorySource;
-use crate::Error;
 
 /// How every harness loads a model: one thread, a small context.
 fn options() -> LoadOptions {
@@ -56,7 +55,7 @@ fn exercise(lm: &Lm) {
 
 /// Bytes as a chat template's source (UTF-8, or nothing runs): compiled, then the
 /// conversation rendered with and without the generation prompt. A hostile template must
-/// stop at a limit (an [`Error`]), never run long or grow without bound.
+/// stop at a limit (an [`Error`](crate::Error)), never run long or grow without bound.
 pub fn chat_template(data: &[u8]) {
     let Ok(source) = std::str::from_utf8(data) else { return };
     let Ok(template) = crate::chat::ChatTemplate::new(Some(source), "<s>", "</s>") else { return };
@@ -267,7 +266,7 @@ pub fn pdf(data: &[u8]) {
                 assert!(text[..i].ends_with('\n') && text[i + c.len_utf8()..].starts_with('\n'), "a page break stands on its own line");
             }
         }
-        Err(Error::PdfTooLarge { limit }) => assert_eq!(limit, LIMIT),
+        Err(crate::Error::PdfTooLarge { limit }) => assert_eq!(limit, LIMIT),
         Err(_) => {}
     }
 }
