@@ -72,6 +72,8 @@ def load_rows(paths, exclude=frozenset()):
     for path in paths:
         for line in open(path):
             r = json.loads(line)
+            if r.get("question_alone"):
+                sys.exit(f"{path}: states of questions without their passages (--question-alone); a probe reads a prompt with them")
             if r["id"] in exclude:
                 left_out.add(r["id"])
                 continue
@@ -94,7 +96,7 @@ def fit(x, y, l2, iters=300):
     n, d = z.shape
     a = np.hstack([z, np.ones((n, 1))])
     w = np.zeros(d + 1)
-    reg = np.full(d + 1, float(l2))
+    reg = np.full(d + 1, l2, dtype=np.float64)
     # The intercept all but unpenalized (a tiny penalty keeps the Woodbury form finite).
     reg[-1] = 1e-3 if d + 1 > n else 0.0
     for _ in range(iters):

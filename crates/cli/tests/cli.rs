@@ -442,16 +442,26 @@ fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_
     let alone_rows: Vec<serde_json::Value> =
         std::fs::read_to_string(&alone).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(alone_rows.len(), 8, "every question once");
-    for (a, r) in alone_rows.iter().zip(&rows) {
+    let with_passages: Vec<serde_json::Value> =
+        std::fs::read_to_string(&states).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (a, r) in alone_rows.iter().zip(&with_passages) {
         assert_eq!(a["id"], r["id"]);
-        assert_eq!(a["question_alone"], true);
+        assert_eq!((&a["question_alone"], &r["question_alone"]), (&serde_json::json!(true), &serde_json::json!(false)));
         assert!(a["retrieval"].is_null(), "no passages were retrieved: {}", a["retrieval"]);
+        assert!(a["refusal_opening"].is_null(), "no lean towards the refusal is read without passages");
         assert_eq!(a["question_states"][0].as_array().unwrap().len(), r["question_states"][0].as_array().unwrap().len());
         assert_ne!(a["question_states"], r["question_states"], "the passages change the question's state");
     }
-    // --question-alone belongs to --states and reads no answer.
+    // --question-alone belongs to --states, and reads no answer.
     let out = docmem(&["eval", "answers", "--data", &f, "--question-alone"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--states"));
+    question_alone.push("--answer-states");
+    let out = docmem(&question_alone);
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--answer-states"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A layer the model does not have is refused by name.
     let mut bad = args;
     bad[bad.len() - 1] = "0,99";

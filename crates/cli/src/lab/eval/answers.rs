@@ -99,9 +99,11 @@ pub struct AnswersEvalArgs {
     pub out: Option<PathBuf>,
     /// Instead of answering: for each question, the answerer's hidden state at the last
     /// token of its answer prompt (ours) and at the question's last token, one JSON line
-    /// `{id, answerable, retrieval, layers, states, question_states, refusal_opening}`
-    /// appended here: what the answerability probe is fitted on (`refusal_opening`: the
-    /// refusal's opening token's `logprob` after the prompt, and whether it is `greedy`).
+    /// `{id, answerable, retrieval, question_alone, layers, states, question_states,
+    /// refusal_opening}` appended here: what the answerability probe is fitted on
+    /// (`refusal_opening`: the refusal's opening token's `logprob` after the prompt, and
+    /// whether it is `greedy`; with `--question-alone`, `retrieval` and `refusal_opening`
+    /// are null and both states are of the prompt without passages).
     #[arg(long)]
     pub states: Option<PathBuf>,
     /// Layers (0-based, comma-separated) whose states `--states` records.
@@ -225,9 +227,14 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
         docmem_runtime::answerer::measure_verification(true);
     }
     let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+    if let (Some(states), true) = (&a.states, a.question_alone) {
+        // No passages: no embedder and no library.
+        return dump_states(a, states, &questions, None, &lm);
+    }
     let mut embedder = a.embedder.open()?;
     if let Some(states) = &a.states {
-        return dump_states(a, states, &questions, &set.documents, &lm, embedder.as_mut());
+        let library = build_library(&set.documents, embedder.as_mut())?;
+        return dump_states(a, states, &questions, Some((&library, embedder.as_mut())), &lm);
     }
     let mut out = match &a.out {
         Some(p) => Some(
@@ -353,16 +360,16 @@ fn ours_params(a: &AnswersEvalArgs) -> AskParams {
     AskParams { k: a.k.unwrap_or(d.k), max_tokens: a.max_tokens, context, check_answerability: !a.no_check, ..d }
 }
 
-/// `--states`: each question's answer prompt (ours) read by the answerer, and the hidden
-/// states of its last token and its question's after each of `--state-layers` appended to
-/// `path`.
+/// `--states`: each question's answer prompt (ours, over `search`'s library; with
+/// `--question-alone`, `search` is `None` and the prompt holds no passages) read by the
+/// answerer, and the hidden states of its last token and its question's after each of
+/// `--state-layers` appended to `path`.
 fn dump_states(
     a: &AnswersEvalArgs,
     path: &std::path::Path,
     questions: &[&Question],
-    docs: &[Document],
+    mut search: Option<(&Library<MemStore>, &mut dyn docmem_core::Embedder)>,
     lm: &Lm,
-    embedder: &mut dyn docmem_core::Embedder,
 ) -> Result<(), CliError> {
     let n_layer = lm.config().n_layer;
     if let Some(bad) = a.state_layers.iter().find(|&&l| l >= n_layer) {
@@ -375,7 +382,6 @@ fn dump_states(
         .append(true)
         .open(path)
         .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
-    let library = build_library(docs, embedder)?;
     let params = ours_params(a);
     let refusal = lm.refusal_opening()?;
     // Answerable and unanswerable in turn, so that a run stopped early is still balanced.
@@ -386,11 +392,18 @@ fn dump_states(
     }
     for (i, q) in order.iter().enumerate() {
         let t = Instant::now();
-        let (user_turn, retrieval) = if a.question_alone {
-            (docmem_core::answer::answer_prompt(&q.question, &[], false), None)
-        } else {
-            let prompt = docmem_runtime::pipeline::qa::prepare(&library, embedder, &q.question, &params)?;
-            (prompt.user_turn, Some(prompt.retrieval))
+        let (user_turn, retrieval) = match search.as_mut() {
+            Some((library, embedder)) => {
+                let prompt = docmem_runtime::pipeline::qa::prepare(library, &mut **embedder, &q.question, &params)?;
+                (prompt.user_turn, Some(prompt.retrieval))
+            }
+            // The answer prompt's wording (in the question's language, as `prepare` picks
+            // it) with no passages.
+            None if q.question.trim().is_empty() => return Err(docmem_runtime::Error::EmptyQuestion.into()),
+            None => {
+                let chinese = docmem_core::text::detect_language(&q.question) == "zh";
+                (docmem_core::answer::answer_prompt(&q.question, &[], chinese), None)
+            }
         };
         let messages = [docmem_runtime::chat::ChatMessage::new("user", user_turn.as_str())];
         let Some((question_states, states, logits, mut cache)) = prompt_states_at_question(lm, &messages, &q.question, &a.state_layers)?
@@ -407,7 +420,9 @@ fn dump_states(
             "layers": a.state_layers,
             "states": states,
             "question_states": question_states,
-            "refusal_opening": refusal.map(|r| opening_reading(&logits, r)),
+            // With no passages, the instruction to refuse when they lack the answer always
+            // applies: how the model leans towards its refusal then says nothing.
+            "refusal_opening": if a.question_alone { None } else { refusal.map(|r| opening_reading(&logits, r)) },
         });
         if let Some(answer) = answer {
             line["refused"] = is_refusal(&answer.text).into();
