@@ -65,6 +65,13 @@ def states(rows, position="last"):
     return layers, x, y
 
 
+def refuse_question_alone(path, record):
+    """Stop on a record of a question read without its passages (`--question-alone`): a
+    probe reads a prompt with them."""
+    if record.get("question_alone"):
+        sys.exit(f"{path}: states of questions without their passages (--question-alone); a probe reads a prompt with them")
+
+
 def load_rows(paths, exclude=frozenset()):
     """The records of `paths` in order, each question once, those in `exclude` left out;
     and how many questions were left out."""
@@ -72,8 +79,7 @@ def load_rows(paths, exclude=frozenset()):
     for path in paths:
         for line in open(path):
             r = json.loads(line)
-            if r.get("question_alone"):
-                sys.exit(f"{path}: states of questions without their passages (--question-alone); a probe reads a prompt with them")
+            refuse_question_alone(path, r)
             if r["id"] in exclude:
                 left_out.add(r["id"])
                 continue

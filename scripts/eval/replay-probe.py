@@ -49,8 +49,7 @@ def main():
     for path in sys.argv[2:-1]:
         for line in open(path):
             r = json.loads(line)
-            if r.get("question_alone"):
-                sys.exit(f"{path}: states of questions without their passages (--question-alone); a probe reads a prompt with them")
+            fit_probe.refuse_question_alone(path, r)
             if probe["layer"] not in r["layers"] or key not in r:
                 sys.exit(f"{path}: no {key} of layer {probe['layer']} (it records {r['layers']})")
             states.setdefault(r["id"], r[key][r["layers"].index(probe["layer"])])
