@@ -67,24 +67,38 @@ pub fn answer_prompt(question: &str, memories: &[Memory<'_>], chinese: bool) -> 
     s
 }
 
+/// [`answer_prompt`] with the question also stated before the passages, so that the
+/// model reads each passage knowing what it looks for (the question still ends the turn,
+/// where the answerability probe reads the model's state). An evaluated alternative
+/// layout: `docmem eval answers --question-first` records its states beside the usual
+/// layout's (docs/evaluation.md).
+pub fn answer_prompt_question_first(question: &str, memories: &[Memory<'_>], chinese: bool) -> String {
+    let label = if chinese { "问题：" } else { "Question: " };
+    after_instructions(answer_prompt(question, memories, chinese), label, question)
+}
+
 /// [`answer_prompt`] with an overview of the whole library (its global memory: every
 /// document's outline and key points) before the numbered memories: the prompt of a
 /// *global* question ("what are these documents about?"), which no single passage answers.
 pub fn answer_prompt_with_overview(question: &str, overview: &str, memories: &[Memory<'_>], chinese: bool) -> String {
-    let plain = answer_prompt(question, memories, chinese);
-    // The instructions end at the first blank line; the overview goes right after them.
-    let at = plain.find("\n\n").map_or(0, |i| i + 2);
     let heading = if chinese {
         "文档库概览（每篇文档的大纲和要点）：\n"
     } else {
         "Overview of the library (each document's outline and key points):\n"
     };
-    let mut s = String::with_capacity(plain.len() + overview.len() + 80);
-    s.push_str(&plain[..at]);
+    after_instructions(answer_prompt(question, memories, chinese), heading, overview)
+}
+
+/// `prompt` with `heading`, the trimmed `text` and a blank line inserted right after its
+/// instructions (which end at the first blank line).
+fn after_instructions(prompt: String, heading: &str, text: &str) -> String {
+    let at = prompt.find("\n\n").map_or(0, |i| i + 2);
+    let mut s = String::with_capacity(prompt.len() + heading.len() + text.len() + 2);
+    s.push_str(&prompt[..at]);
     s.push_str(heading);
-    s.push_str(overview.trim());
+    s.push_str(text.trim());
     s.push_str("\n\n");
-    s.push_str(&plain[at..]);
+    s.push_str(&prompt[at..]);
     s
 }
 
@@ -212,6 +226,16 @@ mod tests {
             "one supporting citation is enough"
         );
         assert_eq!(checked_citations("Paris. [2]", vec![2], &sources), (vec![2], false), "nowhere better to point: the model's stays");
+    }
+
+    #[test]
+    fn the_question_first_layout_states_the_question_before_the_passages_and_ends_with_it() {
+        let m = [Memory { title: "a.txt", outline: None, core: "", text: "Caxton printed." }];
+        let p = answer_prompt_question_first("Who printed?", &m, false);
+        assert!(p.starts_with(instructions(false)));
+        assert!(p[instructions(false).len()..].starts_with("Question: Who printed?\n\n[1] a.txt\n"));
+        assert!(p.ends_with("Text: Caxton printed.\n\nQuestion: Who printed?"));
+        assert_eq!(p.len(), answer_prompt("Who printed?", &m, false).len() + "Question: Who printed?\n\n".len());
     }
 
     #[test]

@@ -121,6 +121,11 @@ pub struct AnswersEvalArgs {
     /// passages.
     #[arg(long, requires = "states", conflicts_with = "answer_states")]
     pub question_alone: bool,
+    /// With `--states`: lay the prompt out with the question also before the passages
+    /// (`docmem_core::answer::answer_prompt_question_first`), so that its states can be
+    /// compared with the usual layout's on the same questions.
+    #[arg(long, requires = "states", conflicts_with = "question_alone")]
+    pub question_first: bool,
     /// Leave out the questions a run with `--answerable A --unanswerable U` asks (`A,U`;
     /// repeatable): a dev run apart from the questions a rule was fitted on.
     #[arg(long, value_parser = parse_counts)]
@@ -395,7 +400,23 @@ fn dump_states(
         let (user_turn, retrieval) = match search.as_mut() {
             Some((library, embedder)) => {
                 let prompt = docmem_runtime::pipeline::qa::prepare(library, &mut **embedder, &q.question, &params)?;
-                (prompt.user_turn, Some(prompt.retrieval))
+                let user_turn = if a.question_first {
+                    let memories: Vec<docmem_core::answer::Memory<'_>> = prompt
+                        .sources
+                        .iter()
+                        .map(|s| docmem_core::answer::Memory {
+                            title: &s.title,
+                            outline: s.outline.as_deref(),
+                            core: &s.core,
+                            text: &s.text,
+                        })
+                        .collect();
+                    let chinese = docmem_core::text::detect_language(&q.question) == "zh";
+                    docmem_core::answer::answer_prompt_question_first(&q.question, &memories, chinese)
+                } else {
+                    prompt.user_turn
+                };
+                (user_turn, Some(prompt.retrieval))
             }
             // The answer prompt's wording (in the question's language, as `prepare` picks
             // it) with no passages.
@@ -417,6 +438,7 @@ fn dump_states(
             "answerable": !q.answers.is_empty(),
             "retrieval": retrieval,
             "question_alone": a.question_alone,
+            "question_first": a.question_first,
             "layers": a.state_layers,
             "states": states,
             "question_states": question_states,
