@@ -9,41 +9,19 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-const { pathToFileURL } = require('node:url');
+const { loadPackage, countSimdOpcode, RELAXED_DOT } = require('./common.cjs');
 
 const [pkgDir, modelPath, goldenPath, threadsArg] = process.argv.slice(2);
 const threads = threadsArg === undefined ? 0 : Number(threadsArg);
 const golden = JSON.parse(fs.readFileSync(goldenPath, 'utf8'));
 
-/** The package's module: the CommonJS one, or the threads one with its helpers started. */
-async function loadPackage() {
-  if (!threads) return require(path.resolve(pkgDir, 'docmem_wasm.js'));
-  const glueUrl = pathToFileURL(path.resolve(pkgDir, 'docmem_wasm.js')).href;
-  const w = await import(glueUrl);
-  const module = await WebAssembly.compile(fs.readFileSync(path.resolve(pkgDir, 'docmem_wasm_bg.wasm')));
-  const exports = await w.default({ module_or_path: module });
-  const { startThreads } = await import(pathToFileURL(path.resolve(__dirname, '../../js/threads.js')).href);
-  const started = await startThreads(w, { glueUrl, module, memory: exports.memory, count: threads });
-  console.log(`threads build: ${started} thread(s) started`);
-  return w;
-}
-
-/** Relaxed SIMD's dot product (opcode 0xFD 0x113) in the package's wasm, counted: the
- * relaxed build must use it, or its test would test the simd128 kernels again. */
-function relaxedDots() {
-  const bytes = fs.readFileSync(path.resolve(pkgDir, 'docmem_wasm_bg.wasm'));
-  let n = 0;
-  for (let i = 0; i + 2 < bytes.length; i++) if (bytes[i] === 0xfd && bytes[i + 1] === 0x93 && bytes[i + 2] === 0x02) n++;
-  return n;
-}
-
 async function main() {
   if (path.basename(path.resolve(pkgDir)).includes('relaxed')) {
-    const n = relaxedDots();
+    const n = countSimdOpcode(pkgDir, RELAXED_DOT);
     if (n === 0) throw new Error(`${pkgDir} has no relaxed-SIMD dot product`);
     console.log(`relaxed build: ${n} relaxed dot products in the code`);
   }
-  const w = await loadPackage();
+  const w = await loadPackage(pkgDir, threads);
   const { Lm } = w;
 
   function same(a, b) {

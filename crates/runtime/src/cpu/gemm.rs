@@ -355,13 +355,15 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
 /// The full tile in wasm: MR tokens × 8 rows in 2·MR `simd128` accumulators. Written out
 /// because the vectorized generic loop loaded each activation as a scalar and splatted it
 /// in a second instruction; `v128_load32_splat` does both, and the loop keeps the
-/// accumulators in registers (wasm has no FMA without relaxed SIMD: a multiply and an add).
+/// accumulators in registers (wasm has no FMA without relaxed SIMD: a multiply and an add;
+/// [`madd4`] fuses them in the relaxed-SIMD build).
 ///
 /// # Safety
 /// `x` must hold at least `MR · cols` values and `panel` at least `cols · NR` (read
 /// unchecked). The build has `simd128` (the function exists only then), so no run-time
 /// check is needed.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
 unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {
     use core::arch::wasm32::*;
     debug_assert!(x.len() >= MR * cols && panel.len() >= cols * NR);
@@ -375,8 +377,8 @@ unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32;
             let w1 = v128_load(wp.add(k * NR + 4) as *const v128);
             for (i, ci) in c.iter_mut().enumerate() {
                 let xi = v128_load32_splat(xp.add(i * cols + k) as *const u32);
-                ci[0] = f32x4_add(ci[0], f32x4_mul(xi, w0));
-                ci[1] = f32x4_add(ci[1], f32x4_mul(xi, w1));
+                ci[0] = madd4(xi, w0, ci[0]);
+                ci[1] = madd4(xi, w1, ci[1]);
             }
         }
     }
@@ -386,6 +388,27 @@ unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32;
             v128_store(out.as_mut_ptr() as *mut v128, ci[0]);
             v128_store(out.as_mut_ptr().add(4) as *mut v128, ci[1]);
         }
+    }
+}
+
+/// `a·b + c` in four lanes. With relaxed SIMD, `f32x4.relaxed_madd`: one fused
+/// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
+/// halves the micro-kernel's arithmetic; rounded once or twice, as the engine chooses
+/// (relaxed), so the encoder's wasm results differ from the plain build's in the last
+/// bits, as the native FMA kernel's do from the plain one's. Without it, a multiply and
+/// an add.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
+#[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
+fn madd4(a: core::arch::wasm32::v128, b: core::arch::wasm32::v128, c: core::arch::wasm32::v128) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::*;
+    #[cfg(feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(feature = "relaxed-simd"))]
+    {
+        f32x4_add(c, f32x4_mul(a, b))
     }
 }
 
