@@ -67,6 +67,9 @@ pub fn exp_shifted(v: &mut [f32], sub: f32) {
         // SAFETY: `has_fma` found AVX2 and FMA, the features `avx2::exp_shifted` enables.
         return unsafe { avx2::exp_shifted(v, sub) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::exp_shifted(v, sub);
+    #[allow(unreachable_code)]
     v.iter_mut().for_each(|x| *x = expf(*x - sub));
 }
 
@@ -77,7 +80,131 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
         // SAFETY: `has_fma` found AVX2 and FMA, the features `avx2::swiglu` enables.
         return unsafe { avx2::swiglu(gate, up) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd128::swiglu(gate, up);
+    #[allow(unreachable_code)]
     gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
+}
+
+/// The vector forms in wasm against the scalar ones on seeded inputs (part of
+/// [`super::check_kernels`]): the number of values compared, or the first that differs.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub fn check_simd128() -> Result<usize, String> {
+    // Below −87 and above 88 (the scalar fallbacks), the normal range, and fractions that
+    // land near halfway cases of the fused multiply-adds.
+    let xs: Vec<f32> = (0..20_000).map(|i| -110.0 + i as f32 * 0.01 + (i as f32 * 0.37).sin() * 1e-3).collect();
+    let mut v = xs.clone();
+    exp_shifted(&mut v, 3.25);
+    for (x, got) in xs.iter().zip(&v) {
+        let want = expf(x - 3.25);
+        if got.to_bits() != want.to_bits() {
+            return Err(format!("exp({x} - 3.25): vector {got:e}, scalar {want:e}"));
+        }
+    }
+    let up: Vec<f32> = xs.iter().map(|x| (x * 0.1).cos()).collect();
+    let mut g: Vec<f32> = xs.iter().map(|x| x * 0.5 + 7.0).collect();
+    let want: Vec<f32> = g.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
+    swiglu(&mut g, &up);
+    for (i, (a, b)) in g.iter().zip(&want).enumerate() {
+        if a.to_bits() != b.to_bits() {
+            return Err(format!("swiglu at {i}: vector {a:e}, scalar {b:e}"));
+        }
+    }
+    Ok(2 * xs.len())
+}
+
+/// [`expf`] four lanes at a time in wasm `simd128`, the same bits: wasm has no fused
+/// multiply-add, so each of the polynomial's is done as [`super::fma::fma_by_f64`] does it,
+/// two lanes per f64 vector (the product is exact in f64, the sum rounds once). The rare
+/// vector where that needs its correction step (a sum exactly halfway between two f32
+/// values) or where a lane falls outside the normal range of `2^n` takes the scalar path.
+/// About a twentieth of a wasm prefill was the scalar `expf` of SwiGLU and the softmax.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128 {
+    use core::arch::wasm32::*;
+
+    use super::{c, expf, silu};
+
+    /// Whether any f64 lane of `sum` lies exactly halfway between two f32 values (the
+    /// case `fma_by_f64` corrects).
+    #[inline(always)]
+    fn halfway(sum: v128) -> bool {
+        let low = v128_and(sum, i64x2_splat(0x1fff_ffff));
+        v128_any_true(i64x2_eq(low, i64x2_splat(0x1000_0000)))
+    }
+
+    /// `a·b + c` per lane, rounded once, or `None` where a lane needs the correction step.
+    #[inline(always)]
+    fn fmadd4(a: v128, b: v128, c: v128) -> Option<v128> {
+        let high = |v: v128| f64x2_promote_low_f32x4(i32x4_shuffle::<2, 3, 0, 1>(v, v));
+        let lo = f64x2_add(f64x2_mul(f64x2_promote_low_f32x4(a), f64x2_promote_low_f32x4(b)), f64x2_promote_low_f32x4(c));
+        let hi = f64x2_add(f64x2_mul(high(a), high(b)), high(c));
+        if halfway(lo) || halfway(hi) {
+            return None;
+        }
+        Some(i32x4_shuffle::<0, 1, 4, 5>(f32x4_demote_f64x2_zero(lo), f32x4_demote_f64x2_zero(hi)))
+    }
+
+    /// [`expf`] of each lane, or `None` where a lane needs the scalar path.
+    #[inline(always)]
+    fn expf4(x: v128) -> Option<v128> {
+        let set = |bits: u32| f32x4_splat(c(bits));
+        let r = set(0x4b40_0000);
+        let z = fmadd4(x, set(0x3fb8_aa3b), r)?;
+        let n = f32x4_sub(z, r);
+        let neg_n = f32x4_neg(n);
+        let b = fmadd4(neg_n, set(0x35bf_be8e), fmadd4(neg_n, set(0x3f31_7200), x)?)?;
+        let u = f32x4_mul(b, b);
+        let a = fmadd4(set(0x3c07_2010), b, set(0x3d2b_9f17))?;
+        let j = fmadd4(fmadd4(a, u, fmadd4(set(0x3e2a_af33), b, set(0x3eff_fedb))?)?, u, fmadd4(set(0x3f7f_fff6), b, f32x4_splat(1.0))?)?;
+        // 2^n by its bits, for n in −126..=127 (n is an integer-valued float).
+        if !i32x4_all_true(v128_and(f32x4_ge(n, f32x4_splat(-126.0)), f32x4_le(n, f32x4_splat(127.0)))) {
+            return None;
+        }
+        let pow2 = i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127)), 23);
+        Some(f32x4_mul(j, pow2))
+    }
+
+    #[inline(always)]
+    fn load(s: &[f32]) -> v128 {
+        assert!(s.len() >= 4);
+        // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
+        unsafe { v128_load(s.as_ptr() as *const v128) }
+    }
+
+    #[inline(always)]
+    fn store(s: &mut [f32], v: v128) {
+        assert!(s.len() >= 4);
+        // SAFETY: as in `load`.
+        unsafe { v128_store(s.as_mut_ptr() as *mut v128, v) }
+    }
+
+    pub(super) fn exp_shifted(v: &mut [f32], sub: f32) {
+        let s = f32x4_splat(sub);
+        let mut chunks = v.chunks_exact_mut(4);
+        for ch in &mut chunks {
+            match expf4(f32x4_sub(load(ch), s)) {
+                Some(e) => store(ch, e),
+                None => ch.iter_mut().for_each(|x| *x = expf(*x - sub)),
+            }
+        }
+        chunks.into_remainder().iter_mut().for_each(|x| *x = expf(*x - sub));
+    }
+
+    pub(super) fn swiglu(gate: &mut [f32], up: &[f32]) {
+        let n = gate.len().min(up.len());
+        let (gate, up) = (&mut gate[..n], &up[..n]);
+        let mut chunks = gate.chunks_exact_mut(4).zip(up.chunks_exact(4));
+        for (g, u) in &mut chunks {
+            let gv = load(g);
+            match expf4(f32x4_neg(gv)) {
+                Some(e) => store(g, f32x4_mul(f32x4_div(gv, f32x4_add(f32x4_splat(1.0), e)), load(u))),
+                None => g.iter_mut().zip(u).for_each(|(g, u)| *g = silu(*g) * u),
+            }
+        }
+        let done = n - n % 4;
+        gate[done..].iter_mut().zip(&up[done..]).for_each(|(g, u)| *g = silu(*g) * u);
+    }
 }
 
 /// [`expf`] eight lanes at a time: the same operations, so the same bits. Vectors with a
