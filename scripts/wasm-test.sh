@@ -42,8 +42,9 @@ in_parallel \
 
 # Checks that use both cores, or time a cancel, one at a time: the threads builds at two
 # threads (helper workers on shared memory; the 1.5B and the embedder in the relaxed-SIMD
-# build the page prefers, whose encoder fuses its multiply-adds), the npm package's DocMem client in Node with local models, background
-# memories, and hosted models (a fake OpenAI-compatible host).
+# build the page prefers, whose encoder fuses its multiply-adds), the npm package's DocMem
+# client in Node with local models, background memories, and hosted models (a fake
+# OpenAI-compatible host).
 node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 2
 "$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 2
 "$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$qwen" "$golden/lm-qwen2.5-1.5b.json" 2

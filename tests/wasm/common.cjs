@@ -52,8 +52,9 @@ function countSimdOpcode(pkgDir, opcode) {
   return n;
 }
 
-/** Relaxed SIMD's opcodes used by the relaxed build: i16x8.relaxed_dot_i8x16_i7x16_s
- * (the K-quant kernels) and f32x4.relaxed_madd (the encoder's matrix product). */
+/** Relaxed SIMD's opcodes used by the relaxed build: i32x4.relaxed_dot_i8x16_i7x16_add_s
+ * (0x113, the K-quant kernels' dot product, as js/worker.js names it) and
+ * f32x4.relaxed_madd (0x105, the encoder's matrix product). */
 const RELAXED_DOT = 0x113;
 const RELAXED_MADD = 0x105;
 

@@ -51,6 +51,16 @@ async function main() {
     console.log(`${precision}: worst cosine ${worst.cos.toFixed(6)} (text ${worst.i}) over ${texts.length} texts, ` +
       `${truncated} truncated, load ${((t1 - t0) / 1000).toFixed(1)} s, embed ${seconds.toFixed(1)} s ${ok ? 'ok' : 'FAILED'}`);
     if (!ok) failures++;
+    // A text embeds to the same bits alone as in a batch (a query and the same sentence
+    // stored), whichever rows of the matrix product's tiles it lands in.
+    for (const i of [0, 5, 222]) {
+      const alone = e.embed([texts[i]], false).vectors;
+      const inBatch = vectors.subarray(i * dim, (i + 1) * dim);
+      if (!alone.every((x, k) => Object.is(x, inBatch[k]))) {
+        console.error(`${precision}: text ${i} embeds differently alone than in its batch`);
+        failures++;
+      }
+    }
   }
   // Bad input is a JS error that names the problem, not a crash of the instance.
   try {

@@ -29,7 +29,8 @@ async function main() {
   }
 
   let failures = 0;
-  // The simd128 integer kernels against their portable loops (extremes included).
+  // The vector kernels against their portable loops: the simd128 integer kernels
+  // (extremes included) and the vector exp and SwiGLU.
   console.log(`CPU kernel check: ${w.cpuKernelCheck()} cases agree`);
   const t0 = performance.now();
   const lm = new Lm(fs.readFileSync(modelPath));

@@ -244,6 +244,16 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
             return;
         }
         let mut scratch = Vec::new();
+        // Where the full tile fuses its multiply-adds and the partial one cannot (wasm with
+        // relaxed SIMD, [`madd4`]), the task's last rows, if fewer than MR, run as a full
+        // tile padded with zero rows: every token is then summed by the same kernel, so a
+        // text embeds the same bits whatever else is in its batch.
+        let tail = (t1 - t0) % MR;
+        let padded_tail = (cfg!(all(target_arch = "wasm32", feature = "relaxed-simd")) && tail != 0).then(|| {
+            let mut rows = vec![0f32; MR * w.cols];
+            rows[..tail * w.cols].copy_from_slice(&x[(t1 - tail) * w.cols..t1 * w.cols]);
+            rows
+        });
         for p in p0..p1 {
             let panel: &[f32] = match &w.data {
                 // Copied like the others: reading the panel from a fresh buffer in L2
@@ -272,7 +282,10 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
             while t < t1 {
                 let n = (t1 - t).min(MR);
                 let mut acc = [[0f32; NR]; MR];
-                kernel(&x[t * w.cols..(t + n) * w.cols], w.cols, n, panel, &mut acc);
+                match &padded_tail {
+                    Some(rows) if n < MR => kernel(rows, w.cols, MR, panel, &mut acc),
+                    _ => kernel(&x[t * w.cols..(t + n) * w.cols], w.cols, n, panel, &mut acc),
+                }
                 store(n, &|i| acc[i], t, p);
                 t += n;
             }
@@ -395,8 +408,9 @@ unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32;
 /// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
 /// halves the micro-kernel's arithmetic; rounded once or twice, as the engine chooses
 /// (relaxed), so the encoder's wasm results differ from the plain build's in the last
-/// bits, as the native FMA kernel's do from the plain one's. Without it, a multiply and
-/// an add.
+/// bits, as the native FMA kernel's do from the plain one's. `gemm` pads a partial tile to
+/// a full one there, so that every token goes through this kernel. Without relaxed SIMD,
+/// a multiply and an add.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
 #[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]

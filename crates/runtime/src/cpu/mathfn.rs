@@ -5,11 +5,12 @@
 //! Using ggml's own polynomial (a Cody–Waite range reduction to `n · ln 2 + b`, then a
 //! degree-5 polynomial for `e^b − 1`, from ARM's optimized-routines) makes our softmax and
 //! SwiGLU bit-identical to llama.cpp's, not merely close. Every step is one IEEE operation
-//! or fused multiply-add, so the scalar form here equals the vector form lane by lane.
+//! or fused multiply-add, so the scalar form here equals the vector forms (AVX2, and
+//! wasm `simd128`, which emulates the fused multiply-adds) lane by lane.
 
 // Unsafe code: AVX2 + FMA `exp` and SwiGLU: `#[target_feature]` functions called only after
 // run-time feature detection (`has_fma`), with unaligned raw-pointer vector loads and
-// stores.
+// stores; in wasm, `simd128` vector loads and stores, bounds checked first.
 #![allow(unsafe_code)]
 
 use super::fma::Fma;
@@ -86,13 +87,17 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
 }
 
-/// The vector forms in wasm against the scalar ones on seeded inputs (part of
-/// [`super::check_kernels`]): the number of values compared, or the first that differs.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub fn check_simd128() -> Result<usize, String> {
-    // Below −87 and above 88 (the scalar fallbacks), the normal range, and fractions that
-    // land near halfway cases of the fused multiply-adds.
-    let xs: Vec<f32> = (0..20_000).map(|i| -110.0 + i as f32 * 0.01 + (i as f32 * 0.37).sin() * 1e-3).collect();
+/// The vector forms of [`exp_shifted`] and [`swiglu`] (AVX2, or wasm `simd128`) against
+/// the scalar ones, bit for bit: the number of values compared, or the first that differs.
+/// Run by the native tests and, in wasm, by [`super::check_kernels`] (the page's check of
+/// a build before it uses it).
+///
+/// The inputs reach both fallbacks: exponents far below −87 and above 88 (`2^n` outside
+/// its normal range), and gates whose `−g` does too; the lengths are not a multiple of the
+/// vectors', and SwiGLU's `up` is shorter than its gate (the values past it stay as they
+/// were).
+pub fn check_vector_forms() -> Result<usize, String> {
+    let xs: Vec<f32> = (0..21_003).map(|i| -110.0 + i as f32 * 0.01 + (i as f32 * 0.37).sin() * 1e-3).collect();
     let mut v = xs.clone();
     exp_shifted(&mut v, 3.25);
     for (x, got) in xs.iter().zip(&v) {
@@ -101,16 +106,21 @@ pub fn check_simd128() -> Result<usize, String> {
             return Err(format!("exp({x} - 3.25): vector {got:e}, scalar {want:e}"));
         }
     }
-    let up: Vec<f32> = xs.iter().map(|x| (x * 0.1).cos()).collect();
-    let mut g: Vec<f32> = xs.iter().map(|x| x * 0.5 + 7.0).collect();
-    let want: Vec<f32> = g.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
+    let mut g: Vec<f32> = xs.iter().map(|x| x * 1.2 + 0.3).collect();
+    let up: Vec<f32> = xs[..xs.len() - 3].iter().map(|x| (x * 0.1).cos()).collect();
+    let mut want = g.clone();
+    want.iter_mut().zip(&up).for_each(|(g, u)| *g = silu(*g) * u);
     swiglu(&mut g, &up);
     for (i, (a, b)) in g.iter().zip(&want).enumerate() {
         if a.to_bits() != b.to_bits() {
-            return Err(format!("swiglu at {i}: vector {a:e}, scalar {b:e}"));
+            return Err(format!("swiglu at {i} (gate {}): vector {a:e}, scalar {b:e}", xs[i] * 1.2 + 0.3));
         }
     }
-    Ok(2 * xs.len())
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    let fused = simd128::check_fmadd4()?;
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let fused = 0;
+    Ok(xs.len() + want.len() + fused)
 }
 
 /// [`expf`] four lanes at a time in wasm `simd128`, the same bits: wasm has no fused
@@ -123,6 +133,7 @@ pub fn check_simd128() -> Result<usize, String> {
 mod simd128 {
     use core::arch::wasm32::*;
 
+    use super::super::fma::fma_by_f64;
     use super::{c, expf, silu};
 
     /// Whether any f64 lane of `sum` lies exactly halfway between two f32 values (the
@@ -143,6 +154,43 @@ mod simd128 {
             return None;
         }
         Some(i32x4_shuffle::<0, 1, 4, 5>(f32x4_demote_f64x2_zero(lo), f32x4_demote_f64x2_zero(hi)))
+    }
+
+    /// [`fmadd4`] against [`fma_by_f64`] lane by lane on seeded triples, and refusing a sum
+    /// that lands exactly halfway between two f32 values (`(1 + 2^-12)² − 2^-11` is
+    /// `1 + 2^-24`, exact in f64): the number of cases.
+    pub(super) fn check_fmadd4() -> Result<usize, String> {
+        let (h, c) = (f32::from_bits(0x3f80_0800), f32::from_bits(0xba00_0000)); // 1 + 2^-12, −2^-11
+        if fmadd4(f32x4_splat(h), f32x4_splat(h), f32x4_splat(c)).is_some() {
+            return Err("fmadd4 kept a sum exactly halfway between two f32 values".into());
+        }
+        let mut seed = 0x9e37_79b9u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let scale = f32::from_bits((117 + (seed >> 28)) << 23); // 2^-10 .. 2^5
+            (((seed >> 8) as f32 / (1u32 << 24) as f32) - 0.5) * scale
+        };
+        let mut cases = 1;
+        for _ in 0..4096 {
+            let (a, b, c): ([f32; 4], [f32; 4], [f32; 4]) =
+                (core::array::from_fn(|_| next()), core::array::from_fn(|_| next()), core::array::from_fn(|_| next()));
+            let Some(got) = fmadd4(lanes(a), lanes(b), lanes(c)) else { continue };
+            let got: [f32; 4] =
+                [f32x4_extract_lane::<0>(got), f32x4_extract_lane::<1>(got), f32x4_extract_lane::<2>(got), f32x4_extract_lane::<3>(got)];
+            for k in 0..4 {
+                let want = fma_by_f64(a[k], b[k], c[k]);
+                if got[k].to_bits() != want.to_bits() {
+                    return Err(format!("fmadd4({}, {}, {}): {:e}, fma_by_f64 {want:e}", a[k], b[k], c[k], got[k]));
+                }
+            }
+            cases += 4;
+        }
+        Ok(cases)
+    }
+
+    #[inline(always)]
+    fn lanes(v: [f32; 4]) -> v128 {
+        f32x4(v[0], v[1], v[2], v[3])
     }
 
     /// [`expf`] of each lane, or `None` where a lane needs the scalar path.
@@ -291,19 +339,7 @@ mod tests {
 
     #[test]
     fn vector_forms_equal_the_scalar_ones_bit_for_bit() {
-        let xs: Vec<f32> = (0..20_000).map(|i| -110.0 + i as f32 * 0.01 + (i as f32 * 0.37).sin() * 1e-3).collect();
-        let mut v = xs.clone();
-        exp_shifted(&mut v, 3.25);
-        for (x, got) in xs.iter().zip(&v) {
-            assert_eq!(got.to_bits(), expf(x - 3.25).to_bits(), "exp({x} - 3.25)");
-        }
-        let up: Vec<f32> = xs.iter().map(|x| (x * 0.1).cos()).collect();
-        let mut g: Vec<f32> = xs.iter().map(|x| x * 0.5 + 7.0).collect();
-        let want: Vec<f32> = g.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-        swiglu(&mut g, &up);
-        for (i, (a, b)) in g.iter().zip(&want).enumerate() {
-            assert_eq!(a.to_bits(), b.to_bits(), "swiglu at {i}");
-        }
+        assert!(check_vector_forms().unwrap() > 40_000);
     }
 
     #[test]

@@ -85,14 +85,15 @@ pub struct CpuTransformer {
 
 #[derive(Clone, Copy)]
 struct SyncPtr(*mut f32);
+// SAFETY: tasks write disjoint slices of a buffer that outlives them (the attention's
+// (token, head) slices, SwiGLU's ranges of values).
+unsafe impl Send for SyncPtr {}
+// SAFETY: as for `Send`: the tasks sharing it write disjoint slices, never the same value.
+unsafe impl Sync for SyncPtr {}
 
 /// Values of SwiGLU per thread task: about two tokens of a 1.5B's FFN (decoding, one
 /// token, runs on the calling thread).
 const SWIGLU_TASK: usize = 16_384;
-// SAFETY: tasks write disjoint (token, head) slices of a buffer that outlives them.
-unsafe impl Send for SyncPtr {}
-// SAFETY: as for `Send`: the tasks sharing it write disjoint slices, never the same value.
-unsafe impl Sync for SyncPtr {}
 
 impl SyncPtr {
     fn at(self, i: usize) -> *mut f32 {

@@ -99,8 +99,8 @@ pub struct AnswersEvalArgs {
     pub out: Option<PathBuf>,
     /// Instead of answering: for each question, the answerer's hidden state at the last
     /// token of its answer prompt (ours) and at the question's last token, one JSON line
-    /// `{id, answerable, retrieval, question_alone, layers, states, question_states,
-    /// refusal_opening}` appended here: what the answerability probe is fitted on
+    /// `{id, answerable, retrieval, question_alone, question_first, layers, states,
+    /// question_states, refusal_opening}` appended here: what the answerability probe is fitted on
     /// (`refusal_opening`: the refusal's opening token's `logprob` after the prompt, and
     /// whether it is `greedy`; with `--question-alone`, `retrieval` and `refusal_opening`
     /// are null and both states are of the prompt without passages).
