@@ -116,8 +116,7 @@ fn search_params(params: &AskParams) -> SearchParams {
 }
 
 fn user_turn(question: &str, sources: &[Source], overview: Option<&str>) -> String {
-    let memories: Vec<Memory<'_>> =
-        sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
+    let memories: Vec<Memory<'_>> = sources.iter().map(Source::memory).collect();
     let chinese = detect_language(question) == "zh";
     match overview {
         Some(o) => answer_prompt_with_overview(question, o, &memories, chinese),

@@ -61,6 +61,13 @@ pub struct Source {
     pub ranks: Vec<ListRank>,
 }
 
+impl Source {
+    /// The memory as the answer prompt shows it (`docmem_core::answer::answer_prompt`).
+    pub fn memory(&self) -> Memory<'_> {
+        Memory { title: &self.title, outline: self.outline.as_deref(), core: &self.core, text: &self.text }
+    }
+}
+
 /// An answer and its evidence.
 #[derive(Clone, Debug, Serialize)]
 pub struct Answer {
@@ -266,8 +273,7 @@ pub fn prepare<S: Store>(
         sources_from_windows(library, &hits, &params.context)?
     };
     let retrieve_seconds = crate::lm::now_seconds() - t;
-    let memories: Vec<Memory<'_>> =
-        sources.iter().map(|s| Memory { title: &s.title, outline: s.outline.as_deref(), core: &s.core, text: &s.text }).collect();
+    let memories: Vec<Memory<'_>> = sources.iter().map(Source::memory).collect();
     let chinese = detect_language(question) == "zh";
     let user_turn = answer_prompt(question, &memories, chinese);
     Ok(AnswerPrompt {

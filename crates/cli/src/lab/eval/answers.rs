@@ -401,16 +401,7 @@ fn dump_states(
             Some((library, embedder)) => {
                 let prompt = docmem_runtime::pipeline::qa::prepare(library, &mut **embedder, &q.question, &params)?;
                 let user_turn = if a.question_first {
-                    let memories: Vec<docmem_core::answer::Memory<'_>> = prompt
-                        .sources
-                        .iter()
-                        .map(|s| docmem_core::answer::Memory {
-                            title: &s.title,
-                            outline: s.outline.as_deref(),
-                            core: &s.core,
-                            text: &s.text,
-                        })
-                        .collect();
+                    let memories: Vec<_> = prompt.sources.iter().map(docmem_runtime::pipeline::qa::Source::memory).collect();
                     let chinese = docmem_core::text::detect_language(&q.question) == "zh";
                     docmem_core::answer::answer_prompt_question_first(&q.question, &memories, chinese)
                 } else {
