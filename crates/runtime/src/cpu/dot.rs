@@ -102,6 +102,23 @@ pub fn dot_4tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 4], batch: Batc
     }
 }
 
+/// One weight row against eight activation rows (prefill on wasm: what a kernel does once
+/// per super-block for all its tokens, the scales and minimums, the sums' last steps, is
+/// shared by twice as many), bit-identical to eight [`dot_row`] calls, where the CPU and
+/// the type have such a kernel; `None` otherwise.
+#[inline]
+pub fn dot_8tokens(ty: GgmlType, row: &[u8], qs: [&QuantizedRow; 8]) -> Option<[f32; 8]> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        super::simd128::dot_tokens(ty, row, qs)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let _ = (ty, row, qs);
+        None
+    }
+}
+
 /// The portable reference kernels.
 pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> f32 {
     match ty {

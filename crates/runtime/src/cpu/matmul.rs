@@ -11,7 +11,7 @@
 #![allow(unsafe_code)]
 
 use super::act::{ActFormat, QuantizedRow};
-use super::dot::{act_format, dot_4rows, dot_4tokens, dot_row, Batch};
+use super::dot::{act_format, dot_4rows, dot_4tokens, dot_8tokens, dot_row, Batch};
 use super::threads::Threads;
 use super::x8;
 use crate::gguf::GgmlType;
@@ -238,14 +238,21 @@ pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&Q
                 }
             }
             // A batch: tokens in blocks whose activations stay in cache while the task's rows
-            // pass over them; one weight row against four tokens at a time. Blocks are whole
-            // fours, so tokens group as llama.cpp groups them (0..4, 4..8, …, then the rest).
+            // pass over them; one weight row against eight tokens at a time where there is
+            // such a kernel (wasm, whose kernels give every token the one-token sum), else
+            // four. Blocks are whole fours, so tokens group as llama.cpp groups them (0..4,
+            // 4..8, …, then the rest).
             let first_row = r;
             for tb in (0..tokens).step_by(TOKEN_BLOCK) {
                 let te = (tb + TOKEN_BLOCK).min(tokens);
                 for r in first_row..r1 {
                     let row = w.row_plain(r);
                     let mut t = tb;
+                    while t + 8 <= te {
+                        let Some(v) = dot_8tokens(w.ty, row, core::array::from_fn(|k| q(t + k))) else { break };
+                        (0..8).for_each(|k| put(t + k, r, v[k]));
+                        t += 8;
+                    }
                     while t + 4 <= te {
                         let Some(v) = dot_4tokens(w.ty, row, [q(t), q(t + 1), q(t + 2), q(t + 3)], batch) else { break };
                         (0..4).for_each(|k| put(t + k, r, v[k]));

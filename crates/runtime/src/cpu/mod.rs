@@ -13,7 +13,7 @@
 //! - `encoder_ops`: LayerNorm, exact GELU and bidirectional attention (encoders).
 //! - `fma`: the fused multiply-add llama.cpp's float order needs, inlined on wasm too.
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
-//! - `simd128`: whole-row Q4_K / Q6_K kernels for wasm, one to four tokens a call.
+//! - `simd128`: whole-row Q4_K / Q6_K kernels for wasm, one, four or eight tokens a call.
 //! - [`threads`]: the worker pool; `web_workers`: its threads in the wasm threads build.
 
 pub(crate) mod act;

@@ -1,5 +1,5 @@
-//! Whole-row K-quant kernels for wasm `simd128`: one Q4_K or Q6_K weight row against one to
-//! four activation rows (decode, and prefill's tokens four at a time).
+//! Whole-row K-quant kernels for wasm `simd128`: one Q4_K or Q6_K weight row against one,
+//! four or eight activation rows (decode, and prefill's tokens eight at a time).
 //!
 //! Why: once the integer products of a super-block cost about eight instructions per 32
 //! values (`isum`), the work around them was as large: the f16 scales, the packed 6-bit
@@ -24,7 +24,7 @@
 use core::arch::wasm32::*;
 
 use super::act::QuantizedRow;
-use super::isum::simd::{dot16_small_i16, dot32_nibbles_i16, hsum, load, load_i8, q6k_weights16_offset};
+use super::isum::simd::{dot16_small_i16, dot32_nibbles_i16, hsum, load, q6k_weights16_offset};
 use crate::gguf::GgmlType;
 use crate::quant::{f16_at, scales_mins_k4};
 
@@ -45,6 +45,63 @@ fn load_i16(s: &[i16]) -> v128 {
     assert!(s.len() >= 8);
     // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
     unsafe { v128_load(s.as_ptr() as *const v128) }
+}
+
+/// Super-block `i` (256 values) of a token's Q8_K activations. Panics, as the scalar
+/// kernels do, when the activations are shorter than the weight row.
+#[inline(always)]
+fn super_block(q8k: &[i8], i: usize) -> &[i8; 256] {
+    let Ok(values) = q8k[256 * i..256 * i + 256].try_into() else { unreachable!("a 256-value slice") };
+    values
+}
+
+/// Values `64·g .. 64·g + 64` of a super-block as four vectors (`g` < 4).
+#[inline(always)]
+#[allow(unsafe_code)] // four unaligned 16-byte loads inside the 256-byte array
+fn load64(y: &[i8; 256], g: usize) -> [v128; 4] {
+    assert!(g < 4);
+    // SAFETY: 64·g + 64 ≤ 256 bytes are in bounds (checked); wasm loads need no alignment.
+    // Through one pointer, not four checked slices: the checks and address arithmetic
+    // were a quarter of the instructions of the loops that call this.
+    unsafe {
+        let p = y.as_ptr().add(64 * g) as *const v128;
+        [v128_load(p), v128_load(p.add(1)), v128_load(p.add(2)), v128_load(p.add(3))]
+    }
+}
+
+/// Values `at .. at + 16` of a super-block as one vector.
+#[inline(always)]
+#[allow(unsafe_code)] // one unaligned 16-byte load inside the 256-byte array
+fn load16(y: &[i8; 256], at: usize) -> v128 {
+    assert!(at <= 240);
+    // SAFETY: at + 16 ≤ 256 bytes are in bounds (checked); wasm loads need no alignment.
+    unsafe { v128_load(y.as_ptr().add(at) as *const v128) }
+}
+
+/// Keeps V8 from issuing every token's activation loads before any of their products.
+///
+/// V8's optimizing compiler keeps a function's memory accesses in order but places pure
+/// arithmetic as late as it can: in a loop over tokens, all the tokens' loads came first,
+/// their products after, and the sixteen vector registers of x86-64 could not hold what
+/// was loaded, so it went to the stack and back (a token loop ran at two thirds of its
+/// speed). [`Order::pin`] stores a token's sum, once its products are done, to a slot on
+/// this thread's stack: the next token's loads cannot pass that store, so each token's
+/// products run before them. A volatile store, so that LLVM keeps it; one per token and
+/// 64 weights.
+struct Order(v128);
+
+impl Order {
+    #[inline(always)]
+    fn new() -> Self {
+        Order(i32x4_splat(0))
+    }
+
+    #[inline(always)]
+    #[allow(unsafe_code)] // a volatile store to a field of `self`
+    fn pin(&mut self, v: v128) {
+        // SAFETY: `self.0` is a valid, aligned, exclusively borrowed v128.
+        unsafe { core::ptr::write_volatile(&mut self.0, v) }
+    }
 }
 
 /// Four vectors' lane sums as one vector (`[Σa, Σb, Σc, Σd]`): a transpose by unpacking,
@@ -98,10 +155,11 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
+    let mut order = Order::new();
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, m) = scales_mins_k4(&b[4..16]);
-        let ys: [&[i8]; T] = core::array::from_fn(|t| &qs[t].q8k[256 * i..256 * i + 256]);
+        let ys: [&[i8; 256]; T] = core::array::from_fn(|t| super_block(&qs[t].q8k, i));
         // Sub-block by sub-block, every token: one sub-block's weights and scale and the
         // tokens' sums fit the sixteen vector registers of x86-64, where holding the whole
         // super-block unpacked for the tokens spilled most of it to the stack.
@@ -113,15 +171,17 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
             // Sub-block 2g's 32 nibbles are the low ones of bytes 32·g.., 2g+1's the high
             // ones; the scales as i16 (6 bits), multiplied in while the products widen
             // (`i32x4_dot_i16x8`). Written out for the two sub-blocks: iterating over them
-            // kept them in memory.
+            // kept them in memory. The high nibbles by a 16-bit shift and the mask:
+            // `u8x16_shr` has no x86 instruction, and V8 builds its own mask at every use.
             let (lo, hi) = (packed[2 * g], packed[2 * g + 1]);
-            let (w0, w1) = ([v128_and(lo, m4), v128_and(hi, m4)], [u8x16_shr(lo, 4), u8x16_shr(hi, 4)]);
+            let (w0, w1) = ([v128_and(lo, m4), v128_and(hi, m4)], [v128_and(u16x8_shr(lo, 4), m4), v128_and(u16x8_shr(hi, 4), m4)]);
             let (s0, s1) = (i16x8_splat(i16::from(sc[2 * g])), i16x8_splat(i16::from(sc[2 * g + 1])));
             for t in 0..T {
-                let y = &ys[t][64 * g..64 * g + 64];
-                let p0 = dot32_nibbles_i16(w0[0], load_i8(&y[..16]), w0[1], load_i8(&y[16..32]));
-                let p1 = dot32_nibbles_i16(w1[0], load_i8(&y[32..48]), w1[1], load_i8(&y[48..]));
+                let [y0, y1, y2, y3] = load64(ys[t], g);
+                let p0 = dot32_nibbles_i16(w0[0], y0, w0[1], y1);
+                let p1 = dot32_nibbles_i16(w1[0], y2, w1[1], y3);
                 acc[t] = i32x4_add(acc[t], i32x4_add(i32x4_dot_i16x8(p0, s0), i32x4_dot_i16x8(p1, s1)));
+                order.pin(acc[t]);
             }
         }
         // Each token's Σ_j m_j · (bsums[2j] + bsums[2j+1]) over its 16 block sums (each at
@@ -186,9 +246,10 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot16: impl Fn(v128, v128) -> v128) -> [f32; T] {
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
+    let mut order = Order::new();
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
-        let ys: [&[i8]; T] = core::array::from_fn(|t| &qs[t].q8k[256 * i..256 * i + 256]);
+        let ys: [&[i8; 256]; T] = core::array::from_fn(|t| super_block(&qs[t].q8k, i));
         // As in `q4k`, sixteen weights at a time against every token, so that the weights,
         // their scale and the tokens' sums stay in registers. Vector (half, g, k) holds
         // values 128·half + 16·g + 32·k + 0..16, with the scale of value block
@@ -207,10 +268,10 @@ fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot1
                     block_scales[8 * half + g + 2 * k + 2] = s1;
                     let (scale0, scale1, at) = (i16x8_splat(s0), i16x8_splat(s1), 128 * half + 16 * g + 32 * k);
                     for t in 0..T {
-                        let y = &ys[t][at..at + 48];
-                        let p0 = i32x4_dot_i16x8(dot16(w[k], load_i8(&y[..16])), scale0);
-                        let p1 = i32x4_dot_i16x8(dot16(w[k + 1], load_i8(&y[32..])), scale1);
+                        let p0 = i32x4_dot_i16x8(dot16(w[k], load16(ys[t], at)), scale0);
+                        let p1 = i32x4_dot_i16x8(dot16(w[k + 1], load16(ys[t], at + 32)), scale1);
                         acc[t] = i32x4_add(acc[t], i32x4_add(p0, p1));
+                        order.pin(acc[t]);
                     }
                 }
             }
@@ -268,9 +329,14 @@ pub fn check() -> Result<usize, String> {
             }
             let one = dot_tokens(ty, &row, [&acts[0]]).map(|v| v[0]);
             let four = dot_tokens(ty, &row, [&acts[0], &acts[1], &acts[2], &acts[3]]);
+            // Eight tokens: the four, then the same four in the other order.
+            let eight = dot_tokens(ty, &row, core::array::from_fn::<_, 8, _>(|k| &acts[if k < 4 { k } else { 7 - k }]));
             for t in 0..4 {
                 let want = super::dot::dot_row_scalar(ty, &row, &[], &acts[t]);
-                let got = if t == 0 { vec![one, four.map(|v| v[0])] } else { vec![four.map(|v| v[t])] };
+                let mut got = vec![four.map(|v| v[t]), eight.map(|v| v[t]), eight.map(|v| v[7 - t])];
+                if t == 0 {
+                    got.push(one);
+                }
                 for g in got {
                     if g.map(f32::to_bits) != Some(want.to_bits()) {
                         return Err(format!("simd128 {ty} row kernel, token {t}: {g:?}, the scalar kernel gives {want}"));
