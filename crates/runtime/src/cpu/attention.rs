@@ -18,10 +18,14 @@ use super::fma::Fma;
 use super::ggml_order::{axpy_f16, dot_f16, reduce16, Order, LANES};
 use super::mathfn::exp_shifted;
 
-/// Inputs for one (query, head) pair.
+/// Inputs for one query and one or more query heads that share a key/value head
+/// (grouped-query attention).
 pub struct Head<'a> {
-    /// The query, already rounded to half precision.
+    /// The query heads, `head_dim` values each, one after the other, already rounded to
+    /// half precision.
     pub q: &'a [f32],
+    /// Values per head.
+    pub head_dim: usize,
     /// Cached keys, `len × kv_width`.
     pub keys: &'a [f32],
     /// Cached values, `len × kv_width`.
@@ -41,13 +45,15 @@ pub struct Head<'a> {
 /// Reusable buffers for one worker.
 #[derive(Default)]
 pub struct Scratch {
-    /// Scores, then probabilities (before the 1/Σ scale).
+    /// Scores, then probabilities (before the 1/Σ scale): `n_ctx` per query head, head
+    /// after head.
     pub probs: Vec<f32>,
     acc: Vec<f32>,
+    inv: Vec<f32>,
 }
 
-/// Attend; writes `head_dim` values to `out` and returns `1/Σ` (the probabilities are
-/// `scratch.probs[p] · inv`).
+/// Attend; writes `head_dim` values per query head to `out` and returns the first head's
+/// `1/Σ` (its probabilities are `scratch.probs[p] · inv`).
 pub fn attend(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
@@ -92,7 +98,13 @@ struct Ops<D, A, R> {
     f16_round: R,
 }
 
-/// The attention of one head.
+/// The attention of one or more query heads over one key/value head.
+///
+/// Each key and value row is read once for all the query heads: they share it (six query
+/// heads to a key/value head in Qwen2.5-1.5B), and a prompt's attention reads the whole
+/// cache for every token, so reading it once per head kept the loops waiting on the cache.
+/// Each head still has its own scores, softmax and accumulators, updated in the same order
+/// as alone, so every head's result is the same bits whatever the group.
 #[inline(always)]
 fn attend_body<D, A, R>(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32], ops: Ops<D, A, R>) -> f32
 where
@@ -101,43 +113,64 @@ where
     R: Fn(f32) -> f32,
 {
     let Ops { dot, axpy, f16_round } = ops;
-    let hd = h.q.len();
+    let (hd, n) = (h.head_dim, h.n_ctx);
+    if hd == 0 || n == 0 {
+        return 0.0;
+    }
+    let heads = h.q.len() / hd;
     let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
     scratch.probs.clear();
-    for p in 0..h.n_ctx {
-        scratch.probs.push(dot(h.q, &h.keys[row(h.keys, p)], h.order) * h.scale);
+    scratch.probs.resize(heads * n, 0.0);
+    for p in 0..n {
+        let k = &h.keys[row(h.keys, p)];
+        for (j, q) in h.q.chunks_exact(hd).enumerate() {
+            scratch.probs[j * n + p] = dot(q, k, h.order) * h.scale;
+        }
     }
-    let max = scratch.probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-    let mut sum = 0f64;
-    exp_shifted(&mut scratch.probs, max);
-    for chunk in scratch.probs.chunks(LANES) {
-        let mut lanes = [0f32; LANES];
-        lanes[..chunk.len()].copy_from_slice(chunk);
-        sum += f64::from(reduce16(&lanes));
+    scratch.inv.clear();
+    for probs in scratch.probs.chunks_exact_mut(n) {
+        let max = probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let mut sum = 0f64;
+        exp_shifted(probs, max);
+        for chunk in probs.chunks(LANES) {
+            let mut lanes = [0f32; LANES];
+            lanes[..chunk.len()].copy_from_slice(chunk);
+            sum += f64::from(reduce16(&lanes));
+        }
+        scratch.inv.push((1.0 / sum) as f32);
     }
-    let inv = (1.0 / sum) as f32;
     // P·V with one accumulator slot per lane of ggml's order, each a vector over dims.
     let slots = match h.order {
         Order::VecDot => 4 * LANES,
         Order::Tiled => LANES,
     };
+    let per_head = (slots + 2) * hd; // two spare rows for the fold below
     scratch.acc.clear();
-    scratch.acc.resize((slots + 2) * hd, 0.0); // two spare rows for the fold below
-    for (p, &s) in scratch.probs.iter().enumerate() {
-        let pw = f16_round(s * inv);
+    scratch.acc.resize(heads * per_head, 0.0);
+    for p in 0..n {
         let v = &h.values[row(h.values, p)];
-        axpy(pw, v, &mut scratch.acc[(p % slots) * hd..(p % slots + 1) * hd]);
+        for (j, acc) in scratch.acc.chunks_exact_mut(per_head).enumerate() {
+            let pw = f16_round(scratch.probs[j * n + p] * scratch.inv[j]);
+            axpy(pw, v, &mut acc[(p % slots) * hd..(p % slots + 1) * hd]);
+        }
     }
-    // Fold the slots to one value per dimension, as ggml folds its lanes (`reduce16`),
-    // whole rows at a time so the adds vectorize over dimensions.
-    let acc = &mut scratch.acc;
+    for (acc, out) in scratch.acc.chunks_exact_mut(per_head).zip(out.chunks_exact_mut(hd)) {
+        fold_slots(acc, hd, h.order, out);
+    }
+    scratch.inv.first().copied().unwrap_or(0.0)
+}
+
+/// Fold a head's accumulator slots to one value per dimension, as ggml folds its lanes
+/// (`reduce16`), whole rows at a time so the adds vectorize over dimensions.
+#[inline(always)]
+fn fold_slots(acc: &mut [f32], hd: usize, order: Order, out: &mut [f32]) {
     let add_rows = |acc: &mut [f32], dst: usize, a: usize, b: usize| {
         let (a, b) = (a * hd, b * hd);
         for (d, i) in (dst * hd..(dst + 1) * hd).enumerate() {
             acc[i] = acc[a + d] + acc[b + d];
         }
     };
-    if h.order == Order::VecDot {
+    if order == Order::VecDot {
         // Four 16-lane accumulators: (a0 + a2) + (a1 + a3), lane by lane.
         for l in 0..LANES {
             add_rows(acc, 64, l, 2 * LANES + l);
@@ -155,7 +188,6 @@ where
     add_rows(acc, 5, 1, 3);
     add_rows(acc, 0, 4, 5);
     out[..hd].copy_from_slice(&acc[..hd]);
-    inv
 }
 
 /// Rotate each head of `x` for position `pos` (adjacent pairs, or halves for NeoX), the

@@ -227,18 +227,25 @@ impl CpuTransformer {
         let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         let dump =
             (traced().is_some() && tracing(&format!("kq_soft_max-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
-        self.threads.for_each(t_n * nh, |task| {
-            let (t, hh) = (task / nh, task % nh);
+        // A prompt's tokens take all the query heads of a key/value head in one task, which
+        // then reads each cached row once for them all (`attention::attend`); one token
+        // (decoding) keeps a task per head, so that the threads still share its few heads,
+        // and so do traced runs, which record each head's scores.
+        let per_task = if t_n >= 8 && dump_kq.is_none() && dump.is_none() { group } else { 1 };
+        let tasks_per_token = nh / per_task;
+        self.threads.for_each(t_n * tasks_per_token, |task| {
+            let (t, hh) = (task / tasks_per_token, task % tasks_per_token * per_task);
             let kvh = hh / group;
             let (kc, vc) = kv[row_seq[t]];
-            let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + 1) * hd].to_vec();
+            let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + per_task) * hd].to_vec();
             super::f16_round_all(&mut qh);
-            let head = Head { q: &qh, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
-            // SAFETY: this task alone writes out[t, head hh], the `hd` values at
-            // t · e + hh · hd: inside `out` (t_n × n_embd values, allocated so by `run`)
-            // because t < t_n and `n_head · head_dim ≤ n_embd` (`head_dim = n_embd / n_head`
-            // in both config loaders).
-            let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), hd) };
+            let head = Head { q: &qh, head_dim: hd, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
+            // SAFETY: this task alone writes out[t, heads hh..hh + per_task], the
+            // `per_task · hd` values at t · e + hh · hd: inside `out` (t_n × n_embd values,
+            // allocated so by `run`) because t < t_n and `n_head · head_dim ≤ n_embd`
+            // (`head_dim = n_embd / n_head` in both config loaders), and tasks cover
+            // disjoint heads (`per_task` divides the group, which divides `n_head`).
+            let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), per_task * hd) };
             SCRATCH.with_borrow_mut(|scratch| {
                 let inv = attend(&head, scratch, dst);
                 for (buf, raw) in [(&dump_kq, true), (&dump, false)] {
