@@ -15,7 +15,9 @@
 #![allow(unsafe_code)]
 
 use super::fma::Fma;
-use super::ggml_order::{axpy_f16, dot_f16, reduce16, Order, LANES};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+use super::ggml_order::{axpy_f16, dot_f16};
+use super::ggml_order::{reduce16, Order, LANES};
 use super::mathfn::exp_shifted;
 
 /// Inputs for one query and one or more query heads that share a key/value head
@@ -84,6 +86,23 @@ unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f3
     attend_body(h, scratch, out, ops)
 }
 
+/// The body with wasm SIMD's dot product and update (`ggml_order::simd128`), compiled
+/// with relaxed SIMD where the build has it, so that they inline here.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
+fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+    use super::ggml_order::simd128;
+    // Closures (which take this function's features): `#[target_feature]` functions are
+    // not `Fn` values themselves.
+    let ops = Ops {
+        dot: |x: &[f32], y: &[f32], o| simd128::dot_f16(x, y, o),
+        axpy: |a, x: &[f32], y: &mut [f32]| simd128::axpy(a, x, y),
+        f16_round: crate::quant::f16_round,
+    };
+    attend_body(h, scratch, out, ops)
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline(always)]
 fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     attend_body(h, scratch, out, Ops { dot: dot_f16, axpy: axpy_f16, f16_round: crate::quant::f16_round })

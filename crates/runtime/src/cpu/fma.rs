@@ -107,3 +107,27 @@ mod tests {
         assert_eq!(fma_by_f64(f32::MAX, 2.0, 0.0), f32::INFINITY);
     }
 }
+
+/// `a·b + c` in four lanes. With relaxed SIMD, `f32x4.relaxed_madd`: one fused
+/// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
+/// halves the arithmetic of the loops that use it; rounded once or twice, as the engine
+/// chooses (relaxed). Where the product is exact (two half-precision factors, as in the
+/// attention's sums: `ggml_order`), both roundings give the same bits. Where it is not (the
+/// encoder's f32 GEMM), the wasm results differ from the plain build's in the last bits,
+/// as the native FMA kernel's do from the plain one's, and `gemm` pads a partial tile to
+/// a full one so that every token goes through the same kernel. Without relaxed SIMD, a
+/// multiply and an add.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
+#[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
+pub(crate) fn madd4(a: core::arch::wasm32::v128, b: core::arch::wasm32::v128, c: core::arch::wasm32::v128) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::*;
+    #[cfg(feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(feature = "relaxed-simd"))]
+    {
+        f32x4_add(c, f32x4_mul(a, b))
+    }
+}

@@ -245,7 +245,7 @@ pub fn gemm(threads: &Threads, x: &[f32], w: &PanelMatrix, bias: Option<&[f32]>,
         }
         let mut scratch = Vec::new();
         // Where the full tile fuses its multiply-adds and the partial one cannot (wasm with
-        // relaxed SIMD, [`madd4`]), the task's last rows, if fewer than MR, run as a full
+        // relaxed SIMD, `fma::madd4`), the task's last rows, if fewer than MR, run as a full
         // tile padded with zero rows: every token is then summed by the same kernel, so a
         // text embeds the same bits whatever else is in its batch.
         let tail = (t1 - t0) % MR;
@@ -369,7 +369,7 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
 /// because the vectorized generic loop loaded each activation as a scalar and splatted it
 /// in a second instruction; `v128_load32_splat` does both, and the loop keeps the
 /// accumulators in registers (wasm has no FMA without relaxed SIMD: a multiply and an add;
-/// [`madd4`] fuses them in the relaxed-SIMD build).
+/// `fma::madd4` fuses them in the relaxed-SIMD build).
 ///
 /// # Safety
 /// `x` must hold at least `MR · cols` values and `panel` at least `cols · NR` (read
@@ -378,6 +378,7 @@ fn kernel(x: &[f32], cols: usize, n: usize, panel: &[f32], acc: &mut [[f32; NR];
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
 unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32; NR]; MR]) {
+    use super::fma::madd4;
     use core::arch::wasm32::*;
     debug_assert!(x.len() >= MR * cols && panel.len() >= cols * NR);
     let (xp, wp) = (x.as_ptr(), panel.as_ptr());
@@ -401,28 +402,6 @@ unsafe fn kernel_simd128(x: &[f32], cols: usize, panel: &[f32], acc: &mut [[f32;
             v128_store(out.as_mut_ptr() as *mut v128, ci[0]);
             v128_store(out.as_mut_ptr().add(4) as *mut v128, ci[1]);
         }
-    }
-}
-
-/// `a·b + c` in four lanes. With relaxed SIMD, `f32x4.relaxed_madd`: one fused
-/// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
-/// halves the micro-kernel's arithmetic; rounded once or twice, as the engine chooses
-/// (relaxed), so the encoder's wasm results differ from the plain build's in the last
-/// bits, as the native FMA kernel's do from the plain one's. `gemm` pads a partial tile to
-/// a full one there, so that every token goes through this kernel. Without relaxed SIMD,
-/// a multiply and an add.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-#[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
-#[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
-fn madd4(a: core::arch::wasm32::v128, b: core::arch::wasm32::v128, c: core::arch::wasm32::v128) -> core::arch::wasm32::v128 {
-    use core::arch::wasm32::*;
-    #[cfg(feature = "relaxed-simd")]
-    {
-        f32x4_relaxed_madd(a, b, c)
-    }
-    #[cfg(not(feature = "relaxed-simd"))]
-    {
-        f32x4_add(c, f32x4_mul(a, b))
     }
 }
 

@@ -21,7 +21,7 @@
 
 // Unsafe code: the AVX2 + FMA copies of the dot product and the `P·V` update
 // (`#[target_feature]` functions called only after run-time feature detection, with
-// raw-pointer vector loads and stores).
+// raw-pointer vector loads and stores), and the wasm copies' vector loads and stores.
 #![allow(unsafe_code)]
 
 /// Lanes per vector and vectors per step of ggml's 512-bit half-precision dot product.
@@ -202,6 +202,130 @@ pub mod avx2 {
         for i in i..n {
             y[i] = a.mul_add(x[i], y[i]);
         }
+    }
+}
+
+/// [`dot_f16`] and the `P·V` update in wasm SIMD: each 16-lane accumulator is four
+/// 4-lane vectors doing the same per-lane multiply-adds, so the results are bit-identical.
+/// The multiply-add is `fma::madd4`: fused in the relaxed-SIMD build where the engine
+/// fuses, which for half-precision factors is the same bits ([`half_product_add`]). Written
+/// out because the portable loops, vectorized by the compiler, multiplied and added apart
+/// even where relaxed SIMD offers the fused instruction.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod simd128 {
+    use super::{reduce16, Order, LANES};
+    use crate::cpu::fma::madd4;
+    use core::arch::wasm32::*;
+
+    /// Four vectors to a 16-lane array.
+    #[inline(always)]
+    fn lanes(v: [v128; 4]) -> [f32; LANES] {
+        let mut a = [0f32; LANES];
+        for (k, v) in v.into_iter().enumerate() {
+            a[4 * k] = f32x4_extract_lane::<0>(v);
+            a[4 * k + 1] = f32x4_extract_lane::<1>(v);
+            a[4 * k + 2] = f32x4_extract_lane::<2>(v);
+            a[4 * k + 3] = f32x4_extract_lane::<3>(v);
+        }
+        a
+    }
+
+    /// Four f32 at `s[i..i + 4]`.
+    #[inline(always)]
+    #[allow(unsafe_code)] // one unaligned 16-byte load, bounds checked first
+    fn load4(s: &[f32], i: usize) -> v128 {
+        assert!(i + 4 <= s.len());
+        // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
+        unsafe { v128_load(s.as_ptr().add(i) as *const v128) }
+    }
+
+    /// [`super::dot_f16`], vectorized. A `y` shorter than `x` panics.
+    #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
+    pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
+        let hd = x.len();
+        let y = &y[..hd];
+        // The loops are written out, not shared through a closure: a closure does not
+        // take this function's target features, and `madd4` would not be inlined into it.
+        match order {
+            Order::Tiled => {
+                let mut acc = [f32x4_splat(0.0); 4];
+                for c in 0..hd / LANES {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        let i = c * LANES + 4 * k;
+                        *a = madd4(load4(x, i), load4(y, i), *a);
+                    }
+                }
+                reduce16(&lanes(acc))
+            }
+            Order::VecDot => {
+                let mut acc = [[f32x4_splat(0.0); 4]; 4];
+                let np = hd - hd % (4 * LANES);
+                for s in (0..np).step_by(4 * LANES) {
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        for (k, a) in a.iter_mut().enumerate() {
+                            let i = s + j * LANES + 4 * k;
+                            *a = madd4(load4(x, i), load4(y, i), *a);
+                        }
+                    }
+                }
+                let fold: [v128; 4] = core::array::from_fn(|k| f32x4_add(f32x4_add(acc[0][k], acc[2][k]), f32x4_add(acc[1][k], acc[3][k])));
+                let mut sum = f64::from(reduce16(&lanes(fold)));
+                for i in np..hd {
+                    sum += f64::from(x[i] * y[i]);
+                }
+                sum as f32
+            }
+        }
+    }
+
+    /// `y[i] = a·x[i] + y[i]` for every `i < y.len()`, for half-precision `a` and `x`. An
+    /// `x` shorter than `y` panics.
+    #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
+    #[allow(unsafe_code)] // unaligned 16-byte stores, bounds checked first
+    pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
+        let n = y.len();
+        let x = &x[..n];
+        let av = f32x4_splat(a);
+        let mut i = 0;
+        while i + 4 <= n {
+            let r = madd4(av, load4(x, i), load4(y, i));
+            // SAFETY: i + 4 ≤ n = y.len() (the loop condition).
+            unsafe { v128_store(y.as_mut_ptr().add(i) as *mut v128, r) };
+            i += 4;
+        }
+        for i in i..n {
+            y[i] = super::half_product_add(a, x[i], y[i]);
+        }
+    }
+
+    /// [`dot_f16`] (both orders) and [`axpy`] against the portable loops, bit for bit, on
+    /// seeded half-precision vectors of lengths with and without a tail: the number of
+    /// comparisons, or an error naming the kernel, the length and both values.
+    pub fn check() -> Result<usize, String> {
+        let mut next = crate::cpu::isum::xorshift(0x6A09_E667_F3BC_C908);
+        let mut half = move || crate::quant::f16_round((next() % 20_001) as f32 / 1000.0 - 10.0);
+        let mut compared = 0;
+        for n in [16, 64, 80, 128, 131] {
+            let (x, y): (Vec<f32>, Vec<f32>) = ((0..n).map(|_| half()).collect(), (0..n).map(|_| half()).collect());
+            for order in [Order::Tiled, Order::VecDot] {
+                // Tiled takes whole 16-lane steps only.
+                let m = if order == Order::Tiled { n - n % LANES } else { n };
+                let (got, want) = (dot_f16(&x[..m], &y, order), super::dot_f16(&x[..m], &y, order));
+                if got.to_bits() != want.to_bits() {
+                    return Err(format!("wasm dot_f16 {order:?}, length {m}: {got:e}, the portable loop gives {want:e}"));
+                }
+                compared += 1;
+            }
+            let a = half();
+            let (mut got, mut want) = (y.clone(), y.clone());
+            axpy(a, &x, &mut got);
+            super::axpy_f16(a, &x, &mut want);
+            if let Some(i) = (0..n).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+                return Err(format!("wasm axpy, length {n}, value {i}: {:e}, the portable loop gives {:e}", got[i], want[i]));
+            }
+            compared += n;
+        }
+        Ok(compared)
     }
 }
 

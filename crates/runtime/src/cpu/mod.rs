@@ -39,12 +39,12 @@ pub mod web_workers;
 pub(crate) mod x8;
 
 /// The vector kernels against the portable ones on seeded inputs (`isum::check`, in wasm
-/// `simd128::check`, and `mathfn::check_vector_forms`): the number of cases, or an error
-/// naming the kernel and both values.
+/// `simd128::check` and `ggml_order::simd128::check`, and `mathfn::check_vector_forms`):
+/// the number of cases, or an error naming the kernel and both values.
 pub fn check_kernels() -> Result<usize, String> {
     let cases = isum::check()?;
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    let cases = cases + simd128::check()?;
+    let cases = cases + simd128::check()? + ggml_order::simd128::check()?;
     let cases = cases + mathfn::check_vector_forms()?;
     Ok(cases)
 }
