@@ -1,12 +1,14 @@
-//! One attention head for one query: scores, softmax, `P·V`, in ggml's summation order
+//! The attention of one query over one key/value head, for one or more of the query heads
+//! that share it: scores, softmax, `P·V`, in ggml's summation order
 //! ([`super::ggml_order`]) so that half-precision roundings fall exactly as llama.cpp's.
 //!
 //! ggml's products are fused multiply-adds of half-precision values, which a plain
-//! multiply and add reproduce exactly (`ggml_order::half_product_add`), so the portable
-//! loops vectorize on any SIMD (wasm's included). The hot loops are written once
-//! (`#[inline(always)]` bodies) and compiled twice: for AVX2 + FMA + F16C, chosen at run
-//! time, and portably. RoPE's multiply-adds are not of half-precision values and stay
-//! fused ([`super::fma`]).
+//! multiply and add reproduce exactly (`ggml_order::half_product_add`). The hot loops are
+//! written once (an `#[inline(always)]` body taking its dot product and update) and
+//! compiled three ways: with AVX2 + FMA + F16C, chosen at run time; with wasm SIMD
+//! (`ggml_order::simd128`, fused by relaxed SIMD where the build has it); and portably.
+//! RoPE's multiply-adds are not of half-precision values and stay fused
+//! ([`super::fma`]).
 
 // Indexed loops spell out ggml's lane layout; iterator chains would hide it.
 #![allow(clippy::needless_range_loop)]
@@ -134,8 +136,12 @@ where
     let Ops { dot, axpy, f16_round } = ops;
     let (hd, n) = (h.head_dim, h.n_ctx);
     if hd == 0 || n == 0 {
+        // Nothing attended: no probabilities, and zeros for the heads' values.
+        scratch.probs.clear();
+        out.fill(0.0);
         return 0.0;
     }
+    assert!(h.q.len().is_multiple_of(hd) && out.len() >= h.q.len(), "attention: the query heads and the output disagree");
     let heads = h.q.len() / hd;
     let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
     scratch.probs.clear();
@@ -254,6 +260,38 @@ fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, 
             // Fused as GCC contracts llama.cpp's `x0*c - x1*s` (-ffp-contract=fast).
             head[a] = x0.fmadd(c, -(x1 * s));
             head[b] = x0.fmadd(s, x1 * c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::f16_round;
+
+    /// The query heads of a key/value head attended together give each head the bits it
+    /// gets alone, in both of ggml's orders and on every kernel path of this build.
+    #[test]
+    fn a_group_of_heads_gives_each_head_its_bits_alone() {
+        let (hd, group, kv_heads) = (64, 6, 2);
+        let stride = hd * kv_heads;
+        let mut next = super::super::isum::xorshift(0xBB67_AE85_84CA_A73B);
+        let mut half = move || f16_round((next() % 4001) as f32 / 1000.0 - 2.0);
+        for n_ctx in [1, 17, 70] {
+            let keys: Vec<f32> = (0..n_ctx * stride).map(|_| half()).collect();
+            let values: Vec<f32> = (0..n_ctx * stride).map(|_| half()).collect();
+            let q: Vec<f32> = (0..group * hd).map(|_| half()).collect();
+            for order in [Order::Tiled, Order::VecDot] {
+                let head = |q| Head { q, head_dim: hd, keys: &keys, values: &values, stride, offset: hd, n_ctx, order, scale: 0.125 };
+                let mut together = vec![0f32; group * hd];
+                attend(&head(&q), &mut Scratch::default(), &mut together);
+                for (j, got) in together.chunks_exact(hd).enumerate() {
+                    let mut alone = vec![0f32; hd];
+                    attend(&head(&q[j * hd..(j + 1) * hd]), &mut Scratch::default(), &mut alone);
+                    let same = got.iter().zip(&alone).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{order:?}, {n_ctx} positions, head {j}: {got:?} alone {alone:?}");
+                }
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `a·b + c` rounded once (a fused multiply-add), inlined on every target.
+//! `a·b + c` rounded once (a fused multiply-add), inlined on every target; and `madd4`, the
+//! four-lane multiply-add of wasm SIMD, which relaxed SIMD lets the engine fuse or not.
 //!
 //! Why: llama.cpp's kernels fuse their multiply-adds, and parity with it needs the same
 //! single rounding. wasm has no fused multiply-add instruction, so `f32::mul_add` there is
@@ -48,6 +49,30 @@ pub(crate) fn fma_by_f64(x: f32, y: f32, z: f32) -> f32 {
     let err = if negative == (z > xy) { xy - result + z } else { z - result + xy };
     let bits = if negative == (err < 0.0) { bits + 1 } else { bits - 1 };
     f64::from_bits(bits) as f32
+}
+
+/// `a·b + c` in four lanes. With relaxed SIMD, `f32x4.relaxed_madd`: one fused
+/// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
+/// halves the arithmetic of the loops that use it; rounded once or twice, as the engine
+/// chooses (relaxed). Where the product is exact (two half-precision factors, as in the
+/// attention's sums: `ggml_order`), both roundings give the same bits. Where it is not (the
+/// encoder's f32 GEMM), the wasm results differ from the plain build's in the last bits,
+/// as the native FMA kernel's do from the plain one's, and `gemm` pads a partial tile to
+/// a full one so that every token goes through the same kernel. Without relaxed SIMD, a
+/// multiply and an add.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
+#[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
+pub(crate) fn madd4(a: core::arch::wasm32::v128, b: core::arch::wasm32::v128, c: core::arch::wasm32::v128) -> core::arch::wasm32::v128 {
+    use core::arch::wasm32::*;
+    #[cfg(feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, c)
+    }
+    #[cfg(not(feature = "relaxed-simd"))]
+    {
+        f32x4_add(c, f32x4_mul(a, b))
+    }
 }
 
 #[cfg(test)]
@@ -105,29 +130,5 @@ mod tests {
         assert!(fma_by_f64(f32::NAN, 1.0, 1.0).is_nan());
         assert_eq!(fma_by_f64(f32::INFINITY, 2.0, 1.0), f32::INFINITY);
         assert_eq!(fma_by_f64(f32::MAX, 2.0, 0.0), f32::INFINITY);
-    }
-}
-
-/// `a·b + c` in four lanes. With relaxed SIMD, `f32x4.relaxed_madd`: one fused
-/// multiply-add where the engine's CPU has FMA (V8 on x86-64 with FMA3, arm64), which
-/// halves the arithmetic of the loops that use it; rounded once or twice, as the engine
-/// chooses (relaxed). Where the product is exact (two half-precision factors, as in the
-/// attention's sums: `ggml_order`), both roundings give the same bits. Where it is not (the
-/// encoder's f32 GEMM), the wasm results differ from the plain build's in the last bits,
-/// as the native FMA kernel's do from the plain one's, and `gemm` pads a partial tile to
-/// a full one so that every token goes through the same kernel. Without relaxed SIMD, a
-/// multiply and an add.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-#[cfg_attr(not(feature = "relaxed-simd"), inline(always))]
-#[cfg_attr(feature = "relaxed-simd", inline, target_feature(enable = "relaxed-simd"))]
-pub(crate) fn madd4(a: core::arch::wasm32::v128, b: core::arch::wasm32::v128, c: core::arch::wasm32::v128) -> core::arch::wasm32::v128 {
-    use core::arch::wasm32::*;
-    #[cfg(feature = "relaxed-simd")]
-    {
-        f32x4_relaxed_madd(a, b, c)
-    }
-    #[cfg(not(feature = "relaxed-simd"))]
-    {
-        f32x4_add(c, f32x4_mul(a, b))
     }
 }

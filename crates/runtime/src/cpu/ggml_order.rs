@@ -15,9 +15,9 @@
 //! ggml fuses the products' multiply-adds, but both factors are half-precision values (the
 //! query and the cached keys and values are rounded to half precision, and so is each
 //! attention weight), and the product of two of them is exact in f32 ([`half_product_add`]).
-//! So a plain multiply and add gives the fused result bit for bit, and the portable loops
-//! here vectorize where there is no fused multiply-add instruction (wasm) instead of
-//! emulating each fusion.
+//! So a plain multiply and add gives the fused result bit for bit: the portable loops need
+//! no emulated fusion where there is no fused multiply-add instruction, and the wasm SIMD
+//! loops ([`simd128`]) may fuse or not, as relaxed SIMD lets an engine choose.
 
 // Unsafe code: the AVX2 + FMA copies of the dot product and the `P·V` update
 // (`#[target_feature]` functions called only after run-time feature detection, with
@@ -232,7 +232,6 @@ pub mod simd128 {
 
     /// Four f32 at `s[i..i + 4]`.
     #[inline(always)]
-    #[allow(unsafe_code)] // one unaligned 16-byte load, bounds checked first
     fn load4(s: &[f32], i: usize) -> v128 {
         assert!(i + 4 <= s.len());
         // SAFETY: 16 bytes are in bounds (checked); wasm loads need no alignment.
@@ -244,8 +243,6 @@ pub mod simd128 {
     pub fn dot_f16(x: &[f32], y: &[f32], order: Order) -> f32 {
         let hd = x.len();
         let y = &y[..hd];
-        // The loops are written out, not shared through a closure: a closure does not
-        // take this function's target features, and `madd4` would not be inlined into it.
         match order {
             Order::Tiled => {
                 let mut acc = [f32x4_splat(0.0); 4];
@@ -281,7 +278,6 @@ pub mod simd128 {
     /// `y[i] = a·x[i] + y[i]` for every `i < y.len()`, for half-precision `a` and `x`. An
     /// `x` shorter than `y` panics.
     #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
-    #[allow(unsafe_code)] // unaligned 16-byte stores, bounds checked first
     pub fn axpy(a: f32, x: &[f32], y: &mut [f32]) {
         let n = y.len();
         let x = &x[..n];
@@ -299,13 +295,14 @@ pub mod simd128 {
     }
 
     /// [`dot_f16`] (both orders) and [`axpy`] against the portable loops, bit for bit, on
-    /// seeded half-precision vectors of lengths with and without a tail: the number of
+    /// seeded half-precision vectors of lengths with and without a tail past a multiple of
+    /// 64 (`VecDot`'s): the number of
     /// comparisons, or an error naming the kernel, the length and both values.
     pub fn check() -> Result<usize, String> {
         let mut next = crate::cpu::isum::xorshift(0x6A09_E667_F3BC_C908);
         let mut half = move || crate::quant::f16_round((next() % 20_001) as f32 / 1000.0 - 10.0);
         let mut compared = 0;
-        for n in [16, 64, 80, 128, 131] {
+        for n in [16, 64, 80, 128, 144, 208] {
             let (x, y): (Vec<f32>, Vec<f32>) = ((0..n).map(|_| half()).collect(), (0..n).map(|_| half()).collect());
             for order in [Order::Tiled, Order::VecDot] {
                 // Tiled takes whole 16-lane steps only.

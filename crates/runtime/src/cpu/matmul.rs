@@ -240,8 +240,8 @@ pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&Q
             // A batch: tokens in blocks whose activations stay in cache while the task's rows
             // pass over them; one weight row against eight tokens at a time where there is
             // such a kernel (wasm, whose kernels give every token the one-token sum), else
-            // four. Blocks are whole fours, so tokens group as llama.cpp groups them (0..4,
-            // 4..8, …, then the rest).
+            // four. Blocks are whole eights, so tokens group as llama.cpp groups them (0..4,
+            // 4..8, …, then the rest), and a block has no four-token tail on wasm.
             let first_row = r;
             for tb in (0..tokens).step_by(TOKEN_BLOCK) {
                 let te = (tb + TOKEN_BLOCK).min(tokens);
@@ -268,7 +268,7 @@ pub fn matmul_many_as(threads: &Threads, acts: &mut Activations, jobs: &mut [(&Q
     }
 }
 
-/// Tokens per block of a batched matmul (a multiple of four).
+/// Tokens per block of a batched matmul (a multiple of eight: see the batch loop).
 const TOKEN_BLOCK: usize = 16;
 
 static EMPTY: QuantizedRow =

@@ -11,7 +11,8 @@
 //! - `gemm`: the float (F32/F16/Q8_0/BF16) product for encoders, on weights re-laid in
 //!   panels; `bf16`: its bfloat16 panels and AVX-512 BF16 kernel.
 //! - `encoder_ops`: LayerNorm, exact GELU and bidirectional attention (encoders).
-//! - `fma`: the fused multiply-add llama.cpp's float order needs, inlined on wasm too.
+//! - `fma`: the fused multiply-add llama.cpp's float order needs, inlined on wasm too, and
+//!   wasm SIMD's four-lane multiply-add.
 //! - `x8`: K-quant matrices re-laid eight rows at a time for the AVX2 kernels.
 //! - `simd128`: whole-row Q4_K / Q6_K kernels for wasm, one, four or eight tokens a call.
 //! - [`threads`]: the worker pool; `web_workers`: its threads in the wasm threads build.

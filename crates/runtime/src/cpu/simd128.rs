@@ -80,27 +80,32 @@ fn load16(y: &[i8; 256], at: usize) -> v128 {
 
 /// Keeps V8 from issuing every token's activation loads before any of their products.
 ///
-/// V8's optimizing compiler keeps a function's memory accesses in order but places pure
+/// V8's optimizing compiler (V8 12, Node 22 and Chromium of 2026, read with
+/// `--print-wasm-code`) keeps a function's memory accesses in order but places pure
 /// arithmetic as late as it can: in a loop over tokens, all the tokens' loads came first,
 /// their products after, and the sixteen vector registers of x86-64 could not hold what
 /// was loaded, so it went to the stack and back (a token loop ran at two thirds of its
-/// speed). [`Order::pin`] stores a token's sum, once its products are done, to a slot on
-/// this thread's stack: the next token's loads cannot pass that store, so each token's
-/// products run before them. A volatile store, so that LLVM keeps it; one per token and
-/// 64 weights.
-struct Order(v128);
+/// speed). [`LoadBarrier::pin`] stores a token's sum, once its products are done, to a
+/// slot on this thread's stack: the engine keeps the next token's loads after that store,
+/// so each token's products run before them. A volatile store, so that LLVM keeps it
+/// (LLVM itself emits the loads in the source's order here); one per token and 64 weights
+/// (Q4_K) or 32 (Q6_K). Measured on those engines, not promised by any rule: it only ever
+/// costs the store. With one token there is nothing to order, and no store.
+struct LoadBarrier<const T: usize>(v128);
 
-impl Order {
+impl<const T: usize> LoadBarrier<T> {
     #[inline(always)]
     fn new() -> Self {
-        Order(i32x4_splat(0))
+        LoadBarrier(i32x4_splat(0))
     }
 
     #[inline(always)]
     #[allow(unsafe_code)] // a volatile store to a field of `self`
     fn pin(&mut self, v: v128) {
-        // SAFETY: `self.0` is a valid, aligned, exclusively borrowed v128.
-        unsafe { core::ptr::write_volatile(&mut self.0, v) }
+        if T > 1 {
+            // SAFETY: `self.0` is a valid, aligned, exclusively borrowed v128.
+            unsafe { core::ptr::write_volatile(&mut self.0, v) }
+        }
     }
 }
 
@@ -155,7 +160,7 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
-    let mut order = Order::new();
+    let mut order = LoadBarrier::<T>::new();
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, m) = scales_mins_k4(&b[4..16]);
@@ -246,7 +251,7 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot16: impl Fn(v128, v128) -> v128) -> [f32; T] {
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
-    let mut order = Order::new();
+    let mut order = LoadBarrier::<T>::new();
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
         let ys: [&[i8; 256]; T] = core::array::from_fn(|t| super_block(&qs[t].q8k, i));
@@ -304,8 +309,8 @@ fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot1
 }
 
 /// These kernels against the scalar ones, bit for bit, on seeded rows of three
-/// super-blocks (sane f16 scales, every other byte random) and activations, one token and
-/// four: the number of comparisons, or an error naming the type, the token and both values.
+/// super-blocks (sane f16 scales, every other byte random) and activations, one token,
+/// four and eight: the number of comparisons, or an error naming the type, the token and both values.
 pub fn check() -> Result<usize, String> {
     let mut next = super::isum::xorshift(0x2545_F491_4F6C_DD1D);
     let mut compared = 0;

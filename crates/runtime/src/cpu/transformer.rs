@@ -227,11 +227,12 @@ impl CpuTransformer {
         let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         let dump =
             (traced().is_some() && tracing(&format!("kq_soft_max-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
-        // A prompt's tokens take all the query heads of a key/value head in one task, which
-        // then reads each cached row once for them all (`attention::attend`); one token
-        // (decoding) keeps a task per head, so that the threads still share its few heads,
-        // and so do traced runs, which record each head's scores.
-        let per_task = if t_n >= 8 && dump_kq.is_none() && dump.is_none() { group } else { 1 };
+        // With enough rows to keep every thread busy (a prompt), a task takes all the query
+        // heads of a key/value head, and reads each cached row once for them all
+        // (`attention::attend`). With few rows (decoding) a task per head, so that the
+        // threads still share the work; traced runs too, which record each head's scores.
+        let grouped = t_n * cfg.n_head_kv >= 8 * self.threads.count() && dump_kq.is_none() && dump.is_none();
+        let per_task = if grouped { group } else { 1 };
         let tasks_per_token = nh / per_task;
         self.threads.for_each(t_n * tasks_per_token, |task| {
             let (t, hh) = (task / tasks_per_token, task % tasks_per_token * per_task);
