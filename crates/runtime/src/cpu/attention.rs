@@ -65,6 +65,9 @@ pub fn attend(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
         // `attend_fma` enables.
         return unsafe { attend_fma(h, scratch, out) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return attend_simd128(h, scratch, out);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     attend_portable(h, scratch, out)
 }
 
@@ -92,7 +95,7 @@ unsafe fn attend_fma(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f3
 /// with relaxed SIMD where the build has it, so that they inline here.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[cfg_attr(feature = "relaxed-simd", target_feature(enable = "relaxed-simd"))]
-fn attend_portable(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
+fn attend_simd128(h: &Head<'_>, scratch: &mut Scratch, out: &mut [f32]) -> f32 {
     use super::ggml_order::simd128;
     // Closures (which take this function's features): `#[target_feature]` functions are
     // not `Fn` values themselves.

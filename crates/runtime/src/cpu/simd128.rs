@@ -160,7 +160,7 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
     let m4 = u8x16_splat(0x0F);
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
-    let mut order = LoadBarrier::<T>::new();
+    let mut barrier = LoadBarrier::<T>::new();
     for (i, b) in row.chunks_exact(144).enumerate() {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (sc, m) = scales_mins_k4(&b[4..16]);
@@ -186,7 +186,7 @@ fn q4k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
                 let p0 = dot32_nibbles_i16(w0[0], y0, w0[1], y1);
                 let p1 = dot32_nibbles_i16(w1[0], y2, w1[1], y3);
                 acc[t] = i32x4_add(acc[t], i32x4_add(i32x4_dot_i16x8(p0, s0), i32x4_dot_i16x8(p1, s1)));
-                order.pin(acc[t]);
+                barrier.pin(acc[t]);
             }
         }
         // Each token's Σ_j m_j · (bsums[2j] + bsums[2j+1]) over its 16 block sums (each at
@@ -251,7 +251,7 @@ fn q6k<const T: usize>(row: &[u8], qs: [&QuantizedRow; T]) -> [f32; T] {
 fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot16: impl Fn(v128, v128) -> v128) -> [f32; T] {
     let zero = i32x4_splat(0);
     let mut sums = Sums::<T>::new();
-    let mut order = LoadBarrier::<T>::new();
+    let mut barrier = LoadBarrier::<T>::new();
     for (i, b) in row.chunks_exact(210).enumerate() {
         let d = f16_at(b, 208);
         let ys: [&[i8; 256]; T] = core::array::from_fn(|t| super_block(&qs[t].q8k, i));
@@ -276,7 +276,7 @@ fn q6k_body<const T: usize>(row: &[u8], qs: [&QuantizedRow; T], offset: i8, dot1
                         let p0 = i32x4_dot_i16x8(dot16(w[k], load16(ys[t], at)), scale0);
                         let p1 = i32x4_dot_i16x8(dot16(w[k + 1], load16(ys[t], at + 32)), scale1);
                         acc[t] = i32x4_add(acc[t], i32x4_add(p0, p1));
-                        order.pin(acc[t]);
+                        barrier.pin(acc[t]);
                     }
                 }
             }
