@@ -182,7 +182,14 @@ export interface OpenOptions {
     /** The threads build with relaxed SIMD's dot product, tried first where the engine has it. */
     relaxed?: { js: string | URL; wasm: string | URL };
   };
-  /** The worker script, where the package's own (./worker.js beside docmem.js) is to be replaced. */
+  /**
+   * The package's worker script at another URL. An app bundled by a tool that does not copy
+   * the files a package names with `new URL('./…', import.meta.url)` (esbuild, Rollup)
+   * serves a copy of the package and names its `worker.js` here (e.g. `'/docmem/worker.js'`);
+   * the worker finds its wasm builds, thread helper and PDF.js beside itself. webpack 5,
+   * Vite, Parcel and Next.js build the package's own worker: leave it out there. In Node
+   * it names a worker thread's script, such as the package's `node/worker.js`.
+   */
   workerUrl?: string | URL;
 }
 

@@ -1,7 +1,7 @@
-// Model files, fetched once by URL with download progress, checked against their pinned
-// sha256, and kept: in the browser in the Origin Private File System (a second visit loads
-// them with no network), in Node in a directory (a `file:` URL is read in place, after the
-// same check).
+// Model files in a browser, fetched once by URL with download progress, checked against
+// their pinned sha256, and kept in the Origin Private File System (a second visit loads
+// them with no network). Node's model cache is a directory (node/fs-model-cache.js); the
+// download itself (resuming, hashing on the way) is model-download.js, shared by both.
 //
 // A model is {name, files: [{path, url, size, sha256}]}; each file comes back as a
 // ModelFile with `size`, `read(offset, length)` (synchronous, for Lm.fromReader) and
@@ -9,14 +9,14 @@
 //
 // Downloads respect the device: a file streams into storage as it arrives and is hashed
 // on the way (an incremental SHA-256 from `hasher`, the wasm package's Sha256 in the
-// worker, node:crypto in Node), so no more than one network chunk and one 4 MiB read
+// worker), so no more than one network chunk and one 4 MiB read
 // buffer are ever held in memory, whatever the file's size. An interrupted download keeps
 // what it stored; the next try hashes that prefix again (streaming, from storage) and asks
 // the server for the rest with a Range request (`bytes=N-`); a server that answers 200
 // instead of 206 is read from byte 0 again. A file whose hash is not the pinned one is
 // deleted (partial or complete), so the next try starts clean. Before a download starts,
 // `prepare(files)` refuses with QUOTA_EXCEEDED when the bytes still to fetch exceed the
-// free storage (navigator.storage.estimate(), or the directory's disk in Node).
+// free storage (navigator.storage.estimate()).
 //
 // Browser storage (OPFS directory `docmem-models/`):
 //   <sha256>      the file's bytes, appended through a sync access handle (a dedicated
@@ -29,124 +29,18 @@
 // no migration). Where OPFS is missing (a private window in some browsers) a file streams
 // into the Cache API instead, hashed on the way, without resuming.
 //
-// Node (directory `dir`): `<sha256>` complete and verified, `<sha256>.part` a partial
-// download. A complete file is hashed again once per process (per worker thread) before
-// it is used; a mismatch deletes it.
-//
 // Hasher: a function returning {update(Uint8Array), finish() → 64 hex digits, free?()},
 // the shape of the wasm package's `Sha256` (so `() => new w.Sha256()` fits as is).
 
 import { DocMemError, codes, storageError } from './errors.js';
+import { CHUNK, checksumError, fetchError, finishHash, mb, pump, quotaError, request, throttled } from './model-download.js';
 
 const HASH_HEADER = 'x-docmem-sha256';
 const CACHE_NAME = 'docmem-models';
 const DIR_NAME = 'docmem-models';
 const PERSIST_ASKED = '.persist-asked';
-const CHUNK = 4 << 20; // bytes read back at a time when re-hashing a stored prefix
+const NO_STORE = { cache: 'no-store' }; // the HTTP cache would keep a second copy of the model
 const FLUSH_EVERY = 16 << 20; // bytes between flushes of the sync access handle (what a crash can lose)
-const PROGRESS_EVERY = 1 << 20; // bytes between progress callbacks
-
-const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined' && typeof self === 'undefined';
-
-const mb = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : `${(n / 1e6).toFixed(1)} MB`);
-
-function checksumError(file, got, partial = false) {
-  return new DocMemError(
-    codes.MODEL_CHECKSUM_MISMATCH,
-    `${file.path}: sha256 ${got}, expected ${file.sha256}; the ${partial ? 'downloaded' : 'stored'} copy was deleted, so the next try downloads it again`,
-  );
-}
-
-function fetchError(file, what, cause) {
-  return new DocMemError(codes.MODEL_FETCH_FAILED, `${file.url}: ${what}`, cause ? { cause } : undefined);
-}
-
-function quotaError(needed, free, where, advice) {
-  return new DocMemError(codes.QUOTA_EXCEEDED, `the models need ${mb(needed)} more of ${where}, and only ${mb(Math.max(0, free))} is free: ${advice}`);
-}
-
-/**
- * GET `file.url`, from byte `from` when from > 0 (a Range request). Returns
- * {response, start}: start is where the body begins in the file (0 when the server
- * ignored the Range and sent the whole file, or answered 416).
- */
-async function request(file, from) {
-  const init = from > 0 ? { headers: { range: `bytes=${from}-` } } : {};
-  if (!isNode) init.cache = 'no-store'; // the HTTP cache would keep a second copy of the model
-  let response;
-  try {
-    response = await fetch(file.url, init);
-  } catch (e) {
-    throw fetchError(file, e.message, e);
-  }
-  if (from > 0 && response.status === 416) {
-    // What is stored is not a prefix of the file (longer than it): start again.
-    await response.body?.cancel();
-    return request(file, 0);
-  }
-  if (!response.ok) throw fetchError(file, `HTTP ${response.status}`);
-  if (from > 0 && response.status === 206) {
-    const m = /^bytes (\d+)-/.exec(response.headers.get('content-range') || '');
-    if (m && Number(m[1]) === from) return { response, start: from };
-    await response.body?.cancel(); // a range we did not ask for
-    return request(file, 0);
-  }
-  return { response, start: 0 };
-}
-
-/**
- * Stream `response`'s body through `sink(chunk)` (which stores it) and the hasher,
- * counting from `start`. Returns the bytes of the file now stored. A lost connection is
- * MODEL_FETCH_FAILED that says how much is kept.
- */
-async function pump(file, response, start, hash, sink, progress) {
-  let pos = start;
-  const reader = response.body.getReader();
-  try {
-    for (;;) {
-      let part;
-      try {
-        part = await reader.read();
-      } catch (e) {
-        throw fetchError(file, `the download stopped after ${pos} of ${file.size || '?'} bytes (${e.message}); what arrived is kept and the next try resumes from there`, e);
-      }
-      if (part.done) break;
-      const chunk = part.value;
-      try {
-        await sink(chunk, pos);
-      } catch (e) {
-        await reader.cancel().catch(() => {});
-        throw e;
-      }
-      hash.update(chunk);
-      pos += chunk.length;
-      progress(pos);
-    }
-  } finally {
-    reader.releaseLock?.();
-  }
-  return pos;
-}
-
-/** Calls onProgress at most every PROGRESS_EVERY bytes (and always at the end). */
-function throttled(onProgress, total, resumed) {
-  let last = -Infinity;
-  return (loaded, force = false) => {
-    if (force || loaded - last >= PROGRESS_EVERY || loaded === total) {
-      last = loaded;
-      onProgress(loaded, total, false, { resumed });
-    }
-  };
-}
-
-function finishHash(hash) {
-  const got = hash.finish();
-  hash.free?.();
-  return got;
-}
-
-// ---------------------------------------------------------------------------------
-// Browser
 
 /** A stored file held as a Blob (an OPFS File: disk-backed), read in slices; also a File
  * the user chose, read where it lies. */
@@ -384,7 +278,7 @@ export class WebModelCache {
       }
       end = stored;
       if (!file.size || stored < file.size) {
-        const { response, start } = await request(file, stored);
+        const { response, start } = await request(file, stored, NO_STORE);
         if (start !== stored) {
           // The server ignored the Range: the whole file again, from byte 0.
           access.truncate(0);
@@ -452,7 +346,7 @@ export class WebModelCache {
         hash.update(value);
       }
     }
-    const { response, start } = file.size && stored === file.size ? { response: null, start: stored } : await request(file, stored);
+    const { response, start } = file.size && stored === file.size ? { response: null, start: stored } : await request(file, stored, NO_STORE);
     if (start !== stored) {
       hash.free?.();
       hash = this.hasher();
@@ -489,7 +383,7 @@ export class WebModelCache {
   /** Without OPFS: streamed into the Cache API, hashed on the way (no resuming there). */
   async intoCache(file, onProgress) {
     const cache = await caches.open(CACHE_NAME);
-    const { response } = await request(file, 0);
+    const { response } = await request(file, 0, NO_STORE);
     const hash = this.hasher();
     const total = file.size || Number(response.headers.get('content-length') || 0);
     const progress = throttled(onProgress, total, 0);
@@ -612,219 +506,5 @@ export class WebModelCache {
   async has(model) {
     for (const f of model.files) if (!(await this.stored(f))) return false;
     return true;
-  }
-}
-
-// ---------------------------------------------------------------------------------
-// Node
-
-const verified = new Map(); // path → "size:mtimeMs" of files hashed in this process
-
-function nodeHasher(createHash) {
-  return () => {
-    const h = createHash('sha256');
-    return { update: (b) => h.update(b), finish: () => h.digest('hex') };
-  };
-}
-
-/** Node: a directory of files named by their sha256; `file:` URLs are read in place. */
-export class FsModelCache {
-  /**
-   * options: {hasher} (default node:crypto), {freeBytes: async () => number} (default: the
-   * directory's disk, from statfs).
-   */
-  constructor(dir, options = {}) {
-    this.dir = dir;
-    this.options = options;
-  }
-
-  async modules() {
-    if (!this.mods) {
-      const [fs, path, url, crypto] = await Promise.all([import('node:fs'), import('node:path'), import('node:url'), import('node:crypto')]);
-      this.mods = { fs, path, fileURLToPath: url.fileURLToPath, hasher: this.options.hasher ?? nodeHasher(crypto.createHash) };
-    }
-    return this.mods;
-  }
-
-  async hashFile(p, onBytes = () => {}) {
-    const { fs, hasher } = await this.modules();
-    const h = hasher();
-    let n = 0;
-    for await (const chunk of fs.createReadStream(p, { highWaterMark: CHUNK })) {
-      h.update(chunk);
-      n += chunk.length;
-      onBytes(n);
-    }
-    return finishHash(h);
-  }
-
-  /** Hash `p` unless this process already did (same size and mtime). */
-  async check(file, p) {
-    const { fs } = await this.modules();
-    const st = fs.statSync(p);
-    const key = `${st.size}:${st.mtimeMs}`;
-    if (verified.get(p) === key) return null;
-    const got = await this.hashFile(p);
-    if (got === file.sha256) verified.set(p, key);
-    return got === file.sha256 ? null : got;
-  }
-
-  local(file) {
-    return file.url.startsWith('file:') || this.mods.path.isAbsolute(file.url);
-  }
-
-  /** Refuse with QUOTA_EXCEEDED when the bytes to fetch exceed the disk's free space. */
-  async prepare(files) {
-    const { fs, path } = await this.modules();
-    let needed = 0;
-    for (const f of files) {
-      if (this.local(f) || !/^[0-9a-f]{64}$/.test(f.sha256 ?? '') || fs.existsSync(path.join(this.dir, f.sha256))) continue;
-      let part = 0;
-      try {
-        part = fs.statSync(path.join(this.dir, `${f.sha256}.part`)).size;
-      } catch {
-        part = 0;
-      }
-      needed += Math.max(0, (f.size || 0) - Math.min(part, f.size || 0));
-    }
-    let free = Infinity;
-    if (this.options.freeBytes) free = await this.options.freeBytes();
-    else if (needed > 0 && fs.statfsSync) {
-      let at = this.dir;
-      while (!fs.existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
-      const s = fs.statfsSync(at);
-      free = s.bavail * s.bsize;
-    }
-    if (needed > free) throw quotaError(needed, free, `disk space in ${this.dir}`, 'free some space there (or choose another modelCacheDir) and try again');
-    return { needed, free, persisted: true, persistAsked: false };
-  }
-
-  async file(file, onProgress = () => {}) {
-    const { fs, path, fileURLToPath } = await this.modules();
-    let where;
-    if (this.local(file)) {
-      where = file.url.startsWith('file:') ? fileURLToPath(file.url) : file.url;
-      if (!fs.existsSync(where)) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${where}: no such file`);
-      if (file.sha256) {
-        const got = await this.check(file, where);
-        if (got) throw new DocMemError(codes.MODEL_CHECKSUM_MISMATCH, `${file.path}: sha256 ${got}, expected ${file.sha256}`);
-      }
-    } else {
-      // The sha256 names the stored file: only a well-formed one may (it comes from a manifest).
-      if (!/^[0-9a-f]{64}$/.test(file.sha256 ?? '')) throw new DocMemError(codes.MODEL_FETCH_FAILED, `${file.path}: the manifest's sha256 is not 64 hex digits`);
-      where = path.join(this.dir, file.sha256);
-      if (fs.existsSync(where)) {
-        const got = await this.check(file, where);
-        if (got) {
-          fs.rmSync(where, { force: true });
-          verified.delete(where);
-          throw checksumError(file, got);
-        }
-      } else {
-        await this.download(file, where, onProgress);
-        verified.set(where, `${fs.statSync(where).size}:${fs.statSync(where).mtimeMs}`);
-      }
-    }
-    const size = fs.statSync(where).size;
-    onProgress(size, size, true, { resumed: 0 });
-    const fd = fs.openSync(where, 'r');
-    return {
-      size,
-      read(offset, length) {
-        const buf = new Uint8Array(length);
-        let done = 0;
-        while (done < length) {
-          const n = fs.readSync(fd, buf, done, length - done, offset + done);
-          if (n === 0) break;
-          done += n;
-        }
-        return buf;
-      },
-      async bytes() {
-        return new Uint8Array(fs.readFileSync(where));
-      },
-      close() {
-        fs.closeSync(fd);
-      },
-    };
-  }
-
-  /** Into `<where>.part` (resumed when it exists), verified, then renamed to `where`. */
-  async download(file, where, onProgress) {
-    const { fs, hasher } = await this.modules();
-    const part = `${where}.part`;
-    let fh;
-    try {
-      fs.mkdirSync(this.dir, { recursive: true });
-      fh = await fs.promises.open(part, fs.existsSync(part) ? 'r+' : 'w+');
-    } catch (e) {
-      throw storageError(e, `storing ${file.path}`);
-    }
-    let end;
-    let got;
-    try {
-      let stored = (await fh.stat()).size;
-      if (file.size && stored > file.size) {
-        await fh.truncate(0);
-        stored = 0;
-      }
-      let hash = hasher();
-      if (stored > 0) {
-        const buf = new Uint8Array(Math.min(CHUNK, stored));
-        for (let at = 0; at < stored; ) {
-          const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, stored - at), at);
-          if (bytesRead <= 0) break;
-          hash.update(buf.subarray(0, bytesRead));
-          at += bytesRead;
-        }
-      }
-      end = stored;
-      if (!file.size || stored < file.size) {
-        const { response, start } = await request(file, stored);
-        if (start !== stored) {
-          // The server ignored the Range: the whole file again, from byte 0.
-          await fh.truncate(0);
-          hash.free?.();
-          hash = hasher();
-        }
-        const total = file.size || start + Number(response.headers.get('content-length') || 0);
-        const progress = throttled(onProgress, total, start);
-        progress(start, true);
-        end = await pump(
-          file,
-          response,
-          start,
-          hash,
-          async (chunk, at) => {
-            try {
-              let done = 0;
-              while (done < chunk.length) done += (await fh.write(chunk, done, chunk.length - done, at + done)).bytesWritten;
-            } catch (e) {
-              throw storageError(e, `storing ${file.path}`);
-            }
-          },
-          progress,
-        );
-        progress(end, true);
-      } else {
-        onProgress(stored, stored, false, { resumed: stored });
-      }
-      got = finishHash(hash);
-      // On disk before it is renamed into place: a power cut must not leave a checked name
-      // over bytes that never reached the disk.
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    if (file.size && end !== file.size) throw fetchError(file, `the server sent ${end} of ${file.size} bytes; what arrived is kept and the next try resumes from there`);
-    if (got !== file.sha256) {
-      fs.rmSync(part, { force: true });
-      throw checksumError(file, got, true);
-    }
-    try {
-      fs.renameSync(part, where);
-    } catch (e) {
-      throw storageError(e, `storing ${file.path}`);
-    }
   }
 }

@@ -15,9 +15,8 @@
 // - postSync(path, body): the same reply, synchronously. The embedder needs it: the
 //   library embeds inside its synchronous calls (ingest, search). The package runs in a
 //   worker, where blocking is allowed: a synchronous XMLHttpRequest in a browser's Web
-//   Worker; in Node (a worker thread, which has no synchronous HTTP) one helper thread,
-//   started on first use, does the fetch and hands the reply over a MessagePort while this
-//   thread waits on an Atomics flag (the pattern of the synckit package).
+//   Worker; in Node, which has no synchronous HTTP, the one node/worker.js gives
+//   (node/sync-post.js: a helper thread fetches while this one waits).
 //
 // Every way sends a request again by the runtime's rules (crates/runtime/src/remote/
 // retry.rs, mirrored in `retries`): a rate limit (429) is waited out for its Retry-After, a
@@ -33,15 +32,12 @@
 
 import { DocMemError, codes } from './errors.js';
 
-const isNode = typeof self === 'undefined' && typeof process !== 'undefined';
-const nodeThreads = isNode ? await import('node:worker_threads') : null;
-
 /** How long one request may take before it fails (a reader's memory of a long window can take minutes). */
-const TIMEOUT_MS = 10 * 60_000;
+export const TIMEOUT_MS = 10 * 60_000;
 /** How often a rate-limited (429) request is sent again, each after its Retry-After (1–30 s). */
-const RATE_LIMIT_RETRIES = 4;
+export const RATE_LIMIT_RETRIES = 4;
 /** How often a request that got no reply, a 502 or a 503 is sent again. */
-const UNAVAILABLE_RETRIES = 2;
+export const UNAVAILABLE_RETRIES = 2;
 
 /**
  * A request's failures so far, counted by kind (each kind has its own budget). `next(status,
@@ -114,7 +110,7 @@ export function remoteBase(url, option = 'remote.url', allowHttp = false) {
 }
 
 /** The error for a request that got no reply: the URL and the client's reason (never the token). */
-function unreachable(url, e) {
+export function unreachable(url, e) {
   const cause = e && e.cause && e.cause.message ? e.cause.message : null;
   const reason = e && e.name === 'AbortError' ? 'cancelled' : cause || (e && e.message) || String(e);
   return new Error(`POST ${url}: ${reason}`);
@@ -122,14 +118,15 @@ function unreachable(url, e) {
 
 /**
  * A transport to the host at `url` (see the header) sending `token` as a bearer token
- * (none when empty).
+ * (none when empty). `syncPost(headers)` makes postSync (default: a synchronous
+ * XMLHttpRequest, a browser worker's way).
  */
-export function makeTransport({ url, token, allowHttp = false }) {
+export function makeTransport({ url, token, allowHttp = false, syncPost = xhrSyncPost }) {
   const base = remoteBase(url, 'remote.url', allowHttp);
   const headers = { 'Content-Type': 'application/json' };
   if (token) headers.Authorization = `Bearer ${token}`;
   const inFlight = new Map(); // AbortController → its done(), for fetches not yet finished
-  const postSync = isNode ? nodeSyncPost(headers) : xhrSyncPost(headers);
+  const postSync = syncPost(headers);
 
   async function start(path, body) {
     const controller = new AbortController();
@@ -245,63 +242,5 @@ function xhrSyncPost(headers) {
       if (status === null) throw unreachable(url, failure ?? new Error('no reply (the host is unreachable, or refused the cross-origin request)'));
       return { status, body: xhr.responseText };
     }
-  };
-}
-
-// The Node helper thread's code: fetch each request it is sent (again as \`retries\` says,
-// its source and constants copied in), post the reply on the request's port, then raise
-// its flag (the port message is queued before the waiter wakes).
-const HELPER = `
-const RATE_LIMIT_RETRIES = ${RATE_LIMIT_RETRIES};
-const UNAVAILABLE_RETRIES = ${UNAVAILABLE_RETRIES};
-${retries.toString()}
-const { parentPort } = require('node:worker_threads');
-parentPort.on('message', async ({ url, headers, body, timeoutMs, port, flag }) => {
-  let reply;
-  const failures = retries();
-  const deadline = AbortSignal.timeout(timeoutMs);
-  for (;;) {
-    let delay;
-    try {
-      const response = await fetch(url, { method: 'POST', headers, body, signal: deadline });
-      delay = failures.next(response.status, response.headers.get('retry-after'));
-      if (delay === null) {
-        reply = { status: response.status, body: await response.text() };
-        break;
-      }
-      await response.body?.cancel();
-    } catch (e) {
-      delay = deadline.aborted ? null : failures.next(null, null);
-      if (delay === null) {
-        reply = { error: (e && e.cause && e.cause.message) || (e && e.message) || String(e) };
-        break;
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, delay));
-  }
-  port.postMessage(reply);
-  port.close();
-  Atomics.store(flag, 0, 1);
-  Atomics.notify(flag, 0);
-});`;
-
-/** postSync in Node: the helper thread fetches while this thread waits (see the header). */
-function nodeSyncPost(headers) {
-  let helper = null;
-  return (url, body) => {
-    if (!helper) {
-      helper = new nodeThreads.Worker(HELPER, { eval: true });
-      helper.unref();
-    }
-    const flag = new Int32Array(new SharedArrayBuffer(4));
-    const { port1, port2 } = new nodeThreads.MessageChannel();
-    helper.postMessage({ url, headers, body, timeoutMs: TIMEOUT_MS, port: port2, flag }, [port2]);
-    // A little longer than the helper's own timeout, which answers first.
-    const woke = Atomics.wait(flag, 0, 0, TIMEOUT_MS + 5_000);
-    const message = nodeThreads.receiveMessageOnPort(port1);
-    port1.close();
-    if (woke === 'timed-out' || !message) throw unreachable(url, new Error('the request thread did not answer'));
-    if (message.message.error) throw unreachable(url, new Error(message.message.error));
-    return { status: message.message.status, body: message.message.body };
   };
 }

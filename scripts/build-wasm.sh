@@ -48,7 +48,7 @@ if [ "$what" != plain ]; then
   threads_build wasm-pkg-web-threads target-wasm-threads
   # The same with relaxed SIMD's integer dot product (Chrome 114+, Firefox 125+, Node 22+;
   # not Safari): the Q4_K, Q6_K and Q4_1 kernels' products in two instructions instead of
-  # seven. Chosen at load where it compiles and passes the kernel check (js/worker.js).
+  # seven. Chosen at load where it compiles and passes the kernel check (js/worker-ops.js).
   # The feature is enabled on those kernels alone (the crate feature turns on their
   # #[target_feature]), so no other relaxed instruction enters the module; the same
   # target dir and flags, so std and every dependency are compiled once for both.

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # `npm run pack`: the npm package as a tarball, holding what an app needs and nothing else:
-# the ESM entry and its worker scripts (js/*.js), the TypeScript types, the model manifest's
+# the browser entry and its worker scripts (js/*.js), the Node entry and its own
+# (js/node/*.js), the TypeScript types, the model manifest's
 # schema and writer (bin/docmem-manifest.js), the three wasm builds with their
 # wasm-bindgen glue in wasm/{plain,threads,relaxed}/, PDF.js's browser build with its CMaps
 # and standard fonts in vendor/pdfjs/ (Node uses the pdfjs-dist dependency instead), the
-# README, the API reference and the licences. The files are staged in the build cache
-# (js/wasm/* are links there), then `npm pack` writes the tarball and its report.
+# README, the API reference and the licences. The files are staged in OUT_DIR/package
+# (js/wasm/* are links into the build cache), then `npm pack` writes the tarball and its
+# report (pack.json) into OUT_DIR.
 #
 #   bash scripts/pack.sh [OUT_DIR]      (default $DOCMEM_CACHE/npm; prints the tarball's path last)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 set -euo pipefail
 cd "$DOCMEM_ROOT"
 out="${1:-$DOCMEM_CACHE/npm}"
-stage="$DOCMEM_CACHE/npm-stage/package"
+stage="$out/package"
 for build in wasm-pkg-web wasm-pkg-web-threads wasm-pkg-web-threads-relaxed; do
   if [ ! -f "$DOCMEM_CACHE/$build/docmem_wasm_bg.wasm" ]; then
     echo "docmem: no $build in $DOCMEM_CACHE; run bash scripts/build-wasm.sh first" >&2
@@ -20,8 +22,9 @@ for build in wasm-pkg-web wasm-pkg-web-threads wasm-pkg-web-threads-relaxed; do
   fi
 done
 rm -rf "$stage"
-mkdir -p "$stage/bin" "$stage/vendor/pdfjs/build" "$out"
+mkdir -p "$stage/bin" "$stage/node" "$stage/vendor/pdfjs/build" "$out"
 cp js/*.js js/*.d.ts js/models.schema.json js/package.json js/README.md "$stage/"
+cp js/node/*.js "$stage/node/"
 cp -r js/api "$stage/api"
 cp js/bin/docmem-manifest.js "$stage/bin/"
 cp LICENSE-MIT LICENSE-APACHE "$stage/"

@@ -13,7 +13,9 @@
 // worker follows its own script's policy, so the header (not only the page's meta tag)
 // must allow them.
 //
-//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf] [--site DIR]   (--reader: the default model)
+//   node scripts/serve.mjs [--port 8080] [--reader FILE.gguf] [--site DIR] [--no-csp]
+// (--reader: the default model; --no-csp: no Content-Security-Policy, for a site whose own
+// pages need more than it allows, such as Next.js's inline scripts)
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models), PORT.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -42,6 +44,7 @@ const LMS = [
   { file: 'SmolLM2-135M-Instruct.Q4_1.gguf', label: 'SmolLM2 135M', note: 'small and fast; weak answers' },
 ];
 const readerArg = arg('--reader', null);
+const csp = !args.includes('--no-csp');
 const embedderDir = 'all-MiniLM-L6-v2';
 
 export const CSP = [
@@ -131,7 +134,7 @@ function headers(type, extra = {}, isolated = true) {
     'content-type': type,
     ...(isolated ? { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' } : {}),
     'cross-origin-resource-policy': 'same-origin',
-    'content-security-policy': CSP,
+    ...(csp ? { 'content-security-policy': CSP } : {}),
     'x-content-type-options': 'nosniff',
     'referrer-policy': 'no-referrer',
     ...extra,

@@ -5,7 +5,7 @@
 # default 1.5B (its K-quant kernels, simd128 and relaxed SIMD), the embedder on
 # all-MiniLM-L6-v2 against sentence-transformers, the document library (ingest, search, answers, persistence) on both, the npm package's
 # DocMem client in Node, with local models and with hosted ones (a fake OpenAI-compatible
-# host), PDFs' text through PDF.js (js/pdf.js alone, then the worker adding a PDF from its
+# host), PDFs' text through PDF.js (js/node/pdf.js alone, then the worker adding a PDF from its
 # bytes), and every export called with bad arguments (an Error each time,
 # never a trap; a panic's message reaches console.error and the next call).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { DocMem } from '../../js/docmem.js';
+import { DocMem } from '../../js/node/docmem.js';
 import { makeManifest } from '../../js/manifest.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-manifest-'));

@@ -10,9 +10,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DocMem } from '../../js/docmem.js';
-import { DirStore } from '../../js/dir-store.js';
-import { lockLibrary } from '../../js/library-lock.js';
+import { DocMem } from '../../js/node/docmem.js';
+import { DirStore } from '../../js/node/dir-store.js';
+import { lockDir } from '../../js/node/dir-lock.js';
 
 const js = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../js');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'docmem-storage-'));
@@ -27,19 +27,19 @@ const check = async (name, f) => {
 
 await check('a second DocMem on a library is refused while the first holds it, then allowed', async () => {
   const dir = path.join(tmp, 'lib-a');
-  const release = await lockLibrary('a', dir);
-  await assert.rejects(lockLibrary('a', dir), (e) => e.code === 'BUSY' && /another DocMem of this process/.test(e.message));
+  const release = await lockDir(dir);
+  await assert.rejects(lockDir(dir), (e) => e.code === 'BUSY' && /another DocMem of this process/.test(e.message));
   // Another process is refused too, and told which process holds it.
-  const other = spawnSync(process.execPath, ['--input-type=module', '-e', `import { lockLibrary } from '${path.join(js, 'library-lock.js')}'; lockLibrary('a', ${JSON.stringify(dir)}).then(() => console.log('locked'), (e) => console.log(e.code, e.message));`], { encoding: 'utf8' });
+  const other = spawnSync(process.execPath, ['--input-type=module', '-e', `import { lockDir } from '${path.join(js, 'node', 'dir-lock.js')}'; lockDir(${JSON.stringify(dir)}).then(() => console.log('locked'), (e) => console.log(e.code, e.message));`], { encoding: 'utf8' });
   assert.match(other.stdout, new RegExp(`^BUSY .*another process \\(pid ${process.pid}\\)`), other.stdout + other.stderr);
   release();
   assert.ok(!fs.existsSync(path.join(dir, '.lock')), 'released: the lock file is gone');
-  (await lockLibrary('a', dir))();
+  (await lockDir(dir))();
 });
 
 await check('a process that exits without closing its DocMems leaves no lock behind', async () => {
   const dirs = [path.join(tmp, 'exit-a'), path.join(tmp, 'exit-b')];
-  const child = spawnSync(process.execPath, ['--input-type=module', '-e', `import { lockLibrary } from '${path.join(js, 'library-lock.js')}'; for (const d of ${JSON.stringify(dirs)}) await lockLibrary('x', d); console.log('locked');`], { encoding: 'utf8' });
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', `import { lockDir } from '${path.join(js, 'node', 'dir-lock.js')}'; for (const d of ${JSON.stringify(dirs)}) await lockDir(d); console.log('locked');`], { encoding: 'utf8' });
   assert.equal(child.stdout.trim(), 'locked', child.stderr);
   for (const d of dirs) assert.ok(!fs.existsSync(path.join(d, '.lock')), `${d}/.lock released at exit`);
 });
@@ -49,7 +49,7 @@ await check("a lock left by a process that is gone is taken over", async () => {
   fs.mkdirSync(dir, { recursive: true });
   const dead = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' }).stdout.trim();
   fs.writeFileSync(path.join(dir, '.lock'), dead);
-  const release = await lockLibrary('stale', dir);
+  const release = await lockDir(dir);
   assert.equal(text(dir, '.lock'), String(process.pid));
   release();
 });

@@ -1,4 +1,4 @@
-// js/pdf.js in Node (no wasm, no model): a PDF's text through pdfjs-dist, on the fixtures
+// js/node/pdf.js (no wasm, no model): a PDF's text through pdfjs-dist, on the fixtures
 // that scripts/fixtures/make-pdf-fixtures.mjs writes. Both pages' text in order, with its
 // lines and paragraphs; page starts in code points (page 1 holds a character outside the
 // BMP); the input left as it was; the same text in a worker thread (as docmem's worker
@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { DocMemError, codes } from '../../js/errors.js';
-import { MAX_PDF_BYTES, NO_TEXT_LAYER, codePoints, isPdf, pageText, pdfToText } from '../../js/pdf.js';
+import { MAX_PDF_BYTES, NO_TEXT_LAYER, codePoints, isPdf, pageText, pdfToText } from '../../js/node/pdf.js';
 
 const t0 = performance.now();
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -70,7 +70,7 @@ await check('two pages: text in order, lines and paragraphs, page starts in code
 });
 
 await check('the same text in a worker thread (where docmem runs it)', async () => {
-  const url = pathToFileURL(path.join(here, '../../js/pdf.js')).href;
+  const url = pathToFileURL(path.join(here, '../../js/node/pdf.js')).href;
   const code = `
     import { parentPort, workerData } from 'node:worker_threads';
     const { pdfToText } = await import(${JSON.stringify(url)});
@@ -83,6 +83,13 @@ await check('the same text in a worker thread (where docmem runs it)', async () 
   await worker.terminate();
   assert.equal(got.text, `${PAGE1}\n\n${PAGE2}`);
   assert.deepEqual(got.pageStarts, [0, codePoints(PAGE1) + 2]);
+});
+
+await check('a CJK font with a predefined CMap (not embedded): its text, through the CMaps', async () => {
+  // scripts/fixtures/make-cjk-pdf.py: Japanese in HeiseiMin-W3 over UniJIS-UCS2-H, no
+  // ToUnicode, no embedded font; without the CMaps PDF.js reads only the Latin line.
+  const { text } = await pdfToText(fixture('cjk-cid.pdf'));
+  assert.equal(text, '吾輩は猫である。名前はまだ無い。\n\nNatsume Soseki, 1905');
 });
 
 await check('a scan (pages that are images) is refused: no text layer', async () => {

@@ -28,7 +28,7 @@ async function loadPackage(pkgDir, threads) {
   const w = await import(glueUrl);
   const module = await WebAssembly.compile(fs.readFileSync(path.resolve(pkgDir, 'docmem_wasm_bg.wasm')));
   const exports = await w.default({ module_or_path: module });
-  const { startThreads } = await import(pathToFileURL(path.resolve(__dirname, '../../js/threads.js')).href);
+  const { startThreads } = await import(pathToFileURL(path.resolve(__dirname, '../../js/node/threads.js')).href);
   const started = await startThreads(w, { glueUrl, module, memory: exports.memory, count: threads });
   console.log(`threads build: ${started} thread(s) started`);
   return w;
@@ -53,7 +53,7 @@ function countSimdOpcode(pkgDir, opcode) {
 }
 
 /** Relaxed SIMD's opcodes used by the relaxed build: i32x4.relaxed_dot_i8x16_i7x16_add_s
- * (0x113, the K-quant kernels' dot product, as js/worker.js names it) and
+ * (0x113, the K-quant kernels' dot product, as js/worker-ops.js names it) and
  * f32x4.relaxed_madd (0x105, the encoder's matrix product). */
 const RELAXED_DOT = 0x113;
 const RELAXED_MADD = 0x105;

@@ -1,4 +1,4 @@
-// Model downloads that respect the device (js/model-cache.js's FsModelCache, and
+// Model downloads that respect the device (js/node/fs-model-cache.js's FsModelCache, and
 // scripts/serve.mjs's Range answers), against a local HTTP server in this test that serves
 // a 6 MB file with Range support and can cut the connection midway or ignore Range:
 //   - an interrupted download keeps its bytes; the next try re-hashes them and asks for
@@ -23,7 +23,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const cacheModule = path.join(root, 'js/model-cache.js');
+const cacheModule = path.join(root, 'js/node/fs-model-cache.js');
 let fresh = 0;
 // A fresh instance of the module: a new process as far as its once-per-process hash goes.
 const load = () => import(`${new URL(`file://${cacheModule}`).href}?process=${++fresh}`);

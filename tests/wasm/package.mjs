@@ -13,7 +13,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { DocMem } from '../../js/docmem.js';
+import { DocMem } from '../../js/node/docmem.js';
 
 const [modelsDir, examplePath] = process.argv.slice(2);
 const t0 = performance.now();

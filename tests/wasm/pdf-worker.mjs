@@ -1,6 +1,6 @@
-// The docmem worker (js/worker.js, in a worker thread as the npm package runs it) adding
+// The docmem worker (js/node/worker.js, in a worker thread as the npm package runs it) adding
 // documents from a file's bytes: a .pdf, and bytes that start with %PDF- whatever their
-// name, go through js/pdf.js (PDF.js) and are stored as its text with a form feed on its
+// name, go through js/node/pdf.js (PDF.js) and are stored as its text with a form feed on its
 // own line between pages (the engine's page mark, which citations count); a scan and a password-protected PDF are refused
 // with BAD_DOCUMENT and add nothing; other bytes are read as UTF-8 text (HTML by name).
 // Talks the worker's own protocol ({id, op, args}), below the DocMem client.
@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { pdfToText } from '../../js/pdf.js';
+import { pdfToText } from '../../js/node/pdf.js';
 
 const [modelsDir] = process.argv.slice(2);
 const t0 = performance.now();
@@ -29,7 +29,7 @@ const embedderFiles = ['config.json', 'model.safetensors', 'tokenizer.json', 'mo
 const reader = { name: 'SmolLM2-135M-Instruct.Q4_1.gguf', files: [local(path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'))] };
 const pkg = (dir) => ({ js: pathToFileURL(path.join(cache, dir, 'docmem_wasm.js')).href, wasm: pathToFileURL(path.join(cache, dir, 'docmem_wasm_bg.wasm')).href });
 
-const worker = new Worker(path.join(root, 'js/worker.js'));
+const worker = new Worker(path.join(root, 'js/node/worker.js'));
 const results = new Map();
 let nextId = 1;
 worker.on('message', (m) => {
@@ -58,7 +58,7 @@ try {
   });
 
   // A PDF from its bytes (moved to the worker, as the client sends a File's): stored as
-  // js/pdf.js reads it, pages and all.
+  // js/node/pdf.js reads it, pages and all.
   const expected = await pdfToText(fixture('two-pages.pdf'), { separator: '\n\f\n' });
   const bytes = fixture('two-pages.pdf');
   const added = await call('add', { title: 'two-pages.pdf', name: 'two-pages.pdf', bytes, method: 'sentence' }, [bytes.buffer]);

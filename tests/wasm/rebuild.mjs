@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { DocMem } from '../../js/docmem.js';
+import { DocMem } from '../../js/node/docmem.js';
 
 const [modelsDir] = process.argv.slice(2);
 const t0 = performance.now();

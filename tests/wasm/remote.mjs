@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { DocMem } from '../../js/docmem.js';
+import { DocMem } from '../../js/node/docmem.js';
 import { retries } from '../../js/remote.js';
 import { ANSWER, startFakeHost } from '../fake-host.mjs';
 

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startWorkers } from '../../worker/testing/harness.mjs';
-import { DocMem } from '../../js/docmem.js';
+import { DocMem } from '../../js/node/docmem.js';
 
 const [llamaServer, docmemBin, modelsDir] = process.argv.slice(2);
 const t0 = performance.now();

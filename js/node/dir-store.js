@@ -5,11 +5,11 @@
 // after it is in place. Each file is written under a temporary name of its own, flushed
 // to disk and renamed over the key (atomic on POSIX and Windows), and the directory is
 // flushed after the renames. Temporary files a crash left behind are removed at open
-// (the library lock, library-lock.js, means no other writer is at work then).
+// (the library lock, node/dir-lock.js, means no other writer is at work then).
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { storageError } from './errors.js';
+import { storageError } from '../errors.js';
 
 const MANIFEST = 'manifest.json';
 const TMP = '.tmp-';
