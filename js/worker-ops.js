@@ -40,10 +40,12 @@
 //   compileWasm(url) → WebAssembly.Module; wasmSource(url) → what the plain build's glue
 //     takes to instantiate (the URL, or the file's bytes);
 //   threadSupport(), defaultThreadCount(), startThreads(w, options) (threads.js);
-//   modelCache(dir, hasher) (model-cache.js's interface); withModelStore(mode, fn), which
-//     runs fn while holding the model store as `mode` ('shared' or 'prune') says, or
-//     resolves null where another holder forbids pruning;
-//   userFile(blob, model): a model file the user chose (a File), read where it lies;
+//   modelCache(dir, hasher) → (a Promise of) the model cache (model-cache.js's
+//     interface); withModelStore(mode, fn), which runs fn while holding the model store
+//     as `mode` ('shared' or 'prune') says, or resolves null where another holder
+//     forbids pruning;
+//   userFile(blob, model) → (a Promise of) a model file the user chose (a File), read
+//     where it lies;
 //   openStore(args, suffix) → the library's store (idb-store.js's interface), and
 //     setAsideBase(args): what a damaged library's set-aside copy is named after;
 //   pdfToText(bytes, options) (pdf-text.js);
@@ -231,7 +233,7 @@ async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
   // Downloads are hashed as they stream into storage, with the wasm package's incremental
   // Sha256 where the platform has no hasher of its own (WebCrypto would need the whole
   // file in memory).
-  const cache = platform.modelCache(cacheDir, () => new w.Sha256());
+  const cache = await platform.modelCache(cacheDir, () => new w.Sha256());
   // A browser's model store is shared by every tab of the origin: files are read under a
   // shared lock, and pruned (with `keepModels`) only when no other tab holds it.
   let pruned = null;
@@ -272,7 +274,7 @@ async function loadModelsHeld(cache, models, emit, gpu) {
     };
     if (file.blob) {
       // A model file the user chose: read where it lies, a slice at a time.
-      got.set(file.path, platform.userFile(file.blob, model));
+      got.set(file.path, await platform.userFile(file.blob, model));
       adoptions.push({ model, file });
       fromCache = false;
       report(file.blob.size);

@@ -8,10 +8,14 @@
 // memory) and relaxed (threads + relaxed SIMD's dot product); worker-ops.js picks one.
 
 import { IdbStore } from './idb-store.js';
-import { BlobFile, WebModelCache, withModelStore } from './model-cache.js';
 import { pdfToText } from './pdf.js';
 import { defaultThreadCount, startThreads, threadSupport } from './threads.js';
 import { serveRequests } from './worker-ops.js';
+
+// The model cache is imported when the models load, not with the worker, so that what
+// watches the worker (tests/browser/downloads.test.mjs: its allocations) is in place
+// before the cache's first line runs.
+const modelCacheModule = () => import('./model-cache.js');
 
 // Bound now: PDF.js's loader hides self.postMessage while it imports PDF.js's worker
 // module (pdf.js), and a reply may be posted meanwhile.
@@ -29,9 +33,9 @@ serveRequests({
   threadSupport,
   defaultThreadCount,
   startThreads,
-  modelCache: (_dir, hasher) => new WebModelCache({ hasher }),
-  withModelStore,
-  userFile: (blob) => new BlobFile(blob),
+  modelCache: async (_dir, hasher) => new (await modelCacheModule()).WebModelCache({ hasher }),
+  withModelStore: async (mode, fn) => (await modelCacheModule()).withModelStore(mode, fn),
+  userFile: async (blob) => new (await modelCacheModule()).BlobFile(blob),
   openStore: (args, suffix) => IdbStore.open(`${args.libraryName}${suffix}`),
   setAsideBase: (args) => args.libraryName,
   pdfToText,

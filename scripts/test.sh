@@ -52,7 +52,7 @@ bash scripts/wasm-test.sh
 step "worker: the edge worker (TypeScript, strict) in Miniflare: streaming, auth, CORS, limits, logs; then end to end"
 bash scripts/worker-test.sh
 
-step "npm package: packed, installed into a fresh Vite app (built, answering in Chromium) and a fresh Node project"
+step "npm package: packed, its browser entry walked, installed into apps built by webpack, esbuild, Rollup, Vite and Next.js (answering in Chromium) and a fresh Node project"
 bash scripts/package-test.sh
 
 step "browser: the web app in headless Chromium (models, add a document, cited answer, routing trace, threads, reload, offline, CPU fallback)"
