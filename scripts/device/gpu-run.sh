@@ -5,7 +5,7 @@
 # shapes and block formats with seeded values, built in memory by docmem itself).
 #
 #   1. the Vulkan loader from the carried .debs; the adapter's name, driver and limits
-#   2. the eleven kernel checks on the adapter, f16 and f32 paths (docmem gpu-check)
+#   2. the twelve kernel checks on the adapter, f16 and f32 paths (docmem gpu-check)
 #   3. bench lm --backend gpu --synthetic qwen2-1.5b:q4_k_m: prefill 512, decode 128, per-
 #      kernel timestamps, f16 and f32 paths; four paths decoded as one batch; prompt-lookup
 #      drafts on a copy-heavy prompt

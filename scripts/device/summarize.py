@@ -107,6 +107,14 @@ if run["peak_gbs"]:
     lines.append(f"Peak bandwidth taken as {run['peak_gbs']:.0f} GB/s (nominal){'; a device-to-device copy moved ' + num(copy, '{:.0f}') + ' GB/s' if copy else ''}."
                  f" Weights read per decoded token: {num((run['lm_f16'].get('weight_bytes_per_token') or 0) / 1e6, '{:.0f}')} MB.")
     lines.append("")
+work_rows = [(label, r.get("gpu_work")) for label, r in rows if r.get("gpu_work")]
+if work_rows:
+    lines.append("| GPU work (counted, not timed) | dispatches a decoded token | a layer | dispatches for the prompt | compute passes a forward |")
+    lines.append("|---|---|---|---|---|")
+    for label, w in work_rows:
+        lines.append(f"| {label} | {w['dispatches_per_decoded_token']:.0f} | {w['dispatches_per_layer']:.2f} | {w['dispatches_per_prompt']} |"
+                     f" {w['compute_passes_per_forward']:.2f} |")
+    lines.append("")
 kern = (run["lm_f16"].get("gpu_kernels") or {}).get("rows", [])
 if kern:
     lines.append("| slowest kernels (f16 path) | decode µs/token | share of decode | dispatches/token | prefill µs/token |")

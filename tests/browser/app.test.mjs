@@ -188,7 +188,7 @@ async function webgpuInPage(page) {
     return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue, embedding };
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
-  assert.equal(r.check.checks, 11);
+  assert.equal(r.check.checks, 12);
   assert.ok(r.length, 'as many logits on WebGPU as on the CPU');
   assert.ok(r.maxDiff <= 1.0, `logits within 1.0 of the CPU's (${r.maxDiff})`);
   assert.equal(r.sameTop, r.rows, 'the same top token on every row');
@@ -228,7 +228,7 @@ async function packageOnWebgpu(page) {
   assert.equal(r.backend.name, 'webgpu');
   assert.equal(r.backend.embedder, 'webgpu', 'the embedder runs beside the models on WebGPU');
   assert.equal(r.backend.software, true, 'SwiftShader is a software adapter');
-  assert.match(r.backend.reason, /11 kernel checks pass/);
+  assert.match(r.backend.reason, /12 kernel checks pass/);
   assert.deepEqual(r.documents, ['printing-press.md']);
   assert.ok(r.added.chunks > 0);
 }
@@ -475,7 +475,7 @@ try {
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
   assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — /);
   // SwiftShader is the browser's fallback adapter: 'auto' keeps the models on the CPU.
-  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(11 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
+  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(12 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
   assert.match(await page.locator('#models').textContent(), /SmolLM2-135M.*all-MiniLM-L6-v2/);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');

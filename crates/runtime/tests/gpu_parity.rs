@@ -354,3 +354,38 @@ fn the_probes_split_prefill_reads_on_the_gpu_what_it_reads_on_the_cpu() {
     assert_eq!(apart("the reused prompt's state against a fresh pass", &fresh_state, &gs2.unwrap()), 0.0);
     assert_eq!(fresh_logits, g2.last_logits(), "the reused prompt's logits against a fresh pass");
 }
+
+/// The kernels a GPU picks (the wide attention for a prompt, split attention for each
+/// decoded token, whose probabilities are not rounded to f16) run here on llvmpipe, which
+/// picks others for itself: a synthetic Qwen2 (Q4_K_M's formats) agrees with the CPU backend
+/// on the prompt's last logits and on three decoded tokens' (cosine at least 0.999, the
+/// same top token), on both paths.
+#[test]
+fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_a_synthetic_qwen2() {
+    use docmem_runtime::source::MemorySource;
+    use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
+    let spec: DecoderSpec = "qwen2-tiny:q4_k_m".parse().unwrap();
+    let src = MemorySource::new(decoder_gguf(spec.shape, spec.quant, 5));
+    let opts = LoadOptions { threads: 1, context: 64, ..Default::default() };
+    let cpu = Lm::load_from(&src, &opts).unwrap();
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        dot / (norm(a) * norm(b))
+    };
+    let prompt: Vec<u32> = (0..20u32).map(|i| (i * 37 + 11) % spec.shape.vocab).collect();
+    for avoid_f16 in [false, true] {
+        let options = GpuOptions { allow_cpu_adapter: true, avoid_f16, gpu_kernels: true, ..GpuOptions::default() };
+        let gpu = Lm::load_onto_gpu(&src, &opts, Gpu::new_blocking(&options).unwrap()).unwrap();
+        let (mut cc, mut gc) = (cpu.backend.new_cache(), gpu.backend.new_cache());
+        let mut step: Vec<u32> = prompt.clone();
+        for s in 0..4 {
+            let want = docmem_runtime::block_on(Backend::forward(&cpu.backend, &mut cc, &step, Logits::Last)).unwrap();
+            let got = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut gc, &step, Logits::Last)).unwrap();
+            let c = cosine(&want, &got);
+            assert!(c >= 0.999, "avoid_f16 {avoid_f16}, step {s}: cosine {c}");
+            assert_eq!(argmax(&got), argmax(&want), "avoid_f16 {avoid_f16}, step {s}: top token");
+            step = vec![argmax(&want)];
+        }
+    }
+}

@@ -17,8 +17,9 @@ use std::sync::Mutex;
 /// Bind groups kept before the cache is emptied.
 const MAX_KEPT: usize = 4096;
 
-/// A pipeline and the buffers bound at bindings 0, 1, … (the parameter block last).
-type Key = (wgpu::ComputePipeline, Vec<wgpu::Buffer>);
+/// A pipeline, the buffers bound at bindings 0, 1, …, and the parameter block after them
+/// (its buffer and offset: a slot of the recording's ring, `super::recorder`).
+type Key = (wgpu::ComputePipeline, Vec<wgpu::Buffer>, (wgpu::Buffer, u64));
 
 /// Kept bind groups, and how many were created.
 #[derive(Debug, Default)]
@@ -28,14 +29,29 @@ pub struct BindGroupCache {
 }
 
 impl BindGroupCache {
-    /// The bind group of `pipeline` (group 0) over `buffers`, made once per key.
-    pub(crate) fn get(&self, device: &wgpu::Device, pipeline: &wgpu::ComputePipeline, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
-        let key: Key = (pipeline.clone(), buffers.iter().map(|b| (*b).clone()).collect());
+    /// The bind group of `pipeline` (group 0) over `buffers` and, after them, the
+    /// parameter block `size` bytes at `offset` of `uniform`; made once per key.
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        (uniform, offset, size): (wgpu::Buffer, u64, u64),
+    ) -> wgpu::BindGroup {
+        let key: Key = (pipeline.clone(), buffers.iter().map(|b| (*b).clone()).collect(), (uniform.clone(), offset));
         if let Some(bind) = self.kept.lock().ok().and_then(|k| k.get(&key).cloned()) {
             return bind;
         }
-        let entries: Vec<wgpu::BindGroupEntry<'_>> =
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> =
             buffers.iter().enumerate().map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() }).collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &uniform,
+                offset,
+                size: std::num::NonZeroU64::new(size),
+            }),
+        });
         let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &pipeline.get_bind_group_layout(0),

@@ -80,12 +80,14 @@ fn write(gpu: &Gpu, buffer: &wgpu::Buffer, data: &[u8]) {
     }
 }
 
-/// One row range of a matrix, in its own buffer.
+/// One row range of a matrix, in its own buffer, from word `word_offset` of it (a matrix
+/// stacked with others starts past their words: [`GpuMatrix::stack`]).
 #[derive(Debug)]
 pub(crate) struct MatrixPart {
     pub first_row: usize,
     pub rows: usize,
     pub buffer: wgpu::Buffer,
+    pub word_offset: usize,
 }
 
 /// A weight matrix on the GPU: `rows` × `cols` in GGUF blocks of `ty`.
@@ -164,10 +166,69 @@ impl GpuMatrix {
                 relay_blocks(ty, &run, &mut relaid);
                 gpu.queue.write_buffer(&buffer, (r * gpu_row) as u64, &relaid);
             }
-            parts.push(MatrixPart { first_row, rows: n, buffer });
+            parts.push(MatrixPart { first_row, rows: n, buffer, word_offset: 0 });
         }
         gpu.check()?;
         Ok(GpuMatrix { ty, rows, cols, parts })
+    }
+}
+
+impl GpuMatrix {
+    /// Words this matrix's weights take on the GPU.
+    pub(crate) fn words(&self) -> Option<usize> {
+        block_layout(self.ty).map(|l| self.rows * self.cols / l.values * l.words)
+    }
+
+    /// `matrices` moved into one buffer, one after another, each starting on one of its own
+    /// blocks: the projections of a layer that read the same input, so one dispatch can run
+    /// those of one format together ([`GpuMatrix::joined`]). Each comes back as before
+    /// (its own type and shape), now a view of the shared buffer; the old buffers are
+    /// dropped. Matrices already split into parts, or whose sum passes the device's largest
+    /// binding, come back as they were.
+    pub fn stack<const N: usize>(gpu: &Gpu, matrices: [GpuMatrix; N]) -> [GpuMatrix; N] {
+        let mut at = Vec::with_capacity(N);
+        let mut end = 0usize;
+        for m in &matrices {
+            let (Some(layout), Some(words), [part]) = (block_layout(m.ty), m.words(), &m.parts[..]) else { return matrices };
+            if part.word_offset != 0 {
+                return matrices;
+            }
+            let start = end.next_multiple_of(layout.words);
+            at.push(start);
+            end = start + words;
+        }
+        if N < 2 || (end * 4) as u64 > gpu.max_binding_bytes() {
+            return matrices;
+        }
+        let shared = storage(gpu, end * 4, "stacked weights");
+        let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("stack weights") });
+        for (m, &start) in matrices.iter().zip(&at) {
+            let bytes = m.words().unwrap_or(0) * 4;
+            if bytes > 0 {
+                enc.copy_buffer_to_buffer(&m.parts[0].buffer, 0, &shared, (start * 4) as u64, bytes as u64);
+            }
+        }
+        gpu.queue.submit([enc.finish()]);
+        let mut i = 0;
+        matrices.map(|m| {
+            let part = MatrixPart { first_row: 0, rows: m.rows, buffer: shared.clone(), word_offset: at[i] };
+            i += 1;
+            GpuMatrix { ty: m.ty, rows: m.rows, cols: m.cols, parts: vec![part] }
+        })
+    }
+
+    /// One matrix spanning `self` and `next` when `next` lies right after `self` in the same
+    /// buffer with the same format and width (stacked by [`GpuMatrix::stack`]): its rows are
+    /// `self`'s, then `next`'s, and one dispatch multiplies by both.
+    pub fn joined(&self, next: &GpuMatrix) -> Option<GpuMatrix> {
+        let ([a], [b]) = (&self.parts[..], &next.parts[..]) else { return None };
+        let adjacent = a.buffer == b.buffer && b.word_offset == a.word_offset + self.words()?;
+        (adjacent && self.ty == next.ty && self.cols == next.cols).then(|| GpuMatrix {
+            ty: self.ty,
+            rows: self.rows + next.rows,
+            cols: self.cols,
+            parts: vec![MatrixPart { first_row: 0, rows: self.rows + next.rows, buffer: a.buffer.clone(), word_offset: a.word_offset }],
+        })
     }
 }
 
@@ -209,6 +270,7 @@ impl GpuVector {
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
         enc.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
         gpu.queue.submit([enc.finish()]);
+        gpu.counters.submission();
         let slot = Arc::new(Mutex::new(MapSlot::default()));
         let sink = slot.clone();
         staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| {

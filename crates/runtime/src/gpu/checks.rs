@@ -19,6 +19,7 @@
 //! bias + GELU within 2e-6 relative (plus 2e-6), bidirectional attention within 2e-5
 //! relative plus 1e-5 (a weighted mean of values about 1 in size).
 
+use super::kernels::AttentionKernel;
 use super::{f16_len, q8_len, reads_q8, AttentionShape, Gpu, GpuMatrix, GpuVector, Input, Kernels, Operand};
 use crate::cpu::act::QuantizedRow;
 use crate::cpu::matmul::QMatrix;
@@ -27,7 +28,7 @@ use crate::testdata::{activations, weight_row};
 use crate::Error;
 
 /// The checks [`run`] knows, in the order [`run_all`] runs them.
-pub const CHECKS: [&str; 11] = [
+pub const CHECKS: [&str; 12] = [
     "matvec",
     "matvec_k_quants",
     "quantize_q8",
@@ -39,6 +40,7 @@ pub const CHECKS: [&str; 11] = [
     "argmax",
     "sample",
     "encoder",
+    "fused",
 ];
 
 /// The kernels `check` compares with the CPU on `gpu`: the registry's entries that name
@@ -94,6 +96,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
         "rope" => rope(gpu, k).await,
         "elementwise" => elementwise(gpu, k).await,
         "attention" => attention(gpu, k).await,
+        "fused" => super::checks_fused::fused(gpu, k).await,
         "argmax" => argmax(gpu, k).await,
         "sample" => sample(gpu, k).await,
         "encoder" => encoder(gpu, k).await,
@@ -102,7 +105,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
 }
 
 /// `Ok` when `got[i]` is within `tol(i)` of `want[i]` for every `i`.
-fn compare(check: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) -> Result<(), Error> {
+pub(super) fn compare(check: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) -> Result<(), Error> {
     if got.len() != want.len() {
         return Err(Error::GpuShape { what: "check result", expected: want.len(), got: got.len() });
     }
@@ -367,17 +370,18 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
     // The prefix in one write, the new tokens' rows in another.
     let (kp, vp) = (GpuVector::from_slice(gpu, &keys[..n_past * kvw]), GpuVector::from_slice(gpu, &values[..n_past * kvw]));
     let (kn, vn) = (GpuVector::from_slice(gpu, &keys[n_past * kvw..]), GpuVector::from_slice(gpu, &values[n_past * kvw..]));
-    let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, tokens * heads * total));
-    // Both kernels, whichever this adapter's models run.
-    let (out, out_wide) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
     let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
+    let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, super::kernels::attention_scratch(shape)));
+    // Every kernel, whichever this adapter's models run.
+    let (out, out_wide, out_split) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
     k.run(gpu, |enc| {
         k.kv_store(gpu, enc, &kp, &gk, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &vp, &gv, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &kn, &gk, kvw, tokens, n_past)?;
         k.kv_store(gpu, enc, &vn, &gv, kvw, tokens, n_past)?;
-        k.attention_as(false, gpu, enc, &gq, (&gk, &gv), &scores, &out, shape)?;
-        k.attention_as(true, gpu, enc, &gq, (&gk, &gv), &scores, &out_wide, shape)
+        k.attention_as(AttentionKernel::Narrow, gpu, enc, &gq, (&gk, &gv), &scores, (&out, None), shape)?;
+        k.attention_as(AttentionKernel::Wide, gpu, enc, &gq, (&gk, &gv), &scores, (&out_wide, None), shape)?;
+        k.attention_as(AttentionKernel::Split, gpu, enc, &gq, (&gk, &gv), &scores, (&out_split, None), shape)
     })?;
     let round = |v: &[f32]| {
         let mut v = v.to_vec();
@@ -395,6 +399,9 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
         .collect();
     compare("key cache", &halves, &keys, |_| 0.0)?;
     let mut want = vec![0f32; q.len()];
+    // Split attention weighs the values by unrounded probabilities (attention_split.wgsl
+    // says why): against an exact softmax.
+    let mut exact = vec![0f32; q.len()];
     // A probability that lies next to an f16 rounding boundary may round either way, as
     // `exp` is allowed a few ulps (SwiftShader's differs from llvmpipe's): each output may
     // differ by one f16 step of one probability times its value.
@@ -414,6 +421,10 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
             let top = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let e: Vec<f64> = s.iter().map(|x| (x - top).exp()).collect();
             let sum: f64 = e.iter().sum();
+            for d in 0..head_dim {
+                let acc: f64 = (0..n).map(|j| e[j] / sum * f64::from(values[j * kvw + kvh * head_dim + d])).sum();
+                exact[(t * heads + h) * head_dim + d] = acc as f32;
+            }
             // Probabilities rounded to f16, as the CPU backend (and llama.cpp) rounds them.
             let mut probs: Vec<f32> = e.iter().map(|x| (x / sum) as f32).collect();
             crate::cpu::f16_round_all(&mut probs);
@@ -427,7 +438,10 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
     }
     let tol = |i: usize| 2e-5 * want[i].abs() + 2e-6 + flip[i];
     compare(&format!("attention (head_dim {head_dim})"), &out.read(gpu).await?, &want, tol)?;
-    compare(&format!("attention_wide (head_dim {head_dim})"), &out_wide.read(gpu).await?, &want, tol)
+    compare(&format!("attention_wide (head_dim {head_dim})"), &out_wide.read(gpu).await?, &want, tol)?;
+    compare(&format!("attention_split (head_dim {head_dim}, {n_past} cached)"), &out_split.read(gpu).await?, &exact, |i| {
+        2e-5 * exact[i].abs() + 2e-6
+    })
 }
 
 /// Rows with their largest value anywhere, a tie (the first must win), and a row of one

@@ -2,6 +2,7 @@
 //! and errors that say what was missing so the caller can fall back to the CPU backend.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::bind_groups::BindGroupCache;
@@ -10,8 +11,8 @@ use super::profile::{KernelTime, Profiler};
 use crate::Error;
 
 /// Storage buffers the widest kernel binds (attention: query, keys, values, scores,
-/// output); WebGPU guarantees 8.
-const STORAGE_BUFFERS: u32 = 5;
+/// output and the output's two copies); WebGPU guarantees 8.
+const STORAGE_BUFFERS: u32 = 7;
 
 /// What the caller needs from the device.
 #[derive(Clone, Debug, Default)]
@@ -31,6 +32,64 @@ pub struct GpuOptions {
     /// Time every kernel with timestamp queries where the adapter offers them (natively;
     /// [`Gpu::kernel_times`]): for benchmarks, as it costs a read-back per submission.
     pub profile: bool,
+    /// Pick the kernels a GPU runs (wide and split attention) even on a software adapter,
+    /// where they are slower: a test counts on llvmpipe the dispatches a GPU records.
+    pub gpu_kernels: bool,
+}
+
+/// Work recorded on a device since it was made ([`Gpu::work_counts`]): a decoder step's
+/// cost on a GPU is mostly how many kernels it launches, so a benchmark reports these per
+/// token and a test holds the decode step to a budget, on any adapter (llvmpipe included).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WorkCounts {
+    /// Kernel dispatches recorded.
+    pub dispatches: usize,
+    /// Compute passes begun.
+    pub passes: usize,
+    /// Command buffers submitted (a forward pass's, and each read-back's copy).
+    pub submissions: usize,
+}
+
+impl std::ops::Sub for WorkCounts {
+    type Output = WorkCounts;
+
+    fn sub(self, before: WorkCounts) -> WorkCounts {
+        WorkCounts {
+            dispatches: self.dispatches - before.dispatches,
+            passes: self.passes - before.passes,
+            submissions: self.submissions - before.submissions,
+        }
+    }
+}
+
+/// The counters behind [`WorkCounts`], shared by a device's clones.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    dispatches: AtomicUsize,
+    passes: AtomicUsize,
+    submissions: AtomicUsize,
+}
+
+impl Counters {
+    pub(crate) fn dispatch(&self) {
+        self.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn pass(&self) {
+        self.passes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn submission(&self) {
+        self.submissions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> WorkCounts {
+        WorkCounts {
+            dispatches: self.dispatches.load(Ordering::Relaxed),
+            passes: self.passes.load(Ordering::Relaxed),
+            submissions: self.submissions.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// An adapter's identity, driver, features and limits ([`Gpu::adapter_report`]).
@@ -89,6 +148,8 @@ pub struct Gpu {
     offered: wgpu::Limits,
     adapter_features: wgpu::Features,
     f16: bool,
+    /// [`GpuOptions::gpu_kernels`].
+    gpu_kernels: bool,
     /// The adapter's smallest subgroup, where subgroup operations are enabled.
     subgroup_size: Option<u32>,
     /// The first error the device reported outside any call (a lost device, say); checked
@@ -107,6 +168,8 @@ pub struct Gpu {
     /// the parameter blocks recorded go back to the shared pool at submission, so two
     /// clones recording at once on two threads would hand each other's back too early.
     pub(crate) submission: Arc<Mutex<()>>,
+    /// Dispatches, passes and submissions recorded ([`Gpu::work_counts`]).
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl fmt::Debug for Gpu {
@@ -200,6 +263,7 @@ impl Gpu {
             offered,
             adapter_features: adapter.features(),
             f16,
+            gpu_kernels: options.gpu_kernels,
             subgroup_size,
             lost,
             pool: Arc::default(),
@@ -207,7 +271,14 @@ impl Gpu {
             profiler,
             kernels: Arc::default(),
             submission: Arc::default(),
+            counters: Arc::default(),
         })
+    }
+
+    /// Work recorded on this device so far (all its clones): the difference of two readings
+    /// is what happened between them.
+    pub fn work_counts(&self) -> WorkCounts {
+        self.counters.read()
     }
 
     /// [`Gpu::new`], waiting for it (native targets).
@@ -222,6 +293,18 @@ impl Gpu {
     /// that pay on a GPU but cost a software adapter (`attention_wide.wgsl`) go by it.
     pub fn is_gpu(&self) -> bool {
         !self.is_software() && self.adapter_features.contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// The offset a uniform binding must start at a multiple of (the recorder's parameter
+    /// slots are this apart).
+    pub(crate) fn uniform_alignment(&self) -> usize {
+        (self.limits.min_uniform_buffer_offset_alignment as usize).max(16)
+    }
+
+    /// Whether the kernels picked are a GPU's (wide and split attention): on GPUs, or where
+    /// [`GpuOptions::gpu_kernels`] asks for them.
+    pub fn runs_gpu_kernels(&self) -> bool {
+        self.is_gpu() || self.gpu_kernels
     }
 
     /// What the adapter is and offers, for a benchmark's report: a driver's compiler is

@@ -29,8 +29,62 @@ pub struct Kernels {
     /// Whether the f16 path is on ([`Gpu::has_f16`]): the K-quants' kernels read
     /// activations packed as f16.
     f16: bool,
-    /// Whether [`Kernels::attention`] runs `attention_wide` (GPUs, not software adapters).
+    /// Whether [`Kernels::attention`] runs the GPU's kernels (`attention_wide`, split
+    /// attention), not the one for software adapters.
     wide_attention: bool,
+    /// Two small buffers bound where a kernel's copy outputs go unused ([`Copies::NONE`]),
+    /// made on first use.
+    unused: OnceLock<[wgpu::Buffer; 2]>,
+}
+
+/// Which copies of its output a fused kernel writes beside the f32 values (the forms the
+/// next matrix products read, [`Input`]): `copies.wgsl`'s COPY_Q8 and COPY_F16 bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Copies {
+    /// The 8-bit copy ([`Input::Q8`]).
+    pub q8: bool,
+    /// The scaled f16 copy ([`Input::F16`]).
+    pub f16: bool,
+}
+
+impl Copies {
+    /// No copies.
+    pub const NONE: Copies = Copies { q8: false, f16: false };
+
+    /// The bits the WGSL takes.
+    fn bits(self) -> u32 {
+        u32::from(self.q8) | (u32::from(self.f16) << 1)
+    }
+
+    /// Whether any copy is written.
+    pub fn any(self) -> bool {
+        self.q8 || self.f16
+    }
+}
+
+/// Where a matrix product's sums go ([`Kernels::matvec_to`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Epilogue {
+    /// `y = W·x`.
+    Store,
+    /// `y += W·x` (a residual stream).
+    Add,
+    /// The matrix is a gate projection stacked on its up projection (`rows / 2` each): `y =
+    /// silu(gate · x) · (up · x)`, `rows / 2` values per token (SwiGLU).
+    Glu,
+}
+
+/// Where in `y` a matrix product writes: each token's row of `y` is `width` values, this
+/// product's outputs start at column `offset` (products that read one input can write side
+/// by side: a layer's queries, keys and values), and the [`Epilogue`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Values per token in `y`.
+    pub width: usize,
+    /// This product's first column.
+    pub offset: usize,
+    /// What is done with the sums.
+    pub epilogue: Epilogue,
 }
 
 /// The longest sequence [`Kernels::encoder_attention`] takes (its scores are held in
@@ -105,6 +159,31 @@ pub struct AttentionShape {
     pub first_row: usize,
 }
 
+/// Which attention kernel runs a call ([`Kernels::attention`] picks; the checks run each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttentionKernel {
+    /// `attention.wgsl`: a workgroup of 64 per (head, token); software adapters.
+    Narrow,
+    /// `attention_wide.wgsl`: 256 threads per (head, token); GPUs, for prompts.
+    Wide,
+    /// `attention_split.wgsl` then `attention_combine.wgsl`: split over chunks of
+    /// [`SPLIT_CHUNK`] cache positions (flash-decoding); GPUs, for decoding.
+    Split,
+}
+
+/// Cache positions one workgroup of split attention takes (its 64 threads, one each).
+const SPLIT_CHUNK: usize = 64;
+/// The most new rows a call may have for split attention (decoding, drafts); prompts take
+/// the wide kernel, whose workgroups are already many.
+const SPLIT_MAX_TOKENS: usize = 8;
+
+/// Scratch floats attention needs for `a` ([`Kernels::attention`]'s `scores`): every score
+/// (one kernel), or each chunk's partial sums (split attention), whichever is more.
+pub fn attention_scratch(a: AttentionShape) -> usize {
+    let ctx = a.n_past + a.tokens;
+    (a.tokens * a.heads * ctx).max(a.tokens * a.heads * ctx.div_ceil(SPLIT_CHUNK) * (a.head_dim + 2))
+}
+
 /// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
 const MATVEC_TILE: u32 = 8;
 /// A compiled kernel and its name (for the profiler's figures).
@@ -134,35 +213,37 @@ fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
 /// The matrix kernel for one block format (`format`'s pieces define its `block_dot`),
 /// summing with subgroup operations where the device has them enabled; on the f16 path
 /// (`f16`) with `enable f16;` and `matvec_f16.wgsl` before the format.
-fn matvec_pipeline(gpu: &Gpu, name: &'static str, format: &[&str], f16: bool) -> Pipeline {
+fn matvec_pipeline(gpu: &Gpu, name: &'static str, format: &str, f16: bool) -> Pipeline {
     let (enable_f16, input) = if f16 { ("enable f16;", matvec::F16_INPUT) } else { ("", "alias XWord = f32;") };
-    let format = format.join("\n");
     match gpu.subgroup_size() {
         Some(size) => {
             // Browsers' WGSL compilers want the extension enabled; wgpu's native one (naga)
             // refuses the directive and takes subgroup operations from the device feature.
             let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;" } else { "" };
             let threads = format!("const SG: u32 = {size}u;");
-            pipeline(gpu, name, &[enable_f16, enable, input, &format, matvec::BODY, &threads, matvec::SUBGROUP])
+            pipeline(gpu, name, &[enable_f16, enable, input, format, matvec::BODY, &threads, matvec::SUBGROUP])
         }
-        None => pipeline(gpu, name, &[enable_f16, matvec::REDUCE, input, &format, matvec::BODY, matvec::TREE]),
+        None => pipeline(gpu, name, &[enable_f16, matvec::REDUCE, input, format, matvec::BODY, matvec::TREE]),
     }
+}
+
+/// Two formats' pieces as one format for the pair kernel: each `block_dot` renamed, the
+/// second's `BLOCK_VALUES` dropped (both count 32-value sub-blocks), and a `block_dot` that
+/// calls the one of the row's matrix (`second_format`, set by matvec.wgsl).
+fn pair_format(first: &[&str], second: &[&str]) -> String {
+    let rename = |pieces: &[&str], to: &str| pieces.join("\n").replace("fn block_dot(", &format!("fn {to}("));
+    let second = rename(second, "block_dot_second").replace("const BLOCK_VALUES: u32 = 32u;", "");
+    let pick = "fn block_dot(block: u32, xo: u32) -> f32 {\n    if (second_format) {\n        return block_dot_second(block, xo);\n    }\n    return block_dot_first(block, xo);\n}";
+    [rename(first, "block_dot_first"), second, pick.to_owned()].join("\n")
 }
 
 /// Compile a registry entry for `gpu`.
 fn compile(gpu: &Gpu, entry: &KernelEntry) -> Pipeline {
     match entry.assembly {
         Assembly::Pieces(pieces) => pipeline(gpu, entry.name, pieces),
-        Assembly::Matvec { format, f16 } => matvec_pipeline(gpu, entry.name, format, f16),
+        Assembly::Matvec { format, f16 } => matvec_pipeline(gpu, entry.name, &format.join("\n"), f16),
+        Assembly::MatvecPair { first, second, f16 } => matvec_pipeline(gpu, entry.name, &pair_format(first, second), f16),
     }
-}
-
-/// A parameter block holding `words`, from the pool; held until the work is submitted.
-fn params(gpu: &Gpu, words: &[u32]) -> wgpu::Buffer {
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let buffer = gpu.pool.take(&gpu.device, Use::Uniform, bytes.len().next_multiple_of(16));
-    gpu.queue.write_buffer(&buffer, 0, &bytes);
-    buffer
 }
 
 /// A grid of `n` workgroups as `(x, y)` with `x · y ≥ n` and `x` at most 65,535 (the
@@ -188,7 +269,49 @@ fn u32_of(n: usize, what: &'static str) -> Result<u32, Error> {
 impl Kernels {
     /// The kernels for `gpu`, none compiled yet.
     pub fn new(gpu: &Gpu) -> Kernels {
-        Kernels { compiled: KERNELS.iter().map(|_| OnceLock::new()).collect(), f16: gpu.has_f16(), wide_attention: gpu.is_gpu() }
+        Kernels {
+            compiled: KERNELS.iter().map(|_| OnceLock::new()).collect(),
+            f16: gpu.has_f16(),
+            wide_attention: gpu.runs_gpu_kernels(),
+            unused: OnceLock::new(),
+        }
+    }
+
+    /// The two buffers bound in place of copies not written.
+    fn unused_copies(&self, gpu: &Gpu) -> &[wgpu::Buffer; 2] {
+        self.unused.get_or_init(|| {
+            let buffer = || GpuVector::zeros(gpu, 4).buffer;
+            [buffer(), buffer()]
+        })
+    }
+
+    /// The copies of an activation that matrices of the types `readers` read on this
+    /// device ([`Kernels::input`]).
+    pub fn copies_for(&self, readers: &[GgmlType]) -> Copies {
+        Copies { q8: readers.iter().any(|&t| self.input(t) == Input::Q8), f16: readers.iter().any(|&t| self.input(t) == Input::F16) }
+    }
+
+    /// The buffers bound for `copies` of `x`: its own where written, unused ones where not.
+    fn copy_bindings<'a>(&'a self, gpu: &Gpu, x: &Operand<'a>, copies: Copies) -> [&'a wgpu::Buffer; 2] {
+        let unused = self.unused_copies(gpu);
+        [if copies.q8 { &x.q8.buffer } else { &unused[0] }, if copies.f16 { &x.f16.buffer } else { &unused[1] }]
+    }
+
+    /// Fail unless `x`'s copies have room for `copies` of its `n` values (blocks of 32).
+    fn check_copies(x: &Operand, n: usize, copies: Copies, what: &'static str) -> Result<(), Error> {
+        if !copies.any() {
+            return Ok(());
+        }
+        if !n.is_multiple_of(32) {
+            return Err(Error::GpuShape { what, expected: n.next_multiple_of(32), got: n });
+        }
+        if copies.q8 {
+            shape("8-bit copy", x.q8.len, q8_len(n))?;
+        }
+        if copies.f16 {
+            shape("f16 copy", x.f16.len, f16_len(n))?;
+        }
+        Ok(())
     }
 
     /// `kernel`'s pipeline, compiled on its first use; an error when the device lacks
@@ -234,16 +357,14 @@ impl Kernels {
         words: &[u32],
         groups: (u32, u32, u32),
     ) {
-        let uniform = params(gpu, words);
-        let mut bound: Vec<&wgpu::Buffer> = buffers.to_vec();
-        bound.push(&uniform);
-        let bind = gpu.bind_groups.get(&gpu.device, &pipeline.inner, &bound);
+        let uniform = enc.param_slot(gpu, words);
+        let bind = gpu.bind_groups.get(&gpu.device, &pipeline.inner, buffers, uniform);
         let timestamp_writes = gpu.profiler.as_ref().and_then(|p| p.pass(pipeline.name));
         let pass = enc.pass(timestamp_writes);
         pass.set_pipeline(&pipeline.inner);
         pass.set_bind_group(0, &bind, &[]);
         pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-        gpu.pool.hold(Use::Uniform, uniform.clone());
+        gpu.counters.dispatch();
     }
 
     /// Quantize the activations `x` (a multiple of 32 values) into `q` ([`q8_len`] floats)
@@ -302,12 +423,31 @@ impl Kernels {
     /// [`Kernels::matvec`] with `x` in the form `w`'s kernel reads (after
     /// [`Kernels::prepare`]).
     pub fn product(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: Operand, tokens: usize, y: &GpuVector) -> Result<(), Error> {
-        let input = match self.input(w.ty) {
+        self.product_to(gpu, enc, w, x, tokens, y, Placement { width: w.rows, offset: 0, epilogue: Epilogue::Store })
+    }
+
+    /// The form of `x` that the kernel for `ty` reads ([`Kernels::input`]).
+    fn form<'a>(&self, ty: GgmlType, x: Operand<'a>) -> &'a GpuVector {
+        match self.input(ty) {
             Input::F32 => x.f32,
             Input::Q8 => x.q8,
             Input::F16 => x.f16,
-        };
-        self.matvec(gpu, enc, w, input, tokens, y)
+        }
+    }
+
+    /// [`Kernels::product`] written where `at` says ([`Kernels::matvec_to`]).
+    #[allow(clippy::too_many_arguments)] // one product and where it goes
+    pub fn product_to(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        w: &GpuMatrix,
+        x: Operand,
+        tokens: usize,
+        y: &GpuVector,
+        at: Placement,
+    ) -> Result<(), Error> {
+        self.matvec_to(gpu, enc, w, self.form(w.ty, x), tokens, y, at)
     }
 
     /// How the matrix kernel for `ty` reads its activations on this device: [`Input::F16`]
@@ -326,6 +466,23 @@ impl Kernels {
     /// quantized ([`Kernels::quantize_q8`], [`q8_len`] floats) or packed as f16
     /// ([`Kernels::activations_f16`], [`f16_len`] words).
     pub fn matvec(&self, gpu: &Gpu, enc: &mut Recorder, w: &GpuMatrix, x: &GpuVector, tokens: usize, y: &GpuVector) -> Result<(), Error> {
+        self.matvec_to(gpu, enc, w, x, tokens, y, Placement { width: w.rows, offset: 0, epilogue: Epilogue::Store })
+    }
+
+    /// [`Kernels::matvec`] written where `at` says: at a column offset of wider rows of `y`
+    /// (`tokens × at.width`), stored, added to `y`, or, for a gate stacked on its up
+    /// projection ([`GpuMatrix::joined`]), as SwiGLU of the two.
+    #[allow(clippy::too_many_arguments)] // one product and where it goes
+    pub fn matvec_to(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        w: &GpuMatrix,
+        x: &GpuVector,
+        tokens: usize,
+        y: &GpuVector,
+        at: Placement,
+    ) -> Result<(), Error> {
         let inputs = tokens * w.cols;
         let input = self.input(w.ty);
         let (x_len, scales_at) = match input {
@@ -334,7 +491,24 @@ impl Kernels {
             Input::F16 => (f16_len(inputs), inputs / 2),
         };
         shape("matvec input", x.len, x_len)?;
-        shape("matvec output", y.len, tokens * w.rows)?;
+        let (out_rows, mode) = match at.epilogue {
+            Epilogue::Store => (w.rows, 0),
+            Epilogue::Add => (w.rows, 1),
+            Epilogue::Glu => {
+                if !w.rows.is_multiple_of(2) || w.parts.len() != 1 {
+                    return Err(Error::GpuShape {
+                        what: "stacked gate and up rows (even, in one buffer)",
+                        expected: w.rows + 1,
+                        got: w.rows,
+                    });
+                }
+                (w.rows / 2, 2)
+            }
+        };
+        if at.offset + out_rows > at.width {
+            return Err(Error::GpuShape { what: "matvec output columns", expected: at.offset + out_rows, got: at.width });
+        }
+        shape("matvec output", y.len, tokens * at.width)?;
         let kernel = match (w.ty, self.f16) {
             (GgmlType::F32, _) => Kernel::MatvecF32,
             (GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
@@ -346,10 +520,11 @@ impl Kernels {
             (ty, _) => return Err(Error::UnsupportedGpuType { ty: format!("{ty:?}") }),
         };
         let pipeline = self.get(gpu, kernel)?;
+        let layout = block_layout(w.ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{:?}", w.ty) })?;
         // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
         let values = match w.ty {
             GgmlType::Q4K | GgmlType::Q6K => 32,
-            ty => block_layout(ty).map_or(1, |l| l.values),
+            _ => layout.values,
         };
         let tokens = u32_of(tokens, "matvec tokens")?;
         // Workgroups along z: one per tile of MATVEC_TILE tokens (matvec.wgsl's TILE).
@@ -358,34 +533,223 @@ impl Kernels {
             return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
         }
         for part in &w.parts {
-            let rows = u32_of(part.rows, "matrix rows")?;
+            // A stacked matrix starts on one of its own blocks (GpuMatrix::stack places it so).
+            if !part.word_offset.is_multiple_of(layout.words) {
+                return Err(Error::GpuShape {
+                    what: "matrix offset (whole blocks)",
+                    expected: part.word_offset.next_multiple_of(layout.words),
+                    got: part.word_offset,
+                });
+            }
+            let first_block = part.word_offset / layout.words * (layout.values / values);
+            let rows = u32_of(if at.epilogue == Epilogue::Glu { out_rows } else { part.rows }, "matrix rows")?;
             let (gx, gy) = groups_2d(rows);
             let words = [
                 rows,
                 u32_of(w.cols / values, "matrix blocks")?,
                 u32_of(w.cols, "matrix columns")?,
-                u32_of(w.rows, "matrix rows")?,
-                u32_of(part.first_row, "matrix rows")?,
+                u32_of(at.width, "matvec output columns")?,
+                u32_of(at.offset + part.first_row, "matrix rows")?,
                 gx,
                 u32_of(scales_at, "matvec input")?,
                 tokens,
+                u32_of(first_block, "matrix offset")?,
+                mode,
+                u32_of(out_rows, "matrix rows")?,
+                u32::MAX,
+                0,
+                0,
+                0,
+                0,
             ];
             self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tiles));
         }
         Ok(())
     }
 
+    /// The pair kernel for matrices of `first` then `second`'s format, where there is one.
+    fn pair_kernel(&self, first: GgmlType, second: GgmlType) -> Option<Kernel> {
+        match (first, second, self.f16) {
+            (GgmlType::Q4K, GgmlType::Q6K, false) => Some(Kernel::MatvecQ4KQ6K),
+            (GgmlType::Q4K, GgmlType::Q6K, true) => Some(Kernel::MatvecQ4KQ6KF16),
+            _ => None,
+        }
+    }
+
+    /// Whether [`Kernels::product_pair`] takes `first` and `second`: formats it has a kernel
+    /// for, one row width, and `second` right after `first` in one buffer
+    /// ([`GpuMatrix::stack`]).
+    pub fn pairs(&self, first: &GpuMatrix, second: &GpuMatrix) -> bool {
+        let ([a], [b]) = (&first.parts[..], &second.parts[..]) else { return false };
+        let next = block_layout(second.ty).map(|l| (a.word_offset + first.words().unwrap_or(0)).next_multiple_of(l.words));
+        self.pair_kernel(first.ty, second.ty).is_some() && a.buffer == b.buffer && first.cols == second.cols && next == Some(b.word_offset)
+    }
+
+    /// `first` and `second` (two formats, [`Kernels::pairs`]) times `x` in one dispatch, their
+    /// outputs side by side from column `offset` of `y`'s rows of `width` (stored).
+    #[allow(clippy::too_many_arguments)] // two products and where they go
+    pub fn product_pair(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        (first, second): (&GpuMatrix, &GpuMatrix),
+        x: Operand,
+        tokens: usize,
+        y: &GpuVector,
+        (width, offset): (usize, usize),
+    ) -> Result<(), Error> {
+        let kernel = self.pair_kernel(first.ty, second.ty).filter(|_| self.pairs(first, second));
+        let Some(kernel) = kernel else {
+            return Err(Error::GpuShape { what: "a pair of matrices (two formats, stacked one after the other)", expected: 1, got: 0 });
+        };
+        let input = self.form(first.ty, x);
+        let inputs = tokens * first.cols;
+        let (x_len, scales_at) = if self.f16 { (f16_len(inputs), inputs / 2) } else { (inputs, inputs) };
+        shape("matvec input", input.len, x_len)?;
+        let rows = first.rows + second.rows;
+        if offset + rows > width {
+            return Err(Error::GpuShape { what: "matvec output columns", expected: offset + rows, got: width });
+        }
+        shape("matvec output", y.len, tokens * width)?;
+        let pipeline = self.get(gpu, kernel)?;
+        // Both formats' kernels count 32-value sub-blocks, eight to a 256-value block.
+        let sub_blocks = |m: &GpuMatrix| block_layout(m.ty).map_or(0, |l| m.parts[0].word_offset / l.words * (l.values / 32));
+        let tokens = u32_of(tokens, "matvec tokens")?;
+        let tiles = tokens.div_ceil(MATVEC_TILE);
+        if tiles > MAX_GROUPS {
+            return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
+        }
+        let (gx, gy) = groups_2d(u32_of(rows, "matrix rows")?);
+        let words = [
+            u32_of(rows, "matrix rows")?,
+            u32_of(first.cols / 32, "matrix blocks")?,
+            u32_of(first.cols, "matrix columns")?,
+            u32_of(width, "matvec output columns")?,
+            u32_of(offset, "matrix rows")?,
+            gx,
+            u32_of(scales_at, "matvec input")?,
+            tokens,
+            u32_of(sub_blocks(first), "matrix offset")?,
+            0,
+            0,
+            u32_of(first.rows, "matrix rows")?,
+            u32_of(sub_blocks(second), "matrix offset")?,
+            0,
+            0,
+            0,
+        ];
+        self.dispatch(gpu, enc, pipeline, &[&first.parts[0].buffer, &input.buffer, &y.buffer], &words, (gx, gy, tiles));
+        Ok(())
+    }
+
     /// `y = rms_norm(x) · weight` over rows of `weight.len` values.
     pub fn rms_norm(&self, gpu: &Gpu, enc: &mut Recorder, x: &GpuVector, weight: &GpuVector, eps: f32, y: &GpuVector) -> Result<(), Error> {
+        let unused = self.unused_copies(gpu);
+        let none = (GpuVector { len: 0, buffer: unused[0].clone() }, GpuVector { len: 0, buffer: unused[1].clone() });
+        self.rms_norm_with_copies(gpu, enc, (x, 0), weight, eps, Operand { f32: y, q8: &none.0, f16: &none.1 }, Copies::NONE)
+    }
+
+    /// [`Kernels::rms_norm`] of the rows of `x` from row `first` on (as many as `y.f32`
+    /// holds) into `y.f32`, writing in the same dispatch the `copies` of the result that the
+    /// next products read (the width a multiple of 32 if any).
+    #[allow(clippy::too_many_arguments)] // a norm and its copies
+    pub fn rms_norm_with_copies(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        (x, first): (&GpuVector, usize),
+        weight: &GpuVector,
+        eps: f32,
+        y: Operand,
+        copies: Copies,
+    ) -> Result<(), Error> {
         let n = weight.len.max(1);
-        shape("rms_norm input", x.len, x.len / n * n)?;
-        shape("rms_norm output", y.len, x.len)?;
-        let rows = u32_of(x.len / n, "rms_norm rows")?;
+        shape("rms_norm output", y.f32.len, y.f32.len / n * n)?;
+        if x.len < first * n + y.f32.len {
+            return Err(Error::GpuShape { what: "rms_norm input", expected: first * n + y.f32.len, got: x.len });
+        }
+        if copies.any() && !n.is_multiple_of(32) {
+            return Err(Error::GpuShape { what: "rms_norm width with copies", expected: n.next_multiple_of(32), got: n });
+        }
+        Self::check_copies(&y, y.f32.len, copies, "rms_norm output")?;
+        let rows = u32_of(y.f32.len / n, "rms_norm rows")?;
         if rows > MAX_GROUPS {
             return Err(Error::GpuShape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
         }
-        let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), 0];
-        self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &[&x.buffer, &weight.buffer, &y.buffer], &words, (rows, 1, 1));
+        let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), copies.bits(), u32_of(first, "rms_norm first row")?, 0, 0, 0];
+        let [q8, f16] = self.copy_bindings(gpu, &y, copies);
+        let buffers = [&x.buffer, &weight.buffer, &y.f32.buffer, q8, f16];
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &buffers, &words, (rows, 1, 1));
+        Ok(())
+    }
+
+    /// What follows a layer's Q/K/V products, in one dispatch (`rope_append.wgsl`): each
+    /// of the `tokens` rows of `qkv` from row `shape.first_row` on (q | k | v side by side)
+    /// gets `bias` (q | k | v biases, if any), RoPE by `angles` (the batch's table, as
+    /// [`Kernels::rope`] takes it) on its queries and keys, its queries written to `q_out`
+    /// (`rows × heads × head_dim`) and its keys and values appended to `cache` (f16 pairs)
+    /// at row `shape.n_past`.
+    #[allow(clippy::too_many_arguments)] // the operands of one fused step
+    pub fn rope_append(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        qkv: &GpuVector,
+        bias: Option<&GpuVector>,
+        angles: &GpuVector,
+        q_out: &GpuVector,
+        (k_cache, v_cache): (&GpuVector, &GpuVector),
+        a: AttentionShape,
+        (pairs, neox): (usize, bool),
+    ) -> Result<(), Error> {
+        let (qw, kvw) = (a.heads * a.head_dim, a.kv_heads * a.head_dim);
+        let width = qw + 2 * kvw;
+        let rows = a.first_row + a.tokens;
+        if !a.head_dim.is_multiple_of(2) || 2 * pairs > a.head_dim {
+            return Err(Error::GpuShape {
+                what: "rope pairs (head_dim even, at least twice the pairs)",
+                expected: a.head_dim / 2,
+                got: pairs,
+            });
+        }
+        if qkv.len < rows * width {
+            return Err(Error::GpuShape { what: "q|k|v rows", expected: rows * width, got: qkv.len });
+        }
+        if q_out.len < rows * qw {
+            return Err(Error::GpuShape { what: "query rows", expected: rows * qw, got: q_out.len });
+        }
+        if angles.len < rows * pairs * 2 {
+            return Err(Error::GpuShape { what: "rope angles", expected: rows * pairs * 2, got: angles.len });
+        }
+        if let Some(b) = bias {
+            shape("q|k|v biases", b.len, width)?;
+        }
+        let filled = (a.n_past + a.tokens) * kvw / 2;
+        for (what, cache) in [("key cache (words of two f16)", k_cache), ("value cache (words of two f16)", v_cache)] {
+            if cache.len < filled {
+                return Err(Error::GpuShape { what, expected: filled, got: cache.len });
+            }
+        }
+        let n = u32_of(a.tokens * width / 2, "q|k|v pairs")?;
+        let (gx, gy) = groups_2d(n.div_ceil(WORKGROUP));
+        let words = [
+            u32_of(a.head_dim, "head_dim")?,
+            u32_of(a.heads, "heads")?,
+            u32_of(a.kv_heads, "kv heads")?,
+            u32_of(pairs, "pairs")?,
+            u32::from(neox),
+            u32_of(a.tokens, "tokens")?,
+            u32_of(a.n_past, "cache position")?,
+            u32_of(a.first_row, "first row")?,
+            u32::from(bias.is_some()),
+            0,
+            0,
+            0,
+        ];
+        // Without biases the angle table is bound in their place (never read).
+        let bias = bias.unwrap_or(angles);
+        let buffers = [&qkv.buffer, &bias.buffer, &angles.buffer, &q_out.buffer, &k_cache.buffer, &v_cache.buffer];
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::RopeAppend)?, &buffers, &words, (gx, gy, 1));
         Ok(())
     }
 
@@ -609,7 +973,29 @@ impl Kernels {
         out: &GpuVector,
         a: AttentionShape,
     ) -> Result<(), Error> {
-        self.attention_as(self.wide_attention, gpu, enc, q, kv, scores, out, a)
+        self.attention_with_copies(gpu, enc, q, kv, scores, (out, None), a)
+    }
+
+    /// [`Kernels::attention`] into `out`, writing in the same dispatch, where `copies` names
+    /// an operand, the copies of the output the output projection reads (`out` is that
+    /// operand's `f32`; head_dim a multiple of 32).
+    #[allow(clippy::too_many_arguments)] // the operands of one attention call
+    pub fn attention_with_copies(
+        &self,
+        gpu: &Gpu,
+        enc: &mut Recorder,
+        q: &GpuVector,
+        kv: (&GpuVector, &GpuVector),
+        scores: &GpuVector,
+        out: (&GpuVector, Option<(Operand, Copies)>),
+        a: AttentionShape,
+    ) -> Result<(), Error> {
+        let kernel = match (self.wide_attention, a.tokens <= SPLIT_MAX_TOKENS) {
+            (false, _) => AttentionKernel::Narrow,
+            (true, false) => AttentionKernel::Wide,
+            (true, true) => AttentionKernel::Split,
+        };
+        self.attention_as(kernel, gpu, enc, q, kv, scores, out, a)
     }
 
     /// [`Kernels::attention`] with the kernel named: `wide` (GPUs) or not (software
@@ -617,13 +1003,13 @@ impl Kernels {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention_as(
         &self,
-        wide: bool,
+        kernel: AttentionKernel,
         gpu: &Gpu,
         enc: &mut Recorder,
         q: &GpuVector,
         (k, v): (&GpuVector, &GpuVector),
         scores: &GpuVector,
-        out: &GpuVector,
+        (out, copies): (&GpuVector, Option<(Operand, Copies)>),
         a: AttentionShape,
     ) -> Result<(), Error> {
         let rows = (a.first_row + a.tokens) * a.heads * a.head_dim;
@@ -652,9 +1038,11 @@ impl Kernels {
             }
         }
         let ctx = a.n_past + a.tokens;
-        if scores.len < a.tokens * a.heads * ctx {
-            return Err(Error::GpuShape { what: "attention scores", expected: a.tokens * a.heads * ctx, got: scores.len });
+        let scratch = if kernel == AttentionKernel::Split { attention_scratch(a) } else { a.tokens * a.heads * ctx };
+        if scores.len < scratch {
+            return Err(Error::GpuShape { what: "attention scores", expected: scratch, got: scores.len });
         }
+        let chunks = ctx.div_ceil(SPLIT_CHUNK);
         let (heads, tokens) = (u32_of(a.heads, "heads")?, u32_of(a.tokens, "tokens")?);
         if heads > MAX_GROUPS || tokens > MAX_GROUPS {
             return Err(Error::GpuShape { what: "attention tokens", expected: MAX_GROUPS as usize, got: a.tokens.max(a.heads) });
@@ -669,15 +1057,42 @@ impl Kernels {
             u32_of(ctx, "context")?,
             scale.to_bits(),
             u32_of(a.first_row, "attention first row")?,
+            copies.map_or(0, |(_, c)| c.bits()),
+            u32_of(out.len, "attention output")?,
+            u32_of(SPLIT_CHUNK, "attention chunk")?,
+            u32_of(chunks, "attention chunks")?,
         ];
-        self.dispatch(
-            gpu,
-            enc,
-            self.get(gpu, if wide { Kernel::AttentionWide } else { Kernel::Attention })?,
-            &[&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer],
-            &words,
-            (heads, tokens, 1),
-        );
+        let unused = self.unused_copies(gpu);
+        let [q8, f16] = match &copies {
+            Some((operand, c)) if c.any() => {
+                if !std::ptr::eq(operand.f32, out) {
+                    return Err(Error::GpuShape { what: "attention copies (of its own output)", expected: 0, got: 1 });
+                }
+                if !a.head_dim.is_multiple_of(32) {
+                    return Err(Error::GpuShape {
+                        what: "attention head_dim with copies",
+                        expected: a.head_dim.next_multiple_of(32),
+                        got: a.head_dim,
+                    });
+                }
+                Self::check_copies(operand, out.len, *c, "attention output")?;
+                self.copy_bindings(gpu, operand, *c)
+            }
+            _ => [&unused[0], &unused[1]],
+        };
+        let buffers = [&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer, q8, f16];
+        match kernel {
+            AttentionKernel::Narrow => self.dispatch(gpu, enc, self.get(gpu, Kernel::Attention)?, &buffers, &words, (heads, tokens, 1)),
+            AttentionKernel::Wide => self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionWide)?, &buffers, &words, (heads, tokens, 1)),
+            AttentionKernel::Split => {
+                let chunks = u32_of(chunks, "attention chunks")?;
+                if chunks > MAX_GROUPS {
+                    return Err(Error::GpuShape { what: "attention chunks", expected: MAX_GROUPS as usize, got: chunks as usize });
+                }
+                self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionSplit)?, &buffers, &words, (heads, tokens, chunks));
+                self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionCombine)?, &buffers, &words, (heads, tokens, 1));
+            }
+        }
         Ok(())
     }
 
@@ -769,7 +1184,8 @@ impl Kernels {
             p.resolve(enc.encoder());
         }
         if recorded.is_ok() {
-            gpu.queue.submit([enc.finish()]);
+            gpu.queue.submit([enc.finish(gpu)]);
+            gpu.counters.submission();
         }
         if let Some(p) = &gpu.profiler {
             p.collect(&gpu.device, recorded.is_ok());

@@ -7,32 +7,41 @@
 //! expanding the weights to f32 (four to eight times the memory and bandwidth).
 //!
 //! What is here: the device ([`Gpu`]: adapter, limits requested rather than assumed, one
-//! error type), weight and activation buffers ([`GpuMatrix`], [`GpuVector`]: uploads in
-//! writes of at most 64 MiB, read-back), and the kernels ([`Kernels`]): matrix × vector
-//! (tiled over tokens for prefill) for f32, Q4_1, Q8_0, Q4_K and Q6_K, activation
-//! quantization, RMSNorm, RoPE from an angle table, SwiGLU, residual add, softmax, the
-//! f16-rounded K/V cache write, causal grouped-query attention over it, argmax, and
-//! sampling (repetition penalty, temperature, top-k, top-p; `wgsl/sample.wgsl`), each in
-//! its own WGSL file under `wgsl/`, checked against the CPU reference (`checks`, natively
-//! in `npm test` on Vulkan/llvmpipe, in the browser, and on a user's adapter); the buffer
-//! pool (`pool`) and the bind-group cache (`bind_groups`), so decoding creates neither per
+//! error type, and counts of the work recorded, [`WorkCounts`]), weight and activation
+//! buffers ([`GpuMatrix`], [`GpuVector`]: uploads in writes of at most 64 MiB, read-back;
+//! a layer's projections that read one input stacked in one buffer), and the kernels
+//! ([`Kernels`]): matrix × vector (tiled over tokens for prefill) for f32, Q4_1, Q8_0, Q4_K
+//! and Q6_K, with the sums stored, added to a residual stream, or, for a stacked gate and
+//! up, turned into SwiGLU ([`Epilogue`]); activation quantization, RMSNorm (writing the
+//! copies the next products read, [`Copies`]), RoPE from an angle table, the step after
+//! the Q/K/V products (biases, RoPE and the K/V cache append in one dispatch,
+//! `rope_append.wgsl`), SwiGLU, residual add, softmax, the f16-rounded K/V cache write,
+//! causal grouped-query attention over it (writing the copies the output projection reads),
+//! argmax, and sampling (repetition penalty, temperature, top-k, top-p; `wgsl/sample.wgsl`),
+//! each in its own WGSL file under `wgsl/`, checked against the CPU reference (`checks`,
+//! and the fused ones against the steps they replace, `checks_fused`; natively in `npm
+//! test` on Vulkan/llvmpipe, in the browser, and on a user's adapter); the buffer pool
+//! (`pool`) and the bind-group cache (`bind_groups`), so decoding creates neither per
 //! token; and [`GpuTransformer`], the decoder as a [`crate::lm::Backend`] (one command
-//! buffer per forward pass, weights loaded straight from the file), checked against the
-//! CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for benchmarks, GPU time per
-//! kernel from timestamp queries (`profile`, [`GpuOptions::profile`]). The matrix kernel
-//! sums with `subgroupAdd` where the adapter has subgroups ([`Gpu::subgroup_size`]), and
-//! the K/V cache holds packed f16 pairs. The embedder's encoder runs here too
-//! ([`GpuEncoder`]: LayerNorm, bias + GELU and bidirectional attention over packed
-//! sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`, `encoder_attention.wgsl`), on the same
-//! device as the decoder (a [`Gpu`] clone is that device). A forward pass is recorded into
-//! one compute pass ([`Recorder`]); several sequences can share a pass
-//! ([`GpuTransformer::forward_batch_async`]: batched paths, drafts); f16 rounding is done
-//! with integer operations (`wgsl/f16.wgsl`), since a driver may fold or round
-//! `pack2x16float` its own way. Attention has two kernels: `attention_wide.wgsl` for GPUs,
-//! `attention.wgsl` for software adapters, where the wide one is far slower. Measured on an
-//! H100 by `scripts/device/gpu-run.sh` (`docs/gpu-device-run.md`); the CPU backend stays
-//! the reference. Each kernel is one entry of the registry (`registry`: its pieces of WGSL,
-//! what the device must offer, the check that holds it), compiled when first dispatched.
+//! buffer and one compute pass per forward pass, weights loaded straight from the file; its
+//! pass fuses the schedule's steps where a kernel can take the next one in, so a decode
+//! step is at most 10 dispatches a layer, which `tests/gpu_dispatch_budget.rs` holds),
+//! checked against the CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for
+//! benchmarks, GPU time per kernel from timestamp queries (`profile`,
+//! [`GpuOptions::profile`]). The matrix kernel sums with `subgroupAdd` where the adapter
+//! has subgroups ([`Gpu::subgroup_size`]), and the K/V cache holds packed f16 pairs. The
+//! embedder's encoder runs here too ([`GpuEncoder`]: LayerNorm, bias + GELU and
+//! bidirectional attention over packed sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`,
+//! `encoder_attention.wgsl`), on the same device as the decoder (a [`Gpu`] clone is that
+//! device). A forward pass is recorded into one compute pass ([`Recorder`]); several
+//! sequences can share a pass ([`GpuTransformer::forward_batch_async`]: batched paths,
+//! drafts); f16 rounding is done with integer operations (`wgsl/f16.wgsl`), since a driver
+//! may fold or round `pack2x16float` its own way. Attention has two kernels:
+//! `attention_wide.wgsl` for GPUs, `attention.wgsl` for software adapters, where the wide
+//! one is far slower. Measured on an H100 by `scripts/device/gpu-run.sh`
+//! (`docs/gpu-device-run.md`); the CPU backend stays the reference. Each kernel is one
+//! entry of the registry (`registry`: its pieces of WGSL, what the device must offer, the
+//! check that holds it), compiled when first dispatched.
 //!
 //! Two paths for the K-quants (Q4_K, Q6_K, the 1.5B models' formats): the f32 path needs
 //! no `shader-f16`, which SwiftShader and many Linux and Windows adapters lack; where the
@@ -46,6 +55,7 @@
 mod bind_groups;
 mod buffers;
 pub mod checks;
+mod checks_fused;
 mod device;
 mod encoder;
 mod kernels;
@@ -58,9 +68,11 @@ mod registry;
 mod tests;
 
 pub use buffers::{GpuMatrix, GpuVector, MAX_WRITE_BYTES};
-pub use device::{AdapterReport, Gpu, GpuOptions};
+pub use device::{AdapterReport, Gpu, GpuOptions, WorkCounts};
 pub use encoder::GpuEncoder;
-pub use kernels::{f16_len, q8_len, reads_q8, AttentionShape, Input, Kernels, Operand, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK};
+pub use kernels::{
+    f16_len, q8_len, reads_q8, AttentionShape, Copies, Epilogue, Input, Kernels, Operand, Placement, ENCODER_MAX_TOKENS, SAMPLE_FALLBACK,
+};
 pub use model::{GpuKvCache, GpuTransformer};
 pub use profile::KernelTime;
 pub use recorder::Recorder;

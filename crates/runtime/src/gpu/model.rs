@@ -2,9 +2,11 @@
 //! (`GpuPass`), behind the same [`Backend`] trait as the CPU's, so
 //! [`crate::lm::Lm`] generates with it unchanged.
 //!
-//! A forward pass records every layer into one command buffer and reads back only the
-//! logits. The token embeddings stay on the CPU (one row per token is looked up and
-//! uploaded); the rest of the weights live in GPU buffers, uploaded from a loaded CPU
+//! A forward pass records every layer into one command buffer (one compute pass) and reads
+//! back only the logits or the picked token. The schedule's steps are fused as they are
+//! recorded ([`GpuPass`] says how): a decode step of a Q4_K_M 1.5B is 9 dispatches a layer
+//! on the f16 path and 8 on the f32 path, where it was 24. The token embeddings stay on the
+//! CPU (one row per token is looked up and uploaded); the rest of the weights live in GPU buffers, uploaded from a loaded CPU
 //! model ([`GpuTransformer::from_cpu`]) or read from the file one block at a time
 //! ([`GpuTransformer::load`]). The K/V cache is one pair of
 //! buffers per layer that grows by doubling; forking a sequence copies its filled rows on
@@ -19,16 +21,15 @@
 //! A prompt's matrix products take tiles of 8 tokens per workgroup (matvec.wgsl), so a
 //! weight row is read once per tile, not once per token. Each matrix reads its input in the
 //! form its kernel takes ([`super::Input`]): f32, 8-bit (Q4_1, Q8_0) or, on the f16 path,
-//! packed f16 (the K-quants); only the forms some matrix reads are made.
-//!
-//! Not yet: tiling over rows as well as tokens (shared-memory staging, as a real matmul
-//! does).
+//! packed f16 (the K-quants); only the forms some matrix reads are made. A tile reads its
+//! weights straight from memory, not staged in workgroup memory and shared across rows as a
+//! tiled matrix multiplication would.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::buffers::GpuVector;
 use super::device::Gpu;
-use super::kernels::{f16_len, q8_len, AttentionShape, Kernels, Operand, SAMPLE_FALLBACK};
+use super::kernels::{attention_scratch, f16_len, q8_len, AttentionShape, Copies, Epilogue, Kernels, Operand, Placement, SAMPLE_FALLBACK};
 use super::recorder::Recorder;
 use super::GpuMatrix;
 use crate::arch::decoder::{run_blocks, Act, BlockWeights, DecoderOps};
@@ -51,6 +52,9 @@ struct GpuLayer {
     wv: GpuMatrix,
     /// Query, key and value biases (qwen2), added to every token's row.
     biases: [Option<GpuVector>; 3],
+    /// The same biases side by side (q | k | v, zeros where one is missing), as the step
+    /// after the products adds them (`rope_append.wgsl`); `None` without biases.
+    qkv_bias: Option<GpuVector>,
     wo: GpuMatrix,
     ffn_norm: GpuVector,
     w_gate: GpuMatrix,
@@ -92,18 +96,28 @@ fn stream_matrix(gpu: &Gpu, g: &GgufFile, src: &dyn ByteSource, name: &str, cols
     GpuMatrix::upload_rows(gpu, (t.ggml_type, rows, cols), bytes, (gpu.max_binding_bytes() as usize, STREAM_BYTES), read)
 }
 
-/// One block's weights, copied to the GPU.
+/// One block's weights, copied to the GPU. The projections that read one input are
+/// stacked in one buffer each (queries, keys and values; gate and up), so a forward pass
+/// multiplies by those of one format in one dispatch ([`GpuMatrix::joined`]).
 fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, Error> {
+    let [wq, wk, wv] = GpuMatrix::stack(gpu, [upload_matrix(gpu, &l.wq)?, upload_matrix(gpu, &l.wk)?, upload_matrix(gpu, &l.wv)?]);
+    let [w_gate, w_up] = GpuMatrix::stack(gpu, [upload_matrix(gpu, &l.w_gate)?, upload_matrix(gpu, &l.w_up)?]);
+    let sides = [(&l.bq, l.wq.rows), (&l.bk, l.wk.rows), (&l.bv, l.wv.rows)];
+    let qkv_bias = sides.iter().any(|(b, _)| b.is_some()).then(|| {
+        let joined: Vec<f32> = sides.iter().flat_map(|(b, rows)| b.as_deref().map_or_else(|| vec![0.0; *rows], <[f32]>::to_vec)).collect();
+        GpuVector::from_slice(gpu, &joined)
+    });
     Ok(GpuLayer {
         attn_norm: GpuVector::from_slice(gpu, &l.attn_norm),
-        wq: upload_matrix(gpu, &l.wq)?,
-        wk: upload_matrix(gpu, &l.wk)?,
-        wv: upload_matrix(gpu, &l.wv)?,
+        wq,
+        wk,
+        wv,
         biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(gpu, b))),
+        qkv_bias,
         wo: upload_matrix(gpu, &l.wo)?,
         ffn_norm: GpuVector::from_slice(gpu, &l.ffn_norm),
-        w_gate: upload_matrix(gpu, &l.w_gate)?,
-        w_up: upload_matrix(gpu, &l.w_up)?,
+        w_gate,
+        w_up,
         w_down: upload_matrix(gpu, &l.w_down)?,
     })
 }
@@ -119,6 +133,8 @@ pub struct GpuTransformer {
     output_norm: GpuVector,
     head: GpuMatrix,
     theta_scale: f32,
+    /// The copies of a normed row that the layers' products read (written by the norm).
+    normed_copies: Copies,
     /// Draws made on the GPU, and draws handed back as logits ([`GpuTransformer::draws`]).
     drawn: [AtomicUsize; 2],
 }
@@ -218,8 +234,21 @@ impl GpuTransformer {
     ) -> Result<GpuTransformer, Error> {
         let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = gpu.kernels();
+        let readers: Vec<_> = layers.iter().flat_map(|l| [l.wq.ty, l.wk.ty, l.wv.ty, l.w_gate.ty, l.w_up.ty]).collect();
+        let normed_copies = kernels.copies_for(&readers);
         gpu.check()?;
-        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, theta_scale, drawn: Default::default() })
+        Ok(GpuTransformer {
+            gpu,
+            kernels,
+            cfg,
+            token_embd,
+            layers,
+            output_norm,
+            head,
+            theta_scale,
+            normed_copies,
+            drawn: Default::default(),
+        })
     }
 
     /// Sampled draws so far: made on the GPU, and handed back as logits for the CPU to
@@ -460,13 +489,15 @@ impl GpuTransformer {
             zeros(t_n * e),
         );
         let (gate, up) = (zeros(t_n * cfg.n_ff), zeros(t_n * cfg.n_ff));
+        // Each row's queries, keys and values side by side, as their products write them.
+        let qkv = zeros(t_n * (cfg.n_head * hd + 2 * kvw));
         // Room for the copies of the matrices' inputs that their kernels read (8-bit, f16).
         let copies = |n: usize| (zeros(q8_len(n)), zeros(f16_len(n)));
         let ((hq, h16), (attn_q, attn16), (gate_q, gate16)) = (copies(t_n * e), copies(t_n * cfg.n_head * hd), copies(t_n * cfg.n_ff));
         // Attention's scratch, reused by each sequence in turn.
-        let scores = zeros(parts.iter().map(|(n_past, a)| a.tokens * cfg.n_head * (n_past + a.tokens)).max().unwrap_or(0));
+        let scores = zeros(parts.iter().map(|&(_, a)| attention_scratch(a)).max().unwrap_or(0));
         let logit_rows = if which == Logits::All { t_n } else { 1 };
-        let (last, normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
+        let (normed, logits) = (zeros(logit_rows * e), zeros(logit_rows * cfg.vocab));
         let (normed_q, normed16) = copies(logit_rows * e);
         let state = state_layer.filter(|&l| l < self.layers.len()).map(|l| (l, zeros(e)));
         let picked = match pick {
@@ -495,14 +526,26 @@ impl GpuTransformer {
                 caches,
                 scores: &scores,
                 state: state.as_ref().map(|(at, out)| (*at, out)),
+                qkv: &qkv,
+                layer: 0,
+                deferred: Deferred::Nothing,
+                copies_made: Vec::new(),
             };
             run_blocks(&mut pass, self.layers.iter().map(GpuLayer::schedule_weights))?;
+            pass.flush()?;
             let enc = pass.enc;
-            let from = ((t_n - logit_rows) * e * 4) as u64;
-            enc.encoder().copy_buffer_to_buffer(&x.buffer, from, &last.buffer, 0, (logit_rows * e * 4) as u64);
-            k.rms_norm(gpu, enc, &last, &self.output_norm, cfg.rms_eps, &normed)?;
+            // The head's rows are read from the residual where they are (no copy, which
+            // would end the compute pass).
             let normed_in = Operand { f32: &normed, q8: &normed_q, f16: &normed16 };
-            k.prepare(gpu, enc, normed_in, &[self.head.ty])?;
+            k.rms_norm_with_copies(
+                gpu,
+                enc,
+                (&x, t_n - logit_rows),
+                &self.output_norm,
+                cfg.rms_eps,
+                normed_in,
+                k.copies_for(&[self.head.ty]),
+            )?;
             k.product(gpu, enc, &self.head, normed_in, logit_rows, &logits)?;
             if let (Pick::Draw(d), Some(ids)) = (pick, &penalized) {
                 k.penalize(gpu, enc, &logits, ids, d.repetition_penalty)?;
@@ -518,14 +561,16 @@ impl GpuTransformer {
         for (cache, tokens) in seqs.iter_mut() {
             cache.len += tokens.len();
         }
-        for v in
-            [x, angles, h, q, kk, vv, attn, o, gate, up, hq, h16, attn_q, attn16, gate_q, gate16, scores, last, normed, normed_q, normed16]
-        {
-            k.recycle(gpu, v);
-        }
+        // Back in the reverse of the order taken, so the next step gets each role the same
+        // buffer (`pool`), and the same bind groups.
         let was_penalized = penalized.is_some();
         if let Some(ids) = penalized {
             k.recycle(gpu, ids);
+        }
+        for v in
+            [normed16, normed_q, normed, scores, gate16, gate_q, attn16, attn_q, h16, hq, qkv, up, gate, o, attn, vv, kk, q, h, angles, x]
+        {
+            k.recycle(gpu, v);
         }
         Ok(Some(Outputs { logits, picked, penalized: was_penalized, state: state.map(|(_, v)| v) }))
     }
@@ -533,6 +578,18 @@ impl GpuTransformer {
 
 /// One forward pass being recorded: the decoder schedule's operations ([`DecoderOps`]) as
 /// kernels on buffers indexed by [`Act`].
+///
+/// Fusion happens here, not in the schedule: an operation whose kernel can take the next
+/// one in is recorded late ([`Deferred`]), and the next operation decides. Q/K/V products
+/// wait for their biases, RoPE and attention (then: the products, written side by side into
+/// `qkv`, one dispatch where the three are of one format or of a pair of formats one kernel
+/// takes; one `rope_append`; attention,
+/// which also writes the copies the output projection reads); a projection waits for the
+/// residual add (then added by the product's epilogue); gate and up wait for SwiGLU (then
+/// one product of the stacked pair with SwiGLU as its epilogue). Anything else first
+/// records what waits as it was asked ([`GpuPass::flush`]), so the result never depends on
+/// a pattern being recognized, only the number of dispatches does. The schedule stays
+/// the CPU's, and so does the order of every float operation the checks compare.
 struct GpuPass<'p> {
     model: &'p GpuTransformer,
     enc: &'p mut Recorder,
@@ -547,6 +604,154 @@ struct GpuPass<'p> {
     scores: &'p GpuVector,
     /// The layer whose output the probe reads, and where the last row of it goes.
     state: Option<(usize, &'p GpuVector)>,
+    /// Each row's queries, keys and values side by side (`n_head · head_dim + 2 · kv_width`).
+    qkv: &'p GpuVector,
+    /// The block being recorded.
+    layer: usize,
+    /// What waits for the next operation.
+    deferred: Deferred<'p>,
+    /// The activations whose copies (8-bit, f16) hold their current values.
+    copies_made: Vec<Act>,
+}
+
+/// An operation recorded late, so that the next one can join it ([`GpuPass`]).
+enum Deferred<'p> {
+    /// Nothing waits.
+    Nothing,
+    /// The current layer's query, key and value products, with the biases and RoPEs asked
+    /// for since (Q, K, V; Q, K).
+    Qkv { biased: [bool; 3], roped: [bool; 2] },
+    /// One product of `matrix` by `input` into `out`.
+    Projection { input: Act, out: Act, matrix: &'p GpuMatrix },
+    /// The current layer's gate and up products.
+    GateUp,
+}
+
+impl<'p> GpuPass<'p> {
+    fn layer(&self) -> &'p GpuLayer {
+        &self.model.layers[self.layer.min(self.model.layers.len() - 1)]
+    }
+
+    /// `input` with its copies.
+    fn operand(&self, input: Act) -> Result<Operand<'p>, Error> {
+        let Some(&(_, q8, f16)) = self.copies.iter().find(|(act, _, _)| *act == input) else {
+            return Err(Error::GpuShape { what: "a matrix input with no 8-bit and f16 copies", expected: 0, got: input.index() });
+        };
+        Ok(Operand { f32: self.bufs[input.index()], q8, f16 })
+    }
+
+    /// `input` with its copies, made now unless they are current.
+    fn prepared(&mut self, input: Act, readers: &[crate::gguf::GgmlType]) -> Result<Operand<'p>, Error> {
+        let x = self.operand(input)?;
+        if !self.copies_made.contains(&input) {
+            let m = self.model;
+            m.kernels.prepare(&m.gpu, self.enc, x, readers)?;
+        }
+        Ok(x)
+    }
+
+    /// `input`'s values changed: its copies are stale unless the writer made them.
+    fn rewritten(&mut self, act: Act, with_copies: bool) {
+        self.copies_made.retain(|&a| a != act);
+        if with_copies {
+            self.copies_made.push(act);
+        }
+    }
+
+    /// Products, each into its own buffer, as asked.
+    fn record_products(&mut self, input: Act, jobs: &[(&GpuMatrix, Act)]) -> Result<(), Error> {
+        let m = self.model;
+        let types: Vec<_> = jobs.iter().map(|(w, _)| w.ty).collect();
+        let x = self.prepared(input, &types)?;
+        for &(w, out) in jobs {
+            m.kernels.product(&m.gpu, self.enc, w, x, self.rows, self.bufs[out.index()])?;
+        }
+        Ok(())
+    }
+
+    /// Record what waits, as it was asked.
+    fn flush(&mut self) -> Result<(), Error> {
+        let m = self.model;
+        let l = self.layer();
+        match std::mem::replace(&mut self.deferred, Deferred::Nothing) {
+            Deferred::Nothing => Ok(()),
+            Deferred::Qkv { biased, roped } => {
+                self.record_products(Act::Normed, &[(&l.wq, Act::Q), (&l.wk, Act::K), (&l.wv, Act::V)])?;
+                for (i, act) in [Act::Q, Act::K, Act::V].into_iter().enumerate() {
+                    if let (true, Some(b)) = (biased[i], &l.biases[i]) {
+                        m.kernels.add(&m.gpu, self.enc, self.bufs[act.index()], b)?;
+                    }
+                }
+                for (i, act) in [Act::Q, Act::K].into_iter().enumerate() {
+                    if roped[i] {
+                        self.record_rope(act)?;
+                    }
+                }
+                Ok(())
+            }
+            Deferred::Projection { input, out, matrix } => self.record_products(input, &[(matrix, out)]),
+            Deferred::GateUp => self.record_products(Act::Normed, &[(&l.w_gate, Act::Gate), (&l.w_up, Act::Up)]),
+        }
+    }
+
+    fn record_rope(&mut self, rows: Act) -> Result<(), Error> {
+        let (m, cfg) = (self.model, &self.model.cfg);
+        let heads = if rows == Act::K { cfg.n_head_kv } else { cfg.n_head };
+        let shape = (self.rows, heads, cfg.head_dim, cfg.rope_dims / 2);
+        m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles, shape, cfg.arch.rope_neox())
+    }
+
+    /// The deferred Q/K/V products, their biases and RoPE, the cache append and attention
+    /// for layer `layer`, fused: the products side by side into `qkv` (stacked ones of one
+    /// format in one dispatch), then per sequence one `rope_append` and one attention that
+    /// also writes the copies the output projection reads.
+    fn attend_fused(&mut self, layer: usize, biased: [bool; 3]) -> Result<(), Error> {
+        let (m, cfg) = (self.model, &self.model.cfg);
+        let l = self.layer();
+        let (qw, kvw) = (cfg.n_head * cfg.head_dim, cfg.kv_width());
+        let width = qw + 2 * kvw;
+        let x = self.prepared(Act::Normed, &[l.wq.ty, l.wk.ty, l.wv.ty])?;
+        let store = |offset| Placement { width, offset, epilogue: Epilogue::Store };
+        let qk = l.wq.joined(&l.wk);
+        let qkv = qk.as_ref().and_then(|qk| qk.joined(&l.wv));
+        match (&qkv, &qk) {
+            (Some(all), _) => m.kernels.product_to(&m.gpu, self.enc, all, x, self.rows, self.qkv, store(0))?,
+            (None, Some(qk)) if m.kernels.pairs(qk, &l.wv) => {
+                m.kernels.product_pair(&m.gpu, self.enc, (qk, &l.wv), x, self.rows, self.qkv, (width, 0))?;
+            }
+            (None, Some(qk)) => {
+                m.kernels.product_to(&m.gpu, self.enc, qk, x, self.rows, self.qkv, store(0))?;
+                m.kernels.product_to(&m.gpu, self.enc, &l.wv, x, self.rows, self.qkv, store(qw + kvw))?;
+            }
+            (None, None) => {
+                for (w, offset) in [(&l.wq, 0), (&l.wk, qw), (&l.wv, qw + kvw)] {
+                    m.kernels.product_to(&m.gpu, self.enc, w, x, self.rows, self.qkv, store(offset))?;
+                }
+            }
+        }
+        let bias = if biased.iter().any(|&b| b) { l.qkv_bias.as_ref() } else { None };
+        let (q, attn) = (self.bufs[Act::Q.index()], self.operand(Act::Attention)?);
+        let copies = m.kernels.copies_for(&[l.wo.ty]);
+        let copies = (copies.any() && cfg.head_dim.is_multiple_of(32)).then_some(copies);
+        for &(cache, _, shape) in &self.caches {
+            let kv = (&cache.k[layer], &cache.v[layer]);
+            m.kernels.rope_append(
+                &m.gpu,
+                self.enc,
+                self.qkv,
+                bias,
+                self.angles,
+                q,
+                kv,
+                shape,
+                (cfg.rope_dims / 2, cfg.arch.rope_neox()),
+            )?;
+            let out = (attn.f32, copies.map(|c| (attn, c)));
+            m.kernels.attention_with_copies(&m.gpu, self.enc, q, kv, self.scores, out, shape)?;
+        }
+        self.rewritten(Act::Attention, copies.is_some());
+        Ok(())
+    }
 }
 
 impl DecoderOps for GpuPass<'_> {
@@ -555,37 +760,66 @@ impl DecoderOps for GpuPass<'_> {
     type Error = Error;
 
     fn rms_norm(&mut self, x: Act, weight: &GpuVector, out: Act) -> Result<(), Error> {
+        self.flush()?;
         let m = self.model;
-        m.kernels.rms_norm(&m.gpu, self.enc, self.bufs[x.index()], weight, m.cfg.rms_eps, self.bufs[out.index()])
+        let (copies, y) = match (out, self.operand(out)) {
+            (Act::Normed, Ok(y)) => (m.normed_copies, y),
+            (_, _) => (Copies::NONE, Operand { f32: self.bufs[out.index()], q8: self.bufs[out.index()], f16: self.bufs[out.index()] }),
+        };
+        m.kernels.rms_norm_with_copies(&m.gpu, self.enc, (self.bufs[x.index()], 0), weight, m.cfg.rms_eps, y, copies)?;
+        self.rewritten(out, copies.any());
+        Ok(())
     }
 
     fn products(&mut self, input: Act, jobs: &[(&GpuMatrix, Act)]) -> Result<(), Error> {
-        let m = self.model;
-        let Some(&(_, q8, f16)) = self.copies.iter().find(|(act, _, _)| *act == input) else {
-            return Err(Error::GpuShape { what: "a matrix input with no 8-bit and f16 copies", expected: 0, got: input.index() });
+        self.flush()?;
+        let l = self.layer();
+        let is = |job: &(&GpuMatrix, Act), w: &GpuMatrix, out: Act| std::ptr::eq(job.0, w) && job.1 == out;
+        self.deferred = match (input, jobs) {
+            (Act::Normed, [q, k, v]) if is(q, &l.wq, Act::Q) && is(k, &l.wk, Act::K) && is(v, &l.wv, Act::V) => {
+                Deferred::Qkv { biased: [false; 3], roped: [false; 2] }
+            }
+            (Act::Normed, [g, u]) if is(g, &l.w_gate, Act::Gate) && is(u, &l.w_up, Act::Up) => Deferred::GateUp,
+            (_, [(w, out)]) if std::ptr::eq(*w, &l.wo) => Deferred::Projection { input, out: *out, matrix: &l.wo },
+            (_, [(w, out)]) if std::ptr::eq(*w, &l.w_down) => Deferred::Projection { input, out: *out, matrix: &l.w_down },
+            _ => return self.record_products(input, jobs),
         };
-        let x = Operand { f32: self.bufs[input.index()], q8, f16 };
-        let types: Vec<_> = jobs.iter().map(|(w, _)| w.ty).collect();
-        m.kernels.prepare(&m.gpu, self.enc, x, &types)?;
-        for &(w, out) in jobs {
-            m.kernels.product(&m.gpu, self.enc, w, x, self.rows, self.bufs[out.index()])?;
-        }
         Ok(())
     }
 
     fn add_bias(&mut self, to: Act, bias: &GpuVector) -> Result<(), Error> {
+        let l = self.layer();
+        if let Deferred::Qkv { biased, .. } = &mut self.deferred {
+            let i = [Act::Q, Act::K, Act::V].iter().position(|&a| a == to);
+            if let Some(i) = i.filter(|&i| l.biases[i].as_ref().is_some_and(|b| std::ptr::eq(b, bias))) {
+                biased[i] = true;
+                return Ok(());
+            }
+        }
+        self.flush()?;
         let m = self.model;
         m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)
     }
 
     fn rope(&mut self, rows: Act) -> Result<(), Error> {
-        let (m, cfg) = (self.model, &self.model.cfg);
-        let heads = if rows == Act::K { cfg.n_head_kv } else { cfg.n_head };
-        let shape = (self.rows, heads, cfg.head_dim, cfg.rope_dims / 2);
-        m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles, shape, cfg.arch.rope_neox())
+        if let Deferred::Qkv { roped, .. } = &mut self.deferred {
+            if let Some(i) = [Act::Q, Act::K].iter().position(|&a| a == rows) {
+                roped[i] = true;
+                return Ok(());
+            }
+        }
+        self.flush()?;
+        self.record_rope(rows)
     }
 
     fn attend(&mut self, layer: usize) -> Result<(), Error> {
+        if let Deferred::Qkv { biased, roped: [true, true] } = self.deferred {
+            if layer == self.layer {
+                self.deferred = Deferred::Nothing;
+                return self.attend_fused(layer, biased);
+            }
+        }
+        self.flush()?;
         let (m, kvw) = (self.model, self.model.cfg.kv_width());
         let b = self.bufs;
         let (k, v, q, attn) = (b[Act::K.index()], b[Act::V.index()], b[Act::Q.index()], b[Act::Attention.index()]);
@@ -594,20 +828,45 @@ impl DecoderOps for GpuPass<'_> {
             m.kernels.kv_store_rows(&m.gpu, self.enc, (v, shape.first_row), &cache.v[layer], kvw, shape.tokens, n_past)?;
             m.kernels.attention(&m.gpu, self.enc, q, (&cache.k[layer], &cache.v[layer]), self.scores, attn, shape)?;
         }
+        self.rewritten(Act::Attention, false);
         Ok(())
     }
 
     fn add(&mut self, to: Act, from: Act) -> Result<(), Error> {
+        if let Deferred::Projection { input, out, matrix } = self.deferred {
+            if out == from && to != input {
+                self.deferred = Deferred::Nothing;
+                let m = self.model;
+                let x = self.prepared(input, &[matrix.ty])?;
+                let y = self.bufs[to.index()];
+                let at = Placement { width: matrix.rows, offset: 0, epilogue: Epilogue::Add };
+                return m.kernels.product_to(&m.gpu, self.enc, matrix, x, self.rows, y, at);
+            }
+        }
+        self.flush()?;
         let m = self.model;
         m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], self.bufs[from.index()])
     }
 
     fn swiglu(&mut self) -> Result<(), Error> {
         let m = self.model;
-        m.kernels.swiglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()])
+        let l = self.layer();
+        if let (Deferred::GateUp, Some(stacked)) = (&self.deferred, l.w_gate.joined(&l.w_up)) {
+            self.deferred = Deferred::Nothing;
+            let x = self.prepared(Act::Normed, &[stacked.ty])?;
+            let at = Placement { width: l.w_gate.rows, offset: 0, epilogue: Epilogue::Glu };
+            m.kernels.product_to(&m.gpu, self.enc, &stacked, x, self.rows, self.bufs[Act::Gate.index()], at)?;
+        } else {
+            self.flush()?;
+            m.kernels.swiglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()])?;
+        }
+        self.rewritten(Act::Gate, false);
+        Ok(())
     }
 
     fn block_done(&mut self, layer: usize) -> Result<(), Error> {
+        self.flush()?;
+        self.layer = layer + 1;
         if let Some((_, out)) = self.state.filter(|(at, _)| *at == layer) {
             let (x, e) = (self.bufs[Act::Residual.index()], self.model.cfg.n_embd);
             let from = ((self.rows - 1) * e * 4) as u64;

@@ -6,7 +6,9 @@
 //! scratch of a growing sequence (attention scores widen by a row each token) still finds
 //! its buffer from the step before. A buffer goes back only once the work that used it is
 //! submitted: WebGPU orders a later `write_buffer` after the submissions before it, so the
-//! next pass may overwrite it.
+//! next pass may overwrite it. A free list hands back the buffer given last: a caller that
+//! gives its buffers back in the reverse of the order it took them gets the same buffer for
+//! the same role every step, so the bind groups over them repeat every step too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -72,10 +74,12 @@ impl BufferPool {
         }
     }
 
-    /// The recorded work was submitted: what it held is free again.
+    /// The recorded work was submitted: what it held is free again. Given back last first,
+    /// so the next pass, taking them in the same order, gets each dispatch the buffer it had
+    /// (and its bind group from the cache, [`super::bind_groups`]).
     pub(crate) fn submitted(&self) {
         let held = self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
-        for (use_, b) in held {
+        for (use_, b) in held.into_iter().rev() {
             self.give(use_, b);
         }
     }

@@ -24,6 +24,10 @@ const ATTENTION_IO: &str = include_str!("wgsl/attention_io.wgsl");
 const Q4_K: &str = include_str!("wgsl/q4_k.wgsl");
 /// Q6_K's block layout, shared by its f32 and f16 kernels.
 const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
+/// One block of activations quantized to 8 bits or scaled to f16 (after [`F16_WGSL`]).
+const BLOCKS: &str = include_str!("wgsl/blocks.wgsl");
+/// Writing those copies beside a fused kernel's output (after [`BLOCKS`]).
+const COPIES: &str = include_str!("wgsl/copies.wgsl");
 /// The element-wise kernel, after an operation's `op`.
 const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
 
@@ -36,6 +40,10 @@ pub(super) enum Assembly {
     /// `block_dot`): summing by subgroup operations or by a tree, as the device allows,
     /// and on the f16 path (`f16`) reading activations packed as f16.
     Matvec { format: &'static [&'static str], f16: bool },
+    /// The matrix × vector kernel over two matrices of two formats lying one after the other
+    /// in one buffer (`first`'s rows, then `second`'s), each format's `block_dot` renamed
+    /// and one that picks by row put in front (matvec.wgsl says how).
+    MatvecPair { first: &'static [&'static str], second: &'static [&'static str], f16: bool },
 }
 
 /// Which devices run a kernel: the K-quants have two paths ([`super::Input`]), and a
@@ -88,18 +96,23 @@ registry! {
     MatvecQ8_0: "matvec_q8_0", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
     MatvecQ4K: "matvec_q4_k", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatvecQ6K: "matvec_q6_k", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
-    ActivationsF16: "activations_f16", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/activations_f16.wgsl")]), F16, checked by "matvec_k_quants";
+    ActivationsF16: "activations_f16", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/activations_f16.wgsl")]), F16, checked by "matvec_k_quants";
     MatvecQ4KF16: "matvec_q4_k_f16", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
-    QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";
-    RmsNorm: "rms_norm", Assembly::Pieces(&[REDUCE, include_str!("wgsl/rms_norm.wgsl")]), Both, checked by "rms_norm";
+    MatvecQ4KQ6K: "matvec_q4_k_q6_k", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "fused";
+    MatvecQ4KQ6KF16: "matvec_q4_k_q6_k_f16", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "fused";
+    QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";
+    RmsNorm: "rms_norm", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, include_str!("wgsl/rms_norm.wgsl")]), Both, checked by "rms_norm";
     Rope: "rope", Assembly::Pieces(&[include_str!("wgsl/rope.wgsl")]), Both, checked by "rope";
+    RopeAppend: "rope_append", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/rope_append.wgsl")]), Both, checked by "fused";
     Swiglu: "swiglu", Assembly::Pieces(&[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
     Add: "add", Assembly::Pieces(&[include_str!("wgsl/add.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
     Softmax: "softmax", Assembly::Pieces(&[REDUCE, include_str!("wgsl/softmax.wgsl")]), Both, checked by "elementwise";
     KvStore: "kv_store", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]), Both, checked by "attention";
-    Attention: "attention", Assembly::Pieces(&[REDUCE, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]), Both, checked by "attention";
-    AttentionWide: "attention_wide", Assembly::Pieces(&[REDUCE_256, F16_WGSL, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]), Both, checked by "attention";
+    Attention: "attention", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]), Both, checked by "attention";
+    AttentionWide: "attention_wide", Assembly::Pieces(&[REDUCE_256, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]), Both, checked by "attention";
+    AttentionSplit: "attention_split", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_split.wgsl")]), Both, checked by "attention";
+    AttentionCombine: "attention_combine", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_combine.wgsl")]), Both, checked by "attention";
     Argmax: "argmax", Assembly::Pieces(&[include_str!("wgsl/argmax.wgsl")]), Both, checked by "argmax";
     Sample: "sample", Assembly::Pieces(&[include_str!("wgsl/sample.wgsl")]), Both, checked by "sample";
     Penalize: "penalize", Assembly::Pieces(&[include_str!("wgsl/penalize.wgsl")]), Both, checked by "sample";

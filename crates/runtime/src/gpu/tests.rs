@@ -40,12 +40,13 @@ kernel_checks! {
     argmax_picks_the_first_largest_value => "argmax",
     sampling_draws_what_the_cpu_sampler_draws => "sample",
     the_encoder_kernels_match_the_cpu_encoder => "encoder",
+    fused_kernels_match_the_steps_they_replace => "fused",
 }
 
 #[test]
 fn every_check_is_reachable_by_name_and_an_unknown_name_is_an_error() {
     let gpu = gpu();
-    assert_eq!(checks::CHECKS.len(), 11);
+    assert_eq!(checks::CHECKS.len(), 12);
     assert!(pollster::block_on(checks::run(&gpu, "no such check")).is_err());
 }
 
@@ -57,7 +58,7 @@ fn no_kernel_is_compiled_before_it_is_needed_and_the_checks_reach_every_one() {
     assert!(gpu.has_f16(), "llvmpipe's shader-f16 is enabled: the f16 path's kernels run");
     let (compiled, to_run) = gpu.kernels().coverage();
     assert!(compiled.is_empty(), "{compiled:?}");
-    assert_eq!(to_run.len(), registry::KERNELS.len() - 2, "all but the f32 path's K-quant kernels: {to_run:?}");
+    assert_eq!(to_run.len(), registry::KERNELS.len() - 3, "all but the f32 path's K-quant kernels: {to_run:?}");
     assert_eq!(pollster::block_on(checks::run_all(&gpu)).unwrap(), checks::CHECKS.len());
     let (compiled, unchecked) = gpu.kernels().coverage();
     assert_eq!(unchecked, Vec::<&str>::new(), "kernels that no check ran");
@@ -106,7 +107,7 @@ fn matrix_checks_on(options: GpuOptions) -> Gpu {
         Ok(g) => g,
         Err(e) => panic!("{e}"),
     };
-    for check in ["matvec", "matvec_k_quants", "split_matrix"] {
+    for check in ["matvec", "matvec_k_quants", "split_matrix", "fused"] {
         if let Err(e) = pollster::block_on(checks::run(&device, check)) {
             panic!("{e}");
         }
@@ -140,7 +141,10 @@ fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
     // The matrix checks reached the f32 path's K-quant kernels, and no f16 one.
     let (compiled, _) = k.coverage();
     assert!(
-        compiled.contains(&"matvec_q4_k") && compiled.contains(&"matvec_q6_k") && !compiled.iter().any(|n| n.ends_with("f16")),
+        compiled.contains(&"matvec_q4_k")
+            && compiled.contains(&"matvec_q6_k")
+            && compiled.contains(&"matvec_q4_k_q6_k")
+            && !compiled.iter().any(|n| n.ends_with("f16")),
         "{compiled:?}"
     );
     // Without the feature, the f16 step is refused, not run.

@@ -208,6 +208,41 @@ impl GpuKernels {
     }
 }
 
+/// Work a GPU recorded, counted whatever the adapter (`Gpu::work_counts`): dispatches,
+/// compute passes, submissions.
+#[derive(Clone, Copy, Default)]
+pub struct WorkTally {
+    dispatches: usize,
+    passes: usize,
+    submissions: usize,
+}
+
+/// The GPU's work per decoded token and per prompt: what a decode step costs in launches,
+/// on any adapter (llvmpipe counts what a GPU would run).
+#[derive(Serialize)]
+struct GpuWork {
+    dispatches_per_decoded_token: f64,
+    /// Dispatches per decoded token, per layer.
+    dispatches_per_layer: f64,
+    dispatches_per_prompt: usize,
+    compute_passes_per_forward: f64,
+    submissions_per_decoded_token: f64,
+}
+
+impl GpuWork {
+    fn of(start: WorkTally, prefilled: WorkTally, end: WorkTally, gen_tokens: usize, layers: usize) -> GpuWork {
+        let n = gen_tokens.max(1) as f64;
+        let decode = end.dispatches - prefilled.dispatches;
+        GpuWork {
+            dispatches_per_decoded_token: decode as f64 / n,
+            dispatches_per_layer: decode as f64 / n / layers.max(1) as f64,
+            dispatches_per_prompt: prefilled.dispatches - start.dispatches,
+            compute_passes_per_forward: (end.passes - start.passes) as f64 / (n + 1.0),
+            submissions_per_decoded_token: (end.submissions - prefilled.submissions) as f64 / n,
+        }
+    }
+}
+
 #[derive(Serialize, Default)]
 struct Figures {
     prefill_tok_s: f64,
@@ -253,6 +288,9 @@ struct Report {
     /// GPU time per kernel (timestamp queries), per token.
     #[serde(skip_serializing_if = "Option::is_none")]
     gpu_kernels: Option<GpuKernels>,
+    /// Dispatches, passes and submissions (`--backend gpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu_work: Option<GpuWork>,
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -526,7 +564,7 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                 }
                 None => None,
             };
-            report(a, &model, llama_bench.as_ref(), &lm, parity, None, &|_| None)
+            report(a, &model, llama_bench.as_ref(), &lm, parity, None, (&|_| None, &|| None))
         }
         #[cfg(feature = "gpu")]
         "gpu" => {
@@ -559,7 +597,11 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
                     by_kernel: t.into_iter().map(|k| (k.kernel, k.dispatches, k.seconds)).collect(),
                 })
             };
-            report(a, &model, llama_bench.as_ref(), &lm, None, Some(adapter), &lap)
+            let counts = || {
+                let c = lm.backend.gpu().work_counts();
+                Some(WorkTally { dispatches: c.dispatches, passes: c.passes, submissions: c.submissions })
+            };
+            report(a, &model, llama_bench.as_ref(), &lm, None, Some(adapter), (&lap, &counts))
         }
         #[cfg(not(feature = "gpu"))]
         "gpu" => Err(CliError::BadArgument { message: "--backend gpu: this docmem was built without the gpu feature".into() }),
@@ -589,6 +631,10 @@ fn prefill_and_decode<B: Backend>(
     Ok((prefix, prefill, t1.elapsed().as_secs_f64()))
 }
 
+/// What [`report`] reads from a GPU backend (nothing from the CPU's): kernel times, which
+/// the closure turns on or off and returns since its last call, and the work recorded.
+type GpuProbes<'a> = (&'a dyn Fn(bool) -> Option<KernelLap>, &'a dyn Fn() -> Option<WorkTally>);
+
 /// Time prefill and greedy decoding, then the kernels (a GPU that can time them), then the
 /// multi-path figures, on `lm`'s backend; then print.
 fn report<B: Backend>(
@@ -598,7 +644,7 @@ fn report<B: Backend>(
     lm: &Lm<B>,
     parity: Option<docmem_runtime::lm::parity::ParityReport>,
     adapter: Option<String>,
-    kernel_lap: &dyn Fn(bool) -> Option<KernelLap>,
+    (kernel_lap, work_counts): GpuProbes<'_>,
 ) -> Result<(), CliError> {
     let backend = &lm.backend;
     let prompt = bench_prompt(backend.config().vocab, a.prompt_tokens);
@@ -607,7 +653,13 @@ fn report<B: Backend>(
     // GPU compiles a kernel when it is first dispatched, so a warm-up that skipped one of
     // them would leave its compile inside a timed figure).
     prefill_and_decode(lm, &prompt[..prompt.len().min(16)], 2, &|| ())?;
-    let (prefix, prefill, decode) = prefill_and_decode(lm, &prompt, a.gen_tokens, &|| ())?;
+    let start = work_counts();
+    let prefilled = std::cell::Cell::new(None);
+    let (prefix, prefill, decode) = prefill_and_decode(lm, &prompt, a.gen_tokens, &|| prefilled.set(work_counts()))?;
+    let gpu_work = match (start, prefilled.get(), work_counts()) {
+        (Some(s), Some(p), Some(e)) => Some(GpuWork::of(s, p, e, a.gen_tokens, backend.config().n_layer)),
+        _ => None,
+    };
     // Kernel times in a run of their own: timestamps cost a read-back per submission,
     // which the figures above must not pay.
     let prefill_kernels = std::cell::RefCell::new(None);
@@ -647,6 +699,7 @@ fn report<B: Backend>(
         multi_path,
         drafts,
         gpu_kernels: GpuKernels::of(prefill_kernels, a.prompt_tokens, decode_kernels, a.gen_tokens),
+        gpu_work,
     };
     let failures = report.parity.as_ref().map(|p| p.failures()).unwrap_or_default();
     let parity_result = || {
@@ -707,6 +760,17 @@ fn report<B: Backend>(
                 (Some(p), Some(s)) => format!(", {:.1}% of {p:.0} GB/s", s * 100.0),
                 _ => String::new(),
             }
+        );
+    }
+    if let Some(w) = &report.gpu_work {
+        println!(
+            "GPU work: {:.1} dispatches a decoded token ({:.2} a layer), {} for the {}-token prompt, {:.2} compute passes a forward, {:.1} submissions a decoded token",
+            w.dispatches_per_decoded_token,
+            w.dispatches_per_layer,
+            w.dispatches_per_prompt,
+            report.prompt_tokens,
+            w.compute_passes_per_forward,
+            w.submissions_per_decoded_token
         );
     }
     if let Some(g) = &report.gpu_kernels {

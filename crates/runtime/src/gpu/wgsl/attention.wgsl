@@ -48,4 +48,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
         out[qo + d] = acc;
     }
+    head_copies(lid.x, qo);
 }

@@ -15,7 +15,6 @@
 // pairs packed in u32 words (kv_store.wgsl); every row and head starts at an even value.
 // head_dim is even and at most 512 (the host checks).
 
-var<workgroup> query: array<vec2<f32>, 256>;
 var<workgroup> sums: array<vec2<f32>, 256>;
 
 @compute @workgroup_size(256)
@@ -30,10 +29,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     // Rows of the cache in u32 words: kv heads × head_dim halves.
     let row = p.kv_heads * pairs;
     let head = kvh * pairs;
-    for (var i = lid.x; i < pairs; i += WG) {
-        query[i] = vec2<f32>(f16_round(q[qo + 2u * i]), f16_round(q[qo + 2u * i + 1u]));
-    }
-    workgroupBarrier();
+    load_query(lid.x, qo, pairs);
     var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)
     for (var j = lid.x; j < n; j += WG) {
         let ko = j * row + head;
@@ -78,4 +74,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         out[qo + 2u * i] = total.x;
         out[qo + 2u * i + 1u] = total.y;
     }
+    head_copies(lid.x, qo);
 }

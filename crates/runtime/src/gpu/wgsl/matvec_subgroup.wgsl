@@ -9,12 +9,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let row = wg.x + wg.y * p.row_groups;
     let t0 = wg.z * TILE;
     let n = min(TILE, p.tokens - t0);
-    let acc = partial_sums(row, t0, n, lid.x, SG);
+    let valid = row < p.rows;
+    let acc = partial_sums(row, valid, t0, n, lid.x, SG);
+    // With MODE_GLU each gate row's up row too (p.mode is uniform: every thread sums).
+    var up: array<f32, TILE>;
+    if (p.mode == MODE_GLU) {
+        up = partial_sums(row + p.half, valid, t0, n, lid.x, SG);
+    }
     // `n` is the same for the whole workgroup, so every thread takes part in every sum.
     for (var i = 0u; i < n; i++) {
         let sum = subgroupAdd(acc[i]);
-        if (lid.x == 0u && row < p.rows) {
-            y[(t0 + i) * p.out_rows + p.first_row + row] = sum;
+        var up_sum = 0.0;
+        if (p.mode == MODE_GLU) {
+            up_sum = subgroupAdd(up[i]);
+        }
+        if (lid.x == 0u && valid) {
+            store(t0 + i, row, sum, up_sum);
         }
     }
 }
