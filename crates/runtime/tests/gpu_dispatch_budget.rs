@@ -1,7 +1,7 @@
 //! The GPU decoder's launch budget: a decode step of the synthetic Qwen2.5-1.5B (Q4_K_M's
 //! formats: Q4_K, with Q6_K values and down projections in some layers) and of a llama
 //! model (Q4_1, SmolLM2's format) records at most 10 dispatches a layer plus 10, in one
-//! compute pass, on both of the K-quants' paths.
+//! compute pass and one submission, on both of the K-quants' paths.
 //!
 //! Why count: a decode step on a GPU is latency-bound, and each dispatch is a launch and a
 //! barrier. The count does not depend on the adapter, so llvmpipe counts what an H100 would
@@ -54,6 +54,7 @@ fn a_decode_step_of_the_synthetic_1_5b_takes_at_most_ten_dispatches_a_layer_in_o
         let path = if avoid_f16 { "f32" } else { "f16" };
         assert!(step.dispatches <= budget(layers), "{path} path: {} dispatches for {layers} layers", step.dispatches);
         assert_eq!(step.passes, 1, "{path} path: one compute pass a forward");
+        assert_eq!(step.submissions, 1, "{path} path: the read-back's copy is recorded with the pass");
         // The prompt's forward recorded the same steps, less the pick.
         assert_eq!(prompt.dispatches, step.dispatches - 1, "{path} path: a prompt is the step's work less the pick");
         eprintln!("qwen2-1.5b:q4_k_m, {path} path: {} dispatches a decoded token ({layers} layers)", step.dispatches);

@@ -262,18 +262,48 @@ impl GpuVector {
 
     /// The values, read back once the GPU has finished what was submitted before.
     pub async fn read(&self, gpu: &Gpu) -> Result<Vec<f32>, Error> {
-        let size = (self.len * 4) as u64;
-        if size == 0 {
+        if self.len == 0 {
             return Ok(Vec::new());
         }
-        let staging = gpu.pool.take(&gpu.device, Use::Read, size as usize);
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("read-back") });
-        enc.copy_buffer_to_buffer(&self.buffer, 0, &staging, 0, size);
+        let staged = self.stage(gpu, &mut enc);
         gpu.queue.submit([enc.finish()]);
         gpu.counters.submission();
+        staged.read(gpu).await
+    }
+
+    /// Record on `enc` a copy of the values into a mappable buffer from the pool, to read
+    /// with [`Staged::read`] once `enc`'s commands are submitted: a forward pass records its
+    /// read-back in its own command buffer, one submission a token instead of two.
+    pub(crate) fn stage(&self, gpu: &Gpu, enc: &mut wgpu::CommandEncoder) -> Staged {
+        let bytes = (self.len * 4) as u64;
+        let buffer = gpu.pool.take(&gpu.device, Use::Read, bytes.max(4) as usize);
+        if bytes > 0 {
+            enc.copy_buffer_to_buffer(&self.buffer, 0, &buffer, 0, bytes);
+        }
+        Staged { buffer, bytes }
+    }
+}
+
+/// Values copied into a mappable buffer by recorded work ([`GpuVector::stage`]).
+#[derive(Debug)]
+pub(crate) struct Staged {
+    buffer: wgpu::Buffer,
+    bytes: u64,
+}
+
+impl Staged {
+    /// The values, once the work that copied them has run (it must have been submitted);
+    /// the buffer goes back to the pool.
+    pub(crate) async fn read(self, gpu: &Gpu) -> Result<Vec<f32>, Error> {
+        let Staged { buffer, bytes } = self;
+        if bytes == 0 {
+            gpu.pool.give(Use::Read, buffer);
+            return Ok(Vec::new());
+        }
         let slot = Arc::new(Mutex::new(MapSlot::default()));
         let sink = slot.clone();
-        staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| {
+        buffer.slice(..bytes).map_async(wgpu::MapMode::Read, move |r| {
             if let Ok(mut s) = sink.lock() {
                 s.result = Some(r.map_err(|e| e.to_string()));
                 if let Some(w) = s.waker.take() {
@@ -286,11 +316,11 @@ impl GpuVector {
         let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
         MapWait { slot }.await.map_err(|message| Error::Readback { message })?;
         gpu.check()?;
-        let view = staging.slice(..size).get_mapped_range().map_err(|e| Error::Readback { message: e.to_string() })?;
+        let view = buffer.slice(..bytes).get_mapped_range().map_err(|e| Error::Readback { message: e.to_string() })?;
         let out = view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         drop(view);
-        staging.unmap();
-        gpu.pool.give(Use::Read, staging);
+        buffer.unmap();
+        gpu.pool.give(Use::Read, buffer);
         Ok(out)
     }
 }

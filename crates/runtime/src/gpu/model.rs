@@ -27,7 +27,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::buffers::GpuVector;
+use super::buffers::{GpuVector, Staged};
 use super::device::Gpu;
 use super::kernels::{attention_scratch, f16_len, q8_len, AttentionShape, Copies, Epilogue, Kernels, Operand, Placement, SAMPLE_FALLBACK};
 use super::recorder::Recorder;
@@ -291,7 +291,7 @@ impl GpuTransformer {
     /// event loop; natively wgpu's poll has already run it). [`Backend::forward`] is this.
     pub async fn forward_async(&self, cache: &mut GpuKvCache, tokens: &[u32], which: Logits) -> Result<Vec<f32>, Error> {
         match self.submit(cache, tokens, which, Pick::None, None)? {
-            Some(out) => self.read_and_recycle(out.logits).await,
+            Some(out) => self.read_staged(out).await,
             None => Ok(Vec::new()),
         }
     }
@@ -304,9 +304,10 @@ impl GpuTransformer {
         tokens: &[u32],
         layer: usize,
     ) -> Result<(Vec<f32>, Option<Vec<f32>>), Error> {
-        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::None, Some(layer))? else { return Ok((Vec::new(), None)) };
-        let logits = self.read_and_recycle(out.logits).await?;
-        let state = match out.state {
+        let Some(mut out) = self.submit(cache, tokens, Logits::Last, Pick::None, Some(layer))? else { return Ok((Vec::new(), None)) };
+        let state = out.state.take();
+        let logits = self.read_staged(out).await?;
+        let state = match state {
             Some(v) => Some(self.read_and_recycle(v).await?),
             None => None,
         };
@@ -318,7 +319,7 @@ impl GpuTransformer {
     /// [`Backend::forward_batch`] is this: batched paths and drafts verify through it.
     pub async fn forward_batch_async(&self, seqs: &mut [(&mut GpuKvCache, &[u32])]) -> Result<Vec<f32>, Error> {
         match self.submit_batch(seqs, Logits::All, Pick::None, None)? {
-            Some(out) => self.read_and_recycle(out.logits).await,
+            Some(out) => self.read_staged(out).await,
             None => Ok(Vec::new()),
         }
     }
@@ -327,11 +328,7 @@ impl GpuTransformer {
     /// first of equal ones, as the CPU sampler picks): 4 bytes come back, not the logits.
     pub async fn forward_greedy(&self, cache: &mut GpuKvCache, tokens: &[u32]) -> Result<Option<u32>, Error> {
         let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Argmax, None)? else { return Ok(None) };
-        self.kernels.recycle(&self.gpu, out.logits);
-        match out.picked {
-            Some(picked) => Ok(self.read_and_recycle(picked).await?.first().map(|v| v.to_bits())),
-            None => Ok(None),
-        }
+        Ok(self.read_staged(out).await?.first().map(|v| v.to_bits()))
     }
 
     /// Append `tokens` to `cache` and draw the next token on the GPU as `draw` says
@@ -340,22 +337,34 @@ impl GpuTransformer {
     /// tokens do not fill) the logits come back instead, for the CPU to finish with the
     /// same uniform number. `None` for no tokens.
     pub async fn forward_draw(&self, cache: &mut GpuKvCache, tokens: &[u32], draw: &DeviceDraw) -> Result<Option<Drawn>, Error> {
-        let Some(out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw), None)? else { return Ok(None) };
-        let token = match out.picked {
-            Some(picked) => self.read_and_recycle(picked).await?.first().map(|v| v.to_bits()),
-            None => None,
-        };
-        match token {
-            Some(t) if t != SAMPLE_FALLBACK => {
-                self.kernels.recycle(&self.gpu, out.logits);
+        let Some(mut out) = self.submit(cache, tokens, Logits::Last, Pick::Draw(draw), None)? else { return Ok(None) };
+        // The logits stay until the draw is known: a draw the GPU cannot finish reads them.
+        let logits = out.logits.take();
+        let penalized = out.penalized;
+        let token = self.read_staged(out).await?.first().map(|v| v.to_bits());
+        match (token, logits) {
+            (Some(t), logits) if t != SAMPLE_FALLBACK => {
+                if let Some(l) = logits {
+                    self.kernels.recycle(&self.gpu, l);
+                }
                 self.drawn[0].fetch_add(1, Ordering::Relaxed);
                 Ok(Some(Drawn::Token(t)))
             }
-            _ => {
+            (_, Some(l)) => {
                 self.drawn[1].fetch_add(1, Ordering::Relaxed);
-                Ok(Some(Drawn::Logits { logits: self.read_and_recycle(out.logits).await?, penalized: out.penalized }))
+                Ok(Some(Drawn::Logits { logits: self.read_and_recycle(l).await?, penalized }))
             }
+            (_, None) => Err(Error::GpuShape { what: "logits of a draw the GPU could not finish", expected: 1, got: 0 }),
         }
+    }
+
+    /// What a submitted pass staged for reading (the pick, or else the logits), read; the
+    /// pass's output buffers go back to the pool.
+    async fn read_staged(&self, out: Outputs) -> Result<Vec<f32>, Error> {
+        for v in out.picked.into_iter().chain(out.logits).chain(out.state) {
+            self.kernels.recycle(&self.gpu, v);
+        }
+        out.staged.read(&self.gpu).await
     }
 
     /// A pass's result, read back; its buffer goes back to the pool.
@@ -514,6 +523,7 @@ impl GpuTransformer {
             }
             _ => None,
         };
+        let mut staged = None;
         k.run(gpu, |enc| {
             let caches = seqs.iter().zip(&parts).map(|((cache, _), &(n_past, shape))| (&**cache, n_past, shape)).collect();
             let mut pass = GpuPass {
@@ -556,8 +566,13 @@ impl GpuTransformer {
                 (Pick::Draw(_), Some(out)) => k.argmax(gpu, enc, &logits, cfg.vocab, out)?,
                 _ => {}
             }
+            // The read-back's copy in the same command buffer: one submission a token.
+            staged = Some(picked.as_ref().unwrap_or(&logits).stage(gpu, enc.encoder()));
             Ok(())
         })?;
+        let Some(staged) = staged else {
+            return Err(Error::GpuShape { what: "a forward pass's read-back (recorded)", expected: 1, got: 0 });
+        };
         for (cache, tokens) in seqs.iter_mut() {
             cache.len += tokens.len();
         }
@@ -572,7 +587,7 @@ impl GpuTransformer {
         {
             k.recycle(gpu, v);
         }
-        Ok(Some(Outputs { logits, picked, penalized: was_penalized, state: state.map(|(_, v)| v) }))
+        Ok(Some(Outputs { logits: Some(logits), picked, penalized: was_penalized, state: state.map(|(_, v)| v), staged }))
     }
 }
 
@@ -889,12 +904,14 @@ enum Pick<'a> {
 
 /// A submitted pass's buffers.
 struct Outputs {
-    logits: GpuVector,
+    logits: Option<GpuVector>,
     picked: Option<GpuVector>,
     /// Whether the repetition penalty was applied to `logits`.
     penalized: bool,
     /// The last row's residual after the layer asked for.
     state: Option<GpuVector>,
+    /// The pick, or else the logits, copied for reading by the pass itself.
+    staged: Staged,
 }
 
 impl GpuTransformer {
