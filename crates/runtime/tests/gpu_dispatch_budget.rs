@@ -37,8 +37,8 @@ fn decode_step(src: &MemorySource, avoid_f16: bool) -> (WorkCounts, WorkCounts) 
     let lm = Lm::load_onto_gpu(src, &LoadOptions { threads: 1, context: 64, ..Default::default() }, gpu.clone()).unwrap();
     let mut cache = lm.backend.new_cache();
     let before = gpu.work_counts();
-    // One token: llvmpipe runs a 1.5B's prompt slowly, and the count does not depend on
-    // the prompt's length (a longer one only swaps split attention for the wide kernel).
+    // One token: llvmpipe runs a 1.5B's prompt slowly, and the count hardly depends on the
+    // prompt's length (a very long one splits attention's rows into more groups).
     docmem_runtime::block_on(lm.backend.forward(&mut cache, &[1], Logits::Last)).unwrap();
     let prompt = gpu.work_counts() - before;
     let before = gpu.work_counts();

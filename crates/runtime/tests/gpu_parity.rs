@@ -38,7 +38,12 @@ fn smollm2() -> Lm {
 }
 
 fn on_gpu(lm: Lm) -> Lm<GpuTransformer> {
-    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() })
+    on_gpu_with(lm, GpuOptions::default())
+}
+
+/// `lm` on a device made with `options` (a CPU adapter allowed).
+fn on_gpu_with(lm: Lm, options: GpuOptions) -> Lm<GpuTransformer> {
+    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..options })
         .unwrap_or_else(|e| panic!("{e}: the GPU tests need a Vulkan driver (scripts/setup.sh installs mesa-vulkan-drivers)"));
     lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).unwrap()
 }
@@ -307,8 +312,19 @@ fn a_model_loaded_straight_onto_the_gpu_computes_what_an_uploaded_one_does() {
 /// batch, so how a prompt is cut does not move the probe's reading.
 #[test]
 fn the_probes_split_prefill_reads_on_the_gpu_what_it_reads_on_the_cpu() {
+    probes_split_prefill(on_gpu(smollm2()));
+}
+
+/// The same with the kernels a GPU picks, run here on llvmpipe: split attention for every
+/// call, so a prompt's pieces still read what one pass does, bit for bit.
+#[test]
+fn with_a_gpus_kernels_the_probes_split_prefill_still_reads_what_one_pass_does() {
+    probes_split_prefill(on_gpu_with(smollm2(), GpuOptions { gpu_kernels: true, ..GpuOptions::default() }));
+}
+
+fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
     use docmem_runtime::lm::StateAt;
-    let (cpu, gpu) = (smollm2(), on_gpu(smollm2()));
+    let cpu = smollm2();
     let tokens = cpu.tokenizer.encode_prompt("Gutenberg printed the Bible in Mainz. Who printed it?").unwrap();
     let read = StateAt { layer: 8, after_tokens: tokens.len() - 3 };
     let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
@@ -355,9 +371,8 @@ fn the_probes_split_prefill_reads_on_the_gpu_what_it_reads_on_the_cpu() {
     assert_eq!(fresh_logits, g2.last_logits(), "the reused prompt's logits against a fresh pass");
 }
 
-/// The kernels a GPU picks (the wide attention for a prompt, split attention for each
-/// decoded token, whose probabilities are not rounded to f16) run here on llvmpipe, which
-/// picks others for itself: a synthetic Qwen2 (Q4_K_M's formats) agrees with the CPU backend
+/// The kernels a GPU picks (split attention, whose probabilities are not rounded to f16)
+/// run here on llvmpipe, which picks others for itself: a synthetic Qwen2 (Q4_K_M's formats) agrees with the CPU backend
 /// on the prompt's last logits and on three decoded tokens' (cosine at least 0.999, the
 /// same top token), on both paths.
 #[test]

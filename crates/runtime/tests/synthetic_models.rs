@@ -101,7 +101,7 @@ fn a_synthetic_model_runs_the_real_kernels_on_the_gpu() {
     for k in [format!("matvec_q4_k{suffix}"), format!("matvec_q6_k{suffix}"), "rms_norm".into()] {
         assert!(kernels.contains(&k), "{k} not among {kernels:?}");
     }
-    // `attention` on a software adapter, `attention_wide` on a GPU.
+    // `attention` on a software adapter, `attention_split` and `attention_combine` on a GPU.
     assert!(kernels.iter().any(|k| k.starts_with("attention")), "{kernels:?}");
     assert_eq!(want, logits_of(&from_file, &prompt));
     // And it agrees with the CPU backend on the same bytes.

@@ -355,7 +355,9 @@ async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
 /// positions up to its own).
 /// Both kernels, and heads of 64 (SmolLM2) and 128 (Qwen2.5) dimensions.
 async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
-    attention_case(gpu, k, 64, 37).await?;
+    // 62 cached and 3 new: the first new row's attention ends before the second chunk of
+    // 64 positions, which split attention leaves empty for it.
+    attention_case(gpu, k, 64, 62).await?;
     attention_case(gpu, k, 128, 300).await
 }
 
@@ -373,14 +375,13 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
     let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
     let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, super::kernels::attention_scratch(shape)));
     // Every kernel, whichever this adapter's models run.
-    let (out, out_wide, out_split) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
+    let (out, out_split) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
     k.run(gpu, |enc| {
         k.kv_store(gpu, enc, &kp, &gk, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &vp, &gv, kvw, n_past, 0)?;
         k.kv_store(gpu, enc, &kn, &gk, kvw, tokens, n_past)?;
         k.kv_store(gpu, enc, &vn, &gv, kvw, tokens, n_past)?;
         k.attention_as(AttentionKernel::Narrow, gpu, enc, &gq, (&gk, &gv), &scores, (&out, None), shape)?;
-        k.attention_as(AttentionKernel::Wide, gpu, enc, &gq, (&gk, &gv), &scores, (&out_wide, None), shape)?;
         k.attention_as(AttentionKernel::Split, gpu, enc, &gq, (&gk, &gv), &scores, (&out_split, None), shape)
     })?;
     let round = |v: &[f32]| {
@@ -438,7 +439,6 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
     }
     let tol = |i: usize| 2e-5 * want[i].abs() + 2e-6 + flip[i];
     compare(&format!("attention (head_dim {head_dim})"), &out.read(gpu).await?, &want, tol)?;
-    compare(&format!("attention_wide (head_dim {head_dim})"), &out_wide.read(gpu).await?, &want, tol)?;
     compare(&format!("attention_split (head_dim {head_dim}, {n_past} cached)"), &out_split.read(gpu).await?, &exact, |i| {
         2e-5 * exact[i].abs() + 2e-6
     })

@@ -243,7 +243,7 @@ async fn attention_with_copies(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
     let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, super::kernels::attention_scratch(shape)));
     let copies = Copies { q8: true, f16: gpu.has_f16() };
-    for kernel in [AttentionKernel::Narrow, AttentionKernel::Wide, AttentionKernel::Split] {
+    for kernel in [AttentionKernel::Narrow, AttentionKernel::Split] {
         let fused = operand_buffers(gpu, q.len());
         let apart = operand_buffers(gpu, q.len());
         let fused_in = Operand { f32: &fused.0, q8: &fused.1, f16: &fused.2 };

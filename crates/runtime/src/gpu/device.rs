@@ -290,7 +290,7 @@ impl Gpu {
     /// Whether this is a GPU, as far as the adapter says: not a CPU adapter (llvmpipe), and
     /// with subgroups, which SwiftShader in a browser (whose adapter has no name or type
     /// there) lacks and GPUs offer (offered, whether or not this device uses them). Kernels
-    /// that pay on a GPU but cost a software adapter (`attention_wide.wgsl`) go by it.
+    /// that pay on a GPU but cost a software adapter (split attention) go by it.
     pub fn is_gpu(&self) -> bool {
         !self.is_software() && self.adapter_features.contains(wgpu::Features::SUBGROUP)
     }

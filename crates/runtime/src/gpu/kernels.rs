@@ -29,8 +29,8 @@ pub struct Kernels {
     /// Whether the f16 path is on ([`Gpu::has_f16`]): the K-quants' kernels read
     /// activations packed as f16.
     f16: bool,
-    /// Whether [`Kernels::attention`] runs the GPU's kernels (`attention_wide`, split
-    /// attention), not the one for software adapters.
+    /// Whether [`Kernels::attention`] runs the GPU's kernel (split attention), not the one
+    /// for software adapters.
     wide_attention: bool,
     /// Two small buffers bound where a kernel's copy outputs go unused ([`Copies::NONE`]),
     /// made on first use.
@@ -164,24 +164,32 @@ pub struct AttentionShape {
 pub(crate) enum AttentionKernel {
     /// `attention.wgsl`: a workgroup of 64 per (head, token); software adapters.
     Narrow,
-    /// `attention_wide.wgsl`: 256 threads per (head, token); GPUs, for prompts.
-    Wide,
     /// `attention_split.wgsl` then `attention_combine.wgsl`: split over chunks of
-    /// [`SPLIT_CHUNK`] cache positions (flash-decoding); GPUs, for decoding.
+    /// [`SPLIT_CHUNK`] cache positions (flash-decoding); GPUs. For every call, a prompt's
+    /// as well as a decoded token's: a token's result must not depend on how many rows its
+    /// call holds (a prompt run in pieces, a reused prefix, drafts), and this kernel rounds
+    /// otherwise than the other.
     Split,
 }
 
 /// Cache positions one workgroup of split attention takes (its 64 threads, one each).
 const SPLIT_CHUNK: usize = 64;
-/// The most new rows a call may have for split attention (decoding, drafts); prompts take
-/// the wide kernel, whose workgroups are already many.
-const SPLIT_MAX_TOKENS: usize = 8;
+/// Floats of partial sums split attention keeps at once (32 MiB): a long prompt's rows go
+/// through in groups that fit.
+const SPLIT_SCRATCH: usize = 8 << 20;
+
+/// Rows of `a` that split attention takes per pair of dispatches (at least one).
+fn split_rows(a: AttentionShape) -> usize {
+    let per_row = a.heads * (a.n_past + a.tokens).div_ceil(SPLIT_CHUNK) * (a.head_dim + 2);
+    (SPLIT_SCRATCH / per_row.max(1)).clamp(1, a.tokens.max(1))
+}
 
 /// Scratch floats attention needs for `a` ([`Kernels::attention`]'s `scores`): every score
-/// (one kernel), or each chunk's partial sums (split attention), whichever is more.
+/// (the software adapters' kernel), or a group of rows' partial sums (split attention),
+/// whichever is more.
 pub fn attention_scratch(a: AttentionShape) -> usize {
     let ctx = a.n_past + a.tokens;
-    (a.tokens * a.heads * ctx).max(a.tokens * a.heads * ctx.div_ceil(SPLIT_CHUNK) * (a.head_dim + 2))
+    (a.tokens * a.heads * ctx).max(split_rows(a) * a.heads * ctx.div_ceil(SPLIT_CHUNK) * (a.head_dim + 2))
 }
 
 /// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
@@ -990,11 +998,7 @@ impl Kernels {
         out: (&GpuVector, Option<(Operand, Copies)>),
         a: AttentionShape,
     ) -> Result<(), Error> {
-        let kernel = match (self.wide_attention, a.tokens <= SPLIT_MAX_TOKENS) {
-            (false, _) => AttentionKernel::Narrow,
-            (true, false) => AttentionKernel::Wide,
-            (true, true) => AttentionKernel::Split,
-        };
+        let kernel = if self.wide_attention { AttentionKernel::Split } else { AttentionKernel::Narrow };
         self.attention_as(kernel, gpu, enc, q, kv, scores, out, a)
     }
 
@@ -1038,7 +1042,11 @@ impl Kernels {
             }
         }
         let ctx = a.n_past + a.tokens;
-        let scratch = if kernel == AttentionKernel::Split { attention_scratch(a) } else { a.tokens * a.heads * ctx };
+        let scratch = if kernel == AttentionKernel::Split {
+            split_rows(a) * a.heads * ctx.div_ceil(SPLIT_CHUNK) * (a.head_dim + 2)
+        } else {
+            a.tokens * a.heads * ctx
+        };
         if scores.len < scratch {
             return Err(Error::GpuShape { what: "attention scores", expected: scratch, got: scores.len });
         }
@@ -1083,14 +1091,25 @@ impl Kernels {
         let buffers = [&q.buffer, &k.buffer, &v.buffer, &scores.buffer, &out.buffer, q8, f16];
         match kernel {
             AttentionKernel::Narrow => self.dispatch(gpu, enc, self.get(gpu, Kernel::Attention)?, &buffers, &words, (heads, tokens, 1)),
-            AttentionKernel::Wide => self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionWide)?, &buffers, &words, (heads, tokens, 1)),
             AttentionKernel::Split => {
                 let chunks = u32_of(chunks, "attention chunks")?;
                 if chunks > MAX_GROUPS {
                     return Err(Error::GpuShape { what: "attention chunks", expected: MAX_GROUPS as usize, got: chunks as usize });
                 }
-                self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionSplit)?, &buffers, &words, (heads, tokens, chunks));
-                self.dispatch(gpu, enc, self.get(gpu, Kernel::AttentionCombine)?, &buffers, &words, (heads, tokens, 1));
+                // Rows in groups whose partial sums fit the scratch: each group is the call
+                // for its rows alone (its first row and cache position moved on), which is
+                // what a token's result depends on, whatever the grouping.
+                let (split, combine) = (self.get(gpu, Kernel::AttentionSplit)?, self.get(gpu, Kernel::AttentionCombine)?);
+                let rows = split_rows(a);
+                for start in (0..a.tokens).step_by(rows) {
+                    let n = rows.min(a.tokens - start) as u32;
+                    let mut group = words;
+                    group[3] = n;
+                    group[4] = u32_of(a.n_past + start, "cache position")?;
+                    group[7] = u32_of(a.first_row + start, "attention first row")?;
+                    self.dispatch(gpu, enc, split, &buffers, &group, (heads, n, chunks));
+                    self.dispatch(gpu, enc, combine, &buffers, &group, (heads, n, 1));
+                }
             }
         }
         Ok(())

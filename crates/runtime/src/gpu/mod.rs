@@ -36,9 +36,10 @@
 //! device). A forward pass is recorded into one compute pass ([`Recorder`]); several
 //! sequences can share a pass ([`GpuTransformer::forward_batch_async`]: batched paths,
 //! drafts); f16 rounding is done with integer operations (`wgsl/f16.wgsl`), since a driver
-//! may fold or round `pack2x16float` its own way. Attention has two kernels:
-//! `attention_wide.wgsl` for GPUs, `attention.wgsl` for software adapters, where the wide
-//! one is far slower. Measured on an H100 by `scripts/device/gpu-run.sh`
+//! may fold or round `pack2x16float` its own way. Attention has two kernels: split over
+//! chunks of the cache for GPUs (`attention_split.wgsl` and `attention_combine.wgsl`,
+//! flash-decoding), and `attention.wgsl` for software adapters, where the split one is
+//! slower. Measured on an H100 by `scripts/device/gpu-run.sh`
 //! (`docs/gpu-device-run.md`); the CPU backend stays the reference. Each kernel is one
 //! entry of the registry (`registry`: its pieces of WGSL, what the device must offer, the
 //! check that holds it), compiled when first dispatched.

@@ -680,6 +680,7 @@ impl<'p> GpuPass<'p> {
         let x = self.prepared(input, &types)?;
         for &(w, out) in jobs {
             m.kernels.product(&m.gpu, self.enc, w, x, self.rows, self.bufs[out.index()])?;
+            self.rewritten(out, false);
         }
         Ok(())
     }
@@ -804,16 +805,20 @@ impl DecoderOps for GpuPass<'_> {
 
     fn add_bias(&mut self, to: Act, bias: &GpuVector) -> Result<(), Error> {
         let l = self.layer();
-        if let Deferred::Qkv { biased, .. } = &mut self.deferred {
+        if let Deferred::Qkv { biased, roped } = &mut self.deferred {
             let i = [Act::Q, Act::K, Act::V].iter().position(|&a| a == to);
-            if let Some(i) = i.filter(|&i| l.biases[i].as_ref().is_some_and(|b| std::ptr::eq(b, bias))) {
+            // Once, and before any RoPE of its rows: the order rope_append keeps.
+            let in_order = |i: usize| !biased[i] && roped.get(i).is_none_or(|r| !r);
+            if let Some(i) = i.filter(|&i| in_order(i) && l.biases[i].as_ref().is_some_and(|b| std::ptr::eq(b, bias))) {
                 biased[i] = true;
                 return Ok(());
             }
         }
         self.flush()?;
         let m = self.model;
-        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)
+        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)?;
+        self.rewritten(to, false);
+        Ok(())
     }
 
     fn rope(&mut self, rows: Act) -> Result<(), Error> {
@@ -829,7 +834,9 @@ impl DecoderOps for GpuPass<'_> {
 
     fn attend(&mut self, layer: usize) -> Result<(), Error> {
         if let Deferred::Qkv { biased, roped: [true, true] } = self.deferred {
-            if layer == self.layer {
+            // rope_append adds every bias the layer has: fused only where all were asked for.
+            let present = self.layer().biases.each_ref().map(Option::is_some);
+            if layer == self.layer && biased == present {
                 self.deferred = Deferred::Nothing;
                 return self.attend_fused(layer, biased);
             }
@@ -849,7 +856,7 @@ impl DecoderOps for GpuPass<'_> {
 
     fn add(&mut self, to: Act, from: Act) -> Result<(), Error> {
         if let Deferred::Projection { input, out, matrix } = self.deferred {
-            if out == from && to != input {
+            if out == from && to != input && to != out {
                 self.deferred = Deferred::Nothing;
                 let m = self.model;
                 let x = self.prepared(input, &[matrix.ty])?;
@@ -860,7 +867,9 @@ impl DecoderOps for GpuPass<'_> {
         }
         self.flush()?;
         let m = self.model;
-        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], self.bufs[from.index()])
+        m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], self.bufs[from.index()])?;
+        self.rewritten(to, false);
+        Ok(())
     }
 
     fn swiglu(&mut self) -> Result<(), Error> {

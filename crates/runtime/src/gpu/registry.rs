@@ -14,8 +14,6 @@
 
 /// Workgroup reductions, prepended to the kernels that sum or take maxima.
 const REDUCE: &str = concat!("const WG: u32 = 64u;\nvar<workgroup> partial: array<f32, 64>;\n", include_str!("wgsl/reduce.wgsl"));
-/// The same reductions over 256 threads (attention_wide.wgsl).
-const REDUCE_256: &str = concat!("const WG: u32 = 256u;\nvar<workgroup> partial: array<f32, 256>;\n", include_str!("wgsl/reduce.wgsl"));
 /// Rounding and packing to f16 with integer operations (`f16.wgsl` says why).
 const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
 /// The attention kernels' parameters and buffers.
@@ -110,7 +108,6 @@ registry! {
     Softmax: "softmax", Assembly::Pieces(&[REDUCE, include_str!("wgsl/softmax.wgsl")]), Both, checked by "elementwise";
     KvStore: "kv_store", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]), Both, checked by "attention";
     Attention: "attention", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention.wgsl")]), Both, checked by "attention";
-    AttentionWide: "attention_wide", Assembly::Pieces(&[REDUCE_256, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_wide.wgsl")]), Both, checked by "attention";
     AttentionSplit: "attention_split", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_split.wgsl")]), Both, checked by "attention";
     AttentionCombine: "attention_combine", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, ATTENTION_IO, include_str!("wgsl/attention_combine.wgsl")]), Both, checked by "attention";
     Argmax: "argmax", Assembly::Pieces(&[include_str!("wgsl/argmax.wgsl")]), Both, checked by "argmax";

@@ -1,6 +1,6 @@
 // Causal grouped-query attention of `tokens` new query rows over a layer's cache (reduce.wgsl,
 // f16.wgsl and attention_io.wgsl are prepended), for software adapters (llvmpipe,
-// SwiftShader), where it runs tens of times faster than attention_wide.wgsl, the one GPUs
+// SwiftShader), where it runs tens of times faster than attention_split.wgsl, the one GPUs
 // run (which says why). Token t (at position n_past + t) of head h attends to positions
 // 0..=n_past + t of kv head h / (heads / kv_heads): one workgroup of 64 per (head, token).
 // The scores go to a scratch buffer (contexts are longer than workgroup memory), then

@@ -1,4 +1,4 @@
-// What the two attention kernels (attention.wgsl for software adapters, attention_wide.wgsl
+// What the attention kernels (attention.wgsl for software adapters, attention_split.wgsl
 // for GPUs) take: the same parameters and buffers, so either runs behind one call.
 
 struct Params {
@@ -43,8 +43,8 @@ fn head_copies(lid: u32, qo: u32) {
 }
 
 // The query of the head whose first value is q[qo], rounded to f16 as the CPU backend
-// rounds it for the f16 cache's products, into workgroup memory (attention_wide.wgsl and
-// attention_split.wgsl); every thread calls it (a barrier is inside).
+// rounds it for the f16 cache's products, into workgroup memory (attention_split.wgsl);
+// every thread calls it (a barrier is inside).
 var<workgroup> query: array<vec2<f32>, 256>;
 
 fn load_query(lid: u32, qo: u32, pairs: u32) {

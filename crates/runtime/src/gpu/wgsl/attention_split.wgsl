@@ -1,15 +1,16 @@
 // Decoding's attention split over the cache positions (flash-decoding), first of two
 // dispatches (reduce.wgsl, f16.wgsl and attention_io.wgsl are prepended; the second is
 // attention_combine.wgsl). One workgroup of 64 per (head, token, chunk of `chunk` cache
-// positions), so a decode step at a depth of 512 keeps 96 workgroups busy where
-// attention_wide.wgsl kept 12 (one per head; 102 µs a layer on an H100, most of it one
-// thread's chain over the positions). Each workgroup writes, to `scores` as scratch, its
+// positions), so a decode step at a depth of 512 keeps 96 workgroups busy where the
+// kernel GPUs ran before kept 12 (one per head; 102 µs a layer on an H100, most of it one
+// thread's chain over the positions). Prompts take it too (their rows in groups whose
+// partial sums fit the scratch), so a token's result does not depend on its call's rows. Each workgroup writes, to `scores` as scratch, its
 // chunk's largest score m, the sum l of exp(s − m) over the chunk, and the values weighed by
 // exp(s − m), unnormalized: (m, l, o[0..head_dim]) per chunk. The combine rescales each
 // chunk by exp(m − M) for the largest M and divides by the total.
 //
-// What differs from attention_wide.wgsl: the probabilities are not rounded to f16 before
-// they weigh the values (the CPU backend rounds them, as llama.cpp's CPU path does; its CUDA
+// What differs from attention.wgsl: the probabilities are not rounded to f16 before they
+// weigh the values (the CPU backend rounds them, as llama.cpp's CPU path does; its CUDA
 // flash attention does not), since no chunk knows the total it would divide by. The query
 // is rounded to f16 as there, and the scores and exp are the same. The check compares this
 // with an exact softmax, within the same relative tolerance.

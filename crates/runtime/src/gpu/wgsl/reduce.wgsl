@@ -1,6 +1,6 @@
 // Workgroup reductions over WG threads (prepended to the kernels that use them, after a
-// header that declares `WG` and `partial: array<f32, WG>`: 64 threads for most kernels, 256
-// for attention_wide.wgsl; kernels.rs writes it). Every thread of the workgroup must call
+// header that declares `WG` and `partial: array<f32, WG>`: 64 threads;
+// registry.rs writes it). Every thread of the workgroup must call
 // them, in uniform control flow.
 
 fn workgroup_sum(lid: u32, v: f32) -> f32 {
