@@ -434,6 +434,18 @@ impl Kernels {
         self.product_to(gpu, enc, w, x, tokens, y, Placement { width: w.rows, offset: 0, epilogue: Epilogue::Store })
     }
 
+    /// Fail unless `x` holds `inputs` activations in the form the kernel for `ty` reads;
+    /// where its per-block scales start (the kernels' `scales_at`, in `x`'s elements).
+    fn check_input(&self, ty: GgmlType, x: &GpuVector, inputs: usize) -> Result<usize, Error> {
+        let (x_len, scales_at) = match self.input(ty) {
+            Input::F32 => (inputs, inputs),
+            Input::Q8 => (q8_len(inputs), inputs),
+            Input::F16 => (f16_len(inputs), inputs / 2),
+        };
+        shape("matvec input", x.len, x_len)?;
+        Ok(scales_at)
+    }
+
     /// The form of `x` that the kernel for `ty` reads ([`Kernels::input`]).
     fn form<'a>(&self, ty: GgmlType, x: Operand<'a>) -> &'a GpuVector {
         match self.input(ty) {
@@ -491,14 +503,7 @@ impl Kernels {
         y: &GpuVector,
         at: Placement,
     ) -> Result<(), Error> {
-        let inputs = tokens * w.cols;
-        let input = self.input(w.ty);
-        let (x_len, scales_at) = match input {
-            Input::F32 => (inputs, inputs),
-            Input::Q8 => (q8_len(inputs), inputs),
-            Input::F16 => (f16_len(inputs), inputs / 2),
-        };
-        shape("matvec input", x.len, x_len)?;
+        let scales_at = self.check_input(w.ty, x, tokens * w.cols)?;
         let (out_rows, mode) = match at.epilogue {
             Epilogue::Store => (w.rows, 0),
             Epilogue::Add => (w.rows, 1),
@@ -611,9 +616,7 @@ impl Kernels {
             return Err(Error::GpuShape { what: "a pair of matrices (two formats, stacked one after the other)", expected: 1, got: 0 });
         };
         let input = self.form(first.ty, x);
-        let inputs = tokens * first.cols;
-        let (x_len, scales_at) = if self.f16 { (f16_len(inputs), inputs / 2) } else { (inputs, inputs) };
-        shape("matvec input", input.len, x_len)?;
+        let scales_at = self.check_input(first.ty, input, tokens * first.cols)?;
         let rows = first.rows + second.rows;
         if offset + rows > width {
             return Err(Error::GpuShape { what: "matvec output columns", expected: offset + rows, got: width });

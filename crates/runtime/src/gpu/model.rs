@@ -60,6 +60,12 @@ struct GpuLayer {
     w_gate: GpuMatrix,
     w_up: GpuMatrix,
     w_down: GpuMatrix,
+    /// The stacked projections one dispatch multiplies by together, where they are of one
+    /// format ([`GpuMatrix::joined`]), made once here rather than per forward pass: Q and K,
+    /// Q, K and V, gate and up.
+    qk: Option<GpuMatrix>,
+    qkv: Option<GpuMatrix>,
+    gate_up: Option<GpuMatrix>,
 }
 
 impl GpuLayer {
@@ -107,7 +113,13 @@ fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, Error> {
         let joined: Vec<f32> = sides.iter().flat_map(|(b, rows)| b.as_deref().map_or_else(|| vec![0.0; *rows], <[f32]>::to_vec)).collect();
         GpuVector::from_slice(gpu, &joined)
     });
+    let qk = wq.joined(&wk);
+    let qkv = qk.as_ref().and_then(|qk| qk.joined(&wv));
+    let gate_up = w_gate.joined(&w_up);
     Ok(GpuLayer {
+        qk,
+        qkv,
+        gate_up,
         attn_norm: GpuVector::from_slice(gpu, &l.attn_norm),
         wq,
         wk,
@@ -728,9 +740,7 @@ impl<'p> GpuPass<'p> {
         let width = qw + 2 * kvw;
         let x = self.prepared(Act::Normed, &[l.wq.ty, l.wk.ty, l.wv.ty])?;
         let store = |offset| Placement { width, offset, epilogue: Epilogue::Store };
-        let qk = l.wq.joined(&l.wk);
-        let qkv = qk.as_ref().and_then(|qk| qk.joined(&l.wv));
-        match (&qkv, &qk) {
+        match (&l.qkv, &l.qk) {
             (Some(all), _) => m.kernels.product_to(&m.gpu, self.enc, all, x, self.rows, self.qkv, store(0))?,
             (None, Some(qk)) if m.kernels.pairs(qk, &l.wv) => {
                 m.kernels.product_pair(&m.gpu, self.enc, (qk, &l.wv), x, self.rows, self.qkv, (width, 0))?;
@@ -875,11 +885,11 @@ impl DecoderOps for GpuPass<'_> {
     fn swiglu(&mut self) -> Result<(), Error> {
         let m = self.model;
         let l = self.layer();
-        if let (Deferred::GateUp, Some(stacked)) = (&self.deferred, l.w_gate.joined(&l.w_up)) {
+        if let (Deferred::GateUp, Some(stacked)) = (&self.deferred, &l.gate_up) {
             self.deferred = Deferred::Nothing;
             let x = self.prepared(Act::Normed, &[stacked.ty])?;
             let at = Placement { width: l.w_gate.rows, offset: 0, epilogue: Epilogue::Glu };
-            m.kernels.product_to(&m.gpu, self.enc, &stacked, x, self.rows, self.bufs[Act::Gate.index()], at)?;
+            m.kernels.product_to(&m.gpu, self.enc, stacked, x, self.rows, self.bufs[Act::Gate.index()], at)?;
         } else {
             self.flush()?;
             m.kernels.swiglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()])?;
