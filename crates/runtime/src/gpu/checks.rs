@@ -74,13 +74,16 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
                 // Two tiles of tokens, the second partial.
                 matvec_case(gpu, k, ty, 19, 512, 11, None).await?;
             }
-            Ok(())
+            // Rows so long that a workgroup holds the dot products of fewer tokens (6).
+            matvec_case(gpu, k, GgmlType::Q8_0, 5, 16_384, 7, None).await
         }
         "matvec_k_quants" => {
             for ty in [GgmlType::Q4K, GgmlType::Q6K] {
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 1536, 3, None).await?;
                 matvec_case(gpu, k, ty, 19, 512, 9, None).await?;
+                // A prompt: the tiled kernel, two tiles of rows and of tokens, each partial.
+                matvec_case(gpu, k, ty, 70, 1536, 40, None).await?;
             }
             Ok(())
         }
@@ -89,8 +92,9 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
             // Parts of 7 rows (Q8_0: 8 blocks of 36 bytes per 256-value row).
             matvec_case(gpu, k, GgmlType::Q8_0, 100, 256, 2, Some(7 * 8 * 36)).await?;
             matvec_case(gpu, k, GgmlType::Q4_1, 50, 512, 1, Some(3 * 16 * 20)).await?;
-            // Q6_K blocks are re-laid from 210 to 212 bytes.
-            matvec_case(gpu, k, GgmlType::Q6K, 30, 512, 1, Some(4 * 2 * 212)).await
+            // Q6_K blocks are re-laid from 210 to 212 bytes; a prompt's product too (tiled).
+            matvec_case(gpu, k, GgmlType::Q6K, 30, 512, 1, Some(4 * 2 * 212)).await?;
+            matvec_case(gpu, k, GgmlType::Q4K, 30, 512, 12, Some(4 * 2 * 144)).await
         }
         "rms_norm" => rms_norm(gpu, k).await,
         "rope" => rope(gpu, k).await,
@@ -162,17 +166,6 @@ async fn matvec_case(
         return Err(Error::GpuShape { what: "matrix parts", expected: 2, got: w.parts.len() });
     }
     let got = gpu_product(gpu, k, &w, &x, tokens).await?;
-    // Tokens go through in tiles (matvec.wgsl): the first and the last token, alone, give
-    // what they give in the batch (the same sums in the same order: the same bits, up to a
-    // driver contracting a multiply-add differently in one loop than in the other).
-    if tokens > 1 {
-        for t in [0, tokens - 1] {
-            let alone = gpu_product(gpu, k, &w, &x[t * cols..(t + 1) * cols], 1).await?;
-            let batch = &got[t * rows..(t + 1) * rows];
-            let what = format!("{ty:?} matvec {rows}×{cols}: token {t} alone against in a batch of {tokens}");
-            compare(&what, &alone, batch, |i| 1e-6 * batch[i].abs())?;
-        }
-    }
     let mut want = vec![0f32; tokens * rows];
     let mut scale = vec![0f32; tokens * rows];
     let row_bytes = data.len() / rows;
@@ -190,6 +183,17 @@ async fn matvec_case(
             scale[t * rows + r] = row.iter().zip(xt).map(|(&a, &b)| (a * b).abs()).sum();
         }
     }
+    // A token alone (the matrix × vector kernel) gives what it gives in a batch (tiles of
+    // that kernel, or the tiled one past MATVEC_TILE tokens): the same sums in the same
+    // order (product_io.wgsl), so the same bits.
+    if tokens > 1 {
+        for t in [0, tokens - 1] {
+            let alone = gpu_product(gpu, k, &w, &x[t * cols..(t + 1) * cols], 1).await?;
+            let batch = &got[t * rows..(t + 1) * rows];
+            let what = format!("{ty:?} matvec {rows}×{cols}: token {t} alone against in a batch of {tokens}");
+            compare(&what, &alone, batch, |_| 0.0)?;
+        }
+    }
     // The f16 path rounds each scaled activation to f16 and each four-term dot product in
     // f16 (2^-11 relative, a few roundings per term; on llvmpipe the largest difference is
     // 1.4e-4 of the sum of |terms|). The f32 path: 1e-5.
@@ -202,7 +206,7 @@ const F16_TOLERANCE: f32 = 2e-3;
 
 /// `w` times `tokens` rows of activations `x`, on the GPU (the activations first put in the
 /// form `w`'s kernel reads: 8-bit, or packed f16 on the f16 path).
-async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: usize) -> Result<Vec<f32>, Error> {
+pub(super) async fn gpu_product(gpu: &Gpu, k: &Kernels, w: &GpuMatrix, x: &[f32], tokens: usize) -> Result<Vec<f32>, Error> {
     let (gx, gy) = (GpuVector::from_slice(gpu, x), GpuVector::zeros(gpu, tokens * w.rows));
     let (q8, f16) = (GpuVector::zeros(gpu, q8_len(x.len())), GpuVector::zeros(gpu, f16_len(x.len())));
     let operand = Operand { f32: &gx, q8: &q8, f16: &f16 };

@@ -18,7 +18,10 @@ use crate::Error;
 /// Every fused step against its parts.
 pub(super) async fn fused(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     norm_with_copies(gpu, k).await?;
-    stacked_products(gpu, k).await?;
+    // A decode step's few tokens, and a prompt's many (the tiled kernel).
+    for tokens in [3, 40] {
+        stacked_products(gpu, k, tokens).await?;
+    }
     for (neox, rope_dims, biased) in [(false, 64, true), (true, 64, true), (true, 32, false)] {
         rope_append(gpu, k, neox, rope_dims, biased).await?;
     }
@@ -84,8 +87,8 @@ async fn norm_with_copies(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
 /// product alone; a product added to what its output holds equals the
 /// product plus those values; and a stacked gate and up with SwiGLU as the epilogue equals
 /// SwiGLU (the CPU's) of the two products.
-async fn stacked_products(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
-    let (cols, tokens) = (512, 3);
+async fn stacked_products(gpu: &Gpu, k: &Kernels, tokens: usize) -> Result<(), Error> {
+    let cols = 512;
     let x = activations(cols * tokens, 43);
     let shapes = [(GgmlType::Q4K, 40, 51), (GgmlType::Q4K, 24, 52), (GgmlType::Q6K, 24, 53)];
     let data: Vec<Vec<u8>> = shapes.iter().map(|&(ty, rows, seed)| weight_row(ty, rows * cols, seed)).collect();

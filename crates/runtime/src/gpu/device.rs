@@ -23,9 +23,6 @@ pub struct GpuOptions {
     pub min_binding_bytes: u64,
     /// Use a CPU adapter (llvmpipe, SwiftShader) when no real GPU is found: tests do this.
     pub allow_cpu_adapter: bool,
-    /// Never use subgroup operations, even where the adapter offers them (the tests check
-    /// the path without them this way).
-    pub avoid_subgroups: bool,
     /// Never use the f16 path, even where the adapter offers `shader-f16` (the tests check
     /// the f32 path this way; a benchmark compares the two).
     pub avoid_f16: bool,
@@ -129,8 +126,8 @@ pub struct AdapterReport {
     pub max_compute_workgroups_per_dimension: u32,
     /// Whether this device runs the K-quants' f16 path.
     pub uses_f16_path: bool,
-    /// The subgroup size this device's matrix kernel uses, if any.
-    pub uses_subgroups: Option<u32>,
+    /// Whether the kernels take a GPU's shapes ([`Gpu::runs_gpu_kernels`]).
+    pub uses_gpu_shapes: bool,
 }
 
 /// A device and its queue, with the limits granted.
@@ -150,8 +147,6 @@ pub struct Gpu {
     f16: bool,
     /// [`GpuOptions::gpu_kernels`].
     gpu_kernels: bool,
-    /// The adapter's smallest subgroup, where subgroup operations are enabled.
-    subgroup_size: Option<u32>,
     /// The first error the device reported outside any call (a lost device, say); checked
     /// after every submission.
     lost: Arc<Mutex<Option<String>>>,
@@ -220,17 +215,9 @@ impl Gpu {
         let f16 = !options.avoid_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
         // Timestamps need the read-back to wait on the device: natively only.
         let profile = options.profile && !cfg!(target_arch = "wasm32") && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        // Subgroups where offered, with a known smallest size the matrix kernel can take as
-        // its workgroup (so a workgroup is one subgroup).
-        let subgroup_size = (!options.avoid_subgroups && adapter.features().contains(wgpu::Features::SUBGROUP))
-            .then_some(info.subgroup_min_size)
-            .filter(|s| (4..=128).contains(s) && s.is_power_of_two());
         let mut features = wgpu::Features::empty();
         if profile {
             features |= wgpu::Features::TIMESTAMP_QUERY;
-        }
-        if subgroup_size.is_some() {
-            features |= wgpu::Features::SUBGROUP;
         }
         if f16 {
             features |= wgpu::Features::SHADER_F16;
@@ -264,7 +251,6 @@ impl Gpu {
             adapter_features: adapter.features(),
             f16,
             gpu_kernels: options.gpu_kernels,
-            subgroup_size,
             lost,
             pool: Arc::default(),
             bind_groups: Arc::default(),
@@ -289,8 +275,9 @@ impl Gpu {
 
     /// Whether this is a GPU, as far as the adapter says: not a CPU adapter (llvmpipe), and
     /// with subgroups, which SwiftShader in a browser (whose adapter has no name or type
-    /// there) lacks and GPUs offer (offered, whether or not this device uses them). Kernels
-    /// that pay on a GPU but cost a software adapter (split attention) go by it.
+    /// there) lacks and GPUs offer (no kernel uses them: the matrix kernels sum in a fixed
+    /// order). Kernel shapes that pay on a GPU but cost a software adapter (split attention,
+    /// many threads on a matrix row) go by it.
     pub fn is_gpu(&self) -> bool {
         !self.is_software() && self.adapter_features.contains(wgpu::Features::SUBGROUP)
     }
@@ -329,7 +316,7 @@ impl Gpu {
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
             max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
             uses_f16_path: self.f16,
-            uses_subgroups: self.subgroup_size,
+            uses_gpu_shapes: self.runs_gpu_kernels(),
         }
     }
 
@@ -360,12 +347,6 @@ impl Gpu {
     /// with it, and the K-quant kernels multiply in f16 ([`super::Kernels::input`]).
     pub fn has_f16(&self) -> bool {
         self.f16
-    }
-
-    /// The subgroup size the kernels use (the adapter's smallest), where subgroup operations
-    /// are enabled: the matrix kernel then sums with `subgroupAdd`.
-    pub fn subgroup_size(&self) -> Option<u32> {
-        self.subgroup_size
     }
 
     /// The largest buffer binding granted, in bytes.

@@ -10,7 +10,7 @@ use super::buffers::{block_layout, GpuMatrix, GpuVector};
 use super::device::Gpu;
 use super::pool::Use;
 use super::recorder::Recorder;
-use super::registry::{matvec, Assembly, Kernel, KernelEntry, Path, KERNELS};
+use super::registry::{products, Assembly, Kernel, KernelEntry, Path, KERNELS};
 use crate::gguf::GgmlType;
 use crate::lm::DeviceDraw;
 use crate::Error;
@@ -29,9 +29,9 @@ pub struct Kernels {
     /// Whether the f16 path is on ([`Gpu::has_f16`]): the K-quants' kernels read
     /// activations packed as f16.
     f16: bool,
-    /// Whether [`Kernels::attention`] runs the GPU's kernel (split attention), not the one
-    /// for software adapters.
-    wide_attention: bool,
+    /// Whether the kernels take a GPU's shapes ([`Gpu::runs_gpu_kernels`]: split attention,
+    /// many threads on a matrix row), not the ones for software adapters.
+    gpu_shapes: bool,
     /// Two small buffers bound where a kernel's copy outputs go unused ([`Copies::NONE`]),
     /// made on first use.
     unused: OnceLock<[wgpu::Buffer; 2]>,
@@ -192,8 +192,77 @@ pub fn attention_scratch(a: AttentionShape) -> usize {
     (a.tokens * a.heads * ctx).max(split_rows(a) * a.heads * ctx.div_ceil(SPLIT_CHUNK) * (a.head_dim + 2))
 }
 
-/// Tokens per workgroup of the matrix product (`TILE` in matvec.wgsl).
+/// The most tokens a workgroup of the matrix × vector kernel takes; more tokens than
+/// this go to the tiled kernel where the format has one.
 const MATVEC_TILE: u32 = 8;
+/// Sub-block dot products the matrix × vector kernel holds at once (`SUMS` in matvec.wgsl).
+const MATVEC_SUMS: u32 = 3072;
+/// Rows and tokens per workgroup of the tiled kernel (`BM`, `BN` in matmul.wgsl).
+const MATMUL_TILE: (u32, u32) = (64, 32);
+
+/// Which kernel shape runs a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProductShape {
+    /// The tiled kernel (matmul.wgsl): 64 rows × 32 tokens a workgroup, or, for a gated
+    /// product, 32 gate rows beside their up rows.
+    Tiled,
+    /// The matrix × vector kernel in a GPU's shape (matvec.wgsl): a row a workgroup.
+    RowPerGroup,
+    /// The matrix × vector kernel on software adapters (matvec_rows.wgsl): a row an
+    /// invocation, 64 a workgroup.
+    RowPerInvocation,
+}
+
+/// How a product of a matrix with rows of `cols` values and `tokens` rows of activations
+/// is cut into workgroups.
+struct ProductPlan {
+    /// 32-value sub-blocks per row.
+    blocks: u32,
+    /// Tokens.
+    tokens: u32,
+    /// Tokens per workgroup.
+    tile: u32,
+    /// Workgroups along z.
+    token_groups: u32,
+    /// The kernel's shape.
+    shape: ProductShape,
+}
+
+impl ProductPlan {
+    fn new(cols: usize, tokens: usize, shape: ProductShape) -> Result<ProductPlan, Error> {
+        if !cols.is_multiple_of(32) {
+            return Err(Error::GpuShape { what: "matrix columns (a multiple of 32)", expected: cols.next_multiple_of(32), got: cols });
+        }
+        let blocks = u32_of(cols / 32, "matrix blocks")?;
+        let tile = match shape {
+            ProductShape::Tiled => MATMUL_TILE.1,
+            // It holds a tile's dot products in workgroup memory.
+            ProductShape::RowPerGroup => MATVEC_TILE.min(MATVEC_SUMS / blocks.max(1)),
+            ProductShape::RowPerInvocation => MATVEC_TILE,
+        };
+        if tile == 0 {
+            return Err(Error::GpuShape { what: "matrix columns", expected: 32 * MATVEC_SUMS as usize, got: cols });
+        }
+        let tokens = u32_of(tokens, "matvec tokens")?;
+        let token_groups = tokens.div_ceil(tile);
+        if token_groups > MAX_GROUPS {
+            return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: token_groups as usize });
+        }
+        Ok(ProductPlan { blocks, tokens, tile, token_groups, shape })
+    }
+
+    /// Workgroups along the rows for `rows` output rows (gate rows, for a gated product).
+    fn row_groups(&self, rows: u32, gated: bool) -> u32 {
+        let per_group = match (self.shape, gated) {
+            (ProductShape::Tiled, false) => MATMUL_TILE.0,
+            (ProductShape::Tiled, true) => MATMUL_TILE.0 / 2,
+            (ProductShape::RowPerGroup, _) => 1,
+            (ProductShape::RowPerInvocation, _) => WORKGROUP,
+        };
+        rows.div_ceil(per_group)
+    }
+}
+
 /// A compiled kernel and its name (for the profiler's figures).
 #[derive(Debug)]
 struct Pipeline {
@@ -218,29 +287,28 @@ fn pipeline(gpu: &Gpu, name: &'static str, pieces: &[&str]) -> Pipeline {
     Pipeline { name, inner }
 }
 
-/// The matrix kernel for one block format (`format`'s pieces define its `block_dot`),
-/// summing with subgroup operations where the device has them enabled; on the f16 path
-/// (`f16`) with `enable f16;` and `matvec_f16.wgsl` before the format.
-fn matvec_pipeline(gpu: &Gpu, name: &'static str, format: &str, f16: bool) -> Pipeline {
-    let (enable_f16, input) = if f16 { ("enable f16;", matvec::F16_INPUT) } else { ("", "alias XWord = f32;") };
-    match gpu.subgroup_size() {
-        Some(size) => {
-            // Browsers' WGSL compilers want the extension enabled; wgpu's native one (naga)
-            // refuses the directive and takes subgroup operations from the device feature.
-            let enable = if cfg!(target_arch = "wasm32") { "enable subgroups;" } else { "" };
-            let threads = format!("const SG: u32 = {size}u;");
-            pipeline(gpu, name, &[enable_f16, enable, input, format, matvec::BODY, &threads, matvec::SUBGROUP])
-        }
-        None => pipeline(gpu, name, &[enable_f16, matvec::REDUCE, input, format, matvec::BODY, matvec::TREE]),
+/// A matrix kernel for one block format: the matrix × vector kernel (`format`'s pieces
+/// define its `block_dot`), in the device's shape, or the tiled one (`tiled`: they define its tiled piece); on the
+/// f16 path (`f16`) with `enable f16;` and `matvec_f16.wgsl` before the format.
+fn product_pipeline(gpu: &Gpu, name: &'static str, format: &str, f16: bool, tiled: bool) -> Pipeline {
+    let (enable_f16, input) = if f16 { ("enable f16;", products::F16_INPUT) } else { ("", "alias XWord = f32;") };
+    if tiled {
+        let staging = if f16 { products::MATMUL_F16 } else { products::MATMUL_F32 };
+        pipeline(gpu, name, &[enable_f16, input, products::IO, staging, format, products::MATMUL])
+    } else {
+        // The shape of the matrix × vector kernel: a GPU's, or one row an invocation on a
+        // software adapter (ProductPlan::row_groups counts workgroups to match).
+        let shape = if gpu.runs_gpu_kernels() { products::MATVEC } else { products::MATVEC_ROWS };
+        pipeline(gpu, name, &[enable_f16, input, products::IO, format, shape])
     }
 }
 
-/// Two formats' pieces as one format for the pair kernel: each `block_dot` renamed, the
-/// second's `BLOCK_VALUES` dropped (both count 32-value sub-blocks), and a `block_dot` that
-/// calls the one of the row's matrix (`second_format`, set by matvec.wgsl).
+/// Two formats' pieces as one format for the pair kernel: each `block_dot` renamed, and a
+/// `block_dot` that calls the one of the row's matrix (`second_format`, set by
+/// product_io.wgsl).
 fn pair_format(first: &[&str], second: &[&str]) -> String {
     let rename = |pieces: &[&str], to: &str| pieces.join("\n").replace("fn block_dot(", &format!("fn {to}("));
-    let second = rename(second, "block_dot_second").replace("const BLOCK_VALUES: u32 = 32u;", "");
+    let second = rename(second, "block_dot_second");
     let pick = "fn block_dot(block: u32, xo: u32) -> f32 {\n    if (second_format) {\n        return block_dot_second(block, xo);\n    }\n    return block_dot_first(block, xo);\n}";
     [rename(first, "block_dot_first"), second, pick.to_owned()].join("\n")
 }
@@ -249,8 +317,9 @@ fn pair_format(first: &[&str], second: &[&str]) -> String {
 fn compile(gpu: &Gpu, entry: &KernelEntry) -> Pipeline {
     match entry.assembly {
         Assembly::Pieces(pieces) => pipeline(gpu, entry.name, pieces),
-        Assembly::Matvec { format, f16 } => matvec_pipeline(gpu, entry.name, &format.join("\n"), f16),
-        Assembly::MatvecPair { first, second, f16 } => matvec_pipeline(gpu, entry.name, &pair_format(first, second), f16),
+        Assembly::Matvec { format, f16 } => product_pipeline(gpu, entry.name, &format.join("\n"), f16, false),
+        Assembly::Matmul { format, f16 } => product_pipeline(gpu, entry.name, &format.join("\n"), f16, true),
+        Assembly::MatvecPair { first, second, f16 } => product_pipeline(gpu, entry.name, &pair_format(first, second), f16, false),
     }
 }
 
@@ -280,7 +349,7 @@ impl Kernels {
         Kernels {
             compiled: KERNELS.iter().map(|_| OnceLock::new()).collect(),
             f16: gpu.has_f16(),
-            wide_attention: gpu.runs_gpu_kernels(),
+            gpu_shapes: gpu.runs_gpu_kernels(),
             unused: OnceLock::new(),
         }
     }
@@ -522,62 +591,75 @@ impl Kernels {
             return Err(Error::GpuShape { what: "matvec output columns", expected: at.offset + out_rows, got: at.width });
         }
         shape("matvec output", y.len, tokens * at.width)?;
-        let kernel = match (w.ty, self.f16) {
-            (GgmlType::F32, _) => Kernel::MatvecF32,
-            (GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
-            (GgmlType::Q8_0, _) => Kernel::MatvecQ8_0,
-            (GgmlType::Q4K, true) => Kernel::MatvecQ4KF16,
-            (GgmlType::Q6K, true) => Kernel::MatvecQ6KF16,
-            (GgmlType::Q4K, false) => Kernel::MatvecQ4K,
-            (GgmlType::Q6K, false) => Kernel::MatvecQ6K,
-            (ty, _) => return Err(Error::UnsupportedGpuType { ty: format!("{ty:?}") }),
+        let layout = block_layout(w.ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{:?}", w.ty) })?;
+        let tiled = self.tiled_kernel(w.ty).filter(|_| tokens > MATVEC_TILE as usize);
+        let kernel = match (tiled, w.ty, self.f16) {
+            (Some(kernel), _, _) => kernel,
+            (None, GgmlType::F32, _) => Kernel::MatvecF32,
+            (None, GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
+            (None, GgmlType::Q8_0, _) => Kernel::MatvecQ8_0,
+            (None, GgmlType::Q4K, true) => Kernel::MatvecQ4KF16,
+            (None, GgmlType::Q6K, true) => Kernel::MatvecQ6KF16,
+            (None, GgmlType::Q4K, false) => Kernel::MatvecQ4K,
+            (None, GgmlType::Q6K, false) => Kernel::MatvecQ6K,
+            (None, ty, _) => return Err(Error::UnsupportedGpuType { ty: format!("{ty:?}") }),
         };
         let pipeline = self.get(gpu, kernel)?;
-        let layout = block_layout(w.ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{:?}", w.ty) })?;
-        // The shaders' unit: a block, or a K-quant's 32-value sub-block (more threads per row).
-        let values = match w.ty {
-            GgmlType::Q4K | GgmlType::Q6K => 32,
-            _ => layout.values,
-        };
-        let tokens = u32_of(tokens, "matvec tokens")?;
-        // Workgroups along z: one per tile of MATVEC_TILE tokens (matvec.wgsl's TILE).
-        let tiles = tokens.div_ceil(MATVEC_TILE);
-        if tiles > MAX_GROUPS {
-            return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
-        }
+        let plan = ProductPlan::new(w.cols, tokens, if tiled.is_some() { ProductShape::Tiled } else { self.matvec_shape() })?;
         for part in &w.parts {
-            // A stacked matrix starts on one of its own blocks (GpuMatrix::stack places it so).
-            if !part.word_offset.is_multiple_of(layout.words) {
+            // A stacked matrix starts on one of its own blocks (GpuMatrix::stack places it so),
+            // and the kernels count 32-value sub-blocks.
+            let values_before = part.word_offset / layout.words * layout.values;
+            if !part.word_offset.is_multiple_of(layout.words) || !values_before.is_multiple_of(32) {
                 return Err(Error::GpuShape {
                     what: "matrix offset (whole blocks)",
-                    expected: part.word_offset.next_multiple_of(layout.words),
+                    expected: part.word_offset.next_multiple_of(layout.words * 32),
                     got: part.word_offset,
                 });
             }
-            let first_block = part.word_offset / layout.words * (layout.values / values);
             let rows = u32_of(if at.epilogue == Epilogue::Glu { out_rows } else { part.rows }, "matrix rows")?;
-            let (gx, gy) = groups_2d(rows);
+            let (gx, gy) = groups_2d(plan.row_groups(rows, at.epilogue == Epilogue::Glu));
             let words = [
                 rows,
-                u32_of(w.cols / values, "matrix blocks")?,
+                plan.blocks,
                 u32_of(w.cols, "matrix columns")?,
                 u32_of(at.width, "matvec output columns")?,
                 u32_of(at.offset + part.first_row, "matrix rows")?,
                 gx,
                 u32_of(scales_at, "matvec input")?,
-                tokens,
-                u32_of(first_block, "matrix offset")?,
+                plan.tokens,
+                u32_of(values_before / 32, "matrix offset")?,
                 mode,
                 u32_of(out_rows, "matrix rows")?,
                 u32::MAX,
                 0,
-                0,
+                plan.tile,
                 0,
                 0,
             ];
-            self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, tiles));
+            self.dispatch(gpu, enc, pipeline, &[&part.buffer, &x.buffer, &y.buffer], &words, (gx, gy, plan.token_groups));
         }
         Ok(())
+    }
+
+    /// The matrix × vector kernel's shape on this device.
+    fn matvec_shape(&self) -> ProductShape {
+        if self.gpu_shapes {
+            ProductShape::RowPerGroup
+        } else {
+            ProductShape::RowPerInvocation
+        }
+    }
+
+    /// The tiled product's kernel for `ty` on this device's path, where there is one.
+    fn tiled_kernel(&self, ty: GgmlType) -> Option<Kernel> {
+        match (ty, self.f16) {
+            (GgmlType::Q4K, false) => Some(Kernel::MatmulQ4K),
+            (GgmlType::Q6K, false) => Some(Kernel::MatmulQ6K),
+            (GgmlType::Q4K, true) => Some(Kernel::MatmulQ4KF16),
+            (GgmlType::Q6K, true) => Some(Kernel::MatmulQ6KF16),
+            _ => None,
+        }
     }
 
     /// The pair kernel for matrices of `first` then `second`'s format, where there is one.
@@ -616,6 +698,12 @@ impl Kernels {
             return Err(Error::GpuShape { what: "a pair of matrices (two formats, stacked one after the other)", expected: 1, got: 0 });
         };
         let input = self.form(first.ty, x);
+        if tokens > MATVEC_TILE as usize && self.tiled_kernel(first.ty).is_some() && self.tiled_kernel(second.ty).is_some() {
+            // A prompt: each format through its tiled kernel (which takes one format).
+            let at = |offset| Placement { width, offset, epilogue: Epilogue::Store };
+            self.matvec_to(gpu, enc, first, input, tokens, y, at(offset))?;
+            return self.matvec_to(gpu, enc, second, input, tokens, y, at(offset + first.rows));
+        }
         let scales_at = self.check_input(first.ty, input, tokens * first.cols)?;
         let rows = first.rows + second.rows;
         if offset + rows > width {
@@ -625,31 +713,27 @@ impl Kernels {
         let pipeline = self.get(gpu, kernel)?;
         // Both formats' kernels count 32-value sub-blocks, eight to a 256-value block.
         let sub_blocks = |m: &GpuMatrix| block_layout(m.ty).map_or(0, |l| m.parts[0].word_offset / l.words * (l.values / 32));
-        let tokens = u32_of(tokens, "matvec tokens")?;
-        let tiles = tokens.div_ceil(MATVEC_TILE);
-        if tiles > MAX_GROUPS {
-            return Err(Error::GpuShape { what: "matvec token tiles", expected: MAX_GROUPS as usize, got: tiles as usize });
-        }
-        let (gx, gy) = groups_2d(u32_of(rows, "matrix rows")?);
+        let plan = ProductPlan::new(first.cols, tokens, self.matvec_shape())?;
+        let (gx, gy) = groups_2d(plan.row_groups(u32_of(rows, "matrix rows")?, false));
         let words = [
             u32_of(rows, "matrix rows")?,
-            u32_of(first.cols / 32, "matrix blocks")?,
+            plan.blocks,
             u32_of(first.cols, "matrix columns")?,
             u32_of(width, "matvec output columns")?,
             u32_of(offset, "matrix rows")?,
             gx,
             u32_of(scales_at, "matvec input")?,
-            tokens,
+            plan.tokens,
             u32_of(sub_blocks(first), "matrix offset")?,
             0,
             0,
             u32_of(first.rows, "matrix rows")?,
             u32_of(sub_blocks(second), "matrix offset")?,
-            0,
+            plan.tile,
             0,
             0,
         ];
-        self.dispatch(gpu, enc, pipeline, &[&first.parts[0].buffer, &input.buffer, &y.buffer], &words, (gx, gy, tiles));
+        self.dispatch(gpu, enc, pipeline, &[&first.parts[0].buffer, &input.buffer, &y.buffer], &words, (gx, gy, plan.token_groups));
         Ok(())
     }
 
@@ -1001,7 +1085,7 @@ impl Kernels {
         out: (&GpuVector, Option<(Operand, Copies)>),
         a: AttentionShape,
     ) -> Result<(), Error> {
-        let kernel = if self.wide_attention { AttentionKernel::Split } else { AttentionKernel::Narrow };
+        let kernel = if self.gpu_shapes { AttentionKernel::Split } else { AttentionKernel::Narrow };
         self.attention_as(kernel, gpu, enc, q, kv, scores, out, a)
     }
 

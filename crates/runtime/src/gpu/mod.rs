@@ -28,8 +28,10 @@
 //! step is at most 10 dispatches a layer, which `tests/gpu_dispatch_budget.rs` holds),
 //! checked against the CPU backend on SmolLM2 (`tests/gpu_parity.rs`); and, for
 //! benchmarks, GPU time per kernel from timestamp queries (`profile`,
-//! [`GpuOptions::profile`]). The matrix kernel sums with `subgroupAdd` where the adapter
-//! has subgroups ([`Gpu::subgroup_size`]), and the K/V cache holds packed f16 pairs. The
+//! [`GpuOptions::profile`]). A product of many tokens (a prompt) is a tiled matrix
+//! multiplication (`matmul.wgsl`), of a few a matrix × vector kernel (`matvec.wgsl`, or
+//! `matvec_rows.wgsl` on software adapters), all summing in one fixed order
+//! (`product_io.wgsl`); the K/V cache holds packed f16 pairs. The
 //! embedder's encoder runs here too ([`GpuEncoder`]: LayerNorm, bias + GELU and
 //! bidirectional attention over packed sequences, `layer_norm.wgsl`, `bias_gelu.wgsl`,
 //! `encoder_attention.wgsl`), on the same device as the decoder (a [`Gpu`] clone is that

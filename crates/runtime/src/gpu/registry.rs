@@ -35,9 +35,11 @@ pub(super) enum Assembly {
     /// These pieces, joined in order.
     Pieces(&'static [&'static str]),
     /// The matrix × vector kernel around a block format's pieces (which define its
-    /// `block_dot`): summing by subgroup operations or by a tree, as the device allows,
-    /// and on the f16 path (`f16`) reading activations packed as f16.
+    /// `block_dot`), on the f16 path (`f16`) reading activations packed as f16.
     Matvec { format: &'static [&'static str], f16: bool },
+    /// The tiled matrix product (prompts) around a block format's pieces (its block file
+    /// and its tiled piece: `stage_weights`, `sub_dots`), on the f16 path as above.
+    Matmul { format: &'static [&'static str], f16: bool },
     /// The matrix × vector kernel over two matrices of two formats lying one after the other
     /// in one buffer (`first`'s rows, then `second`'s), each format's `block_dot` renamed
     /// and one that picks by row put in front (matvec.wgsl says how).
@@ -98,6 +100,10 @@ registry! {
     MatvecQ4KF16: "matvec_q4_k_f16", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6K: "matvec_q4_k_q6_k", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "fused";
+    MatmulQ4K: "matmul_q4_k", Assembly::Matmul { format: &[Q4_K, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatmulQ6K: "matmul_q6_k", Assembly::Matmul { format: &[Q6_K, include_str!("wgsl/matmul_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatmulQ4KF16: "matmul_q4_k_f16", Assembly::Matmul { format: &[Q4_K, include_str!("wgsl/matmul_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatmulQ6KF16: "matmul_q6_k_f16", Assembly::Matmul { format: &[Q6_K, include_str!("wgsl/matmul_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6KF16: "matvec_q4_k_q6_k_f16", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "fused";
     QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";
     RmsNorm: "rms_norm", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, include_str!("wgsl/rms_norm.wgsl")]), Both, checked by "rms_norm";
@@ -125,18 +131,22 @@ impl Kernel {
     }
 }
 
-/// The source of the matrix kernel's pieces around a format.
-pub(super) mod matvec {
-    /// The matrix × vector kernel, after a block format's `block_dot`, before its entry point.
-    pub const BODY: &str = include_str!("wgsl/matvec.wgsl");
-    /// The entry point summing by a tree in workgroup memory (after [`super::REDUCE`]).
-    pub const TREE: &str = include_str!("wgsl/matvec_tree.wgsl");
-    /// The entry point summing with `subgroupAdd`.
-    pub const SUBGROUP: &str = include_str!("wgsl/matvec_subgroup.wgsl");
-    /// The f16 path's activations and helpers, before a format's `block_dot`.
+/// The source of the matrix kernels' pieces around a format.
+pub(super) mod products {
+    /// What both matrix kernels share: parameters, buffers, where a sum goes.
+    pub const IO: &str = include_str!("wgsl/product_io.wgsl");
+    /// The matrix × vector kernel (a few tokens), after a block format's `block_dot`.
+    pub const MATVEC: &str = include_str!("wgsl/matvec.wgsl");
+    /// Its shape for software adapters: one row an invocation.
+    pub const MATVEC_ROWS: &str = include_str!("wgsl/matvec_rows.wgsl");
+    /// The tiled matrix product (prompts), after a format's tiled piece.
+    pub const MATMUL: &str = include_str!("wgsl/matmul.wgsl");
+    /// The f16 path's activations and helpers, before a format's pieces.
     pub const F16_INPUT: &str = include_str!("wgsl/matvec_f16.wgsl");
-    /// Workgroup reductions for the tree.
-    pub const REDUCE: &str = super::REDUCE;
+    /// The tiled product's activations on each path.
+    pub const MATMUL_F32: &str = include_str!("wgsl/matmul_f32.wgsl");
+    /// The same on the f16 path (after [`F16_INPUT`]).
+    pub const MATMUL_F16: &str = include_str!("wgsl/matmul_f16.wgsl");
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@ use crate::testdata::weight_row;
 use crate::Error;
 
 fn gpu() -> Gpu {
-    match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() }) {
+    gpu_with(GpuOptions::default())
+}
+
+fn gpu_with(options: GpuOptions) -> Gpu {
+    match Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: true, ..options }) {
         Ok(g) => g,
         Err(e) => panic!("{e}: the GPU tests need a Vulkan driver (Debian's mesa-vulkan-drivers; scripts/setup.sh installs it)"),
     }
@@ -58,7 +62,7 @@ fn no_kernel_is_compiled_before_it_is_needed_and_the_checks_reach_every_one() {
     assert!(gpu.has_f16(), "llvmpipe's shader-f16 is enabled: the f16 path's kernels run");
     let (compiled, to_run) = gpu.kernels().coverage();
     assert!(compiled.is_empty(), "{compiled:?}");
-    assert_eq!(to_run.len(), registry::KERNELS.len() - 3, "all but the f32 path's K-quant kernels: {to_run:?}");
+    assert_eq!(to_run.len(), registry::KERNELS.len() - 5, "all but the f32 path's K-quant kernels: {to_run:?}");
     assert_eq!(pollster::block_on(checks::run_all(&gpu)).unwrap(), checks::CHECKS.len());
     let (compiled, unchecked) = gpu.kernels().coverage();
     assert_eq!(unchecked, Vec::<&str>::new(), "kernels that no check ran");
@@ -115,14 +119,39 @@ fn matrix_checks_on(options: GpuOptions) -> Gpu {
     device
 }
 
-/// llvmpipe offers subgroups (of 8), so the checks above run the matrix kernel that sums
-/// with `subgroupAdd`; here the same checks run the one that sums by a tree, as on an
-/// adapter without subgroups (SwiftShader in the browser test, say).
+/// llvmpipe is a software adapter, so the checks above run the matrix × vector kernel in
+/// its shape for those (a row an invocation); here the same checks run a GPU's (a row a
+/// workgroup), and both shapes give the same bits, on both paths.
 #[test]
-fn the_matrix_kernel_without_subgroups_matches_the_cpu_reference_too() {
-    assert_eq!(gpu().subgroup_size(), Some(8), "llvmpipe's subgroups are enabled");
-    let plain = matrix_checks_on(GpuOptions { avoid_subgroups: true, ..GpuOptions::default() });
-    assert_eq!(plain.subgroup_size(), None);
+fn the_matrix_kernel_in_a_gpus_shape_matches_the_cpu_reference_and_the_other_shape() {
+    for avoid_f16 in [false, true] {
+        let software = gpu_with(GpuOptions { avoid_f16, ..GpuOptions::default() });
+        let shaped = matrix_checks_on(GpuOptions { avoid_f16, gpu_kernels: true, ..GpuOptions::default() });
+        assert!(!software.runs_gpu_kernels() && shaped.runs_gpu_kernels());
+        for (ty, cols, tokens) in [
+            (GgmlType::Q4K, 1536, 3),
+            (GgmlType::Q6K, 512, 1),
+            (GgmlType::Q8_0, 2048, 8),
+            (GgmlType::Q4_1, 512, 5),
+            (GgmlType::F32, 256, 2),
+            (GgmlType::Q8_0, 576, 5),
+        ] {
+            let rows = 70;
+            let data: Vec<u8> = if ty == GgmlType::F32 {
+                crate::testdata::activations(rows * cols, 9).iter().flat_map(|v| v.to_le_bytes()).collect()
+            } else {
+                (0..rows).flat_map(|r| weight_row(ty, cols, 100 + r as u64)).collect()
+            };
+            let x = crate::testdata::activations(tokens * cols, 3);
+            let product = |g: &Gpu| {
+                let w = GpuMatrix::upload(g, ty, rows, cols, &data).unwrap();
+                pollster::block_on(checks::gpu_product(g, &g.kernels(), &w, &x, tokens)).unwrap()
+            };
+            let (a, b) = (product(&software), product(&shaped));
+            let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+            assert_eq!(differ, 0, "{ty:?} {rows}×{cols}, {tokens} tokens, f16 path {}: {differ} values differ", !avoid_f16);
+        }
+    }
 }
 
 /// llvmpipe offers `shader-f16`, so the checks above run the K-quants' f16 path (f16
@@ -144,6 +173,8 @@ fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
         compiled.contains(&"matvec_q4_k")
             && compiled.contains(&"matvec_q6_k")
             && compiled.contains(&"matvec_q4_k_q6_k")
+            && compiled.contains(&"matmul_q4_k")
+            && compiled.contains(&"matmul_q6_k")
             && !compiled.iter().any(|n| n.ends_with("f16")),
         "{compiled:?}"
     );

@@ -574,9 +574,9 @@ pub fn run(a: &LmBenchArgs) -> Result<(), CliError> {
             }
             let options = GpuOptions { allow_cpu_adapter: true, profile: true, avoid_f16: a.gpu_f32, ..GpuOptions::default() };
             let gpu = Gpu::new_blocking(&options)?;
-            let subgroups = gpu.subgroup_size().map_or(String::from("no subgroups"), |s| format!("subgroups of {s}"));
+            let shapes = if gpu.runs_gpu_kernels() { "a GPU's kernel shapes" } else { "a software adapter's kernel shapes" };
             let path = if gpu.has_f16() { "f16 path" } else { "f32 path" };
-            let adapter = format!("{}, {subgroups}, {path}", gpu.describe());
+            let adapter = format!("{}, {shapes}, {path}", gpu.describe());
             let timed = if gpu.can_profile() { "kernels timed in a run of their own" } else { "no timestamp queries" };
             eprintln!("[backend: gpu, {adapter}, {timed}]");
             gpu.set_profiling(false);

@@ -1,7 +1,11 @@
-// f32 "blocks" of one value for matvec.wgsl (the words are the floats' bits).
-
-const BLOCK_VALUES: u32 = 1u;
+// f32 weights for matvec.wgsl (the words are the floats' bits), 32 values a sub-block like
+// the other formats, summed in order (multiply-adds as `fma`: q4k_dot in q4_k.wgsl says
+// why).
 
 fn block_dot(block: u32, xo: u32) -> f32 {
-    return bitcast<f32>(w[block]) * x[xo];
+    var s = 0.0;
+    for (var k = 0u; k < 32u; k++) {
+        s = fma(bitcast<f32>(w[32u * block + k]), x[xo + k], s);
+    }
+    return s;
 }

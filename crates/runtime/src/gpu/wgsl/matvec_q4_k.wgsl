@@ -1,5 +1,5 @@
 // Q4_K's `block_dot` for matvec.wgsl on the f32 path (after q4_k.wgsl): a sub-block
-// against f32 activations.
+// against f32 activations (multiply-adds as `fma`: q4k_dot says why).
 
 fn block_dot(block: u32, xo: u32) -> f32 {
     let s = q4k_sub(block);
@@ -9,9 +9,9 @@ fn block_dot(block: u32, xo: u32) -> f32 {
         let q = w[s.qs + i] >> s.shift;
         for (var k = 0u; k < 4u; k++) {
             let v = x[xo + i * 4u + k];
-            sqx += f32((q >> (8u * k)) & 0xFu) * v;
+            sqx = fma(f32((q >> (8u * k)) & 0xFu), v, sqx);
             sx += v;
         }
     }
-    return s.d_scale * sqx - s.dmin_min * sx;
+    return q4k_dot(s.d_scale, s.dmin_min, sqx, sx);
 }

@@ -14,5 +14,5 @@ fn block_dot(block: u32, xo: u32) -> f32 {
         sqx += f32(dot(bytes_f16((w[s.qs + i] >> s.shift) & 0x0F0F0F0Fu), xv));
         sx += f32(xv.x + xv.y) + f32(xv.z + xv.w);
     }
-    return x_scale(xo) * (s.d_scale * sqx - s.dmin_min * sx);
+    return x_scale(xo) * q4k_dot(s.d_scale, s.dmin_min, sqx, sx);
 }

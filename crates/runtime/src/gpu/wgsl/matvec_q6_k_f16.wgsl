@@ -16,5 +16,5 @@ fn block_dot(block: u32, xo: u32) -> f32 {
             s1 += t;
         }
     }
-    return x_scale(xo) * (s.d_scale0 * s0 + s.d_scale1 * s1);
+    return x_scale(xo) * q6k_dot(s.d_scale0, s.d_scale1, s0, s1);
 }

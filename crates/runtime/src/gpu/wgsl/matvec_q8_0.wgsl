@@ -3,8 +3,6 @@
 // upload from 34 bytes to 36 (9 words): word 0 = d (f16, low half), words 1..9 = 32
 // signed bytes. The dot product is d·dx·Σq·qx, the integer sum exact in f32.
 
-const BLOCK_VALUES: u32 = 32u;
-
 fn block_dot(block: u32, xo: u32) -> f32 {
     let base = block * 9u;
     let d = unpack2x16float(w[base]).x;

@@ -6,7 +6,12 @@
 // d·scale·q − dmin·min. The kernels' unit is the 32-value sub-block (so a 1,536-wide row
 // keeps 48 threads busy, not 6): `block` counts sub-blocks.
 
-const BLOCK_VALUES: u32 = 32u;
+// A sub-block's dot product from Σq·x and Σx: one function, so the matrix-vector and the
+// tiled kernels do the same arithmetic (product_io.wgsl says why that matters; `fma`
+// leaves a compiler no multiply-add to contract in one kernel and not the other).
+fn q4k_dot(d_scale: f32, dmin_min: f32, sqx: f32, sx: f32) -> f32 {
+    return fma(d_scale, sqx, -(dmin_min * sx));
+}
 
 // One sub-block: its multipliers and where its values are.
 struct Q4kSub {

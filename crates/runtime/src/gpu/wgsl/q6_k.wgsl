@@ -7,7 +7,12 @@
 // for r ≥ 2) and high bits from byte 128 + 32·half + l, shifted by 2·r; value =
 // d·scale·(q − 32). The kernels' unit is the 32-value sub-block: `block` counts them.
 
-const BLOCK_VALUES: u32 = 32u;
+// A sub-block's dot product from its halves' Σ(q − 32)·x: one function, so the
+// matrix-vector and the tiled kernels do the same arithmetic (product_io.wgsl; `fma`, as
+// in q4k_dot).
+fn q6k_dot(d_scale0: f32, d_scale1: f32, s0: f32, s1: f32) -> f32 {
+    return fma(d_scale0, s0, d_scale1 * s1);
+}
 
 // One sub-block: its multipliers and where its values are.
 struct Q6kSub {

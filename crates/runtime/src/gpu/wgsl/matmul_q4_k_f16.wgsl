@@ -1,0 +1,41 @@
+// Q4_K on the tiled product's f16 path (after q4_k.wgsl; matmul.wgsl): a sub-block's
+// 4-bit values as f16 fours per row, `w_tile[k4 · BM + r]`, and (d·scale, dmin·min); the
+// dot products as matvec_q4_k_f16.wgsl's `block_dot` sums them.
+
+// Staging row r's sub-block `block`: thread `part` (0 or 1) of the row takes 16 values.
+fn stage_weights(block: u32, r: u32, part: u32) {
+    let s = q4k_sub(block);
+    for (var i = 0u; i < 4u; i++) {
+        let q = (w[s.qs + 4u * part + i] >> s.shift) & 0x0F0F0F0Fu;
+        w_tile[(4u * part + i) * BM + r] = bytes_f16(q);
+    }
+    if (part == 0u) {
+        w_meta[r] = vec2<f32>(s.d_scale, s.dmin_min);
+    }
+}
+
+fn sub_dots(ty: u32, tx: u32) -> array<f32, 16> {
+    var sqx: array<f32, 16>;
+    var sx: array<f32, 4>;
+    for (var k = 0u; k < 8u; k++) {
+        var xv: array<vec4<f16>, 4>;
+        for (var j = 0u; j < 4u; j++) {
+            xv[j] = x_tile[k * BN + tx + 8u * j];
+            sx[j] += f32(xv[j].x + xv[j].y) + f32(xv[j].z + xv[j].w);
+        }
+        for (var i = 0u; i < 4u; i++) {
+            let wv = w_tile[k * BM + ty + 16u * i];
+            for (var j = 0u; j < 4u; j++) {
+                sqx[4u * i + j] += f32(dot(wv, xv[j]));
+            }
+        }
+    }
+    var d: array<f32, 16>;
+    for (var i = 0u; i < 4u; i++) {
+        let m = w_meta[ty + 16u * i];
+        for (var j = 0u; j < 4u; j++) {
+            d[4u * i + j] = x_scales[tx + 8u * j] * q4k_dot(m.x, m.y, sqx[4u * i + j], sx[j]);
+        }
+    }
+    return d;
+}
