@@ -73,6 +73,8 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
                 matvec_case(gpu, k, ty, 70, 2048, 3, None).await?;
                 // Two tiles of tokens, the second partial.
                 matvec_case(gpu, k, ty, 19, 512, 11, None).await?;
+                // A prompt: the tiled kernel, two tiles of rows and of tokens, each partial.
+                matvec_case(gpu, k, ty, 70, 384, 40, None).await?;
             }
             // Rows so long that a workgroup holds the dot products of fewer tokens (6).
             matvec_case(gpu, k, GgmlType::Q8_0, 5, 16_384, 7, None).await

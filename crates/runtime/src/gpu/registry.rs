@@ -26,6 +26,10 @@ const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
 const BLOCKS: &str = include_str!("wgsl/blocks.wgsl");
 /// Writing those copies beside a fused kernel's output (after [`BLOCKS`]).
 const COPIES: &str = include_str!("wgsl/copies.wgsl");
+/// The tiled product's tiles and sums on the f32 path, before a format's tiled piece.
+const MATMUL_F32: &str = include_str!("wgsl/matmul_f32.wgsl");
+/// The same on the f16 path (after the f16 path's activations, `matvec_f16.wgsl`).
+const MATMUL_F16: &str = include_str!("wgsl/matmul_f16.wgsl");
 /// The element-wise kernel, after an operation's `op`.
 const ELEMENTWISE: &str = include_str!("wgsl/elementwise.wgsl");
 
@@ -37,8 +41,9 @@ pub(super) enum Assembly {
     /// The matrix × vector kernel around a block format's pieces (which define its
     /// `block_dot`), on the f16 path (`f16`) reading activations packed as f16.
     Matvec { format: &'static [&'static str], f16: bool },
-    /// The tiled matrix product (prompts) around a block format's pieces (its block file
-    /// and its tiled piece: `stage_weights`, `sub_dots`), on the f16 path as above.
+    /// The tiled matrix product (prompts) around a block format's pieces (its block file,
+    /// the path's tiles, and its tiled piece: `stage_weights`, `sub_dots`), on the f16 path
+    /// as above.
     Matmul { format: &'static [&'static str], f16: bool },
     /// The matrix × vector kernel over two matrices of two formats lying one after the other
     /// in one buffer (`first`'s rows, then `second`'s), each format's `block_dot` renamed
@@ -100,10 +105,13 @@ registry! {
     MatvecQ4KF16: "matvec_q4_k_f16", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6K: "matvec_q4_k_q6_k", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "fused";
-    MatmulQ4K: "matmul_q4_k", Assembly::Matmul { format: &[Q4_K, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
-    MatmulQ6K: "matmul_q6_k", Assembly::Matmul { format: &[Q6_K, include_str!("wgsl/matmul_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
-    MatmulQ4KF16: "matmul_q4_k_f16", Assembly::Matmul { format: &[Q4_K, include_str!("wgsl/matmul_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
-    MatmulQ6KF16: "matmul_q6_k_f16", Assembly::Matmul { format: &[Q6_K, include_str!("wgsl/matmul_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatmulF32: "matmul_f32", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_f32_weights.wgsl")], f16: false }, Both, checked by "matvec";
+    MatmulQ4_1: "matmul_q4_1", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_q4_1.wgsl")], f16: false }, Both, checked by "matvec";
+    MatmulQ8_0: "matmul_q8_0", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
+    MatmulQ4K: "matmul_q4_k", Assembly::Matmul { format: &[Q4_K, MATMUL_F32, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatmulQ6K: "matmul_q6_k", Assembly::Matmul { format: &[Q6_K, MATMUL_F32, include_str!("wgsl/matmul_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatmulQ4KF16: "matmul_q4_k_f16", Assembly::Matmul { format: &[Q4_K, MATMUL_F16, include_str!("wgsl/matmul_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatmulQ6KF16: "matmul_q6_k_f16", Assembly::Matmul { format: &[Q6_K, MATMUL_F16, include_str!("wgsl/matmul_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6KF16: "matvec_q4_k_q6_k_f16", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "fused";
     QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";
     RmsNorm: "rms_norm", Assembly::Pieces(&[REDUCE, F16_WGSL, BLOCKS, COPIES, include_str!("wgsl/rms_norm.wgsl")]), Both, checked by "rms_norm";
@@ -143,10 +151,6 @@ pub(super) mod products {
     pub const MATMUL: &str = include_str!("wgsl/matmul.wgsl");
     /// The f16 path's activations and helpers, before a format's pieces.
     pub const F16_INPUT: &str = include_str!("wgsl/matvec_f16.wgsl");
-    /// The tiled product's activations on each path.
-    pub const MATMUL_F32: &str = include_str!("wgsl/matmul_f32.wgsl");
-    /// The same on the f16 path (after [`F16_INPUT`]).
-    pub const MATMUL_F16: &str = include_str!("wgsl/matmul_f16.wgsl");
 }
 
 #[cfg(test)]

@@ -28,3 +28,36 @@ fn stage_inputs(b: u32, t0: u32, lane: u32) {
         x_scales[t] = s;
     }
 }
+
+// Σ w·x over fours k0 .. k1 of the sub-block for the thread's rows (ty + 16i) and tokens
+// (tx + 8j): each four in f16 (`dot`), added in f32 in order (the formats' `block_dot`
+// sums so).
+fn tile_sums(k0: u32, k1: u32, ty: u32, tx: u32) -> array<f32, 16> {
+    var s: array<f32, 16>;
+    for (var k = k0; k < k1; k++) {
+        var xv: array<vec4<f16>, 4>;
+        for (var j = 0u; j < 4u; j++) {
+            xv[j] = x_tile[k * BN + tx + 8u * j];
+        }
+        for (var i = 0u; i < 4u; i++) {
+            let wv = w_tile[k * BM + ty + 16u * i];
+            for (var j = 0u; j < 4u; j++) {
+                s[4u * i + j] += f32(dot(wv, xv[j]));
+            }
+        }
+    }
+    return s;
+}
+
+// Σx over the sub-block for each of the thread's tokens, as the K-quants' `block_dot` adds
+// it (pairs in f16, then f32).
+fn tile_input_sums(tx: u32) -> array<f32, 4> {
+    var s: array<f32, 4>;
+    for (var k = 0u; k < 8u; k++) {
+        for (var j = 0u; j < 4u; j++) {
+            let xv = x_tile[k * BN + tx + 8u * j];
+            s[j] += f32(xv.x + xv.y) + f32(xv.z + xv.w);
+        }
+    }
+    return s;
+}

@@ -2,6 +2,8 @@
 // 4-bit values as f32 per row, `w_tile[k · BM + r]`, and (d·scale, dmin·min); the dot
 // products as matvec_q4_k.wgsl's `block_dot` sums them (Σq·x and Σx in order, q4k_dot).
 
+const READS_Q8: bool = false;
+
 // Staging row r's sub-block `block`: thread `part` (0 or 1) of the row takes 16 values.
 fn stage_weights(block: u32, r: u32, part: u32) {
     let s = q4k_sub(block);
@@ -17,21 +19,8 @@ fn stage_weights(block: u32, r: u32, part: u32) {
 }
 
 fn sub_dots(ty: u32, tx: u32) -> array<f32, 16> {
-    var sqx: array<f32, 16>;
-    var sx: array<f32, 4>;
-    for (var k = 0u; k < 32u; k++) {
-        var xv: array<f32, 4>;
-        for (var j = 0u; j < 4u; j++) {
-            xv[j] = x_tile[k * BN + tx + 8u * j];
-            sx[j] += xv[j];
-        }
-        for (var i = 0u; i < 4u; i++) {
-            let wv = w_tile[k * BM + ty + 16u * i];
-            for (var j = 0u; j < 4u; j++) {
-                sqx[4u * i + j] = fma(wv, xv[j], sqx[4u * i + j]);
-            }
-        }
-    }
+    let sqx = tile_sums(0u, 32u, ty, tx);
+    let sx = tile_input_sums(tx);
     var d: array<f32, 16>;
     for (var i = 0u; i < 4u; i++) {
         let m = w_meta[ty + 16u * i];

@@ -15,21 +15,8 @@ fn stage_weights(block: u32, r: u32, part: u32) {
 }
 
 fn sub_dots(ty: u32, tx: u32) -> array<f32, 16> {
-    var sqx: array<f32, 16>;
-    var sx: array<f32, 4>;
-    for (var k = 0u; k < 8u; k++) {
-        var xv: array<vec4<f16>, 4>;
-        for (var j = 0u; j < 4u; j++) {
-            xv[j] = x_tile[k * BN + tx + 8u * j];
-            sx[j] += f32(xv[j].x + xv[j].y) + f32(xv[j].z + xv[j].w);
-        }
-        for (var i = 0u; i < 4u; i++) {
-            let wv = w_tile[k * BM + ty + 16u * i];
-            for (var j = 0u; j < 4u; j++) {
-                sqx[4u * i + j] += f32(dot(wv, xv[j]));
-            }
-        }
-    }
+    let sqx = tile_sums(0u, 8u, ty, tx);
+    let sx = tile_input_sums(tx);
     var d: array<f32, 16>;
     for (var i = 0u; i < 4u; i++) {
         let m = w_meta[ty + 16u * i];

@@ -2,6 +2,8 @@
 // values less 32 as f32 per row, `w_tile[k · BM + r]`, and d times each half's scale; the
 // dot products as matvec_q6_k.wgsl's `block_dot` sums them (each half in order, q6k_dot).
 
+const READS_Q8: bool = false;
+
 // Staging row r's sub-block `block`: thread `part` (0 or 1) of the row takes 16 values.
 fn stage_weights(block: u32, r: u32, part: u32) {
     let s = q6k_sub(block);
@@ -16,27 +18,9 @@ fn stage_weights(block: u32, r: u32, part: u32) {
     }
 }
 
-// Σ(q − 32)·x over values k0 .. k0 + 16 for the thread's rows and tokens.
-fn half_sums(k0: u32, ty: u32, tx: u32) -> array<f32, 16> {
-    var s: array<f32, 16>;
-    for (var k = k0; k < k0 + 16u; k++) {
-        var xv: array<f32, 4>;
-        for (var j = 0u; j < 4u; j++) {
-            xv[j] = x_tile[k * BN + tx + 8u * j];
-        }
-        for (var i = 0u; i < 4u; i++) {
-            let wv = w_tile[k * BM + ty + 16u * i];
-            for (var j = 0u; j < 4u; j++) {
-                s[4u * i + j] = fma(wv, xv[j], s[4u * i + j]);
-            }
-        }
-    }
-    return s;
-}
-
 fn sub_dots(ty: u32, tx: u32) -> array<f32, 16> {
-    let s0 = half_sums(0u, ty, tx);
-    let s1 = half_sums(16u, ty, tx);
+    let s0 = tile_sums(0u, 16u, ty, tx);
+    let s1 = tile_sums(16u, 32u, ty, tx);
     var d: array<f32, 16>;
     for (var i = 0u; i < 4u; i++) {
         let m = w_meta[ty + 16u * i];

@@ -14,27 +14,9 @@ fn stage_weights(block: u32, r: u32, part: u32) {
     }
 }
 
-// Σ(q − 32)·x over fours k0 .. k0 + 4 (one half) for the thread's rows and tokens.
-fn half_sums(k0: u32, ty: u32, tx: u32) -> array<f32, 16> {
-    var s: array<f32, 16>;
-    for (var k = k0; k < k0 + 4u; k++) {
-        var xv: array<vec4<f16>, 4>;
-        for (var j = 0u; j < 4u; j++) {
-            xv[j] = x_tile[k * BN + tx + 8u * j];
-        }
-        for (var i = 0u; i < 4u; i++) {
-            let wv = w_tile[k * BM + ty + 16u * i];
-            for (var j = 0u; j < 4u; j++) {
-                s[4u * i + j] += f32(dot(wv, xv[j]));
-            }
-        }
-    }
-    return s;
-}
-
 fn sub_dots(ty: u32, tx: u32) -> array<f32, 16> {
-    let s0 = half_sums(0u, ty, tx);
-    let s1 = half_sums(4u, ty, tx);
+    let s0 = tile_sums(0u, 4u, ty, tx);
+    let s1 = tile_sums(4u, 8u, ty, tx);
     var d: array<f32, 16>;
     for (var i = 0u; i < 4u; i++) {
         let m = w_meta[ty + 16u * i];
