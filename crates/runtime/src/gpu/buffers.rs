@@ -31,6 +31,14 @@ pub(crate) struct BlockLayout {
     pub words: usize,
 }
 
+impl BlockLayout {
+    /// The words a matrix's start must be a multiple of: a whole block, and a whole
+    /// 32-value sub-block (the matrix kernels' unit; 32 words for f32).
+    pub fn start_words(&self) -> usize {
+        self.words * (32 / self.values).max(1)
+    }
+}
+
 /// The GPU layout of `ty`, or `None` when no kernel reads it yet.
 pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     match ty {
@@ -180,7 +188,7 @@ impl GpuMatrix {
     }
 
     /// `matrices` moved into one buffer, one after another, each starting on one of its own
-    /// blocks: the projections of a layer that read the same input, so one dispatch can run
+    /// blocks ([`BlockLayout::start_words`]): the projections of a layer that read the same input, so one dispatch can run
     /// those of one format together ([`GpuMatrix::joined`]). Each comes back as before
     /// (its own type and shape), now a view of the shared buffer; the old buffers are
     /// dropped. Matrices already split into parts, or whose sum passes the device's largest
@@ -193,7 +201,7 @@ impl GpuMatrix {
             if part.word_offset != 0 {
                 return matrices;
             }
-            let start = end.next_multiple_of(layout.words);
+            let start = end.next_multiple_of(layout.start_words());
             at.push(start);
             end = start + words;
         }

@@ -71,9 +71,9 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
                 // Rows not a multiple of anything; several blocks per row; a batch of tokens.
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 2048, 3, None).await?;
-                // Two tiles of tokens, the second partial.
+                // Past one tile of the matrix × vector kernel: the tiled kernel, one tile.
                 matvec_case(gpu, k, ty, 19, 512, 11, None).await?;
-                // A prompt: the tiled kernel, two tiles of rows and of tokens, each partial.
+                // Two tiles of rows and of tokens, each partial.
                 matvec_case(gpu, k, ty, 70, 384, 40, None).await?;
             }
             // Rows so long that a workgroup holds the dot products of fewer tokens (6).

@@ -29,8 +29,9 @@ pub struct GpuOptions {
     /// Time every kernel with timestamp queries where the adapter offers them (natively;
     /// [`Gpu::kernel_times`]): for benchmarks, as it costs a read-back per submission.
     pub profile: bool,
-    /// Pick the kernels a GPU runs (wide and split attention) even on a software adapter,
-    /// where they are slower: a test counts on llvmpipe the dispatches a GPU records.
+    /// Pick the kernel shapes a GPU runs (split attention, a matrix row a workgroup) even on
+    /// a software adapter, where they are slower: a test counts on llvmpipe the dispatches
+    /// a GPU records.
     pub gpu_kernels: bool,
 }
 
@@ -288,8 +289,8 @@ impl Gpu {
         (self.limits.min_uniform_buffer_offset_alignment as usize).max(16)
     }
 
-    /// Whether the kernels picked are a GPU's (wide and split attention): on GPUs, or where
-    /// [`GpuOptions::gpu_kernels`] asks for them.
+    /// Whether the kernel shapes picked are a GPU's (split attention, a matrix row a
+    /// workgroup): on GPUs, or where [`GpuOptions::gpu_kernels`] asks for them.
     pub fn runs_gpu_kernels(&self) -> bool {
         self.is_gpu() || self.gpu_kernels
     }

@@ -7,7 +7,7 @@
 //! up on the CPU, and the pooling and the L2 normalisation stay there (a read-back of
 //! `tokens × hidden` floats). Sequences are packed end to end as on the CPU, so the linear layers run once over every token of a batch and attention
 //! runs per sequence (`encoder_attention.wgsl`): no padding, no mask. The weights are f32
-//! (`matvec_f32.wgsl`, tiled over tokens), as checkpoints ship them; the word table stays
+//! (a batch's tokens through the tiled product, `matmul.wgsl`), as checkpoints ship them; the word table stays
 //! in host memory, f32 like the rest (a row per token is read, so uploading 30,522 rows
 //! would only spend GPU memory).
 //!

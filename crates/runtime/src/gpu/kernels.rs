@@ -608,14 +608,14 @@ impl Kernels {
         for part in &w.parts {
             // A stacked matrix starts on one of its own blocks (GpuMatrix::stack places it so),
             // and the kernels count 32-value sub-blocks.
-            let values_before = part.word_offset / layout.words * layout.values;
-            if !part.word_offset.is_multiple_of(layout.words) || !values_before.is_multiple_of(32) {
+            if !part.word_offset.is_multiple_of(layout.start_words()) {
                 return Err(Error::GpuShape {
                     what: "matrix offset (whole blocks)",
-                    expected: part.word_offset.next_multiple_of(layout.words * 32),
+                    expected: part.word_offset.next_multiple_of(layout.start_words()),
                     got: part.word_offset,
                 });
             }
+            let values_before = part.word_offset / layout.words * layout.values;
             let rows = u32_of(if at.epilogue == Epilogue::Glu { out_rows } else { part.rows }, "matrix rows")?;
             let (gx, gy) = groups_2d(plan.row_groups(rows, at.epilogue == Epilogue::Glu));
             let words = [
@@ -686,7 +686,7 @@ impl Kernels {
     /// ([`GpuMatrix::stack`]).
     pub fn pairs(&self, first: &GpuMatrix, second: &GpuMatrix) -> bool {
         let ([a], [b]) = (&first.parts[..], &second.parts[..]) else { return false };
-        let next = block_layout(second.ty).map(|l| (a.word_offset + first.words().unwrap_or(0)).next_multiple_of(l.words));
+        let next = block_layout(second.ty).map(|l| (a.word_offset + first.words().unwrap_or(0)).next_multiple_of(l.start_words()));
         self.pair_kernel(first.ty, second.ty).is_some() && a.buffer == b.buffer && first.cols == second.cols && next == Some(b.word_offset)
     }
 

@@ -47,7 +47,8 @@ pub(super) enum Assembly {
     Matmul { format: &'static [&'static str], f16: bool },
     /// The matrix × vector kernel over two matrices of two formats lying one after the other
     /// in one buffer (`first`'s rows, then `second`'s), each format's `block_dot` renamed
-    /// and one that picks by row put in front (matvec.wgsl says how).
+    /// and one that picks by row put in front (`pair_format` in kernels.rs; the row's
+    /// format is product_io.wgsl's `row_start`).
     MatvecPair { first: &'static [&'static str], second: &'static [&'static str], f16: bool },
 }
 

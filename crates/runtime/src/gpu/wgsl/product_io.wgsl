@@ -20,7 +20,7 @@
 // the same bits). Multiply-adds are written as `fma` and each dot product goes through
 // `rounded`, so a compiler has no contraction to make in one kernel and not another.
 // Subgroup sums (`subgroupAdd`) add in an order of the adapter's choosing, so the kernels
-// do not use them: a fixed order costs two barriers and a few adds a row.
+// do not use them: a fixed order costs three barriers and a few adds a row.
 
 struct Params {
     rows: u32,       // rows in this part (MODE_GLU: gate rows)

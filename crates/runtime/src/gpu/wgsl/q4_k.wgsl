@@ -1,5 +1,5 @@
-// Q4_K blocks, for the two Q4_K matrix kernels (matvec_q4_k.wgsl on the f32 path,
-// matvec_q4_k_f16.wgsl on the f16 path). A block (144 bytes, 36 words) holds 256 values in
+// Q4_K blocks, for the Q4_K matrix kernels (matvec_q4_k.wgsl and matmul_q4_k.wgsl on the
+// f32 path, matvec_q4_k_f16.wgsl and matmul_q4_k_f16.wgsl on the f16 path). A block (144 bytes, 36 words) holds 256 values in
 // eight sub-blocks of 32: word 0 = d and dmin (f16 halves), bytes 4..16 = twelve bytes
 // packing eight 6-bit scales and eight 6-bit mins, bytes 16..144 = 128 bytes of 4-bit
 // values (sub-blocks 2i and 2i+1 share 32 bytes: low nibbles, then high). value =

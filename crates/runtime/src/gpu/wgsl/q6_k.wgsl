@@ -1,5 +1,5 @@
-// Q6_K blocks, for the two Q6_K matrix kernels (matvec_q6_k.wgsl on the f32 path,
-// matvec_q6_k_f16.wgsl on the f16 path). A block is re-laid at upload from 210 bytes to
+// Q6_K blocks, for the Q6_K matrix kernels (matvec_q6_k.wgsl and matmul_q6_k.wgsl on the
+// f32 path, matvec_q6_k_f16.wgsl and matmul_q6_k_f16.wgsl on the f16 path). A block is re-laid at upload from 210 bytes to
 // 212 (53 words, two zero bytes after d): bytes 0..128 = the low 4 bits of 256 values,
 // 128..192 = their high 2 bits, 192..208 = sixteen signed 8-bit scales (one per 16
 // values), 208..210 = d (f16). Within each half of 128 values, value 32·r + l (r = 0..4,
