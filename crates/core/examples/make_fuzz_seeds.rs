@@ -58,6 +58,16 @@ fn main() -> std::io::Result<()> {
     let mut e = HashingEmbedder::new(8);
     let mut mi = MemoryIndex::new(RetrievalMode::ThreeLayer, 8, SegmentParams::default());
     mi.add_document(&d, &memory, &mut e).map_err(std::io::Error::other)?;
+    let mut parts = MemoryIndex::new(RetrievalMode::ThreeLayer, 8, SegmentParams::default()).with_manual_sealing();
+    parts.add_document(&d, &memory, &mut e).map_err(std::io::Error::other)?;
+    parts.seal(1);
+    let part = parts.part_bytes(1).ok_or_else(|| std::io::Error::other("no part"))?;
+    std::fs::write(root.join("index_decode").join("seed-part"), part)?;
+    let other = Document::new("e", "Bells rang at noon. They rang again at dusk.");
+    let other_memory = DocumentMemory::from_spans(&other, &[Span::new(0, 20), Span::new(20, other.text.len())], "fixed");
+    let prepared = parts.prepare_document(&other, &other_memory, &mut e).map_err(std::io::Error::other)?;
+    let prepared = prepared.ok_or_else(|| std::io::Error::other("already indexed"))?;
+    std::fs::write(root.join("index_decode").join("seed-prepared"), prepared.to_bytes())?;
     std::fs::write(dir.join("seed-memory-index"), mi.to_bytes())?;
     // Adversarial reader output. `R(n)` (the bytes 0xFE n) repeats what precedes it since
     // the last repeat 2^n times (see `fuzz_harness::expand`), so 2^15 copies of a 31-byte
@@ -85,8 +95,6 @@ fn main() -> std::io::Result<()> {
     }
 
     // Damage to a library's files: none (each retrieval mode), then one kind at a time.
-    // Keys in order: documents/<a>.json, documents/<b>.json, index/<g>.bin, manifest.json,
-    // memories/<a>.json, memories/<b>.json.
     let dir = root.join("library_dir");
     std::fs::create_dir_all(&dir)?;
     let seeds: Vec<(&str, Vec<u8>)> = vec![
@@ -94,18 +102,23 @@ fn main() -> std::io::Result<()> {
         ("intact-single-vector", vec![1]),
         ("intact-mixed", vec![2]),
         ("intact-chunks", vec![3]),
-        ("manifest-truncated", [vec![0], damage::record(3, damage::TRUNCATE, 40, &[])].concat()),
-        ("manifest-generation", [vec![0], damage::record(3, damage::REPLACE, 0, br#"{"format_version":1,"generation":99,"embedder":"hashing-16","dim":16,"mode":"three-layer","documents":[]}"#)].concat()),
-        ("manifest-dim", [vec![0], damage::record(3, damage::OVERWRITE, 0, br#"{"format_version":1,"generation":4,"embedder":"hashing-16","dim":3"#)].concat()),
-        ("index-flipped", [vec![0], damage::record(2, damage::FLIP, 100, &[0x55; 8])].concat()),
-        ("index-truncated", [vec![1], damage::record(2, damage::TRUNCATE, 300, &[])].concat()),
-        ("index-removed", [vec![0], damage::record(2, damage::REMOVE, 0, &[])].concat()),
+        // The sample library's keys, in order: 0-1 documents, 2 a fresh document's
+        // index entries, 3 a part, 4 the manifest, 5-6 memories.
+        ("manifest-truncated", [vec![0], damage::record(4, damage::TRUNCATE, 40, &[])].concat()),
+        ("manifest-generation", [vec![0], damage::record(4, damage::REPLACE, 0, br#"{"format_version":1,"generation":99,"embedder":"hashing-16","dim":16,"mode":"three-layer","documents":[]}"#)].concat()),
+        ("manifest-dim", [vec![0], damage::record(4, damage::OVERWRITE, 0, br#"{"format_version":3,"generation":4,"embedder":"hashing-16","dim":3"#)].concat()),
+        ("manifest-parts", [vec![0], damage::record(4, damage::REPLACE, 0, br#"{"format_version":3,"generation":9,"embedder":"hashing-16","dim":16,"mode":"three-layer","parts":[{"id":1,"tier":0,"documents":1},{"id":1,"tier":0,"documents":1}],"fresh":[]}"#)].concat()),
+        ("fresh-flipped", [vec![0], damage::record(2, damage::FLIP, 100, &[0x55; 8])].concat()),
+        ("part-flipped", [vec![0], damage::record(3, damage::FLIP, 100, &[0x55; 8])].concat()),
+        ("part-truncated", [vec![1], damage::record(3, damage::TRUNCATE, 300, &[])].concat()),
+        ("part-removed", [vec![0], damage::record(3, damage::REMOVE, 0, &[])].concat()),
+        ("fresh-removed", [vec![2], damage::record(2, damage::REMOVE, 0, &[])].concat()),
         ("document-removed", [vec![0], damage::record(0, damage::REMOVE, 0, &[])].concat()),
         ("document-text-changed", [vec![0], damage::record(1, damage::REPLACE, 0, br#"{"id":"0","title":"x","text":"short","language":"en"}"#)].concat()),
-        ("memory-span-past-end", [vec![2], damage::record(4, damage::REPLACE, 0, br#"{"format_version":1,"doc_id":"0","outline":["a"],"scenarios":[{"span":{"start":0,"end":99999},"core":"c","outline_item":7}],"provenance":{"reader":"r"}}"#)].concat()),
-        ("memory-garbage", [vec![3], damage::record(5, damage::INSERT, 10, b"\xff\x00{[")].concat()),
+        ("memory-span-past-end", [vec![2], damage::record(5, damage::REPLACE, 0, br#"{"format_version":1,"doc_id":"0","outline":["a"],"scenarios":[{"span":{"start":0,"end":99999},"core":"c","outline_item":7}],"provenance":{"reader":"r"}}"#)].concat()),
+        ("memory-garbage", [vec![3], damage::record(6, damage::INSERT, 10, b"\xff\x00{[")].concat()),
         ("extra-keys", [vec![0], damage::record(0, damage::EXTRA_KEY, 7, b"junk"), damage::record(0, damage::EXTRA_KEY, 8, b"")].concat()),
-        ("everything", [vec![0], damage::record(2, damage::FLIP, 64, &[1, 2, 3]), damage::record(4, damage::TRUNCATE, 30, &[]), damage::record(3, damage::FLIP, 20, &[0x20])].concat()),
+        ("everything", [vec![0], damage::record(3, damage::FLIP, 64, &[1, 2, 3]), damage::record(5, damage::TRUNCATE, 30, &[]), damage::record(4, damage::FLIP, 20, &[0x20])].concat()),
     ];
     for (name, bytes) in seeds {
         std::fs::write(dir.join(format!("seed-{name}")), bytes)?;

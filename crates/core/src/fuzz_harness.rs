@@ -61,6 +61,21 @@ fn decode_all(data: &[u8]) {
         let q = alloc::vec![0.5f32; 1];
         let _ = i.search("a", &q, &SearchParams::default());
     }
+    // A library's stored parts and fresh documents, into an index of each layout (a part
+    // carries its own dimension; 8 is the seeds').
+    for mode in crate::retrieve::RetrievalMode::ALL {
+        let mut index = MemoryIndex::new(mode, 8, SegmentParams::default());
+        let took_part = index.load_part(data).is_ok();
+        let took_doc = crate::retrieve::PreparedDocument::from_bytes(data).is_ok_and(|d| index.insert(d).is_ok());
+        if took_part || took_doc {
+            let _ = index.search("a", &[0.5f32; 8], &SearchParams::default());
+            let part = index.parts().iter().max().map_or(0, |p| p + 1);
+            index.seal(part);
+            let all = index.parts().to_vec();
+            index.merge_parts(&all, part + 1);
+            let _ = index.search("a", &[0.5f32; 8], &SearchParams::default());
+        }
+    }
 }
 
 /// Most bytes [`expand`] makes of one fuzz input (1.25 MiB): enough for megabyte-long
@@ -125,8 +140,9 @@ fn check_alignment(document: &str, output: &str, units: &[crate::span::Span]) {
 
 /// The library the [`library_dir`] harness damages: two documents with outlines and cores
 /// (one written as a memory whose spans tile the text, one as overlapping baseline chunks),
-/// a third added and removed, in the layout `mode` selects. Returns its keys and bytes (the
-/// files of a library directory) and its settings.
+/// a third added and removed, in the layout `mode` selects; the first is sealed into a
+/// part, the others are fresh. Returns its keys and bytes
+/// (the files of a library directory) and its settings.
 #[cfg(feature = "serde")]
 pub fn sample_library(
     mode: crate::retrieve::RetrievalMode,
@@ -149,7 +165,9 @@ pub fn sample_library(
     let chunk_memory = DocumentMemory::from_spans(&chunks, &[Span::new(0, 13), Span::new(8, 33)], "fixed");
     let gone = Document::new("gone.txt", "removed again");
     let gone_memory = DocumentMemory::from_spans(&gone, &[Span::new(0, gone.text.len())], "fixed");
-    for (d, m) in [(&doc, &memory), (&chunks, &chunk_memory), (&gone, &gone_memory)] {
+    lib.add(&doc, &memory, &mut embedder).expect("the sample library is valid");
+    lib.compact().expect("the sample library is valid");
+    for (d, m) in [(&chunks, &chunk_memory), (&gone, &gone_memory)] {
         lib.add(d, m, &mut embedder).expect("the sample library is valid");
     }
     lib.remove(gone.id).expect("the sample library is valid");

@@ -229,6 +229,13 @@ impl SearchParams {
     }
 }
 
+mod merge;
+mod parts;
+
+pub use merge::{MergeJob, MergedPart};
+pub use parts::PreparedDocument;
+use parts::{read_doc_id, PreparedItem};
+
 const KIND: [u8; 4] = *b"MIDX";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,8 +248,11 @@ struct ChunkRef {
 #[derive(Debug)]
 struct LayerIndex {
     layer: Layer,
+    /// Sealed in step with the other layers: sealed slot `i` belongs to part `parts[i]`.
     vectors: SegmentedIndex,
-    lexical: Bm25Index,
+    /// BM25 of the fresh items (first), then of each sealed part, in the same order as
+    /// the vectors' slots; searched as one collection ([`Bm25Index::search_parts`]).
+    lexical: Vec<Bm25Index>,
     /// Item id → the chunks it stands for.
     item_chunks: HashMap<u32, Vec<u32>>,
 }
@@ -253,6 +263,8 @@ struct DocEntry {
     chunks: Vec<u32>,
     /// (layer position, item id)
     items: Vec<(u8, u32)>,
+    /// The sealed part holding it; `None` while it is in the fresh segment.
+    part: Option<u64>,
 }
 
 /// The searchable index of a library's memories (see the module docs).
@@ -268,6 +280,17 @@ pub struct MemoryIndex {
     /// ([`crate::pieces`]); 0 indexes every chunk whole. Not serialized: it applies to
     /// the documents added from now on.
     piece_chars: usize,
+    /// The sealed parts, in slot order (see [`parts`]).
+    parts: Vec<u64>,
+    /// Seal the fresh segment once the layers' fresh vectors reach this many.
+    seal_threshold: usize,
+    /// Merge every part into one when there are more than this many.
+    max_parts: usize,
+    /// Whether adding a document seals and merges by the thresholds above (an index on
+    /// its own) or leaves that to the owner, who stores each part ([`crate::library`]).
+    auto_seal: bool,
+    /// How merged parts' graphs are built.
+    hnsw: crate::index::HnswParams,
 }
 
 /// One entry to index: its layer position, the chunks it stands for, its BM25 text, and
@@ -308,17 +331,39 @@ fn normalized(mut v: Vec<f32>) -> Vec<f32> {
 impl MemoryIndex {
     /// An empty index for `dim`-dimensional embeddings.
     pub fn new(mode: RetrievalMode, dim: usize, segments: SegmentParams) -> Self {
+        // The layers seal in step, when this index (or its owner) says so.
+        let in_step = SegmentParams { seal_threshold: usize::MAX, max_sealed: usize::MAX, ..segments.clone() };
         let layers = mode
             .layers()
             .iter()
             .map(|&layer| LayerIndex {
                 layer,
-                vectors: SegmentedIndex::new(dim, Metric::Cosine, segments.clone()),
-                lexical: Bm25Index::new(Bm25Params::default()),
+                vectors: SegmentedIndex::new(dim, Metric::Cosine, in_step.clone()),
+                lexical: alloc::vec![Bm25Index::new(Bm25Params::default())],
                 item_chunks: HashMap::new(),
             })
             .collect();
-        MemoryIndex { mode, dim, layers, chunks: HashMap::new(), docs: HashMap::new(), next_id: 0, piece_chars: 0 }
+        MemoryIndex {
+            mode,
+            dim,
+            layers,
+            chunks: HashMap::new(),
+            docs: HashMap::new(),
+            next_id: 0,
+            piece_chars: 0,
+            parts: Vec::new(),
+            seal_threshold: segments.seal_threshold.max(1),
+            max_parts: segments.max_sealed.max(1),
+            auto_seal: true,
+            hnsw: segments.hnsw,
+        }
+    }
+
+    /// Leave sealing and merging to the caller ([`MemoryIndex::seal`],
+    /// [`MemoryIndex::merge_parts`]), who stores each part as it is made.
+    pub fn with_manual_sealing(mut self) -> Self {
+        self.auto_seal = false;
+        self
     }
 
     /// Index each memory chunk longer than `max_chars` characters as sentence-bounded
@@ -350,12 +395,6 @@ impl MemoryIndex {
     /// True when the document is indexed.
     pub fn contains(&self, doc: DocId) -> bool {
         self.docs.contains_key(&doc)
-    }
-
-    fn alloc_id(&mut self) -> Result<u32, Error> {
-        let id = self.next_id;
-        self.next_id = self.next_id.checked_add(1).ok_or(Error::IndexFull)?;
-        Ok(id)
     }
 
     fn layer_pos(&self, layer: Layer) -> Option<u8> {
@@ -392,34 +431,94 @@ impl MemoryIndex {
         piece_chars: usize,
         embedder: &mut dyn Embedder,
     ) -> Result<bool, Error> {
-        if embedder.dim() != self.dim {
-            return Err(Error::EmbedderWrongDimension { expected: self.dim, got: embedder.dim() });
-        }
-        let first_id = self.next_id;
-        match self.add_checked(doc, memory, piece_chars, embedder) {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                self.next_id = first_id;
-                Err(e)
+        let prepared = self.prepare_unchecked(doc, memory, piece_chars, embedder)?;
+        self.insert(prepared)?;
+        if self.auto_seal && self.fresh_vectors() >= self.seal_threshold {
+            let part = self.parts.iter().max().map_or(0, |p| p + 1);
+            self.seal(part);
+            if self.parts.len() > self.max_parts {
+                let all = self.parts.clone();
+                self.merge_parts(&all, part + 1);
             }
+        }
+        Ok(true)
+    }
+
+    /// Embed and number a document's entries without changing the index: what
+    /// [`MemoryIndex::add_document`] would add, for an owner that stores it first and
+    /// inserts it after ([`MemoryIndex::insert`]). `None` when the document is indexed.
+    pub fn prepare_document(
+        &self,
+        doc: &Document,
+        memory: &DocumentMemory,
+        embedder: &mut dyn Embedder,
+    ) -> Result<Option<PreparedDocument>, Error> {
+        if self.docs.contains_key(&doc.id) {
+            return Ok(None);
+        }
+        memory.check(doc)?;
+        let piece_chars = if memory.has_summaries() { self.piece_chars } else { 0 };
+        self.prepare_unchecked(doc, memory, piece_chars, embedder).map(Some)
+    }
+
+    /// [`MemoryIndex::prepare_document`] for a baseline chunker's chunks (as
+    /// [`MemoryIndex::add_chunks`]).
+    pub fn prepare_chunks(
+        &self,
+        doc: &Document,
+        chunks: &DocumentMemory,
+        embedder: &mut dyn Embedder,
+    ) -> Result<Option<PreparedDocument>, Error> {
+        if self.docs.contains_key(&doc.id) {
+            return Ok(None);
+        }
+        chunks.check_chunks(doc)?;
+        self.prepare_unchecked(doc, chunks, 0, embedder).map(Some)
+    }
+
+    /// What replacing an indexed document's memory by `memory` would add (checked as
+    /// [`MemoryIndex::add_document`] does, or as [`MemoryIndex::add_chunks`] for a memory
+    /// that does not tile): insert it after removing the document. Its ids follow every
+    /// id in use, the old entries' included.
+    pub fn prepare_replacement(
+        &self,
+        doc: &Document,
+        memory: &DocumentMemory,
+        embedder: &mut dyn Embedder,
+    ) -> Result<PreparedDocument, Error> {
+        if memory.check(doc).is_ok() {
+            let piece_chars = if memory.has_summaries() { self.piece_chars } else { 0 };
+            self.prepare_unchecked(doc, memory, piece_chars, embedder)
+        } else {
+            memory.check_chunks(doc)?;
+            self.prepare_unchecked(doc, memory, 0, embedder)
         }
     }
 
-    fn add_checked(
-        &mut self,
+    fn prepare_unchecked(
+        &self,
         doc: &Document,
         memory: &DocumentMemory,
         piece_chars: usize,
         embedder: &mut dyn Embedder,
-    ) -> Result<(), Error> {
-        // Plan every item and embed them all before touching the index. The chunks
-        // indexed are the scenarios' spans, or their pieces where one is too long.
+    ) -> Result<PreparedDocument, Error> {
+        if embedder.dim() != self.dim {
+            return Err(Error::EmbedderWrongDimension { expected: self.dim, got: embedder.dim() });
+        }
+        let mut next_id = self.next_id;
+        let mut alloc_id = || -> Result<u32, Error> {
+            let id = next_id;
+            next_id = next_id.checked_add(1).ok_or(Error::IndexFull)?;
+            Ok(id)
+        };
+        // Plan every item and embed them all. The chunks indexed are the scenarios'
+        // spans, or their pieces where one is too long.
         let mut pieces: Vec<(u32, u32, Span)> = Vec::with_capacity(memory.scenarios.len());
         let mut scenario_chunks: Vec<Vec<u32>> = Vec::with_capacity(memory.scenarios.len());
         for (i, s) in memory.scenarios.iter().enumerate() {
             let mut ids = Vec::new();
             for span in crate::pieces::pieces(&doc.text, s.span, piece_chars) {
-                let id = self.alloc_id()?;
+                let id = alloc_id()?;
                 ids.push(id);
                 pieces.push((id, i as u32, span));
             }
@@ -492,23 +591,45 @@ impl MemoryIndex {
         }
         let mut next = part_vectors.into_iter();
         let vectors: Vec<Vec<f32>> = pending.iter().map(|p| fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim)).collect();
-        let mut item_ids = Vec::with_capacity(pending.len());
-        for _ in &pending {
-            item_ids.push(self.alloc_id()?);
+        let mut items = Vec::with_capacity(pending.len());
+        for (p, vector) in pending.into_iter().zip(vectors) {
+            items.push(PreparedItem { layer: p.layer, id: alloc_id()?, chunks: p.chunks, text: p.text, vector });
+        }
+        Ok(PreparedDocument { doc_id: doc.id, next_id, chunks: pieces, items })
+    }
+
+    /// Put a prepared document into the fresh segment. Refused, changing nothing, when
+    /// the document is already indexed or one of its ids is taken (it was prepared before
+    /// another insert, or read back damaged).
+    pub fn insert(&mut self, prepared: PreparedDocument) -> Result<(), Error> {
+        let taken = self.docs.contains_key(&prepared.doc_id)
+            || prepared.chunks.iter().any(|c| self.chunks.contains_key(&c.0))
+            || prepared.items.iter().any(|i| self.layers.get(i.layer as usize).is_none_or(|l| l.item_chunks.contains_key(&i.id)))
+            || prepared.items.iter().any(|i| i.id >= prepared.next_id || i.vector.len() != self.dim)
+            || prepared.chunks.iter().any(|c| c.0 >= prepared.next_id);
+        let chunk_ids: hashbrown::HashSet<u32> = prepared.chunks.iter().map(|c| c.0).collect();
+        let mut item_ids = hashbrown::HashSet::new();
+        let unique = chunk_ids.len() == prepared.chunks.len()
+            && prepared.items.iter().all(|i| !chunk_ids.contains(&i.id) && item_ids.insert(i.id))
+            && prepared.items.iter().all(|i| i.chunks.iter().all(|c| chunk_ids.contains(c)));
+        if taken || !unique {
+            return Err(Error::InvalidField { what: "prepared document" });
         }
         // From here on nothing can fail: ids are fresh and vectors were checked.
-        let mut entry = DocEntry { chunks: pieces.iter().map(|p| p.0).collect(), items: Vec::with_capacity(pending.len()) };
-        for ((p, v), id) in pending.into_iter().zip(&vectors).zip(item_ids) {
-            let layer = &mut self.layers[p.layer as usize];
-            layer.vectors.add(id, v)?;
-            layer.lexical.add(id, &p.text)?;
-            layer.item_chunks.insert(id, p.chunks);
-            entry.items.push((p.layer, id));
+        let mut entry =
+            DocEntry { chunks: prepared.chunks.iter().map(|p| p.0).collect(), items: Vec::with_capacity(prepared.items.len()), part: None };
+        for item in prepared.items {
+            let layer = &mut self.layers[item.layer as usize];
+            layer.vectors.add(item.id, &item.vector)?;
+            layer.lexical[0].add(item.id, &item.text)?;
+            layer.item_chunks.insert(item.id, item.chunks);
+            entry.items.push((item.layer, item.id));
         }
-        for (id, scenario, span) in pieces {
-            self.chunks.insert(id, ChunkRef { doc_id: doc.id, scenario, span });
+        for (id, scenario, span) in prepared.chunks {
+            self.chunks.insert(id, ChunkRef { doc_id: prepared.doc_id, scenario, span });
         }
-        self.docs.insert(doc.id, entry);
+        self.docs.insert(prepared.doc_id, entry);
+        self.next_id = self.next_id.max(prepared.next_id);
         Ok(())
     }
 
@@ -518,7 +639,9 @@ impl MemoryIndex {
         for (layer, id) in entry.items {
             let l = &mut self.layers[layer as usize];
             l.vectors.remove(id);
-            l.lexical.remove(id);
+            if let Some(part) = l.lexical.iter_mut().find(|b| b.contains(id)) {
+                part.remove(id);
+            }
             l.item_chunks.remove(&id);
         }
         for c in entry.chunks {
@@ -527,7 +650,8 @@ impl MemoryIndex {
         true
     }
 
-    /// Serialize the whole index (layers, maps, id counter).
+    /// Serialize the whole index (layers, maps, id counter) as one blob: the layout a
+    /// library stored before it kept parts apart, read back by [`MemoryIndex::from_bytes`].
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut w = Writer::new();
         w.u8(self.mode.code());
@@ -537,7 +661,8 @@ impl MemoryIndex {
         for l in &self.layers {
             w.u8(l.layer as u8);
             w.bytes(&l.vectors.to_bytes());
-            w.bytes(&l.lexical.to_bytes());
+            let parts: Vec<&Bm25Index> = l.lexical.iter().collect();
+            w.bytes(&Bm25Index::merged(&parts).to_bytes());
             let mut items: Vec<(&u32, &Vec<u32>)> = l.item_chunks.iter().collect();
             items.sort_unstable();
             w.u64(items.len() as u64);
@@ -587,16 +712,16 @@ impl MemoryIndex {
             if r.u8()? != l.layer as u8 {
                 return Err(invalid("layer kind"));
             }
-            l.vectors = SegmentedIndex::from_bytes(r.bytes()?, segments.clone())?;
+            l.vectors = SegmentedIndex::from_bytes(r.bytes()?, segments.clone())?.sealed_in_step();
             if l.vectors.dim() != dim {
                 return Err(invalid("layer dimension"));
             }
-            l.lexical = Bm25Index::from_bytes(r.bytes()?)?;
+            let lexical = Bm25Index::from_bytes(r.bytes()?)?;
             let n = r.count(12)?;
             for _ in 0..n {
                 let id = r.u32()?;
                 let chunks = r.u32s()?;
-                if id >= next_id || !l.vectors.contains(id) || !l.lexical.contains(id) {
+                if id >= next_id || !l.vectors.contains(id) || !lexical.contains(id) {
                     return Err(invalid("layer item"));
                 }
                 l.item_chunks.insert(id, chunks);
@@ -604,19 +729,11 @@ impl MemoryIndex {
             // Every vector and every BM25 entry is an item (the items were checked to be in
             // both, so equal counts leave none over): an id without one would be found by
             // a search with nothing to return, and would collide with a later add.
-            if l.vectors.len() != l.item_chunks.len() || l.lexical.len() != l.item_chunks.len() {
+            if l.vectors.len() != l.item_chunks.len() || lexical.len() != l.item_chunks.len() {
                 return Err(invalid("layer entry without an item"));
             }
+            l.lexical = alloc::vec![lexical];
         }
-        let read_doc_id = |r: &mut Reader<'_>| -> Result<DocId, Error> {
-            let b = r.bytes()?;
-            let mut id = [0u8; 16];
-            if b.len() != 16 {
-                return Err(Error::InvalidField { what: "document id" });
-            }
-            id.copy_from_slice(b);
-            Ok(DocId(id))
-        };
         let n = r.count(44)?;
         for _ in 0..n {
             let id = r.u32()?;
@@ -648,14 +765,86 @@ impl MemoryIndex {
             if chunks.iter().any(|c| !idx.chunks.contains_key(c)) {
                 return Err(invalid("document chunk"));
             }
-            idx.docs.insert(doc_id, DocEntry { chunks, items });
+            idx.docs.insert(doc_id, DocEntry { chunks, items, part: None });
         }
         r.finish()?;
         if idx.layers.iter().any(|l| l.item_chunks.values().flatten().any(|c| !idx.chunks.contains_key(c))) {
             return Err(invalid("item chunk"));
         }
         idx.next_id = next_id;
+        // A blob's layers sealed on their own; keep them in step from here on.
+        if idx.layers.iter().any(|l| l.vectors.sealed_segments() > 0) {
+            idx.consolidate(0);
+        }
         Ok(idx)
+    }
+
+    /// Everything into one sealed part, `part`: what a blob read by
+    /// [`MemoryIndex::from_bytes`] becomes before it is stored as parts.
+    pub fn consolidate(&mut self, part: u64) {
+        for l in &mut self.layers {
+            l.vectors.seal_in_step();
+            let all: Vec<usize> = (0..l.vectors.sealed_segments()).collect();
+            l.vectors.merge_sealed(&all);
+            let parts: Vec<&Bm25Index> = l.lexical.iter().collect();
+            let merged = Bm25Index::merged(&parts);
+            l.lexical = alloc::vec![Bm25Index::new(Bm25Params::default()), merged];
+        }
+        self.parts = alloc::vec![part];
+        for d in self.docs.values_mut() {
+            d.part = Some(part);
+        }
+    }
+
+    /// Vectors in the fresh segment, over every layer.
+    pub fn fresh_vectors(&self) -> usize {
+        self.layers.iter().map(|l| l.vectors.fresh_len()).sum()
+    }
+
+    /// The sealed parts, in the order they are searched.
+    pub fn parts(&self) -> &[u64] {
+        &self.parts
+    }
+
+    /// The documents in `part` (`None`: the fresh segment).
+    pub fn part_documents(&self, part: Option<u64>) -> impl Iterator<Item = DocId> + '_ {
+        self.docs.iter().filter(move |(_, e)| e.part == part).map(|(id, _)| *id)
+    }
+
+    /// The part holding `doc`: `Some(None)` for the fresh segment, `None` when it is not
+    /// indexed.
+    pub fn part_of(&self, doc: DocId) -> Option<Option<u64>> {
+        self.docs.get(&doc).map(|e| e.part)
+    }
+
+    /// Seal the fresh segment of every layer into a new part named `part` (an HNSW graph
+    /// and a BM25 index per layer), even when it is empty, so that the layers' slots stay in
+    /// step. A name already in use is refused.
+    pub fn seal(&mut self, part: u64) -> bool {
+        if self.parts.contains(&part) {
+            return false;
+        }
+        for l in &mut self.layers {
+            l.vectors.seal_in_step();
+            let fresh = core::mem::replace(&mut l.lexical[0], Bm25Index::new(Bm25Params::default()));
+            l.lexical.push(fresh);
+        }
+        for d in self.docs.values_mut().filter(|d| d.part.is_none()) {
+            d.part = Some(part);
+        }
+        self.parts.push(part);
+        true
+    }
+
+    /// Merge the sealed parts `parts` into one named `into` (which may reuse one of their
+    /// names), dropping what was removed from them; it is searched after the others.
+    /// False, changing nothing, when a part is unknown or `into` names another part. The
+    /// same as [`MemoryIndex::merge_job`], run here, then [`MemoryIndex::apply_merge`].
+    pub fn merge_parts(&mut self, parts: &[u64], into: u64) -> bool {
+        match self.merge_job(parts, into) {
+            Some(job) => self.apply_merge(job.run()),
+            None => false,
+        }
     }
 
     /// Search with a query embedded by `embedder` (as a query).
@@ -717,7 +906,10 @@ impl MemoryIndex {
             for kind in [ListKind::Vector, ListKind::Lexical] {
                 match kind {
                     ListKind::Vector => l.vectors.search_into(query_vector, depth, hits)?,
-                    ListKind::Lexical if params.lexical => l.lexical.search_into(query, depth, hits),
+                    ListKind::Lexical if params.lexical => {
+                        let parts: Vec<&Bm25Index> = l.lexical.iter().collect();
+                        Bm25Index::search_parts(&parts, query, depth, hits)
+                    }
                     ListKind::Lexical => continue,
                 }
                 // Map items to chunks, keeping each chunk's first (best) position.
@@ -870,7 +1062,7 @@ mod tests {
         // A BM25 entry with no item entry.
         let mut idx = fresh();
         let id = idx.next_id;
-        idx.layers[1].lexical.add(id, "stray").unwrap();
+        idx.layers[1].lexical[0].add(id, "stray").unwrap();
         assert_eq!(decode(&idx).unwrap_err(), Error::InvalidField { what: "layer entry without an item" });
         // A chunk id the counter would hand out again.
         let mut idx = fresh();

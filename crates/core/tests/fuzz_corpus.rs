@@ -63,7 +63,8 @@ fn the_intact_sample_library_opens_and_answers() {
     use docmem_core::retrieve::{RetrievalMode, SearchParams};
     for mode in RetrievalMode::ALL {
         let (entries, settings) = docmem_core::fuzz_harness::sample_library(mode);
-        assert_eq!(entries.len(), 6, "{:?}", entries.keys());
+        assert_eq!(entries.len(), 7, "{:?}", entries.keys());
+        assert!(entries.keys().any(|k| k.starts_with("index/parts/")) && entries.keys().any(|k| k.starts_with("index/fresh/")));
         let lib = Library::open(MemStore { entries, fail_after_writes: None }, &settings).unwrap();
         assert_eq!(lib.documents().len(), 2);
         let mut e = docmem_core::HashingEmbedder::new(settings.dim);

@@ -162,36 +162,63 @@ impl Bm25Index {
 
     /// [`Bm25Index::search`] into a reused buffer.
     pub fn search_into(&self, query: &str, k: usize, out: &mut Vec<Hit>) {
+        Self::search_parts(&[self], query, k, out);
+    }
+
+    /// BM25 over several indexes as if they were one: the collection's statistics (number
+    /// of documents, mean length, each term's document frequency) are summed over the
+    /// parts, so a score does not depend on which part a text landed in. The parts must
+    /// share parameters and hold disjoint ids; the first part's parameters apply.
+    pub fn search_parts(parts: &[&Bm25Index], query: &str, k: usize, out: &mut Vec<Hit>) {
         out.clear();
-        let n = self.slot_of.len() as f32;
-        if n == 0.0 {
+        let Some(first) = parts.first() else { return };
+        let n: usize = parts.iter().map(|p| p.slot_of.len()).sum();
+        if n == 0 {
             return;
         }
-        let avgdl = (self.total_len as f32 / n).max(1e-6);
-        let mut qterms: Vec<u32> = lexical_terms(query).iter().filter_map(|t| self.term_ids.get(t.as_str()).copied()).collect();
-        qterms.sort_unstable();
-        qterms.dedup();
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        let Bm25Params { k1, b } = self.params;
-        for tid in qterms {
-            let posting = &self.postings[tid as usize];
-            let df = posting.len() as f32;
-            if df == 0.0 {
-                continue;
-            }
-            let idf = libm::logf(1.0 + (n - df + 0.5) / (df + 0.5));
-            for &(slot, tf) in posting {
-                let len = self.docs[slot as usize].len as f32;
-                let tf = tf as f32;
-                let s = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avgdl));
-                *scores.entry(slot).or_insert(0.0) += s;
-            }
-        }
+        let n = n as f32;
+        let total_len: u64 = parts.iter().map(|p| p.total_len).sum();
+        let avgdl = (total_len as f32 / n).max(1e-6);
+        let mut terms = lexical_terms(query);
+        terms.sort_unstable();
+        terms.dedup();
+        // Each query term's id in each part (or none), and its summed frequency.
+        let ids: Vec<(Vec<Option<u32>>, f32)> = terms
+            .iter()
+            .map(|t| {
+                let per_part: Vec<Option<u32>> = parts.iter().map(|p| p.term_ids.get(t.as_str()).copied()).collect();
+                let df: usize = per_part.iter().zip(parts).filter_map(|(tid, p)| tid.map(|tid| p.postings[tid as usize].len())).sum();
+                (per_part, df as f32)
+            })
+            .collect();
+        // Summed in the terms' order (sorted above), so a score does not depend on how
+        // the index was built or read back.
+        let Bm25Params { k1, b } = first.params;
         let mut top = TopK::new(k);
-        for (slot, score) in scores {
-            top.push(Hit { id: self.docs[slot as usize].id, score });
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for (pi, part) in parts.iter().enumerate() {
+            scores.clear();
+            for (per_part, df) in &ids {
+                let Some(tid) = per_part[pi] else { continue };
+                let idf = libm::logf(1.0 + (n - df + 0.5) / (df + 0.5));
+                for &(slot, tf) in &part.postings[tid as usize] {
+                    let len = part.docs[slot as usize].len as f32;
+                    let tf = tf as f32;
+                    let s = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avgdl));
+                    *scores.entry(slot).or_insert(0.0) += s;
+                }
+            }
+            for (&slot, &score) in &scores {
+                top.push(Hit { id: part.docs[slot as usize].id, score });
+            }
         }
         top.into_sorted(out);
+    }
+
+    /// One index holding the live documents of `parts` (a merge of segments).
+    pub fn merged(parts: &[&Bm25Index]) -> Self {
+        let params = parts.first().map_or_else(Bm25Params::default, |p| p.params);
+        Self::rebuilt(params, parts.iter().flat_map(|p| p.live_docs()).collect())
     }
 
     /// Serialize the live documents' term statistics.
@@ -217,39 +244,61 @@ impl Bm25Index {
         w.finish(KIND, 1)
     }
 
-    /// Deserialize, checking term references and ids.
+    /// Deserialize, checking term references and ids. The postings are built straight
+    /// from the stored term numbers: a library's parts are read this way at every open.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
         let (_, mut r) = Reader::open(bytes, KIND, 1)?;
         let params = Bm25Params { k1: r.f32()?, b: r.f32()? };
         if !params.k1.is_finite() || !params.b.is_finite() {
             return Err(Error::InvalidField { what: "BM25 parameters" });
         }
+        let mut idx = Bm25Index::new(params);
         let n_terms = r.count(8)?;
-        let mut names = Vec::with_capacity(n_terms);
+        // Stored term number → term id here (a name stored twice maps to one id).
+        let mut remap = Vec::with_capacity(n_terms);
         for _ in 0..n_terms {
-            names.push(String::from(r.str()?));
+            let name = r.str()?;
+            let next = idx.term_names.len() as u32;
+            let tid = *idx.term_ids.entry_ref(name).or_insert(next);
+            if tid == next {
+                idx.term_names.push(String::from(name));
+                idx.postings.push(Vec::new());
+            }
+            remap.push(tid);
         }
         let n_docs = r.count(16)?;
-        let mut docs = Vec::with_capacity(n_docs);
-        let mut seen = hashbrown::HashSet::new();
         for _ in 0..n_docs {
             let id = r.u32()?;
             let len = r.u32()?;
             let n = r.count(8)?;
-            let mut terms = Vec::with_capacity(n);
+            let mut terms: Vec<(u32, u32)> = Vec::with_capacity(n);
             for _ in 0..n {
                 let t = r.u32()? as usize;
                 let f = r.u32()?;
-                let name = names.get(t).ok_or(Error::InvalidField { what: "BM25 term reference" })?;
-                terms.push((name.clone(), f));
+                let Some(&tid) = remap.get(t) else { return Err(Error::InvalidField { what: "BM25 term reference" }) };
+                terms.push((tid, f));
             }
-            if !seen.insert(id) {
+            terms.sort_unstable();
+            // A term stored twice (under two numbers) counts once, its frequencies summed.
+            terms.dedup_by(|next, kept| {
+                let same = next.0 == kept.0;
+                if same {
+                    kept.1 = kept.1.saturating_add(next.1);
+                }
+                same
+            });
+            let slot = idx.docs.len() as u32;
+            if idx.slot_of.insert(id, slot).is_some() {
                 return Err(Error::InvalidField { what: "BM25 duplicate id" });
             }
-            docs.push((id, len, terms));
+            for &(tid, tf) in &terms {
+                idx.postings[tid as usize].push((slot, tf));
+            }
+            idx.docs.push(DocSlot { id, len, terms, live: true });
+            idx.total_len += u64::from(len);
         }
         r.finish()?;
-        Ok(Self::rebuilt(params, docs))
+        Ok(idx)
     }
 }
 

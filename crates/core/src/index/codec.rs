@@ -19,31 +19,9 @@ pub const MAX_DIM: usize = 1 << 16;
 const MAGIC: &[u8; 4] = b"DMIX";
 const HEADER: usize = 4 + 4 + 2 + 8;
 
-const fn crc_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-}
-
-static CRC_TABLE: [u32; 256] = crc_table();
-
 /// CRC-32 (IEEE 802.3, as zlib computes it).
 pub fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in bytes {
-        c = CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
-    }
-    !c
+    crc32fast::hash(bytes)
 }
 
 /// Appends little-endian fields to a buffer.
@@ -168,8 +146,10 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
-        let end = self.pos.checked_add(n).ok_or(Error::Truncated)?;
-        let s = self.buf.get(self.pos..end).ok_or(Error::Truncated)?;
+        // `let … else` rather than `ok_or`: this runs for every field read, and an error
+        // built eagerly is dropped on every call.
+        let Some(end) = self.pos.checked_add(n) else { return Err(Error::Truncated) };
+        let Some(s) = self.buf.get(self.pos..end) else { return Err(Error::Truncated) };
         self.pos = end;
         Ok(s)
     }

@@ -166,6 +166,26 @@ impl HnswSegment {
         g
     }
 
+    /// Vectors not yet linked into a graph: searched exhaustively (exact) until a merge
+    /// builds the graph ([`HnswSegment::build`]). Sealing a library's fresh vectors makes
+    /// these, so that an add never waits for a graph; merging parts builds graphs, where
+    /// the work can run in the background.
+    pub fn unlinked_rows(dim: usize, metric: Metric, ids: Vec<u32>, rows: &[f32], params: HnswParams) -> Self {
+        let n = ids.len().min(rows.len() / dim.max(1));
+        let mut ids = ids;
+        ids.truncate(n);
+        let mut g = Self::unlinked(dim, metric, params, ids, rows[..n * dim].to_vec());
+        g.levels = vec![0; n];
+        g.upper = vec![Vec::new(); n];
+        g
+    }
+
+    /// True while the vectors are not linked into a graph (see
+    /// [`HnswSegment::unlinked_rows`]).
+    pub fn is_unlinked(&self) -> bool {
+        self.entry.is_none() && !self.ids.is_empty()
+    }
+
     /// A graph with its vectors and no links yet (`levels` and `upper` still to fill).
     fn unlinked(dim: usize, metric: Metric, params: HnswParams, ids: Vec<u32>, rows: Vec<f32>) -> Self {
         let n = ids.len();
@@ -338,7 +358,15 @@ impl HnswSegment {
     /// The `k` nearest to a prepared (normalized) query with candidate list `ef`.
     pub fn search_with(&self, q: &[f32], k: usize, ef: usize, s: &mut HnswScratch, out: &mut Vec<Hit>) {
         out.clear();
-        let Some(entry) = self.entry else { return };
+        let Some(entry) = self.entry else {
+            // Unlinked rows: the exact scan.
+            let mut top = TopK::new(k);
+            for (id, row) in self.vectors() {
+                top.push(Hit { id, score: dot(q, row) });
+            }
+            top.into_sorted(out);
+            return;
+        };
         let mut ep = Cand { sim: dot(q, self.row(entry)), node: entry };
         let mut l = self.max_level;
         while l > 0 {
@@ -457,6 +485,8 @@ impl HnswSegment {
         }
         match (entry, n) {
             (u32::MAX, 0) => {}
+            // Unlinked rows: no node may have links.
+            (u32::MAX, _) if g.levels.iter().all(|&l| l == 0) && g.len0.iter().all(|&l| l == 0) => {}
             (e, _) if (e as usize) < n => {
                 g.entry = Some(e);
                 g.max_level = g.levels[e as usize];
@@ -491,6 +521,30 @@ mod tests {
     use super::*;
     use crate::index::FlatIndex;
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn unlinked_rows_are_searched_exactly_and_round_trip() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let (dim, n) = (8, 50);
+        let mut exact = FlatIndex::new(dim, Metric::Cosine);
+        let mut rows = Vec::new();
+        for id in 0..n {
+            let v: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            exact.add(id, &v).unwrap();
+        }
+        rows.extend_from_slice(exact.rows());
+        let g = HnswSegment::unlinked_rows(dim, Metric::Cosine, exact.ids().to_vec(), &rows, HnswParams::default());
+        assert!(g.is_unlinked());
+        let back = HnswSegment::from_bytes(&g.to_bytes()).unwrap();
+        assert!(back.is_unlinked());
+        for _ in 0..10 {
+            let q: Vec<f32> = (0..dim).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            assert_eq!(g.search(&q, 7).unwrap(), exact.search(&q, 7).unwrap());
+            assert_eq!(back.search(&q, 7).unwrap(), exact.search(&q, 7).unwrap());
+        }
+        // Linked, it is a graph again.
+        assert!(!HnswSegment::build(dim, Metric::Cosine, exact.ids().to_vec(), &rows, HnswParams::default()).is_unlinked());
+    }
 
     fn data(n: usize, dim: usize, seed: u64) -> FlatIndex {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);

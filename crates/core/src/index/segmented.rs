@@ -125,6 +125,104 @@ impl SegmentedIndex {
         }
     }
 
+    /// This index with automatic sealing and compaction turned off (see
+    /// [`SegmentedIndex::seal_in_step`]).
+    pub fn sealed_in_step(mut self) -> Self {
+        self.params.seal_threshold = usize::MAX;
+        self.params.max_sealed = usize::MAX;
+        self
+    }
+
+    /// Vectors in the fresh segment.
+    pub fn fresh_len(&self) -> usize {
+        self.fresh.len()
+    }
+
+    /// Seal the fresh segment into a new sealed segment even when it is empty, its vectors
+    /// not yet linked into a graph (searched exactly), and never compact: for an owner that keeps several indexes' segments in step (one slot per
+    /// stored part; see [`crate::retrieve::MemoryIndex`]).
+    pub fn seal_in_step(&mut self) {
+        let (ids, rows) = self.fresh.drain();
+        let slot = self.sealed.len();
+        for &id in &ids {
+            self.live.insert(id, Loc::Sealed(slot));
+        }
+        // Linked later, by a merge ([`SegmentedIndex::merge_sealed`]).
+        let index = HnswSegment::unlinked_rows(self.dim, self.metric, ids, &rows, self.params.hnsw);
+        self.sealed.push(Segment { index, dead: HashSet::new() });
+    }
+
+    /// The graph of sealed segment `slot` (tombstones are the owner's to keep).
+    pub fn sealed(&self, slot: usize) -> Option<&HnswSegment> {
+        self.sealed.get(slot).map(|s| &s.index)
+    }
+
+    /// Append a sealed segment read back from storage. Refused, changing nothing, when its
+    /// dimension differs or it holds an id already live.
+    pub fn push_sealed(&mut self, index: HnswSegment) -> Result<(), Error> {
+        if index.dim() != self.dim {
+            return Err(Error::InvalidField { what: "segment dimension" });
+        }
+        let mut seen = HashSet::new();
+        if index.vectors().any(|(id, _)| self.live.contains_key(&id) || !seen.insert(id)) {
+            return Err(Error::InvalidField { what: "segment id" });
+        }
+        let slot = self.sealed.len();
+        for (id, _) in index.vectors() {
+            self.live.insert(id, Loc::Sealed(slot));
+        }
+        self.sealed.push(Segment { index, dead: HashSet::new() });
+        Ok(())
+    }
+
+    /// Rebuild the live vectors of the sealed segments `slots` into one, placed after the
+    /// remaining segments (whose order is kept); tombstones in them are dropped. Slots out
+    /// of range are ignored.
+    pub fn merge_sealed(&mut self, slots: &[usize]) {
+        let (ids, rows) = self.live_vectors(slots);
+        let merged = self.build_sealed(ids, rows);
+        self.replace_sealed(slots, merged);
+    }
+
+    /// The live vectors of the sealed segments `slots`, in order (what a merge of them
+    /// builds its graph from, perhaps elsewhere; see [`SegmentedIndex::replace_sealed`]).
+    pub fn live_vectors(&self, slots: &[usize]) -> (Vec<u32>, Vec<f32>) {
+        let mut ids = Vec::new();
+        let mut rows = Vec::new();
+        for &slot in slots {
+            let Some(seg) = self.sealed.get(slot) else { continue };
+            for (id, row) in seg.index.vectors() {
+                if !seg.dead.contains(&id) {
+                    ids.push(id);
+                    rows.extend_from_slice(row);
+                }
+            }
+        }
+        (ids, rows)
+    }
+
+    /// Put `merged`, built from [`SegmentedIndex::live_vectors`] of `slots`, in their
+    /// place, after the remaining segments. A vector removed since it was taken is
+    /// tombstoned in `merged`.
+    pub fn replace_sealed(&mut self, slots: &[usize], merged: HnswSegment) {
+        let mut kept = Vec::with_capacity(self.sealed.len());
+        for (slot, seg) in core::mem::take(&mut self.sealed).into_iter().enumerate() {
+            if !slots.contains(&slot) {
+                kept.push(seg);
+            }
+        }
+        self.sealed = kept;
+        let dead: HashSet<u32> = merged.vectors().map(|(id, _)| id).filter(|id| !self.live.contains_key(id)).collect();
+        self.sealed.push(Segment { index: merged, dead });
+        for (slot, seg) in self.sealed.iter().enumerate() {
+            for (id, _) in seg.index.vectors() {
+                if !seg.dead.contains(&id) {
+                    self.live.insert(id, Loc::Sealed(slot));
+                }
+            }
+        }
+    }
+
     /// Rebuild every live vector into one sealed segment, dropping tombstones.
     pub fn compact(&mut self) {
         let mut ids = Vec::with_capacity(self.live.len());
@@ -157,8 +255,9 @@ impl SegmentedIndex {
         let mut w = Writer::new();
         w.u32(self.dim as u32);
         w.u8(self.metric.code());
-        w.u64(self.params.seal_threshold as u64);
-        w.u64(self.params.max_sealed as u64);
+        // Clamped so that a 32-bit reader can hold them ("never" is u32::MAX there too).
+        w.u64(self.params.seal_threshold.min(u32::MAX as usize) as u64);
+        w.u64(self.params.max_sealed.min(u32::MAX as usize) as u64);
         w.bytes(&self.fresh.to_bytes());
         w.u64(self.sealed.len() as u64);
         for seg in &self.sealed {

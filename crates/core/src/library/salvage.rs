@@ -45,7 +45,9 @@ pub struct Salvage {
 /// Read what survives of the library in `store` (see the module docs). Never fails:
 /// a store that cannot list its keys yields nothing.
 pub fn salvage<S: Store>(store: &mut S) -> Salvage {
-    // The manifest, if it still decodes far enough, gives the order and the collections.
+    // The manifest, if it still decodes far enough, gives the order and the collections:
+    // its own list in a library stored as one blob; in one stored as parts, the parts'
+    // and fresh documents' catalogs, in the manifest's order.
     #[derive(Deserialize)]
     struct Entry {
         id: DocId,
@@ -56,13 +58,31 @@ pub fn salvage<S: Store>(store: &mut S) -> Salvage {
     struct Head {
         #[serde(default)]
         documents: Vec<Entry>,
+        #[serde(default)]
+        parts: Vec<super::layout::PartEntry>,
+        #[serde(default)]
+        fresh: Vec<u64>,
     }
-    let listed: Vec<Entry> = store
-        .read(MANIFEST)
-        .ok()
-        .flatten()
-        .and_then(|bytes| serde_json::from_slice::<Head>(&bytes).ok())
-        .map_or_else(Vec::new, |h| h.documents);
+    let head = store.read(MANIFEST).ok().flatten().and_then(|bytes| serde_json::from_slice::<Head>(&bytes).ok());
+    let catalog = |store: &mut S, key: &str| -> Vec<Entry> {
+        let Some(bytes) = store.read(key).ok().flatten() else { return Vec::new() };
+        let Ok((entries, _)) = super::layout::open_envelope(&bytes) else { return Vec::new() };
+        entries.into_iter().map(|e| Entry { id: e.id, collection: Some(e.collection) }).collect()
+    };
+    let listed: Vec<Entry> = match head {
+        None => Vec::new(),
+        Some(h) if h.parts.is_empty() && h.fresh.is_empty() => h.documents,
+        Some(h) => {
+            let mut listed: Vec<Entry> = Vec::new();
+            for p in &h.parts {
+                listed.extend(catalog(store, &super::layout::part_key(p.id)));
+            }
+            for &generation in &h.fresh {
+                listed.extend(catalog(store, &super::layout::fresh_key(generation)));
+            }
+            listed
+        }
+    };
     let order: BTreeMap<String, usize> = listed.iter().enumerate().map(|(i, e)| (super::document_key(e.id), i)).collect();
     let collection_of = |key: &str| order.get(key).and_then(|&i| listed[i].collection.clone()).unwrap_or_else(|| DEFAULT_COLLECTION.into());
 
@@ -116,8 +136,10 @@ mod tests {
         lib.add_to("geography", &b, &mb, &mut e).unwrap();
         lib.add(&c, &mc, &mut e).unwrap();
         let mut store = lib.into_store();
-        // The index is gone and one document is garbage: the library no longer opens.
-        let index = store.entries.keys().find(|k| k.starts_with("index/")).unwrap().clone();
+        // The third document's index entries are gone and its text is garbage: the library
+        // no longer opens. (The catalog of the others, kept with their index entries,
+        // still gives their order and collections.)
+        let index = store.entries.keys().rfind(|k| k.starts_with("index/")).unwrap().clone();
         store.entries.remove(&index);
         store.entries.insert(super::super::document_key(c.id), b"{not json".to_vec());
         assert!(Library::open(store.clone(), &settings).is_err());
