@@ -192,40 +192,70 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         ..ExtractSettings::default()
     };
     let mut out = std::io::stdout().lock();
-    for (path, doc) in &docs {
-        let started = Instant::now();
-        if library.contains(doc.id) {
-            report(&mut out, a.json, path, doc, None, false, started)?;
-            continue;
-        }
-        let mut method = match baseline {
-            Some(kind) => {
-                let (size, overlap) = passage_sizes(kind, None, None);
-                MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }
+    // Documents land in batches: one manifest for each few seconds of work, so a folder of
+    // small documents does not write it for every one, and an interrupted run keeps every
+    // batch that finished.
+    let mut batch_started = Instant::now();
+    library.begin_batch();
+    library.set_background_merges(true);
+    let mut merges = crate::background_merge::BackgroundMerges::default();
+    let mut add_all = || -> Result<(), CliError> {
+        for (path, doc) in &docs {
+            let started = Instant::now();
+            if library.contains(doc.id) {
+                report(&mut out, a.json, path, doc, None, false, started)?;
+                continue;
             }
-            None => {
-                if models.is_none() {
-                    let reader = open_model(&reader_path, a, "reader", a.reader.is_none())?;
-                    let scorer = a.scorer.as_ref().map(|p| open_model(p, a, "scorer", false)).transpose()?;
-                    models = Some((reader, scorer));
+            let mut method = match baseline {
+                Some(kind) => {
+                    let (size, overlap) = passage_sizes(kind, None, None);
+                    MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }
                 }
-                let Some((reader, scorer)) = &models else { continue };
-                reader.memory_method(scorer.as_ref(), extract.clone())
+                None => {
+                    if models.is_none() {
+                        let reader = open_model(&reader_path, a, "reader", a.reader.is_none())?;
+                        let scorer = a.scorer.as_ref().map(|p| open_model(p, a, "scorer", false)).transpose()?;
+                        models = Some((reader, scorer));
+                    }
+                    let Some((reader, scorer)) = &models else { continue };
+                    reader.memory_method(scorer.as_ref(), extract.clone())
+                }
+            };
+            let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
+            let label = doc.title.clone();
+            let limits = IngestLimits::default().with_max_document_bytes(a.max_document_bytes);
+            let mut show = |p: &Progress| {
+                line.show(&label, p);
+                true
+            };
+            let done = docmem_runtime::block_on(ingest_into(
+                &mut library,
+                &a.collection,
+                doc,
+                &mut method,
+                embedder.as_mut(),
+                &mut show,
+                &limits,
+            ))?;
+            report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
+            merges.poll(&mut library)?;
+            if batch_started.elapsed() >= BATCH_SECONDS {
+                library.finish_batch()?;
+                library.begin_batch();
+                batch_started = Instant::now();
             }
-        };
-        let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
-        let label = doc.title.clone();
-        let limits = IngestLimits::default().with_max_document_bytes(a.max_document_bytes);
-        let mut show = |p: &Progress| {
-            line.show(&label, p);
-            true
-        };
-        let done =
-            docmem_runtime::block_on(ingest_into(&mut library, &a.collection, doc, &mut method, embedder.as_mut(), &mut show, &limits))?;
-        report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
-    }
-    Ok(())
+        }
+        Ok(())
+    };
+    let result = add_all();
+    // What was added stays, even when a later document failed; a merge under way lands.
+    let merged = merges.finish(&mut library);
+    library.finish_batch()?;
+    result.and(merged)
 }
+
+/// How long the documents of one batch may take to read before it is committed.
+const BATCH_SECONDS: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Files named, and the readable files (`.txt`, `.md`, `.html`, `.pdf`) under folders named,
 /// recursively and in name order; other files in a folder are skipped with a note. A folder

@@ -6,6 +6,7 @@
 //! failures.
 
 mod ask;
+mod background_merge;
 mod chunk;
 mod documents;
 mod embed;
@@ -52,6 +53,8 @@ enum Command {
     Documents(documents::DocumentsArgs),
     /// Remove documents from a library (every index layer, and their files).
     Remove(documents::RemoveArgs),
+    /// Merge a library's index into one part (adding merges a little at a time).
+    Compact(documents::CompactArgs),
     /// Evaluate retrieval (and answers) on question-answering data.
     #[command(subcommand)]
     Eval(lab::eval::EvalCommand),
@@ -115,6 +118,7 @@ fn main() {
         Command::Search(a) => search::run(&a),
         Command::Documents(a) => documents::list(&a),
         Command::Remove(a) => documents::remove(&a),
+        Command::Compact(a) => documents::compact(&a),
         Command::Eval(e) => lab::eval::run(&e),
         Command::Generate(a) => lm::generate(&a),
         Command::Logits(a) => lm::logits(&a),

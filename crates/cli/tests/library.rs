@@ -346,3 +346,34 @@ fn an_oversized_file_and_a_folder_that_links_back_to_itself_are_handled_before_a
     std::fs::remove_dir_all(&folder).unwrap();
     std::fs::remove_file(&big).unwrap();
 }
+
+/// A library compacted into one part answers as before, and lists the same documents.
+#[test]
+fn compact_merges_the_index_into_one_part_and_changes_no_answer() {
+    let lib = temp_library("compact");
+    let l = lib.display().to_string();
+    let docs = lib.with_extension("compact-texts");
+    let _ = std::fs::remove_dir_all(&docs);
+    std::fs::create_dir_all(&docs).unwrap();
+    for i in 0..12 {
+        std::fs::write(
+            docs.join(format!("t{i:02}.txt")),
+            format!("Tower {i} has a clock. Its bell w{i}z rings at noon. The keeper is k{i}q."),
+        )
+        .unwrap();
+    }
+    ok(&docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &docs.display().to_string()]));
+    let search = |q: &str| -> serde_json::Value {
+        serde_json::from_str(&ok(&docmem(&["search", q, "--library", &l, "--embedder", "hashing", "--k", "1", "--json"]))).unwrap()
+    };
+    let before = search("Its bell w7z rings at noon.");
+    assert!(files(&lib).iter().all(|f| !f.starts_with("index/parts/")), "twelve small documents stay fresh");
+    let out = ok(&docmem(&["compact", "--library", &l]));
+    assert!(out.starts_with("compacted 12 documents into 1 part"), "{out}");
+    let listed = files(&lib);
+    assert_eq!(listed.iter().filter(|f| f.starts_with("index/")).collect::<Vec<_>>().len(), 1, "{listed:?}");
+    assert_eq!(search("Its bell w7z rings at noon."), before);
+    assert!(before.to_string().contains("w7z"), "{before}");
+    std::fs::remove_dir_all(&lib).unwrap();
+    std::fs::remove_dir_all(&docs).unwrap();
+}

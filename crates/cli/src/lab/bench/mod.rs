@@ -7,6 +7,7 @@ use crate::CliError;
 
 mod embed;
 mod index;
+mod library;
 mod lm;
 mod stats;
 
@@ -19,6 +20,9 @@ pub enum BenchCommand {
     /// Sentence embedder: sentences/s at batch 1 and 32, native and wasm, beside
     /// sentence-transformers and transformers.js.
     Embed(embed::EmbedBenchArgs),
+    /// Library at scale: seconds and bytes written per added document as it grows, open
+    /// and search times, resident memory (sentence chunks, hashing embedder).
+    Library(library::LibraryBenchArgs),
 }
 
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
@@ -26,5 +30,6 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Index(a) => index::run(a),
         BenchCommand::Lm(a) => lm::run(a),
         BenchCommand::Embed(a) => embed::run(a),
+        BenchCommand::Library(a) => library::run(a),
     }
 }
