@@ -173,7 +173,7 @@ await page.evaluate(
 );
 await page.reload();
 await page.locator('#library-damaged').waitFor({ timeout: 10 * MINUTES });
-assert.match(await page.locator('#library-damaged-text').textContent(), /^Your library could not be opened: .*index\/\d+\.bin/);
+assert.match(await page.locator('#library-damaged-text').textContent(), /^Your library could not be opened: .*index\/(fresh|parts)\/\d+\.bin/);
 await page.click('#rebuild-library');
 await ready();
 const rebuilt = await page.locator('#library-rebuilt').textContent();
