@@ -250,8 +250,9 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     let result = add_all();
     // What was added stays, even when a later document failed; a merge under way lands.
     let merged = merges.finish(&mut library);
-    library.finish_batch()?;
-    result.and(merged)
+    let finished = library.finish_batch().map_err(CliError::from);
+    // The first error is the one to report: a document's, before a merge's or a commit's.
+    result.and(merged).and(finished)
 }
 
 /// How long the documents of one batch may take to read before it is committed.

@@ -2,8 +2,8 @@
 //! and the documents added since the last part, each under its own key.
 //!
 //! Every key is written once and never changed, except the manifest, whose size does not
-//! grow with the library: it lists the parts (each with the documents removed from it
-//! since it was written) and the documents not yet in a part. A document's catalog entry
+//! grow with the library: it lists the parts (each with the key that lists the documents
+//! removed from it since it was written) and the documents not yet in a part. A document's catalog entry
 //! (title, collection, reader) lives with its index entries, in its fresh key and later in
 //! its part, so adding the ten-thousandth document writes about what adding the first did.
 //! See [`crate::retrieve::MemoryIndex::part_bytes`] for what a part holds.
@@ -16,7 +16,6 @@ use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
 use super::DocumentEntry;
-use crate::document::DocId;
 use crate::index::codec::{Reader, Writer};
 use crate::retrieve::RetrievalMode;
 use crate::Error;
@@ -46,9 +45,22 @@ pub struct PartEntry {
     pub tier: u32,
     /// Documents it held when written.
     pub documents: usize,
-    /// Documents removed from it since (their entries are skipped when it is read).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub removed: Vec<DocId>,
+    /// How many documents were removed from it since.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub removed: usize,
+    /// The generation whose key ([`removed_key`]) lists them (their entries are skipped
+    /// when the part is read); 0 when none. A key of its own, so that the manifest stays
+    /// small however many documents a library loses.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub removed_key: u64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `manifest.json` of a library stored as parts. Its head repeats [`super::Manifest`]'s:
@@ -82,6 +94,11 @@ pub struct StoredManifest {
 /// The key of a part.
 pub fn part_key(id: u64) -> String {
     format!("index/parts/{id}.bin")
+}
+
+/// The key listing the documents removed from part `part`, as of `generation`.
+pub fn removed_key(part: u64, generation: u64) -> String {
+    format!("index/removed/{part}-{generation}.bin")
 }
 
 /// The key of a document not yet in a part.

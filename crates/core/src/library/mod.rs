@@ -2,8 +2,9 @@
 //!
 //! # Layout (format version 3)
 //! - `manifest.json`: format version, generation, embedder, retrieval mode, the index's
-//!   parts (each with the documents removed from it since) and the keys of the documents
-//!   added since the last part. It is the only key whose contents say what the library
+//!   parts (each with the key listing the documents removed from it since,
+//!   `index/removed/<part>-<generation>.bin`) and the keys of the documents added since
+//!   the last part. It is the only key whose contents say what the library
 //!   holds, and its size does not grow with the library.
 //! - `documents/<id>.json`, `memories/<id>.json`: each document and its memory, read when
 //!   first asked for.
@@ -77,7 +78,7 @@ use crate::pieces::DEFAULT_PIECE_CHARS;
 use crate::retrieve::{MemoryIndex, MergeJob, MergedPart, PreparedDocument, RetrievalMode, RetrievedChunk, SearchParams, SearchScratch};
 use crate::span::Span;
 use crate::Error;
-use layout::{envelope, fresh_key, merge_due, open_envelope, part_key, PartEntry, StoredManifest, MAX_MERGE_TIER};
+use layout::{envelope, fresh_key, merge_due, open_envelope, part_key, removed_key, PartEntry, StoredManifest, MAX_MERGE_TIER};
 
 /// The first library format: one manifest listing every document, one index blob.
 /// Read (and rewritten as parts), never written.
@@ -283,11 +284,14 @@ pub struct Library<S: Store> {
     new_tiers: BTreeMap<u64, u32>,
     /// Each fresh document's key generation.
     fresh_keys: BTreeMap<DocId, u64>,
+    /// The documents removed from each part since it was written (see
+    /// [`PartEntry::removed_key`]).
+    removed: BTreeMap<u64, Vec<DocId>>,
     /// A blob index of an older format, removed once a manifest of parts is stored.
     legacy_index: Option<String>,
     /// While a batch is open ([`Library::begin_batch`]): the keys its changes made stale,
-    /// removed once its manifest is written.
-    batch: Option<Vec<String>>,
+    /// removed once its manifest is written, and whether it changed anything.
+    batch: Option<(Vec<String>, bool)>,
     /// Whether merges are left to the caller ([`Library::merge_job`]) rather than made
     /// inside the change that makes them due.
     background_merges: bool,
@@ -371,6 +375,13 @@ impl<S: Store> Library<S> {
         }
         .with_piece_chars(manifest.piece_chars)
         .with_manual_sealing();
+        let mut manifest = manifest;
+        // Numbered in their order, so that a document moved to another part later (its
+        // memory replaced) keeps its place; every later add's generation is larger.
+        for (i, e) in manifest.documents.iter_mut().enumerate() {
+            e.added = i as u64 + 1;
+        }
+        manifest.generation = manifest.generation.max(manifest.documents.len() as u64);
         // One part holds what the blob held; the next commit stores it.
         let part = manifest.generation + 1;
         index.consolidate(part);
@@ -403,6 +414,7 @@ impl<S: Store> Library<S> {
             stored_parts: Vec::new(),
             new_tiers: BTreeMap::new(),
             fresh_keys: BTreeMap::new(),
+            removed: BTreeMap::new(),
             legacy_index: None,
             batch: None,
             background_merges: false,
@@ -417,6 +429,7 @@ impl<S: Store> Library<S> {
         let mut index =
             MemoryIndex::new(stored.mode, stored.dim, segments.clone()).with_piece_chars(stored.piece_chars).with_manual_sealing();
         let mut entries: Vec<DocumentEntry> = Vec::new();
+        let mut removed = BTreeMap::new();
         for p in &stored.parts {
             let key = part_key(p.id);
             let bytes = store.read(&key)?.ok_or_else(|| corrupt(&key, Error::InvalidField { what: "missing" }))?;
@@ -425,10 +438,29 @@ impl<S: Store> Library<S> {
             if id != p.id {
                 return Err(corrupt(&key, Error::InvalidField { what: "part name" }));
             }
-            for gone in &p.removed {
-                index.remove_document(*gone);
+            let gone: Vec<DocId> = if p.removed_key == 0 {
+                Vec::new()
+            } else {
+                let rk = removed_key(p.id, p.removed_key);
+                decode(&rk, store.read(&rk)?)?
+            };
+            let gone_set: hashbrown::HashSet<DocId> = gone.iter().copied().collect();
+            for id in &gone {
+                index.remove_document(*id);
             }
-            entries.extend(part_entries.into_iter().filter(|e| !p.removed.contains(&e.id)));
+            // The catalog names the part's documents, each once.
+            let mut listed: Vec<DocId> = part_entries.iter().map(|e| e.id).collect();
+            let mut held: Vec<DocId> = index.part_documents(Some(p.id)).chain(gone.iter().copied()).collect();
+            listed.sort_unstable();
+            held.sort_unstable();
+            held.dedup();
+            if listed != held {
+                return Err(corrupt(&key, Error::InvalidField { what: "catalog" }));
+            }
+            entries.extend(part_entries.into_iter().filter(|e| !gone_set.contains(&e.id)));
+            if !gone.is_empty() {
+                removed.insert(p.id, gone);
+            }
         }
         let mut fresh_keys = BTreeMap::new();
         for &generation in &stored.fresh {
@@ -463,6 +495,7 @@ impl<S: Store> Library<S> {
         let mut lib = Library::assemble(store, manifest, documents, index, segments);
         lib.stored_parts = stored.parts;
         lib.fresh_keys = fresh_keys;
+        lib.removed = removed;
         lib.collect_garbage();
         Ok(lib)
     }
@@ -505,6 +538,7 @@ impl<S: Store> Library<S> {
             live.insert(legacy.clone());
         }
         live.extend(self.stored_parts.iter().map(|p| part_key(p.id)));
+        live.extend(self.stored_parts.iter().filter(|p| p.removed_key != 0).map(|p| removed_key(p.id, p.removed_key)));
         live.extend(self.fresh_keys.values().map(|&g| fresh_key(g)));
         for e in &self.manifest.documents {
             live.insert(document_key(e.id));
@@ -624,6 +658,7 @@ impl<S: Store> Library<S> {
             }
         }
         let mut parts = Vec::with_capacity(self.index.parts().len());
+        let mut removed_lists: BTreeMap<u64, Vec<DocId>> = BTreeMap::new();
         for &id in self.index.parts() {
             let mut entry = match self.stored_parts.iter().find(|p| p.id == id) {
                 Some(p) => p.clone(),
@@ -635,16 +670,42 @@ impl<S: Store> Library<S> {
                     ids.sort_by_key(|d| by_id.get(d).map(|e| e.0));
                     let catalog: Vec<&DocumentEntry> = ids.iter().filter_map(|d| by_id.get(d).map(|e| e.1)).collect();
                     writes.push((part_key(id), envelope(&catalog, &bytes)));
-                    PartEntry { id, tier, documents: ids.len(), removed: Vec::new() }
+                    PartEntry { id, tier, documents: ids.len(), removed: 0, removed_key: 0 }
                 }
             };
-            if taken_part == Some(id) {
-                entry.removed.extend(taken);
+            if let (Some(gone), true) = (taken, taken_part == Some(id)) {
+                let mut list = self.removed.get(&id).cloned().unwrap_or_default();
+                list.push(gone);
+                writes.push((removed_key(id, generation), encode(&list)));
+                if entry.removed_key != 0 {
+                    removes_after.push(removed_key(id, entry.removed_key));
+                }
+                entry.removed = list.len();
+                entry.removed_key = generation;
+                removed_lists.insert(id, list);
             }
             parts.push(entry);
         }
-        removes_after.extend(self.stored_parts.iter().filter(|p| !self.index.parts().contains(&p.id)).map(|p| part_key(p.id)));
+        for p in self.stored_parts.iter().filter(|p| !self.index.parts().contains(&p.id)) {
+            removes_after.push(part_key(p.id));
+            if p.removed_key != 0 {
+                removes_after.push(removed_key(p.id, p.removed_key));
+            }
+        }
         let stored = self.stored_manifest(generation, &parts, &fresh_keys);
+        // In a batch, a key written again is live again (a document removed and added
+        // back): it must not be removed at the batch's end, nor by a rollback here, since
+        // the manifest last stored may name it.
+        let mut restore_pending: Vec<String> = Vec::new();
+        if let Some((pending, _)) = &mut self.batch {
+            pending.retain(|k| {
+                let rewritten = writes.iter().any(|(w, _)| w == k);
+                if rewritten {
+                    restore_pending.push(k.clone());
+                }
+                !rewritten
+            });
+        }
         let mut written: Vec<String> = Vec::new();
         let mut result = Ok(());
         for (key, bytes) in &writes {
@@ -659,19 +720,29 @@ impl<S: Store> Library<S> {
             result = self.store.get_mut().write(MANIFEST, &encode(&stored));
         }
         if let Err(e) = result {
-            for key in written {
-                let _ = self.store.get_mut().remove(&key);
+            for key in written.iter().filter(|k| !restore_pending.contains(k)) {
+                let _ = self.store.get_mut().remove(key);
+            }
+            if let Some((pending, _)) = &mut self.batch {
+                pending.extend(restore_pending);
             }
             return Err(e);
         }
         match &mut self.batch {
-            Some(pending) => pending.extend(removes_after),
+            Some((pending, changed)) => {
+                pending.extend(removes_after);
+                *changed = true;
+            }
             None => {
                 for key in removes_after.iter().chain(self.legacy_index.take().as_ref()) {
                     let _ = self.store.get_mut().remove(key);
                 }
             }
         }
+        for (id, list) in removed_lists {
+            self.removed.insert(id, list);
+        }
+        self.removed.retain(|id, _| parts.iter().any(|p| p.id == *id));
         self.stored_parts = parts;
         self.new_tiers.retain(|id, _| !self.stored_parts.iter().any(|p| p.id == *id));
         self.fresh_keys = fresh_keys;
@@ -719,20 +790,26 @@ impl<S: Store> Library<S> {
     /// the keys written meanwhile are removed at the next open. Adding a folder commits
     /// in batches so: a cancel keeps every finished batch. A batch already open goes on.
     pub fn begin_batch(&mut self) {
-        self.batch.get_or_insert_with(Vec::new);
+        self.batch.get_or_insert_with(|| (Vec::new(), false));
     }
 
     /// Write the manifest of the changes since [`Library::begin_batch`], then remove the
     /// keys they made stale. On error the batch stays open (call again to retry); the
     /// store still holds the library as it was before the batch.
     pub fn finish_batch(&mut self) -> Result<(), Error> {
-        let Some(pending) = self.batch.take() else { return Ok(()) };
-        let stored = self.stored_manifest(self.manifest.generation, &self.stored_parts, &self.fresh_keys);
-        if let Err(e) = self.store.get_mut().write(MANIFEST, &encode(&stored)) {
-            self.batch = Some(pending);
+        let Some((pending, changed)) = self.batch.take() else { return Ok(()) };
+        if !changed {
+            return Ok(());
+        }
+        // A commit outside the batch: it stores whatever the index holds that the store
+        // does not (a part whose commit failed, an older library's one part) before the
+        // manifest that names it.
+        let change = self.unchanged();
+        if let Err(e) = self.commit(change) {
+            self.batch = Some((pending, changed));
             return Err(e);
         }
-        for key in pending.iter().chain(self.legacy_index.take().as_ref()) {
+        for key in &pending {
             let _ = self.store.get_mut().remove(key);
         }
         Ok(())
@@ -745,7 +822,7 @@ impl<S: Store> Library<S> {
             .parts()
             .iter()
             .map(|&id| match self.stored_parts.iter().find(|p| p.id == id) {
-                Some(p) => (id, p.tier, p.documents, p.removed.len()),
+                Some(p) => (id, p.tier, p.documents, p.removed),
                 None => (id, self.new_tiers.get(&id).copied().unwrap_or(0), self.index.part_documents(Some(id)).count(), 0),
             })
             .collect()
@@ -809,8 +886,12 @@ impl<S: Store> Library<S> {
     /// False, changing nothing, when those parts changed meanwhile ([`Library::compact`]).
     /// On a storage error the merge stays in memory and the next change stores it.
     pub fn apply_merge(&mut self, merged: MergedPart) -> Result<bool, Error> {
-        let Some((into, tier)) = self.merging.take() else { return Ok(false) };
-        if merged.into_part() != into || !self.index.apply_merge(merged) {
+        let Some((into, tier)) = self.merging else { return Ok(false) };
+        if merged.into_part() != into {
+            return Ok(false);
+        }
+        self.merging = None;
+        if !self.index.apply_merge(merged) {
             return Ok(false);
         }
         self.new_tiers.insert(into, tier);
@@ -821,7 +902,9 @@ impl<S: Store> Library<S> {
 
     /// Seal the documents added since the last part and merge every part into one, then
     /// store it: the fastest library to open and search, at the cost of rewriting it
-    /// whole (seconds per ten thousand vectors). On error the library is as it was.
+    /// whole (minutes per hundred thousand vectors). On a storage error the store holds
+    /// the library as it was and the compacted index stays in memory, searched as it is,
+    /// for the next change to store.
     pub fn compact(&mut self) -> Result<(), Error> {
         if self.index.part_documents(None).next().is_some() {
             let part = self.next_part_name();
@@ -829,10 +912,11 @@ impl<S: Store> Library<S> {
             self.new_tiers.insert(part, 0);
         }
         let all = self.index.parts().to_vec();
-        if all.len() > 1 || self.stored_parts.iter().any(|p| !p.removed.is_empty()) {
+        if all.len() > 1 || self.stored_parts.iter().any(|p| p.removed > 0) {
             let into = self.next_part_name();
-            self.index.merge_parts(&all, into);
-            self.new_tiers.insert(into, MAX_MERGE_TIER);
+            if self.index.merge_parts(&all, into) {
+                self.new_tiers.insert(into, MAX_MERGE_TIER);
+            }
         }
         let change = self.unchanged();
         self.commit(change)
@@ -1345,9 +1429,13 @@ mod tests {
         let mut lib = Library::open(store, &settings()).unwrap();
         assert_eq!(lib.documents()[0].unknown["pinned"], serde_json::json!({"by": "tab 2"}));
         assert!(lib.remove(doc.id).unwrap());
-        let json = manifest_of(&lib.into_store());
+        let store_of_removed_check = lib.into_store();
+        let json = manifest_of(&store_of_removed_check);
         assert_eq!(json["shelf_order"], serde_json::json!(["b", "a"]));
-        assert_eq!(json["parts"][0]["removed"], serde_json::json!([doc.id]));
+        assert_eq!(json["parts"][0]["removed"], serde_json::json!(1));
+        let listed = removed_key(json["parts"][0]["id"].as_u64().unwrap(), json["parts"][0]["removed_key"].as_u64().unwrap());
+        let removed: Vec<DocId> = serde_json::from_slice(&store_of_removed_check.entries[&listed]).unwrap();
+        assert_eq!(removed, [doc.id]);
     }
 
     /// A [`MemStore`] that counts the bytes written to it.
@@ -1542,6 +1630,58 @@ mod tests {
         assert_eq!(lib.passage(&hits[0]).unwrap().title, "record-17.txt");
         let keys = lib.into_store().entries;
         assert!(!keys.keys().any(|k| k.contains(&d5.id.to_string())), "the removed document's keys are gone");
+    }
+
+    #[test]
+    fn a_batch_that_removes_and_adds_back_keeps_the_document() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &small_parts()).unwrap();
+        let (d1, m1) = numbered(1);
+        let (d2, m2) = numbered(2);
+        lib.add(&d1, &m1, &mut e).unwrap();
+        lib.add(&d2, &m2, &mut e).unwrap();
+        lib.begin_batch();
+        assert!(lib.remove(d1.id).unwrap());
+        // The add back fails once (its keys are the ones the stored manifest names): they
+        // stay.
+        lib.store_mut().fail_after_writes = Some(2);
+        assert!(lib.add(&d1, &m1, &mut e).is_err());
+        assert!(Library::open(lib.store_mut().clone(), &small_parts()).unwrap().get(d1.id).is_ok());
+        lib.store_mut().fail_after_writes = None;
+        assert!(lib.add(&d1, &m1, &mut e).unwrap());
+        lib.finish_batch().unwrap();
+        let lib = Library::open(lib.into_store(), &small_parts()).unwrap();
+        assert_eq!(lib.get(d1.id).unwrap().1, &m1, "its files were not removed at the batch's end");
+        assert_eq!(lib.documents().len(), 2);
+    }
+
+    #[test]
+    fn an_older_library_whose_rewrite_failed_is_stored_by_the_next_change_not_lost() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &small_parts()).unwrap();
+        for i in 0..5 {
+            let (doc, memory) = numbered(i);
+            lib.add(&doc, &memory, &mut e).unwrap();
+        }
+        let mut old = as_format_1(&lib);
+        old.fail_after_writes = Some(0);
+        let mut lib = Library::open(old.clone(), &small_parts()).unwrap();
+        lib.store_mut().fail_after_writes = None;
+        // A batch that changed nothing writes nothing.
+        lib.begin_batch();
+        lib.finish_batch().unwrap();
+        old.fail_after_writes = None;
+        assert_eq!(lib.store_mut().entries, old.entries);
+        // One that did stores the older library's part with it.
+        lib.begin_batch();
+        let (doc, memory) = numbered(5);
+        lib.add(&doc, &memory, &mut e).unwrap();
+        lib.finish_batch().unwrap();
+        let lib = Library::open(lib.into_store(), &small_parts()).unwrap();
+        assert_eq!(lib.documents().len(), 6);
+        let titles: Vec<&str> = lib.documents().iter().map(|d| d.title.as_str()).collect();
+        assert_eq!(titles, ["record-0.txt", "record-1.txt", "record-2.txt", "record-3.txt", "record-4.txt", "record-5.txt"]);
+        assert!(lib.get(numbered(0).0.id).is_ok());
     }
 
     #[test]
