@@ -19,6 +19,13 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 #[inline(always)]
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    dot_widened(a, b, |x| x)
+}
+
+/// The f32 dot product's loop over any element type `b` widens to f32: eight
+/// accumulators, summed in one fixed order.
+#[inline(always)]
+fn dot_widened<T: Copy>(a: &[f32], b: &[T], widen: impl Fn(T) -> f32) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; 8];
@@ -26,12 +33,12 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     let mut cb = b.chunks_exact(8);
     for (x, y) in (&mut ca).zip(&mut cb) {
         for i in 0..8 {
-            acc[i] += x[i] * y[i];
+            acc[i] += x[i] * widen(y[i]);
         }
     }
     let mut tail = 0f32;
     for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        tail += x * y;
+        tail += x * widen(*y);
     }
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
 }
@@ -71,6 +78,22 @@ fn dot_i8_portable(a: &[i8], b: &[i8]) -> i32 {
     acc.iter().sum::<i32>() + tail
 }
 
+/// Dot product of an f32 vector with int8 codes (the codes widened to f32): what a
+/// quantized index compares a query with, so that only the stored side is rounded.
+#[inline]
+pub fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if avx2::available() {
+        return avx2::dot_f32_i8(a, b);
+    }
+    dot_f32_i8_portable(a, b)
+}
+
+#[inline(always)]
+fn dot_f32_i8_portable(a: &[f32], b: &[i8]) -> f32 {
+    dot_widened(a, b, f32::from)
+}
+
 /// The portable kernels compiled with AVX2 enabled, for CPUs that have it.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
@@ -97,6 +120,18 @@ mod avx2 {
         // SAFETY: only called after `available()` confirmed the CPU supports AVX2; the
         // function is otherwise safe Rust (bounds-checked slices).
         unsafe { dot_avx2(a, b) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_f32_i8_avx2(a: &[f32], b: &[i8]) -> f32 {
+        super::dot_f32_i8_portable(a, b)
+    }
+
+    /// Callers check [`available`] first.
+    #[inline]
+    pub fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
+        // SAFETY: as in `dot`.
+        unsafe { dot_f32_i8_avx2(a, b) }
     }
 
     /// Callers check [`available`] first.

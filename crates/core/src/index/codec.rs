@@ -206,15 +206,28 @@ impl<'a> Reader<'a> {
     pub fn str(&mut self) -> Result<&'a str, Error> {
         core::str::from_utf8(self.bytes()?).map_err(|_| Error::InvalidField { what: "UTF-8 string" })
     }
-    /// A length-prefixed run of u32.
+    /// A length-prefixed run of u32 (taken as one slice: the arrays of a large index
+    /// are read at memory speed, not a checked read per value).
     pub fn u32s(&mut self) -> Result<Vec<u32>, Error> {
         let n = self.len(4)?;
-        (0..n).map(|_| self.u32()).collect()
+        Ok(self.take(n * 4)?.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    }
+    /// Append a length-prefixed run of at most `max` u32 to `out` (no allocation of its
+    /// own); returns how many.
+    pub fn u32s_into(&mut self, max: usize, out: &mut [u32]) -> Result<usize, Error> {
+        let n = self.len(4)?;
+        if n > max || n > out.len() {
+            return Err(Error::InvalidField { what: "list length" });
+        }
+        for (o, b) in out.iter_mut().zip(self.take(n * 4)?.chunks_exact(4)) {
+            *o = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(n)
     }
     /// A length-prefixed run of f32.
     pub fn f32s(&mut self) -> Result<Vec<f32>, Error> {
         let n = self.len(4)?;
-        (0..n).map(|_| self.f32()).collect()
+        Ok(self.take(n * 4)?.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
     /// A length-prefixed run of i8.
     pub fn i8s(&mut self) -> Result<Vec<i8>, Error> {

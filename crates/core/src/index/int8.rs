@@ -26,7 +26,8 @@ pub struct Int8Index {
 const KIND: [u8; 4] = *b"INT8";
 const MIN_CANDIDATES: usize = 32;
 
-fn quantize(v: &[f32], out: &mut Vec<i8>) -> f32 {
+/// Append `v` scaled by max |x| / 127 and rounded to `out`; returns the scale.
+pub(crate) fn quantize(v: &[f32], out: &mut Vec<i8>) -> f32 {
     let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
     let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
     out.extend(v.iter().map(|x| libm::roundf(x / scale).clamp(-127.0, 127.0) as i8));

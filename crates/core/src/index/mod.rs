@@ -5,9 +5,13 @@
 //!   choice below a few thousand vectors (most personal libraries).
 //! - [`Int8Index`]: the same rows quantized to int8 for a 4× lighter scan, with the best
 //!   candidates rescored in f32 so the final order is exact among them.
-//! - [`HnswSegment`]: an HNSW graph for large collections (our own; the module says why).
+//! - [`HnswSegment`]: an HNSW graph for large collections (our own; the module says why),
+//!   built on f32 rows and keeping int8 codes once sealed ([`HnswSegment::into_int8`]).
 //! - [`SegmentedIndex`]: what a library uses. New vectors land in a flat "fresh" segment;
-//!   past a threshold it is sealed into an HNSW segment;
+//!   past a threshold it is sealed into an HNSW segment of int8 rows (a quarter of the
+//!   bytes to store, read and scan; recall@10 against f32 on 12,240 MiniLM sentence
+//!   vectors: 0.993 for the graph, 0.996 for the exhaustive scan, `docmem bench index
+//!   --vectors`);
 //!   deletes are tombstones honoured at query time and dropped by [`SegmentedIndex::compact`].
 //! - [`Bm25Index`]: BM25 over the same texts, one more ranked list for RRF.
 //!

@@ -105,7 +105,7 @@ impl SegmentedIndex {
     }
 
     fn build_sealed(&self, ids: Vec<u32>, rows: Vec<f32>) -> HnswSegment {
-        HnswSegment::build(self.dim, self.metric, ids, &rows, self.params.hnsw)
+        HnswSegment::build(self.dim, self.metric, ids, &rows, self.params.hnsw).into_int8()
     }
 
     /// Seal the fresh segment now (no-op when empty).
@@ -148,7 +148,7 @@ impl SegmentedIndex {
             self.live.insert(id, Loc::Sealed(slot));
         }
         // Linked later, by a merge ([`SegmentedIndex::merge_sealed`]).
-        let index = HnswSegment::unlinked_rows(self.dim, self.metric, ids, &rows, self.params.hnsw);
+        let index = HnswSegment::unlinked_rows(self.dim, self.metric, ids, &rows, self.params.hnsw).into_int8();
         self.sealed.push(Segment { index, dead: HashSet::new() });
     }
 
@@ -164,11 +164,11 @@ impl SegmentedIndex {
             return Err(Error::InvalidField { what: "segment dimension" });
         }
         let mut seen = HashSet::new();
-        if index.vectors().any(|(id, _)| self.live.contains_key(&id) || !seen.insert(id)) {
+        if index.ids().iter().any(|&id| self.live.contains_key(&id) || !seen.insert(id)) {
             return Err(Error::InvalidField { what: "segment id" });
         }
         let slot = self.sealed.len();
-        for (id, _) in index.vectors() {
+        for &id in index.ids() {
             self.live.insert(id, Loc::Sealed(slot));
         }
         self.sealed.push(Segment { index, dead: HashSet::new() });
@@ -191,10 +191,10 @@ impl SegmentedIndex {
         let mut rows = Vec::new();
         for &slot in slots {
             let Some(seg) = self.sealed.get(slot) else { continue };
-            for (id, row) in seg.index.vectors() {
+            for (i, &id) in seg.index.ids().iter().enumerate() {
                 if !seg.dead.contains(&id) {
                     ids.push(id);
-                    rows.extend_from_slice(row);
+                    seg.index.append_row(i, &mut rows);
                 }
             }
         }
@@ -212,10 +212,10 @@ impl SegmentedIndex {
             }
         }
         self.sealed = kept;
-        let dead: HashSet<u32> = merged.vectors().map(|(id, _)| id).filter(|id| !self.live.contains_key(id)).collect();
+        let dead: HashSet<u32> = merged.ids().iter().copied().filter(|id| !self.live.contains_key(id)).collect();
         self.sealed.push(Segment { index: merged, dead });
         for (slot, seg) in self.sealed.iter().enumerate() {
-            for (id, _) in seg.index.vectors() {
+            for &id in seg.index.ids() {
                 if !seg.dead.contains(&id) {
                     self.live.insert(id, Loc::Sealed(slot));
                 }
@@ -228,10 +228,10 @@ impl SegmentedIndex {
         let mut ids = Vec::with_capacity(self.live.len());
         let mut rows = Vec::with_capacity(self.live.len() * self.dim);
         for seg in &self.sealed {
-            for (id, row) in seg.index.vectors() {
+            for (i, &id) in seg.index.ids().iter().enumerate() {
                 if !seg.dead.contains(&id) {
                     ids.push(id);
-                    rows.extend_from_slice(row);
+                    seg.index.append_row(i, &mut rows);
                 }
             }
         }
@@ -298,7 +298,7 @@ impl SegmentedIndex {
                 return Err(invalid);
             }
             let dead: HashSet<u32> = r.u32s()?.into_iter().collect();
-            for (id, _) in index.vectors() {
+            for &id in index.ids() {
                 if !dead.contains(&id) && idx.live.insert(id, Loc::Sealed(slot)).is_some() {
                     return Err(invalid);
                 }

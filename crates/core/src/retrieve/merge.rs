@@ -48,10 +48,14 @@ impl MergeJob {
         self.layers.iter().map(|(ids, _)| ids.len()).sum()
     }
 
-    /// Build the graphs (the slow step; touches nothing but the job).
+    /// Build the graphs (the slow step; touches nothing but the job). They are built on
+    /// f32 rows and keep int8 codes, as every sealed part does.
     pub fn run(self) -> MergedPart {
-        let graphs =
-            self.layers.into_iter().map(|(ids, rows)| HnswSegment::build(self.dim, Metric::Cosine, ids, &rows, self.params)).collect();
+        let graphs = self
+            .layers
+            .into_iter()
+            .map(|(ids, rows)| HnswSegment::build(self.dim, Metric::Cosine, ids, &rows, self.params).into_int8())
+            .collect();
         MergedPart { parts: self.parts, into: self.into, graphs }
     }
 }

@@ -151,7 +151,7 @@ impl MemoryIndex {
             let graph = l.vectors.sealed(slot)?;
             w.bytes(&graph.to_bytes());
             w.bytes(&l.lexical.get(slot + 1)?.to_bytes());
-            let mut ids: Vec<u32> = graph.vectors().map(|(id, _)| id).filter(|id| l.item_chunks.contains_key(id)).collect();
+            let mut ids: Vec<u32> = graph.ids().iter().copied().filter(|id| l.item_chunks.contains_key(id)).collect();
             ids.sort_unstable();
             w.u64(ids.len() as u64);
             for id in ids {
@@ -222,7 +222,7 @@ impl MemoryIndex {
             // The BM25 index and the items name the same entries, all in the graph; a vector
             // without an item was removed while the part was being merged, and is a
             // tombstone from the start.
-            let graph_ids: HashSet<u32> = graph.vectors().map(|(id, _)| id).collect();
+            let graph_ids: HashSet<u32> = graph.ids().iter().copied().collect();
             if graph_ids.len() != graph.len() || lexical.len() != n || !ids.is_subset(&graph_ids) {
                 return Err(invalid("layer entry without an item"));
             }

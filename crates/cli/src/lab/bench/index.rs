@@ -2,7 +2,9 @@
 //! HNSW against exact flat search, on the same random unit vectors in one run.
 //!
 //! Random Gaussian directions are the hard case for graph indexes (no cluster structure to
-//! exploit), so recall here is a floor for real embeddings.
+//! exploit), so recall here is a floor for real embeddings. Real embeddings come in with
+//! `--vectors` and `--query-vectors` (the lines `docmem embed` prints), which is how the
+//! int8 rows a library's sealed parts keep are checked against f32.
 
 use std::io::Write;
 use std::time::Instant;
@@ -15,7 +17,7 @@ use serde::Serialize;
 use super::stats::Latency;
 use crate::CliError;
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct IndexBenchArgs {
     /// Number of vectors.
     #[arg(long, default_value_t = 100_000)]
@@ -45,6 +47,13 @@ pub struct IndexBenchArgs {
     /// `clustered` (a mixture of 1,000 Gaussian clusters, closer to real embeddings).
     #[arg(long, default_value = "random")]
     pub data: DataKind,
+    /// Vectors to index instead of generated ones: one per line, values separated by
+    /// spaces (`docmem embed` output); sets --n and --dim
+    #[arg(long, requires = "query_vectors")]
+    pub vectors: Option<std::path::PathBuf>,
+    /// Query vectors, with --vectors (`docmem embed --query` output); sets --queries
+    #[arg(long, requires = "vectors")]
+    pub query_vectors: Option<std::path::PathBuf>,
     /// RNG seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -58,6 +67,9 @@ pub struct IndexBenchArgs {
 pub enum DataKind {
     Random,
     Clustered,
+    /// Read from --vectors and --query-vectors.
+    #[value(skip)]
+    Files,
 }
 
 #[derive(Serialize)]
@@ -151,7 +163,38 @@ fn recall(truth: &[Vec<Hit>], got: &[Vec<Hit>]) -> f64 {
     }
 }
 
+/// Vectors from a file of lines of space-separated numbers, all of one dimension.
+fn read_vectors(path: &std::path::Path) -> Result<Vec<Vec<f32>>, CliError> {
+    let bad = |message: String| CliError::BadArgument { message: format!("{}: {message}", path.display()) };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let mut out: Vec<Vec<f32>> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: Vec<f32> =
+            line.split_whitespace().map(str::parse).collect::<Result<_, _>>().map_err(|e| bad(format!("line {}: {e}", i + 1)))?;
+        if out.first().is_some_and(|f| f.len() != v.len()) || v.is_empty() {
+            return Err(bad(format!("line {} has {} values, not {}", i + 1, v.len(), out.first().map_or(0, Vec::len))));
+        }
+        out.push(v);
+    }
+    if out.is_empty() {
+        return Err(bad("no vectors".into()));
+    }
+    Ok(out)
+}
+
 pub fn run(a: &IndexBenchArgs) -> Result<(), CliError> {
+    let mut a = a.clone();
+    let files = match (&a.vectors, &a.query_vectors) {
+        (Some(v), Some(q)) => Some((read_vectors(v)?, read_vectors(q)?)),
+        _ => None,
+    };
+    if let Some((data, queries)) = &files {
+        if data[0].len() != queries[0].len() {
+            return Err(CliError::BadArgument { message: "--vectors and --query-vectors differ in dimension".into() });
+        }
+        (a.n, a.dim, a.queries, a.data) = (data.len(), data[0].len(), queries.len(), DataKind::Files);
+    }
+    let a = &a;
     if a.n == 0 || a.dim == 0 || a.queries == 0 || a.k == 0 {
         return Err(CliError::BadArgument { message: "--n, --dim, --queries and --k must be at least 1".into() });
     }
@@ -163,6 +206,7 @@ pub fn run(a: &IndexBenchArgs) -> Result<(), CliError> {
     };
     log(&format!("generating {} vectors of dimension {}…", a.n, a.dim));
     let (data, queries): (Vec<Vec<f32>>, Vec<Vec<f32>>) = match a.data {
+        DataKind::Files => files.unwrap_or_default(),
         DataKind::Random => {
             ((0..a.n).map(|_| gaussian_unit(&mut rng, a.dim)).collect(), (0..a.queries).map(|_| gaussian_unit(&mut rng, a.dim)).collect())
         }
@@ -197,6 +241,14 @@ pub fn run(a: &IndexBenchArgs) -> Result<(), CliError> {
     let hnsw_build = t.elapsed().as_secs_f64();
     log("HNSW search…");
     let (hnsw_lat, hnsw_res) = time_queries(&queries, |q| hnsw.search(q, a.k))?;
+    // What a library's parts keep: the graph's rows as int8 codes, and unlinked parts
+    // scanned exactly over the same codes.
+    let t = Instant::now();
+    let hnsw_int8 = HnswSegment::build(a.dim, Metric::Cosine, flat.ids().to_vec(), flat.rows(), params).into_int8();
+    let hnsw_int8_build = t.elapsed().as_secs_f64();
+    let (hnsw_int8_lat, hnsw_int8_res) = time_queries(&queries, |q| hnsw_int8.search(q, a.k))?;
+    let scan_int8 = HnswSegment::unlinked_rows(a.dim, Metric::Cosine, flat.ids().to_vec(), flat.rows(), params).into_int8();
+    let (scan_int8_lat, scan_int8_res) = time_queries(&queries, |q| scan_int8.search(q, a.k))?;
     let mut sweep = Vec::new();
     for &ef in &a.sweep {
         let (latency, res) = time_queries(&queries, |q| hnsw.search_ef(q, a.k, ef))?;
@@ -228,6 +280,20 @@ pub fn run(a: &IndexBenchArgs) -> Result<(), CliError> {
                 latency: hnsw_lat,
                 recall_at_k: recall(&truth, &hnsw_res),
                 speedup_vs_flat: speedup(&hnsw_lat),
+            },
+            Row {
+                index: "hnsw, int8 rows",
+                build_s: hnsw_int8_build,
+                latency: hnsw_int8_lat,
+                recall_at_k: recall(&truth, &hnsw_int8_res),
+                speedup_vs_flat: speedup(&hnsw_int8_lat),
+            },
+            Row {
+                index: "int8 rows, exact scan",
+                build_s: 0.0,
+                latency: scan_int8_lat,
+                recall_at_k: recall(&truth, &scan_int8_res),
+                speedup_vs_flat: speedup(&scan_int8_lat),
             },
         ],
         hnsw_sweep: sweep,
