@@ -397,7 +397,7 @@ async function rebuildLibrary(damaged, openStore, reason, emit, where) {
   const aside = await openStore(suffix);
   await aside.apply(Object.entries(entries), { replace: true });
   aside.close?.();
-  lib = w.Library.open({}, embedder);
+  lib = openLibrary({});
   let added = 0;
   for (const d of found.documents) {
     emit({ stage: 'rebuilding', fraction: added / found.documents.length, document: d.title });
@@ -409,14 +409,23 @@ async function rebuildLibrary(damaged, openStore, reason, emit, where) {
   return { reason, documents: added, unreadable: found.unreadable, setAside: `${where}${suffix}` };
 }
 
+/** The library stored in `entries`, its merges left to the idle queue (`mergeStep`). */
+function openLibrary(entries) {
+  const opened = w.Library.open(entries, embedder);
+  opened.setBackgroundMerges(true);
+  mergeDue = true;
+  return opened;
+}
+
 async function persist() {
+  mergeDue = true;
   const writes = lib.takeWrites();
   try {
     await store.apply(writes);
   } catch (e) {
     // The library in memory is ahead of storage: reopen it as stored.
     lib.free();
-    lib = w.Library.open(await store.entries(), embedder);
+    lib = openLibrary(await store.entries());
     throw e;
   }
 }
@@ -536,7 +545,7 @@ const ops = {
     store = await openStore();
     let rebuilt = null;
     try {
-      lib = w.Library.open(await store.entries(), embedder);
+      lib = openLibrary(await store.entries());
     } catch (e) {
       if (knownCode(e) !== codes.BAD_LIBRARY) throw e;
       if (a.damaged !== 'rebuild') {
@@ -740,6 +749,7 @@ const ops = {
 
   async importLibrary({ bytes }) {
     const imported = w.Library.importLibrary(bytes, embedder);
+    imported.setBackgroundMerges(true);
     await store.apply(imported.takeWrites(), { replace: true });
     lib.free();
     lib = imported;
@@ -828,15 +838,44 @@ function endMemory(job, error, data) {
   }
 }
 
+// ---- merges of the index's parts ------------------------------------------------------
+// The library seals its newest documents into a part every few thousand vectors and, eight
+// parts on, merges them into one HNSW graph: seconds of work that an add must not wait for
+// (the library is opened with background merges). The worker builds the merge a slice at a
+// time when no request waits, before background memories (a merge keeps searches fast and
+// takes seconds; a memory takes minutes), and stores it when the last slice is done; until
+// then the parts are searched as they are. A slice lasts as long as the last request took,
+// between 1 and 50 ms: while a folder is being added, merging takes at most half the
+// worker's time (an add of a few milliseconds is not made ten times slower), and when the
+// page is idle it runs in 50 ms slices, each leaving the queue free for what comes.
+const MERGE_SLICE_MS = [1, 50];
+let mergeDue = false; // a change was made since mergeStep last found nothing to do
+let lastRequestMs = MERGE_SLICE_MS[1];
+
+async function mergeStep() {
+  try {
+    const slice = Math.min(MERGE_SLICE_MS[1], Math.max(MERGE_SLICE_MS[0], pendingRequests > 0 ? MERGE_SLICE_MS[0] : lastRequestMs));
+    lastRequestMs = MERGE_SLICE_MS[1]; // idle from here on, unless a request comes
+    const r = JSON.parse(lib.mergeStep(slice));
+    if (r.applied) await persist();
+    mergeDue = r.merging || r.applied;
+  } catch {
+    // A merge only saves search time: a failure (storage full, say) leaves the parts as
+    // they are, searched as they are, until the next change tries again.
+    mergeDue = false;
+  }
+}
+
 /** Queue one background step behind the requests, when there is work and nothing waits:
- * the read-ahead first, then memories. */
+ * the read-ahead first, then a slice of a merge, then memories. */
 function scheduleMemory() {
   if (stepQueued || !lib) return;
   const aheadWaits = ahead !== null && !requestsWait();
-  if (!aheadWaits && (memoryJobs.length === 0 || memoryGivesWay())) return;
+  const mergeWaits = mergeDue && !requestsWait();
+  if (!aheadWaits && !mergeWaits && (memoryJobs.length === 0 || memoryGivesWay())) return;
   stepQueued = true;
   queue = queue
-    .then(() => (ahead !== null ? aheadStep() : memoryStep()))
+    .then(() => (ahead !== null ? aheadStep() : mergeDue && !requestsWait() ? mergeStep() : memoryStep()))
     .finally(() => {
       stepQueued = false;
       setTimeout(scheduleMemory, 0);
@@ -897,6 +936,7 @@ async function memoryStep() {
 async function serve({ id, op, args }) {
   const emit = (data) => port.post({ id, type: 'event', data });
   serving = { id, aborted: false };
+  const started = performance.now();
   try {
     if (!ops[op]) throw new DocMemError(codes.INTERNAL, `unknown request '${op}'`);
     if (op !== 'init' && !lib) throw new DocMemError(codes.INTERNAL, 'the worker is not initialised');
@@ -907,6 +947,7 @@ async function serve({ id, op, args }) {
     port.post({ id, type: 'error', error: toWire(error) });
   } finally {
     serving = null;
+    lastRequestMs = performance.now() - started;
   }
 }
 

@@ -24,9 +24,9 @@ export pkg golden smol qwen example
 # Checks that run on one thread, side by side (one per core): the LM on SmolLM2 in the
 # simd128 build, in the threads build and in the relaxed-SIMD build (on Node 22) at one
 # thread; the 1.5B in the simd128 build; the embedder against sentence-transformers; the
-# library; the rebuild of a damaged one; PDFs' text; every export with bad arguments;
-# model downloads (streamed and hashed as they arrive, resumed with a Range request,
-# mismatches deleted, free space checked).
+# library; the rebuild of a damaged one; merges made a slice at a time; PDFs' text; every
+# export with bad arguments; model downloads (streamed and hashed as they arrive, resumed
+# with a Range request, mismatches deleted, free space checked).
 in_parallel \
   'node "$DOCMEM_ROOT/tests/wasm/library.cjs" "$pkg" "$DOCMEM_MODELS" "$example"' \
   'node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" "$golden/embed-minilm.json"' \
@@ -34,7 +34,7 @@ in_parallel \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$smol" "$golden/lm-smollm2.json"' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 1' \
   '"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 1' \
-  'node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS"' \
+  'node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS" && node "$DOCMEM_ROOT/tests/wasm/merges.cjs" "$pkg"' \
   'node "$DOCMEM_ROOT/tests/wasm/bad-arguments.cjs" "$pkg" "$DOCMEM_MODELS"' \
   'node "$DOCMEM_ROOT/tests/js/storage.mjs" && node "$DOCMEM_ROOT/tests/js/serve.mjs" && node "$DOCMEM_ROOT/tests/js/manifest.mjs"' \
   'node "$DOCMEM_ROOT/tests/pdf/pdf.mjs" && node "$DOCMEM_ROOT/tests/wasm/pdf-worker.mjs" "$DOCMEM_MODELS"' \

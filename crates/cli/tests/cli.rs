@@ -74,7 +74,8 @@ fn bad_input_gets_a_clear_error() {
 fn bench_index_reports_recall_against_exact_search() {
     let v = json(&docmem(&["bench", "index", "--n", "2000", "--dim", "32", "--queries", "20", "--sweep", "16,64", "--json"]));
     let results = v["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3);
+    let names: Vec<&str> = results.iter().map(|r| r["index"].as_str().unwrap()).collect();
+    assert_eq!(names, ["flat (exact)", "int8 scan + f32 rescore", "hnsw", "hnsw, int8 rows", "int8 rows, exact scan"]);
     assert_eq!(results[0]["recall_at_k"], 1.0);
     for r in results {
         let recall = r["recall_at_k"].as_f64().unwrap();

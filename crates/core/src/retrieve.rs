@@ -590,7 +590,17 @@ impl MemoryIndex {
             });
         }
         let mut next = part_vectors.into_iter();
-        let vectors: Vec<Vec<f32>> = pending.iter().map(|p| fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim)).collect();
+        // Held at f16 precision from here on: what a library stores for a document not yet
+        // sealed (`PreparedDocument::to_bytes`), so that a reopened library holds the same
+        // values as the one that added it.
+        let vectors: Vec<Vec<f32>> = pending
+            .iter()
+            .map(|p| {
+                let mut v = fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim);
+                v.iter_mut().for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                v
+            })
+            .collect();
         let mut items = Vec::with_capacity(pending.len());
         for (p, vector) in pending.into_iter().zip(vectors) {
             items.push(PreparedItem { layer: p.layer, id: alloc_id()?, chunks: p.chunks, text: p.text, vector });

@@ -384,6 +384,17 @@ impl WasmEmbedder {
         Ok(WasmEmbedder::wrap(embedder))
     }
 
+    /// No model: words hashed into `dim` buckets (`docmem --embedder hashing`). For
+    /// tests and benchmarks that time a library's own work, not a model's; its vectors
+    /// match words, not meanings.
+    pub fn hashing(dim: usize) -> Result<WasmEmbedder, JsValue> {
+        boundary::ready()?;
+        if dim == 0 || dim > 4096 {
+            return Err(error_with(ErrorCode::BadArgument, format!("dim: {dim} is not between 1 and 4096")));
+        }
+        Ok(WasmEmbedder::wrap(AnyEmbedder::Hashing(docmem_core::HashingEmbedder::new(dim))))
+    }
+
     /// The vector dimension.
     pub fn dim(&self) -> Result<usize, JsValue> {
         boundary::ready()?;
@@ -397,6 +408,7 @@ impl WasmEmbedder {
         Ok(match &*self.read()? {
             AnyEmbedder::Local(e) => e.precision().name().to_owned(),
             AnyEmbedder::Hosted(_) => "remote".to_owned(),
+            AnyEmbedder::Hashing(_) => "none".to_owned(),
         })
     }
 
@@ -443,6 +455,7 @@ async fn embedded(embedder: &mut AnyEmbedder, texts: &[String], query: bool) -> 
             let vectors = docmem_core::Embedder::embed(e, &refs, role).map_err(|e| error_with(ErrorCode::RemoteFailed, e))?;
             (vectors, 0)
         }
+        AnyEmbedder::Hashing(e) => (docmem_core::Embedder::embed(e, &refs, role).map_err(coded)?, 0),
     };
     embedded_object(&vectors, truncated)
 }

@@ -27,7 +27,7 @@ use docmem_core::clues::CluesMode;
 use docmem_core::library::DEFAULT_COLLECTION;
 use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
-use docmem_core::retrieve::SearchParams;
+use docmem_core::retrieve::{MergeJob, SearchParams};
 use docmem_core::route::{ExploreSettings, RouteTarget};
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
 use docmem_runtime::pipeline::guided::{ask_guided, GuideSettings};
@@ -46,6 +46,8 @@ pub(crate) const MAX_SAMPLES: u32 = 16;
 #[wasm_bindgen(js_name = Library)]
 pub struct WasmLibrary {
     pub(crate) library: Rc<RefCell<Library<JournalStore>>>,
+    /// The merge of the index's parts being built a slice at a time (`mergeStep`).
+    merge: RefCell<Option<MergeJob>>,
 }
 
 /// `{key: Uint8Array}` → entries.
@@ -290,7 +292,7 @@ pub(crate) fn progress_object(p: &Progress) -> JsValue {
 
 impl WasmLibrary {
     fn wrap(library: Library<JournalStore>) -> Self {
-        WasmLibrary { library: Rc::new(RefCell::new(library)) }
+        WasmLibrary { library: Rc::new(RefCell::new(library)), merge: RefCell::new(None) }
     }
 
     /// The library, unless a call still running holds it.
@@ -318,13 +320,20 @@ impl WasmLibrary {
 impl WasmLibrary {
     /// Open a library from the entries its storage holds (`{key: Uint8Array}`; empty for
     /// a new one) for `embedder`, whose vectors it indexes. A library built with another
-    /// embedder, or by a newer docmem, is an error.
+    /// embedder, or by a newer docmem, is an error. `options.partVectors`: seal the newest
+    /// documents into a part every this many vectors (default 4,096; smaller makes parts
+    /// and merges with few documents, for tests).
     pub fn open(
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue,
         embedder: &WasmEmbedder,
+        #[wasm_bindgen(unchecked_param_type = "{partVectors?: number}")] options: Option<js_sys::Object>,
     ) -> Result<WasmLibrary, JsValue> {
         boundary::ready()?;
-        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings(embedder)?).map_err(coded)?;
+        let options = options.map_or(JsValue::UNDEFINED, JsValue::from);
+        let o = Options::new(&options, "options", &["partVectors"])?;
+        let mut settings = settings(embedder)?;
+        settings.part_vectors = o.count_or("partVectors", settings.part_vectors as u32, u32::MAX)?.max(1) as usize;
+        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings).map_err(coded)?;
         Ok(WasmLibrary::wrap(library))
     }
 
@@ -555,6 +564,46 @@ impl WasmLibrary {
             out.push(&js_sys::Array::of2(&key.into(), &v));
         }
         Ok(out)
+    }
+
+    /// Leave the merges of the index's parts to `mergeStep` (`true`) rather than making
+    /// them inside the change that makes them due (`false`, the default): a merge links
+    /// tens of thousands of vectors into graphs, seconds of work that an add should not
+    /// wait for. The npm package's worker turns this on and merges when its queue is idle.
+    #[wasm_bindgen(js_name = setBackgroundMerges)]
+    pub fn set_background_merges(&self, on: bool) -> Result<(), JsValue> {
+        boundary::ready()?;
+        self.get_mut()?.set_background_merges(on);
+        Ok(())
+    }
+
+    /// Work on the merge due for about `budgetMs` milliseconds (at least one small slice),
+    /// then return: JSON `{merging, applied, left}`. `merging`: a merge is under way and
+    /// not finished; `applied`: one finished in this call and was committed (take the
+    /// writes); `left`: vectors it has still to link. Neither when no merge is due.
+    #[wasm_bindgen(js_name = mergeStep)]
+    pub fn merge_step(&self, #[wasm_bindgen(js_name = budgetMs)] budget_ms: f64) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let mut slot = self.merge.try_borrow_mut().map_err(|_| busy("the merge"))?;
+        if slot.is_none() {
+            *slot = self.get_mut()?.merge_job();
+        }
+        let Some(job) = slot.as_mut() else {
+            return Ok(r#"{"merging":false,"applied":false,"left":0}"#.to_owned());
+        };
+        // Four vectors at a time (about a millisecond each in wasm) until the budget is
+        // spent.
+        let deadline = js_sys::Date::now() + budget_ms.max(0.0);
+        let mut done = job.step(4);
+        while !done && js_sys::Date::now() < deadline {
+            done = job.step(4);
+        }
+        if !done {
+            return Ok(format!(r#"{{"merging":true,"applied":false,"left":{}}}"#, job.vectors()));
+        }
+        let Some(job) = slot.take() else { return Err(error_with(ErrorCode::Internal, "the merge went missing")) };
+        let applied = self.get_mut()?.apply_merge(job.run()).map_err(coded)?;
+        Ok(format!(r#"{{"merging":false,"applied":{applied},"left":0}}"#))
     }
 
     /// The whole library as one byte string (see `docmem_core::library::archive`).

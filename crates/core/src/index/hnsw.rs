@@ -127,6 +127,39 @@ pub struct HnswSegment {
     scratch: std::sync::Mutex<Vec<HnswScratch>>,
 }
 
+/// A graph being built (see [`HnswSegment::builder`]).
+#[derive(Debug)]
+pub struct HnswBuilder {
+    graph: HnswSegment,
+    /// The next node to link.
+    next: u32,
+    scratch: HnswScratch,
+}
+
+impl HnswBuilder {
+    /// Link up to `n` more vectors into the graph; true when every vector is linked.
+    pub fn link(&mut self, n: usize) -> bool {
+        let total = self.graph.ids.len() as u32;
+        let end = self.next.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)).min(total);
+        for node in self.next..end {
+            self.graph.insert(node, &mut self.scratch);
+        }
+        self.next = end;
+        self.next == total
+    }
+
+    /// Vectors not yet linked.
+    pub fn remaining(&self) -> usize {
+        self.graph.ids.len() - self.next as usize
+    }
+
+    /// The graph, with whatever was not yet linked linked now.
+    pub fn finish(mut self) -> HnswSegment {
+        self.link(usize::MAX);
+        self.graph
+    }
+}
+
 /// How a segment holds its vectors.
 #[derive(Debug)]
 enum Rows {
@@ -159,12 +192,23 @@ impl SplitMix {
 impl HnswSegment {
     /// Build a graph from ids and contiguous rows (already normalized for cosine).
     pub fn build(dim: usize, metric: Metric, ids: Vec<u32>, rows: &[f32], params: HnswParams) -> Self {
+        let n = ids.len().min(rows.len() / dim.max(1));
+        let mut b = Self::builder(dim, metric, ids, rows[..n * dim].to_vec(), params);
+        b.link(usize::MAX);
+        b.finish()
+    }
+
+    /// A graph to build a few vectors at a time ([`HnswBuilder::link`]): the same graph
+    /// as [`HnswSegment::build`]'s, for work that must be sliced between other work (the
+    /// page merges parts when it is idle, in slices of tens of milliseconds).
+    pub fn builder(dim: usize, metric: Metric, ids: Vec<u32>, rows: Vec<f32>, params: HnswParams) -> HnswBuilder {
         let m = params.m.clamp(2, 127);
         let params = HnswParams { m, ef_construction: params.ef_construction.max(m), ..params };
         let n = ids.len().min(rows.len() / dim.max(1));
-        let mut ids = ids;
+        let (mut ids, mut rows) = (ids, rows);
         ids.truncate(n);
-        let mut g = Self::unlinked(dim, metric, params, ids, rows[..n * dim].to_vec());
+        rows.truncate(n * dim);
+        let mut g = Self::unlinked(dim, metric, params, ids, rows);
         let ml = 1.0 / libm::log(m as f64);
         let mut rng = SplitMix(params.seed);
         for _ in 0..n {
@@ -172,11 +216,7 @@ impl HnswSegment {
             g.levels.push(level);
             g.upper.push(vec![Vec::new(); level as usize]);
         }
-        let mut scratch = HnswScratch::default();
-        for node in 0..n as u32 {
-            g.insert(node, &mut scratch);
-        }
-        g
+        HnswBuilder { graph: g, next: 0, scratch: HnswScratch::default() }
     }
 
     /// Vectors not yet linked into a graph: searched exhaustively (exact) until a merge
@@ -783,6 +823,21 @@ mod tests {
         assert!(!old.is_int8() && old.is_unlinked());
         let q = [0.3, -0.2, 0.9, 0.1];
         assert_eq!(old.search(&q, 4).unwrap(), flat.search(&q, 4).unwrap());
+    }
+
+    #[test]
+    fn a_graph_built_in_slices_is_the_graph_built_at_once() {
+        let flat = data(700, 8, 12);
+        let params = HnswParams { m: 6, ..HnswParams::default() };
+        let whole = HnswSegment::build(8, Metric::Cosine, flat.ids().to_vec(), flat.rows(), params);
+        let mut b = HnswSegment::builder(8, Metric::Cosine, flat.ids().to_vec(), flat.rows().to_vec(), params);
+        let mut slices = 0;
+        while !b.link(64) {
+            slices += 1;
+            assert_eq!(b.remaining(), 700 - 64 * slices);
+        }
+        assert_eq!(slices, 10);
+        assert_eq!(b.finish().to_bytes(), whole.to_bytes());
     }
 
     #[test]

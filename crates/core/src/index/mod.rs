@@ -33,7 +33,7 @@ pub mod segmented;
 pub use bm25::{Bm25Index, Bm25Params};
 
 pub use flat::FlatIndex;
-pub use hnsw::{HnswParams, HnswScratch, HnswSegment};
+pub use hnsw::{HnswBuilder, HnswParams, HnswScratch, HnswSegment};
 pub use int8::Int8Index;
 pub use segmented::{SegmentParams, SegmentedIndex};
 

@@ -1685,6 +1685,32 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_built_in_slices_stores_the_part_built_at_once() {
+        let mut e = HashingEmbedder::new(64);
+        let mut libs = [(); 2].map(|_| {
+            let mut lib = Library::open(MemStore::default(), &small_parts()).unwrap();
+            lib.set_background_merges(true);
+            for i in 0..70 {
+                let (doc, memory) = numbered(i);
+                lib.add(&doc, &memory, &mut e).unwrap();
+            }
+            lib
+        });
+        let at_once = libs[0].merge_job().expect("a merge is due").run();
+        let mut sliced = libs[1].merge_job().expect("a merge is due");
+        let (total, mut slices) = (sliced.vectors(), 0);
+        while !sliced.step(5) {
+            slices += 1;
+            assert_eq!(sliced.vectors(), total - 5 * slices);
+        }
+        assert!(slices >= total / 5 - 1, "{slices} slices for {total} vectors");
+        assert!(libs[0].apply_merge(at_once).unwrap());
+        assert!(libs[1].apply_merge(sliced.run()).unwrap());
+        let [a, b] = libs.map(Library::into_store);
+        assert_eq!(a.entries, b.entries);
+    }
+
+    #[test]
     fn merges_built_elsewhere_land_and_keep_what_was_removed_meanwhile() {
         let mut e = HashingEmbedder::new(64);
         let mut lib = Library::open(MemStore::default(), &small_parts()).unwrap();

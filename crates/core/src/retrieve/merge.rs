@@ -11,7 +11,7 @@
 use alloc::vec::Vec;
 
 use super::MemoryIndex;
-use crate::index::{Bm25Index, HnswParams, HnswSegment, Metric, VectorIndex};
+use crate::index::{Bm25Index, HnswBuilder, HnswParams, HnswSegment, Metric, VectorIndex};
 
 /// A planned merge: the live vectors of some parts, per layer.
 #[derive(Debug)]
@@ -20,8 +20,12 @@ pub struct MergeJob {
     into: u64,
     dim: usize,
     params: HnswParams,
-    /// Per layer: ids and their rows.
+    /// Per layer not yet begun, last layer first: ids and their rows.
     layers: Vec<(Vec<u32>, Vec<f32>)>,
+    /// The layer being linked.
+    building: Option<HnswBuilder>,
+    /// The layers linked, in order.
+    graphs: Vec<HnswSegment>,
 }
 
 /// A built merge, to apply to the index it was planned from.
@@ -43,20 +47,42 @@ impl MergeJob {
         self.into
     }
 
-    /// Vectors it links, over every layer.
+    /// Vectors it has still to link, over every layer.
     pub fn vectors(&self) -> usize {
-        self.layers.iter().map(|(ids, _)| ids.len()).sum()
+        self.layers.iter().map(|(ids, _)| ids.len()).sum::<usize>() + self.building.as_ref().map_or(0, HnswBuilder::remaining)
     }
 
-    /// Build the graphs (the slow step; touches nothing but the job). They are built on
-    /// f32 rows and keep int8 codes, as every sealed part does.
-    pub fn run(self) -> MergedPart {
-        let graphs = self
-            .layers
-            .into_iter()
-            .map(|(ids, rows)| HnswSegment::build(self.dim, Metric::Cosine, ids, &rows, self.params).into_int8())
-            .collect();
-        MergedPart { parts: self.parts, into: self.into, graphs }
+    /// Link up to `n` more vectors (a slice of the work, for an owner that must stay
+    /// responsive); true when the graphs are built and [`MergeJob::run`] returns at once.
+    pub fn step(&mut self, n: usize) -> bool {
+        let mut budget = n;
+        loop {
+            if self.building.is_none() {
+                let Some((ids, rows)) = self.layers.pop() else { return true };
+                self.building = Some(HnswSegment::builder(self.dim, Metric::Cosine, ids, rows, self.params));
+            }
+            let Some(b) = self.building.as_mut() else { return true };
+            let before = b.remaining();
+            let done = b.link(budget);
+            budget = budget.saturating_sub(before - b.remaining());
+            if !done {
+                return false;
+            }
+            if let Some(b) = self.building.take() {
+                // Built on f32 rows, kept as int8 codes, as every sealed part is.
+                self.graphs.push(b.finish().into_int8());
+            }
+            if budget == 0 {
+                return self.layers.is_empty();
+            }
+        }
+    }
+
+    /// Build the graphs (the slow step; touches nothing but the job), or what is left of
+    /// them after [`MergeJob::step`].
+    pub fn run(mut self) -> MergedPart {
+        self.step(usize::MAX);
+        MergedPart { parts: self.parts, into: self.into, graphs: self.graphs }
     }
 }
 
@@ -77,8 +103,9 @@ impl MemoryIndex {
     /// their names). `None` when a part is unknown or `into` names another part.
     pub fn merge_job(&self, parts: &[u64], into: u64) -> Option<MergeJob> {
         let slots = self.merge_slots(parts, into)?;
-        let layers = self.layers.iter().map(|l| l.vectors.live_vectors(&slots)).collect();
-        Some(MergeJob { parts: parts.to_vec(), into, dim: self.dim, params: self.hnsw, layers })
+        let mut layers: Vec<(Vec<u32>, Vec<f32>)> = self.layers.iter().map(|l| l.vectors.live_vectors(&slots)).collect();
+        layers.reverse();
+        Some(MergeJob { parts: parts.to_vec(), into, dim: self.dim, params: self.hnsw, layers, building: None, graphs: Vec::new() })
     }
 
     fn merge_slots(&self, parts: &[u64], into: u64) -> Option<Vec<usize>> {

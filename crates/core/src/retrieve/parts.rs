@@ -23,6 +23,8 @@ use crate::span::Span;
 use crate::Error;
 
 const DOCUMENT_KIND: [u8; 4] = *b"MDOC";
+/// Version 2 stores vectors as f16; version 1 (f32) is still read.
+const DOCUMENT_VERSION: u16 = 2;
 const PART_KIND: [u8; 4] = *b"MPRT";
 
 /// One entry of a prepared document: its layer, id, the chunks it stands for, its BM25
@@ -85,8 +87,15 @@ impl PreparedDocument {
         self.items.len()
     }
 
-    /// Its stored form (versioned, checksummed; see [`crate::index::codec`]).
+    /// Its stored form (versioned, checksummed; see [`crate::index::codec`]), its vectors
+    /// as f16.
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.encode(DOCUMENT_VERSION)
+    }
+
+    /// The stored form in layout `version`: 2 stores vectors as f16 (they were rounded to
+    /// it when the document was prepared), 1 as f32 (what older libraries hold).
+    fn encode(&self, version: u16) -> Vec<u8> {
         let mut w = Writer::new();
         w.bytes(&self.doc_id.0);
         w.u32(self.next_id);
@@ -100,15 +109,20 @@ impl PreparedDocument {
             w.u32(item.id);
             w.u32s(&item.chunks);
             w.str(&item.text);
-            w.f32s(&item.vector);
+            if version < 2 {
+                w.f32s(&item.vector);
+            } else {
+                let bits: Vec<u8> = item.vector.iter().flat_map(|&x| half::f16::from_f32(x).to_bits().to_le_bytes()).collect();
+                w.bytes(&bits);
+            }
         }
-        w.finish(DOCUMENT_KIND, 1)
+        w.finish(DOCUMENT_KIND, version)
     }
 
     /// Read back [`PreparedDocument::to_bytes`]; damage is an error. Whether it fits an
     /// index is checked when it is inserted.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, Error> {
-        let (_, mut r) = Reader::open(bytes, DOCUMENT_KIND, 1)?;
+        let (version, mut r) = Reader::open(bytes, DOCUMENT_KIND, DOCUMENT_VERSION)?;
         let doc_id = read_doc_id(&mut r)?;
         let next_id = r.u32()?;
         let n = r.count(24)?;
@@ -125,7 +139,15 @@ impl PreparedDocument {
             let id = r.u32()?;
             let chunks = r.u32s()?;
             let text = String::from(r.str()?);
-            let vector = r.f32s()?;
+            let vector = if version < 2 {
+                r.f32s()?
+            } else {
+                let bits = r.bytes()?;
+                if bits.len() % 2 != 0 {
+                    return Err(Error::InvalidField { what: "f16 vector" });
+                }
+                bits.chunks_exact(2).map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()).collect()
+            };
             if vector.iter().any(|x| !x.is_finite()) {
                 return Err(Error::NonFinite { id });
             }
@@ -286,5 +308,36 @@ impl MemoryIndex {
         self.parts.push(part);
         self.next_id = self.next_id.max(next_id);
         Ok(part)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Document;
+    use crate::embed::HashingEmbedder;
+    use crate::index::SegmentParams;
+    use crate::memory::DocumentMemory;
+    use crate::retrieve::RetrievalMode;
+
+    fn prepared() -> PreparedDocument {
+        let doc = Document::new("d", "Bells rang at noon over the harbour. They rang again at dusk for the fleet.");
+        let memory = DocumentMemory::from_spans(&doc, &[Span::new(0, 36), Span::new(36, doc.text.len())], "fixed");
+        let index = MemoryIndex::new(RetrievalMode::ThreeLayer, 16, SegmentParams::default());
+        index.prepare_document(&doc, &memory, &mut HashingEmbedder::new(16)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_prepared_document_is_stored_with_f16_vectors_and_read_back_exactly() {
+        let p = prepared();
+        assert!(p.vectors() > 0);
+        // Rounded to f16 when prepared, so storing loses nothing more.
+        assert!(p.items.iter().flat_map(|i| &i.vector).all(|&x| half::f16::from_f32(x).to_f32() == x));
+        let bytes = p.to_bytes();
+        assert_eq!(PreparedDocument::from_bytes(&bytes).unwrap(), p);
+        // Version 1 (f32 vectors) is still read.
+        let v1 = p.encode(1);
+        assert_eq!(v1.len() - bytes.len(), p.vectors() * 16 * 2, "two bytes a value saved");
+        assert_eq!(PreparedDocument::from_bytes(&v1).unwrap(), p);
     }
 }

@@ -1,8 +1,9 @@
-//! [`EmbedderHandle`]: a sentence embedder here (CPU or WebGPU) or a hosted one.
+//! [`EmbedderHandle`]: a sentence embedder here (CPU or WebGPU), a hosted one, or none
+//! (words hashed into buckets).
 
 use docmem_core::embed::EmbedRole;
 use docmem_core::local_future::LocalBoxFuture;
-use docmem_core::Embedder;
+use docmem_core::{Embedder, HashingEmbedder};
 
 use crate::embed::SentenceEmbedder;
 use crate::remote::{RemoteEmbedder, Transport};
@@ -15,6 +16,8 @@ pub enum EmbedderHandle<T: Transport> {
     Local(SentenceEmbedder),
     /// A hosted embedding model.
     Hosted(RemoteEmbedder<T>),
+    /// No model: words hashed into buckets (tests and benchmarks of the library itself).
+    Hashing(HashingEmbedder),
 }
 
 impl<T: Transport> From<SentenceEmbedder> for EmbedderHandle<T> {
@@ -29,6 +32,7 @@ impl<T: Transport> EmbedderHandle<T> {
         match self {
             EmbedderHandle::Local(e) => e,
             EmbedderHandle::Hosted(e) => e,
+            EmbedderHandle::Hashing(e) => e,
         }
     }
 
@@ -36,6 +40,7 @@ impl<T: Transport> EmbedderHandle<T> {
         match self {
             EmbedderHandle::Local(e) => e,
             EmbedderHandle::Hosted(e) => e,
+            EmbedderHandle::Hashing(e) => e,
         }
     }
 }
