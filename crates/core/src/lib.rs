@@ -45,6 +45,7 @@ pub mod embed_ahead;
 pub mod error;
 pub mod error_code;
 pub mod eval;
+pub mod f16;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]
 pub mod fuzz_harness;

@@ -597,7 +597,7 @@ impl MemoryIndex {
             .iter()
             .map(|p| {
                 let mut v = fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim);
-                v.iter_mut().for_each(|x| *x = half::f16::from_f32(*x).to_f32());
+                v.iter_mut().for_each(|x| *x = crate::f16::round_to_f16(*x));
                 v
             })
             .collect();
