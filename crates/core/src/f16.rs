@@ -1,4 +1,5 @@
-//! IEEE 754 half precision (f16), for vectors stored at half the bytes of f32.
+//! IEEE 754 half precision (f16): vectors a library stores at half the bytes of f32, and
+//! the runtime's f16 weights, scales and KV cache (ggml rounds to nearest even, as here).
 //!
 //! Why our own and not the `half` crate: `half` needs `zerocopy` with its derive macros,
 //! which put `syn` and two proc-macro crates into this crate's no_std build (its step in
@@ -7,7 +8,8 @@
 //! every exponent with the rounding cases (ties to even, subnormals, overflow).
 
 /// The f16 nearest to `x` (ties to even), as its bits; beyond f16's range, ±infinity.
-pub fn to_f16_bits(x: f32) -> u16 {
+#[inline]
+pub fn f32_to_f16(x: f32) -> u16 {
     let b = x.to_bits();
     let sign = ((b >> 16) & 0x8000) as u16;
     let exp = ((b >> 23) & 0xff) as i32;
@@ -42,7 +44,8 @@ pub fn to_f16_bits(x: f32) -> u16 {
 }
 
 /// The f32 value of f16 bits `h` (exact: every f16 is an f32).
-pub fn from_f16_bits(h: u16) -> f32 {
+#[inline]
+pub fn f16_to_f32(h: u16) -> f32 {
     let negative = h & 0x8000 != 0;
     let exp = u32::from((h >> 10) & 0x1f);
     let man = u32::from(h & 0x3ff);
@@ -60,8 +63,9 @@ pub fn from_f16_bits(h: u16) -> f32 {
 }
 
 /// `x` rounded to the nearest f16 value.
-pub fn round_to_f16(x: f32) -> f32 {
-    from_f16_bits(to_f16_bits(x))
+#[inline]
+pub fn f16_round(x: f32) -> f32 {
+    f16_to_f32(f32_to_f16(x))
 }
 
 #[cfg(test)]
@@ -71,7 +75,7 @@ mod tests {
     #[test]
     fn every_f16_value_reads_as_half_reads_it() {
         for h in 0..=u16::MAX {
-            let ours = from_f16_bits(h);
+            let ours = f16_to_f32(h);
             let theirs = half::f16::from_bits(h).to_f32();
             assert!(ours.to_bits() == theirs.to_bits() || (ours.is_nan() && theirs.is_nan()), "{h:#06x}: {ours} against {theirs}");
         }
@@ -88,17 +92,17 @@ mod tests {
                     for sign in [0u32, 0x8000_0000] {
                         let x = f32::from_bits(sign | (exp << 23) | man);
                         if x.is_nan() {
-                            assert!(from_f16_bits(to_f16_bits(x)).is_nan());
+                            assert!(f16_to_f32(f32_to_f16(x)).is_nan());
                             continue;
                         }
-                        assert_eq!(to_f16_bits(x), half::f16::from_f32(x).to_bits(), "{x:e} ({:#010x})", x.to_bits());
+                        assert_eq!(f32_to_f16(x), half::f16::from_f32(x).to_bits(), "{x:e} ({:#010x})", x.to_bits());
                     }
                 }
             }
         }
-        assert_eq!(round_to_f16(1.0e6), f32::INFINITY);
-        assert_eq!(round_to_f16(-0.5), -0.5);
+        assert_eq!(f16_round(1.0e6), f32::INFINITY);
+        assert_eq!(f16_round(-0.5), -0.5);
         // Halfway between f16's largest finite value and the next power of two: to even.
-        assert_eq!(round_to_f16(65520.0), f32::INFINITY);
+        assert_eq!(f16_round(65520.0), f32::INFINITY);
     }
 }

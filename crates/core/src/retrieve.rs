@@ -597,7 +597,7 @@ impl MemoryIndex {
             .iter()
             .map(|p| {
                 let mut v = fuse_vectors(next.by_ref().take(p.parts.len()).collect(), self.dim);
-                v.iter_mut().for_each(|x| *x = crate::f16::round_to_f16(*x));
+                v.iter_mut().for_each(|x| *x = crate::f16::f16_round(*x));
                 v
             })
             .collect();

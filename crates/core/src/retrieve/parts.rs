@@ -112,7 +112,7 @@ impl PreparedDocument {
             if version < 2 {
                 w.f32s(&item.vector);
             } else {
-                let bits: Vec<u8> = item.vector.iter().flat_map(|&x| crate::f16::to_f16_bits(x).to_le_bytes()).collect();
+                let bits: Vec<u8> = item.vector.iter().flat_map(|&x| crate::f16::f32_to_f16(x).to_le_bytes()).collect();
                 w.bytes(&bits);
             }
         }
@@ -146,7 +146,7 @@ impl PreparedDocument {
                 if bits.len() % 2 != 0 {
                     return Err(Error::InvalidField { what: "f16 vector" });
                 }
-                bits.chunks_exact(2).map(|b| crate::f16::from_f16_bits(u16::from_le_bytes([b[0], b[1]]))).collect()
+                bits.chunks_exact(2).map(|b| crate::f16::f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect()
             };
             if vector.iter().any(|x| !x.is_finite()) {
                 return Err(Error::NonFinite { id });
@@ -332,7 +332,7 @@ mod tests {
         let p = prepared();
         assert!(p.vectors() > 0);
         // Rounded to f16 when prepared, so storing loses nothing more.
-        assert!(p.items.iter().flat_map(|i| &i.vector).all(|&x| crate::f16::round_to_f16(x) == x));
+        assert!(p.items.iter().flat_map(|i| &i.vector).all(|&x| crate::f16::f16_round(x) == x));
         let bytes = p.to_bytes();
         assert_eq!(PreparedDocument::from_bytes(&bytes).unwrap(), p);
         // Version 1 (f32 vectors) is still read.

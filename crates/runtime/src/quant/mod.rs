@@ -9,63 +9,9 @@
 use crate::gguf::GgmlType;
 use crate::Error;
 
-/// IEEE half to f32 (exact; subnormals, infinities and NaN included).
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = u32::from(h >> 15) << 31;
-    let exp = u32::from((h >> 10) & 0x1F);
-    let man = u32::from(h & 0x3FF);
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, _) => {
-            // Subnormal: normalize.
-            let shift = man.leading_zeros() - 21;
-            let man = (man << shift) & 0x3FF;
-            sign | ((113 - shift) << 23) | (man << 13)
-        }
-        (0x1F, _) => sign | 0x7F80_0000 | (man << 13),
-        _ => sign | ((exp + 112) << 23) | (man << 13),
-    };
-    f32::from_bits(bits)
-}
-
-/// f32 to IEEE half, rounding to nearest even (as F16C's `vcvtps2ph` and ggml do).
-pub fn f32_to_f16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xFF) as i32;
-    let man = bits & 0x7F_FFFF;
-    if exp == 0xFF {
-        // Infinity stays infinity; NaN stays a (quiet) NaN.
-        return sign | 0x7C00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1F {
-        return sign | 0x7C00;
-    }
-    if e <= 0 {
-        // Subnormal half (or zero): shift the full mantissa down, rounding to even.
-        if e < -10 {
-            return sign;
-        }
-        let m = man | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = m >> shift;
-        let rem = m & ((1 << shift) - 1);
-        let halfway = 1 << (shift - 1);
-        let round = rem > halfway || (rem == halfway && half & 1 == 1);
-        return sign | (half + u32::from(round)) as u16;
-    }
-    let half = ((e as u32) << 10) | (man >> 13);
-    let rem = man & 0x1FFF;
-    let round = rem > 0x1000 || (rem == 0x1000 && half & 1 == 1);
-    // A carry out of the mantissa correctly bumps the exponent (up to infinity).
-    sign | (half + u32::from(round)) as u16
-}
-
-/// `x` rounded to the nearest half-precision value (how ggml stores K/V and scales).
-pub fn f16_round(x: f32) -> f32 {
-    f16_to_f32(f32_to_f16(x))
-}
+// IEEE half conversions (exact to f32; to f16 rounding to nearest even, as F16C's
+// `vcvtps2ph` and ggml do) live in the core, which stores vectors as f16 too.
+pub use docmem_core::f16::{f16_round, f16_to_f32, f32_to_f16};
 
 /// The half float at byte `i` of `b`, through a 65,536-entry table (ggml's approach on
 /// CPUs without a conversion instruction: the portable kernels convert two scales per
