@@ -23,9 +23,9 @@ use alloc::vec::Vec;
 use core::cmp::{Ordering, Reverse};
 
 use super::codec::{Reader, Writer};
-use super::int8::quantize;
+use super::int8::{int8_candidates, quantize};
 use super::{prepare, Hit, Metric, TopK, VectorIndex};
-use crate::vector::{dot, dot_f32_i8, dot_i8};
+use crate::vector::{dot, dot_f32_i8};
 use crate::Error;
 
 /// HNSW settings.
@@ -481,14 +481,7 @@ impl HnswSegment {
         };
         let mut qc = Vec::with_capacity(q.len());
         quantize(q, &mut qc);
-        let mut candidates = TopK::new(k.saturating_mul(4).max(32).min(self.ids.len()));
-        for (node, (row, &scale)) in codes.chunks_exact(self.dim.max(1)).zip(scales).enumerate() {
-            let approx = dot_i8(&qc, row) as f32 * scale;
-            if approx >= candidates.floor() {
-                candidates.push(Hit { id: node as u32, score: approx });
-            }
-        }
-        candidates.into_sorted(out);
+        int8_candidates(&qc, codes, scales, k.saturating_mul(4).max(32).min(self.ids.len()), out);
         let mut top = TopK::new(k);
         for c in out.drain(..) {
             top.push(Hit { id: self.ids[c.id as usize], score: self.sim(q, c.id) });

@@ -34,6 +34,19 @@ pub(crate) fn quantize(v: &[f32], out: &mut Vec<i8>) -> f32 {
     scale
 }
 
+/// The `n` rows (positions, as ids) whose int8 codes score best against the quantized
+/// query `qc`: the integer product times each row's scale, best first, into `out`.
+pub(crate) fn int8_candidates(qc: &[i8], codes: &[i8], scales: &[f32], n: usize, out: &mut Vec<Hit>) {
+    let mut top = TopK::new(n);
+    for (i, (code, &scale)) in codes.chunks_exact(qc.len().max(1)).zip(scales).enumerate() {
+        let approx = dot_i8(qc, code) as f32 * scale;
+        if approx >= top.floor() {
+            top.push(Hit { id: i as u32, score: approx });
+        }
+    }
+    top.into_sorted(out);
+}
+
 impl Int8Index {
     /// An empty index.
     pub fn new(dim: usize, metric: Metric) -> Self {
@@ -99,17 +112,8 @@ impl VectorIndex for Int8Index {
         // The query's own scale is a positive common factor: it cannot change the order.
         quantize(&q, &mut qc);
         let n = self.len();
-        let candidates = k.saturating_mul(self.rescore).max(MIN_CANDIDATES).min(n);
-        // Rank by the integer product times each row's scale.
-        let mut top = TopK::new(candidates);
-        for (i, (code, &scale)) in self.codes.chunks_exact(dim).zip(&self.scales).enumerate() {
-            let approx = dot_i8(&qc, code) as f32 * scale;
-            if approx >= top.floor() {
-                top.push(Hit { id: i as u32, score: approx });
-            }
-        }
         let mut cands = Vec::new();
-        top.into_sorted(&mut cands);
+        int8_candidates(&qc, &self.codes, &self.scales, k.saturating_mul(self.rescore).max(MIN_CANDIDATES).min(n), &mut cands);
         let mut exact = TopK::new(k.min(n));
         let (ids, rows) = (self.exact.ids(), self.exact.rows());
         for c in cands {
