@@ -482,7 +482,10 @@ export class DocMemClient {
    * reader keeps its work); without it they wait for the window to end. One memory is written at a time, in the order asked. `samples`:
    * sampled candidates per window beside the greedy one (default 3 on WebGPU, 0 on the
    * CPU, where each costs about a greedy reading); `maxNewTokens` caps what the reader
-   * writes per window (default: the window's length and 512 more, at most twice its length and 96 more). onProgress gets {stage: 'memory',
+   * writes per window (default: the window's length and 512 more, at most twice its length and 96 more);
+   * `maxWindowTokens` caps a window's document tokens (default: half the reader's context).
+   * Each window read is stored with the library: asked again after a reload or a crash,
+   * the memory goes on from the next window (with the same reader and options). onProgress gets {stage: 'memory',
    * window, windows, tokensDone, tokensTotal, fraction, seconds, secondsLeft}, and within a
    * window windowRead, windowPrompt (its prompt's tokens) and windowWritten. Resolves to
    * {id, replaced, chunks, outline, fallback, reader, seconds, gaveWay, document}
@@ -490,11 +493,11 @@ export class DocMemClient {
    * false when the document was removed meanwhile. An aborted `signal` stops it (ABORTED)
    * and the document keeps its chunks.
    */
-  writeMemory(docId, { samples, maxNewTokens, onProgress, signal } = {}) {
+  writeMemory(docId, { samples, maxNewTokens, maxWindowTokens, onProgress, signal } = {}) {
     if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
     if (signal?.aborted) return Promise.reject(abortError());
     return new Promise((resolve, reject) => {
-      const job = { id: this.#nextId++, op: 'memorize', args: { id: String(docId), samples, maxNewTokens }, resolve, reject, onEvent: onProgress, signal };
+      const job = { id: this.#nextId++, op: 'memorize', args: { id: String(docId), samples, maxNewTokens, maxWindowTokens }, resolve, reject, onEvent: onProgress, signal };
       if (signal) {
         job.onAbort = () => {
           if (this.#cancel) Atomics.store(this.#cancel, 2, job.id);

@@ -535,8 +535,13 @@ export declare class DocMem {
    * the chunks it was added with, in one change; other requests go first (a window being
    * read stops within one decoding step where the page is cross-origin isolated). One at
    * a time, in the order asked. An aborted signal stops it (ABORTED); the chunks stay.
+   * Each window read is stored: after a reload or a crash, the same memory asked again
+   * goes on from the next window.
    */
-  writeMemory(docId: string, options?: { samples?: number; maxNewTokens?: number; onProgress?: (p: MemoryProgress) => void; signal?: AbortSignal }): Promise<MemoryWritten>;
+  writeMemory(
+    docId: string,
+    options?: { samples?: number; maxNewTokens?: number; maxWindowTokens?: number; onProgress?: (p: MemoryProgress) => void; signal?: AbortSignal },
+  ): Promise<MemoryWritten>;
   /** Hold (true) or go on with (false) the background memories. */
   pauseMemories(paused: boolean): void;
   exportLibrary(): Promise<Uint8Array>;

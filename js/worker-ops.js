@@ -409,9 +409,11 @@ async function rebuildLibrary(damaged, openStore, reason, emit, where) {
   return { reason, documents: added, unreadable: found.unreadable, setAside: `${where}${suffix}` };
 }
 
-/** The library stored in `entries`, its merges left to the idle queue (`mergeStep`). */
+/** The library stored in `entries`, its merges left to the idle queue (`mergeStep`). Its
+ * index's bytes are given up as they are read (`releaseIndex`): the store holds them, and
+ * the library keeps no second copy in wasm memory. */
 function openLibrary(entries) {
-  const opened = w.Library.open(entries, embedder);
+  const opened = w.Library.open(entries, embedder, { releaseIndex: true });
   opened.setBackgroundMerges(true);
   mergeDue = true;
   return opened;
@@ -744,13 +746,15 @@ const ops = {
   },
 
   async exportLibrary() {
-    return lib.exportLibrary();
+    // What the store holds is the library: every change is applied to it as it is made.
+    return w.Library.archive(await store.entries());
   },
 
   async importLibrary({ bytes }) {
     const imported = w.Library.importLibrary(bytes, embedder);
     imported.setBackgroundMerges(true);
     await store.apply(imported.takeWrites(), { replace: true });
+    imported.releaseIndex();
     lib.free();
     lib = imported;
     texts.clear();
@@ -890,7 +894,7 @@ async function memoryStep() {
     if (memoryStopped(job)) throw new DocMemError(codes.ABORTED, 'the memory was cancelled');
     if (!reader || hosted.reader) throw new DocMemError(codes.BAD_ARGUMENT, 'background memories need a reader on this device (the reader is hosted)');
     const samples = job.samples ?? (onGpu ? 3 : 0);
-    job.draft ??= lib.draftMemory(job.docId, { reader, samples, maxNewTokens: job.maxNewTokens ?? 0 });
+    job.draft ??= lib.draftMemory(job.docId, { reader, samples, maxNewTokens: job.maxNewTokens ?? 0, maxWindowTokens: job.maxWindowTokens ?? 0 });
     const t0 = performance.now();
     const report = (p) => {
       const seconds = job.seconds + (performance.now() - t0) / 1000;
@@ -921,6 +925,10 @@ async function memoryStep() {
       job.seconds += (performance.now() - t0) / 1000;
     }
     if (!complete) {
+      // The window is kept with the library: after a reload or a crash the memory goes
+      // on from the next one (draftMemory takes the stored draft up).
+      lib.saveDraft(job.draft);
+      await persist();
       report(job.draft.progress());
       return;
     }
@@ -978,8 +986,8 @@ export function serveRequests(given) {
   port.on((message) => {
     if (message.op === 'cancel') cancel(message.id);
     else if (message.op === 'memorize') {
-      const { id: docId, samples, maxNewTokens } = message.args || {};
-      memoryJobs.push({ id: message.id, docId: String(docId), samples, maxNewTokens, gaveWay: 0, emit: (data) => port.post({ id: message.id, type: 'event', data }), draft: null, aborted: false, seconds: 0, fraction: 0 });
+      const { id: docId, samples, maxNewTokens, maxWindowTokens } = message.args || {};
+      memoryJobs.push({ id: message.id, docId: String(docId), samples, maxNewTokens, maxWindowTokens, gaveWay: 0, emit: (data) => port.post({ id: message.id, type: 'event', data }), draft: null, aborted: false, seconds: 0, fraction: 0 });
       scheduleMemory();
     } else if (message.op === 'readAhead') {
       // The latest question typed replaces the one before (which resolves with what it read).

@@ -8,7 +8,8 @@
 // library's work, not a model's.
 //
 // Message in: {docs: [{title, text}], every, queries: [text], sliceMs (the longest slice),
-// k}. Out: {progress} lines, then {ok: true, result} or {ok: false, error}.
+// k, releaseIndex (default true: the library gives its index's entries up to the store,
+// as the package's worker opens it)}. Out: {progress} lines, then {ok: true, result} or {ok: false, error}.
 //
 // Figures: per `every` documents, seconds per document (the add, its storage transaction
 // and the merge slice after it) and bytes written per document (the journal's values);
@@ -40,7 +41,9 @@ async function runCase(c) {
   const embedder = w.Embedder.hashing(384);
   const name = `bench-${Date.now()}`;
   const store = await IdbStore.open(name);
-  let lib = w.Library.open(await store.entries(), embedder);
+  // As the package's worker opens it, unless asked to keep a copy of the index's entries.
+  const openOptions = { releaseIndex: c.releaseIndex !== false };
+  let lib = w.Library.open(await store.entries(), embedder, openOptions);
   lib.setBackgroundMerges(true);
   const rows = [];
   let merges = 0;
@@ -85,7 +88,7 @@ async function runCase(c) {
   const tOpen = performance.now();
   const entries = await store.entries();
   const readS = (performance.now() - tOpen) / 1000;
-  lib = w.Library.open(entries, embedder);
+  lib = w.Library.open(entries, embedder, openOptions);
   const openS = (performance.now() - tOpen) / 1000;
   await lib.search(c.queries[0], { embedder, k: c.k });
   const openSearchS = (performance.now() - tOpen) / 1000;
@@ -113,6 +116,7 @@ async function runCase(c) {
     search_p50_ms: percentile(times, 50),
     search_p99_ms: percentile(times, 99),
     wasm_heap_mib: memory.buffer.byteLength / MiB,
+    release_index: openOptions.releaseIndex,
     origin_usage_mib: estimate.usage != null ? estimate.usage / MiB : null,
   };
   lib.free();

@@ -6,8 +6,9 @@
 // A benchmark, not a test: it prints figures and asserts only that searches find passages.
 //
 //   node scripts/bench/library-browser.mjs [--docs N] [--every N] [--queries N]
-//        [--slice-ms MS] [--hotpot FILE] [--case-timeout SECONDS]
-// (scripts/bench/library-browser.sh checks the packages first.)
+//        [--slice-ms MS] [--hotpot FILE] [--case-timeout SECONDS] [--keep-index]
+// (scripts/bench/library-browser.sh checks the packages first.) `--keep-index`: the library
+// keeps a copy of its index's entries, as it did before `releaseIndex`, to compare.
 //
 // Documents are ten paragraphs drawn at random (seeded) from HotpotQA's distractor
 // contexts (../shared/eval/hotpotqa-dev-distractor-sample.json by default), about 5.7 KB
@@ -19,10 +20,10 @@ import { chromium } from 'playwright-core';
 import { browserLabel, cache, launchOptions, parseArgs, reporter, root, round, runBenchPage, startServer } from './browser-bench.mjs';
 
 const { die, log } = reporter('library-browser');
-const opts = { docs: 2000, every: 250, queries: 100, sliceMs: 50, k: 8, timeoutS: 3600, hotpot: path.join(root, '..', 'shared', 'eval', 'hotpotqa-dev-distractor-sample.json') };
+const opts = { docs: 2000, every: 250, queries: 100, sliceMs: 50, k: 8, timeoutS: 3600, releaseIndex: true, hotpot: path.join(root, '..', 'shared', 'eval', 'hotpotqa-dev-distractor-sample.json') };
 parseArgs(process.argv.slice(2), {
   die,
-  usage: 'node scripts/bench/library-browser.mjs [--docs N] [--every N] [--queries N] [--slice-ms MS] [--hotpot FILE] [--case-timeout SECONDS]',
+  usage: 'node scripts/bench/library-browser.mjs [--docs N] [--every N] [--queries N] [--slice-ms MS] [--hotpot FILE] [--case-timeout SECONDS] [--keep-index]',
   handle(a, value, int) {
     if (a === '--docs') opts.docs = int(value());
     else if (a === '--every') opts.every = int(value());
@@ -30,6 +31,7 @@ parseArgs(process.argv.slice(2), {
     else if (a === '--slice-ms') opts.sliceMs = int(value(), 0, '--slice-ms');
     else if (a === '--hotpot') opts.hotpot = value();
     else if (a === '--case-timeout') opts.timeoutS = int(value());
+    else if (a === '--keep-index') opts.releaseIndex = false;
     else return false;
     return true;
   },
@@ -76,7 +78,7 @@ try {
   const page = await (await browser.newContext()).newPage();
   outcome = await runBenchPage(page, {
     url: `${origin}/bench/`,
-    c: { docs, every: opts.every, queries, sliceMs: opts.sliceMs, k: opts.k },
+    c: { docs, every: opts.every, queries, sliceMs: opts.sliceMs, k: opts.k, releaseIndex: opts.releaseIndex },
     timeoutMs: opts.timeoutS * 1000,
     readyTimeoutMs: 30_000,
     progressPrefix: '[library] ',
@@ -101,5 +103,6 @@ const last = r.rows[r.rows.length - 1].s_per_document;
 console.log(
   `\nlast step over first: ${round(last / first)}×; merges between adds ${round(r.merge_s_between_adds, 1)} s, then ${round(r.idle_merge_s, 1)} s when idle; ` +
     `${r.entries} entries (${r.parts} parts), ${round(r.stored_mib, 1)} MiB stored; reload: entries read ${round(r.read_entries_s)} s, open ${round(r.open_s)} s, ` +
-    `with one search ${round(r.open_and_search_s)} s; search p50 ${round(r.search_p50_ms, 1)} ms, p99 ${round(r.search_p99_ms, 1)} ms; wasm heap ${round(r.wasm_heap_mib)} MiB`,
+    `with one search ${round(r.open_and_search_s)} s; search p50 ${round(r.search_p50_ms, 1)} ms, p99 ${round(r.search_p99_ms, 1)} ms; ` +
+    `wasm heap ${round(r.wasm_heap_mib)} MiB (${r.release_index ? 'the index given up to IndexedDB' : 'a copy of the index kept'})`,
 );

@@ -5,7 +5,7 @@
 # times and the wasm heap, as JSON and a markdown table (stdout; progress on stderr).
 #
 #   bash scripts/bench/library-browser.sh [--docs 2000] [--every 250] [--queries 100]
-#        [--slice-ms 50] [--hotpot FILE] [--case-timeout SECONDS]
+#        [--slice-ms 50] [--hotpot FILE] [--case-timeout SECONDS] [--keep-index]
 #
 # Needs the web wasm package (scripts/build-wasm.sh, run by scripts/wasm-test.sh),
 # playwright-core (scripts/setup.sh) and /usr/bin/chromium. The work is in

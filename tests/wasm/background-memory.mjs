@@ -2,8 +2,9 @@
 // as the reader): a document added with sentence chunks is searchable at once; writeMemory
 // has the reader write its MoM memory window by window and swap it in; a question asked
 // meanwhile is answered first (the window being read gives way, and goes on afterwards); a
-// cancelled memory leaves the chunks; a paused one waits; the swapped memory persists; an
-// answer read ahead while its question is typed runs only the question.
+// cancelled memory leaves the chunks; a paused one waits; a memory stopped by a close goes
+// on from its next window after a reopen; the swapped memory persists; an answer read
+// ahead while its question is typed runs only the question.
 //
 //   node tests/wasm/background-memory.mjs MODELS_DIR EXAMPLE.md
 import assert from 'node:assert/strict';
@@ -114,11 +115,35 @@ await dm.removeDocument(third.id);
 const goneResult = await gone.catch((e) => e);
 assert.ok(goneResult.code === 'NOT_FOUND' || goneResult.replaced === false, JSON.stringify(goneResult));
 
-// Stored: reopened, the reader memories are there.
+// A memory stopped after its first window (the DocMem closed, as a tab is) goes on from
+// its second after a reopen: each window read is stored with the library. Windows of at
+// most 40 document tokens make three of this text.
+const tower = await dm.addDocument(
+  'The tower of the town hall was built in 1310 of grey stone. It stood for four centuries above the market square. ' +
+    'A storm in 1703 threw down its spire, and the bell fell into the square. The town rebuilt the spire in brick in 1712. ' +
+    'Its new clock was the first in the county to strike the quarter hours.',
+  { title: 'tower', method: 'sentence' },
+);
+const windowed = { maxNewTokens: cap, maxWindowTokens: 40 };
+let firstWindowStored = null;
+const stopped = dm.writeMemory(tower.id, { ...windowed, onProgress: (p) => p.candidatesDone >= 1 && firstWindowStored?.(p) });
+const afterFirst = await new Promise((resolve) => (firstWindowStored = resolve));
+assert.ok(afterFirst.windows >= 3, `windows: ${JSON.stringify(afterFirst)}`);
 dm.close();
+await assert.rejects(stopped, { code: 'CLOSED' });
+
+// Stored: reopened, the reader memories are there.
 dm = await DocMem.open('background', options);
 const reopened = await dm.documents();
-assert.deepEqual(reopened.map((d) => [d.title, d.memoryVersion]), [['printing-press', 1], ['bells', 1]]);
+assert.deepEqual(reopened.map((d) => [d.title, d.memoryVersion]), [['printing-press', 1], ['bells', 1], ['tower', 0]]);
+const resumedEvents = [];
+const resumed = await dm.writeMemory(tower.id, { ...windowed, onProgress: (p) => resumedEvents.push(p) });
+assert.equal(resumed.replaced, true, JSON.stringify(resumed));
+const windowsRead = new Set(resumedEvents.filter((p) => p.windowPrompt > 0).map((p) => p.window));
+assert.ok(!windowsRead.has(1) && windowsRead.has(2), `the first window is not read again: read ${[...windowsRead]}`);
+assert.ok(resumedEvents[0].fraction > 0, `the share done starts where it stopped: ${JSON.stringify(resumedEvents[0])}`);
+assert.equal((await dm.documents()).find((d) => d.id === tower.id).memoryVersion, 1);
+console.log(`  a memory stopped after window 1 of ${afterFirst.windows} went on from window ${Math.min(...windowsRead)} after a reopen`);
 
 // Reading ahead while a question is typed: the latest read-ahead replaces the one before,
 // and the ask then runs only its question, reusing every token that was read ahead.

@@ -609,6 +609,8 @@ const explicit = {
   Library: new Set([
     'open', 'importLibrary', 'addDocument', 'search', 'ask', 'readAhead',
     'memory', 'text', 'removeDocument', 'documents', 'takeWrites', 'exportLibrary',
+    // Takes no arguments, and would make exportLibrary refuse, which the end checks.
+    'releaseIndex',
   ]),
   RemoteModel: new Set(['name']),
 };

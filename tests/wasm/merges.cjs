@@ -3,7 +3,9 @@
 // and background merges, the hashing embedder (no model), documents added until a merge is
 // due, then `mergeStep` in slices of one step each (a budget of 0 ms) until the merge is
 // stored; a document removed midway stays removed; searches answer the same before, during
-// and after, and after a reopen from the stored entries.
+// and after, and after a reopen from the stored entries. As in the worker, the library
+// leaves its index's bytes to the storage (`releaseIndex`): it exports through
+// `Library.archive` of the stored entries.
 //
 //   node tests/wasm/merges.cjs PKG_DIR
 // (scripts/wasm-test.sh builds PKG_DIR with wasm-bindgen --target nodejs.)
@@ -31,6 +33,7 @@ async function main() {
     }
   };
   let lib = Library.open({}, embedder, { partVectors: 16 });
+  lib.releaseIndex();
   lib.setBackgroundMerges(true);
   assert.deepEqual(JSON.parse(lib.mergeStep(0)), { merging: false, applied: false, left: 0 }, 'nothing is due in an empty library');
   const title = (i) => `tower-${i}.txt`;
@@ -76,10 +79,22 @@ async function main() {
     assert.equal(JSON.parse(l.documents()).documents.length, added - 1);
   };
   await check(lib);
+  assert.throws(() => lib.exportLibrary(), (e) => e.code === 'BAD_ARGUMENT' && /Library\.archive/.test(e.message));
   lib.free();
-  lib = Library.open(stored, embedder, { partVectors: 16 });
+  lib = Library.open(stored, embedder, { partVectors: 16, releaseIndex: true });
   await check(lib);
+  assert.throws(() => lib.exportLibrary(), /Library\.archive/, 'opened releasing its index: no whole copy to export');
+  assert.throws(() => Library.open(stored, embedder, { releaseIndex: 'yes' }), /options\.releaseIndex must be true or false, not a value of type string/);
+  // Still a working library: an add after the release, stored and found after a reopen.
+  await lib.addDocument({ title: title(added), text: text(added) }, { embedder, chunker: 'sentence' });
+  persist(lib.takeWrites());
+  added += 1;
   lib.free();
+  const imported = Library.importLibrary(Library.archive(stored), embedder);
+  assert.equal(await top(imported, added - 1), title(added - 1));
+  assert.equal(await top(imported, 7), title(7));
+  assert.equal(JSON.parse(imported.documents()).documents.length, added - 1);
+  imported.free();
   console.log(`wasm merges: ${added} documents, ${slices} slices, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 }
 

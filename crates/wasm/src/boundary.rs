@@ -237,6 +237,15 @@ impl Options {
         count(n, &self.name(key), max)
     }
 
+    /// Boolean field `key`; false when it is not there.
+    pub(crate) fn flag(&self, key: &str) -> Result<bool, JsValue> {
+        let v = self.value(key)?;
+        if v.is_undefined() {
+            return Ok(false);
+        }
+        v.as_bool().ok_or_else(|| bad(format!("{} must be true or false, not {}", self.name(key), kind(&v))))
+    }
+
     /// Function field `key`, when it is there.
     pub(crate) fn function(&self, key: &str) -> Result<Option<js_sys::Function>, JsValue> {
         let v = self.value(key)?;

@@ -56,6 +56,7 @@ export interface DraftOptions {
   reader: LocalModel;
   samples?: number;
   maxNewTokens?: number;
+  maxWindowTokens?: number;
 }
 /** `MemoryDraft.step`'s options. */
 export interface StepOptions {

@@ -25,7 +25,7 @@ use std::rc::Rc;
 use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
 use docmem_core::clues::CluesMode;
 use docmem_core::library::DEFAULT_COLLECTION;
-use docmem_core::library::{archive, unarchive, JournalStore, Library, LibrarySettings};
+use docmem_core::library::{archive, read_only_at_open, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{MergeJob, SearchParams};
 use docmem_core::route::{ExploreSettings, RouteTarget};
@@ -322,18 +322,26 @@ impl WasmLibrary {
     /// a new one) for `embedder`, whose vectors it indexes. A library built with another
     /// embedder, or by a newer docmem, is an error. `options.partVectors`: seal the newest
     /// documents into a part every this many vectors (default 4,096; smaller makes parts
-    /// and merges with few documents, for tests).
+    /// and merges with few documents, for tests). `options.releaseIndex`: the index's
+    /// entries, read only while the library opens, are given up as they are read, and
+    /// those written later are not kept (the storage the caller applies `takeWrites` to
+    /// holds them), so the library never holds two copies of its index; as
+    /// `releaseIndex()` does after the open.
     pub fn open(
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue,
         embedder: &WasmEmbedder,
-        #[wasm_bindgen(unchecked_param_type = "{partVectors?: number}")] options: Option<js_sys::Object>,
+        #[wasm_bindgen(unchecked_param_type = "{partVectors?: number, releaseIndex?: boolean}")] options: Option<js_sys::Object>,
     ) -> Result<WasmLibrary, JsValue> {
         boundary::ready()?;
         let options = options.map_or(JsValue::UNDEFINED, JsValue::from);
-        let o = Options::new(&options, "options", &["partVectors"])?;
+        let o = Options::new(&options, "options", &["partVectors", "releaseIndex"])?;
         let mut settings = settings(embedder)?;
         settings.part_vectors = o.count_or("partVectors", settings.part_vectors as u32, u32::MAX)?.max(1) as usize;
-        let library = Library::open(JournalStore::from_entries(entries_from(&entries)?), &settings).map_err(coded)?;
+        let mut store = JournalStore::from_entries(entries_from(&entries)?);
+        if o.flag("releaseIndex")? {
+            store = store.releasing(read_only_at_open);
+        }
+        let library = Library::open(store, &settings).map_err(coded)?;
         Ok(WasmLibrary::wrap(library))
     }
 
@@ -577,6 +585,19 @@ impl WasmLibrary {
         Ok(())
     }
 
+    /// Stop holding the bytes of the index's keys (its parts and fresh documents' entries),
+    /// which the library read when it opened and now only writes: the caller's storage,
+    /// to which it applies `takeWrites`, holds them. On a library of thousands of
+    /// documents this is most of what the library kept in memory besides the index
+    /// itself. Afterwards `exportLibrary` is refused: archive the storage's entries with
+    /// `Library.archive` instead.
+    #[wasm_bindgen(js_name = releaseIndex)]
+    pub fn release_index(&self) -> Result<(), JsValue> {
+        boundary::ready()?;
+        self.get_mut()?.store_mut().release(read_only_at_open);
+        Ok(())
+    }
+
     /// Work on the merge due for about `budgetMs` milliseconds (at least one small slice),
     /// then return: JSON `{merging, applied, left}`. `merging`: a merge is under way and
     /// not finished; `applied`: one finished in this call and was committed (take the
@@ -606,10 +627,25 @@ impl WasmLibrary {
         Ok(format!(r#"{{"merging":false,"applied":{applied},"left":0}}"#))
     }
 
-    /// The whole library as one byte string (see `docmem_core::library::archive`).
+    /// The whole library as one byte string (see `docmem_core::library::archive`). Refused
+    /// after `releaseIndex`, when the library no longer holds every entry.
     #[wasm_bindgen(js_name = exportLibrary)]
     pub fn export_library(&mut self) -> Result<Vec<u8>, JsValue> {
         boundary::ready()?;
-        Ok(archive(self.get_mut()?.store_mut().entries()))
+        let mut library = self.get_mut()?;
+        if library.store_mut().has_released() {
+            return Err(error_with(
+                ErrorCode::BadArgument,
+                "this library released its index to the caller's storage (releaseIndex): archive the storage's entries with Library.archive",
+            ));
+        }
+        Ok(archive(library.store_mut().entries()))
+    }
+
+    /// A stored library's entries (`Record<string, Uint8Array>`, as `open` takes them) as
+    /// one byte string, the form `exportLibrary` gives and `importLibrary` reads.
+    pub fn archive(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue) -> Result<Vec<u8>, JsValue> {
+        boundary::ready()?;
+        Ok(archive(&entries_from(&entries)?))
     }
 }

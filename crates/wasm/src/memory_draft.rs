@@ -164,7 +164,10 @@ impl WasmLibrary {
     /// its windows for `options.reader` (a model on this device: `Lm` or `GpuLm`),
     /// `options.samples` (default 0) sampled candidates per window beside the greedy one,
     /// each at most `options.maxNewTokens` long (default 0: the window's length and 512
-    /// more). Nothing is generated yet: `step` reads a window at a time.
+    /// more), windows of at most `options.maxWindowTokens` document tokens (default 0:
+    /// half the reader's context). Nothing is generated yet: `step` reads a window at a
+    /// time. The windows a draft of the same document, reader and options read before
+    /// and `saveDraft` stored are taken up: `progress()` then starts after them.
     #[wasm_bindgen(js_name = draftMemory)]
     pub fn draft_memory(
         &self,
@@ -173,16 +176,31 @@ impl WasmLibrary {
     ) -> Result<WasmMemoryDraft, JsValue> {
         boundary::ready()?;
         let id = self.doc_id(&boundary::string(&id, "document id")?)?;
-        let o = Options::new(&options, "options", &["reader", "samples", "maxNewTokens"])?;
+        let o = Options::new(&options, "options", &["reader", "samples", "maxNewTokens", "maxWindowTokens"])?;
         let model = handles::required_model(&o, "reader")?;
         if model.backend() == docmem_runtime::handle::ModelBackend::Hosted {
             return Err(hosted_reader());
         }
         let mut settings = ExtractSettings { samples: o.count_or("samples", 0, MAX_SAMPLES)? as usize, ..ExtractSettings::default() };
         settings.max_new_tokens = o.count_or("maxNewTokens", 0, 1 << 20)? as usize;
+        settings.max_window_tokens = o.count_or("maxWindowTokens", 0, 1 << 20)? as usize;
         let doc = self.get()?.get(id).map_err(coded)?.0.clone();
-        let draft = MemoryDraft::plan(&doc, &mut *model.reader(), &settings).map_err(coded)?;
+        let mut draft = MemoryDraft::plan(&doc, &mut *model.reader(), &settings).map_err(coded)?;
+        if let Some(stored) = self.get_mut()?.stored_draft(id).map_err(coded)? {
+            draft.resume(&stored, &doc, &settings);
+        }
         Ok(WasmMemoryDraft { state: Rc::new(RefCell::new(DraftState { doc, reader: model.name().to_owned(), settings, draft })) })
+    }
+
+    /// Store the windows `draft` has read (take the writes after), so that a later
+    /// `draftMemory` of its document, after a reload or a crash, goes on from there. The
+    /// stored draft goes when its memory lands (`replaceMemory`) or the document is removed.
+    #[wasm_bindgen(js_name = saveDraft)]
+    pub fn save_draft(&self, draft: &WasmMemoryDraft) -> Result<(), JsValue> {
+        boundary::ready()?;
+        let s = draft.state.try_borrow().map_err(|_| crate::busy("the memory draft"))?;
+        let bytes = s.draft.to_bytes(&s.doc, &s.settings);
+        self.get_mut()?.save_draft(s.doc.id, &bytes).map_err(coded)
     }
 
     /// Swap a finished draft's memory in for the memory its document has, in one commit

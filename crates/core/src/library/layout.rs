@@ -91,6 +91,14 @@ pub struct StoredManifest {
     pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
+/// Whether the library reads `key` only while it opens: its index (parts, their removed
+/// lists, fresh documents' entries, and the one index blob of formats 1 and 2), decoded
+/// then into memory and afterwards only written or removed. A store may stop holding such
+/// keys' bytes once the library is open ([`super::JournalStore::release`]).
+pub fn read_only_at_open(key: &str) -> bool {
+    key.starts_with("index/")
+}
+
 /// The key of a part.
 pub fn part_key(id: u64) -> String {
     format!("index/parts/{id}.bin")

@@ -67,6 +67,7 @@ use core::cell::{OnceCell, RefCell};
 
 use serde::{Deserialize, Serialize};
 
+pub use layout::read_only_at_open;
 pub use salvage::{salvage, Salvage, SalvagedDocument};
 pub use store::{archive, unarchive, JournalStore, MemStore, Store};
 
@@ -236,6 +237,14 @@ fn memory_key(id: DocId, version: u64) -> String {
     } else {
         format!("memories/{id}.v{version}.json")
     }
+}
+/// A memory being written: the windows read so far (see `reader::MemoryDraft::to_bytes`).
+/// Not part of any change and not in the manifest: a reading that stops (a reload, a
+/// crash) goes on from it, and it goes when the memory lands (the document's add, or the
+/// replacement of its chunks) or the document is removed. The CLI reads a document before
+/// adding it, so a draft may be of a document not in the library yet.
+fn draft_key(id: DocId) -> String {
+    format!("drafts/{id}.json")
 }
 fn index_key(generation: u64) -> String {
     format!("index/{generation}.bin")
@@ -967,7 +976,9 @@ impl<S: Store> Library<S> {
             (memory_key(doc.id, 0), encode(memory)),
             (fresh_key(generation), envelope(&[&entry], &prepared.to_bytes())),
         ];
-        let change = Change { entry: Some(entry), writes, added: Some((doc.id, generation)), taken: None, removes_after: Vec::new() };
+        // A draft of its memory (a reader's, stopped and resumed) is done with once it is in.
+        let removes_after = alloc::vec![draft_key(doc.id)];
+        let change = Change { entry: Some(entry), writes, added: Some((doc.id, generation)), taken: None, removes_after };
         self.commit(change)?;
         // The index was checked to take it when it was prepared; nothing has changed it since.
         self.index.insert(prepared)?;
@@ -988,7 +999,7 @@ impl<S: Store> Library<S> {
             writes: Vec::new(),
             added: None,
             taken: Some(id),
-            removes_after: alloc::vec![document_key(id), memory_key(id, version)],
+            removes_after: alloc::vec![document_key(id), memory_key(id, version), draft_key(id)],
         };
         self.commit(change)?;
         self.index.remove_document(id);
@@ -1029,7 +1040,7 @@ impl<S: Store> Library<S> {
             writes,
             added: Some((id, generation)),
             taken: Some(id),
-            removes_after: alloc::vec![memory_key(id, old_version)],
+            removes_after: alloc::vec![memory_key(id, old_version), draft_key(id)],
         };
         self.commit(change)?;
         self.index.remove_document(id);
@@ -1037,6 +1048,24 @@ impl<S: Store> Library<S> {
         self.documents.insert(id, (version, OnceCell::from((doc, memory.clone()))));
         let _ = self.maintain();
         Ok(true)
+    }
+
+    /// The stored draft of document `id`'s memory (the windows a reader has read of it so
+    /// far), if there is one. The document need not be in the library yet.
+    pub fn stored_draft(&mut self, id: DocId) -> Result<Option<Vec<u8>>, Error> {
+        self.store.get_mut().read(&draft_key(id))
+    }
+
+    /// Store `bytes` as the draft of document `id`'s memory, replacing the one before. It
+    /// goes when the memory replaces the document's ([`Library::replace_memory`]), when
+    /// the document is removed, or with [`Library::remove_draft`].
+    pub fn save_draft(&mut self, id: DocId, bytes: &[u8]) -> Result<(), Error> {
+        self.store.get_mut().write(&draft_key(id), bytes)
+    }
+
+    /// Drop the stored draft of document `id`'s memory (no error when there is none).
+    pub fn remove_draft(&mut self, id: DocId) -> Result<(), Error> {
+        self.store.get_mut().remove(&draft_key(id))
     }
 
     /// Search with a query embedded by `embedder`.
@@ -1591,6 +1620,115 @@ mod tests {
         assert_eq!(store.entries.len(), 1 + 1 + 2 * 39);
         let lib = Library::open(store, &small_parts()).unwrap();
         assert_eq!(lib.search("w7c", &mut e, &SearchParams::default()).unwrap()[0].doc_id, numbered(7).0.id);
+    }
+
+    #[test]
+    fn a_draft_outlives_a_reopen_and_goes_with_its_memory_or_document() {
+        let mut e = HashingEmbedder::new(64);
+        let mut lib = Library::open(MemStore::default(), &settings()).unwrap();
+        let (d1, m1) = rivers();
+        let (d2, m2) = peaks();
+        lib.add(&d1, &m1, &mut e).unwrap();
+        lib.add(&d2, &m2, &mut e).unwrap();
+        let (d3, _) = numbered(3);
+        for id in [d1.id, d2.id, d3.id] {
+            lib.save_draft(id, format!("draft of {id}").as_bytes()).unwrap();
+        }
+        let generation = lib.manifest().generation;
+        let mut lib = Library::open(lib.into_store(), &settings()).unwrap();
+        assert_eq!(lib.manifest().generation, generation, "a draft is no change to the library");
+        assert_eq!(lib.stored_draft(d1.id).unwrap().unwrap(), format!("draft of {}", d1.id).as_bytes());
+        assert!(lib.stored_draft(d3.id).unwrap().is_some(), "a document not added yet keeps its draft");
+        assert!(lib.replace_memory(&m1, &mut e).unwrap());
+        assert_eq!(lib.stored_draft(d1.id).unwrap(), None, "gone with the memory it was for");
+        assert!(lib.remove(d2.id).unwrap());
+        assert_eq!(lib.stored_draft(d2.id).unwrap(), None, "gone with its document");
+        lib.remove_draft(d3.id).unwrap();
+        lib.remove_draft(d3.id).unwrap();
+        assert!(lib.into_store().entries.keys().all(|k| !k.starts_with("drafts/")));
+    }
+
+    #[test]
+    fn a_journal_store_that_released_the_index_works_on_and_its_journal_reopens() {
+        // The host's storage: what the journal is applied to, as the page applies it to
+        // IndexedDB after each operation.
+        fn apply(host: &mut BTreeMap<String, Vec<u8>>, lib: &mut Library<JournalStore>) {
+            for (key, bytes) in lib.store_mut().take_journal() {
+                match bytes {
+                    Some(b) => host.insert(key, b),
+                    None => host.remove(&key),
+                };
+            }
+        }
+        let mut e = HashingEmbedder::new(64);
+        let mut host = BTreeMap::new();
+        // A library of the one-blob format opens from a releasing store too (and is
+        // rewritten as parts, its old index read once).
+        let mut old = Library::open(MemStore::default(), &settings()).unwrap();
+        old.add(&rivers().0, &rivers().1, &mut e).unwrap();
+        let legacy = JournalStore::from_entries(as_format_1(&old).entries).releasing(read_only_at_open);
+        let legacy = Library::open(legacy, &settings()).unwrap();
+        assert_eq!(legacy.search("Nile", &mut e, &SearchParams::default()).unwrap()[0].doc_id, rivers().0.id);
+
+        let mut lib = Library::open(JournalStore::default(), &small_parts()).unwrap();
+        for i in 0..300 {
+            let (doc, memory) = numbered(i);
+            lib.add(&doc, &memory, &mut e).unwrap();
+            apply(&mut host, &mut lib);
+            if i == 120 {
+                // Reopened from the host's storage, as a reload does, and released.
+                let mut reopened = Library::open(JournalStore::from_entries(host.clone()), &small_parts()).unwrap();
+                reopened.store_mut().release(read_only_at_open);
+                assert!(reopened.store_mut().has_released());
+                lib = reopened;
+            }
+            if i == 200 {
+                // Reopened giving each index key up as it is read.
+                let store = JournalStore::from_entries(host.clone()).releasing(read_only_at_open);
+                let mut reopened = Library::open(store, &small_parts()).unwrap();
+                assert!(reopened.store_mut().entries().keys().all(|k| !read_only_at_open(k)), "every index key was read once and given up");
+                lib = reopened;
+            }
+        }
+        assert!(lib.stored_parts.iter().any(|p| p.tier == 1), "merged parts, written after the release");
+        let (d7, _) = numbered(7);
+        assert!(lib.remove(d7.id).unwrap());
+        let (d250, m250) = numbered(250);
+        let mut replacement = m250.clone();
+        replacement.scenarios[0].core = "The harbour's trade.".into();
+        assert!(lib.replace_memory(&replacement, &mut e).unwrap());
+        apply(&mut host, &mut lib);
+
+        // The store holds no index bytes, lists every key the host holds, and a read of a
+        // released key is an error rather than a missing key.
+        let store = lib.store_mut();
+        assert!(store.entries().keys().all(|k| !read_only_at_open(k)), "no index bytes held");
+        let held: usize = store.entries().values().map(Vec::len).sum();
+        let hosted: usize = host.values().map(Vec::len).sum();
+        assert!(held * 2 < hosted, "{held} of {hosted} bytes held");
+        assert_eq!(store.keys().unwrap(), host.keys().cloned().collect::<Vec<_>>());
+        let part = host.keys().find(|k| k.starts_with("index/parts/")).unwrap().clone();
+        assert!(matches!(store.read(&part), Err(Error::Storage { .. })));
+
+        // Searches agree with the library reopened from the host's storage.
+        let again = Library::open(JournalStore::from_entries(host.clone()), &small_parts()).unwrap();
+        assert_eq!(again.documents().len(), 299);
+        for q in ["w3a", "w7b", "w250c", "The harbour's trade.", "w299b"] {
+            let ours = lib.search(q, &mut e, &SearchParams::default()).unwrap();
+            let theirs = again.search(q, &mut e, &SearchParams::default()).unwrap();
+            let ids = |hs: &[RetrievedChunk]| hs.iter().map(|h| (h.doc_id, h.span)).collect::<Vec<_>>();
+            assert_eq!(ids(&ours), ids(&theirs), "{q}");
+        }
+        assert!(again.search("w7b", &mut e, &SearchParams::default()).unwrap().iter().all(|h| h.doc_id != d7.id));
+        assert_eq!(again.get(d250.id).unwrap().1, &replacement);
+        // Documents stay readable: they are read when first needed, after the release.
+        let hits = lib.search("w5a", &mut e, &SearchParams::default()).unwrap();
+        assert_eq!(lib.passage(&hits[0]).unwrap().title, "record-5.txt");
+        lib.compact().unwrap();
+        apply(&mut host, &mut lib);
+        let compacted = Library::open(JournalStore::from_entries(host), &small_parts()).unwrap();
+        assert_eq!(compacted.stored_parts.len(), 1);
+        assert_eq!(compacted.search("w42c", &mut e, &SearchParams::default()).unwrap()[0].doc_id, numbered(42).0.id);
     }
 
     #[test]

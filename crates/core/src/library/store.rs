@@ -5,7 +5,7 @@
 //! directory (`docmem_runtime::pipeline::store::DirStore`: temp file + rename); in the browser it is
 //! IndexedDB or OPFS; [`MemStore`] serves tests.
 
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -70,16 +70,27 @@ impl Store for MemStore {
 /// one transaction of its own storage (IndexedDB, OPFS, files), so a tab closed midway
 /// leaves that storage as it was before the operation. The journal preserves the
 /// library's order (new keys first, the manifest last).
+///
+/// The host's storage holds every key anyway, so the keys a library reads only while it
+/// opens (its index: see [`super::read_only_at_open`]) need no second copy in memory once
+/// it is open: [`JournalStore::release`] drops their bytes and keeps their names, and
+/// later writes of such keys go to the journal alone; [`JournalStore::releasing`] gives
+/// each up as the library reads it, so that opening holds one copy too. On a library of
+/// thousands of documents that is most of what the store held.
 #[derive(Clone, Debug, Default)]
 pub struct JournalStore {
     entries: BTreeMap<String, Vec<u8>>,
+    /// Keys whose bytes only the host's storage holds.
+    released: BTreeSet<String>,
+    /// Which keys to release as they are written, once [`JournalStore::release`] is called.
+    release: Option<fn(&str) -> bool>,
     journal: Vec<(String, Option<Vec<u8>>)>,
 }
 
 impl JournalStore {
     /// A store holding `entries` (what the host's storage holds), with an empty journal.
     pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
-        JournalStore { entries, journal: Vec::new() }
+        JournalStore { entries, ..JournalStore::default() }
     }
 
     /// The changes since the last call, in order: `(key, Some(bytes))` to write,
@@ -88,32 +99,76 @@ impl JournalStore {
         core::mem::take(&mut self.journal)
     }
 
-    /// Every entry.
+    /// Every entry whose bytes this store holds (all of them unless some were released).
     pub fn entries(&self) -> &BTreeMap<String, Vec<u8>> {
         &self.entries
+    }
+
+    /// This store, set to give up each key `released` picks as it is read (its bytes move
+    /// to the reader instead of being copied) or written: for a library about to be
+    /// opened, which then never holds two copies of its index, not even while it opens.
+    pub fn releasing(mut self, released: fn(&str) -> bool) -> Self {
+        self.release = Some(released);
+        self
+    }
+
+    /// Drop the bytes of every key `released` picks, now and as they are read or written
+    /// from now on, keeping their names: a read of one is then an error
+    /// ([`Error::Storage`]), so only keys nothing reads again may be released.
+    pub fn release(&mut self, released: fn(&str) -> bool) {
+        let keys: Vec<String> = self.entries.keys().filter(|k| released(k)).cloned().collect();
+        for key in keys {
+            self.entries.remove(&key);
+            self.released.insert(key);
+        }
+        self.release = Some(released);
+    }
+
+    /// Whether some keys' bytes are held by the host's storage only.
+    pub fn has_released(&self) -> bool {
+        self.release.is_some()
     }
 }
 
 impl Store for JournalStore {
     fn read(&mut self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        if self.released.contains(key) {
+            return Err(Error::Storage {
+                key: key.into(),
+                message: "its bytes were released to the host's storage after the library opened".into(),
+            });
+        }
+        if self.release.is_some_and(|released| released(key)) {
+            let Some(bytes) = self.entries.remove(key) else { return Ok(None) };
+            self.released.insert(key.into());
+            return Ok(Some(bytes));
+        }
         Ok(self.entries.get(key).cloned())
     }
 
     fn write(&mut self, key: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.entries.insert(key.into(), bytes.to_vec());
+        if self.release.is_some_and(|released| released(key)) {
+            self.entries.remove(key);
+            self.released.insert(key.into());
+        } else {
+            self.released.remove(key);
+            self.entries.insert(key.into(), bytes.to_vec());
+        }
         self.journal.push((key.into(), Some(bytes.to_vec())));
         Ok(())
     }
 
     fn remove(&mut self, key: &str) -> Result<(), Error> {
-        if self.entries.remove(key).is_some() {
+        if self.entries.remove(key).is_some() || self.released.remove(key) {
             self.journal.push((key.into(), None));
         }
         Ok(())
     }
 
     fn keys(&mut self) -> Result<Vec<String>, Error> {
-        Ok(self.entries.keys().cloned().collect())
+        let mut keys: Vec<String> = self.entries.keys().chain(&self.released).cloned().collect();
+        keys.sort_unstable();
+        Ok(keys)
     }
 }
 

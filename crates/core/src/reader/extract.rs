@@ -178,11 +178,11 @@ struct Candidate {
 
 /// What one window produced.
 #[derive(Debug)]
-struct WindowResult {
-    memory: WindowMemory,
-    chosen: Option<(usize, CandidateScores, Option<f64>)>,
-    stats: AlignmentStats,
-    fallback: Option<String>,
+pub(super) struct WindowResult {
+    pub(super) memory: WindowMemory,
+    pub(super) chosen: Option<(usize, CandidateScores, Option<f64>)>,
+    pub(super) stats: AlignmentStats,
+    pub(super) fallback: Option<String>,
 }
 
 /// Make spans tile `0..len`: each starts where the previous ended.
@@ -408,14 +408,14 @@ pub async fn extract_memory(
 /// This is how a page writes memories in the background while it stays free to answer.
 #[derive(Debug)]
 pub struct MemoryDraft {
-    name: String,
+    pub(super) name: String,
     prompt: ReaderPrompt,
     chinese: bool,
     available: usize,
-    windows: Vec<Span>,
-    window_tokens: Vec<usize>,
-    results: Vec<WindowResult>,
-    report: Progress,
+    pub(super) windows: Vec<Span>,
+    pub(super) window_tokens: Vec<usize>,
+    pub(super) results: Vec<WindowResult>,
+    pub(super) report: Progress,
 }
 
 impl MemoryDraft {
@@ -826,12 +826,22 @@ mod tests {
         assert!(m.outline.len() >= 50);
     }
 
-    #[test]
-    fn a_draft_stopped_between_and_inside_windows_resumes_to_the_same_memory() {
+    /// A reader of 400 tokens' context: windows of about 180 words.
+    fn fresh() -> FakeReader {
+        FakeReader { context: 400, garbage: false, memreader: false, calls: 0, prefills: 0 }
+    }
+
+    /// A story of several windows for [`fresh`], its settings, and its memory read at once.
+    fn windowed_story() -> (Document, ExtractSettings, DocumentMemory) {
         let doc = Document::new("long.txt", story(40));
         let settings = ExtractSettings { samples: 1, overlap_tokens: 30, ..ExtractSettings::default() };
-        let fresh = || FakeReader { context: 400, garbage: false, memreader: false, calls: 0, prefills: 0 };
         let whole = extract(&doc, &mut fresh(), &settings, &mut |_| true).unwrap();
+        (doc, settings, whole)
+    }
+
+    #[test]
+    fn a_draft_stopped_between_and_inside_windows_resumes_to_the_same_memory() {
+        let (doc, settings, whole) = windowed_story();
 
         let mut reader = fresh();
         let mut draft = MemoryDraft::plan(&doc, &mut reader, &settings).unwrap();
@@ -863,6 +873,56 @@ mod tests {
         let resumed = draft.finish(&doc, &settings);
         assert_eq!(resumed, whole, "the same memory as one uninterrupted extraction");
         assert_eq!(draft.progress().stage, Stage::Done);
+    }
+
+    /// A draft stored after each window and adopted by a new reading (a reload, a crash)
+    /// goes on from the next window and ends in the memory one reading makes; a draft of
+    /// another text, reader or settings is not adopted. (See `saved_draft`.)
+    #[cfg(feature = "serde")]
+    #[test]
+    fn a_stored_draft_resumes_after_its_last_window_and_only_where_it_belongs() {
+        let (doc, settings, whole) = windowed_story();
+
+        let mut reader = fresh();
+        let mut draft = MemoryDraft::plan(&doc, &mut reader, &settings).unwrap();
+        let windows = draft.progress().windows;
+        assert!(windows >= 3);
+        for _ in 0..2 {
+            poll_once(draft.read_next(&doc, &mut reader, None, &settings, &mut |_| true)).unwrap().unwrap();
+        }
+        let stored = draft.to_bytes(&doc, &settings);
+        let read_before = reader.prefills;
+        drop(draft);
+
+        // A new reading (another reader instance: a reload) adopts the two windows.
+        let mut reader = fresh();
+        let mut again = MemoryDraft::plan(&doc, &mut reader, &settings).unwrap();
+        assert_eq!(again.resume(&stored, &doc, &settings), 2);
+        assert_eq!(again.progress().window, 2);
+        assert_eq!(again.progress_of_next().window, 3);
+        assert!(again.progress().fraction() > 0.0);
+        assert_eq!(again.resume(&stored, &doc, &settings), 0, "adopted once, into a fresh draft");
+        while !again.is_complete() {
+            poll_once(again.read_next(&doc, &mut reader, None, &settings, &mut |_| true)).unwrap().unwrap();
+        }
+        assert_eq!(read_before + reader.prefills, windows, "each window read once over both readings");
+        assert_eq!(again.finish(&doc, &settings), whole, "the memory of one uninterrupted reading");
+
+        // Not adopted: another text, another reader, other settings, damaged bytes.
+        let other_doc = Document::new("long.txt", story(41));
+        let mut d = MemoryDraft::plan(&other_doc, &mut fresh(), &settings).unwrap();
+        assert_eq!(d.resume(&stored, &other_doc, &settings), 0);
+        let mut memreader = FakeReader { memreader: true, ..fresh() };
+        let mut d = MemoryDraft::plan(&doc, &mut memreader, &settings).unwrap();
+        assert_eq!(d.resume(&stored, &doc, &settings), 0);
+        let hotter = ExtractSettings { temperature: 0.9, ..settings.clone() };
+        let mut d = MemoryDraft::plan(&doc, &mut fresh(), &hotter).unwrap();
+        assert_eq!(d.resume(&stored, &doc, &hotter), 0);
+        let mut d = MemoryDraft::plan(&doc, &mut fresh(), &settings).unwrap();
+        for cut in [0, 1, stored.len() / 2, stored.len() - 1] {
+            assert_eq!(d.resume(&stored[..cut], &doc, &settings), 0);
+        }
+        assert_eq!(d.progress().window, 0);
     }
 
     #[test]

@@ -9,6 +9,8 @@ pub mod fallback;
 pub mod model;
 pub mod numbered;
 pub mod prompt;
+#[cfg(feature = "serde")]
+mod saved_draft;
 pub mod scoring;
 pub mod window;
 

@@ -8,7 +8,7 @@ use crate::Error;
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::library::{Library, Store};
-use docmem_core::reader::{extract_memory, ExtractSettings, Progress, ReaderModel};
+use docmem_core::reader::{extract_memory, ExtractSettings, MemoryDraft, Progress, ReaderModel};
 use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
 
 /// How a document becomes a memory.
@@ -119,9 +119,9 @@ pub async fn ingest_into<S: Store>(
     if library.contains(doc.id) {
         return Ok(Ingested { memory: library.get(doc.id)?.1.clone(), added: false });
     }
-    let memory = write_memory(doc, method, embedder, progress).await?;
+    let memory = write_memory_resuming(library, doc, method, embedder, progress).await?;
     // Embedded ahead where the embedder must be awaited (a GPU encoder in a browser); a
-    // failed add changes nothing, so it may run again.
+    // failed add changes nothing, so it may run again. The add drops the draft.
     let added = docmem_core::embed_ahead::ahead(embedder, |e| library.add_to(collection, doc, &memory, e)).await?;
     Ok(Ingested { memory, added })
 }
@@ -140,9 +140,48 @@ pub async fn rewrite_memory<S: Store>(
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Option<DocumentMemory>, Error> {
     let doc = library.get(id)?.0.clone();
-    let memory = write_memory(&doc, method, embedder, progress).await?;
+    let memory = write_memory_resuming(library, &doc, method, embedder, progress).await?;
     let replaced = docmem_core::embed_ahead::ahead(embedder, |e| library.replace_memory(&memory, e)).await?;
     Ok(replaced.then_some(memory))
+}
+
+/// [`write_memory`], a reader's windows kept in `library` as they are read: a reading
+/// stopped by a crash or a cancel goes on from its last finished window the next time
+/// (see `docmem_core::reader::MemoryDraft::resume`). The draft goes when the memory is
+/// stored (the add or the replacement removes it).
+pub async fn write_memory_resuming<S: Store>(
+    library: &mut Library<S>,
+    doc: &Document,
+    method: &mut MemoryMethod<'_>,
+    embedder: &mut dyn Embedder,
+    progress: &mut dyn FnMut(&Progress) -> bool,
+) -> Result<DocumentMemory, Error> {
+    let MemoryMethod::Mom { reader, scorer, settings } = method else {
+        return write_memory(doc, method, embedder, progress).await;
+    };
+    let mut draft = MemoryDraft::plan(doc, reader.as_mut(), settings)?;
+    if let Some(stored) = library.stored_draft(doc.id)? {
+        draft.resume(&stored, doc, settings);
+    }
+    let mut cancelled = false;
+    while !draft.is_complete() {
+        let read = draft
+            .read_next(doc, reader.as_mut(), scorer.as_mut().map(|s| s.as_mut() as &mut dyn Scorer), settings, &mut |p| {
+                let go_on = progress(p);
+                cancelled |= !go_on;
+                go_on
+            })
+            .await;
+        match read {
+            Err(_) if cancelled => return Err(Error::Cancelled),
+            Err(e) => return Err(e.into()),
+            // A draft not stored costs only a re-reading after a crash: the memory goes on.
+            Ok(()) => drop(library.save_draft(doc.id, &draft.to_bytes(doc, settings))),
+        }
+    }
+    let memory = draft.finish(doc, settings);
+    progress(&draft.progress());
+    Ok(memory)
 }
 
 /// `doc`'s memory by `method`, without storing it.
@@ -295,6 +334,98 @@ mod tests {
         library.remove(doc.id).unwrap();
         let e = crate::block_on(rewrite_memory(&mut library, doc.id, &mut reader, &mut embedder, &mut |_| true)).unwrap_err();
         assert_eq!(e.code(), ErrorCode::NotFound, "{e}");
+    }
+
+    /// [`ScriptedReader`] that counts the windows it is asked to read and fails the one
+    /// numbered `crash_on` (from 1), as a process killed mid-reading would stop.
+    struct CrashingReader {
+        inner: ScriptedReader,
+        asked: std::rc::Rc<std::cell::Cell<usize>>,
+        crash_on: usize,
+    }
+
+    impl Scorer for CrashingReader {
+        fn continuation_logprobs<'a>(
+            &'a mut self,
+            pairs: &'a [(&'a str, &'a str)],
+        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
+            self.inner.continuation_logprobs(pairs)
+        }
+        fn next_token_logprobs<'a>(&'a mut self, p: &'a str, c: &'a [&'a str]) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
+            self.inner.next_token_logprobs(p, c)
+        }
+        fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
+            self.inner.count_tokens(text)
+        }
+    }
+
+    impl ReaderModel for CrashingReader {
+        fn name(&self) -> String {
+            self.inner.name()
+        }
+        fn context_tokens(&self) -> usize {
+            // Windows of about 120 words.
+            300
+        }
+        fn chat_overhead_tokens(&mut self) -> usize {
+            4
+        }
+        fn generate<'a>(
+            &'a mut self,
+            user_turn: &'a str,
+            specs: &'a [SampleSpec],
+            max_tokens: usize,
+            after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
+        ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
+            self.asked.set(self.asked.get() + 1);
+            if self.asked.get() == self.crash_on {
+                return boxed(async move { Err(docmem_core::Error::ModelFailed { message: "killed".into() }) });
+            }
+            self.inner.generate(user_turn, specs, max_tokens, after_each)
+        }
+    }
+
+    #[test]
+    fn a_reading_stopped_midway_goes_on_from_its_last_window_the_next_time() {
+        let mut embedder = HashingEmbedder::new(64);
+        let settings = LibrarySettings::new(embedder.name(), embedder.dim());
+        let text: String = (0..40).map(|i| format!("Sentence {i} tells of the bell and its tower at some length here. ")).collect();
+        let doc = Document::new("bells.txt", text);
+        let extract = ExtractSettings { samples: 0, overlap_tokens: 20, ..ExtractSettings::default() };
+        let reader = |asked: &std::rc::Rc<std::cell::Cell<usize>>, crash_on| MemoryMethod::Mom {
+            reader: Box::new(CrashingReader { inner: ScriptedReader, asked: asked.clone(), crash_on }),
+            scorer: None,
+            settings: extract.clone(),
+        };
+        // One reading, never stopped: the memory to expect, and how many windows it takes.
+        let whole_asked = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut whole = Library::open(MemStore::default(), &settings).unwrap();
+        let expected = crate::block_on(ingest(&mut whole, &doc, &mut reader(&whole_asked, 0), &mut embedder, &mut |_| true)).unwrap();
+        let windows = whole_asked.get();
+        assert!(windows >= 4, "{windows} windows");
+
+        // Stopped while reading the third window: two are kept with the library.
+        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let asked = std::rc::Rc::new(std::cell::Cell::new(0));
+        let e = crate::block_on(ingest(&mut library, &doc, &mut reader(&asked, 3), &mut embedder, &mut |_| true)).unwrap_err();
+        assert!(e.to_string().contains("killed"), "{e}");
+        assert!(library.documents().is_empty());
+        assert!(library.stored_draft(doc.id).unwrap().is_some());
+
+        // The next time (the library reopened, as after a crash) starts at the third window.
+        let mut library = Library::open(library.into_store(), &settings).unwrap();
+        let again = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut first_window = None;
+        let done = crate::block_on(ingest(&mut library, &doc, &mut reader(&again, 0), &mut embedder, &mut |p| {
+            first_window.get_or_insert(p.window);
+            true
+        }))
+        .unwrap();
+        assert_eq!(again.get(), windows - 2, "the two windows read before are not read again");
+        assert_eq!(first_window, Some(3), "progress starts at the third window");
+        assert_eq!(done.memory.scenarios, expected.memory.scenarios);
+        assert_eq!(done.memory.outline, expected.memory.outline);
+        assert_eq!(library.stored_draft(doc.id).unwrap(), None, "the add took the draft away");
     }
 
     #[test]
