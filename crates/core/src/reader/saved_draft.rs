@@ -45,10 +45,18 @@ struct SavedWindow {
     window: Span,
     outline: Vec<String>,
     scenarios: Vec<Scenario>,
-    /// The candidate kept, its clarity, completeness and RRF score.
-    chosen: Option<(usize, Option<f64>, Option<f64>, Option<f64>)>,
+    chosen: Option<SavedChoice>,
     stats: AlignmentStats,
     fallback: Option<String>,
+}
+
+/// The candidate a window kept, with its scores.
+#[derive(Serialize, Deserialize)]
+struct SavedChoice {
+    candidate: usize,
+    clarity: Option<f64>,
+    completeness: Option<f64>,
+    rrf: Option<f64>,
 }
 
 /// What the windows' results depend on besides the text and the reader.
@@ -68,7 +76,12 @@ impl MemoryDraft {
                 window: r.memory.window,
                 outline: r.memory.outline.clone(),
                 scenarios: r.memory.scenarios.clone(),
-                chosen: r.chosen.map(|(i, s, rrf)| (i, s.clarity, s.completeness, rrf)),
+                chosen: r.chosen.map(|(candidate, s, rrf)| SavedChoice {
+                    candidate,
+                    clarity: s.clarity,
+                    completeness: s.completeness,
+                    rrf,
+                }),
                 stats: r.stats.clone(),
                 fallback: r.fallback.clone(),
             })
@@ -104,7 +117,7 @@ impl MemoryDraft {
         }
         let per_window = settings.samples + 1;
         for w in saved.read {
-            let chosen = w.chosen.map(|(i, clarity, completeness, rrf)| (i, CandidateScores { clarity, completeness }, rrf));
+            let chosen = w.chosen.map(|c| (c.candidate, CandidateScores { clarity: c.clarity, completeness: c.completeness }, c.rrf));
             let memory = WindowMemory { window: w.window, outline: w.outline, scenarios: w.scenarios };
             self.results.push(WindowResult { memory, chosen, stats: w.stats, fallback: w.fallback });
         }
