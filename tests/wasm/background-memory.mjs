@@ -125,9 +125,11 @@ const tower = await dm.addDocument(
   { title: 'tower', method: 'sentence' },
 );
 const windowed = { maxNewTokens: cap, maxWindowTokens: 40 };
-let firstWindowStored = null;
-const stopped = dm.writeMemory(tower.id, { ...windowed, onProgress: (p) => p.candidatesDone >= 1 && firstWindowStored?.(p) });
-const afterFirst = await new Promise((resolve) => (firstWindowStored = resolve));
+// The second window being read: the first is stored (the worker stores a window's draft
+// before it goes on).
+let secondWindowStarted = null;
+const stopped = dm.writeMemory(tower.id, { ...windowed, onProgress: (p) => p.window >= 2 && p.windowPrompt > 0 && secondWindowStarted?.(p) });
+const afterFirst = await new Promise((resolve) => (secondWindowStarted = resolve));
 assert.ok(afterFirst.windows >= 3, `windows: ${JSON.stringify(afterFirst)}`);
 dm.close();
 await assert.rejects(stopped, { code: 'CLOSED' });
