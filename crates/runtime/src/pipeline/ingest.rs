@@ -8,7 +8,7 @@ use crate::Error;
 
 use docmem_core::chunk::{chunk_with, ChunkOptions, ChunkerKind};
 use docmem_core::library::{Library, Store};
-use docmem_core::reader::{extract_memory, ExtractSettings, MemoryDraft, Progress, ReaderModel};
+use docmem_core::reader::{ExtractSettings, MemoryDraft, Progress, ReaderModel};
 use docmem_core::{Document, DocumentMemory, Embedder, Scorer};
 
 /// How a document becomes a memory.
@@ -145,10 +145,10 @@ pub async fn rewrite_memory<S: Store>(
     Ok(replaced.then_some(memory))
 }
 
-/// [`write_memory`], a reader's windows kept in `library` as they are read: a reading
-/// stopped by a crash or a cancel goes on from its last finished window the next time
-/// (see `docmem_core::reader::MemoryDraft::resume`). The draft goes when the memory is
-/// stored (the add or the replacement removes it).
+/// `doc`'s memory by `method`, not yet stored. A reader's windows are kept in `library`
+/// as they are read: a reading stopped by a crash or a cancel goes on from its last
+/// finished window the next time (see `docmem_core::reader::MemoryDraft::resume`). The
+/// draft goes when the memory is stored (the add or the replacement removes it).
 pub async fn write_memory_resuming<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
@@ -156,8 +156,13 @@ pub async fn write_memory_resuming<S: Store>(
     embedder: &mut dyn Embedder,
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<DocumentMemory, Error> {
-    let MemoryMethod::Mom { reader, scorer, settings } = method else {
-        return write_memory(doc, method, embedder, progress).await;
+    let (reader, scorer, settings) = match method {
+        MemoryMethod::Chunker { kind, options } => {
+            let (kind, options) = (*kind, *options);
+            let spans = docmem_core::embed_ahead::ahead(embedder, |e| chunk_with(kind, &doc.text, options, Some(e))).await?;
+            return Ok(DocumentMemory::from_spans(doc, &spans, kind.name()));
+        }
+        MemoryMethod::Mom { reader, scorer, settings } => (reader, scorer, settings),
     };
     let mut draft = MemoryDraft::plan(doc, reader.as_mut(), settings)?;
     if let Some(stored) = library.stored_draft(doc.id)? {
@@ -182,35 +187,6 @@ pub async fn write_memory_resuming<S: Store>(
     let memory = draft.finish(doc, settings);
     progress(&draft.progress());
     Ok(memory)
-}
-
-/// `doc`'s memory by `method`, without storing it.
-pub async fn write_memory(
-    doc: &Document,
-    method: &mut MemoryMethod<'_>,
-    embedder: &mut dyn Embedder,
-    progress: &mut dyn FnMut(&Progress) -> bool,
-) -> Result<DocumentMemory, Error> {
-    match method {
-        MemoryMethod::Chunker { kind, options } => {
-            let (kind, options) = (*kind, *options);
-            let spans = docmem_core::embed_ahead::ahead(embedder, |e| chunk_with(kind, &doc.text, options, Some(e))).await?;
-            Ok(DocumentMemory::from_spans(doc, &spans, kind.name()))
-        }
-        MemoryMethod::Mom { reader, scorer, settings } => {
-            let mut cancelled = false;
-            let memory = extract_memory(doc, reader.as_mut(), scorer.as_mut().map(|s| s.as_mut() as &mut dyn Scorer), settings, &mut |p| {
-                let go_on = progress(p);
-                cancelled |= !go_on;
-                go_on
-            })
-            .await;
-            match memory {
-                Err(_) if cancelled => Err(Error::Cancelled),
-                m => m.map_err(Error::from),
-            }
-        }
-    }
 }
 
 #[cfg(test)]
