@@ -354,6 +354,117 @@ fn eval_retrieval_scores_budgets_and_splits() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A HotpotQA distractor file: two bridge questions that share a paragraph ("Mainz") and
+/// a comparison that stands alone, each with its two gold paragraphs and a distractor.
+fn printing_hotpot(dir: &std::path::Path) -> std::path::PathBuf {
+    let data = serde_json::json!([
+        {"_id": "b1", "question": "In which city was the inventor of the printing press born?", "answer": "Mainz",
+         "type": "bridge", "level": "medium", "supporting_facts": [["Johannes Gutenberg", 0], ["Mainz", 0]],
+         "context": [["Johannes Gutenberg", ["Johannes Gutenberg invented the printing press.", " He was born in Mainz."]],
+                     ["Mainz", ["Mainz is a city on the Rhine.", " It was a seat of archbishops."]],
+                     ["Paper", ["Paper came to Europe from China."]]]},
+        {"_id": "b2", "question": "On which river lies the city where Gutenberg was born?", "answer": "the Rhine",
+         "type": "bridge", "level": "medium", "supporting_facts": [["Johannes Gutenberg", 1], ["Mainz", 0]],
+         "context": [["Mainz", ["Mainz is a city on the Rhine.", " It was a seat of archbishops."]],
+                     ["Johannes Gutenberg", ["Johannes Gutenberg invented the printing press.", " He was born in Mainz."]],
+                     ["Ink", ["Oil-based ink held on metal type."]]]},
+        {"_id": "c1", "question": "Was William Caxton born before Aldus Manutius?", "answer": "yes",
+         "type": "comparison", "level": "hard", "supporting_facts": [["William Caxton", 0], ["Aldus Manutius", 0]],
+         "context": [["William Caxton", ["William Caxton was born about 1422."]],
+                     ["Aldus Manutius", ["Aldus Manutius was born in 1449."]],
+                     ["Venice", ["Venice was a centre of printing."]]]}
+    ]);
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("hotpot.json");
+    std::fs::write(&file, data.to_string()).unwrap();
+    file
+}
+
+#[test]
+fn eval_answers_reads_hotpotqa_and_reports_each_kind_of_question_apart() {
+    let dir = std::env::temp_dir().join(format!("docmem-eval-hotpot-{}", std::process::id()));
+    let file = printing_hotpot(&dir);
+    let model = dir.join("tiny.gguf");
+    let (f, m) = (file.display().to_string(), model.display().to_string());
+    assert!(docmem(&["synth-gguf", "llama-tiny:q4_1", &m, "--seed", "4"]).status.success());
+    let records = dir.join("records.jsonl");
+    let r = records.display().to_string();
+    let ask = |split: &str, methods: &str| {
+        let _ = std::fs::remove_file(&records);
+        let out = docmem(&[
+            "eval",
+            "answers",
+            "--data",
+            &f,
+            "--split",
+            split,
+            "--answerable",
+            "10",
+            "--methods",
+            methods,
+            "--answerer",
+            &m,
+            "--embedder",
+            "hashing",
+            "--max-tokens",
+            "4",
+            "--out",
+            &r,
+        ]);
+        let rows: Vec<serde_json::Value> =
+            std::fs::read_to_string(&records).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (out, rows)
+    };
+    let (out, rows) = ask("all", "ours,gold");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(rows.len(), 6, "three questions, two methods");
+    let kinds: Vec<&str> = rows[..3].iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["bridge", "bridge", "comparison"]);
+    assert!(rows.iter().all(|r| r["answerable"] == true), "HotpotQA has no unanswerable question");
+    // The table: one row per method and kind.
+    let table = String::from_utf8_lossy(&out.stdout);
+    for row in ["| Ours | bridge | 2 |", "| Ours | comparison | 1 |", "| Gold | bridge | 2 |", "| Gold | comparison | 1 |"] {
+        assert!(table.contains(row), "{row} in\n{table}");
+    }
+    // The split keeps the questions that share a paragraph together.
+    let (dev, test) = (ask("dev", "gold").1, ask("test", "gold").1);
+    assert_eq!(dev.len() + test.len(), 3);
+    let ids = |rows: &[serde_json::Value]| rows.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let (dev, test) = (ids(&dev), ids(&test));
+    assert!(!dev.is_empty() && !test.is_empty(), "dev {dev:?}, test {test:?}");
+    assert_eq!(dev.contains(&"b1".to_string()), dev.contains(&"b2".to_string()), "dev {dev:?}");
+    // Memories that are chunks under another name are refused: without --memories, and
+    // with a library whose memories fell back to the chunker.
+    let (out, _) = ask("all", "memories");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--memories"));
+    let lib = dir.join("lib");
+    let doc = dir.join("mainz.txt");
+    std::fs::write(&doc, "Mainz is a city on the Rhine. It was a seat of archbishops.").unwrap();
+    let l = lib.display().to_string();
+    let ingested = docmem(&["ingest", "--library", &l, "--chunker", "sentence", "--embedder", "hashing", &doc.display().to_string()]);
+    assert!(ingested.status.success(), "{}", String::from_utf8_lossy(&ingested.stderr));
+    let out = docmem(&[
+        "eval",
+        "answers",
+        "--data",
+        &f,
+        "--split",
+        "all",
+        "--methods",
+        "memories",
+        "--memories",
+        &l,
+        "--answerer",
+        &m,
+        "--embedder",
+        "hashing",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no reader-written memory"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_refusals_lean() {
     let dir = std::env::temp_dir().join(format!("docmem-eval-states-{}", std::process::id()));

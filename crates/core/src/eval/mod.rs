@@ -15,17 +15,22 @@
 //!   whole texts of the top k chunks, whatever their length; MRR is 1/rank of the first
 //!   chunk containing an answer, within the largest k (0 when none). They favour long
 //!   passages and are reported, not targeted.
-//! - [`Split`]: a deterministic dev/test split of questions by a hash of the question id,
-//!   so tuning happens on dev and figures are reported on test.
-//! - [`squad`] reads the SQuAD JSON layout (one document per article).
+//! - [`Split`]: a deterministic dev/test split by article ([`split`]), so tuning happens
+//!   on dev articles and figures are reported on test articles, which share no paragraph
+//!   with them.
+//! - [`squad`] reads the SQuAD JSON layout (one document per article), [`hotpot`]
+//!   HotpotQA's distractor layout (one document per titled paragraph).
 
+#[cfg(feature = "serde")]
+pub mod hotpot;
+pub mod split;
 #[cfg(feature = "serde")]
 pub mod squad;
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
-use core::str::FromStr;
+
+pub use split::{group_splits, Split, UnknownSplit};
 
 use crate::retrieve::{MemoryIndex, RetrievedChunk, SearchParams, SearchScratch};
 use crate::Error;
@@ -264,82 +269,6 @@ pub fn score_questions(
     Ok(scores)
 }
 
-/// Which questions of an evaluation set take part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
-pub enum Split {
-    /// About 30% of the questions: for development and tuning.
-    Dev,
-    /// The other 70%: for the figures reported.
-    Test,
-    /// Every question.
-    All,
-}
-
-impl Split {
-    /// The split a question id falls in (never [`Split::All`]): dev when the 64-bit FNV-1a
-    /// hash of the id's UTF-8 bytes is below 3 modulo 10, test otherwise. Deterministic
-    /// across platforms and releases; independent of file order and of the other questions.
-    pub fn of(id: &str) -> Split {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in id.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        if h % 10 < 3 {
-            Split::Dev
-        } else {
-            Split::Test
-        }
-    }
-
-    /// Whether the question with this id takes part.
-    pub fn includes(self, id: &str) -> bool {
-        self == Split::All || Split::of(id) == self
-    }
-
-    /// The lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Split::Dev => "dev",
-            Split::Test => "test",
-            Split::All => "all",
-        }
-    }
-}
-
-/// A split name that is not dev, test or all.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownSplit(pub String);
-
-impl fmt::Display for UnknownSplit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown split '{}' (dev, test or all)", self.0)
-    }
-}
-
-#[cfg(feature = "std")]
-impl std::error::Error for UnknownSplit {}
-
-impl FromStr for Split {
-    type Err = UnknownSplit;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "dev" => Ok(Split::Dev),
-            "test" => Ok(Split::Test),
-            "all" => Ok(Split::All),
-            other => Err(UnknownSplit(other.into())),
-        }
-    }
-}
-
-impl fmt::Display for Split {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,24 +339,6 @@ mod tests {
         assert_eq!(s.budget_recall, [0.5]);
         assert!((s.mrr - 0.75).abs() < 1e-12);
         assert!((s.mean_retrieved - 6.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn split_is_deterministic_and_about_three_tenths_dev() {
-        let fnv = |s: &str| s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-        // Pinned: FNV-1a("a") is 0xaf63dc4c8601ec8c (the published test vector), which is 6
-        // mod 10: test. A change to the hash would silently move questions between splits.
-        assert_eq!(fnv("a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(Split::of("a"), Split::Test);
-        for id in ["56ddde6b9a695914005b9628", "5ad39d53604f3c001a3fe8d1", "x", ""] {
-            assert_eq!(Split::of(id), if fnv(id) % 10 < 3 { Split::Dev } else { Split::Test }, "{id}");
-        }
-        let n = 2000;
-        let dev = (0..n).filter(|i| Split::of(&alloc::format!("q{i}")) == Split::Dev).count();
-        assert!((500..700).contains(&dev), "{dev} of {n} in dev");
-        assert!(Split::All.includes("x") && Split::of("x") != Split::All);
-        assert_eq!("test".parse::<Split>(), Ok(Split::Test));
-        assert!("train".parse::<Split>().is_err());
     }
 
     #[test]

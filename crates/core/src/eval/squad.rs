@@ -45,8 +45,7 @@ struct AnswerText {
 /// A question with its gold answers (empty for an unanswerable one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Question {
-    /// SQuAD's question id (the question text when the file has none): what
-    /// [`super::Split`] hashes.
+    /// SQuAD's question id (the question text when the file has none).
     pub id: String,
     /// The question.
     pub question: String,
@@ -63,6 +62,21 @@ pub struct SquadSet {
     pub documents: Vec<Document>,
     /// Questions.
     pub questions: Vec<Question>,
+}
+
+impl SquadSet {
+    /// Each document's side of the split ([`super::group_splits`], an article a group
+    /// keyed by its title, weighed by its questions), in the order of `documents`.
+    pub fn sides(&self) -> Vec<super::Split> {
+        let mut counts = alloc::vec![0usize; self.documents.len()];
+        for q in &self.questions {
+            if let Some(c) = counts.get_mut(q.document) {
+                *c += 1;
+            }
+        }
+        let groups: Vec<(&str, usize)> = self.documents.iter().zip(&counts).map(|(d, &n)| (d.title.as_str(), n)).collect();
+        super::group_splits(&groups)
+    }
 }
 
 /// Parse a SQuAD v1/v2 file.
@@ -112,5 +126,6 @@ mod tests {
         assert_eq!((s.questions[0].id.as_str(), s.questions[1].id.as_str()), ("1", "2"));
         assert!(s.questions[1].answers.is_empty());
         assert!(parse_squad(b"{}").is_err());
+        assert_eq!(s.sides().len(), 1);
     }
 }

@@ -1,8 +1,16 @@
 //! `docmem eval answers`: answers as a user gets them, against the recipe people copy.
 //!
-//! Every article of a SQuAD v2 file becomes one document of one library, and a fixed,
-//! even spread of the split's answerable and unanswerable (`is_impossible`) questions is
-//! asked through a method:
+//! Every document of the file becomes one document of one library, and a fixed, even
+//! spread of the split's answerable and unanswerable questions is asked through a method.
+//! Two layouts are read (`--data` takes either):
+//! - SQuAD v2: an article is a document; its questions are about one paragraph (`local`)
+//!   or have no answer in it (`unanswerable`, `is_impossible`);
+//! - HotpotQA's distractor set: a titled paragraph is a document (about 3,000 for the
+//!   sample), and each question needs two of them (`bridge`: the second reached through
+//!   the first; `comparison`: two set side by side).
+//!
+//! The split is by article ([`docmem_core::eval::split`]), and the table reports each kind
+//! of question apart. The methods:
 //! - `ours`: the product's own path (`docmem_runtime::pipeline::qa::ask`, what `docmem ask`, the npm
 //!   package and the page run): sentence chunks, hybrid retrieval, small-to-big windows,
 //!   the answer prompt, and the answerability check (`--no-check` turns it off, so the
@@ -12,8 +20,8 @@
 //!   cosine, the `rlm/rag-prompt` wording, the same answerer model (docmem's CPU runtime
 //!   is bit-exact with llama.cpp, so this is the model the recipe would run through
 //!   llama-cpp-python);
-//! - `gold`: the same model given the question's own SQuAD paragraph with our prompt (the
-//!   ceiling that retrieval cannot pass).
+//! - `gold`: the same model given the question's own paragraphs (SQuAD's one, HotpotQA's
+//!   two) with our prompt (the ceiling that retrieval cannot pass).
 //!
 //! Each question's record (answer, the model's draft, refusal, EM/F1, evidence, timings)
 //! goes to `--out` as a JSON line as soon as it is answered; the table of the run goes to
@@ -31,7 +39,8 @@ use clap::{Args, ValueEnum};
 use docmem_core::answer::{says_not_in_documents, without_citations};
 use docmem_core::chunk::recursive::{recursive_chunks, RecursiveParams};
 use docmem_core::chunk::{ChunkOptions, ChunkerKind};
-use docmem_core::eval::squad::{parse_squad, Question};
+use docmem_core::eval::hotpot::parse_hotpot;
+use docmem_core::eval::squad::parse_squad;
 use docmem_core::eval::{exact_match, f1, normalize_answer, Split};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, EmbedRole};
@@ -53,25 +62,36 @@ pub enum AnswerMethod {
     Recipe,
     /// The same model given the gold paragraph.
     Gold,
+    /// docmem's own path over the same library with the reader's memories (from
+    /// `--memories`) swapped in for the sentence chunks, as the page ends up once its
+    /// background memories are written.
+    Memories,
 }
 
 #[derive(Args)]
 pub struct AnswersEvalArgs {
-    /// SQuAD v2 JSON (e.g. ../shared/eval/squad-v2-dev-sample.json).
+    /// SQuAD v2 JSON (e.g. ../shared/eval/squad-v2-dev-sample.json) or HotpotQA's
+    /// distractor JSON (../shared/eval/hotpotqa-dev-distractor-sample.json).
     #[arg(long)]
     pub data: PathBuf,
-    /// dev (tune here) or test (report these); see `docmem_core::eval::Split`.
+    /// dev (tune here) or test (report these): the questions of whole articles, see
+    /// `docmem_core::eval::split`.
     #[arg(long, default_value = "test")]
     pub split: Split,
     /// Answerable questions asked, evenly spread over the split.
     #[arg(long, default_value_t = 40)]
     pub answerable: usize,
-    /// Unanswerable questions asked, evenly spread over the split.
+    /// Unanswerable questions asked, evenly spread over the split (SQuAD; HotpotQA has
+    /// none).
     #[arg(long, default_value_t = 20)]
     pub unanswerable: usize,
-    /// Methods, comma-separated: ours, recipe, gold.
+    /// Methods, comma-separated: ours, recipe, gold, memories.
     #[arg(long, value_enum, default_value = "ours", value_delimiter = ',')]
     pub methods: Vec<AnswerMethod>,
+    /// A library (`docmem ingest --chunker mom`, the same embedder) whose reader-written
+    /// memories method `memories` swaps in for the documents of `--data` it holds.
+    #[arg(long)]
+    pub memories: Option<PathBuf>,
     /// The answerer [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub answerer: Option<PathBuf>,
@@ -139,11 +159,77 @@ pub struct AnswersEvalArgs {
     pub embedder: crate::embed::EmbedderArgs,
 }
 
+/// One question as the evaluation asks it.
+struct Asked {
+    id: String,
+    question: String,
+    /// Gold answers (none: unanswerable).
+    answers: Vec<String>,
+    /// `local`, `unanswerable`, `bridge` or `comparison`.
+    kind: &'static str,
+    /// The paragraphs that hold its answer: title and text.
+    gold: Vec<(String, String)>,
+}
+
+/// The documents of a file (all of them, whatever the split: the library a person would
+/// have) and the questions of the split.
+struct AskSet {
+    documents: Vec<Document>,
+    questions: Vec<Asked>,
+}
+
+/// Read `bytes` as SQuAD (a JSON object) or HotpotQA (a JSON array), keeping `split`'s
+/// questions.
+fn load_questions(bytes: &[u8], split: Split) -> Result<AskSet, CliError> {
+    let bad = |e: serde_json::Error| CliError::BadArgument { message: format!("--data: {e} (expected SQuAD or HotpotQA JSON)") };
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let set = parse_hotpot(bytes).map_err(bad)?;
+        let sides = set.sides();
+        let questions = set
+            .questions
+            .iter()
+            .zip(sides)
+            .filter(|(_, side)| split.includes(*side))
+            .map(|(q, _)| Asked {
+                id: q.id.clone(),
+                question: q.question.clone(),
+                answers: vec![q.answer.clone()],
+                kind: if q.kind == "comparison" { "comparison" } else { "bridge" },
+                gold: q
+                    .paragraphs
+                    .iter()
+                    .map(|&p| &set.documents[p])
+                    .filter(|d| q.gold_titles.contains(&d.title))
+                    .map(|d| (d.title.clone(), d.text.clone()))
+                    .collect(),
+            })
+            .collect();
+        return Ok(AskSet { documents: set.documents, questions });
+    }
+    let set = parse_squad(bytes).map_err(bad)?;
+    let own_paragraph = paragraphs(bytes)?;
+    let sides = set.sides();
+    let questions = set
+        .questions
+        .iter()
+        .filter(|q| split.includes(sides[q.document]))
+        .map(|q| Asked {
+            id: q.id.clone(),
+            question: q.question.clone(),
+            answers: q.answers.clone(),
+            kind: if q.answers.is_empty() { "unanswerable" } else { "local" },
+            gold: vec![(set.documents[q.document].title.clone(), own_paragraph.get(&q.id).cloned().unwrap_or_default())],
+        })
+        .collect();
+    Ok(AskSet { documents: set.documents, questions })
+}
+
 /// One question's outcome.
 #[derive(Serialize)]
 struct Record<'a> {
     method: AnswerMethod,
     id: &'a str,
+    kind: &'a str,
     question: &'a str,
     answerable: bool,
     golds: &'a [String],
@@ -209,11 +295,9 @@ fn paragraphs(bytes: &[u8]) -> Result<HashMap<String, String>, CliError> {
 
 pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     let bytes = std::fs::read(&a.data).map_err(|source| CliError::Read { path: a.data.clone(), source })?;
-    let set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
-    let own_paragraph = paragraphs(&bytes)?;
-    let in_split: Vec<&Question> = set.questions.iter().filter(|q| a.split.includes(&q.id)).collect();
-    let mut answerable: Vec<&Question> = in_split.iter().copied().filter(|q| !q.answers.is_empty()).collect();
-    let mut unanswerable: Vec<&Question> = in_split.iter().copied().filter(|q| q.answers.is_empty()).collect();
+    let set = load_questions(&bytes, a.split)?;
+    let mut answerable: Vec<&Asked> = set.questions.iter().filter(|q| !q.answers.is_empty()).collect();
+    let mut unanswerable: Vec<&Asked> = set.questions.iter().filter(|q| q.answers.is_empty()).collect();
     let mut excluded = std::collections::HashSet::new();
     for &(yes, no) in &a.exclude_run {
         excluded.extend(spread(&answerable, yes).into_iter().chain(spread(&unanswerable, no)).map(|q| q.id.as_str()));
@@ -249,7 +333,6 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     };
     let mut rows = Vec::new();
     for &method in &a.methods {
-        let started = Instant::now();
         let mut records = Vec::new();
         let mut library = None;
         let mut recipe = None;
@@ -257,6 +340,15 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
             AnswerMethod::Ours => library = Some(build_library(&set.documents, embedder.as_mut())?),
             AnswerMethod::Recipe => recipe = Some(RecipeIndex::build(&set.documents, embedder.as_mut())?),
             AnswerMethod::Gold => {}
+            AnswerMethod::Memories => {
+                let Some(from) = &a.memories else {
+                    return Err(CliError::BadArgument { message: "--methods memories needs --memories LIBRARY".into() });
+                };
+                let mut swapped = build_library(&set.documents, embedder.as_mut())?;
+                let n = swap_in_memories(&mut swapped, from, embedder.as_mut())?;
+                eprintln!("docmem eval answers: {n} reader memories from {} swapped in", from.display());
+                library = Some(swapped);
+            }
         }
         for (i, q) in questions.iter().enumerate() {
             let t = Instant::now();
@@ -264,7 +356,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
             let mut passages = Vec::new();
             let (answer, written, evidence, grounded, prefill) =
                 match method {
-                    AnswerMethod::Ours => {
+                    AnswerMethod::Ours | AnswerMethod::Memories => {
                         let Some(library) = &library else { continue };
                         let params = ours_params(a);
                         let r = docmem_runtime::block_on(ask(library, embedder.as_mut(), &lm, &q.question, &params, |_| {
@@ -285,10 +377,12 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                         (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
                     }
                     AnswerMethod::Gold => {
-                        let paragraph = own_paragraph.get(&q.id).cloned().unwrap_or_default();
-                        let title = &set.documents[q.document].title;
-                        let memory = docmem_core::answer::Memory { title, outline: None, core: "", text: &paragraph };
-                        let prompt = docmem_core::answer::answer_prompt(&q.question, &[memory], false);
+                        let memories: Vec<docmem_core::answer::Memory<'_>> = q
+                            .gold
+                            .iter()
+                            .map(|(title, text)| docmem_core::answer::Memory { title, outline: None, core: "", text })
+                            .collect();
+                        let prompt = docmem_core::answer::answer_prompt(&q.question, &memories, false);
                         let r = reply(&lm, &prompt, a.max_tokens)?;
                         (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
                     }
@@ -300,6 +394,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
             let rec = Record {
                 method,
                 id: &q.id,
+                kind: q.kind,
                 question: &q.question,
                 answerable: !golds.is_empty(),
                 golds: &q.answers,
@@ -328,28 +423,26 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                 serde_json::to_writer(&mut *f, &rec).map_err(|e| CliError::Output(e.into()))?;
                 writeln!(f)?;
             }
-            records.push(Summary::of(&rec));
+            records.push(Summary::of(&rec, q.kind));
         }
-        rows.push(Row::from(method, &records, started.elapsed().as_secs_f64()));
+        rows.push(rows_of(method, &records));
     }
     let mut o = std::io::stdout().lock();
-    writeln!(
-        o,
-        "| method | answerable | EM | F1 | gold in answer | answerable refused | unanswerable | unanswerable refused | s/question |"
-    )?;
-    writeln!(o, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")?;
-    for r in &rows {
+    writeln!(o, "| method | questions | n | EM | F1 | gold in answer | refused | s/question |")?;
+    writeln!(o, "| --- | --- | --- | --- | --- | --- | --- | --- |")?;
+    for r in rows.iter().flatten() {
+        let (em, f1, contains) = if r.kind == "unanswerable" {
+            ("".to_string(), "".to_string(), "".to_string())
+        } else {
+            (format!("{:.2}", r.em), format!("{:.2}", r.f1), format!("{:.0}%", 100.0 * r.contains))
+        };
         writeln!(
             o,
-            "| {:?} | {} | {:.2} | {:.2} | {:.0}% | {:.0}% | {} | {:.0}% | {:.1} |",
+            "| {:?} | {} | {} | {em} | {f1} | {contains} | {:.0}% | {:.1} |",
             r.method,
-            r.answerable,
-            r.em,
-            r.f1,
-            100.0 * r.contains,
-            100.0 * r.answerable_refused,
-            r.unanswerable,
-            100.0 * r.unanswerable_refused,
+            r.kind,
+            r.n,
+            100.0 * r.refused,
             r.seconds_per_question
         )?;
     }
@@ -372,7 +465,7 @@ fn ours_params(a: &AnswersEvalArgs) -> AskParams {
 fn dump_states(
     a: &AnswersEvalArgs,
     path: &std::path::Path,
-    questions: &[&Question],
+    questions: &[&Asked],
     mut search: Option<(&Library<MemStore>, &mut dyn docmem_core::Embedder)>,
     lm: &Lm,
 ) -> Result<(), CliError> {
@@ -390,7 +483,7 @@ fn dump_states(
     let params = ours_params(a);
     let refusal = lm.refusal_opening()?;
     // Answerable and unanswerable in turn, so that a run stopped early is still balanced.
-    let (yes, no): (Vec<&Question>, Vec<&Question>) = questions.iter().copied().partition(|q| !q.answers.is_empty());
+    let (yes, no): (Vec<&Asked>, Vec<&Asked>) = questions.iter().copied().partition(|q| !q.answers.is_empty());
     let mut order = Vec::with_capacity(questions.len());
     for i in 0..yes.len().max(no.len()) {
         order.extend(yes.get(i).copied().into_iter().chain(no.get(i).copied()));
@@ -634,6 +727,38 @@ fn build_library(docs: &[Document], embedder: &mut dyn docmem_core::Embedder) ->
     Ok(library)
 }
 
+/// Replace the memory of each document of `library` that the library at `from` holds
+/// with a reader's memory (outline or cores; a memory that fell back to chunks is not
+/// one) by that memory. Returns how many were; none is an error, since the method would
+/// then measure sentence chunks under another name.
+fn swap_in_memories(
+    library: &mut Library<MemStore>,
+    from: &std::path::Path,
+    embedder: &mut dyn docmem_core::Embedder,
+) -> Result<usize, CliError> {
+    let source = crate::ask::open_library(from, embedder)?;
+    let mut swapped = 0;
+    let ids: Vec<docmem_core::DocId> = library.documents().iter().map(|e| e.id).collect();
+    for id in ids {
+        if !source.contains(id) {
+            continue;
+        }
+        let (_, memory) = source.get(id)?;
+        if memory.has_summaries() && library.replace_memory(memory, embedder)? {
+            swapped += 1;
+        }
+    }
+    if swapped == 0 {
+        return Err(CliError::BadArgument {
+            message: format!(
+                "--memories {}: no reader-written memory of a document of --data (write them with docmem ingest --chunker mom)",
+                from.display()
+            ),
+        });
+    }
+    Ok(swapped)
+}
+
 /// The recipe's index: 1,000/200 recursive chunks and their vectors, searched by cosine.
 struct RecipeIndex {
     chunks: Vec<String>,
@@ -674,7 +799,7 @@ impl RecipeIndex {
 }
 
 struct Summary {
-    answerable: bool,
+    kind: &'static str,
     em: f64,
     f1: f64,
     contains: bool,
@@ -683,47 +808,49 @@ struct Summary {
 }
 
 impl Summary {
-    fn of(r: &Record<'_>) -> Self {
-        Summary { answerable: r.answerable, em: r.exact_match, f1: r.f1, contains: r.contains_gold, refused: r.refused, seconds: r.seconds }
+    fn of(r: &Record<'_>, kind: &'static str) -> Self {
+        Summary { kind, em: r.exact_match, f1: r.f1, contains: r.contains_gold, refused: r.refused, seconds: r.seconds }
     }
 }
 
+/// One method's figures over one kind of question. For an unanswerable question a
+/// refusal is right; for the others it is a miss.
 struct Row {
     method: AnswerMethod,
-    answerable: usize,
+    kind: &'static str,
+    n: usize,
     em: f64,
     f1: f64,
     contains: f64,
-    answerable_refused: f64,
-    unanswerable: usize,
-    unanswerable_refused: f64,
+    refused: f64,
     seconds_per_question: f64,
 }
 
-impl Row {
-    fn from(method: AnswerMethod, s: &[Summary], seconds: f64) -> Row {
-        let ans: Vec<&Summary> = s.iter().filter(|s| s.answerable).collect();
-        let un: Vec<&Summary> = s.iter().filter(|s| !s.answerable).collect();
-        let mean = |v: &[&Summary], f: &dyn Fn(&Summary) -> f64| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().map(|s| f(s)).sum::<f64>() / v.len() as f64
-            }
-        };
-        let _ = seconds;
-        Row {
-            method,
-            answerable: ans.len(),
-            em: mean(&ans, &|s| s.em),
-            f1: mean(&ans, &|s| s.f1),
-            contains: mean(&ans, &|s| f64::from(u8::from(s.contains))),
-            answerable_refused: mean(&ans, &|s| f64::from(u8::from(s.refused))),
-            unanswerable: un.len(),
-            unanswerable_refused: mean(&un, &|s| f64::from(u8::from(s.refused))),
-            seconds_per_question: mean(&s.iter().collect::<Vec<_>>(), &|s| s.seconds),
+/// A method's rows: one per kind of question, in the order kinds first appear.
+fn rows_of(method: AnswerMethod, s: &[Summary]) -> Vec<Row> {
+    let mut kinds: Vec<&'static str> = Vec::new();
+    for x in s {
+        if !kinds.contains(&x.kind) {
+            kinds.push(x.kind);
         }
     }
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let v: Vec<&Summary> = s.iter().filter(|x| x.kind == kind).collect();
+            let mean = |f: &dyn Fn(&Summary) -> f64| v.iter().map(|x| f(x)).sum::<f64>() / v.len() as f64;
+            Row {
+                method,
+                kind,
+                n: v.len(),
+                em: mean(&|x| x.em),
+                f1: mean(&|x| x.f1),
+                contains: mean(&|x| f64::from(u8::from(x.contains))),
+                refused: mean(&|x| f64::from(u8::from(x.refused))),
+                seconds_per_question: mean(&|x| x.seconds),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! searched against the whole library. Every method indexes the same documents with the
 //! same embedder and the same hybrid retrieval (embedding + BM25 lists fused by RRF;
 //! `--dense-only` leaves BM25 out); question vectors are computed once and shared. Only
-//! the questions of `--split` are scored (dev to tune, test to report; see
-//! `docmem_core::eval::Split`); the library always holds every article.
+//! the questions of `--split`'s articles are scored (dev to tune, test to report; see
+//! `docmem_core::eval::split`); the library always holds every article.
 //!
 //! MoM memories are the slow part (the reader writes them), so each document's memory is
 //! cached under `--library-cache` as soon as it is written, keyed by the reader file, the
@@ -90,8 +90,9 @@ pub struct RetrievalEvalArgs {
     /// article is asked about (0: all).
     #[arg(long, default_value_t = 0)]
     pub limit_questions: usize,
-    /// Which questions are scored: dev (about 30%, by a hash of the question id; tune
-    /// here), test (the rest; report these) or all. The library holds every article.
+    /// Which questions are scored: dev (the questions of about 30% of the articles; tune
+    /// here), test (the other articles'; report these) or all. The library holds every
+    /// article.
     #[arg(long, default_value = "test")]
     pub split: Split,
     /// Methods, comma-separated: mom (every retrieval variant), fixed, sentence,
@@ -170,11 +171,13 @@ pub(crate) fn parse_method(s: &str) -> Result<Method, CliError> {
 pub(crate) fn load_set(a: &RetrievalEvalArgs) -> Result<SquadSet, CliError> {
     let bytes = std::fs::read(&a.data).map_err(|source| CliError::Read { path: a.data.clone(), source })?;
     let mut set = parse_squad(&bytes).map_err(|e| CliError::BadArgument { message: format!("--data {}: {e}", a.data.display()) })?;
+    // The split is of the whole file's articles, whatever `--limit-docs` keeps.
+    let sides = set.sides();
     if a.limit_docs > 0 {
         set.documents.truncate(a.limit_docs);
         set.questions.retain(|q| q.document < a.limit_docs);
     }
-    set.questions.retain(|q| !q.answers.is_empty() && a.split.includes(&q.id));
+    set.questions.retain(|q| !q.answers.is_empty() && a.split.includes(sides[q.document]));
     let n = set.questions.len();
     if a.limit_questions > 0 && a.limit_questions < n {
         // Question i·n/limit for i in 0..limit: a fixed, even spread over the split.
