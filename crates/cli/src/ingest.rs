@@ -14,7 +14,7 @@ use clap::Args;
 use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
-use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, Stage};
+use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, ReadingCost, Stage};
 use docmem_core::{Document, DocumentMemory};
 use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
 use serde::Serialize;
@@ -92,6 +92,9 @@ struct Report<'a> {
     outline: usize,
     fallback: Option<&'a str>,
     seconds: f64,
+    /// Where a reader's time went (a local reader's memory only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reading: Option<ReadingCost>,
 }
 
 pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
@@ -203,7 +206,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         for (path, doc) in &docs {
             let started = Instant::now();
             if library.contains(doc.id) {
-                report(&mut out, a.json, path, doc, None, false, started)?;
+                report(&mut out, a.json, path, doc, None, false, None, started)?;
                 continue;
             }
             let mut method = match baseline {
@@ -237,7 +240,11 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
                 &mut show,
                 &limits,
             ))?;
-            report(&mut out, a.json, path, doc, Some(&done.memory), done.added, started)?;
+            let reading = match &method {
+                MemoryMethod::Mom { reader, .. } => reader.cost(),
+                MemoryMethod::Chunker { .. } => None,
+            };
+            report(&mut out, a.json, path, doc, Some(&done.memory), done.added, reading, started)?;
             merges.poll(&mut library)?;
             if batch_started.elapsed() >= BATCH_SECONDS {
                 library.finish_batch()?;
@@ -296,6 +303,7 @@ fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CliError> {
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     out: &mut impl Write,
     json: bool,
@@ -303,6 +311,7 @@ fn report(
     doc: &Document,
     memory: Option<&DocumentMemory>,
     added: bool,
+    reading: Option<ReadingCost>,
     started: Instant,
 ) -> Result<(), CliError> {
     let r = Report {
@@ -314,6 +323,7 @@ fn report(
         outline: memory.map_or(0, |m| m.outline.len()),
         fallback: memory.and_then(|m| m.provenance.fallback.as_deref()),
         seconds: started.elapsed().as_secs_f64(),
+        reading,
     };
     if json {
         serde_json::to_writer(&mut *out, &r).map_err(|e| CliError::Output(e.into()))?;
@@ -329,6 +339,18 @@ fn report(
             crate::input::count(r.outline, "outline item"),
             r.seconds
         )?;
+        if let Some(c) = &r.reading {
+            write!(
+                out,
+                "; the reader read {} of {} tokens in {:.1} s, wrote {} tokens in {:.1} s{}",
+                crate::input::count(c.prompts, "prompt"),
+                c.prompt_tokens,
+                c.prefill_seconds,
+                c.written_tokens,
+                c.decode_seconds,
+                if c.scorings > 0 { format!(", scored candidates in {:.1} s", c.scoring_seconds) } else { String::new() }
+            )?;
+        }
         match r.fallback {
             Some(why) => writeln!(out, " (fell back to the sentence chunker: {why})")?,
             None => writeln!(out)?,

@@ -16,7 +16,7 @@ pub mod window;
 
 pub use extract::{extract_memory, ExtractSettings, MemoryDraft, Progress, Stage, MIN_WINDOW_TOKENS};
 pub use fallback::{fallback_reason, FallbackPolicy};
-pub use model::{Generated, Opening, ReaderModel, SampleSpec};
+pub use model::{Generated, Opening, ReaderModel, ReadingCost, SampleSpec};
 pub use numbered::NumberedText;
 pub use prompt::{choose_prompt, ReaderPrompt};
 pub use window::{plan_windows, stitch, Stitched, WindowMemory};

@@ -54,6 +54,35 @@ pub struct Generated {
     pub tokens: usize,
 }
 
+/// What a reader's work has cost so far: where a memory's time goes. Prompts are the
+/// windows asked about and any fallback's or retry's prompts; every candidate's tokens
+/// count as written; scoring is the candidates' clarity and completeness reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ReadingCost {
+    /// Prompts read (one per [`ReaderModel::generate`] call).
+    pub prompts: usize,
+    /// Their tokens (chat template included).
+    pub prompt_tokens: usize,
+    /// Seconds reading them.
+    pub prefill_seconds: f64,
+    /// Tokens written, over every candidate.
+    pub written_tokens: usize,
+    /// Seconds writing them.
+    pub decode_seconds: f64,
+    /// Scoring calls.
+    pub scorings: usize,
+    /// Seconds scoring.
+    pub scoring_seconds: f64,
+}
+
+impl ReadingCost {
+    /// Seconds in all.
+    pub fn seconds(&self) -> f64 {
+        self.prefill_seconds + self.decode_seconds + self.scoring_seconds
+    }
+}
+
 /// A chat model that reads documents. It is also a [`Scorer`], so by default the reader
 /// scores its own candidates.
 pub trait ReaderModel: Scorer {
@@ -76,4 +105,9 @@ pub trait ReaderModel: Scorer {
         max_tokens: usize,
         after_each: &'a mut dyn FnMut(usize, &Generated) -> bool,
     ) -> LocalBoxFuture<'a, Result<Vec<Generated>, Error>>;
+    /// What this reader's work has cost since it was made; `None` when it does not keep
+    /// count (a hosted model, a scripted one).
+    fn cost(&self) -> Option<ReadingCost> {
+        None
+    }
 }

@@ -6,10 +6,12 @@
 use std::ops::ControlFlow;
 
 use docmem_core::local_future::{boxed, LocalBoxFuture};
-use docmem_core::reader::{Generated, ReaderModel, SampleSpec};
+use std::cell::Cell;
+
+use docmem_core::reader::{Generated, ReaderModel, ReadingCost, SampleSpec};
 use docmem_core::Scorer;
 
-use super::{Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams, WorkDone};
+use super::{now_seconds, Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams, WorkDone};
 use crate::chat::ChatMessage;
 
 /// An [`Lm`] with the name it is known by (for provenance and prompt choice).
@@ -34,6 +36,8 @@ pub struct LmReader<'a, B: Backend> {
     /// Told, with [`LmReader::interrupt`], how far a window has got (prompt tokens read,
     /// tokens written): progress finer than the core's, which counts finished candidates.
     pub on_work: Option<&'a dyn Fn(&WorkDone)>,
+    /// What its work has cost so far ([`ReaderModel::cost`]).
+    cost: Cell<ReadingCost>,
 }
 
 impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
@@ -45,7 +49,7 @@ impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
 impl<'a, B: Backend> LmReader<'a, B> {
     /// Wrap `lm`, known as `name`.
     pub fn new(lm: &'a Lm<B>, name: impl Into<String>) -> Self {
-        LmReader { lm, name: name.into(), drafts: None, interrupt: None, on_work: None }
+        LmReader { lm, name: name.into(), drafts: None, interrupt: None, on_work: None, cost: Cell::default() }
     }
 }
 
@@ -59,7 +63,12 @@ impl<B: Backend> Scorer for LmReader<'_, B> {
         &'a mut self,
         pairs: &'a [(&'a str, &'a str)],
     ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
-        boxed(self.lm.scorer_logprobs(pairs))
+        boxed(async move {
+            let started = now_seconds();
+            let out = self.lm.scorer_logprobs(pairs).await;
+            self.count_scoring(started);
+            out
+        })
     }
 
     fn next_token_logprobs<'a>(
@@ -67,7 +76,12 @@ impl<B: Backend> Scorer for LmReader<'_, B> {
         prompt: &'a str,
         candidates: &'a [&'a str],
     ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
-        boxed(self.lm.scorer_next_token_logprobs(prompt, candidates))
+        boxed(async move {
+            let started = now_seconds();
+            let out = self.lm.scorer_next_token_logprobs(prompt, candidates).await;
+            self.count_scoring(started);
+            out
+        })
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
@@ -98,9 +112,32 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
     ) -> LocalBoxFuture<'a, Result<Vec<Generated>, docmem_core::Error>> {
         boxed(self.generate_candidates(user_turn, specs, max_tokens, after_each))
     }
+
+    fn cost(&self) -> Option<ReadingCost> {
+        Some(self.cost.get())
+    }
 }
 
 impl<B: Backend> LmReader<'_, B> {
+    fn count_scoring(&self, started: f64) {
+        let mut c = self.cost.get();
+        c.scorings += 1;
+        c.scoring_seconds += now_seconds() - started;
+        self.cost.set(c);
+    }
+
+    /// Count one prompt of `prompt_tokens` read in `prefill` seconds and its candidates
+    /// written in `decode` seconds.
+    fn count_prompt(&self, prompt_tokens: usize, prefill: f64, decode: f64, out: &[super::Generation]) {
+        let mut c = self.cost.get();
+        c.prompts += 1;
+        c.prompt_tokens += prompt_tokens;
+        c.prefill_seconds += prefill;
+        c.written_tokens += out.iter().map(|g| g.tokens.len()).sum::<usize>();
+        c.decode_seconds += decode;
+        self.cost.set(c);
+    }
+
     /// [`ReaderModel::generate`]: prefill the user turn once, decode every spec's path from it.
     async fn generate_candidates(
         &self,
@@ -136,7 +173,9 @@ impl<B: Backend> LmReader<'_, B> {
             // window is kept by the model and goes on where it stopped when it is read
             // again (see `suspended`).
             Some(stop) => {
+                let started = now_seconds();
                 let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
+                let prompt_tokens = tokens.len();
                 let on_work = self.on_work;
                 let stop = |work: &WorkDone| {
                     if let Some(tell) = on_work {
@@ -146,18 +185,28 @@ impl<B: Backend> LmReader<'_, B> {
                 };
                 let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
                 match out.map_err(docmem_core::Error::from)? {
-                    Some(out) => out,
+                    Some(out) => {
+                        // A window resumed after a stop counts only the prefill of this call.
+                        let prefill = out.first().map_or(0.0, |g| g.prefill_seconds);
+                        self.count_prompt(prompt_tokens, prefill, now_seconds() - started - prefill, &out);
+                        out
+                    }
                     None => return Err(docmem_core::Error::Cancelled),
                 }
             }
             None => {
+                let started = now_seconds();
                 let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(docmem_core::Error::from)?;
+                let prefilled = now_seconds();
                 let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
                 let mut go_on = || ControlFlow::Continue(());
-                self.lm
+                let out = self
+                    .lm
                     .generate_paths_drafted(&prefix, &params, lookup.as_ref(), &mut on_done, &mut go_on)
                     .await
-                    .map_err(docmem_core::Error::from)?
+                    .map_err(docmem_core::Error::from)?;
+                self.count_prompt(prefix.tokens().len(), prefilled - started, now_seconds() - prefilled, &out);
+                out
             }
         };
         if cancelled {
@@ -165,5 +214,37 @@ impl<B: Backend> LmReader<'_, B> {
             return Err(docmem_core::Error::Cancelled);
         }
         Ok(out.into_iter().map(|g| Generated { tokens: g.tokens.len(), text: g.text }).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::testing::{tiny_lm, TinyTokenizer};
+    use crate::lm::LoadOptions;
+    use crate::source::MemorySource;
+
+    #[test]
+    fn the_reader_counts_what_each_prompt_and_its_candidates_cost() {
+        let lm = Lm::load_from(&MemorySource::new(tiny_lm("qwen2", TinyTokenizer::Gpt2, None)), &LoadOptions::default()).unwrap();
+        let mut reader = LmReader::new(&lm, "tiny");
+        assert_eq!(reader.cost(), Some(ReadingCost::default()), "nothing done, nothing counted");
+        let specs = [SampleSpec::GREEDY, SampleSpec { temperature: 0.8, top_p: 0.9, seed: 3, opening: None }];
+        let mut go_on = |_: usize, _: &Generated| true;
+        let first = crate::block_on(reader.generate("read this", &specs, 6, &mut go_on)).unwrap();
+        let second = crate::block_on(reader.generate("and this, which is longer", &specs[..1], 4, &mut go_on)).unwrap();
+        let cost = reader.cost().unwrap();
+        assert_eq!(cost.prompts, 2);
+        let tokens = |turn: &str| lm.prompt_tokens(Prompt::Chat(&[ChatMessage::new("user", turn)])).unwrap().len();
+        assert_eq!(cost.prompt_tokens, tokens("read this") + tokens("and this, which is longer"));
+        let written: usize = first.iter().chain(&second).map(|g| g.tokens).sum();
+        assert!(written > 0);
+        assert_eq!(cost.written_tokens, written, "every candidate's tokens");
+        assert!(cost.prefill_seconds >= 0.0 && cost.decode_seconds >= 0.0);
+        assert_eq!((cost.scorings, cost.scoring_seconds), (0, 0.0));
+        // Scoring is counted apart.
+        crate::block_on(reader.next_token_logprobs("a prompt", &["a", "b"])).unwrap();
+        assert_eq!(reader.cost().unwrap().scorings, 1);
+        assert!((reader.cost().unwrap().seconds() - (cost.prefill_seconds + cost.decode_seconds)) >= 0.0);
     }
 }
