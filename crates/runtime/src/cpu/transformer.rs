@@ -227,11 +227,14 @@ impl CpuTransformer {
         let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         let dump =
             (traced().is_some() && tracing(&format!("kq_soft_max-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
-        // With enough rows to keep every thread busy (a prompt), a task takes all the query
-        // heads of a key/value head, and reads each cached row once for them all
-        // (`attention::attend`). With few rows (decoding) a task per head, so that the
-        // threads still share the work; traced runs too, which record each head's scores.
-        let grouped = t_n * cfg.n_head_kv >= 8 * self.threads.count() && dump_kq.is_none() && dump.is_none();
+        // A task takes all the query heads of a key/value head and reads each cached row
+        // once for them all (`attention::attend`) whenever that gives every thread a task:
+        // decoding one token of Qwen2.5-1.5B (two key/value heads) on two threads, too,
+        // where a task per head read the cache six times over and, a few thousand tokens
+        // into a document, took more of each step than the weights. With fewer tasks than
+        // threads, a task per head, so that the threads still share the work; traced runs
+        // too, which record each head's scores. Either way every head's sums are the same.
+        let grouped = t_n * cfg.n_head_kv >= self.threads.count() && dump_kq.is_none() && dump.is_none();
         let per_task = if grouped { group } else { 1 };
         let tasks_per_token = nh / per_task;
         self.threads.for_each(t_n * tasks_per_token, |task| {
