@@ -78,7 +78,8 @@ pub struct AnswersEvalArgs {
     /// `docmem_core::eval::split`.
     #[arg(long, default_value = "test")]
     pub split: Split,
-    /// Answerable questions asked, evenly spread over the split.
+    /// Answerable questions asked: as many of each kind (HotpotQA's bridge and comparison
+    /// questions), each kind's evenly spread over the split.
     #[arg(long, default_value_t = 40)]
     pub answerable: usize,
     /// Unanswerable questions asked, evenly spread over the split (SQuAD; HotpotQA has
@@ -277,6 +278,26 @@ fn spread<T: Clone>(items: &[T], n: usize) -> Vec<T> {
     (0..n).map(|i| items[i * items.len() / n].clone()).collect()
 }
 
+/// `n` of `questions`, as many of each kind as there are kinds (the first kinds take the
+/// remainder; a kind with fewer takes all it has), each kind's spread evenly over it, so
+/// that a rarer kind (HotpotQA's comparisons, 17% of the sample) is asked often enough
+/// to report apart. In the order of `questions`.
+fn spread_by_kind<'a>(questions: &[&'a Asked], n: usize) -> Vec<&'a Asked> {
+    let mut kinds: Vec<&str> = Vec::new();
+    for q in questions {
+        if !kinds.contains(&q.kind) {
+            kinds.push(q.kind);
+        }
+    }
+    let mut keep = std::collections::HashSet::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let share = n / kinds.len() + usize::from(i < n % kinds.len());
+        let of_kind: Vec<&Asked> = questions.iter().copied().filter(|q| q.kind == *kind).collect();
+        keep.extend(spread(&of_kind, share).into_iter().map(|q| q.id.as_str()));
+    }
+    questions.iter().copied().filter(|q| keep.contains(q.id.as_str())).collect()
+}
+
 /// Each question id's own paragraph.
 fn paragraphs(bytes: &[u8]) -> Result<HashMap<String, String>, CliError> {
     let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| CliError::BadArgument { message: format!("--data: {e}") })?;
@@ -300,11 +321,11 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     let mut unanswerable: Vec<&Asked> = set.questions.iter().filter(|q| q.answers.is_empty()).collect();
     let mut excluded = std::collections::HashSet::new();
     for &(yes, no) in &a.exclude_run {
-        excluded.extend(spread(&answerable, yes).into_iter().chain(spread(&unanswerable, no)).map(|q| q.id.as_str()));
+        excluded.extend(spread_by_kind(&answerable, yes).into_iter().chain(spread(&unanswerable, no)).map(|q| q.id.as_str()));
     }
     answerable.retain(|q| !excluded.contains(q.id.as_str()));
     unanswerable.retain(|q| !excluded.contains(q.id.as_str()));
-    let mut questions = spread(&answerable, a.answerable);
+    let mut questions = spread_by_kind(&answerable, a.answerable);
     questions.extend(spread(&unanswerable, a.unanswerable));
 
     let path = a.answerer.clone().unwrap_or_else(crate::models::default_reader);
@@ -856,6 +877,31 @@ fn rows_of(method: AnswerMethod, s: &[Summary]) -> Vec<Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rarer_kind_is_asked_as_often_as_a_common_one() {
+        let asked = |i: usize, kind: &'static str| Asked {
+            id: format!("q{i}"),
+            question: String::new(),
+            answers: vec!["x".into()],
+            kind,
+            gold: vec![],
+        };
+        // 17 bridge questions, then 3 comparisons.
+        let all: Vec<Asked> = (0..20).map(|i| asked(i, if i < 17 { "bridge" } else { "comparison" })).collect();
+        let refs: Vec<&Asked> = all.iter().collect();
+        let kinds = |v: &[&Asked]| (v.iter().filter(|q| q.kind == "bridge").count(), v.iter().filter(|q| q.kind == "comparison").count());
+        assert_eq!(kinds(&spread_by_kind(&refs, 6)), (3, 3));
+        assert_eq!(kinds(&spread_by_kind(&refs, 7)), (4, 3), "the first kind takes the remainder");
+        assert_eq!(kinds(&spread_by_kind(&refs, 10)), (5, 3), "a kind with fewer gives all it has");
+        // In the order given, and one kind alone is the plain even spread.
+        let picked = spread_by_kind(&refs, 6);
+        let index = |q: &Asked| q.id[1..].parse::<usize>().unwrap();
+        assert!(picked.windows(2).all(|w| index(w[0]) < index(w[1])));
+        let bridges: Vec<&Asked> = refs[..17].to_vec();
+        let ids = |v: Vec<&Asked>| v.into_iter().map(|q| q.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(spread_by_kind(&bridges, 5)), ids(spread(&bridges, 5)));
+    }
 
     #[test]
     fn what_an_answer_says_ends_before_its_citations() {
