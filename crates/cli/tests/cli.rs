@@ -301,9 +301,14 @@ fn printing_squad(dir: &std::path::Path) -> std::path::PathBuf {
         {"title": "Early printing", "paragraphs": paragraphs[..2]},
         {"title": "Later printing", "paragraphs": paragraphs[2..]}
     ]});
+    fresh_file(dir, "squad.json", &data)
+}
+
+/// `data` as the only file of a fresh folder `dir`.
+fn fresh_file(dir: &std::path::Path, name: &str, data: &serde_json::Value) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
-    let file = dir.join("squad.json");
+    let file = dir.join(name);
     std::fs::write(&file, data.to_string()).unwrap();
     file
 }
@@ -374,11 +379,7 @@ fn printing_hotpot(dir: &std::path::Path) -> std::path::PathBuf {
                      ["Aldus Manutius", ["Aldus Manutius was born in 1449."]],
                      ["Venice", ["Venice was a centre of printing."]]]}
     ]);
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).unwrap();
-    let file = dir.join("hotpot.json");
-    std::fs::write(&file, data.to_string()).unwrap();
-    file
+    fresh_file(dir, "hotpot.json", &data)
 }
 
 #[test]

@@ -21,6 +21,7 @@ struct RawQuestion {
     #[serde(rename = "_id", default)]
     id: String,
     question: String,
+    #[serde(default)]
     answer: String,
     #[serde(rename = "type", default)]
     kind: String,

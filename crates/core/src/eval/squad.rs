@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 
 use crate::document::Document;
+use crate::span::Span;
 
 #[derive(Deserialize)]
 struct File {
@@ -53,6 +54,9 @@ pub struct Question {
     pub answers: Vec<String>,
     /// Index of the article (document) it was asked about.
     pub document: usize,
+    /// Where the question's own paragraph lies in that document's text (the context it
+    /// was written from).
+    pub paragraph: Span,
 }
 
 /// One document per article and every question, in file order.
@@ -90,6 +94,7 @@ pub fn parse_squad(json: &[u8]) -> Result<SquadSet, serde_json::Error> {
             if !text.is_empty() {
                 text.push_str("\n\n");
             }
+            let paragraph = Span::new(text.len(), text.len() + p.context.len());
             text.push_str(&p.context);
             for q in &p.qas {
                 let mut answers: Vec<String> = Vec::new();
@@ -101,7 +106,7 @@ pub fn parse_squad(json: &[u8]) -> Result<SquadSet, serde_json::Error> {
                     }
                 }
                 let id = if q.id.is_empty() { q.question.clone() } else { q.id.clone() };
-                questions.push(Question { id, question: q.question.clone(), answers, document: i });
+                questions.push(Question { id, question: q.question.clone(), answers, document: i, paragraph });
             }
         }
         documents.push(Document::new(a.title, text));
@@ -125,6 +130,7 @@ mod tests {
         assert_eq!(s.questions[0].answers, ["Normans"]);
         assert_eq!((s.questions[0].id.as_str(), s.questions[1].id.as_str()), ("1", "2"));
         assert!(s.questions[1].answers.is_empty());
+        assert_eq!(s.questions[1].paragraph.slice(&s.documents[0].text), Some("They lived in France."));
         assert!(parse_squad(b"{}").is_err());
         assert_eq!(s.sides().len(), 1);
     }

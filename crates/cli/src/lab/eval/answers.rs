@@ -29,7 +29,6 @@
 //! by whether a gold answer occurs in them; an unanswerable question is right when it is
 //! refused ("not in the documents", or the recipe's "I don't know").
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -208,7 +207,6 @@ fn load_questions(bytes: &[u8], split: Split) -> Result<AskSet, CliError> {
         return Ok(AskSet { documents: set.documents, questions });
     }
     let set = parse_squad(bytes).map_err(bad)?;
-    let own_paragraph = paragraphs(bytes)?;
     let sides = set.sides();
     let questions = set
         .questions
@@ -219,7 +217,10 @@ fn load_questions(bytes: &[u8], split: Split) -> Result<AskSet, CliError> {
             question: q.question.clone(),
             answers: q.answers.clone(),
             kind: if q.answers.is_empty() { "unanswerable" } else { "local" },
-            gold: vec![(set.documents[q.document].title.clone(), own_paragraph.get(&q.id).cloned().unwrap_or_default())],
+            gold: vec![(
+                set.documents[q.document].title.clone(),
+                q.paragraph.slice(&set.documents[q.document].text).unwrap_or_default().to_string(),
+            )],
         })
         .collect();
     Ok(AskSet { documents: set.documents, questions })
@@ -296,22 +297,6 @@ fn spread_by_kind<'a>(questions: &[&'a Asked], n: usize) -> Vec<&'a Asked> {
         keep.extend(spread(&of_kind, share).into_iter().map(|q| q.id.as_str()));
     }
     questions.iter().copied().filter(|q| keep.contains(q.id.as_str())).collect()
-}
-
-/// Each question id's own paragraph.
-fn paragraphs(bytes: &[u8]) -> Result<HashMap<String, String>, CliError> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| CliError::BadArgument { message: format!("--data: {e}") })?;
-    let mut out = HashMap::new();
-    for article in v["data"].as_array().into_iter().flatten() {
-        for p in article["paragraphs"].as_array().into_iter().flatten() {
-            let context = p["context"].as_str().unwrap_or_default();
-            for q in p["qas"].as_array().into_iter().flatten() {
-                let id = q["id"].as_str().or(q["question"].as_str()).unwrap_or_default();
-                out.insert(id.to_string(), context.to_string());
-            }
-        }
-    }
-    Ok(out)
 }
 
 pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {

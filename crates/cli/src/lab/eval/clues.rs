@@ -11,7 +11,9 @@
 //!    overlap is low.
 //! 2. HotpotQA (`--hotpot`): each question's ten paragraphs are one library (sentence
 //!    chunks; its global memory is each paragraph's title and opening), and a question is
-//!    a hit at k when the top k chunks come from both gold paragraphs.
+//!    a hit at k when the top k chunks come from both gold paragraphs. Its questions are
+//!    taken from the same side of `--split` as the SQuAD ones (HotpotQA's sides group the
+//!    questions that share a paragraph: `HotpotSet::sides`).
 //!
 //! The clue writer's K/V cache of the global memory is kept between SQuAD questions
 //! (`LmText`), so a question costs its own tokens only.
@@ -23,7 +25,8 @@ use std::time::Instant;
 use clap::Args;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::clues::{fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, GlobalMemorySettings};
-use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
+use docmem_core::eval::hotpot::{parse_hotpot, HotpotQuestion};
+use docmem_core::eval::{score_ranked, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::terms::{coverage, term_set};
@@ -274,7 +277,9 @@ pub fn run(a: &CluesEvalArgs) -> Result<(), CliError> {
     }
     rows.push(all);
     let hotpot = match &a.hotpot {
-        Some(p) => Some(hotpot_eval(p, a.hotpot_limit, &mut text, embedder.as_mut(), a.k, &variants, &r.library_cache, &model_name)?),
+        Some(p) => {
+            Some(hotpot_eval(p, r.split, a.hotpot_limit, &mut text, embedder.as_mut(), a.k, &variants, &r.library_cache, &model_name)?)
+        }
         None => None,
     };
     let report = CluesReport {
@@ -342,13 +347,6 @@ fn print_report(report: &CluesReport, json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-#[derive(Deserialize)]
-struct HotpotQuestion {
-    question: String,
-    supporting_facts: Vec<(String, u32)>,
-    context: Vec<(String, Vec<String>)>,
-}
-
 /// Both gold titles among the titles of `hits`' top k.
 fn both_gold(titles: &[String], golds: &[String], k: usize) -> bool {
     golds.iter().all(|g| titles.iter().take(k).any(|t| t == g))
@@ -357,6 +355,7 @@ fn both_gold(titles: &[String], golds: &[String], k: usize) -> bool {
 #[allow(clippy::too_many_arguments)]
 fn hotpot_eval(
     path: &PathBuf,
+    split: Split,
     limit: usize,
     text: &mut dyn docmem_core::text_model::TextModel,
     embedder: &mut dyn Embedder,
@@ -366,16 +365,17 @@ fn hotpot_eval(
     model_name: &str,
 ) -> Result<HotpotRow, CliError> {
     let bytes = std::fs::read(path).map_err(|source| CliError::Read { path: path.clone(), source })?;
-    let all: Vec<HotpotQuestion> =
-        serde_json::from_slice(&bytes).map_err(|e| CliError::BadArgument { message: format!("--hotpot {}: {e}", path.display()) })?;
+    let set = parse_hotpot(&bytes).map_err(|e| CliError::BadArgument { message: format!("--hotpot {}: {e}", path.display()) })?;
+    let sides = set.sides();
+    let all: Vec<&HotpotQuestion> = set.questions.iter().zip(&sides).filter(|(_, side)| split.includes(**side)).map(|(q, _)| q).collect();
     let n = all.len();
     let take = if limit == 0 || limit >= n { n } else { limit };
     let mut row = HotpotRow { clues_support: vec![[0.0; 3]; variants.len()], ..HotpotRow::default() };
     let cache_path = cache_dir.join(format!("clues-hotpot-{model_name}.json"));
     let mut cache = ClueCache::load(&cache_path);
     for i in 0..take {
-        let q = &all[i * n / take];
-        let docs: Vec<Document> = q.context.iter().map(|(title, sentences)| Document::new(title, sentences.concat())).collect();
+        let q = all[i * n / take];
+        let docs: Vec<Document> = q.paragraphs.iter().map(|&p| set.documents[p].clone()).collect();
         let memories: Vec<DocumentMemory> = docs
             .iter()
             .map(|d| {
@@ -394,12 +394,7 @@ fn hotpot_eval(
                 c
             }
         };
-        let golds: Vec<String> = {
-            let mut g: Vec<String> = q.supporting_facts.iter().map(|(t, _)| t.clone()).collect();
-            g.sort();
-            g.dedup();
-            g
-        };
+        let golds = &q.gold_titles;
         let title_of = |(id, _): &(docmem_core::DocId, docmem_core::Span)| {
             docs.iter().find(|d| d.id == *id).map_or(String::new(), |d| d.title.clone())
         };
@@ -408,10 +403,10 @@ fn hotpot_eval(
         let m = row.questions as f64;
         let mean = |old: f64, hit: bool| (old * m + f64::from(u8::from(hit))) / (m + 1.0);
         for (j, kk) in [2usize, 4, 8].into_iter().enumerate() {
-            row.plain_support[j] = mean(row.plain_support[j], both_gold(&plain_titles, &golds, kk));
+            row.plain_support[j] = mean(row.plain_support[j], both_gold(&plain_titles, golds, kk));
             for (vi, list) in fused.iter().enumerate() {
                 let titles: Vec<String> = list.iter().map(title_of).collect();
-                row.clues_support[vi][j] = mean(row.clues_support[vi][j], both_gold(&titles, &golds, kk));
+                row.clues_support[vi][j] = mean(row.clues_support[vi][j], both_gold(&titles, golds, kk));
             }
         }
         row.questions += 1;
