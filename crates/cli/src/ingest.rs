@@ -51,8 +51,10 @@ pub struct IngestArgs {
     /// Sampled candidates per window, besides the greedy one.
     #[arg(long, default_value_t = 3)]
     pub samples: usize,
-    /// The reader prompt: auto, zh-think, zh, en-think, en, or a file whose text has
-    /// `{document}` where the document goes.
+    /// The reader prompt: auto, zh-think, zh, en-think, en (MemReader's tags), en-numbered,
+    /// zh-numbered (numbered sentences, tags: auto's choice for other readers), en-lines,
+    /// zh-lines (numbered sentences, one line a group: a choice, for readers that follow it),
+    /// or a file whose text has `{document}` where the document goes.
     #[arg(long, default_value = "auto")]
     pub prompt: String,
     /// Most tokens of a reply (0: as the window needs).
@@ -91,6 +93,8 @@ struct Report<'a> {
     scenarios: usize,
     outline: usize,
     fallback: Option<&'a str>,
+    /// Cores the reader copied from another chunk's text, dropped.
+    misplaced_cores: u32,
     seconds: f64,
     /// Where a reader's time went (a local reader's memory only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,7 +110,11 @@ pub(crate) fn parse_prompt(s: &str) -> Result<ReaderPrompt, CliError> {
         let text = std::fs::read_to_string(path).map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
         return Ok(ReaderPrompt::Custom(text));
     }
-    Err(CliError::BadArgument { message: format!("--prompt: '{s}' is not auto, zh-think, zh, en-think, en or a prompt file") })
+    Err(CliError::BadArgument {
+        message: format!(
+            "--prompt: '{s}' is not auto, zh-think, zh, en-think, en, en-numbered, zh-numbered, en-lines, zh-lines or a prompt file"
+        ),
+    })
 }
 
 /// Open the `--{role}` model at `path`; `default` when the path is the built-in default
@@ -322,6 +330,7 @@ fn report(
         scenarios: memory.map_or(0, |m| m.scenarios.len()),
         outline: memory.map_or(0, |m| m.outline.len()),
         fallback: memory.and_then(|m| m.provenance.fallback.as_deref()),
+        misplaced_cores: memory.map_or(0, |m| m.provenance.alignment.misplaced_cores),
         seconds: started.elapsed().as_secs_f64(),
         reading,
     };
@@ -350,6 +359,9 @@ fn report(
                 c.decode_seconds,
                 if c.scorings > 0 { format!(", scored candidates in {:.1} s", c.scoring_seconds) } else { String::new() }
             )?;
+        }
+        if r.misplaced_cores > 0 {
+            write!(out, "; {} copied from another chunk's text dropped", crate::input::count(r.misplaced_cores as usize, "core"))?;
         }
         match r.fallback {
             Some(why) => writeln!(out, " (fell back to the sentence chunker: {why})")?,

@@ -102,6 +102,10 @@ pub struct AlignmentStats {
     /// count as failed).
     #[cfg_attr(feature = "serde", serde(default))]
     pub stopped_at_work_limit: bool,
+    /// Cores dropped for being another chunk's sentence copied word for word
+    /// ([`crate::reader::misplaced_core`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub misplaced_cores: u32,
 }
 
 /// The aligned scenarios (tiling the document) and the statistics.

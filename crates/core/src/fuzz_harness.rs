@@ -12,6 +12,7 @@ use crate::align::AlignParams;
 use crate::index::codec::crc32;
 use crate::index::{Bm25Index, FlatIndex, HnswSegment, Int8Index, SegmentParams, SegmentedIndex, VectorIndex};
 use crate::parse::parse_memreader_output;
+use crate::reader::line_reply::parse_line_reply;
 use crate::retrieve::{MemoryIndex, SearchParams};
 use crate::span::spans_tile;
 
@@ -130,12 +131,14 @@ pub fn memreader_adversarial(data: &[u8]) {
 
 /// Parse `output`, align it to `document` (on `units` when given), and check the result.
 fn check_alignment(document: &str, output: &str, units: &[crate::span::Span]) {
-    let parsed = parse_memreader_output(output);
-    let aligned = crate::align::align_memory_units(document, &parsed, units, &AlignParams::default());
-    let spans: Vec<_> = aligned.scenarios.iter().map(|s| s.span).collect();
-    assert!(spans.is_empty() || spans_tile(document, &spans), "aligned spans must tile the document");
-    assert_eq!(aligned.stats.exact + aligned.stats.fuzzy + aligned.stats.failed, aligned.stats.chunks);
-    assert!(aligned.scenarios.iter().all(|s| s.outline_item.is_none_or(|o| (o as usize) < parsed.outline.len())));
+    // Either reply format the prompts ask for.
+    for parsed in [parse_memreader_output(output), parse_line_reply(output)] {
+        let aligned = crate::align::align_memory_units(document, &parsed, units, &AlignParams::default());
+        let spans: Vec<_> = aligned.scenarios.iter().map(|s| s.span).collect();
+        assert!(spans.is_empty() || spans_tile(document, &spans), "aligned spans must tile the document");
+        assert_eq!(aligned.stats.exact + aligned.stats.fuzzy + aligned.stats.failed, aligned.stats.chunks);
+        assert!(aligned.scenarios.iter().all(|s| s.outline_item.is_none_or(|o| (o as usize) < parsed.outline.len())));
+    }
 }
 
 /// The library the [`library_dir`] harness damages: two documents with outlines and cores

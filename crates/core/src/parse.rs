@@ -123,6 +123,11 @@ pub enum ParseWarning {
         /// Index of the scenario.
         index: usize,
     },
+    /// A one-line group without a title: the core's first words stand as its outline item.
+    UntitledGroup {
+        /// Index of the scenario.
+        index: usize,
+    },
     /// The outline has a different number of items than there are scenarios.
     OutlineScenarioMismatch {
         /// Outline items.
@@ -493,7 +498,7 @@ fn mask_positions(s: &str) -> Vec<(usize, usize)> {
 
 /// A chunk written as unit numbers: `3-7`, `[3]-[7]`, `3–7`, `3 to 7`, `3至7`, or one
 /// number. Brackets and white space are ignored.
-fn unit_range(chunk: &str) -> Option<(u32, u32)> {
+pub(crate) fn unit_range(chunk: &str) -> Option<(u32, u32)> {
     let s: String = chunk.chars().filter(|c| !c.is_whitespace() && !matches!(c, '[' | ']' | '【' | '】' | '［' | '］')).collect();
     let s = s.trim_end_matches(['.', '。']);
     let split = s.find(|c: char| !c.is_ascii_digit());

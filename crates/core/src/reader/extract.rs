@@ -29,6 +29,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use super::fallback::{fallback_reason, FallbackPolicy};
+use super::misplaced_core::drop_misplaced_cores;
 use super::model::{Generated, ReaderModel, SampleSpec};
 use super::prompt::{choose_prompt, ReaderPrompt};
 use super::scoring::{score_candidate, ScoringLimits};
@@ -37,7 +38,6 @@ use crate::align::{align_memory_units, AlignParams, AlignmentStats};
 use crate::chunk::{sentence_chunks, ApproxTokenCounter, SentenceParams, TokenCounter};
 use crate::document::Document;
 use crate::memory::{DocumentMemory, MemoryScores, Provenance, SamplingRecord, Scenario, MEMORY_FORMAT_VERSION};
-use crate::parse::parse_memreader_output;
 use crate::score::Scorer;
 use crate::select::{select_candidates, CandidateScores};
 use crate::span::Span;
@@ -308,7 +308,7 @@ async fn read_window(
             continue;
         }
         seen.push(&g.text);
-        let mut parsed = parse_memreader_output(&g.text);
+        let mut parsed = prompt.parse(&g.text);
         // Small readers sometimes copy the prompt's worked example (a core about tea in a
         // document about printing): a core found word for word in the instruction is not
         // the document's, so it is dropped (the chunk stays).
@@ -317,7 +317,8 @@ async fn read_window(
                 sc.core.clear();
             }
         }
-        let aligned = align_memory_units(window_text, &parsed, &units, &settings.align);
+        let mut aligned = align_memory_units(window_text, &parsed, &units, &settings.align);
+        drop_misplaced_cores(window_text, &mut aligned);
         if aligned.stats.coverage_before_repair >= best_stats.coverage_before_repair {
             best_stats = aligned.stats.clone();
         }
@@ -344,10 +345,11 @@ async fn read_window(
         }
         let scenarios = fallback_window(window_text, chinese, reader, settings).await?;
         let reason = first_reason.unwrap_or_else(|| "the reader wrote nothing".into());
+        // No core of a rejected candidate was kept, so none was dropped either.
         return Ok(WindowResult {
             memory: WindowMemory { window, outline: Vec::new(), scenarios },
             chosen: None,
-            stats: best_stats,
+            stats: AlignmentStats { misplaced_cores: 0, ..best_stats },
             fallback: Some(reason),
         });
     }
@@ -423,8 +425,7 @@ impl MemoryDraft {
     pub fn plan(doc: &Document, reader: &mut dyn ReaderModel, settings: &ExtractSettings) -> Result<Self, Error> {
         let name = reader.name();
         let prompt = choose_prompt(&settings.prompt, &doc.language, &name);
-        let chinese =
-            matches!(prompt, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered) || doc.language == "zh";
+        let chinese = prompt.is_chinese() || doc.language == "zh";
         let overhead = reader.chat_overhead_tokens() + reader.count_tokens(&prompt.render("")).map_err(backend)?;
         let available = reader.context_tokens().saturating_sub(overhead);
         let mut window_max = available / 2;
@@ -554,6 +555,7 @@ impl MemoryDraft {
             alignment.failed += r.stats.failed;
             alignment.merged_short += r.stats.merged_short;
             alignment.stopped_at_work_limit |= r.stats.stopped_at_work_limit;
+            alignment.misplaced_cores += r.stats.misplaced_cores;
             coverage += r.stats.coverage_before_repair * w.len() as f32;
         }
         alignment.coverage_before_repair = coverage / total as f32;
@@ -669,6 +671,21 @@ mod tests {
                     format!("KEY {}\nmore", chunk.split_whitespace().next().unwrap_or(""))
                 } else if self.garbage {
                     "I am sorry, I cannot do that.".into()
+                } else if user_turn.contains("FIRST-LAST | title | core") {
+                    // The one-line-a-group prompt: the same groups as below, a line each.
+                    let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
+                    let units = doc.lines().filter(|l| l.starts_with('[')).count();
+                    let group = 1 + i % 3;
+                    let mut s = String::new();
+                    for k in (1..=units).step_by(group) {
+                        let core = if k == 1 {
+                            "Dutch traders brought tea from Java to Europe in the early 1600s.".to_string()
+                        } else {
+                            format!("About unit {k}")
+                        };
+                        s += &format!("{k}-{} | Part {k} | {core}\n", (k + group - 1).min(units));
+                    }
+                    s
                 } else if user_turn.contains("FIRST-LAST") {
                     // The numbered prompt: groups of 1 + i % 3 units, named by number.
                     let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
@@ -734,16 +751,21 @@ mod tests {
 
     #[test]
     fn one_window_four_candidates_best_chosen_by_rrf() {
-        for (memreader, prompt) in [(true, "en-think"), (false, "en-numbered")] {
-            one_window_four_candidates(memreader, prompt);
+        for (memreader, setting, prompt) in [
+            (true, ReaderPrompt::Auto, "en-think"),
+            (false, ReaderPrompt::EnglishLines, "en-lines"),
+            (false, ReaderPrompt::Auto, "en-numbered"),
+        ] {
+            one_window_four_candidates(memreader, setting, prompt);
         }
     }
 
-    fn one_window_four_candidates(memreader: bool, prompt: &str) {
+    fn one_window_four_candidates(memreader: bool, setting: ReaderPrompt, prompt: &str) {
         let doc = Document::new("s.txt", story(6));
         let mut reader = FakeReader { context: 4096, garbage: false, memreader, calls: 0, prefills: 0 };
         let mut reports = Vec::new();
-        let m = extract(&doc, &mut reader, &ExtractSettings::default(), &mut |p| {
+        let settings = ExtractSettings { prompt: setting, ..ExtractSettings::default() };
+        let m = extract(&doc, &mut reader, &settings, &mut |p| {
             reports.push(*p);
             true
         })
@@ -785,6 +807,10 @@ mod tests {
     fn every_built_in_prompt_expects_its_format_to_open_and_a_custom_one_nothing() {
         let numbered = ReaderPrompt::EnglishNumbered.opening().unwrap();
         assert!(numbered.missed("[1] The bell rang. [2] The bell rang again and again and again.", 48));
+        let lines = ReaderPrompt::EnglishLines.opening().unwrap();
+        assert!(lines.missed("[1] The bell rang. [2] The bell rang again and again and again.", 48), "an echo is not a group");
+        assert!(!lines.missed("Here is the memory:\n1-2 | Bells | The bell rang twice.", 48));
+        assert!(!lines.missed("[1]-[2] | Bells", 48));
         assert!(!numbered.missed("[1] The bell rang.", 47), "not before its allowance is spent");
         assert!(!numbered.missed("Here is the memory:\n<scenario>\n<chunk>1-2", 48));
         assert!(!numbered.missed("<outline>\nBells", 60), "a numbered reply may open with its outline");

@@ -29,7 +29,7 @@ impl Default for FallbackPolicy {
 /// Why this candidate cannot be kept, or `None` when it can.
 pub fn fallback_reason(parsed: &ParsedMemory, aligned: &AlignedMemory, policy: &FallbackPolicy) -> Option<String> {
     if parsed.scenarios.is_empty() {
-        return Some("the reader wrote no parsable <scenario>".into());
+        return Some("the reader wrote no parsable group of sentences".into());
     }
     if aligned.stats.stopped_at_work_limit {
         return Some(format!(

@@ -1,4 +1,5 @@
-//! The pure half of memory extraction: what the reader is asked ([`prompt`]), how a long
+//! The pure half of memory extraction: what the reader is asked ([`prompt`]) and how its
+//! reply is read ([`crate::parse`], [`line_reply`]), how a long
 //! document is split into windows and their memories joined ([`window`]), and when a
 //! reader's output is too poor to keep ([`fallback`]), how candidates are scored
 //! ([`scoring`]), and the whole procedure over a model trait ([`extract`], [`model`]). The runtime drives the model
@@ -6,6 +7,8 @@
 
 pub mod extract;
 pub mod fallback;
+pub mod line_reply;
+pub mod misplaced_core;
 pub mod model;
 pub mod numbered;
 pub mod prompt;

@@ -10,15 +10,26 @@
 //! ([`ReaderPrompt::Custom`], `{document}` marks where the document goes). The English
 //! ones say the same thing in English, item for item.
 //!
+//! Readers that are not MemReader checkpoints are shown the document as numbered
+//! sentences ([`crate::reader::NumberedText`]) and name chunks by number, either in the
+//! same tags (`<chunk>FIRST-LAST</chunk>`, the numbered variants) or one line a group
+//! (`FIRST-LAST | title | core`, the lines variants: about half the written tokens, see
+//! [`crate::reader::line_reply`]).
+//!
 //! [`ReaderPrompt::Auto`] picks by the document's language (Chinese for `zh`, English
 //! otherwise) and by the model's name (no reasoning step for a 7B reader, as its training
-//! had none). The text is sent as the user turn of the model's chat template.
+//! had none; the numbered tag variants for a reader that is not a MemReader: the lines
+//! variants are for readers that follow them, which the default 1.5B does not, see
+//! [`crate::reader::line_reply`]). The text is sent as the user turn of the model's chat
+//! template.
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use super::line_reply::parse_line_reply;
 use super::model::Opening;
 use super::numbered::NumberedText;
+use crate::parse::{parse_memreader_output, ParsedMemory};
 use crate::span::Span;
 use core::fmt;
 use core::str::FromStr;
@@ -48,6 +59,12 @@ pub enum ReaderPrompt {
     EnglishNumbered,
     /// Chinese, numbered sentences (as [`ReaderPrompt::EnglishNumbered`]).
     ChineseNumbered,
+    /// English, numbered sentences, and the memory written one line a group
+    /// (`FIRST-LAST | title | core`, [`crate::reader::line_reply`]): the same memory as
+    /// [`ReaderPrompt::EnglishNumbered`] in about half the written tokens.
+    EnglishLines,
+    /// Chinese, one line a group (as [`ReaderPrompt::EnglishLines`]).
+    ChineseLines,
     /// A user's own text; `{document}` is replaced by the document.
     Custom(String),
 }
@@ -58,7 +75,11 @@ pub struct UnknownPrompt(pub String);
 
 impl fmt::Display for UnknownPrompt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown reader prompt '{}' (expected auto, zh-think, zh, en-think, en, en-numbered or zh-numbered)", self.0)
+        write!(
+            f,
+            "unknown reader prompt '{}' (expected auto, zh-think, zh, en-think, en, en-numbered, zh-numbered, en-lines or zh-lines)",
+            self.0
+        )
     }
 }
 
@@ -76,6 +97,8 @@ impl FromStr for ReaderPrompt {
             "en" => ReaderPrompt::English,
             "en-numbered" => ReaderPrompt::EnglishNumbered,
             "zh-numbered" => ReaderPrompt::ChineseNumbered,
+            "en-lines" => ReaderPrompt::EnglishLines,
+            "zh-lines" => ReaderPrompt::ChineseLines,
             other => return Err(UnknownPrompt(other.into())),
         })
     }
@@ -92,6 +115,8 @@ impl ReaderPrompt {
             ReaderPrompt::English => "en",
             ReaderPrompt::EnglishNumbered => "en-numbered",
             ReaderPrompt::ChineseNumbered => "zh-numbered",
+            ReaderPrompt::EnglishLines => "en-lines",
+            ReaderPrompt::ChineseLines => "zh-lines",
             ReaderPrompt::Custom(_) => "custom",
         }
     }
@@ -107,7 +132,29 @@ impl ReaderPrompt {
 
     /// Whether the reader is shown numbered units and names chunks by number.
     pub fn numbered(&self) -> bool {
-        matches!(self, ReaderPrompt::EnglishNumbered | ReaderPrompt::ChineseNumbered)
+        matches!(
+            self,
+            ReaderPrompt::EnglishNumbered | ReaderPrompt::ChineseNumbered | ReaderPrompt::EnglishLines | ReaderPrompt::ChineseLines
+        )
+    }
+
+    /// Whether the instruction is in Chinese.
+    pub fn is_chinese(&self) -> bool {
+        matches!(self, ReaderPrompt::Chinese | ReaderPrompt::ChineseThink | ReaderPrompt::ChineseNumbered | ReaderPrompt::ChineseLines)
+    }
+
+    /// Whether the memory is asked for one line a group ([`crate::reader::line_reply`]).
+    pub fn writes_lines(&self) -> bool {
+        matches!(self, ReaderPrompt::EnglishLines | ReaderPrompt::ChineseLines)
+    }
+
+    /// Parse a reply to this prompt.
+    pub fn parse(&self, reply: &str) -> ParsedMemory {
+        if self.writes_lines() {
+            parse_line_reply(reply)
+        } else {
+            parse_memreader_output(reply)
+        }
     }
 
     /// How a reply to this prompt opens: its first tag within [`OPENING_TOKENS`] (after
@@ -118,6 +165,12 @@ impl ReaderPrompt {
     pub fn opening(&self) -> Option<Opening> {
         match self {
             ReaderPrompt::Custom(_) => None,
+            // The first line's range, in the dashes and bars the parser reads; an echo of the
+            // numbered document (`[1] The…`) is not it.
+            p if p.writes_lines() => Some(Opening {
+                markers: &["1-", "1 -", "1–", "1 –", "1—", "1～", "1~", "1至", "1到", "1 |", "1|", "1 ｜", "1｜", "[1]-", "[1] -", "[1]–"],
+                within_tokens: OPENING_TOKENS,
+            }),
             // The parser takes the outline anywhere, so a numbered reply may open with either.
             p if p.numbered() => Some(Opening { markers: &["<scenario>", "<outline>"], within_tokens: OPENING_TOKENS }),
             p if p.thinks() => Some(Opening { markers: &["<think>"], within_tokens: OPENING_TOKENS }),
@@ -142,6 +195,8 @@ impl ReaderPrompt {
             ReaderPrompt::English => assemble(&EN, false),
             ReaderPrompt::EnglishNumbered => EN_NUMBERED.into(),
             ReaderPrompt::ChineseNumbered => ZH_NUMBERED.into(),
+            ReaderPrompt::EnglishLines => EN_LINES.into(),
+            ReaderPrompt::ChineseLines => ZH_LINES.into(),
             ReaderPrompt::Custom(t) => t.clone(),
         };
         if self.numbered() {
@@ -290,6 +345,35 @@ const ZH_NUMBERED: &str = "你是一位擅长阅读的领域专家。请像专�
 文档：
 {document}";
 
+/// The numbered-sentence instruction, one line a group: the range, a title and a
+/// one-sentence core in the reader's own words (see `line_reply.rs` for why).
+const EN_LINES: &str = "You are a domain expert who reads carefully. Read the document below as an expert would and build its document memory. The document is shown as numbered sentences; a blank line separates paragraphs.
+
+Split the document into groups of consecutive sentences, each one complete unit of meaning (usually a paragraph, or a heading with the text under it). Write one line per group and nothing else:
+FIRST-LAST | title | core
+FIRST and LAST are the group's first and last sentence numbers. The title names the group's topic in a few words. The core is one sentence in your own words, at most 25 words, that states the group's main point with its key names, numbers and dates; do not copy a sentence. The groups follow the document's order: the first starts at 1, each starts right after the previous one ends, and the last ends at {last}. Use the same language as the document.
+
+Example, for a five-sentence text about tea:
+1-3 | How tea reached Europe | Dutch traders brought tea from Java to Europe in the early 1600s.
+4-5 | Tea in London | By 1700 London coffee houses sold tea.
+
+Document:
+{document}";
+
+/// The one-line-a-group instruction in Chinese.
+const ZH_LINES: &str = "你是一位擅长阅读的领域专家。请像专家一样通读下面的文档，为它构建文档记忆。文档按句编号，段落之间有空行。
+
+把连续的、构成一个完整意义单元的句子（通常是一个段落，或一个标题及其下的文字）分为一组。每组写一行，不要写其他内容：
+起始编号-结束编号 | 标题 | 核心内容
+标题用几个字概括该组的主题。核心内容用你自己的话写一句（不超过50字），说出该组的要点及其中的人名、数字和日期；不要照抄原句。各组按文档顺序排列：第一组从1开始，每组紧接上一组结束处开始，最后一组到{last}结束。使用与文档相同的语言。
+
+示例（一段五句的关于茶的文字）：
+1-3 | 茶如何传入欧洲 | 十七世纪初，荷兰商人把茶从爪哇带到欧洲。
+4-5 | 茶在伦敦 | 到1700年，伦敦的咖啡馆已经出售茶。
+
+文档：
+{document}";
+
 fn assemble(parts: &Parts, think: bool) -> String {
     let mut s = String::from(parts.opening);
     s.push_str(if think { parts.think } else { parts.no_think });
@@ -324,8 +408,10 @@ mod tests {
             assert_eq!(p.name().parse::<ReaderPrompt>().as_ref(), Ok(&p));
         }
         assert!(ReaderPrompt::Chinese.render("x").contains("文档"));
-        for p in [ReaderPrompt::EnglishNumbered, ReaderPrompt::ChineseNumbered] {
+        for p in [ReaderPrompt::EnglishNumbered, ReaderPrompt::ChineseNumbered, ReaderPrompt::EnglishLines, ReaderPrompt::ChineseLines] {
             let text = p.render("One here. Two there.\n\nThree.");
+            assert_eq!(text.contains("<scenario>"), !p.writes_lines(), "{}", p.name());
+            assert_eq!(text.contains(" | "), p.writes_lines(), "{}", p.name());
             assert!(text.ends_with("[1] One here.\n[2] Two there.\n\n[3] Three.\n"), "{text}");
             assert!(text.contains("到3结束") || text.contains("ends at 3."), "{text}");
             assert!(p.numbered() && !p.thinks());

@@ -116,7 +116,8 @@ pub struct RetrievalEvalArgs {
     /// The reader model for mom [default: qwen2.5-coder-1.5b-instruct-q4_k_m.gguf in $DOCMEM_MODELS or ./models]
     #[arg(long)]
     pub reader: Option<PathBuf>,
-    /// The reader prompt: auto, zh-think, zh, en-think, en, or a prompt file.
+    /// The reader prompt: auto, zh-think, zh, en-think, en, en-numbered, zh-numbered,
+    /// en-lines, zh-lines, or a prompt file.
     #[arg(long, default_value = "auto")]
     pub prompt: String,
     /// Sampled candidates per window besides the greedy one.
