@@ -26,6 +26,17 @@ import http from 'node:http';
 
 export const REPLY = 'This hosted reply is not a document memory.';
 export const ANSWER = 'William Caxton brought printing to England in 1476 [1].';
+// A document the host's reader writes a real MoM memory of (MemReader's tag format, chunks
+// named by their first and last words around [MASK], cores in its own words): what a test
+// of the reader's memory, not of a fallback, reads back.
+export const MEMORY_DOC =
+  'The printing press reached Westminster in 1476. William Caxton set it up near the abbey. His first dated book was printed there in 1477. Wynkyn de Worde took over the press after Caxton died.';
+export const MEMORY_OUTLINE = ['The press reaches Westminster', 'After Caxton'];
+export const MEMORY_CORES = ["Caxton set up England's first press at Westminster in 1476.", 'Wynkyn de Worde ran the press after Caxton.'];
+const MEMORY =
+  `<outline>\n${MEMORY_OUTLINE.join('\n')}\n</outline>\n` +
+  `<scenario><chunk>The printing press reached[MASK]printed there in 1477.</chunk>${MEMORY_CORES[0]}</scenario>\n` +
+  `<scenario><chunk>Wynkyn de Worde[MASK]after Caxton died.</chunk>${MEMORY_CORES[1]}</scenario>`;
 
 function hashedBagOfWords(text, width) {
   const v = new Array(width).fill(0.001);
@@ -71,7 +82,8 @@ export async function startFakeHost({ token }) {
     res.flushHeaders();
     if (turn.includes('STALL')) return until();
     const slow = turn.includes('SLOWLY');
-    const pieces = slow ? new Array(200).fill('word ') : answerFor(turn).split(/(?<= )/);
+    const reply = turn.includes('reached Westminster in 1476') ? MEMORY : answerFor(turn);
+    const pieces = slow ? new Array(200).fill('word ') : reply.split(/(?<= )/);
     const event = (delta, finish) => `data: ${JSON.stringify({ id: 'fake', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     for (const piece of pieces) {
       if (res.destroyed) return;

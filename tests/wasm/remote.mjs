@@ -2,7 +2,8 @@
 // OpenAI-compatible host of tests/fake-host.mjs: options checked before anything is sent;
 // a library whose reader, answerer and embedder are all hosted (no model manifest): MoM
 // ingest sends the document to the reader with the bearer token, the library is made with
-// the hosted embedder's width, an answer streams token by token and cites, clues work with
+// the hosted embedder's width, a memory the reader writes is stored as written (its
+// outline, cores and exact chunks: not a fallback), an answer streams token by token and cites, clues work with
 // a hosted answerer; a cancel mid-stream, and one while the host is silent, close the
 // connection the host sees; a wrong token is REMOTE_FAILED naming 401 unauthorized, for
 // the embedder (connecting, and embedding later), the answerer and the reader; a local embedder with hosted models sends
@@ -18,7 +19,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DocMem } from '../../js/node/docmem.js';
 import { retries } from '../../js/remote.js';
-import { ANSWER, startFakeHost } from '../fake-host.mjs';
+import { ANSWER, MEMORY_CORES, MEMORY_DOC, MEMORY_OUTLINE, startFakeHost } from '../fake-host.mjs';
 
 const [modelsDir] = process.argv.slice(2);
 const t0 = performance.now();
@@ -81,6 +82,19 @@ assert.ok(reads.length >= 1 && reads.every((r) => r.body.stream === true), 'the 
 assert.ok(reads.some((r) => r.body.messages.some((m) => m.content.includes('the great fire melted it'))), 'the reader was sent the document');
 assert.ok(host.to('/v1/embeddings').some((r) => r.body.input.some((t) => t.includes('great fire'))), 'the embedder was sent its chunks');
 assert.ok(host.requests.every((r) => r.auth === `Bearer ${TOKEN}`), 'every request carries the bearer token');
+// A hosted reader that writes a real memory: it is stored as written, not as a fallback.
+const written = await dm.addDocument(MEMORY_DOC, { title: 'westminster.txt', method: 'mom', samples: 0 });
+assert.equal(written.fallback, null, `the reader's memory is kept: ${JSON.stringify(written)}`);
+const memory = await dm.memory(written.id);
+assert.deepEqual(memory.outline, MEMORY_OUTLINE);
+assert.deepEqual(memory.scenarios.map((s) => s.core), MEMORY_CORES);
+assert.deepEqual(
+  memory.scenarios.map((s) => memory.text.slice(s.span.start, s.span.end).trim()),
+  [MEMORY_DOC.slice(0, MEMORY_DOC.indexOf(' Wynkyn')), MEMORY_DOC.slice(MEMORY_DOC.indexOf('Wynkyn'))],
+  'each chunk is the exact span the reader named',
+);
+assert.deepEqual(memory.scenarios.map((s) => s.outlineItem), [0, 1]);
+await dm.removeDocument(written.id);
 const [doc] = await dm.documents();
 assert.equal(doc.title, 'bells.txt');
 // The library is made with the hosted embedder: its name and the width it reported.
