@@ -12,8 +12,16 @@ export interface MakeManifestOptions {
   reader?: string;
   /** A file's hex sha256 (default: read and hashed 4 MiB at a time). */
   hash?: (file: string) => string | Promise<string>;
-  /** Per GGUF file, the label and note its entry in `choices` shows. */
-  labels?: Record<string, { label?: string; note?: string }>;
+  /** Per GGUF file, the label and note its entry in `choices` shows, and what is known of its memories. */
+  labels?: Record<string, { label?: string; note?: string; memories?: MemoryEvidence }>;
+}
+
+/** What held-out articles showed of a model's memories against sentence chunks. */
+export interface MemoryEvidence {
+  /** Whether its memories answered better than sentence chunks (a page turns background memories on by default only then). */
+  pays: boolean;
+  /** The measurement, in a sentence a page can show. */
+  evidence: string;
 }
 
 /** One language model a page may offer: the `choices` of a manifest. */
@@ -22,6 +30,8 @@ export interface ModelChoice {
   name: string;
   label: string;
   note: string;
+  /** What is known of its memories, when measured. */
+  memories?: MemoryEvidence;
   size: number;
   default: boolean;
   files: import('./index.js').ModelFile[];

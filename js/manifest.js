@@ -42,7 +42,8 @@ function findEmbedder(dir) {
  * `baseUrl` (where the folder will be served; default: URLs relative to the manifest, so
  * it is served from the folder itself), `reader` (the GGUF file to read and answer with),
  * `hash` (file → hex sha256 or its Promise; default sha256File), `labels` (GGUF file →
- * {label, note} for the choices).
+ * {label, note, memories} for the choices; `memories`: what held-out articles showed of
+ * its memories against sentence chunks, {pays, evidence}, for a page's default).
  */
 export async function makeManifest(dir, { baseUrl = '', reader = null, hash = sha256File, labels = {} } = {}) {
   if (!fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`${dir}: not a folder`);
@@ -71,8 +72,8 @@ export async function makeManifest(dir, { baseUrl = '', reader = null, hash = sh
   const choices = [];
   for (const file of order) {
     const files = [await entry(file)];
-    const { label = file.replace(/\.gguf$/i, ''), note = '' } = labels[file] ?? {};
-    choices.push({ id: file, name: file, label, note, size: files[0].size, default: file === chosen, files });
+    const { label = file.replace(/\.gguf$/i, ''), note = '', memories } = labels[file] ?? {};
+    choices.push({ id: file, name: file, label, note, ...(memories ? { memories } : {}), size: files[0].size, default: file === chosen, files });
   }
   const lm = { name: choices[0].name, files: choices[0].files };
   return { embedder: { name: embedderDir, files: embedderFiles }, reader: lm, answerer: lm, choices };

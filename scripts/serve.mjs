@@ -38,10 +38,24 @@ const port = Number(arg('--port', process.env.PORT ?? 8080));
 // package, as the package's Vite test serves its dist/), with the same headers and models.
 const site = path.resolve(arg('--site', path.join(root, 'www')));
 // The language models the page offers (reader and answerer), those present in the models
-// folder: the first present is the default unless --reader names another.
+// folder: the first present is the default unless --reader names another. `memories`: what
+// held-out articles showed of each one's memories (docs/evaluation.md), which decides
+// whether the page writes them in the background by default.
 const LMS = [
-  { file: 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf', label: 'Qwen2.5-Coder 1.5B', note: 'reads documents well and answers well' },
-  { file: 'SmolLM2-135M-Instruct.Q4_1.gguf', label: 'SmolLM2 135M', note: 'small and fast; weak answers' },
+  {
+    file: 'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf',
+    label: 'Qwen2.5-Coder 1.5B',
+    note: 'answers well',
+    memories: {
+      pays: false,
+      evidence: 'on held-out articles its memories answered no better than sentence chunks, and it mostly copies sentences as summaries',
+    },
+  },
+  {
+    file: 'SmolLM2-135M-Instruct.Q4_1.gguf',
+    label: 'SmolLM2 135M',
+    note: 'small and fast; weak answers',
+  },
 ];
 const readerArg = arg('--reader', null);
 const csp = !args.includes('--no-csp');
@@ -121,7 +135,7 @@ function sha256(file) {
 // /models/models.json; the default reader is --reader, else the first of LMS present.
 function manifest() {
   const present = LMS.filter((m) => fs.existsSync(path.join(modelsDir, m.file)));
-  const labels = Object.fromEntries(LMS.map((m) => [m.file, { label: m.label, note: m.note }]));
+  const labels = Object.fromEntries(LMS.map((m) => [m.file, { label: m.label, note: m.note, memories: m.memories }]));
   if (readerArg && !present.some((m) => m.file === readerArg)) labels[readerArg] = { label: readerArg.replace(/\.gguf$/i, ''), note: 'given with --reader' };
   return makeManifest(modelsDir, { reader: readerArg ?? present[0]?.file ?? null, hash: sha256, labels });
 }

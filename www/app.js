@@ -103,8 +103,22 @@ function docItem(d) {
 // document at a time, and it replaces the chunks when done. A document whose memory is
 // still chunks is queued again when the page opens, so pending memories resume after a
 // reload; one whose memory the user cancelled is not (remembered in localStorage).
+//
+// Whether they are written by default depends on the model and this device: on only when
+// held-out articles showed the model's memories answering better than sentence chunks
+// (the manifest's `memories` for the model) and this device writes one within the target
+// (5 minutes for a 20 KB document), measured here from a memory it wrote (the model's
+// decoding speed alone gives only a lower bound, which is shown but turns nothing on).
+// Otherwise off by default, and the page says what a memory would cost here and what it
+// gives. The user's own choice, once made, is kept.
 
-const MEMORIES_KEY = 'docmem-memories'; // localStorage: 'background' | 'off'
+const MEMORIES_KEY = 'docmem-memories'; // localStorage: 'background' | 'off' (the user's choice)
+const MEMORY_COST_KEY = 'docmem-memory-cost'; // localStorage: {"<model id>|<backend>": seconds per 1,000 document tokens}
+// A 20 KB article is about 4,100 tokens; the 1.5B wrote 3,900 tokens of memory for one
+// (docs/benchmarks.md, "Writing a memory"); the page's target for it is 5 minutes.
+const ARTICLE_TOKENS = 4100;
+const MEMORY_TOKENS_WRITTEN = 3900;
+const MEMORY_TARGET_MINUTES = 5;
 const DECLINED_KEY = 'docmem-memory-declined'; // localStorage: ids whose memory was cancelled
 const CHUNKERS = new Set(['sentence', 'fixed', 'recursive', 'semantic']);
 const memoryJobs = new Map(); // doc id → {controller, text, declined}
@@ -157,6 +171,58 @@ function updateMemoryControls() {
   $('pause-memories').textContent = memoriesPaused ? 'Resume memories' : 'Pause memories';
 }
 
+/** What a 20 KB document's memory costs with the model in use on this device, in minutes
+ * and words: measured from a memory written here, else bounded below by the model's
+ * decoding speed measured here, else unknown (minutes null). */
+function memoryCost() {
+  const key = speedKey(choice?.id);
+  const perK = readJson(MEMORY_COST_KEY, {})[key];
+  if (perK > 0) {
+    const minutes = (perK * ARTICLE_TOKENS) / 1000 / 60;
+    return { minutes, measured: true, text: `about ${minutes.toFixed(minutes < 10 ? 1 : 0)} min per 20 KB document on this device (measured here)` };
+  }
+  const speed = readJson(SPEED_KEY, {})[key];
+  if (speed?.tokensPerSecond > 0) {
+    const minutes = MEMORY_TOKENS_WRITTEN / speed.tokensPerSecond / 60;
+    return { minutes, measured: false, text: `at least ${Math.ceil(minutes)} min per 20 KB document on this device (about ${MEMORY_TOKENS_WRITTEN.toLocaleString()} tokens written at the ${speed.tokensPerSecond.toFixed(1)} tokens/s measured here)` };
+  }
+  return { minutes: null, measured: false, text: 'a time not yet measured on this device (an answer measures the model\u2019s speed)' };
+}
+
+/** Whether memories are written in the background by default here, and why, in words:
+ * what they give and what one costs on this device. */
+function memoryDefault() {
+  const known = choice?.memories;
+  const cost = memoryCost();
+  const gives = known ? known.evidence : 'this model\u2019s memories have not been measured against sentence chunks';
+  const on = Boolean(known?.pays && cost.measured && cost.minutes <= MEMORY_TARGET_MINUTES);
+  return { on, facts: `${gives}; a memory ${on ? 'takes' : 'would take'} ${cost.text}.` };
+}
+
+/** Set the memories setting to the user's choice, or else to this model's and device's
+ * default, and show why; when that changes the setting, act on it as a change would. */
+function applyMemoryDefault() {
+  const stored = localStorage.getItem(MEMORIES_KEY);
+  const chosen = stored === 'off' || stored === 'background' ? stored : null;
+  const rule = memoryDefault();
+  const setting = $('memories');
+  const before = setting.value;
+  setting.value = chosen ?? (rule.on ? 'background' : 'off');
+  const byDefault = rule.on ? 'on' : 'off';
+  $('memories-why').textContent = chosen
+    ? `Your choice (${byDefault} by default here: ${rule.facts})`
+    : rule.on
+      ? `On by default: ${rule.facts}`
+      : `Off by default: ${rule.facts} Choose \u201cWritten in the background\u201d to write them anyway.`;
+  if (setting.value !== before) memorySettingChanged();
+}
+
+/** Act on the memories setting: stop the memories being written, or queue those pending. */
+async function memorySettingChanged() {
+  if ($('memories').value === 'off') for (const job of memoryJobs.values()) job.controller.abort();
+  else if (dm) await refreshDocuments();
+}
+
 /** Have the reader write document `d`'s memory in the background, when it needs one. */
 function queueMemory(d) {
   if ($('memories').value !== 'background' || memoryJobs.has(d.id) || !needsMemory(d) || dm.remote?.roles.reader) return;
@@ -168,12 +234,22 @@ function queueMemory(d) {
     signal: job.controller.signal,
     onProgress: (p) => {
       job.text = memoryText(p);
+      // A memory resumed after a reload reports the whole document but times only this
+      // visit's windows: its cost counts the tokens read from here on.
+      job.tokensFrom ??= p.tokensDone;
+      job.tokensRead = p.tokensTotal - job.tokensFrom;
       showMemoryLine(d.id);
     },
   })
     .then((r) => {
       memories.delete(d.id);
       if (r.replaced) notes.set(d.id, `memory written in ${duration(r.seconds)}${r.fallback ? ' (the reader fell back to sentence chunks)' : ''}`);
+      if (r.replaced && job.tokensRead > 0 && r.seconds > 0) {
+        const costs = readJson(MEMORY_COST_KEY, {});
+        costs[speedKey(choice?.id)] = (r.seconds * 1000) / job.tokensRead;
+        localStorage.setItem(MEMORY_COST_KEY, JSON.stringify(costs));
+        applyMemoryDefault();
+      }
       memoryJobs.delete(d.id);
       if (r.document) listDocument(r.document);
       if (shown === d.id) openDocument(d.id);
@@ -944,6 +1020,7 @@ function recordSpeed(r, firstMs) {
   speeds[speedKey(choice.id)] = { tokensPerSecond: r.tokens / r.seconds.decode, firstToken: firstMs / 1000 };
   localStorage.setItem(SPEED_KEY, JSON.stringify(speeds));
   renderPicker();
+  applyMemoryDefault();
 }
 
 async function renderPicker() {
@@ -1054,11 +1131,12 @@ function wire() {
     addFiles([...e.dataTransfer.files]);
   });
   const setting = $('memories');
-  setting.value = localStorage.getItem(MEMORIES_KEY) === 'off' ? 'off' : 'background';
+  // Off until the model and device are known (applyMemoryDefault, once the engine is up).
+  setting.value = localStorage.getItem(MEMORIES_KEY) === 'background' ? 'background' : 'off';
   setting.addEventListener('change', async () => {
     localStorage.setItem(MEMORIES_KEY, setting.value);
-    if (setting.value === 'off') for (const job of memoryJobs.values()) job.controller.abort();
-    else if (dm) await refreshDocuments();
+    applyMemoryDefault();
+    await memorySettingChanged();
   });
   $('pause-memories').addEventListener('click', () => {
     memoriesPaused = !memoriesPaused;
@@ -1272,6 +1350,7 @@ async function openDocMem(remote) {
     $(id).disabled = pickersOff;
     $(id).title = pickersOff ? 'clues and routing run with the CPU backend' : '';
   }
+  applyMemoryDefault();
   await refreshDocuments();
   // Ready once the stored library is listed (tests read the list right after this).
   document.body.dataset.ready = 'true';
