@@ -671,42 +671,34 @@ mod tests {
                     format!("KEY {}\nmore", chunk.split_whitespace().next().unwrap_or(""))
                 } else if self.garbage {
                     "I am sorry, I cannot do that.".into()
-                } else if user_turn.contains("FIRST-LAST | title | core") {
-                    // The one-line-a-group prompt: the same groups as below, a line each.
-                    let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
-                    let units = doc.lines().filter(|l| l.starts_with('[')).count();
-                    let group = 1 + i % 3;
-                    let mut s = String::new();
-                    for k in (1..=units).step_by(group) {
-                        let core = if k == 1 {
-                            "Dutch traders brought tea from Java to Europe in the early 1600s.".to_string()
-                        } else {
-                            format!("About unit {k}")
-                        };
-                        s += &format!("{k}-{} | Part {k} | {core}\n", (k + group - 1).min(units));
-                    }
-                    s
                 } else if user_turn.contains("FIRST-LAST") {
-                    // The numbered prompt: groups of 1 + i % 3 units, named by number.
+                    // A numbered prompt: groups of 1 + i % 3 units, named by number, in tags
+                    // or a line each as the prompt asks.
                     let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
                     let units = doc.lines().filter(|l| l.starts_with('[')).count();
                     let group = 1 + i % 3;
-                    let mut s = String::from("<outline>\n");
-                    let starts: Vec<usize> = (1..=units).step_by(group).collect();
-                    for k in &starts {
-                        s += &format!("Part {k}\n");
+                    let groups: Vec<(usize, usize, String)> = (1..=units)
+                        .step_by(group)
+                        .map(|k| {
+                            // The first core copies the prompt's example, as small models do.
+                            let core = if k == 1 {
+                                "Dutch traders brought tea from Java to Europe in the early 1600s.".to_string()
+                            } else {
+                                format!("About unit {k}")
+                            };
+                            (k, (k + group - 1).min(units), core)
+                        })
+                        .collect();
+                    if user_turn.contains("FIRST-LAST | title | core") {
+                        groups.iter().map(|(k, last, core)| format!("{k}-{last} | Part {k} | {core}\n")).collect()
+                    } else {
+                        let titles: String = groups.iter().map(|(k, _, _)| format!("Part {k}\n")).collect();
+                        let scenarios: String = groups
+                            .iter()
+                            .map(|(k, last, core)| format!("<scenario>\n<chunk>{k}-{last}</chunk>\n{core}\n</scenario>\n"))
+                            .collect();
+                        format!("<outline>\n{titles}</outline>\n{scenarios}")
                     }
-                    s += "</outline>\n";
-                    for k in starts {
-                        // The first core copies the prompt's example, as small models do.
-                        let core = if k == 1 {
-                            "Dutch traders brought tea from Java to Europe in the early 1600s.".to_string()
-                        } else {
-                            format!("About unit {k}")
-                        };
-                        s += &format!("<scenario>\n<chunk>{k}-{}</chunk>\n{core}\n</scenario>\n", (k + group - 1).min(units));
-                    }
-                    s
                 } else {
                     let doc = user_turn.rsplit("Document:\n").next().unwrap_or("");
                     let sentences: Vec<&str> = split_sentences(doc).iter().filter_map(|s| s.slice(doc)).collect();

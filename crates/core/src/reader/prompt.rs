@@ -60,8 +60,9 @@ pub enum ReaderPrompt {
     /// Chinese, numbered sentences (as [`ReaderPrompt::EnglishNumbered`]).
     ChineseNumbered,
     /// English, numbered sentences, and the memory written one line a group
-    /// (`FIRST-LAST | title | core`, [`crate::reader::line_reply`]): the same memory as
-    /// [`ReaderPrompt::EnglishNumbered`] in about half the written tokens.
+    /// (`FIRST-LAST | title | core`, [`crate::reader::line_reply`]): for a reader that
+    /// follows it, the same memory as [`ReaderPrompt::EnglishNumbered`] in about half the
+    /// written tokens (the default 1.5B does not).
     EnglishLines,
     /// Chinese, one line a group (as [`ReaderPrompt::EnglishLines`]).
     ChineseLines,
