@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the wasm packages (build-wasm.sh: simd128 and, with threads, simd128 + atomics;
 # release, the only wasm32 builds of `npm test`) and run the wasm checks: the LM on SmolLM2
-# against llama.cpp (at one thread, and in the threads build at one and two) and on the
-# default 1.5B (its K-quant kernels, simd128 and relaxed SIMD), the embedder on
+# against llama.cpp (at one thread, and in the threads build at one and two), on the
+# default 1.5B (its K-quant kernels, simd128 and relaxed SIMD) and on synthetic Llama 3 and
+# Qwen3 models (their RoPE scaling, per-head norms and wide heads), the embedder on
 # all-MiniLM-L6-v2 against sentence-transformers, the document library (ingest, search, answers, persistence) on both, the npm package's
 # DocMem client in Node, with local models and with hosted ones (a fake OpenAI-compatible
 # host), PDFs' text through PDF.js (js/node/pdf.js alone, then the worker adding a PDF from its
@@ -19,7 +20,14 @@ example="$DOCMEM_ROOT/examples/printing-press.md"
 # which SmolLM2's Q4_1 does not reach), is checked against llama.cpp's greedy tokens too.
 # `npm test` fetched it for the K-quant parity step.
 bash "$DOCMEM_ROOT/scripts/fetch-models.sh" default >/dev/null
-export pkg golden smol qwen example
+# Synthetic models of the architectures no registry ships (Llama 3's scaled RoPE, Qwen3),
+# written by the CLI as the goldens' files were (scripts/golden/lm.py --synthetic).
+synth="$DOCMEM_CACHE/synthetic-models"
+mkdir -p "$synth"
+cli="$CARGO_TARGET_DIR/debug/docmem"
+[ -x "$cli" ] || cargo build --locked -p docmem-cli
+for m in llama3-tiny qwen3-tiny; do "$cli" synth-gguf "$m:q4_k_m" "$synth/$m.gguf" >/dev/null; done
+export pkg golden smol qwen example synth
 
 # Checks that run on one thread, side by side (one per core): the LM on SmolLM2 in the
 # simd128 build, in the threads build and in the relaxed-SIMD build (on Node 22) at one
@@ -32,6 +40,7 @@ in_parallel \
   'node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" "$golden/embed-minilm.json"' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$qwen" "$golden/lm-qwen2.5-1.5b.json"' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$smol" "$golden/lm-smollm2.json"' \
+  'for m in llama3-tiny qwen3-tiny; do node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$synth/$m.gguf" "$golden/lm-synthetic-$m-q4_k_m.json" || exit 1; done' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 1' \
   '"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 1' \
   'node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS" && node "$DOCMEM_ROOT/tests/wasm/merges.cjs" "$pkg"' \

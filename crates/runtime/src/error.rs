@@ -492,7 +492,7 @@ impl fmt::Display for Error {
             Error::SafetensorsHeader { reason } => write!(f, "bad safetensors header: {reason}"),
             Error::UnsupportedDtype { name, dtype } => write!(f, "tensor '{name}' has dtype {dtype}; only F32, F16 and BF16 are supported"),
             Error::BadTensor { name, reason } => write!(f, "tensor '{name}': {reason}"),
-            Error::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama and qwen2 are)"),
+            Error::UnsupportedArch { arch } => write!(f, "architecture '{arch}' is not supported (llama, including Llama 3, qwen2 and qwen3 are)"),
             Error::BadParam { key } => write!(f, "model parameter '{key}' is missing or invalid"),
             Error::MissingTensor { name } => write!(f, "tensor '{name}' is missing"),
             Error::TensorShape { name, found, expected } => write!(f, "tensor '{name}' has shape {found:?}, expected {expected:?}"),

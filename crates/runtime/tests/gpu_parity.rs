@@ -379,14 +379,21 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
 }
 
 /// The kernels a GPU picks (split attention, whose probabilities are not rounded to f16)
-/// run here on llvmpipe, which picks others for itself: a synthetic Qwen2 (Q4_K_M's formats) agrees with the CPU backend
-/// on the prompt's last logits and on three decoded tokens' (cosine at least 0.999, the
-/// same top token), on both paths.
+/// run here on llvmpipe, which picks others for itself: synthetic models of each
+/// architecture (Qwen2; Llama 3's scaled RoPE; Qwen3's per-head norms and wide heads; all
+/// in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
+/// three decoded tokens' (cosine at least 0.999, the same top token), on both paths.
 #[test]
-fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_a_synthetic_qwen2() {
+fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_synthetic_models() {
+    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m"] {
+        gpu_agrees_with_cpu_on(spec);
+    }
+}
+
+fn gpu_agrees_with_cpu_on(spec: &str) {
     use docmem_runtime::source::MemorySource;
     use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
-    let spec: DecoderSpec = "qwen2-tiny:q4_k_m".parse().unwrap();
+    let spec: DecoderSpec = spec.parse().unwrap();
     let src = MemorySource::new(decoder_gguf(spec.shape, spec.quant, 5));
     let opts = LoadOptions { threads: 1, context: 64, ..Default::default() };
     let cpu = Lm::load_from(&src, &opts).unwrap();
@@ -405,8 +412,8 @@ fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_a_synthetic_qwen2() {
             let want = docmem_runtime::block_on(Backend::forward(&cpu.backend, &mut cc, &step, Logits::Last)).unwrap();
             let got = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut gc, &step, Logits::Last)).unwrap();
             let c = cosine(&want, &got);
-            assert!(c >= 0.999, "avoid_f16 {avoid_f16}, step {s}: cosine {c}");
-            assert_eq!(argmax(&got), argmax(&want), "avoid_f16 {avoid_f16}, step {s}: top token");
+            assert!(c >= 0.999, "{spec}, avoid_f16 {avoid_f16}, step {s}: cosine {c}");
+            assert_eq!(argmax(&got), argmax(&want), "{spec}, avoid_f16 {avoid_f16}, step {s}: top token");
             step = vec![argmax(&want)];
         }
     }

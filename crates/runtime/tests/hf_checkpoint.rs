@@ -110,6 +110,35 @@ fn a_checkpoint_written_from_gguf_loads_back_with_the_same_behaviour() {
     assert!(rank < 20, "Q4_0 load ranks the GGUF's top token {rank}");
 }
 
+/// A Qwen3 checkpoint (its per-head norms, heads wider than the hidden width over them,
+/// `head_dim` in `config.json`): a synthetic Qwen3 written out and read back gives the
+/// norms as they were and the GGUF's logits to within the Q8_0 the loader quantizes to.
+#[test]
+fn a_qwen3_checkpoint_written_from_gguf_loads_back() {
+    use docmem_runtime::source::MemorySource;
+    use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
+    let spec: DecoderSpec = "qwen3-tiny:q8_0".parse().unwrap();
+    let bytes = decoder_gguf(spec.shape, spec.quant, 3);
+    let dir = TempDir::new("qwen3");
+    export_gguf(&MemorySource::new(bytes.clone()), &dir.0, Dtype::F32).unwrap();
+    let gguf = Lm::load_from(&MemorySource::new(bytes), &LoadOptions::default()).unwrap();
+    let hf = Lm::load(&dir.0, &LoadOptions::default()).unwrap();
+    assert_eq!(hf.config(), gguf.config());
+    assert_eq!((hf.config().head_dim, hf.config().n_head), (128, 4), "heads wider than 256 / 4");
+    for (a, b) in gguf.backend.weights.layers.iter().zip(&hf.backend.weights.layers) {
+        assert_eq!((a.q_norm.as_ref(), a.k_norm.as_ref()), (b.q_norm.as_ref(), b.k_norm.as_ref()));
+        assert!(a.q_norm.is_some() && a.bq.is_none());
+    }
+    for prompt in PROMPTS {
+        let (_, want) = docmem_runtime::block_on(gguf.next_token_logits(Prompt::Text(prompt))).unwrap();
+        let (_, got) = docmem_runtime::block_on(hf.next_token_logits(Prompt::Text(prompt))).unwrap();
+        let dot: f64 = want.iter().zip(&got).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+        let cosine = dot / (norm(&want) * norm(&got));
+        assert!(cosine > 0.999, "{prompt:?}: cosine {cosine}");
+    }
+}
+
 #[test]
 fn broken_checkpoints_are_clear_errors() {
     let gguf_path = model("SmolLM2-135M-Instruct.Q4_1.gguf");

@@ -1,10 +1,11 @@
-//! The decoder's blocks (llama and qwen2), written once over the operations a backend
-//! provides ([`DecoderOps`]).
+//! The decoder's blocks (llama, qwen2 and qwen3), written once over the operations a
+//! backend provides ([`DecoderOps`]).
 //!
-//! Per block: RMSNorm → Q/K/V projections (qwen2 adds biases) → RoPE → K/V appended to the
-//! cache and causal attention over it → output projection, residual → RMSNorm → SwiGLU
-//! (gate and up, then down), residual. The two architectures differ only in data (biases
-//! present or not, RoPE's pairing: [`crate::model::Arch`]), so one schedule serves both.
+//! Per block: RMSNorm → Q/K/V projections (qwen2 adds biases; qwen3 RMS-norms each head
+//! of Q and K) → RoPE → K/V appended to the cache and causal attention over it → output
+//! projection, residual → RMSNorm → SwiGLU (gate and up, then down), residual. The
+//! architectures differ only in data (biases or head norms present or not, RoPE's pairing
+//! and frequencies: [`crate::model::Arch`]), so one schedule serves them all.
 //!
 //! Why a schedule over operations: the CPU backend (llama.cpp's numerics, threads) and the
 //! WebGPU backend (kernels recorded into one command buffer) used to write this sequence
@@ -22,7 +23,7 @@ pub(crate) enum Act {
     Residual,
     /// The residual after an RMSNorm (`n_embd`).
     Normed,
-    /// Queries (`n_head · head_dim`).
+    /// Queries (`n_head · head_dim`: `n_embd`, or more where heads are wider).
     Q,
     /// Keys of the new rows (`kv_width`).
     K,
@@ -56,6 +57,8 @@ pub(crate) struct BlockWeights<'a, M, V: ?Sized> {
     pub qkv: [&'a M; 3],
     /// Query, key and value biases (qwen2; llama has none).
     pub biases: [Option<&'a V>; 3],
+    /// RMSNorm weights of each query head and each key head (qwen3), `head_dim` wide.
+    pub head_norms: [Option<&'a V>; 2],
     /// Attention's output projection.
     pub wo: &'a M,
     /// RMSNorm weight before the feed-forward.
@@ -81,6 +84,9 @@ pub(crate) trait DecoderOps {
     fn products(&mut self, input: Act, jobs: &[(&Self::Matrix, Act)]) -> Result<(), Self::Error>;
     /// `to += bias` on every row.
     fn add_bias(&mut self, to: Act, bias: &Self::Vector) -> Result<(), Self::Error>;
+    /// `rows = rows / rms(rows) · weight`, each `weight.len()` values (one head) apart:
+    /// [`Act::Q`] or [`Act::K`] in place.
+    fn head_norm(&mut self, rows: Act, weight: &Self::Vector) -> Result<(), Self::Error>;
     /// Rotary position embedding of [`Act::Q`] or [`Act::K`], each row at its position.
     fn rope(&mut self, rows: Act) -> Result<(), Self::Error>;
     /// Append [`Act::K`] and [`Act::V`] to layer `layer`'s cache, then causal attention of
@@ -116,6 +122,12 @@ where
         for (act, bias) in [Act::Q, Act::K, Act::V].into_iter().zip(w.biases) {
             if let Some(b) = bias {
                 ops.add_bias(act, b)?;
+            }
+        }
+        for ((act, name), norm) in [(Act::Q, "Qcur_normed"), (Act::K, "Kcur_normed")].into_iter().zip(w.head_norms) {
+            if let Some(n) = norm {
+                ops.head_norm(act, n)?;
+                ops.trace(name, l, act);
             }
         }
         ops.rope(Act::Q)?;
@@ -170,6 +182,10 @@ mod tests {
             self.0.push(format!("bias {to:?} {bias}"));
             Ok(())
         }
+        fn head_norm(&mut self, rows: Act, weight: &str) -> Result<(), ()> {
+            self.0.push(format!("head norm {rows:?} {weight}"));
+            Ok(())
+        }
         fn rope(&mut self, rows: Act) -> Result<(), ()> {
             self.0.push(format!("rope {rows:?}"));
             Ok(())
@@ -198,6 +214,7 @@ mod tests {
             attn_norm: "an",
             qkv: [&"wq", &"wk", &"wv"],
             biases,
+            head_norms: [None; 2],
             wo: &"wo",
             ffn_norm: "fn",
             gate_up: [&"wg", &"wu"],
@@ -230,5 +247,26 @@ mod tests {
         run_blocks(&mut llama, [block([None; 3]), block([None; 3])]).unwrap();
         assert!(!llama.0.iter().any(|op| op.starts_with("bias")));
         assert_eq!(llama.0.iter().filter(|op| op.starts_with("done")).count(), 2);
+        assert!(!llama.0.iter().chain(&qwen2.0).any(|op| op.starts_with("head norm")));
+    }
+
+    #[test]
+    fn a_qwen3_block_norms_each_head_of_q_and_k_before_rope() {
+        let block = BlockWeights {
+            attn_norm: "an",
+            qkv: [&"wq", &"wk", &"wv"],
+            biases: [None; 3],
+            head_norms: [Some("qn"), Some("kn")],
+            wo: &"wo",
+            ffn_norm: "fn",
+            gate_up: [&"wg", &"wu"],
+            w_down: &"wd",
+        };
+        let mut qwen3 = Log::default();
+        run_blocks(&mut qwen3, [block]).unwrap();
+        assert_eq!(
+            qwen3.0[..6],
+            ["norm Residual an Normed", "products Normed wq→Q wk→K wv→V", "head norm Q qn", "head norm K kn", "rope Q", "rope K"]
+        );
     }
 }

@@ -218,27 +218,52 @@ fn fold_slots(acc: &mut [f32], hd: usize, order: Order, out: &mut [f32]) {
     out[..hd].copy_from_slice(&acc[..hd]);
 }
 
-/// Rotate each head of `x` for position `pos` (adjacent pairs, or halves for NeoX), the
-/// angle advancing by `theta_scale` per pair, fused as llama.cpp's compiled code is.
-pub fn rope(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
+/// RoPE's frequencies: pair `i` of a head turns by `pos · base^(-2i/rope_dims)`, divided by
+/// `divisors[i]` where the model scales its RoPE for long contexts (Llama 3 writes these
+/// per-pair divisors into its GGUF as `rope_freqs.weight`; llama.cpp calls them frequency
+/// factors). The CPU rotates by them and the GPU backend uploads the angles they give.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeFrequencies {
+    /// `base^(-2/rope_dims)`: the factor from one pair's frequency to the next, applied by
+    /// repeated multiplication in f32, as llama.cpp computes it.
+    pub theta_scale: f32,
+    /// Per-pair divisors of the angle, `rope_dims / 2` of them; `None` for a plain RoPE.
+    pub divisors: Option<Vec<f32>>,
+}
+
+impl RopeFrequencies {
+    /// Frequencies from base `base` over `rope_dims` dimensions, scaled by `divisors`.
+    pub fn new(base: f32, rope_dims: usize, divisors: Option<Vec<f32>>) -> Self {
+        RopeFrequencies { theta_scale: base.powf(-2.0 / rope_dims as f32), divisors }
+    }
+
+    /// RoPE's (cos, sin) for position `pos`, one per pair: the angle starts at `pos` and is
+    /// multiplied by `theta_scale` from pair to pair, then divided by the pair's divisor,
+    /// as llama.cpp computes it. The GPU backend uploads these rather than computing them
+    /// in a shader, whose `sin`/`cos` on angles in the thousands are not specified
+    /// precisely enough.
+    pub fn angles(&self, pos: usize, out: &mut [(f32, f32)]) {
+        let mut theta = pos as f32;
+        for (i, c) in out.iter_mut().enumerate() {
+            let angle = match &self.divisors {
+                Some(d) => theta / d.get(i).copied().unwrap_or(1.0),
+                None => theta,
+            };
+            *c = (angle.cos(), angle.sin());
+            theta *= self.theta_scale;
+        }
+    }
+}
+
+/// Rotate each head of `x` for position `pos` (adjacent pairs, or halves for NeoX) by the
+/// angles of `freqs`, fused as llama.cpp's compiled code is.
+pub fn rope(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, freqs: &RopeFrequencies) {
     #[cfg(target_arch = "x86_64")]
     if super::has_fma() {
         // SAFETY: `has_fma` found AVX2 and FMA, the features `rope_fma` enables.
-        return unsafe { rope_fma(x, head_dim, rope_dims, neox, pos, theta_scale) };
+        return unsafe { rope_fma(x, head_dim, rope_dims, neox, pos, freqs) };
     }
-    rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
-}
-
-/// RoPE's (cos, sin) for position `pos`, one per pair: the angle starts at `pos` and is
-/// multiplied by `theta_scale` from pair to pair, as llama.cpp computes it. The GPU backend
-/// uploads these rather than computing them in a shader, whose `sin`/`cos` on angles in
-/// the thousands are not specified precisely enough.
-pub fn rope_angles(pos: usize, theta_scale: f32, out: &mut [(f32, f32)]) {
-    let mut theta = pos as f32;
-    for c in out.iter_mut() {
-        *c = (theta.cos(), theta.sin());
-        theta *= theta_scale;
-    }
+    rope_body(x, head_dim, rope_dims, neox, pos, freqs);
 }
 
 /// # Safety
@@ -246,16 +271,16 @@ pub fn rope_angles(pos: usize, theta_scale: f32, out: &mut [(f32, f32)]) {
 /// with those features.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rope_fma(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, theta_scale: f32) {
-    rope_body(x, head_dim, rope_dims, neox, pos, theta_scale);
+unsafe fn rope_fma(x: &mut [f32], head_dim: usize, rope_dims: usize, neox: bool, pos: usize, freqs: &RopeFrequencies) {
+    rope_body(x, head_dim, rope_dims, neox, pos, freqs);
 }
 
 #[inline(always)]
-fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, theta_scale: f32) {
+fn rope_body(x: &mut [f32], head_dim: usize, nd: usize, neox: bool, pos: usize, freqs: &RopeFrequencies) {
     // The angles are the same for every head: compute them once.
     let mut cs = [(0f32, 0f32); 256];
     let pairs = (nd / 2).min(cs.len());
-    rope_angles(pos, theta_scale, &mut cs[..pairs]);
+    freqs.angles(pos, &mut cs[..pairs]);
     for head in x.chunks_exact_mut(head_dim) {
         for (i, &(c, s)) in cs.iter().enumerate().take(pairs) {
             let (a, b) = if neox { (i, i + nd / 2) } else { (2 * i, 2 * i + 1) };

@@ -1,4 +1,4 @@
-//! The decoder forward pass on the CPU (llama and qwen2): the blocks are the shared
+//! The decoder forward pass on the CPU (llama, qwen2, qwen3): the blocks are the shared
 //! schedule (`arch::decoder`) over this backend's operations (`CpuPass`: Q/K/V
 //! in one threaded pass over the three matrices, gate and up in another, causal attention
 //! with grouped KV heads); then the final norm and the LM head for the positions asked for.
@@ -12,7 +12,7 @@
 // shared raw pointer (`SyncPtr`).
 #![allow(unsafe_code)]
 
-use super::attention::{attend, rope, Head, Scratch};
+use super::attention::{attend, rope, Head, RopeFrequencies, Scratch};
 use super::dot::Batch;
 use super::ggml_order::{dot_f16, Order};
 use super::mathfn::swiglu;
@@ -78,9 +78,8 @@ pub struct CpuTransformer {
     /// Tensors.
     pub weights: Weights,
     threads: Threads,
-    /// RoPE inverse frequencies are recomputed by multiplication, as llama.cpp does; this
-    /// is the per-pair factor `base^(-2/rope_dims)`.
-    theta_scale: f32,
+    /// RoPE's frequencies (base, and Llama 3's divisors where the file has them).
+    rope: RopeFrequencies,
 }
 
 #[derive(Clone, Copy)]
@@ -104,8 +103,8 @@ impl SyncPtr {
 impl CpuTransformer {
     /// Wrap loaded weights; `threads` 0 means one per core.
     pub fn new(cfg: ModelConfig, weights: Weights, threads: usize) -> Self {
-        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
-        CpuTransformer { cfg, weights, threads: Threads::new(threads), theta_scale }
+        let rope = RopeFrequencies::new(cfg.rope_base, cfg.rope_dims, weights.rope_freqs.clone());
+        CpuTransformer { cfg, weights, threads: Threads::new(threads), rope }
     }
 
     /// Worker threads in use.
@@ -180,8 +179,9 @@ impl CpuTransformer {
         }
         let width = |act: Act| match act {
             Act::K | Act::V => cfg.kv_width(),
+            Act::Q | Act::Attention => cfg.q_width(),
             Act::Gate | Act::Up => cfg.n_ff,
-            _ => e,
+            Act::Residual | Act::Normed | Act::Out => e,
         };
         let mut bufs = Act::ALL.map(|act| vec![0f32; t_n * width(act)]);
         bufs[Act::Residual.index()] = x;
@@ -206,7 +206,7 @@ impl CpuTransformer {
 
     /// Causal grouped-query attention of the `t_n` new query rows `q` (row `t` of sequence
     /// `row_seq[t]` at position `pos[t]`) over that sequence's cached keys/values
-    /// `kv[row_seq[t]]`, positions `0..=pos[t]`; writes `t_n × n_embd` to `out`. Sums follow
+    /// `kv[row_seq[t]]`, positions `0..=pos[t]`; writes `t_n × q_width` to `out`. Sums follow
     /// ggml's `order` ([`ggml_order`]) so half-precision roundings fall as llama.cpp's do.
     fn attention(
         &self,
@@ -222,7 +222,7 @@ impl CpuTransformer {
         let group = nh / cfg.n_head_kv;
         let scale = 1.0 / (hd as f32).sqrt();
         let ptr = SyncPtr(out.as_mut_ptr());
-        let e = cfg.n_embd;
+        let e = cfg.q_width();
         let t_n = pos.len();
         let dump_kq = (traced().is_some() && tracing(&format!("kq-{layer}"))).then(|| std::sync::Mutex::new(vec![0f32; 256 * t_n * nh]));
         let dump =
@@ -245,10 +245,10 @@ impl CpuTransformer {
             super::f16_round_all(&mut qh);
             let head = Head { q: &qh, head_dim: hd, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
             // SAFETY: this task alone writes out[t, heads hh..hh + per_task], the
-            // `per_task · hd` values at t · e + hh · hd: inside `out` (t_n × n_embd values,
-            // allocated so by `run`) because t < t_n and `n_head · head_dim ≤ n_embd`
-            // (`head_dim = n_embd / n_head` in both config loaders), and tasks cover
-            // disjoint heads (`per_task` divides the group, which divides `n_head`).
+            // `per_task · hd` values at t · e + hh · hd: inside `out` (t_n × q_width values,
+            // allocated so by `run`, and `e` is q_width = n_head · head_dim) because t < t_n
+            // and hh + per_task ≤ n_head, and tasks cover disjoint heads (`per_task`
+            // divides the group, which divides `n_head`).
             let dst = unsafe { std::slice::from_raw_parts_mut(ptr.at(t * e + hh * hd), per_task * hd) };
             SCRATCH.with_borrow_mut(|scratch| {
                 let inv = attend(&head, scratch, dst);
@@ -334,12 +334,20 @@ impl DecoderOps for CpuPass<'_, '_, '_> {
         Ok(())
     }
 
+    fn head_norm(&mut self, rows: Act, weight: &[f32]) -> Result<(), Self::Error> {
+        let x = self.take(rows);
+        let mut normed = vec![0f32; x.len()];
+        rms_norm(&x, weight, self.model.cfg.rms_eps, &mut normed);
+        self.put(rows, normed);
+        Ok(())
+    }
+
     fn rope(&mut self, rows: Act) -> Result<(), Self::Error> {
         let cfg = &self.model.cfg;
         let buf = &mut self.bufs[rows.index()];
         let w = buf.len() / self.pos.len();
         for (t, &p) in self.pos.iter().enumerate() {
-            rope(&mut buf[t * w..(t + 1) * w], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, self.model.theta_scale);
+            rope(&mut buf[t * w..(t + 1) * w], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, &self.model.rope);
         }
         Ok(())
     }

@@ -234,21 +234,27 @@ async fn quantize_q8(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
 }
 
 async fn rms_norm(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
-    let (n, rows) = (576, 5);
-    let (x, weight) = (activations(n * rows, 1), activations(n, 2));
-    let mut want = vec![0f32; n * rows];
-    crate::cpu::transformer::rms_norm(&x, &weight, 1e-5, &mut want);
-    let (gx, gw, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &weight), GpuVector::zeros(gpu, n * rows));
-    k.run(gpu, |enc| k.rms_norm(gpu, enc, &gx, &gw, 1e-5, &gy))?;
-    compare("rms_norm", &gy.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)
+    // A model's rows; then narrow rows past one dispatch dimension's 65,535 workgroups (a
+    // prompt's per-head norms: tokens × heads rows), which go on in the second.
+    for (n, rows) in [(576, 5), (8, 65_600)] {
+        let (x, weight) = (activations(n * rows, 1), activations(n, 2));
+        let mut want = vec![0f32; n * rows];
+        crate::cpu::transformer::rms_norm(&x, &weight, 1e-5, &mut want);
+        let (gx, gw, gy) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &weight), GpuVector::zeros(gpu, n * rows));
+        k.run(gpu, |enc| k.rms_norm(gpu, enc, &gx, &gw, 1e-5, &gy))?;
+        compare(&format!("rms_norm ({rows} rows of {n})"), &gy.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)?;
+    }
+    Ok(())
 }
 
 async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let (heads, head_dim) = (3, 64);
     let positions = [0usize, 1, 17, 900];
-    let theta_scale = 10_000f32.powf(-2.0 / 64.0);
-    for (neox, rope_dims) in [(false, 64), (true, 64), (false, 32)] {
+    // Llama 3's per-pair divisors: 1 for the fast pairs, up to 32 for the slow ones.
+    let llama3: Vec<f32> = (0..32).map(|i| 1.0 + (i as f32 / 31.0).powi(2) * 31.0).collect();
+    for (neox, rope_dims, divisors) in [(false, 64, None), (true, 64, None), (false, 32, None), (false, 64, Some(llama3))] {
         let pairs = rope_dims / 2;
+        let freqs = crate::cpu::attention::RopeFrequencies::new(10_000.0, rope_dims, divisors);
         let x = activations(positions.len() * heads * head_dim, 7);
         let mut want = x.clone();
         let mut angles = Vec::new();
@@ -259,15 +265,16 @@ async fn rope(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
                 rope_dims,
                 neox,
                 pos,
-                theta_scale,
+                &freqs,
             );
             let mut cs = vec![(0f32, 0f32); pairs];
-            crate::cpu::attention::rope_angles(pos, theta_scale, &mut cs);
+            freqs.angles(pos, &mut cs);
             angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
         }
         let (gx, ga) = (GpuVector::from_slice(gpu, &x), GpuVector::from_slice(gpu, &angles));
         k.run(gpu, |enc| k.rope(gpu, enc, &gx, &ga, (positions.len(), heads, head_dim, pairs), neox))?;
-        compare(&format!("rope (neox {neox}, {rope_dims} dims)"), &gx.read(gpu).await?, &want, |_| 1e-6)?;
+        let scaled = if freqs.divisors.is_some() { ", scaled" } else { "" };
+        compare(&format!("rope (neox {neox}, {rope_dims} dims{scaled})"), &gx.read(gpu).await?, &want, |_| 1e-6)?;
     }
     Ok(())
 }

@@ -174,14 +174,14 @@ async fn rope_append(gpu: &Gpu, k: &Kernels, neox: bool, rope_dims: usize, biase
     let width = qw + 2 * kvw;
     let (batch, first, tokens, n_past) = (5, 1, 3, 6);
     let pairs = rope_dims / 2;
-    let theta_scale = 1e6f32.powf(-2.0 / rope_dims as f32);
+    let freqs = crate::cpu::attention::RopeFrequencies::new(1e6, rope_dims, None);
     let qkv = activations(batch * width, 45);
     let bias = activations(width, 46);
     let mut angles = Vec::new();
     let position = |row: usize| if row >= first && row < first + tokens { n_past + row - first } else { row };
     for row in 0..batch {
         let mut cs = vec![(0f32, 0f32); pairs];
-        crate::cpu::attention::rope_angles(position(row), theta_scale, &mut cs);
+        freqs.angles(position(row), &mut cs);
         angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
     }
     let (gqkv, gbias, gangles) = (GpuVector::from_slice(gpu, &qkv), GpuVector::from_slice(gpu, &bias), GpuVector::from_slice(gpu, &angles));
@@ -199,8 +199,8 @@ async fn rope_append(gpu: &Gpu, k: &Kernels, neox: bool, rope_dims: usize, biase
         }
         let (q, rest) = r.split_at_mut(qw);
         let (kk, v) = rest.split_at_mut(kvw);
-        crate::cpu::attention::rope(q, head_dim, rope_dims, neox, position(row), theta_scale);
-        crate::cpu::attention::rope(kk, head_dim, rope_dims, neox, position(row), theta_scale);
+        crate::cpu::attention::rope(q, head_dim, rope_dims, neox, position(row), &freqs);
+        crate::cpu::attention::rope(kk, head_dim, rope_dims, neox, position(row), &freqs);
         want_q[row * qw..][..qw].copy_from_slice(q);
         let at = (position(row)) * kvw;
         want_k[at..at + kvw].copy_from_slice(kk);

@@ -778,13 +778,15 @@ impl Kernels {
         }
         Self::check_copies(&y, y.f32.len, copies, "rms_norm output")?;
         let rows = u32_of(y.f32.len / n, "rms_norm rows")?;
-        if rows > MAX_GROUPS {
-            return Err(Error::GpuShape { what: "rms_norm rows", expected: MAX_GROUPS as usize, got: rows as usize });
+        // Rows past the first dimension's limit go on in the second (`rms_norm.wgsl`).
+        let grid = (rows.min(MAX_GROUPS), rows.div_ceil(MAX_GROUPS));
+        if grid.1 > MAX_GROUPS {
+            return Err(Error::GpuShape { what: "rms_norm rows", expected: MAX_GROUPS as usize * MAX_GROUPS as usize, got: rows as usize });
         }
         let words = [u32_of(n, "rms_norm width")?, rows, eps.to_bits(), copies.bits(), u32_of(first, "rms_norm first row")?, 0, 0, 0];
         let [q8, f16] = self.copy_bindings(gpu, &y, copies);
         let buffers = [&x.buffer, &weight.buffer, &y.f32.buffer, q8, f16];
-        self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &buffers, &words, (rows, 1, 1));
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::RmsNorm)?, &buffers, &words, (grid.0, grid.1.max(1), 1));
         Ok(())
     }
 
@@ -860,7 +862,7 @@ impl Kernels {
 
     /// Rotate `x` (`tokens × heads × head_dim`) in place by the angles `angles` holds for
     /// each token (`tokens × pairs` (cos, sin) pairs, flattened; see
-    /// [`crate::cpu::attention::rope_angles`]).
+    /// [`crate::cpu::attention::RopeFrequencies::angles`]).
     #[allow(clippy::too_many_arguments)] // the shape of one RoPE call
     pub fn rope(
         &self,

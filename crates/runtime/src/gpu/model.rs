@@ -33,7 +33,7 @@ use super::kernels::{attention_scratch, f16_len, q8_len, AttentionShape, Copies,
 use super::recorder::Recorder;
 use super::GpuMatrix;
 use crate::arch::decoder::{run_blocks, Act, BlockWeights, DecoderOps};
-use crate::cpu::attention::rope_angles;
+use crate::cpu::attention::RopeFrequencies;
 use crate::cpu::matmul::QMatrix;
 use crate::cpu::transformer::CpuTransformer;
 use crate::gguf::GgufFile;
@@ -55,6 +55,8 @@ struct GpuLayer {
     /// The same biases side by side (q | k | v, zeros where one is missing), as the step
     /// after the products adds them (`rope_append.wgsl`); `None` without biases.
     qkv_bias: Option<GpuVector>,
+    /// Each query head's and each key head's RMSNorm weight (qwen3).
+    head_norms: [Option<GpuVector>; 2],
     wo: GpuMatrix,
     ffn_norm: GpuVector,
     w_gate: GpuMatrix,
@@ -75,6 +77,7 @@ impl GpuLayer {
             attn_norm: &self.attn_norm,
             qkv: [&self.wq, &self.wk, &self.wv],
             biases: [self.biases[0].as_ref(), self.biases[1].as_ref(), self.biases[2].as_ref()],
+            head_norms: [self.head_norms[0].as_ref(), self.head_norms[1].as_ref()],
             wo: &self.wo,
             ffn_norm: &self.ffn_norm,
             gate_up: [&self.w_gate, &self.w_up],
@@ -126,6 +129,7 @@ fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, Error> {
         wv,
         biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(gpu, b))),
         qkv_bias,
+        head_norms: [&l.q_norm, &l.k_norm].map(|n| n.as_deref().map(|n| GpuVector::from_slice(gpu, n))),
         wo: upload_matrix(gpu, &l.wo)?,
         ffn_norm: GpuVector::from_slice(gpu, &l.ffn_norm),
         w_gate,
@@ -144,7 +148,8 @@ pub struct GpuTransformer {
     layers: Vec<GpuLayer>,
     output_norm: GpuVector,
     head: GpuMatrix,
-    theta_scale: f32,
+    /// RoPE's frequencies, from which each pass's angles are computed on the CPU.
+    rope: RopeFrequencies,
     /// The copies of a normed row that the layers' products read (written by the norm).
     normed_copies: Copies,
     /// Draws made on the GPU, and draws handed back as logits ([`GpuTransformer::draws`]).
@@ -214,7 +219,8 @@ impl GpuTransformer {
         }
         let output_norm = GpuVector::from_slice(&gpu, &cpu.weights.output_norm);
         let head = upload_matrix(&gpu, cpu.weights.lm_head())?;
-        Self::assemble(gpu, cpu.cfg.clone(), cpu.weights.token_embd, layers, output_norm, head)
+        let rope = RopeFrequencies::new(cpu.cfg.rope_base, cpu.cfg.rope_dims, cpu.weights.rope_freqs);
+        Self::assemble(gpu, cpu.cfg.clone(), cpu.weights.token_embd, layers, output_norm, head, rope)
     }
 
     /// Load a GGUF decoder straight onto the GPU: one block's tensors at a time are read
@@ -233,7 +239,8 @@ impl GpuTransformer {
         // token embeddings it took the 1.5B model's wasm heap to 572 MiB (now about 230).
         let head = if g.tensor("output.weight").is_some() { "output.weight" } else { "token_embd.weight" };
         let head = stream_matrix(&gpu, g, src, head, cfg.n_embd, cfg.vocab)?;
-        Self::assemble(gpu, cfg, token_embd, layers, output_norm, head)
+        let rope = RopeFrequencies::new(cfg.rope_base, cfg.rope_dims, Weights::load_rope_freqs(g, src, &cfg)?);
+        Self::assemble(gpu, cfg, token_embd, layers, output_norm, head, rope)
     }
 
     fn assemble(
@@ -243,24 +250,13 @@ impl GpuTransformer {
         layers: Vec<GpuLayer>,
         output_norm: GpuVector,
         head: GpuMatrix,
+        rope: RopeFrequencies,
     ) -> Result<GpuTransformer, Error> {
-        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.rope_dims as f32);
         let kernels = gpu.kernels();
         let readers: Vec<_> = layers.iter().flat_map(|l| [l.wq.ty, l.wk.ty, l.wv.ty, l.w_gate.ty, l.w_up.ty]).collect();
         let normed_copies = kernels.copies_for(&readers);
         gpu.check()?;
-        Ok(GpuTransformer {
-            gpu,
-            kernels,
-            cfg,
-            token_embd,
-            layers,
-            output_norm,
-            head,
-            theta_scale,
-            normed_copies,
-            drawn: Default::default(),
-        })
+        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, rope, normed_copies, drawn: Default::default() })
     }
 
     /// Sampled draws so far: made on the GPU, and handed back as logits for the CPU to
@@ -476,7 +472,7 @@ impl GpuTransformer {
         let mut cs = vec![(0f32, 0f32); pairs];
         for (cache, tokens) in &seqs {
             for p in cache.len..cache.len + tokens.len() {
-                rope_angles(p, self.theta_scale, &mut cs);
+                self.rope.angles(p, &mut cs);
                 angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
             }
         }
@@ -510,6 +506,9 @@ impl GpuTransformer {
             zeros(t_n * e),
         );
         let (gate, up) = (zeros(t_n * cfg.n_ff), zeros(t_n * cfg.n_ff));
+        // Where heads are normed (qwen3), the buffers the normed queries and keys go to.
+        let head_norms = cfg.arch.has_head_norms();
+        let spares = head_norms.then(|| (zeros(t_n * cfg.n_head * hd), zeros(t_n * kvw)));
         // Each row's queries, keys and values side by side, as their products write them.
         let qkv = zeros(t_n * (cfg.n_head * hd + 2 * kvw));
         // Room for the copies of the matrices' inputs that their kernels read (8-bit, f16).
@@ -549,6 +548,7 @@ impl GpuTransformer {
                 scores: &scores,
                 state: state.as_ref().map(|(at, out)| (*at, out)),
                 qkv: &qkv,
+                spares: spares.as_ref().map_or([None; 2], |(q, k)| [Some(q), Some(k)]),
                 layer: 0,
                 deferred: Deferred::Nothing,
                 copies_made: Vec::new(),
@@ -594,6 +594,10 @@ impl GpuTransformer {
         if let Some(ids) = penalized {
             k.recycle(gpu, ids);
         }
+        if let Some((sq, sk)) = spares {
+            k.recycle(gpu, sk);
+            k.recycle(gpu, sq);
+        }
         for v in
             [normed16, normed_q, normed, scores, gate16, gate_q, attn16, attn_q, h16, hq, qkv, up, gate, o, attn, vv, kk, q, h, angles, x]
         {
@@ -633,6 +637,10 @@ struct GpuPass<'p> {
     state: Option<(usize, &'p GpuVector)>,
     /// Each row's queries, keys and values side by side (`n_head · head_dim + 2 · kv_width`).
     qkv: &'p GpuVector,
+    /// For per-head norms (qwen3): a buffer the size of [`Act::Q`]'s and one of
+    /// [`Act::K`]'s. A norm writes into the spare, which then takes the role's place (a
+    /// dispatch may not read and write one buffer), and the old buffer becomes the spare.
+    spares: [Option<&'p GpuVector>; 2],
     /// The block being recorded.
     layer: usize,
     /// What waits for the next operation.
@@ -828,6 +836,23 @@ impl DecoderOps for GpuPass<'_> {
         let m = self.model;
         m.kernels.add(&m.gpu, self.enc, self.bufs[to.index()], bias)?;
         self.rewritten(to, false);
+        Ok(())
+    }
+
+    fn head_norm(&mut self, rows: Act, weight: &GpuVector) -> Result<(), Error> {
+        self.flush()?;
+        let i = [Act::Q, Act::K].iter().position(|&a| a == rows);
+        let Some((i, spare)) = i.and_then(|i| Some((i, self.spares[i]?))) else {
+            return Err(Error::GpuShape {
+                what: "a head norm of rows other than Q or K, or of a model without them",
+                expected: 0,
+                got: rows.index(),
+            });
+        };
+        let m = self.model;
+        m.kernels.rms_norm(&m.gpu, self.enc, self.bufs[rows.index()], weight, m.cfg.rms_eps, spare)?;
+        self.spares[i] = Some(std::mem::replace(&mut self.bufs[rows.index()], spare));
+        self.rewritten(rows, false);
         Ok(())
     }
 

@@ -11,6 +11,9 @@ pub enum Arch {
     Llama,
     /// Qwen2 / Qwen2.5 (MemReader): biases on Q/K/V, RoPE on split halves (NeoX).
     Qwen2,
+    /// Qwen3: no Q/K/V biases; each head's queries and keys RMS-normed before RoPE (NeoX);
+    /// heads may be wider than `n_embd / n_head`.
+    Qwen3,
 }
 
 impl Arch {
@@ -19,17 +22,28 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
         }
+    }
+
+    /// The architecture a `general.architecture` name names, if docmem runs it.
+    pub fn from_name(name: &str) -> Option<Arch> {
+        [Arch::Llama, Arch::Qwen2, Arch::Qwen3].into_iter().find(|a| a.name() == name)
     }
 
     /// Whether RoPE rotates the two halves of each head (NeoX) rather than adjacent pairs.
     pub fn rope_neox(self) -> bool {
-        matches!(self, Arch::Qwen2)
+        matches!(self, Arch::Qwen2 | Arch::Qwen3)
     }
 
     /// Whether its blocks add biases to Q, K and V.
     pub fn has_qkv_bias(self) -> bool {
         matches!(self, Arch::Qwen2)
+    }
+
+    /// Whether each head's queries and keys are RMS-normed before RoPE.
+    pub fn has_head_norms(self) -> bool {
+        matches!(self, Arch::Qwen3)
     }
 }
 
@@ -71,19 +85,24 @@ impl ModelConfig {
     /// Read the hyper-parameters of a GGUF file.
     pub fn from_gguf(g: &GgufFile) -> Result<Self, Error> {
         let name = g.architecture().unwrap_or("").to_owned();
-        let arch = match name.as_str() {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            _ => return Err(Error::UnsupportedArch { arch: name }),
-        };
+        let arch = Arch::from_name(&name).ok_or(Error::UnsupportedArch { arch: name })?;
         let a = arch.name();
         let n_embd = param(g, a, "embedding_length")?;
         let n_head = param(g, a, "attention.head_count")?;
         let n_head_kv = param(g, a, "attention.head_count_kv").unwrap_or(n_head);
-        if !n_embd.is_multiple_of(n_head) || !n_head.is_multiple_of(n_head_kv) {
+        // A head's width: `attention.key_length` where the file says it (Qwen3's heads are
+        // wider than `n_embd / n_head`), else the hidden width split over the heads.
+        let head_dim = match g.get(&format!("{a}.attention.key_length")) {
+            Some(_) => param(g, a, "attention.key_length")?,
+            None if n_embd.is_multiple_of(n_head) => n_embd / n_head,
+            None => return Err(Error::BadParam { key: format!("{a}.attention.head_count") }),
+        };
+        if !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
             return Err(Error::BadParam { key: format!("{a}.attention.head_count") });
         }
-        let head_dim = n_embd / n_head;
+        if g.get(&format!("{a}.attention.value_length")).is_some() && param(g, a, "attention.value_length")? != head_dim {
+            return Err(Error::BadParam { key: format!("{a}.attention.value_length") });
+        }
         let vocab = g
             .tensor(super::tensors::TOKEN_EMBEDDINGS.0)
             .and_then(|t| t.dims.get(1).copied())
@@ -115,5 +134,11 @@ impl ModelConfig {
     /// Width of the key (and value) vectors of one token: `n_head_kv · head_dim`.
     pub fn kv_width(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// Width of the queries (and of attention's output) of one token: `n_head · head_dim`,
+    /// `n_embd` except where heads are wider (Qwen3).
+    pub fn q_width(&self) -> usize {
+        self.n_head * self.head_dim
     }
 }

@@ -158,6 +158,7 @@ impl ModelConfig {
         let arch = match model_type {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
             other => return Err(Error::UnsupportedArch { arch: other.to_owned() }),
         };
         // Scaled RoPE variants (yarn, llama3, …) change the angles; we do not run them.
@@ -167,8 +168,13 @@ impl ModelConfig {
         let n_embd = usize_key(c, "hidden_size")?;
         let n_head = usize_key(c, "num_attention_heads")?;
         let n_head_kv = usize_key(c, "num_key_value_heads").unwrap_or(n_head);
-        let head_dim = usize_key(c, "head_dim").unwrap_or(n_embd / n_head);
-        if head_dim * n_head != n_embd || !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
+        // Qwen3 states its (wider) heads; the others split the hidden width over them.
+        let head_dim = match c.get("head_dim").filter(|v| !v.is_null()) {
+            Some(_) => usize_key(c, "head_dim")?,
+            None if n_embd.is_multiple_of(n_head) => n_embd / n_head,
+            None => return Err(Error::BadParam { key: "config.json num_attention_heads".into() }),
+        };
+        if !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
             return Err(Error::BadParam { key: "config.json num_attention_heads".into() });
         }
         Ok(ModelConfig {
@@ -219,7 +225,8 @@ impl Weights {
     /// Read a checkpoint's tensors, quantizing every matrix to `quant`.
     pub fn from_hf(ck: &HfCheckpoint, cfg: &ModelConfig, quant: LoadQuant) -> Result<Self, Error> {
         let (e, kv, ff, vocab) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64, cfg.vocab as u64);
-        if !cfg.n_embd.is_multiple_of(32) || !cfg.n_ff.is_multiple_of(32) {
+        let (qw, hd) = (cfg.q_width() as u64, cfg.head_dim as u64);
+        if !cfg.n_embd.is_multiple_of(32) || !cfg.n_ff.is_multiple_of(32) || !cfg.q_width().is_multiple_of(32) {
             return Err(Error::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
         }
         let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, Error> {
@@ -248,7 +255,7 @@ impl Weights {
         // checkpoint has tensors (see `Weights::load`).
         let mut layers = Vec::with_capacity(cfg.n_layer.min(ck.tensor_count()));
         for i in 0..cfg.n_layer {
-            let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
+            let optional = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
                 t.exists_in(cfg.arch).then(|| ck.read_f32(&t.hf(i), &[len])).transpose()
             };
             // Hugging Face keeps Q and K in halves; a llama model's rows are permuted to
@@ -256,13 +263,15 @@ impl Weights {
             let m = |t: BlockTensor, rows: u64, cols: u64| matrix(&t.hf(i), rows, cols, t.rope_heads(cfg));
             layers.push(Block {
                 attn_norm: ck.read_f32(&BlockTensor::AttnNorm.hf(i), &[e])?,
-                wq: m(BlockTensor::Q, e, e)?,
+                wq: m(BlockTensor::Q, qw, e)?,
                 wk: m(BlockTensor::K, kv, e)?,
                 wv: m(BlockTensor::V, kv, e)?,
-                bq: bias(BlockTensor::QBias, e)?,
-                bk: bias(BlockTensor::KBias, kv)?,
-                bv: bias(BlockTensor::VBias, kv)?,
-                wo: m(BlockTensor::Output, e, e)?,
+                bq: optional(BlockTensor::QBias, qw)?,
+                bk: optional(BlockTensor::KBias, kv)?,
+                bv: optional(BlockTensor::VBias, kv)?,
+                q_norm: optional(BlockTensor::QNorm, hd)?,
+                k_norm: optional(BlockTensor::KNorm, hd)?,
+                wo: m(BlockTensor::Output, e, qw)?,
                 ffn_norm: ck.read_f32(&BlockTensor::FfnNorm.hf(i), &[e])?,
                 w_gate: m(BlockTensor::Gate, ff, e)?,
                 w_up: m(BlockTensor::Up, ff, e)?,
@@ -275,6 +284,7 @@ impl Weights {
             layers,
             output_norm: ck.read_f32(tensors::OUTPUT_NORM.1, &[e])?,
             output,
+            rope_freqs: None,
         })
     }
 }

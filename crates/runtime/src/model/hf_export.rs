@@ -34,6 +34,11 @@ impl From<std::io::Error> for WriteError {
 pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(), Error> {
     let g = GgufFile::read(src)?;
     let cfg = ModelConfig::from_gguf(&g)?;
+    // The checkpoints the safetensors loader reads back: a plain RoPE (Llama 3's scaling is
+    // a `rope_scaling` entry there, which that loader refuses).
+    if g.tensor(super::tensors::ROPE_FREQS).is_some() {
+        return Err(Error::ModelConfig { reason: "a scaled RoPE (rope_freqs.weight) is not written as a Hugging Face checkpoint".into() });
+    }
     let tok = Tokenizer::from_gguf(&g)?;
     let io = |what: &Path| {
         let what = what.display().to_string();
@@ -72,7 +77,11 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     std::io::Write::flush(&mut out).map_err(io(&path))?;
 
     let config = serde_json::json!({
-        "architectures": [if cfg.arch == Arch::Llama { "LlamaForCausalLM" } else { "Qwen2ForCausalLM" }],
+        "architectures": [match cfg.arch {
+            Arch::Llama => "LlamaForCausalLM",
+            Arch::Qwen2 => "Qwen2ForCausalLM",
+            Arch::Qwen3 => "Qwen3ForCausalLM",
+        }],
         "model_type": cfg.arch.name(),
         "hidden_size": cfg.n_embd,
         "num_hidden_layers": cfg.n_layer,

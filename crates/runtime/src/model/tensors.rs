@@ -26,6 +26,10 @@ pub enum BlockTensor {
     KBias,
     /// Value bias (qwen2).
     VBias,
+    /// Each query head's RMSNorm weight (qwen3).
+    QNorm,
+    /// Each key head's RMSNorm weight (qwen3).
+    KNorm,
     /// Attention's output projection.
     Output,
     /// RMSNorm weight before the feed-forward.
@@ -40,7 +44,7 @@ pub enum BlockTensor {
 
 impl BlockTensor {
     /// Every block tensor.
-    pub const ALL: [BlockTensor; 12] = [
+    pub const ALL: [BlockTensor; 14] = [
         BlockTensor::AttnNorm,
         BlockTensor::Q,
         BlockTensor::K,
@@ -48,6 +52,8 @@ impl BlockTensor {
         BlockTensor::QBias,
         BlockTensor::KBias,
         BlockTensor::VBias,
+        BlockTensor::QNorm,
+        BlockTensor::KNorm,
         BlockTensor::Output,
         BlockTensor::FfnNorm,
         BlockTensor::Gate,
@@ -65,6 +71,8 @@ impl BlockTensor {
             BlockTensor::QBias => ("attn_q.bias", "self_attn.q_proj.bias"),
             BlockTensor::KBias => ("attn_k.bias", "self_attn.k_proj.bias"),
             BlockTensor::VBias => ("attn_v.bias", "self_attn.v_proj.bias"),
+            BlockTensor::QNorm => ("attn_q_norm.weight", "self_attn.q_norm.weight"),
+            BlockTensor::KNorm => ("attn_k_norm.weight", "self_attn.k_norm.weight"),
             BlockTensor::Output => ("attn_output.weight", "self_attn.o_proj.weight"),
             BlockTensor::FfnNorm => ("ffn_norm.weight", "post_attention_layernorm.weight"),
             BlockTensor::Gate => ("ffn_gate.weight", "mlp.gate_proj.weight"),
@@ -85,7 +93,11 @@ impl BlockTensor {
 
     /// Whether a model of `arch` has it.
     pub fn exists_in(self, arch: Arch) -> bool {
-        !matches!(self, BlockTensor::QBias | BlockTensor::KBias | BlockTensor::VBias) || arch.has_qkv_bias()
+        match self {
+            BlockTensor::QBias | BlockTensor::KBias | BlockTensor::VBias => arch.has_qkv_bias(),
+            BlockTensor::QNorm | BlockTensor::KNorm => arch.has_head_norms(),
+            _ => true,
+        }
     }
 
     /// For a tensor whose rows llama.cpp permutes for RoPE (a llama model's Q and K), the
@@ -112,6 +124,10 @@ pub const TOKEN_EMBEDDINGS: (&str, &str) = ("token_embd.weight", "model.embed_to
 pub const OUTPUT_NORM: (&str, &str) = ("output_norm.weight", "model.norm.weight");
 /// The LM head (absent when it is tied to the embeddings).
 pub const HEAD: (&str, &str) = ("output.weight", "lm_head.weight");
+/// RoPE's per-pair frequency divisors (Llama 3's long-context scaling, which llama.cpp's
+/// converter writes as a tensor); absent for a plain RoPE. GGUF only: a Hugging Face
+/// checkpoint states the scaling in its `config.json`.
+pub const ROPE_FREQS: &str = "rope_freqs.weight";
 
 /// The Hugging Face name of the tensor a GGUF file names, and the heads to un-permute it
 /// by (see [`BlockTensor::rope_heads`]); `None` for a tensor a decoder does not have.
@@ -155,5 +171,7 @@ mod tests {
         assert_eq!(hf_of_gguf("blk.0.attn_q.scale", &cfg), None);
         assert_eq!(hf_of_gguf("blk.x.attn_q.weight", &cfg), None);
         assert!(BlockTensor::QBias.exists_in(Arch::Qwen2) && !BlockTensor::QBias.exists_in(Arch::Llama));
+        assert!(!BlockTensor::QBias.exists_in(Arch::Qwen3) && BlockTensor::KNorm.exists_in(Arch::Qwen3));
+        assert!(!BlockTensor::QNorm.exists_in(Arch::Qwen2));
     }
 }

@@ -27,6 +27,10 @@ pub struct Block {
     pub bk: Option<Vec<f32>>,
     /// Value bias.
     pub bv: Option<Vec<f32>>,
+    /// Per-head RMSNorm weights of the queries and of the keys (qwen3), `head_dim` each.
+    pub q_norm: Option<Vec<f32>>,
+    /// Key heads' RMSNorm weight.
+    pub k_norm: Option<Vec<f32>>,
     /// Attention output projection.
     pub wo: QMatrix,
     /// RMSNorm weight before the feed-forward.
@@ -46,6 +50,7 @@ impl Block {
             attn_norm: &self.attn_norm,
             qkv: [&self.wq, &self.wk, &self.wv],
             biases: [self.bq.as_deref(), self.bk.as_deref(), self.bv.as_deref()],
+            head_norms: [self.q_norm.as_deref(), self.k_norm.as_deref()],
             wo: &self.wo,
             ffn_norm: &self.ffn_norm,
             gate_up: [&self.w_gate, &self.w_up],
@@ -65,6 +70,8 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// LM head; `None` when tied to the embeddings.
     pub output: Option<QMatrix>,
+    /// RoPE's per-pair frequency divisors (Llama 3's scaling), `rope_dims / 2` of them.
+    pub rope_freqs: Option<Vec<f32>>,
 }
 
 impl Weights {
@@ -83,7 +90,26 @@ impl Weights {
             layers.push(Block::load(g, src, cfg, i)?);
         }
         let output = Self::load_output(g, src, cfg)?;
-        Ok(Weights { token_embd: Self::load_token_embd(g, src, cfg)?, layers, output_norm: Self::load_output_norm(g, src, cfg)?, output })
+        Ok(Weights {
+            token_embd: Self::load_token_embd(g, src, cfg)?,
+            layers,
+            output_norm: Self::load_output_norm(g, src, cfg)?,
+            output,
+            rope_freqs: Self::load_rope_freqs(g, src, cfg)?,
+        })
+    }
+
+    /// RoPE's frequency divisors, if the file has them (`rope_dims / 2`, each finite and
+    /// positive: a zero would make an angle infinite).
+    pub fn load_rope_freqs(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<Vec<f32>>, Error> {
+        if g.tensor(tensors::ROPE_FREQS).is_none() {
+            return Ok(None);
+        }
+        let v = vector(g, src, tensors::ROPE_FREQS, (cfg.rope_dims / 2) as u64)?;
+        if v.iter().any(|f| !f.is_finite() || *f <= 0.0) {
+            return Err(Error::BadParam { key: tensors::ROPE_FREQS.into() });
+        }
+        Ok(Some(v))
     }
 
     /// The token embeddings (`vocab × n_embd`).
@@ -109,20 +135,23 @@ impl Block {
     /// Block `i`'s tensors (a backend that copies them elsewhere, the GPU one, reads one
     /// block at a time and drops it).
     pub fn load(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig, i: usize) -> Result<Block, Error> {
-        let (e, kv, ff) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
+        let (e, qw, kv, ff) = (cfg.n_embd as u64, cfg.q_width() as u64, cfg.kv_width() as u64, cfg.n_ff as u64);
         let n = |t: BlockTensor| t.gguf(i);
-        let bias = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
+        let optional = |t: BlockTensor, len: u64| -> Result<Option<Vec<f32>>, Error> {
             t.exists_in(cfg.arch).then(|| vector(g, src, &n(t), len)).transpose()
         };
+        let hd = cfg.head_dim as u64;
         Ok(Block {
             attn_norm: vector(g, src, &n(BlockTensor::AttnNorm), e)?,
-            wq: matrix(g, src, &n(BlockTensor::Q), e, e)?,
+            wq: matrix(g, src, &n(BlockTensor::Q), e, qw)?,
             wk: matrix(g, src, &n(BlockTensor::K), e, kv)?,
             wv: matrix(g, src, &n(BlockTensor::V), e, kv)?,
-            bq: bias(BlockTensor::QBias, e)?,
-            bk: bias(BlockTensor::KBias, kv)?,
-            bv: bias(BlockTensor::VBias, kv)?,
-            wo: matrix(g, src, &n(BlockTensor::Output), e, e)?,
+            bq: optional(BlockTensor::QBias, qw)?,
+            bk: optional(BlockTensor::KBias, kv)?,
+            bv: optional(BlockTensor::VBias, kv)?,
+            q_norm: optional(BlockTensor::QNorm, hd)?,
+            k_norm: optional(BlockTensor::KNorm, hd)?,
+            wo: matrix(g, src, &n(BlockTensor::Output), qw, e)?,
             ffn_norm: vector(g, src, &n(BlockTensor::FfnNorm), e)?,
             w_gate: matrix(g, src, &n(BlockTensor::Gate), e, ff)?,
             w_up: matrix(g, src, &n(BlockTensor::Up), e, ff)?,

@@ -1,4 +1,4 @@
-//! Synthetic decoders: the shapes of the llama and qwen2 models docmem runs, quantized as
+//! Synthetic decoders: the shapes of the llama, qwen2 and qwen3 models docmem runs, quantized as
 //! llama.cpp quantizes them.
 
 use super::blocks::{fill, fill_f32_around, Rng};
@@ -12,7 +12,7 @@ pub struct DecoderShape {
     pub name: &'static str,
     /// The model it copies.
     pub model: &'static str,
-    /// `general.architecture`: `llama` or `qwen2`.
+    /// `general.architecture`: `llama`, `qwen2` or `qwen3`.
     pub arch: &'static str,
     /// Transformer blocks.
     pub layers: u32,
@@ -34,12 +34,32 @@ pub struct DecoderShape {
     pub rope_base: f32,
     /// RMSNorm epsilon.
     pub rms_eps: f32,
+    /// A head's width where it is not `embd / heads` (Qwen3's wider heads).
+    pub head_dim: Option<u32>,
+    /// Llama 3's RoPE scaling for long contexts: `rope_freqs.weight`, the per-pair
+    /// divisors llama.cpp's converter computes from `rope_scaling` (factor 32, low 1,
+    /// high 4, 8,192 original positions, as Llama 3.2's `config.json` says).
+    pub llama3_rope: bool,
 }
 
-/// The decoders a synthetic model can copy. The two `-tiny` ones are for tests and the
+impl DecoderShape {
+    /// A head's width.
+    pub fn head_dim(&self) -> u32 {
+        self.head_dim.unwrap_or(self.embd / self.heads)
+    }
+
+    /// Whether each head's queries and keys are RMS-normed (qwen3).
+    fn head_norms(&self) -> bool {
+        self.arch == "qwen3"
+    }
+}
+
+/// The decoders a synthetic model can copy. The `-tiny` ones are for tests and the
 /// benchmark script's smoke run (shapes whose rows are whole K-quant blocks, a vocabulary
-/// just past the 256 byte pieces).
-pub const DECODERS: [DecoderShape; 9] = [
+/// just past the 256 byte pieces). The two newer ones have an output head of their own:
+/// with a tied head (whose values are larger) a random model repeats its last token, and
+/// a parity golden could not tell that from a broken attention.
+pub const DECODERS: [DecoderShape; 18] = [
     // Qwen2.5-Coder-1.5B-Instruct, the file `docmem models fetch bench` fetches: its own
     // output head (the base Qwen2.5-1.5B ties it).
     DecoderShape {
@@ -56,6 +76,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 32_768,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "qwen2-0.5b",
@@ -71,6 +93,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 32_768,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "qwen2-3b",
@@ -86,6 +110,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 32_768,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "qwen2-7b",
@@ -101,6 +127,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 32_768,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "llama-135m",
@@ -116,6 +144,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 8192,
         rope_base: 1e5,
         rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "llama-360m",
@@ -131,6 +161,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 8192,
         rope_base: 1e5,
         rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "llama-1.7b",
@@ -146,6 +178,129 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 8192,
         rope_base: 1.3e5,
         rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+    },
+    // Llama 3.x Instruct: Llama 3's RoPE scaling, a 128k-token vocabulary.
+    DecoderShape {
+        name: "llama3-1b",
+        model: "Llama-3.2-1B-Instruct",
+        arch: "llama",
+        layers: 16,
+        embd: 2048,
+        heads: 32,
+        kv_heads: 8,
+        ff: 8192,
+        vocab: 128_256,
+        tied: true,
+        context: 131_072,
+        rope_base: 5e5,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: true,
+    },
+    DecoderShape {
+        name: "llama3-3b",
+        model: "Llama-3.2-3B-Instruct",
+        arch: "llama",
+        layers: 28,
+        embd: 3072,
+        heads: 24,
+        kv_heads: 8,
+        ff: 8192,
+        vocab: 128_256,
+        tied: true,
+        context: 131_072,
+        rope_base: 5e5,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: true,
+    },
+    DecoderShape {
+        name: "llama3-8b",
+        model: "Llama-3.1-8B-Instruct",
+        arch: "llama",
+        layers: 32,
+        embd: 4096,
+        heads: 32,
+        kv_heads: 8,
+        ff: 14_336,
+        vocab: 128_256,
+        tied: false,
+        context: 131_072,
+        rope_base: 5e5,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: true,
+    },
+    // Qwen3: heads 128 wide whatever the hidden width, normed per head.
+    DecoderShape {
+        name: "qwen3-0.6b",
+        model: "Qwen3-0.6B",
+        arch: "qwen3",
+        layers: 28,
+        embd: 1024,
+        heads: 16,
+        kv_heads: 8,
+        ff: 3072,
+        vocab: 151_936,
+        tied: true,
+        context: 40_960,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
+    },
+    DecoderShape {
+        name: "qwen3-1.7b",
+        model: "Qwen3-1.7B",
+        arch: "qwen3",
+        layers: 28,
+        embd: 2048,
+        heads: 16,
+        kv_heads: 8,
+        ff: 6144,
+        vocab: 151_936,
+        tied: true,
+        context: 40_960,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
+    },
+    DecoderShape {
+        name: "qwen3-4b",
+        model: "Qwen3-4B",
+        arch: "qwen3",
+        layers: 36,
+        embd: 2560,
+        heads: 32,
+        kv_heads: 8,
+        ff: 9728,
+        vocab: 151_936,
+        tied: true,
+        context: 40_960,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
+    },
+    DecoderShape {
+        name: "qwen3-8b",
+        model: "Qwen3-8B",
+        arch: "qwen3",
+        layers: 36,
+        embd: 4096,
+        heads: 32,
+        kv_heads: 8,
+        ff: 12_288,
+        vocab: 151_936,
+        tied: false,
+        context: 40_960,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
     },
     DecoderShape {
         name: "qwen2-tiny",
@@ -161,6 +316,8 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 2048,
         rope_base: 1e6,
         rms_eps: 1e-6,
+        head_dim: None,
+        llama3_rope: false,
     },
     DecoderShape {
         name: "llama-tiny",
@@ -176,6 +333,42 @@ pub const DECODERS: [DecoderShape; 9] = [
         context: 2048,
         rope_base: 1e4,
         rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+    },
+    DecoderShape {
+        name: "llama3-tiny",
+        model: "a two-block llama with Llama 3's RoPE scaling, for tests",
+        arch: "llama",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 320,
+        tied: false,
+        context: 2048,
+        rope_base: 5e5,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: true,
+    },
+    DecoderShape {
+        name: "qwen3-tiny",
+        model: "a two-block qwen3 with heads wider than the hidden width over them, for tests",
+        arch: "qwen3",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 320,
+        tied: false,
+        context: 2048,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
     },
 ];
 
@@ -297,7 +490,9 @@ impl PlannedTensor {
 /// Every tensor of `shape` stored as `quant`, in file order (llama.cpp's converter's).
 pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor> {
     let s = shape;
-    let (e, kv, ff, vocab) = (u64::from(s.embd), u64::from(s.embd / s.heads * s.kv_heads), u64::from(s.ff), u64::from(s.vocab));
+    let hd = u64::from(s.head_dim());
+    let (e, kv, ff, vocab) = (u64::from(s.embd), hd * u64::from(s.kv_heads), u64::from(s.ff), u64::from(s.vocab));
+    let qw = hd * u64::from(s.heads);
     let mut out = Vec::new();
     // The output head's values are larger, so the logits spread as a trained model's do
     // (a standard deviation of about 3 over the vocabulary, a few tokens well ahead):
@@ -311,6 +506,10 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
         PlannedTensor { name, dims: vec![cols, rows], ty, centre: 0.0, std: if head { head_std } else { 0.02 } }
     };
     let vector = |name: String, len: u64, centre: f32| PlannedTensor { name, dims: vec![len], ty: GgmlType::F32, centre, std: 0.02 };
+    if s.llama3_rope {
+        // Its values are Llama 3's divisors, not drawn ([`llama3_rope_divisors`]).
+        out.push(PlannedTensor { name: ROPE_FREQS.into(), dims: vec![hd / 2], ty: GgmlType::F32, centre: 1.0, std: 0.0 });
+    }
     out.push(matrix("token_embd.weight".into(), "token_embd.weight", None, e, vocab));
     if !s.tied {
         out.push(matrix("output.weight".into(), "output.weight", None, e, vocab));
@@ -320,13 +519,18 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
         let b = |part: &str| format!("blk.{i}.{part}");
         out.push(vector(b("attn_norm.weight"), e, 1.0));
         for (part, cols, rows) in
-            [("attn_q.weight", e, e), ("attn_k.weight", e, kv), ("attn_v.weight", e, kv), ("attn_output.weight", e, e)]
+            [("attn_q.weight", e, qw), ("attn_k.weight", e, kv), ("attn_v.weight", e, kv), ("attn_output.weight", qw, e)]
         {
             out.push(matrix(b(part), part, Some(i), cols, rows));
         }
         if s.arch == "qwen2" {
-            for (part, len) in [("attn_q.bias", e), ("attn_k.bias", kv), ("attn_v.bias", kv)] {
+            for (part, len) in [("attn_q.bias", qw), ("attn_k.bias", kv), ("attn_v.bias", kv)] {
                 out.push(vector(b(part), len, 0.0));
+            }
+        }
+        if s.head_norms() {
+            for part in ["attn_q_norm.weight", "attn_k_norm.weight"] {
+                out.push(vector(b(part), hd, 1.0));
             }
         }
         out.push(vector(b("ffn_norm.weight"), e, 1.0));
@@ -337,6 +541,33 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
     out
 }
 
+/// The name llama.cpp's converter gives Llama 3's RoPE divisors.
+const ROPE_FREQS: &str = "rope_freqs.weight";
+
+/// Llama 3's RoPE divisors for `pairs` pairs of base `base`, as llama.cpp's converter
+/// computes them from Llama 3.2's `rope_scaling` (factor 32, low-frequency factor 1,
+/// high-frequency factor 4, 8,192 original positions): 1 for the pairs that turn fast,
+/// 32 for the slow ones, smoothed between.
+pub fn llama3_rope_divisors(base: f32, pairs: usize) -> Vec<f32> {
+    let (factor, low, high, original) = (32f64, 1f64, 4f64, 8192f64);
+    let (low_wavelen, high_wavelen) = (original / low, original / high);
+    (0..pairs)
+        .map(|i| {
+            let freq = 1.0 / f64::from(base).powf(2.0 * i as f64 / (2 * pairs) as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            let divisor = if wavelen < high_wavelen {
+                1.0
+            } else if wavelen > low_wavelen {
+                factor
+            } else {
+                let smooth = (original / wavelen - low) / (high - low);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            };
+            divisor as f32
+        })
+        .collect()
+}
+
 /// The GGUF file of a synthetic decoder: `shape` stored as `quant`, values from `seed`
 /// (the same seed gives the same bytes).
 pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
@@ -345,7 +576,12 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
     let (tokens, types) = vocabulary(s.vocab as usize);
     let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let n = tokens.len() as u32;
-    let (pre, endoftext, im_end) = (if s.arch == "qwen2" { "qwen2" } else { "smollm" }, n - 3, n - 1);
+    let pre = match s.arch {
+        "qwen2" | "qwen3" => "qwen2",
+        _ if s.llama3_rope => "llama-bpe",
+        _ => "smollm",
+    };
+    let (endoftext, im_end) = (n - 3, n - 1);
     let mut w = GgufWriter::default()
         .kv_str("general.architecture", s.arch)
         .kv_str("general.name", &format!("synthetic {} {}", s.model, quant.name()))
@@ -368,9 +604,21 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
         .kv_u32("tokenizer.ggml.eos_token_id", im_end)
         .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
         .kv_bool("tokenizer.ggml.add_bos_token", false);
+    // The keys llama.cpp's converter writes for these models (the older shapes' files
+    // stay byte for byte as they were).
+    if s.llama3_rope || s.head_dim.is_some() {
+        w = w.kv_u32(&key("rope.dimension_count"), s.head_dim());
+    }
+    if let Some(hd) = s.head_dim {
+        w = w.kv_u32(&key("attention.key_length"), hd).kv_u32(&key("attention.value_length"), hd);
+    }
     let (mut matrices, mut vectors) = (Rng::new(seed), Rng::new(seed ^ 0x5EED));
     for t in decoder_tensors(shape, quant) {
         w = w.tensor_with(&t.name, &t.dims, t.ty, |out| match t.ty {
+            _ if t.name == ROPE_FREQS => {
+                let divisors = llama3_rope_divisors(s.rope_base, t.dims[0] as usize);
+                out.iter_mut().zip(divisors.iter().flat_map(|d| d.to_le_bytes())).for_each(|(o, b)| *o = b);
+            }
             GgmlType::F32 => fill_f32_around(out, t.centre, t.std, &mut vectors),
             ty => fill(ty, out, t.std, &mut matrices),
         });

@@ -5,7 +5,8 @@
 // dispatch of its own for each copy cost a launch and a pass over the row. Each thread
 // takes whole blocks of 32 values (normalizes, writes, then makes the block's copies), so
 // the copies need nothing from another thread. The width is a multiple of 32 when copies
-// are asked for (the host checks).
+// are asked for (the host checks). Rows past a dispatch's 65,535 workgroups a dimension
+// (a prompt's per-head norms) continue in the second dimension.
 
 struct Params {
     n: u32,
@@ -27,8 +28,12 @@ struct Params {
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let o = wg.x * p.n;
-    let xo = (p.x_row0 + wg.x) * p.n;
+    let row = wg.x + 65535u * wg.y;
+    if (row >= p.rows) {
+        return;
+    }
+    let o = row * p.n;
+    let xo = (p.x_row0 + row) * p.n;
     var ss = 0.0;
     for (var i = lid.x; i < p.n; i += WG) {
         ss += x[xo + i] * x[xo + i];

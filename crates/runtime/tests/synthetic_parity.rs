@@ -1,0 +1,53 @@
+//! Parity with llama.cpp for the architectures no package registry ships a model of
+//! (Llama 3's scaled RoPE, Qwen3's per-head norms and wide heads): a synthetic model of
+//! each (`docmem_runtime::synthetic`, the real files' tensor names, types and metadata with
+//! drawn values) is written again here byte for byte, and its outputs are compared with
+//! the ones llama.cpp gave on the same file (`scripts/golden/lm.py --synthetic` made the
+//! goldens): token ids, greedy continuations, top-20 log-probabilities and the argmax at
+//! every position of a text, on every x86 kernel path this CPU can take from AVX2 up. Not
+//! on the portable path: its K-quant kernels add in another order than llama.cpp's (as for
+//! the 1.5B, `docs/testing.md`), and these models are Q4_K_M.
+
+mod common;
+
+use common::manifest_dir;
+use docmem_runtime::lm::{parity, Lm, LoadOptions};
+use docmem_runtime::source::MemorySource;
+use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
+
+/// The seed `docmem synth-gguf` uses by default, which wrote the goldens' files.
+const SEED: u64 = 1;
+
+fn matches_llama_cpp(spec: &str) {
+    common::assert_cpu_path();
+    let parsed: DecoderSpec = spec.parse().unwrap();
+    let golden_path = manifest_dir().join(format!("tests/golden/lm-synthetic-{}.json", spec.replace(':', "-")));
+    let golden: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(golden_path).unwrap()).unwrap();
+    let bytes = decoder_gguf(parsed.shape, parsed.quant, SEED);
+    let lm = Lm::load_from(&MemorySource::new(bytes), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    let report = parity::check(&lm, &golden).unwrap();
+    for g in &report.greedy {
+        eprintln!("{spec} {:?}: {}/{} greedy tokens identical", g.prompt, g.identical, g.reference);
+    }
+    eprintln!("{spec}: top-1 {}/{}, worst top-20 log-prob difference {:.2e}", report.top1_agree, report.top1_total, report.worst_top20);
+    assert!(report.top1_total > 1000, "{spec}: the golden text's positions");
+    let failures = report.failures();
+    assert!(failures.is_empty(), "{spec} on the {} path: {}", docmem_runtime::cpu::isa::in_use().name(), failures.join("\n"));
+}
+
+#[test]
+fn llama3_rope_scaling_matches_llama_cpp() {
+    matches_llama_cpp("llama3-tiny:q4_k_m");
+}
+
+#[test]
+fn qwen3_matches_llama_cpp() {
+    matches_llama_cpp("qwen3-tiny:q4_k_m");
+}
+
+#[test]
+fn synthetic_architectures_match_llama_cpp_on_every_cpu_path() {
+    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp"] {
+        common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Avx2);
+    }
+}
