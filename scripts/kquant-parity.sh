@@ -43,5 +43,7 @@ for path in $paths; do
     exit 1
   }
   grep -q "CPU kernels: $path " <<<"$out" || { echo "$out" >&2; echo "kquant parity: DOCMEM_CPU=$path did not take the $path path" >&2; exit 1; }
+  # The probe is matched by the file's identity: the default model must still get it.
+  grep -q "answerability probe: fitted on this file" <<<"$out" || { echo "$out" >&2; echo "kquant parity: the default model's file did not get its answerability probe" >&2; exit 1; }
   echo "$path: $(grep '^parity with llama.cpp' <<<"$out") ($(($(date +%s) - t0)) s)"
 done

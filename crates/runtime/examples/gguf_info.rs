@@ -1,4 +1,5 @@
-//! Print a GGUF file's architecture, key hyper-parameters and tensor types.
+//! Print a GGUF file's architecture, key hyper-parameters, tensor types and identity (what
+//! a probe fitted on it names it by: `docmem_runtime::model::ModelIdentity`).
 //!
 //! `cargo run -p docmem-runtime --example gguf_info -- MODEL.gguf`
 
@@ -34,5 +35,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (ty, (n, bytes)) in by_type {
         println!("    {ty:<5} {n:>4} tensors {:>8.1} MB", bytes as f64 / 1e6);
     }
+    println!("  identity {}", docmem_runtime::model::ModelIdentity::of_gguf(&f, &src)?.to_hex());
     Ok(())
 }

@@ -88,13 +88,15 @@ pub struct ReplyProbabilities {
 /// dozen tokens), not the passages again.
 pub const VERIFY: &str = "Do the passages above state that answer to the question as it was asked? Reply Yes or No.";
 
-/// Whether the answerability rule was fitted on this model's answers: Qwen2.5's 1.5B
-/// (qwen2, 28 layers, width 1536), the default answerer. Another model's probabilities
-/// are not measured, so a rule fitted on another model's answers does not judge its own
-/// (a small model's evidence lies elsewhere: both fits refused correct SmolLM2 answers),
-/// its own refusals stand, and it pays nothing for the scoring.
-pub fn calibrated_for(config: &crate::model::ModelConfig) -> bool {
-    config.arch == crate::model::Arch::Qwen2 && config.n_layer == 28 && config.n_embd == 1536
+/// Whether the answerability rule was fitted on this model's answers: the default
+/// answerer's file (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), known by its identity
+/// ([`crate::probe::for_model`]), not by its shape, which another qwen2 of 28 layers and
+/// width 1536 shares. Another model's probabilities are not measured, so a rule fitted on
+/// another model's answers does not judge its own (a small model's evidence lies
+/// elsewhere: both fits refused correct SmolLM2 answers), its own refusals stand, and it
+/// pays nothing for the scoring.
+pub fn calibrated_for(identity: Option<&crate::model::ModelIdentity>) -> bool {
+    crate::probe::for_model(identity).is_some()
 }
 
 static MEASURE_VERIFICATION: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -166,7 +168,7 @@ impl<B: Backend> Answerer for Lm<B> {
             // The prompt runs once (less the start it shares with the kept one); the reply
             // and the refusal are both scored after it.
             let start = crate::lm::now_seconds();
-            let fitted = crate::probe::for_model(self.config());
+            let fitted = crate::probe::for_model(self.identity());
             let tokens = self.prompt_tokens(Prompt::Chat(&messages))?;
             let state_at = match fitted {
                 Some(p) => {
@@ -191,7 +193,7 @@ impl<B: Backend> Answerer for Lm<B> {
                 });
             }
             let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
-            let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.config()) {
+            let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.identity()) {
                 None
             } else {
                 let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();

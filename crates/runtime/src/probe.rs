@@ -14,12 +14,19 @@
 //! it costs a dot product and one more small batch: the state is computed by the prefill
 //! the answer needs anyway, run in two pieces split after that token.
 //!
-//! A probe belongs to one model: [`for_model`] knows only the default answerer's
-//! (`probes/qwen2.5-1.5b-answerability.json`); other models are judged as before.
+//! A probe belongs to one model file: [`for_model`] knows only the default answerer's
+//! (`probes/qwen2.5-1.5b-answerability.json`), matched by the file's identity
+//! ([`ModelIdentity`]), so another model of its shape gets none; other models are judged
+//! as before.
 
 use std::sync::OnceLock;
 
-use crate::model::ModelConfig;
+use crate::model::ModelIdentity;
+
+/// The identity of the file the default answerer's probe was fitted on,
+/// `qwen2.5-coder-1.5b-instruct-q4_k_m.gguf` (`docmem models fetch`; `cargo run -p
+/// docmem-runtime --example gguf_info FILE` prints it).
+pub const QWEN_1_5B_IDENTITY: &str = "a5ca24a1d7acefcf43b814adc6c002f737af370ea6ccde58b4b371b3f134406d";
 
 /// A fitted probe: `log-odds = bias + weights · state` over the residual after `layer` at
 /// the token `position` names.
@@ -67,11 +74,11 @@ impl AnswerabilityProbe {
     }
 }
 
-/// The probe fitted on this model's states, if any: the default answerer's (the same
-/// model [`crate::answerer::calibrated_for`] names).
-pub fn for_model(config: &ModelConfig) -> Option<&'static AnswerabilityProbe> {
+/// The probe fitted on the states of the model file `identity` names, if any: the default
+/// answerer's.
+pub fn for_model(identity: Option<&ModelIdentity>) -> Option<&'static AnswerabilityProbe> {
     static QWEN_1_5B: OnceLock<Option<AnswerabilityProbe>> = OnceLock::new();
-    if !crate::answerer::calibrated_for(config) {
+    if identity.map(ModelIdentity::to_hex).as_deref() != Some(QWEN_1_5B_IDENTITY) {
         return None;
     }
     QWEN_1_5B
@@ -86,29 +93,21 @@ pub fn for_model(config: &ModelConfig) -> Option<&'static AnswerabilityProbe> {
 mod tests {
     use super::*;
 
+    fn identity(hex: &str) -> ModelIdentity {
+        ModelIdentity::from_hex(hex).unwrap()
+    }
+
     #[test]
     fn the_default_answerers_probe_loads_and_reads_a_state() {
-        let cfg = ModelConfig {
-            arch: crate::model::Arch::Qwen2,
-            n_layer: 28,
-            n_embd: 1536,
-            n_head: 12,
-            n_head_kv: 2,
-            head_dim: 128,
-            n_ff: 8960,
-            vocab: 151_936,
-            context_length: 32_768,
-            rms_eps: 1e-6,
-            rope_base: 1_000_000.0,
-            rope_dims: 128,
-        };
-        let probe = for_model(&cfg).expect("the 1.5B has a probe");
+        let probe = for_model(Some(&identity(QWEN_1_5B_IDENTITY))).expect("the 1.5B has a probe");
         assert!(probe.layer < 28 && probe.weights.iter().all(|w| w.is_finite()));
         assert_eq!(probe.log_odds(&[0.0; 1536]), probe.bias);
         assert_eq!(probe.margin(&[0.0; 1536]), probe.bias - probe.threshold);
         let along: Vec<f32> = probe.weights.iter().map(|w| w.signum()).collect();
         assert!(probe.log_odds(&along) > probe.bias, "a state along the weights reads as more answerable");
-        assert!(for_model(&ModelConfig { n_layer: 30, ..cfg }).is_none(), "another model has none");
+        let other = QWEN_1_5B_IDENTITY.replacen('a', "b", 1);
+        assert!(for_model(Some(&identity(&other))).is_none(), "another file has none, whatever its shape");
+        assert!(for_model(None).is_none(), "nor a model of unknown identity");
     }
 
     #[test]

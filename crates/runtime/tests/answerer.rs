@@ -20,7 +20,7 @@ fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversati
     let turn = "Answer from the passage.\n\n[1] Printing\nText: William Caxton set up a printing press at Westminster in 1476.\n\nQuestion: Who set up a press at Westminster?";
     let reply = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(16), &mut |_| ControlFlow::Continue(()))).unwrap();
     // The rule was fitted on the 1.5B's answers: SmolLM2's are not judged, nor measured.
-    assert!(!docmem_runtime::answerer::calibrated_for(lm.config()) && reply.probabilities.is_none());
+    assert!(!docmem_runtime::answerer::calibrated_for(lm.identity()) && reply.probabilities.is_none());
     let question = ChatMessage::new("user", turn);
     let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(std::slice::from_ref(&question)))).unwrap();
     let verified = docmem_runtime::block_on(lm.verify_after(&prefix, &question, &reply.text))
@@ -85,10 +85,12 @@ fn the_prefills_hidden_state_is_the_prompts() {
     assert!(cosine > 0.9999, "cosine {cosine}");
 }
 
-/// The default answerer's shape (a synthetic Qwen2.5 1.5B: its tensors, seeded values) has
-/// a probe, and its reply's evidence carries the probe's reading of the prompt's state.
+/// The default answerer's reply carries the probe's reading of the prompt's state: a
+/// synthetic Qwen2.5 1.5B (its tensors, seeded values) standing in for the real file, whose
+/// identity it is given; by its own identity, the same shape has no probe.
 #[test]
 fn the_default_answerers_reply_carries_the_probes_reading() {
+    use docmem_runtime::model::ModelIdentity;
     use docmem_runtime::source::MemorySource;
     use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
     let spec: DecoderSpec = "qwen2-1.5b:q4_k_m".parse().unwrap();
@@ -97,7 +99,9 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
         &LoadOptions { threads: 2, context: 256, ..Default::default() },
     )
     .unwrap();
-    let probe = docmem_runtime::probe::for_model(lm.config()).expect("the 1.5B's shape has a probe");
+    assert!(docmem_runtime::probe::for_model(lm.identity()).is_none(), "a file of the 1.5B's shape is not the 1.5B");
+    let lm = lm.with_identity(ModelIdentity::from_hex(docmem_runtime::probe::QWEN_1_5B_IDENTITY).unwrap());
+    let probe = docmem_runtime::probe::for_model(lm.identity()).expect("the 1.5B has a probe");
     let turn = "Question: who?";
     let free = ReplyOptions { max_tokens: 2, probe_decides: false };
     let reply = docmem_runtime::block_on(lm.reply(turn, free, &mut |_| ControlFlow::Continue(()))).unwrap();
@@ -113,7 +117,7 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
     assert_eq!(lm.prompt_tokens(Prompt::Text(text)).unwrap(), tokens[..at]);
     let state = lm.prompt_states(Prompt::Text(text), &[probe.layer]).unwrap().remove(0);
     let margin = probe.margin(&state);
-    assert_eq!(reply.probabilities.expect("the 1.5B's shape is judged").probe, Some(margin));
+    assert_eq!(reply.probabilities.expect("the 1.5B is judged").probe, Some(margin));
     assert!(!reply.text.is_empty() && reply.finish != Finish::Withheld, "the probe decides nothing unless asked");
 
     // Asked to decide, the probe withholds the reply when it reads the prompt as not

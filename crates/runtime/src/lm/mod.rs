@@ -38,7 +38,7 @@ use crate::chat::{ChatMessage, ChatTemplate};
 use crate::cpu::transformer::{CpuTransformer, KvCache};
 use crate::gguf::{GgufFile, MetaValue};
 use crate::model::hf::{self, HfCheckpoint, LoadQuant};
-use crate::model::{ModelConfig, Weights};
+use crate::model::{ModelConfig, ModelIdentity, Weights};
 use crate::source::{ByteSource, FileSource};
 use crate::tokenizer::Tokenizer;
 use crate::Error;
@@ -330,6 +330,9 @@ pub struct Lm<B: Backend = CpuTransformer> {
     prompt_cache: prompt_cache::PromptCache<B::Cache>,
     /// Background generation that gave way, to be continued.
     suspended: suspended::SuspendedSlot<B::Cache>,
+    /// Which trained weights it runs (GGUF files; `None` for a Hugging Face checkpoint):
+    /// what a probe fitted on one model is matched by.
+    identity: Option<ModelIdentity>,
 }
 
 impl<B: Backend> fmt::Debug for Lm<B> {
@@ -449,8 +452,9 @@ impl Lm<CpuTransformer> {
     /// Load a GGUF model from any byte source (tensors are read one at a time).
     pub fn load_from(src: &dyn ByteSource, opts: &LoadOptions) -> Result<Self, Error> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
+        let identity = ModelIdentity::of_gguf(&g, src)?;
         let weights = Weights::load(&g, src, &cfg)?;
-        Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context))
+        Ok(Lm::with_backend(tokenizer, chat, CpuTransformer::new(cfg, weights, opts.threads), context).with_identity(identity))
     }
 }
 
@@ -460,8 +464,9 @@ impl Lm<crate::gpu::GpuTransformer> {
     /// a time ([`crate::gpu::GpuTransformer::load`]): the whole file is never in memory.
     pub fn load_onto_gpu(src: &dyn ByteSource, opts: &LoadOptions, gpu: crate::gpu::Gpu) -> Result<Self, Error> {
         let (g, cfg, tokenizer, chat, context) = gguf_parts(src, opts)?;
+        let identity = ModelIdentity::of_gguf(&g, src)?;
         let backend = crate::gpu::GpuTransformer::load(gpu, &g, src, cfg)?;
-        Ok(Lm::with_backend(tokenizer, chat, backend, context))
+        Ok(Lm::with_backend(tokenizer, chat, backend, context).with_identity(identity))
     }
 }
 
@@ -510,7 +515,18 @@ impl Utf8Stream {
 impl<B: Backend> Lm<B> {
     /// Wrap a backend with its tokenizer and template.
     pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
-        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default() }
+        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default(), identity: None }
+    }
+
+    /// The same model, known to hold the weights `identity` names.
+    pub fn with_identity(mut self, identity: ModelIdentity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Which trained weights it runs, where known (GGUF files).
+    pub fn identity(&self) -> Option<&ModelIdentity> {
+        self.identity.as_ref()
     }
 
     /// The same model on another backend built from this one (the GPU backend is built
@@ -523,6 +539,7 @@ impl<B: Backend> Lm<B> {
             context: self.context,
             prompt_cache: Default::default(),
             suspended: Default::default(),
+            identity: self.identity,
         })
     }
 

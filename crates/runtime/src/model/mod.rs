@@ -3,11 +3,13 @@
 mod config;
 pub mod hf;
 pub mod hf_export;
+mod identity;
 pub mod tensors;
 mod weights;
 
 pub use config::{Arch, ModelConfig};
 pub use hf::{HfCheckpoint, LoadQuant};
+pub use identity::ModelIdentity;
 #[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;
 pub use weights::{Block, Weights};

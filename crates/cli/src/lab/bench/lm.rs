@@ -254,6 +254,11 @@ struct Figures {
 struct Report {
     /// The model file, or `synthetic MODEL:QUANT (seed N)`.
     model: String,
+    /// The file's identity (`docmem_runtime::model::ModelIdentity`), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<String>,
+    /// Whether the answerability probe was fitted on this very file.
+    probe_fitted: bool,
     /// `cpu` or `gpu`.
     backend: String,
     /// The GPU adapter (`--backend gpu`).
@@ -680,6 +685,8 @@ fn report<B: Backend>(
     let decode_weight_gbs = model.weight_bytes_per_token.map(|b| b as f64 * ours.decode_tok_s / 1e9);
     let report = Report {
         model: model.name.clone(),
+        identity: lm.identity().map(|i| i.to_hex()),
+        probe_fitted: docmem_runtime::probe::for_model(lm.identity()).is_some(),
         weight_bytes_per_token: model.weight_bytes_per_token,
         decode_weight_gbs,
         peak_gbs: a.peak_gbs,
@@ -714,6 +721,11 @@ fn report<B: Backend>(
         return parity_result();
     }
     println!("CPU kernels: {} (DOCMEM_CPU=portable|avx2|avx512|vnni caps the path)", report.cpu_path);
+    println!(
+        "answerability probe: {} (identity {})",
+        if report.probe_fitted { "fitted on this file" } else { "none for this file" },
+        report.identity.as_deref().unwrap_or("unknown")
+    );
     println!("{:<12} {:>12} {:>12} {:>10}", "engine", "prefill t/s", "decode t/s", "TTFT ms");
     println!("{:<12} {:>12.1} {:>12.1} {:>10.0}", "docmem", report.docmem.prefill_tok_s, report.docmem.decode_tok_s, report.docmem.ttft_ms);
     if let Some(l) = &report.llama_cpp {
