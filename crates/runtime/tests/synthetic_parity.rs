@@ -18,13 +18,17 @@ use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
 /// The seed `docmem synth-gguf` uses by default, which wrote the goldens' files.
 const SEED: u64 = 1;
 
-fn matches_llama_cpp(spec: &str) {
-    common::assert_cpu_path();
+fn golden_and_model(spec: &str) -> (serde_json::Value, Lm) {
     let parsed: DecoderSpec = spec.parse().unwrap();
     let golden_path = manifest_dir().join(format!("tests/golden/lm-synthetic-{}.json", spec.replace(':', "-")));
-    let golden: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(golden_path).unwrap()).unwrap();
+    let golden = serde_json::from_str(&std::fs::read_to_string(golden_path).unwrap()).unwrap();
     let bytes = decoder_gguf(parsed.shape, parsed.quant, SEED);
-    let lm = Lm::load_from(&MemorySource::new(bytes), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    (golden, Lm::load_from(&MemorySource::new(bytes), &LoadOptions { threads: 2, ..Default::default() }).unwrap())
+}
+
+fn matches_llama_cpp(spec: &str) {
+    common::assert_cpu_path();
+    let (golden, lm) = golden_and_model(spec);
     let report = parity::check(&lm, &golden).unwrap();
     for g in &report.greedy {
         eprintln!("{spec} {:?}: {}/{} greedy tokens identical", g.prompt, g.identical, g.reference);
@@ -43,6 +47,21 @@ fn llama3_rope_scaling_matches_llama_cpp() {
 #[test]
 fn qwen3_matches_llama_cpp() {
     matches_llama_cpp("qwen3-tiny:q4_k_m");
+}
+
+/// The golden tells Llama 3's RoPE divisors from none: the same file run with plain
+/// angles leaves llama.cpp's outputs (so the test above could fail).
+#[test]
+fn without_its_rope_divisors_the_llama3_model_leaves_llama_cpp() {
+    use docmem_runtime::cpu::transformer::CpuTransformer;
+    use docmem_runtime::model::Weights;
+    let (golden, lm) = golden_and_model("llama3-tiny:q4_k_m");
+    assert!(lm.backend.weights.rope_freqs.is_some());
+    let plain =
+        lm.map_backend(|cpu| Ok::<_, ()>(CpuTransformer::new(cpu.cfg.clone(), Weights { rope_freqs: None, ..cpu.weights }, 2))).unwrap();
+    let report = parity::check(&plain, &golden).unwrap();
+    eprintln!("plain angles: top-1 {}/{}, worst top-20 {:.2e}", report.top1_agree, report.top1_total, report.worst_top20);
+    assert!(!report.failures().is_empty(), "plain angles matched llama.cpp's scaled ones");
 }
 
 #[test]

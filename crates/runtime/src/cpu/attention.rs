@@ -297,6 +297,26 @@ mod tests {
     use super::*;
     use crate::quant::f16_round;
 
+    /// Each pair's angle is the plain one (position × base^(-2i/dims), advanced by
+    /// multiplication) divided by its divisor, as llama.cpp's `theta / freq_factor`.
+    #[test]
+    fn rope_angles_divide_each_pairs_angle_by_its_divisor() {
+        let divisors = [1.0f32, 2.0, 4.0, 32.0];
+        let plain = RopeFrequencies::new(10_000.0, 8, None);
+        let scaled = RopeFrequencies::new(10_000.0, 8, Some(divisors.to_vec()));
+        let (mut a, mut b) = ([(0f32, 0f32); 4], [(0f32, 0f32); 4]);
+        plain.angles(700, &mut a);
+        scaled.angles(700, &mut b);
+        let mut theta = 700f32;
+        for (i, d) in divisors.into_iter().enumerate() {
+            assert_eq!(a[i], (theta.cos(), theta.sin()), "pair {i}, plain");
+            assert_eq!(b[i], ((theta / d).cos(), (theta / d).sin()), "pair {i}, divided by {d}");
+            theta *= plain.theta_scale;
+        }
+        assert_eq!(a[0], b[0]);
+        assert_ne!(a[3], b[3]);
+    }
+
     /// The query heads of a key/value head attended together give each head the bits it
     /// gets alone, in both of ggml's orders and on every kernel path of this build.
     #[test]

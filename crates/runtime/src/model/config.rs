@@ -76,6 +76,9 @@ pub struct ModelConfig {
     pub rope_dims: usize,
 }
 
+/// The widest head the runtime takes (the GPU attention's limit; the CPU's RoPE table).
+pub const MAX_HEAD_DIM: usize = 512;
+
 fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, Error> {
     let full = format!("{arch}.{key}");
     g.get(&full).and_then(MetaValue::as_u64).filter(|&v| v > 0 && v < (1 << 24)).map(|v| v as usize).ok_or(Error::BadParam { key: full })
@@ -92,13 +95,34 @@ impl ModelConfig {
         let n_head_kv = param(g, a, "attention.head_count_kv").unwrap_or(n_head);
         // A head's width: `attention.key_length` where the file says it (Qwen3's heads are
         // wider than `n_embd / n_head`), else the hidden width split over the heads.
-        let head_dim = match g.get(&format!("{a}.attention.key_length")) {
-            Some(_) => param(g, a, "attention.key_length")?,
-            None if n_embd.is_multiple_of(n_head) => n_embd / n_head,
-            None => return Err(Error::BadParam { key: format!("{a}.attention.head_count") }),
+        let (head_dim, head_key) = match g.get(&format!("{a}.attention.key_length")) {
+            Some(_) => (param(g, a, "attention.key_length")?, "attention.key_length"),
+            None if n_embd.is_multiple_of(n_head) => (n_embd / n_head, "embedding_length"),
+            None => return Err(Error::BadParam { key: format!("{a}.attention.head_count (it does not divide {a}.embedding_length)") }),
         };
-        if !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
-            return Err(Error::BadParam { key: format!("{a}.attention.head_count") });
+        if !n_head.is_multiple_of(n_head_kv) {
+            return Err(Error::BadParam { key: format!("{a}.attention.head_count_kv (it does not divide {a}.attention.head_count)") });
+        }
+        // Even, for RoPE's pairs; at most 512, as the attention kernels take (models have
+        // 64 to 256).
+        if !head_dim.is_multiple_of(2) || head_dim > MAX_HEAD_DIM {
+            return Err(Error::BadParam {
+                key: format!("{a}.{head_key} (a head {head_dim} wide; an even width up to {MAX_HEAD_DIM} runs)"),
+            });
+        }
+        // Widths a 32-bit (wasm) address space multiplies safely; real models stay far below.
+        if (n_head as u64) * (head_dim as u64) > 1 << 20 {
+            return Err(Error::BadParam { key: format!("{a}.attention.head_count ({n_head} heads of {head_dim})") });
+        }
+        // A scaled RoPE stated as metadata (YaRN's long-context Qwen files, a linear-scaled
+        // Llama 2 fine-tune) turns every angle otherwise: refused, never run with plain
+        // angles. (Llama 3 states its scaling as the `rope_freqs.weight` tensor, which runs.)
+        let scaling = g.get(&format!("{a}.rope.scaling.type")).and_then(MetaValue::as_str).unwrap_or("none");
+        let factor = g.get(&format!("{a}.rope.scaling.factor")).and_then(MetaValue::as_f64).unwrap_or(1.0);
+        if !(scaling == "none" || (scaling == "linear" && factor == 1.0)) {
+            return Err(Error::ModelConfig {
+                reason: format!("its RoPE is scaled ({a}.rope.scaling.type {scaling}, factor {factor}), which docmem does not run"),
+            });
         }
         if g.get(&format!("{a}.attention.value_length")).is_some() && param(g, a, "attention.value_length")? != head_dim {
             return Err(Error::BadParam { key: format!("{a}.attention.value_length") });

@@ -174,7 +174,7 @@ impl ModelConfig {
             None if n_embd.is_multiple_of(n_head) => n_embd / n_head,
             None => return Err(Error::BadParam { key: "config.json num_attention_heads".into() }),
         };
-        if !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) {
+        if !n_head.is_multiple_of(n_head_kv) || !head_dim.is_multiple_of(2) || head_dim > super::config::MAX_HEAD_DIM {
             return Err(Error::BadParam { key: "config.json num_attention_heads".into() });
         }
         Ok(ModelConfig {
@@ -227,7 +227,11 @@ impl Weights {
         let (e, kv, ff, vocab) = (cfg.n_embd as u64, cfg.kv_width() as u64, cfg.n_ff as u64, cfg.vocab as u64);
         let (qw, hd) = (cfg.q_width() as u64, cfg.head_dim as u64);
         if !cfg.n_embd.is_multiple_of(32) || !cfg.n_ff.is_multiple_of(32) || !cfg.q_width().is_multiple_of(32) {
-            return Err(Error::BadParam { key: "config.json hidden_size (a multiple of 32 is needed to quantize)".into() });
+            return Err(Error::BadParam {
+                key:
+                    "config.json hidden_size, intermediate_size or num_attention_heads × head_dim (multiples of 32 are needed to quantize)"
+                        .into(),
+            });
         }
         let matrix = |name: &str, rows: u64, cols: u64, permute_heads: Option<usize>| -> Result<QMatrix, Error> {
             let mut w = ck.read_f32(name, &[rows, cols])?;

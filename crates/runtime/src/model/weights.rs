@@ -100,9 +100,10 @@ impl Weights {
     }
 
     /// RoPE's frequency divisors, if the file has them (`rope_dims / 2`, each finite and
-    /// positive: a zero would make an angle infinite).
+    /// positive: a zero would make an angle infinite). Llama's alone, as llama.cpp reads
+    /// them: its qwen2 and qwen3 graphs rotate by the plain angles whatever the file holds.
     pub fn load_rope_freqs(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<Vec<f32>>, Error> {
-        if g.tensor(tensors::ROPE_FREQS).is_none() {
+        if cfg.arch != super::config::Arch::Llama || g.tensor(tensors::ROPE_FREQS).is_none() {
             return Ok(None);
         }
         let v = vector(g, src, tensors::ROPE_FREQS, (cfg.rope_dims / 2) as u64)?;
