@@ -103,6 +103,36 @@ pub enum ModelsCommand {
     /// Print the model manifest of a folder of models (what an app built with the npm
     /// package hosts beside them): docmem models manifest DIR [--base-url URL] > models.json
     Manifest(crate::manifest::ManifestArgs),
+    /// Say what a GGUF model file is, from its header alone: its architecture and whether
+    /// docmem runs it, its parameters, formats and size, and the memory a CPU run takes.
+    Info(InfoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// The GGUF file.
+    file: PathBuf,
+    /// Tokens of context the memory figure is for.
+    #[arg(long, default_value_t = 8192)]
+    context: usize,
+    /// Print JSON instead of a line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `docmem models info`: the file's facts; an error (exit 1) where docmem cannot run it.
+fn info(a: &InfoArgs) -> Result<(), CliError> {
+    let src = docmem_runtime::source::FileSource::open(&a.file)?;
+    let facts = docmem_runtime::model::ModelFacts::of_gguf(&docmem_runtime::gguf::GgufFile::read(&src)?);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&facts).map_err(std::io::Error::from)?);
+    } else {
+        println!("{}: {}", a.file.display(), facts.describe(a.context));
+    }
+    match facts.refusal {
+        Some(why) => Err(CliError::BadArgument { message: format!("{}: {why}", a.file.display()) }),
+        None => Ok(()),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -119,6 +149,7 @@ pub fn run(cmd: &ModelsCommand) -> Result<(), CliError> {
     let a = match cmd {
         ModelsCommand::Fetch(a) => a,
         ModelsCommand::Manifest(m) => return crate::manifest::run(m),
+        ModelsCommand::Info(i) => return info(i),
     };
     let outs = outputs(a.set);
     let dir = a.dir.clone().unwrap_or_else(|| model_dirs().remove(0));

@@ -1,6 +1,7 @@
 //! Decoder models: hyper-parameters and weights, independent of the backend that runs them.
 
 mod config;
+mod facts;
 pub mod hf;
 pub mod hf_export;
 mod identity;
@@ -8,6 +9,7 @@ pub mod tensors;
 mod weights;
 
 pub use config::{Arch, ModelConfig};
+pub use facts::{ModelFacts, WASM_HEAP_BYTES, WASM_MODEL_BYTES};
 pub use hf::{HfCheckpoint, LoadQuant};
 pub use identity::ModelIdentity;
 #[cfg(feature = "gpu")]
