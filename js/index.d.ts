@@ -211,7 +211,33 @@ export type LoadProgress =
   /** A model file the user chose (a File) being kept in this browser's storage. */
   | { stage: 'keeping'; model: string; loaded: number; total: number; fraction: number }
   /** `damaged: 'rebuild'`: a document of the damaged library being added again. */
-  | { stage: 'rebuilding'; document: string; fraction: number };
+  | { stage: 'rebuilding'; document: string; fraction: number }
+  /**
+   * A model file the user chose, as its header describes it, before its weights are read:
+   * `line` for a person ("qwen3 · 751M parameters · Q4_K, Q6_K · 480 MB · about …"),
+   * `facts` in detail; `fraction` is the load's (0: its weights are not read yet). A file
+   * docmem cannot run is then refused (MODEL_LOAD_FAILED).
+   */
+  | { stage: 'model'; model: string; line: string; facts: ModelFacts; fraction: number };
+
+/** What a model file's header says (`stage: 'model'` of {@link LoadProgress}). */
+export interface ModelFacts {
+  /** `general.architecture`. */
+  architecture: string;
+  /** `general.name`, if the file has one. */
+  name: string | null;
+  /** Why docmem cannot run it; null when it can. */
+  refusal: string | null;
+  parameters: number;
+  /** Bytes of tensor data. */
+  weightBytes: number;
+  /** Block formats by the bytes each holds, largest first. */
+  formats: [string, number][];
+  layers: number | null;
+  contextLength: number | null;
+  /** Bytes the CPU's key/value cache takes per token of context. */
+  cacheBytesPerToken: number | null;
+}
 
 export interface IngestProgress {
   stage: 'reading' | 'candidates' | 'indexing';

@@ -314,6 +314,15 @@ async function loadModelsHeld(cache, models, emit, gpu) {
       }
       const f = fileOf(spec.files[0]);
       const read = (offset, length) => f.read(offset, length);
+      if (spec.files[0].blob) {
+        // A file the user chose: say what it is, from its header, and refuse here what
+        // cannot run (another architecture; too big for the CPU's memory in a page)
+        // before reading its weights.
+        const facts = load(spec.name, () => JSON.parse(w.Lm.facts(f.size, read)));
+        emit({ stage: 'model', model: spec.name, line: facts.line, facts: facts.facts, fraction: 0 });
+        if (facts.facts.refusal) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: ${facts.line}`);
+        if (!gpu && facts.tooBigForCpu) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: ${facts.tooBigForCpu}`);
+      }
       let m;
       if (gpu) {
         try {

@@ -28,6 +28,9 @@ within 25 tests/browser/app.test.mjs
 # cargo step builds; built here when this script runs alone).
 export DOCMEM_GGUF_TO_HF="$CARGO_TARGET_DIR/debug/examples/gguf_to_hf"
 [ -x "$DOCMEM_GGUF_TO_HF" ] || cargo build -q -p docmem-runtime --example gguf_to_hf --locked
+# The CLI writes the synthetic Qwen3 the memories test chooses as the user's own model.
+export DOCMEM_CLI="$CARGO_TARGET_DIR/debug/docmem"
+[ -x "$DOCMEM_CLI" ] || cargo build -q -p docmem-cli --locked
 within 15 tests/browser/memories.test.mjs
 # Model downloads through the real worker: OPFS, an interrupted file resumed with a Range
 # request after a reload, the worker never holding a file whole, the quota refusals.

@@ -40,6 +40,9 @@ function clearError() {
   $('error').hidden = true;
 }
 
+/** What the header of the model file the user chose last said (`stage: 'model'`). */
+let chosenModelLine = null;
+
 function modelProgress(p) {
   const bar = $('model-progress');
   const label = $('model-label');
@@ -60,6 +63,10 @@ function modelProgress(p) {
   } else if (p.stage === 'loading') {
     bar.removeAttribute('value');
     label.textContent = 'Loading the models into the engine…';
+  } else if (p.stage === 'model') {
+    // A file the user chose, as its header describes it (refused next if it cannot run).
+    chosenModelLine = p.line;
+    $('model-picker-status').textContent = `${p.model}: ${p.line}`;
   }
 }
 
@@ -1055,6 +1062,7 @@ async function switchModel(c) {
   const previous = choice;
   clearError();
   $('model-picker-status').textContent = `Starting with ${c.label ?? c.name}…`;
+  chosenModelLine = null;
   choice = c;
   document.body.dataset.ready = 'false'; // the model line shows the new model's download
   try {
@@ -1074,7 +1082,7 @@ async function switchModel(c) {
       }
     }
     localStorage.setItem(MODEL_KEY, choice.id);
-    $('model-picker-status').textContent = `Now using ${choice.label ?? choice.name}.`;
+    $('model-picker-status').textContent = `Now using ${choice.label ?? choice.name}.${chosenModelLine ? ` ${chosenModelLine}.` : ''}`;
   } catch (e) {
     $('model-picker-status').textContent = `${c.label ?? c.name} could not be used: ${e.message}`;
     showError(e);

@@ -141,7 +141,29 @@ impl WasmLm {
         Ok(WasmLm::wrap(lm, "model.gguf"))
     }
 
-    /// Load a Hugging Face checkpoint (a `llama` or `qwen2` model): `parts` is `{config,
+    /// What a GGUF file of `length` bytes is, from its header alone (read through `read`
+    /// as [`WasmLm::from_reader`] reads): JSON `{facts, context, line, tooBigForCpu}`, where
+    /// `facts` is the runtime's `ModelFacts` (architecture, `refusal` where docmem cannot
+    /// run it, parameters, bytes, formats, cache bytes a token), `context` the tokens a model
+    /// runs with here, `line` one line for a person, and `tooBigForCpu` why the model cannot
+    /// run on the CPU in a page (its weights and cache past a wasm module's memory), if so.
+    /// A page calls it before loading a file the user chose, to say what it is and to
+    /// refuse what cannot run before reading gigabytes.
+    pub fn facts(length: f64, read: js_sys::Function) -> Result<String, JsValue> {
+        boundary::ready()?;
+        let src = js_range_source(length, read)?;
+        let g = docmem_runtime::gguf::GgufFile::read(&src).map_err(coded)?;
+        let facts = docmem_runtime::model::ModelFacts::of_gguf(&g);
+        let context = load_options().context;
+        to_json(&serde_json::json!({
+            "line": facts.describe(context),
+            "tooBigForCpu": facts.too_big_for_wasm_cpu(context),
+            "context": context,
+            "facts": facts,
+        }))
+    }
+
+    /// Load a Hugging Face checkpoint (a `llama`, `qwen2` or `qwen3` model): `parts` is `{config,
     /// tokenizer, tokenizerConfig?}`, the bytes of `config.json`, `tokenizer.json` and
     /// `tokenizer_config.json`; `shards` is `[{length, read}]`, one per `.safetensors` file,
     /// each read through `read(offset, length) → Uint8Array` as `fromReader` reads, a tensor
