@@ -150,6 +150,7 @@ await page.fill('#question', 'Where does the clock of 1386 run?');
 await page.click('#ask-button');
 const qwen3Said = await page.locator('#model-picker-status').textContent();
 await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+await page.locator('#model-picker').screenshot({ path: path.join(root, 'tests/browser/out/own-model.png') });
 console.log(`  own model: a Gemma 3 file refused by its architecture; a synthetic Qwen3 named by its header ("${qwen3Said}"), loaded and answered (${at()})`);
 // Renamed so the page cannot confuse it with the served file.
 const mine = path.join(profile, 'my-smollm2.gguf');
