@@ -160,7 +160,9 @@ impl Tokenizer {
                     .iter()
                     .map(|v| v.as_f64().map(|x| x as f32).ok_or(Error::TokenizerMetadata { key: "tokenizer.ggml.scores" }))
                     .collect::<Result<Vec<_>, _>>()?;
-                (spm::build(&tokens, &scores, &types)?, None, true)
+                // Llama 2's files prefix a space to the text; Gemma's say not to.
+                let prefix = gguf.get("tokenizer.ggml.add_space_prefix").and_then(MetaValue::as_bool).unwrap_or(true);
+                (spm::build(&tokens, &scores, &types, prefix)?, None, true)
             }
             other => return Err(Error::UnsupportedTokenizer { model: other.to_owned() }),
         };

@@ -4,7 +4,8 @@
 //! score, and falls back to `<0xXX>` byte tokens for text no piece covers. A BPE whose
 //! merge ranks follow those scores does the same, which is how HF converts these models:
 //! every piece that splits into two pieces of the vocabulary yields a merge, ranked by the
-//! merged piece's score. Spaces become `▁` and a `▁` is prefixed, as llama.cpp does.
+//! merged piece's score. Spaces become `▁`, and a `▁` is prefixed to the text where the file
+//! asks (`tokenizer.ggml.add_space_prefix`: Llama 2's do, Gemma's do not), as llama.cpp does.
 
 use tokenizers::decoders::byte_fallback::ByteFallback;
 use tokenizers::decoders::fuse::Fuse;
@@ -21,7 +22,7 @@ use crate::Error;
 const SPACE: &str = "\u{2581}";
 
 /// Build the BPE equivalent of a SentencePiece vocabulary.
-pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result<HfTokenizer, Error> {
+pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64], add_space_prefix: bool) -> Result<HfTokenizer, Error> {
     if scores.len() != tokens.len() {
         return Err(Error::TokenizerLengthMismatch { key: "tokenizer.ggml.scores", tokens: tokens.len(), found: scores.len() });
     }
@@ -50,17 +51,19 @@ pub(super) fn build(tokens: &[String], scores: &[f32], _types: &[i64]) -> Result
     }
     let bpe = builder.build().map_err(lib_err)?;
     let mut t = HfTokenizer::new(bpe);
-    let normalizer = NormalizerSequence::new(vec![
-        NormalizerWrapper::Prepend(Prepend::new(SPACE.to_owned())),
-        NormalizerWrapper::Replace(Replace::new(" ", SPACE).map_err(lib_err)?),
-    ]);
-    t.with_normalizer(Some(normalizer));
-    t.with_decoder(Some(DecoderWrapper::Sequence(DecoderSequence::new(vec![
+    let mut normalizers = vec![NormalizerWrapper::Replace(Replace::new(" ", SPACE).map_err(lib_err)?)];
+    let mut decoders = vec![
         DecoderWrapper::Replace(tokenizers::normalizers::Replace::new(SPACE, " ").map_err(lib_err)?),
         DecoderWrapper::ByteFallback(ByteFallback::new()),
         DecoderWrapper::Fuse(Fuse::new()),
-        DecoderWrapper::Strip(Strip::new(' ', 1, 0)),
-    ]))));
+    ];
+    // The prefixed space is taken off again when decoding.
+    if add_space_prefix {
+        normalizers.insert(0, NormalizerWrapper::Prepend(Prepend::new(SPACE.to_owned())));
+        decoders.push(DecoderWrapper::Strip(Strip::new(' ', 1, 0)));
+    }
+    t.with_normalizer(Some(NormalizerSequence::new(normalizers)));
+    t.with_decoder(Some(DecoderWrapper::Sequence(DecoderSequence::new(decoders))));
     Ok(t)
 }
 

@@ -73,7 +73,7 @@ fn sentencepiece_merges_by_score_with_byte_fallback() {
         types.push(6);
     }
     let names: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    let g = gguf(vec![
+    let mut g = gguf(vec![
         ("tokenizer.ggml.model", MetaValue::String("llama".into())),
         ("tokenizer.ggml.tokens", strs(&names)),
         ("tokenizer.ggml.scores", MetaValue::Array(scores.iter().map(|&s| MetaValue::F32(s)).collect())),
@@ -89,6 +89,13 @@ fn sentencepiece_merges_by_score_with_byte_fallback() {
     assert_eq!(ids, vec![3, 9 + 0xC3, 9 + 0xA9]);
     assert_eq!(t.decode(&[8, 6]).unwrap(), "ab a");
     assert_eq!(t.token_bytes(9 + 0xC3).unwrap(), vec![0xC3]);
+    // Gemma's files ask for no space before the text: "ab" is then its own piece, and
+    // decoding keeps a leading space that was in the text.
+    g.metadata.insert("tokenizer.ggml.add_space_prefix".into(), MetaValue::Bool(false));
+    let t = Tokenizer::from_gguf(&g).unwrap();
+    assert_eq!(t.encode("ab a").unwrap(), vec![7, 6]);
+    assert_eq!(t.encode(" ab").unwrap(), vec![8]);
+    assert_eq!(t.decode(&[8, 6]).unwrap(), " ab a");
 }
 
 /// Regression (fuzzing the GGUF load path): building the merges looked up both
