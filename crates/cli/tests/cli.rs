@@ -587,7 +587,8 @@ fn eval_answers_states_records_each_question_once_with_the_layers_asked_and_the_
 }
 
 /// `docmem models info` says what a file is from its header: a Qwen3's architecture and
-/// size, and for a Gemma 3 (no weights needed) that it is not supported, as an error.
+/// size, and for a Mamba (a state-space model; no weights needed) that it is not
+/// supported, as an error.
 #[test]
 fn models_info_names_a_files_architecture_and_refuses_one_it_does_not_run() {
     let dir = std::env::temp_dir().join(format!("docmem-models-info-{}", std::process::id()));
@@ -599,23 +600,23 @@ fn models_info_names_a_files_architecture_and_refuses_one_it_does_not_run() {
     assert!(out.status.success() && line.contains(": qwen3 · ") && line.contains("to run with 100 tokens of context"), "{line}");
     let facts = json(&docmem(&["models", "info", &qwen3, "--json"]));
     assert_eq!((facts["architecture"].as_str(), facts["layers"].as_u64()), (Some("qwen3"), Some(2)), "{facts}");
-    // A GGUF header naming gemma3, and nothing else.
-    let mut gemma = b"GGUF".to_vec();
-    gemma.extend(3u32.to_le_bytes());
-    gemma.extend(0u64.to_le_bytes());
-    gemma.extend(1u64.to_le_bytes());
-    for (i, text) in ["general.architecture", "gemma3"].into_iter().enumerate() {
-        gemma.extend((text.len() as u64).to_le_bytes());
-        gemma.extend(text.as_bytes());
+    // A GGUF header naming mamba, and nothing else.
+    let mut mamba = b"GGUF".to_vec();
+    mamba.extend(3u32.to_le_bytes());
+    mamba.extend(0u64.to_le_bytes());
+    mamba.extend(1u64.to_le_bytes());
+    for (i, text) in ["general.architecture", "mamba"].into_iter().enumerate() {
+        mamba.extend((text.len() as u64).to_le_bytes());
+        mamba.extend(text.as_bytes());
         if i == 0 {
-            gemma.extend(8u32.to_le_bytes()); // a string value
+            mamba.extend(8u32.to_le_bytes()); // a string value
         }
     }
-    let path = dir.join("gemma.gguf");
-    std::fs::write(&path, gemma).unwrap();
+    let path = dir.join("mamba.gguf");
+    std::fs::write(&path, mamba).unwrap();
     let out = docmem(&["models", "info", &path.display().to_string()]);
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success() && said.contains("gemma3") && said.contains("not supported"), "{said}");
+    assert!(!out.status.success() && said.contains("mamba") && said.contains("not supported"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,11 +1,14 @@
-//! The decoder's blocks (llama, qwen2 and qwen3), written once over the operations a
-//! backend provides ([`DecoderOps`]).
+//! The decoder's blocks (llama, qwen2, qwen3 and gemma3), written once over the operations
+//! a backend provides ([`DecoderOps`]).
 //!
-//! Per block: RMSNorm → Q/K/V projections (qwen2 adds biases; qwen3 RMS-norms each head
-//! of Q and K) → RoPE → K/V appended to the cache and causal attention over it → output
-//! projection, residual → RMSNorm → SwiGLU (gate and up, then down), residual. The
-//! architectures differ only in data (biases or head norms present or not, RoPE's pairing
-//! and frequencies: [`crate::model::Arch`]), so one schedule serves them all.
+//! Per block: RMSNorm → Q/K/V projections (qwen2 adds biases; qwen3 and gemma3 RMS-norm
+//! each head of Q and K) → RoPE → K/V appended to the cache and causal attention over it
+//! → output projection (gemma3 RMS-norms it again) → residual → RMSNorm → gated
+//! feed-forward (gate and up, SiLU or GELU of the gate times up, then down; gemma3 norms it
+//! again) → residual. The architectures differ only in data (biases and norms present or
+//! not, the gate's activation, RoPE's pairing and frequencies per layer, a layer's attention
+//! window: [`crate::model::Arch`], [`crate::model::ModelConfig`]), so one schedule serves
+//! them all.
 //!
 //! Why a schedule over operations: the CPU backend (llama.cpp's numerics, threads) and the
 //! WebGPU backend (kernels recorded into one command buffer) used to write this sequence
@@ -33,9 +36,9 @@ pub(crate) enum Act {
     Attention,
     /// A projection's output added back to the residual (`n_embd`).
     Out,
-    /// SwiGLU's gate, then its product (`n_ff`).
+    /// The feed-forward's gate, then the gated product (`n_ff`).
     Gate,
-    /// SwiGLU's up projection (`n_ff`).
+    /// The feed-forward's up projection (`n_ff`).
     Up,
 }
 
@@ -67,6 +70,9 @@ pub(crate) struct BlockWeights<'a, M, V: ?Sized> {
     pub gate_up: [&'a M; 2],
     /// SwiGLU's down projection.
     pub w_down: &'a M,
+    /// RMSNorm weights of attention's output and of the feed-forward's, before their
+    /// residual adds (gemma3).
+    pub post_norms: [Option<&'a V>; 2],
 }
 
 /// The operations a decoder block needs, on one backend's buffers.
@@ -87,15 +93,17 @@ pub(crate) trait DecoderOps {
     /// `rows = rows / rms(rows) · weight`, each `weight.len()` values (one head) apart:
     /// [`Act::Q`] or [`Act::K`] in place.
     fn head_norm(&mut self, rows: Act, weight: &Self::Vector) -> Result<(), Self::Error>;
-    /// Rotary position embedding of [`Act::Q`] or [`Act::K`], each row at its position.
-    fn rope(&mut self, rows: Act) -> Result<(), Self::Error>;
+    /// Rotary position embedding of [`Act::Q`] or [`Act::K`], each row at its position,
+    /// with layer `layer`'s frequencies (a windowed layer's differ).
+    fn rope(&mut self, rows: Act, layer: usize) -> Result<(), Self::Error>;
     /// Append [`Act::K`] and [`Act::V`] to layer `layer`'s cache, then causal attention of
-    /// [`Act::Q`] over it into [`Act::Attention`].
+    /// [`Act::Q`] over it (over the layer's window where it has one) into
+    /// [`Act::Attention`].
     fn attend(&mut self, layer: usize) -> Result<(), Self::Error>;
     /// `to += from`.
     fn add(&mut self, to: Act, from: Act) -> Result<(), Self::Error>;
-    /// [`Act::Gate`] `= silu(Gate) · Up`.
-    fn swiglu(&mut self) -> Result<(), Self::Error>;
+    /// [`Act::Gate`] `= act(Gate) · Up`, `act` the model's gate activation (SiLU, GELU).
+    fn glu(&mut self) -> Result<(), Self::Error>;
     /// Layer `layer` is done ([`Act::Residual`] holds its output): a backend keeps the
     /// state a probe reads here.
     fn block_done(&mut self, layer: usize) -> Result<(), Self::Error>;
@@ -130,8 +138,8 @@ where
                 ops.trace(name, l, act);
             }
         }
-        ops.rope(Act::Q)?;
-        ops.rope(Act::K)?;
+        ops.rope(Act::Q, l)?;
+        ops.rope(Act::K, l)?;
         ops.attend(l)?;
         ops.trace("Qcur", l, Act::Q);
         ops.trace("Kcur", l, Act::K);
@@ -139,7 +147,7 @@ where
         ops.trace("kqv_out", l, Act::Attention);
         ops.products(Act::Attention, &[(w.wo, Act::Out)])?;
         ops.trace("attn_out", l, Act::Out);
-        ops.add(Act::Residual, Act::Out)?;
+        add_normed(ops, w.post_norms[0], ("attn_post_norm", l))?;
 
         ops.rms_norm(Act::Residual, w.ffn_norm, Act::Normed)?;
         let [w_gate, w_up] = w.gate_up;
@@ -147,14 +155,27 @@ where
         ops.trace("ffn_norm", l, Act::Normed);
         ops.trace("ffn_gate", l, Act::Gate);
         ops.trace("ffn_up", l, Act::Up);
-        ops.swiglu()?;
-        ops.trace("ffn_swiglu", l, Act::Gate);
+        ops.glu()?;
+        ops.trace("ffn_glu", l, Act::Gate);
         ops.products(Act::Gate, &[(w.w_down, Act::Out)])?;
-        ops.add(Act::Residual, Act::Out)?;
+        add_normed(ops, w.post_norms[1], ("ffn_post_norm", l))?;
         ops.trace("l_out", l, Act::Residual);
         ops.block_done(l)?;
     }
     Ok(())
+}
+
+/// `Residual += Out`, or `Residual += rms_norm(Out)` where the block norms that output
+/// again (the norm goes to [`Act::Normed`], free at both places the schedule adds).
+fn add_normed<O: DecoderOps>(ops: &mut O, post_norm: Option<&O::Vector>, (name, l): (&str, usize)) -> Result<(), O::Error> {
+    match post_norm {
+        Some(n) => {
+            ops.rms_norm(Act::Out, n, Act::Normed)?;
+            ops.trace(name, l, Act::Normed);
+            ops.add(Act::Residual, Act::Normed)
+        }
+        None => ops.add(Act::Residual, Act::Out),
+    }
 }
 
 #[cfg(test)]
@@ -186,7 +207,7 @@ mod tests {
             self.0.push(format!("head norm {rows:?} {weight}"));
             Ok(())
         }
-        fn rope(&mut self, rows: Act) -> Result<(), ()> {
+        fn rope(&mut self, rows: Act, _layer: usize) -> Result<(), ()> {
             self.0.push(format!("rope {rows:?}"));
             Ok(())
         }
@@ -198,8 +219,8 @@ mod tests {
             self.0.push(format!("add {to:?} {from:?}"));
             Ok(())
         }
-        fn swiglu(&mut self) -> Result<(), ()> {
-            self.0.push("swiglu".into());
+        fn glu(&mut self) -> Result<(), ()> {
+            self.0.push("glu".into());
             Ok(())
         }
         fn block_done(&mut self, layer: usize) -> Result<(), ()> {
@@ -208,18 +229,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_qwen2_block_adds_its_biases_and_a_llama_block_has_none() {
-        let block = |biases: [Option<&'static str>; 3]| BlockWeights {
+    /// A block's weights named by their roles, with the optional ones given.
+    type Named = Option<&'static str>;
+    fn block(biases: [Named; 3], head_norms: [Named; 2], post_norms: [Named; 2]) -> BlockWeights<'static, &'static str, str> {
+        BlockWeights {
             attn_norm: "an",
             qkv: [&"wq", &"wk", &"wv"],
             biases,
-            head_norms: [None; 2],
+            head_norms,
             wo: &"wo",
             ffn_norm: "fn",
             gate_up: [&"wg", &"wu"],
             w_down: &"wd",
-        };
+            post_norms,
+        }
+    }
+
+    #[test]
+    fn a_qwen2_block_adds_its_biases_and_a_llama_block_has_none() {
+        let block = |biases: [Named; 3]| block(biases, [None; 2], [None; 2]);
         let mut qwen2 = Log::default();
         run_blocks(&mut qwen2, [block([Some("bq"), Some("bk"), Some("bv")])]).unwrap();
         assert_eq!(
@@ -237,7 +265,7 @@ mod tests {
                 "add Residual Out",
                 "norm Residual fn Normed",
                 "products Normed wg→Gate wu→Up",
-                "swiglu",
+                "glu",
                 "products Gate wd→Out",
                 "add Residual Out",
                 "done 0",
@@ -252,21 +280,34 @@ mod tests {
 
     #[test]
     fn a_qwen3_block_norms_each_head_of_q_and_k_before_rope() {
-        let block = BlockWeights {
-            attn_norm: "an",
-            qkv: [&"wq", &"wk", &"wv"],
-            biases: [None; 3],
-            head_norms: [Some("qn"), Some("kn")],
-            wo: &"wo",
-            ffn_norm: "fn",
-            gate_up: [&"wg", &"wu"],
-            w_down: &"wd",
-        };
+        let block = block([None; 3], [Some("qn"), Some("kn")], [None; 2]);
         let mut qwen3 = Log::default();
         run_blocks(&mut qwen3, [block]).unwrap();
         assert_eq!(
             qwen3.0[..6],
             ["norm Residual an Normed", "products Normed wq→Q wk→K wv→V", "head norm Q qn", "head norm K kn", "rope Q", "rope K"]
+        );
+    }
+
+    #[test]
+    fn a_gemma3_block_norms_each_output_again_before_adding_it() {
+        let block = block([None; 3], [Some("qn"), Some("kn")], [Some("apn"), Some("fpn")]);
+        let mut gemma3 = Log::default();
+        run_blocks(&mut gemma3, [block]).unwrap();
+        assert_eq!(
+            gemma3.0[7..],
+            [
+                "products Attention wo→Out",
+                "norm Out apn Normed",
+                "add Residual Normed",
+                "norm Residual fn Normed",
+                "products Normed wg→Gate wu→Up",
+                "glu",
+                "products Gate wd→Out",
+                "norm Out fpn Normed",
+                "add Residual Normed",
+                "done 0",
+            ]
         );
     }
 }

@@ -38,11 +38,14 @@ pub struct Head<'a> {
     pub stride: usize,
     /// Offset of this head's KV group in a row.
     pub offset: usize,
-    /// Positions attended (`0..n_ctx`).
+    /// Positions attended (`first..n_ctx`; those before `first`, outside a sliding window,
+    /// weigh nothing, as llama.cpp's mask makes them).
     pub n_ctx: usize,
+    /// The first position attended (0 but in a sliding window).
+    pub first: usize,
     /// ggml's order for this batch.
     pub order: Order,
-    /// `1/sqrt(head_dim)`.
+    /// The scores' factor: `1/sqrt(head_dim)`, or 1 where the queries were scaled first.
     pub scale: f32,
 }
 
@@ -149,7 +152,8 @@ where
     let row = |m: &'_ [f32], p: usize| -> std::ops::Range<usize> { p * h.stride + h.offset..p * h.stride + h.offset + hd.min(m.len()) };
     scratch.probs.clear();
     scratch.probs.resize(heads * n, 0.0);
-    for p in 0..n {
+    let first = h.first.min(n - 1);
+    for p in first..n {
         let k = &h.keys[row(h.keys, p)];
         for (j, q) in h.q.chunks_exact(hd).enumerate() {
             scratch.probs[j * n + p] = dot(q, k, h.order) * h.scale;
@@ -157,9 +161,11 @@ where
     }
     scratch.inv.clear();
     for probs in scratch.probs.chunks_exact_mut(n) {
-        let max = probs.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        // Positions outside the window are masked (weight 0, summed as zeros in their
+        // lanes, as ggml sums its masked cells).
+        let max = probs[first..].iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let mut sum = 0f64;
-        exp_shifted(probs, max);
+        exp_shifted(&mut probs[first..], max);
         for chunk in probs.chunks(LANES) {
             let mut lanes = [0f32; LANES];
             lanes[..chunk.len()].copy_from_slice(chunk);
@@ -175,7 +181,7 @@ where
     let per_head = (slots + 2) * hd; // two spare rows for the fold below
     scratch.acc.clear();
     scratch.acc.resize(heads * per_head, 0.0);
-    for p in 0..n {
+    for p in first..n {
         let v = &h.values[row(h.values, p)];
         for (j, acc) in scratch.acc.chunks_exact_mut(per_head).enumerate() {
             let pw = f16_round(scratch.probs[j * n + p] * scratch.inv[j]);
@@ -221,7 +227,8 @@ fn fold_slots(acc: &mut [f32], hd: usize, order: Order, out: &mut [f32]) {
 /// RoPE's frequencies: pair `i` of a head turns by `pos · base^(-2i/rope_dims)`, divided by
 /// `divisors[i]` where the model scales its RoPE for long contexts (Llama 3 writes these
 /// per-pair divisors into its GGUF as `rope_freqs.weight`; llama.cpp calls them frequency
-/// factors). The CPU rotates by them and the GPU backend uploads the angles they give.
+/// factors), times `freq_scale` where the scaling is linear (Gemma 3's global layers). The
+/// CPU rotates by them and the GPU backend uploads the angles they give.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RopeFrequencies {
     /// `base^(-2/rope_dims)`: the factor from one pair's frequency to the next, applied by
@@ -229,12 +236,26 @@ pub struct RopeFrequencies {
     pub theta_scale: f32,
     /// Per-pair divisors of the angle, `rope_dims / 2` of them; `None` for a plain RoPE.
     pub divisors: Option<Vec<f32>>,
+    /// Every angle's factor after its divisor (linear scaling; 1 for none).
+    pub freq_scale: f32,
 }
 
 impl RopeFrequencies {
     /// Frequencies from base `base` over `rope_dims` dimensions, scaled by `divisors`.
     pub fn new(base: f32, rope_dims: usize, divisors: Option<Vec<f32>>) -> Self {
-        RopeFrequencies { theta_scale: base.powf(-2.0 / rope_dims as f32), divisors }
+        RopeFrequencies { theta_scale: base.powf(-2.0 / rope_dims as f32), divisors, freq_scale: 1.0 }
+    }
+
+    /// The frequencies of each kind of layer of `cfg`: `[global, windowed]` (the same but
+    /// where the model has sliding-window layers, which turn by a base of their own,
+    /// unscaled, as llama.cpp's `rope_freq_base_train_swa`).
+    pub fn of_model(cfg: &crate::model::ModelConfig, divisors: Option<Vec<f32>>) -> [RopeFrequencies; 2] {
+        let global = RopeFrequencies { freq_scale: cfg.rope_freq_scale, ..Self::new(cfg.rope_base, cfg.rope_dims, divisors) };
+        let windowed = match &cfg.sliding_window {
+            Some(w) => Self::new(w.rope_base, cfg.rope_dims, None),
+            None => global.clone(),
+        };
+        [global, windowed]
     }
 
     /// RoPE's (cos, sin) for position `pos`, one per pair: the angle starts at `pos` and is
@@ -248,7 +269,7 @@ impl RopeFrequencies {
             let angle = match &self.divisors {
                 Some(d) => theta / d.get(i).copied().unwrap_or(1.0),
                 None => theta,
-            };
+            } * self.freq_scale;
             *c = (angle.cos(), angle.sin());
             theta *= self.theta_scale;
         }
@@ -330,7 +351,8 @@ mod tests {
             let values: Vec<f32> = (0..n_ctx * stride).map(|_| half()).collect();
             let q: Vec<f32> = (0..group * hd).map(|_| half()).collect();
             for order in [Order::Tiled, Order::VecDot] {
-                let head = |q| Head { q, head_dim: hd, keys: &keys, values: &values, stride, offset: hd, n_ctx, order, scale: 0.125 };
+                let head =
+                    |q| Head { q, head_dim: hd, keys: &keys, values: &values, stride, offset: hd, n_ctx, first: 0, order, scale: 0.125 };
                 let mut together = vec![0f32; group * hd];
                 attend(&head(&q), &mut Scratch::default(), &mut together);
                 for (j, got) in together.chunks_exact(hd).enumerate() {

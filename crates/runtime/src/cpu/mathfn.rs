@@ -87,6 +87,40 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     gate.iter_mut().zip(up).for_each(|(g, u)| *g = silu(*g) * u);
 }
 
+/// GELU (tanh approximation) as ggml's CPU code computes it in a gated feed-forward: from
+/// a table of half-precision results indexed by the input rounded to half precision, built
+/// with `0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²)))` in f32 (the inner `1 + a·x·x` fused,
+/// as GCC contracts it in the reference build); inputs at or below −10 give 0 and at or
+/// above 10 give themselves. The table costs 256 KB and one pass of 65,536 `tanh`s, once.
+pub fn gelu_tanh_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        const COEF_A: f32 = 0.044_715;
+        (0..=u16::MAX)
+            .map(|h| {
+                let x = crate::quant::f16_to_f32(h);
+                let inner = SQRT_2_OVER_PI * x * (COEF_A * x).fmadd(x, 1.0);
+                crate::quant::f16_round(0.5 * x * (1.0 + inner.tanh()))
+            })
+            .collect()
+    })
+}
+
+/// `gate[i] = gelu(gate[i]) · up[i]` (GeGLU), with ggml's table ([`gelu_tanh_table`]).
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_tanh_table();
+    gate.iter_mut().zip(up).for_each(|(g, &u)| {
+        *g = if *g <= -10.0 {
+            0.0
+        } else if *g >= 10.0 {
+            *g * u
+        } else {
+            table[usize::from(crate::quant::f32_to_f16(*g))] * u
+        };
+    });
+}
+
 /// The vector forms of [`exp_shifted`] and [`swiglu`] (AVX2, or wasm `simd128`) against
 /// the scalar ones, bit for bit: the number of values compared, or the first that differs.
 /// Run by the native tests and, in wasm, by [`super::check_kernels`] (the page's check of
@@ -356,5 +390,23 @@ mod tests {
         assert_eq!(expf(-200.0), 0.0);
         assert!(expf(100.0).is_infinite());
         assert!((silu(1.0) - 0.731_058_6).abs() < 1e-6);
+    }
+
+    /// The table is GELU within one half-precision step of the exact tanh form; its ends
+    /// and saturation as ggml's.
+    #[test]
+    fn geglu_reads_gelu_from_a_half_precision_table() {
+        assert_eq!(0.797_884_6f32, (2.0 / std::f64::consts::PI).sqrt() as f32, "ggml's √(2/π), rounded to f32");
+        let gelu = |x: f64| 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * x * (1.0 + 0.044_715 * x * x)).tanh());
+        let table = gelu_tanh_table();
+        for x in [-9.5f32, -3.0, -1.0, -0.25, 0.0, 0.1, 0.5, 1.0, 2.5, 9.9] {
+            let got = table[usize::from(crate::quant::f32_to_f16(x))];
+            let want = gelu(f64::from(crate::quant::f16_round(x)));
+            assert!((f64::from(got) - want).abs() <= want.abs() * 1e-3 + 1e-6, "gelu({x}): {got} vs {want}");
+        }
+        let mut gate = [-12.0f32, -10.0, 10.0, 11.0, 1.0];
+        geglu(&mut gate, &[2.0; 5]);
+        assert_eq!(gate[..4], [0.0, 0.0, 20.0, 22.0]);
+        assert_eq!(gate[4], table[usize::from(crate::quant::f32_to_f16(1.0))] * 2.0);
     }
 }

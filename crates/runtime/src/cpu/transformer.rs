@@ -1,4 +1,4 @@
-//! The decoder forward pass on the CPU (llama, qwen2, qwen3): the blocks are the shared
+//! The decoder forward pass on the CPU (llama, qwen2, qwen3, gemma3): the blocks are the shared
 //! schedule (`arch::decoder`) over this backend's operations (`CpuPass`: Q/K/V
 //! in one threaded pass over the three matrices, gate and up in another, causal attention
 //! with grouped KV heads); then the final norm and the LM head for the positions asked for.
@@ -15,13 +15,13 @@
 use super::attention::{attend, rope, Head, RopeFrequencies, Scratch};
 use super::dot::Batch;
 use super::ggml_order::{dot_f16, Order};
-use super::mathfn::swiglu;
+use super::mathfn::{geglu, swiglu};
 use super::matmul::QMatrix;
 use super::matmul::{matmul_as, matmul_many_as, Activations};
 use super::threads::Threads;
 use crate::arch::decoder::{run_blocks, Act, DecoderOps};
 use crate::lm::Logits;
-use crate::model::{Block, ModelConfig, Weights};
+use crate::model::{Block, Gate, ModelConfig, Weights};
 
 /// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
 #[derive(Clone, Debug)]
@@ -78,8 +78,9 @@ pub struct CpuTransformer {
     /// Tensors.
     pub weights: Weights,
     threads: Threads,
-    /// RoPE's frequencies (base, and Llama 3's divisors where the file has them).
-    rope: RopeFrequencies,
+    /// RoPE's frequencies (base, and Llama 3's divisors where the file has them): of the
+    /// global layers, and of the sliding-window layers.
+    ropes: [RopeFrequencies; 2],
 }
 
 #[derive(Clone, Copy)]
@@ -103,8 +104,8 @@ impl SyncPtr {
 impl CpuTransformer {
     /// Wrap loaded weights; `threads` 0 means one per core.
     pub fn new(cfg: ModelConfig, weights: Weights, threads: usize) -> Self {
-        let rope = RopeFrequencies::new(cfg.rope_base, cfg.rope_dims, weights.rope_freqs.clone());
-        CpuTransformer { cfg, weights, threads: Threads::new(threads), rope }
+        let ropes = RopeFrequencies::of_model(&cfg, weights.rope_freqs.clone());
+        CpuTransformer { cfg, weights, threads: Threads::new(threads), ropes }
     }
 
     /// Worker threads in use.
@@ -173,9 +174,13 @@ impl CpuTransformer {
         }
         let mut x = vec![0f32; t_n * e];
         let mut row = Vec::with_capacity(e);
+        let embedding_scale = cfg.embedding_scale();
         for (t, &tok) in seqs.iter().flat_map(|(_, tokens)| tokens.iter()).enumerate() {
             self.weights.token_embd.row_f32((tok as usize).min(cfg.vocab - 1), &mut row);
             x[t * e..(t + 1) * e].copy_from_slice(&row);
+        }
+        if embedding_scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= embedding_scale);
         }
         let width = |act: Act| match act {
             Act::K | Act::V => cfg.kv_width(),
@@ -220,7 +225,9 @@ impl CpuTransformer {
         let cfg = &self.cfg;
         let (hd, nh, kvw) = (cfg.head_dim, cfg.n_head, cfg.kv_width());
         let group = nh / cfg.n_head_kv;
-        let scale = 1.0 / (hd as f32).sqrt();
+        // Scores scaled, or (gemma) queries scaled before their rounding to half precision.
+        let (q_scale, scale) = if cfg.arch.prescales_queries() { (cfg.attention_scale(), 1.0) } else { (1.0, cfg.attention_scale()) };
+        let window = cfg.window(layer);
         let ptr = SyncPtr(out.as_mut_ptr());
         let e = cfg.q_width();
         let t_n = pos.len();
@@ -242,8 +249,13 @@ impl CpuTransformer {
             let kvh = hh / group;
             let (kc, vc) = kv[row_seq[t]];
             let mut qh: Vec<f32> = q[t * e + hh * hd..t * e + (hh + per_task) * hd].to_vec();
+            if q_scale != 1.0 {
+                qh.iter_mut().for_each(|v| *v *= q_scale);
+            }
             super::f16_round_all(&mut qh);
-            let head = Head { q: &qh, head_dim: hd, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx: pos[t] + 1, order, scale };
+            let n_ctx = pos[t] + 1;
+            let first = window.map_or(0, |w| n_ctx.saturating_sub(w));
+            let head = Head { q: &qh, head_dim: hd, keys: kc, values: vc, stride: kvw, offset: kvh * hd, n_ctx, first, order, scale };
             // SAFETY: this task alone writes out[t, heads hh..hh + per_task], the
             // `per_task · hd` values at t · e + hh · hd: inside `out` (t_n × q_width values,
             // allocated so by `run`, and `e` is q_width = n_head · head_dim) because t < t_n
@@ -342,12 +354,13 @@ impl DecoderOps for CpuPass<'_, '_, '_> {
         Ok(())
     }
 
-    fn rope(&mut self, rows: Act) -> Result<(), Self::Error> {
+    fn rope(&mut self, rows: Act, layer: usize) -> Result<(), Self::Error> {
         let cfg = &self.model.cfg;
+        let freqs = &self.model.ropes[usize::from(cfg.is_windowed(layer))];
         let buf = &mut self.bufs[rows.index()];
         let w = buf.len() / self.pos.len();
         for (t, &p) in self.pos.iter().enumerate() {
-            rope(&mut buf[t * w..(t + 1) * w], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, &self.model.rope);
+            rope(&mut buf[t * w..(t + 1) * w], cfg.head_dim, cfg.rope_dims, cfg.arch.rope_neox(), p, freqs);
         }
         Ok(())
     }
@@ -379,16 +392,20 @@ impl DecoderOps for CpuPass<'_, '_, '_> {
         Ok(())
     }
 
-    fn swiglu(&mut self) -> Result<(), Self::Error> {
+    fn glu(&mut self) -> Result<(), Self::Error> {
         let mut gate = self.take(Act::Gate);
         let up = &self.bufs[Act::Up.index()];
         let n = gate.len().min(up.len());
+        let gated: fn(&mut [f32], &[f32]) = match self.model.cfg.arch.gate() {
+            Gate::Silu => swiglu,
+            Gate::GeluTanh => geglu,
+        };
         // A prompt's SwiGLU (tokens × the FFN's width, each value an `exp`) is split over
         // the threads: run on one, it was about a twentieth of a two-thread wasm prefill.
         // Element by element, so the split changes no value.
         let tasks = n.div_ceil(SWIGLU_TASK);
         if tasks <= 1 {
-            swiglu(&mut gate[..n], &up[..n]);
+            gated(&mut gate[..n], &up[..n]);
         } else {
             let ptr = SyncPtr(gate.as_mut_ptr());
             self.model.threads.for_each(tasks, |task| {
@@ -396,7 +413,7 @@ impl DecoderOps for CpuPass<'_, '_, '_> {
                 // SAFETY: task `task` alone writes gate[start..end], inside `gate` (end ≤ n
                 // ≤ gate.len()), which outlives `for_each`.
                 let g = unsafe { std::slice::from_raw_parts_mut(ptr.at(start), end - start) };
-                swiglu(g, &up[start..end]);
+                gated(g, &up[start..end]);
             });
         }
         self.put(Act::Gate, gate);

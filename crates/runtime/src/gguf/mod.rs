@@ -80,6 +80,14 @@ impl MetaValue {
         }
     }
 
+    /// The value as a flag: a boolean, or an integer (non-zero for true).
+    pub fn as_bool(&self) -> Option<bool> {
+        match *self {
+            MetaValue::Bool(b) => Some(b),
+            _ => self.as_u64().map(|v| v != 0),
+        }
+    }
+
     /// The value as a string.
     pub fn as_str(&self) -> Option<&str> {
         match self {

@@ -288,6 +288,14 @@ async fn elementwise(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     k.run(gpu, |enc| k.swiglu(gpu, enc, &ga, &gb))?;
     compare("swiglu", &ga.read(gpu).await?, &want, |i| 2e-6 * want[i].abs() + 1e-7)?;
 
+    // GeGLU reads the CPU's table: the same bits, gates past ±10 included.
+    let wide: Vec<f32> = a.iter().map(|v| v * 8.0).collect();
+    let mut want = wide.clone();
+    crate::cpu::mathfn::geglu(&mut want, &b);
+    let (ga, table) = (GpuVector::from_slice(gpu, &wide), GpuVector::from_slice(gpu, crate::cpu::mathfn::gelu_tanh_table()));
+    k.run(gpu, |enc| k.geglu(gpu, enc, &ga, &gb, &table))?;
+    compare("geglu", &ga.read(gpu).await?, &want, |_| 0.0)?;
+
     let ga = GpuVector::from_slice(gpu, &a);
     k.run(gpu, |enc| k.add(gpu, enc, &ga, &gb))?;
     let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
@@ -366,15 +374,17 @@ async fn encoder(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
 /// Attention against a plain f64 reference on the same f16-rounded query, keys and values:
 /// grouped heads, a prefix already cached and several new tokens (each seeing only the
 /// positions up to its own).
-/// Both kernels, and heads of 64 (SmolLM2) and 128 (Qwen2.5) dimensions.
+/// Both kernels, and heads of 64 (SmolLM2) and 128 (Qwen2.5) dimensions, and a sliding
+/// window (Gemma 3's layers) that leaves whole chunks of split attention unseen.
 async fn attention(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     // 62 cached and 3 new: the first new row's attention ends before the second chunk of
     // 64 positions, which split attention leaves empty for it.
-    attention_case(gpu, k, 64, 62).await?;
-    attention_case(gpu, k, 128, 300).await
+    attention_case(gpu, k, 64, 62, 0).await?;
+    attention_case(gpu, k, 128, 300, 0).await?;
+    attention_case(gpu, k, 64, 300, 100).await
 }
 
-async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) -> Result<(), Error> {
+async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize, window: usize) -> Result<(), Error> {
     let (heads, kv_heads, tokens) = (6, 2, 3);
     let kvw = kv_heads * head_dim;
     let total = n_past + tokens;
@@ -385,7 +395,7 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
     // The prefix in one write, the new tokens' rows in another.
     let (kp, vp) = (GpuVector::from_slice(gpu, &keys[..n_past * kvw]), GpuVector::from_slice(gpu, &values[..n_past * kvw]));
     let (kn, vn) = (GpuVector::from_slice(gpu, &keys[n_past * kvw..]), GpuVector::from_slice(gpu, &values[n_past * kvw..]));
-    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0, window };
     let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, super::kernels::attention_scratch(shape)));
     // Every kernel, whichever this adapter's models run.
     let (out, out_split) = (GpuVector::zeros(gpu, q.len()), GpuVector::zeros(gpu, q.len()));
@@ -426,8 +436,13 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
             let kvh = h / (heads / kv_heads);
             let qh = &q[(t * heads + h) * head_dim..][..head_dim];
             let n = n_past + t + 1;
+            // Positions before the window weigh nothing.
+            let lo = if window > 0 { n.saturating_sub(window) } else { 0 };
             let s: Vec<f64> = (0..n)
                 .map(|j| {
+                    if j < lo {
+                        return f64::NEG_INFINITY;
+                    }
                     qh.iter().zip(&keys[j * kvw + kvh * head_dim..][..head_dim]).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>()
                         * scale
                 })
@@ -451,9 +466,13 @@ async fn attention_case(gpu: &Gpu, k: &Kernels, head_dim: usize, n_past: usize) 
         }
     }
     let tol = |i: usize| 2e-5 * want[i].abs() + 2e-6 + flip[i];
-    compare(&format!("attention (head_dim {head_dim})"), &out.read(gpu).await?, &want, tol)?;
-    compare(&format!("attention_split (head_dim {head_dim}, {n_past} cached)"), &out_split.read(gpu).await?, &exact, |i| {
-        2e-5 * exact[i].abs() + 2e-6
+    compare(&format!("attention (head_dim {head_dim}, window {window})"), &out.read(gpu).await?, &want, tol)?;
+    // Each output sums a hundred or more weighted values of magnitude up to 3 through
+    // partial sums rescaled by the adapter's `exp` (a few ulps): a few millionths apart at
+    // most, where a position weighed wrongly (one in or out of the window) moves it by a
+    // hundredth.
+    compare(&format!("attention_split (head_dim {head_dim}, {n_past} cached, window {window})"), &out_split.read(gpu).await?, &exact, |i| {
+        2e-5 * exact[i].abs() + 4e-6
     })
 }
 

@@ -188,7 +188,7 @@ async fn rope_append(gpu: &Gpu, k: &Kernels, neox: bool, rope_dims: usize, biase
     let q_out = GpuVector::from_slice(gpu, &vec![-1.0; batch * qw]);
     let rows = n_past + tokens + 2;
     let (kc, vc) = (GpuVector::zeros(gpu, rows * kvw / 2), GpuVector::zeros(gpu, rows * kvw / 2));
-    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: first };
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: first, window: 0 };
     k.run(gpu, |enc| k.rope_append(gpu, enc, &gqkv, biased.then_some(&gbias), &gangles, &q_out, (&kc, &vc), shape, (pairs, neox)))?;
     let mut want_q = vec![-1.0; batch * qw];
     let (mut want_k, mut want_v) = (vec![0f32; rows * kvw], vec![0f32; rows * kvw]);
@@ -243,7 +243,7 @@ async fn attention_with_copies(gpu: &Gpu, k: &Kernels) -> Result<(), Error> {
     let q = activations(tokens * heads * head_dim, 49);
     let (gk, gv) = (GpuVector::zeros(gpu, total * kvw / 2), GpuVector::zeros(gpu, total * kvw / 2));
     let (gkeys, gvalues) = (GpuVector::from_slice(gpu, &keys), GpuVector::from_slice(gpu, &values));
-    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0 };
+    let shape = AttentionShape { head_dim, heads, kv_heads, tokens, n_past, first_row: 0, window: 0 };
     let (gq, scores) = (GpuVector::from_slice(gpu, &q), GpuVector::zeros(gpu, super::kernels::attention_scratch(shape)));
     let copies = Copies { q8: true, f16: gpu.has_f16() };
     for kernel in [AttentionKernel::Narrow, AttentionKernel::Split] {

@@ -157,6 +157,8 @@ pub struct AttentionShape {
     /// The query and output rows' first row in their buffers (sequences of a batch sit one
     /// after another there, each attending to its own cache).
     pub first_row: usize,
+    /// Positions a token sees, its own included (a sliding-window layer), or 0: all.
+    pub window: usize,
 }
 
 /// Which attention kernel runs a call ([`Kernels::attention`] picks; the checks run each).
@@ -903,6 +905,18 @@ impl Kernels {
         self.elementwise(gpu, enc, self.get(gpu, Kernel::Swiglu)?, gate, up, "swiglu")
     }
 
+    /// `gate = gelu(gate) · up`, element by element, GELU looked up in `table`
+    /// ([`crate::cpu::mathfn::gelu_tanh_table`], uploaded: 65,536 values).
+    pub fn geglu(&self, gpu: &Gpu, enc: &mut Recorder, gate: &GpuVector, up: &GpuVector, table: &GpuVector) -> Result<(), Error> {
+        shape("geglu", up.len, gate.len)?;
+        shape("geglu table", table.len, 1 << 16)?;
+        let n = u32_of(gate.len, "geglu")?;
+        let (gx, gy) = groups_2d(n.div_ceil(WORKGROUP));
+        let buffers = [&gate.buffer, &up.buffer, &table.buffer];
+        self.dispatch(gpu, enc, self.get(gpu, Kernel::Geglu)?, &buffers, &[n, 0, 0, 0], (gx, gy, 1));
+        Ok(())
+    }
+
     /// `a += b`, element by element; `b` may be shorter and repeat (a bias added to each of
     /// `a`'s rows), its length dividing `a`'s.
     pub fn add(&self, gpu: &Gpu, enc: &mut Recorder, a: &GpuVector, b: &GpuVector) -> Result<(), Error> {
@@ -1168,6 +1182,10 @@ impl Kernels {
             u32_of(out.len, "attention output")?,
             u32_of(SPLIT_CHUNK, "attention chunk")?,
             u32_of(chunks, "attention chunks")?,
+            u32_of(a.window, "attention window")?,
+            0,
+            0,
+            0,
         ];
         let unused = self.unused_copies(gpu);
         let [q8, f16] = match &copies {

@@ -39,7 +39,7 @@ use crate::cpu::transformer::CpuTransformer;
 use crate::gguf::GgufFile;
 use crate::lm::Logits;
 use crate::lm::{Backend, DeviceDraw, Drawn};
-use crate::model::{tensor_info, Block, ModelConfig, Weights};
+use crate::model::{tensor_info, Block, Gate, ModelConfig, Weights};
 use crate::source::ByteSource;
 use crate::Error;
 
@@ -55,8 +55,10 @@ struct GpuLayer {
     /// The same biases side by side (q | k | v, zeros where one is missing), as the step
     /// after the products adds them (`rope_append.wgsl`); `None` without biases.
     qkv_bias: Option<GpuVector>,
-    /// Each query head's and each key head's RMSNorm weight (qwen3).
+    /// Each query head's and each key head's RMSNorm weight (qwen3, gemma3).
     head_norms: [Option<GpuVector>; 2],
+    /// RMSNorm weights of attention's and the feed-forward's outputs (gemma3).
+    post_norms: [Option<GpuVector>; 2],
     wo: GpuMatrix,
     ffn_norm: GpuVector,
     w_gate: GpuMatrix,
@@ -82,6 +84,7 @@ impl GpuLayer {
             ffn_norm: &self.ffn_norm,
             gate_up: [&self.w_gate, &self.w_up],
             w_down: &self.w_down,
+            post_norms: [self.post_norms[0].as_ref(), self.post_norms[1].as_ref()],
         }
     }
 }
@@ -130,6 +133,7 @@ fn upload_layer(gpu: &Gpu, l: &Block) -> Result<GpuLayer, Error> {
         biases: [&l.bq, &l.bk, &l.bv].map(|b| b.as_deref().map(|b| GpuVector::from_slice(gpu, b))),
         qkv_bias,
         head_norms: [&l.q_norm, &l.k_norm].map(|n| n.as_deref().map(|n| GpuVector::from_slice(gpu, n))),
+        post_norms: [&l.post_norms[0], &l.post_norms[1]].map(|n| n.as_deref().map(|n| GpuVector::from_slice(gpu, n))),
         wo: upload_matrix(gpu, &l.wo)?,
         ffn_norm: GpuVector::from_slice(gpu, &l.ffn_norm),
         w_gate,
@@ -148,8 +152,11 @@ pub struct GpuTransformer {
     layers: Vec<GpuLayer>,
     output_norm: GpuVector,
     head: GpuMatrix,
-    /// RoPE's frequencies, from which each pass's angles are computed on the CPU.
-    rope: RopeFrequencies,
+    /// RoPE's frequencies, from which each pass's angles are computed on the CPU: of the
+    /// global layers and of the sliding-window layers.
+    ropes: [RopeFrequencies; 2],
+    /// GELU's table (gemma's gated feed-forward reads it; [`crate::cpu::mathfn::gelu_tanh_table`]).
+    gelu_table: Option<GpuVector>,
     /// The copies of a normed row that the layers' products read (written by the norm).
     normed_copies: Copies,
     /// Draws made on the GPU, and draws handed back as logits ([`GpuTransformer::draws`]).
@@ -219,8 +226,8 @@ impl GpuTransformer {
         }
         let output_norm = GpuVector::from_slice(&gpu, &cpu.weights.output_norm);
         let head = upload_matrix(&gpu, cpu.weights.lm_head())?;
-        let rope = RopeFrequencies::new(cpu.cfg.rope_base, cpu.cfg.rope_dims, cpu.weights.rope_freqs);
-        Self::assemble(gpu, cpu.cfg.clone(), cpu.weights.token_embd, layers, output_norm, head, rope)
+        let ropes = RopeFrequencies::of_model(&cpu.cfg, cpu.weights.rope_freqs);
+        Self::assemble(gpu, cpu.cfg.clone(), cpu.weights.token_embd, layers, output_norm, head, ropes)
     }
 
     /// Load a GGUF decoder straight onto the GPU: one block's tensors at a time are read
@@ -239,8 +246,8 @@ impl GpuTransformer {
         // token embeddings it took the 1.5B model's wasm heap to 572 MiB (now about 230).
         let head = if g.tensor("output.weight").is_some() { "output.weight" } else { "token_embd.weight" };
         let head = stream_matrix(&gpu, g, src, head, cfg.n_embd, cfg.vocab)?;
-        let rope = RopeFrequencies::new(cfg.rope_base, cfg.rope_dims, Weights::load_rope_freqs(g, src, &cfg)?);
-        Self::assemble(gpu, cfg, token_embd, layers, output_norm, head, rope)
+        let ropes = RopeFrequencies::of_model(&cfg, Weights::load_rope_freqs(g, src, &cfg)?);
+        Self::assemble(gpu, cfg, token_embd, layers, output_norm, head, ropes)
     }
 
     fn assemble(
@@ -250,13 +257,26 @@ impl GpuTransformer {
         layers: Vec<GpuLayer>,
         output_norm: GpuVector,
         head: GpuMatrix,
-        rope: RopeFrequencies,
+        ropes: [RopeFrequencies; 2],
     ) -> Result<GpuTransformer, Error> {
         let kernels = gpu.kernels();
         let readers: Vec<_> = layers.iter().flat_map(|l| [l.wq.ty, l.wk.ty, l.wv.ty, l.w_gate.ty, l.w_up.ty]).collect();
         let normed_copies = kernels.copies_for(&readers);
+        let gelu_table = (cfg.arch.gate() == Gate::GeluTanh).then(|| GpuVector::from_slice(&gpu, crate::cpu::mathfn::gelu_tanh_table()));
         gpu.check()?;
-        Ok(GpuTransformer { gpu, kernels, cfg, token_embd, layers, output_norm, head, rope, normed_copies, drawn: Default::default() })
+        Ok(GpuTransformer {
+            gpu,
+            kernels,
+            cfg,
+            token_embd,
+            layers,
+            output_norm,
+            head,
+            ropes,
+            gelu_table,
+            normed_copies,
+            drawn: Default::default(),
+        })
     }
 
     /// Sampled draws so far: made on the GPU, and handed back as logits for the CPU to
@@ -465,17 +485,27 @@ impl GpuTransformer {
             self.token_embd.row_f32(t as usize, &mut row);
             x.extend_from_slice(&row);
         }
-        // RoPE's angles for each row's position in its sequence, computed as the CPU
-        // backend computes them.
-        let pairs = cfg.rope_dims / 2;
-        let mut angles = Vec::with_capacity(t_n * pairs * 2);
-        let mut cs = vec![(0f32, 0f32); pairs];
-        for (cache, tokens) in &seqs {
-            for p in cache.len..cache.len + tokens.len() {
-                self.rope.angles(p, &mut cs);
-                angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
-            }
+        let embedding_scale = cfg.embedding_scale();
+        if embedding_scale != 1.0 {
+            x.iter_mut().for_each(|v| *v *= embedding_scale);
         }
+        // RoPE's angles for each row's position in its sequence, computed as the CPU
+        // backend computes them: for the global layers, and for the sliding-window layers
+        // where the model has them.
+        let pairs = cfg.rope_dims / 2;
+        let mut cs = vec![(0f32, 0f32); pairs];
+        let mut angles_of = |freqs: &RopeFrequencies| {
+            let mut angles = Vec::with_capacity(t_n * pairs * 2);
+            for (cache, tokens) in &seqs {
+                for p in cache.len..cache.len + tokens.len() {
+                    freqs.angles(p, &mut cs);
+                    angles.extend(cs.iter().flat_map(|&(c, s)| [c, s]));
+                }
+            }
+            angles
+        };
+        let angles = angles_of(&self.ropes[0]);
+        let windowed_angles = cfg.sliding_window.is_some().then(|| angles_of(&self.ropes[1]));
         // Each sequence's rows, cache position and attention shape.
         let mut first = 0;
         let parts: Vec<(usize, AttentionShape)> = seqs
@@ -488,6 +518,7 @@ impl GpuTransformer {
                     tokens: tokens.len(),
                     n_past: cache.len,
                     first_row: first,
+                    window: 0,
                 };
                 first += tokens.len();
                 (cache.len, shape)
@@ -497,6 +528,7 @@ impl GpuTransformer {
         let zeros = |n: usize| k.scratch(gpu, n);
         let x = k.scratch_from(gpu, &x);
         let angles = k.scratch_from(gpu, &angles);
+        let windowed_angles = windowed_angles.map(|a| k.scratch_from(gpu, &a));
         let (h, q, kk, vv, attn, o) = (
             zeros(t_n * e),
             zeros(t_n * cfg.n_head * hd),
@@ -543,7 +575,7 @@ impl GpuTransformer {
                 bufs: [&x, &h, &q, &kk, &vv, &attn, &o, &gate, &up],
                 copies: [(Act::Normed, &hq, &h16), (Act::Attention, &attn_q, &attn16), (Act::Gate, &gate_q, &gate16)],
                 rows: t_n,
-                angles: &angles,
+                angles: [&angles, windowed_angles.as_ref().unwrap_or(&angles)],
                 caches,
                 scores: &scores,
                 state: state.as_ref().map(|(at, out)| (*at, out)),
@@ -598,6 +630,9 @@ impl GpuTransformer {
             k.recycle(gpu, sk);
             k.recycle(gpu, sq);
         }
+        if let Some(a) = windowed_angles {
+            k.recycle(gpu, a);
+        }
         for v in
             [normed16, normed_q, normed, scores, gate16, gate_q, attn16, attn_q, h16, hq, qkv, up, gate, o, attn, vv, kk, q, h, angles, x]
         {
@@ -629,7 +664,9 @@ struct GpuPass<'p> {
     /// kernels need ([`Kernels::prepare`]).
     copies: [(Act, &'p GpuVector, &'p GpuVector); 3],
     rows: usize,
-    angles: &'p GpuVector,
+    /// RoPE's angles for each row: of the global layers, and of the sliding-window layers
+    /// (the same buffer where the model has none).
+    angles: [&'p GpuVector; 2],
     /// Each sequence's cache, the rows it held before this pass, and its attention's shape.
     caches: Vec<(&'p GpuKvCache, usize, AttentionShape)>,
     scores: &'p GpuVector,
@@ -665,6 +702,16 @@ enum Deferred<'p> {
 impl<'p> GpuPass<'p> {
     fn layer(&self) -> &'p GpuLayer {
         &self.model.layers[self.layer.min(self.model.layers.len() - 1)]
+    }
+
+    /// The current layer's RoPE angles.
+    fn angles(&self) -> &'p GpuVector {
+        self.angles[usize::from(self.model.cfg.is_windowed(self.layer))]
+    }
+
+    /// `shape` for layer `layer`'s attention (its window, if it has one).
+    fn shape_of_layer(&self, shape: AttentionShape, layer: usize) -> AttentionShape {
+        AttentionShape { window: self.model.cfg.window(layer).unwrap_or(0), ..shape }
     }
 
     /// `input` with its copies.
@@ -734,7 +781,7 @@ impl<'p> GpuPass<'p> {
         let (m, cfg) = (self.model, &self.model.cfg);
         let heads = if rows == Act::K { cfg.n_head_kv } else { cfg.n_head };
         let shape = (self.rows, heads, cfg.head_dim, cfg.rope_dims / 2);
-        m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles, shape, cfg.arch.rope_neox())
+        m.kernels.rope(&m.gpu, self.enc, self.bufs[rows.index()], self.angles(), shape, cfg.arch.rope_neox())
     }
 
     /// The deferred Q/K/V products, their biases and RoPE, the cache append and attention
@@ -768,13 +815,14 @@ impl<'p> GpuPass<'p> {
         let copies = m.kernels.copies_for(&[l.wo.ty]);
         let copies = (copies.any() && cfg.head_dim.is_multiple_of(32)).then_some(copies);
         for &(cache, _, shape) in &self.caches {
+            let shape = self.shape_of_layer(shape, layer);
             let kv = (&cache.k[layer], &cache.v[layer]);
             m.kernels.rope_append(
                 &m.gpu,
                 self.enc,
                 self.qkv,
                 bias,
-                self.angles,
+                self.angles(),
                 q,
                 kv,
                 shape,
@@ -856,7 +904,7 @@ impl DecoderOps for GpuPass<'_> {
         Ok(())
     }
 
-    fn rope(&mut self, rows: Act) -> Result<(), Error> {
+    fn rope(&mut self, rows: Act, _layer: usize) -> Result<(), Error> {
         if let Deferred::Qkv { roped, .. } = &mut self.deferred {
             if let Some(i) = [Act::Q, Act::K].iter().position(|&a| a == rows) {
                 roped[i] = true;
@@ -881,6 +929,7 @@ impl DecoderOps for GpuPass<'_> {
         let b = self.bufs;
         let (k, v, q, attn) = (b[Act::K.index()], b[Act::V.index()], b[Act::Q.index()], b[Act::Attention.index()]);
         for &(cache, n_past, shape) in &self.caches {
+            let shape = self.shape_of_layer(shape, layer);
             m.kernels.kv_store_rows(&m.gpu, self.enc, (k, shape.first_row), &cache.k[layer], kvw, shape.tokens, n_past)?;
             m.kernels.kv_store_rows(&m.gpu, self.enc, (v, shape.first_row), &cache.v[layer], kvw, shape.tokens, n_past)?;
             m.kernels.attention(&m.gpu, self.enc, q, (&cache.k[layer], &cache.v[layer]), self.scores, attn, shape)?;
@@ -907,10 +956,13 @@ impl DecoderOps for GpuPass<'_> {
         Ok(())
     }
 
-    fn swiglu(&mut self) -> Result<(), Error> {
+    fn glu(&mut self) -> Result<(), Error> {
         let m = self.model;
         let l = self.layer();
-        if let (Deferred::GateUp, Some(stacked)) = (&self.deferred, &l.gate_up) {
+        if let Some(table) = &m.gelu_table {
+            self.flush()?;
+            m.kernels.geglu(&m.gpu, self.enc, self.bufs[Act::Gate.index()], self.bufs[Act::Up.index()], table)?;
+        } else if let (Deferred::GateUp, Some(stacked)) = (&self.deferred, &l.gate_up) {
             self.deferred = Deferred::Nothing;
             let x = self.prepared(Act::Normed, &[stacked.ty])?;
             let at = Placement { width: l.w_gate.rows, offset: 0, epilogue: Epilogue::Glu };

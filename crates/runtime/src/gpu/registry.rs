@@ -119,6 +119,7 @@ registry! {
     Rope: "rope", Assembly::Pieces(&[include_str!("wgsl/rope.wgsl")]), Both, checked by "rope";
     RopeAppend: "rope_append", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/rope_append.wgsl")]), Both, checked by "fused";
     Swiglu: "swiglu", Assembly::Pieces(&[include_str!("wgsl/swiglu.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
+    Geglu: "geglu", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/geglu.wgsl")]), Both, checked by "elementwise";
     Add: "add", Assembly::Pieces(&[include_str!("wgsl/add.wgsl"), ELEMENTWISE]), Both, checked by "elementwise";
     Softmax: "softmax", Assembly::Pieces(&[REDUCE, include_str!("wgsl/softmax.wgsl")]), Both, checked by "elementwise";
     KvStore: "kv_store", Assembly::Pieces(&[F16_WGSL, include_str!("wgsl/kv_store.wgsl")]), Both, checked by "attention";

@@ -14,6 +14,20 @@ pub enum Arch {
     /// Qwen3: no Q/K/V biases; each head's queries and keys RMS-normed before RoPE (NeoX);
     /// heads may be wider than `n_embd / n_head`.
     Qwen3,
+    /// Gemma 3 (its text decoder): embeddings scaled by `√n_embd`, head norms as Qwen3's,
+    /// a second RMSNorm after attention and after the feed-forward (before each residual
+    /// add), GELU-gated feed-forward, queries scaled before `Q·K`, and most layers
+    /// attending over a sliding window with a RoPE of their own ([`SlidingWindow`]).
+    Gemma3,
+}
+
+/// The feed-forward's gate activation: `act(gate) · up`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// SiLU (SwiGLU): llama, qwen.
+    Silu,
+    /// GELU, tanh approximation (GeGLU): gemma.
+    GeluTanh,
 }
 
 impl Arch {
@@ -23,17 +37,18 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
         }
     }
 
     /// The architecture a `general.architecture` name names, if docmem runs it.
     pub fn from_name(name: &str) -> Option<Arch> {
-        [Arch::Llama, Arch::Qwen2, Arch::Qwen3].into_iter().find(|a| a.name() == name)
+        [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3].into_iter().find(|a| a.name() == name)
     }
 
     /// Whether RoPE rotates the two halves of each head (NeoX) rather than adjacent pairs.
     pub fn rope_neox(self) -> bool {
-        matches!(self, Arch::Qwen2 | Arch::Qwen3)
+        matches!(self, Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3)
     }
 
     /// Whether its blocks add biases to Q, K and V.
@@ -43,8 +58,47 @@ impl Arch {
 
     /// Whether each head's queries and keys are RMS-normed before RoPE.
     pub fn has_head_norms(self) -> bool {
-        matches!(self, Arch::Qwen3)
+        matches!(self, Arch::Qwen3 | Arch::Gemma3)
     }
+
+    /// Whether attention's and the feed-forward's outputs are RMS-normed again before
+    /// their residual adds (gemma).
+    pub fn has_post_norms(self) -> bool {
+        matches!(self, Arch::Gemma3)
+    }
+
+    /// The feed-forward's gate activation.
+    pub fn gate(self) -> Gate {
+        match self {
+            Arch::Gemma3 => Gate::GeluTanh,
+            _ => Gate::Silu,
+        }
+    }
+
+    /// Whether the token embeddings are multiplied by `√n_embd` before the first block.
+    pub fn scales_embeddings(self) -> bool {
+        matches!(self, Arch::Gemma3)
+    }
+
+    /// Whether the queries are multiplied by the attention's scale before `Q·K` (rounded
+    /// to half precision after it, as llama.cpp's graph does), rather than the scores
+    /// after it.
+    pub fn prescales_queries(self) -> bool {
+        matches!(self, Arch::Gemma3)
+    }
+}
+
+/// Sliding-window attention (Gemma 3): the layers it marks attend only to the last `size`
+/// positions (their own included), and rotate by a RoPE of their own base, unscaled; the
+/// others attend to everything, with the model's RoPE.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlidingWindow {
+    /// Positions a windowed layer sees.
+    pub size: usize,
+    /// Per layer, whether it is windowed.
+    pub layers: Vec<bool>,
+    /// The windowed layers' RoPE base.
+    pub rope_base: f32,
 }
 
 /// Decoder hyper-parameters.
@@ -74,10 +128,43 @@ pub struct ModelConfig {
     pub rope_base: f32,
     /// Dimensions of each head that RoPE rotates.
     pub rope_dims: usize,
+    /// Linear RoPE scaling: every angle multiplied by this (`1 / rope.scaling.factor`; 1
+    /// for none). Gemma 3's 4B and larger scale their global layers' RoPE by 1/8.
+    pub rope_freq_scale: f32,
+    /// Sliding-window layers, where the model has them.
+    pub sliding_window: Option<SlidingWindow>,
 }
 
 /// The widest head the runtime takes (the GPU attention's limit; the CPU's RoPE table).
 pub const MAX_HEAD_DIM: usize = 512;
+
+/// Gemma 3's windowed layers: `attention.sliding_window` positions; the layers marked by
+/// `attention.sliding_window_pattern` (an array of flags, or a period `n` whose last layer
+/// of each `n` is global; 6 where unsaid, as llama.cpp takes it); RoPE base
+/// `rope.freq_base_swa` (10,000 where unsaid). A file without a window attends globally.
+fn sliding_window(g: &GgufFile, a: &str, n_layer: usize) -> Result<Option<SlidingWindow>, Error> {
+    let Some(size) = g.get(&format!("{a}.attention.sliding_window")).and_then(MetaValue::as_u64).filter(|&w| w > 0) else {
+        return Ok(None);
+    };
+    let key = format!("{a}.attention.sliding_window_pattern");
+    let layers = match g.get(&key) {
+        Some(MetaValue::Array(flags)) => {
+            let flags: Option<Vec<bool>> = flags.iter().map(MetaValue::as_bool).collect();
+            flags.filter(|f| f.len() == n_layer).ok_or(Error::BadParam { key: key.clone() })?
+        }
+        Some(v) => {
+            let period = v.as_u64().filter(|&p| p < 1 << 16).ok_or(Error::BadParam { key: key.clone() })? as usize;
+            (0..n_layer).map(|l| period == 0 || l % period < period - 1).collect()
+        }
+        None => (0..n_layer).map(|l| l % 6 < 5).collect(),
+    };
+    let base_key = format!("{a}.rope.freq_base_swa");
+    let rope_base = match g.get(&base_key) {
+        None => 10_000.0,
+        Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(Error::BadParam { key: base_key })?,
+    };
+    Ok(Some(SlidingWindow { size: size.min(1 << 30) as usize, layers, rope_base }))
+}
 
 fn param(g: &GgufFile, arch: &str, key: &str) -> Result<usize, Error> {
     let full = format!("{arch}.{key}");
@@ -119,10 +206,23 @@ impl ModelConfig {
         // angles. (Llama 3 states its scaling as the `rope_freqs.weight` tensor, which runs.)
         let scaling = g.get(&format!("{a}.rope.scaling.type")).and_then(MetaValue::as_str).unwrap_or("none");
         let factor = g.get(&format!("{a}.rope.scaling.factor")).and_then(MetaValue::as_f64).unwrap_or(1.0);
-        if !(scaling == "none" || (scaling == "linear" && factor == 1.0)) {
-            return Err(Error::ModelConfig {
-                reason: format!("its RoPE is scaled ({a}.rope.scaling.type {scaling}, factor {factor}), which docmem does not run"),
-            });
+        // A linear scaling divides every angle by its factor, which runs; others (YaRN)
+        // do not.
+        let rope_freq_scale = match scaling {
+            "none" => 1.0,
+            "linear" if (1.0..=1024.0).contains(&factor) => (1.0 / factor) as f32,
+            _ => {
+                return Err(Error::ModelConfig {
+                    reason: format!("its RoPE is scaled ({a}.rope.scaling.type {scaling}, factor {factor}), which docmem does not run"),
+                })
+            }
+        };
+        // Gemma 2's logit soft-capping (and any later model's that states it) changes every
+        // logit: refused, never run without it.
+        for key in ["final_logit_softcapping", "attn_logit_softcapping"] {
+            if g.get(&format!("{a}.{key}")).and_then(MetaValue::as_f64).is_some_and(|c| c != 0.0) {
+                return Err(Error::ModelConfig { reason: format!("it soft-caps its logits ({a}.{key}), which docmem does not run") });
+            }
         }
         if g.get(&format!("{a}.attention.value_length")).is_some() && param(g, a, "attention.value_length")? != head_dim {
             return Err(Error::BadParam { key: format!("{a}.attention.value_length") });
@@ -139,9 +239,19 @@ impl ModelConfig {
                 Some(v) => v.as_f64().map(|x| x as f32).filter(|x| x.is_finite() && *x > 0.0).ok_or(Error::BadParam { key: full }),
             }
         };
+        let n_layer = param(g, a, "block_count")?;
+        let sliding_window = match arch {
+            Arch::Gemma3 => sliding_window(g, a, n_layer)?,
+            _ if g.get(&format!("{a}.attention.sliding_window")).and_then(MetaValue::as_u64).is_some_and(|w| w > 0) => {
+                return Err(Error::ModelConfig {
+                    reason: format!("its attention slides over a window ({a}.attention.sliding_window), which docmem runs for gemma3 only"),
+                })
+            }
+            _ => None,
+        };
         Ok(ModelConfig {
             arch,
-            n_layer: param(g, a, "block_count")?,
+            n_layer,
             n_embd,
             n_head,
             n_head_kv,
@@ -152,7 +262,36 @@ impl ModelConfig {
             rms_eps: float("attention.layer_norm_rms_epsilon", 1e-5)?,
             rope_base: float("rope.freq_base", 10_000.0)?,
             rope_dims: param(g, a, "rope.dimension_count").unwrap_or(head_dim).min(head_dim),
+            rope_freq_scale,
+            sliding_window,
         })
+    }
+
+    /// The factor of each token's embedding row before the first block: `√n_embd` where the
+    /// architecture scales them (in f32, as llama.cpp's `sqrtf`), else 1.
+    pub fn embedding_scale(&self) -> f32 {
+        if self.arch.scales_embeddings() {
+            (self.n_embd as f32).sqrt()
+        } else {
+            1.0
+        }
+    }
+
+    /// Whether layer `layer` attends over a sliding window.
+    pub fn is_windowed(&self, layer: usize) -> bool {
+        self.sliding_window.as_ref().is_some_and(|w| w.layers.get(layer).copied().unwrap_or(false))
+    }
+
+    /// The positions layer `layer` attends to before the newest: all (`None`), or the
+    /// window's size less one.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        self.sliding_window.as_ref().filter(|_| self.is_windowed(layer)).map(|w| w.size)
+    }
+
+    /// The factor of `Q·K`: `1/√head_dim` (Gemma 3's 1B and 4B say the same; llama.cpp
+    /// takes `1/√(n_embd / n_head)` for its 27B alone, which this runtime does not run).
+    pub fn attention_scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
     }
 
     /// Width of the key (and value) vectors of one token: `n_head_kv · head_dim`.
@@ -164,5 +303,66 @@ impl ModelConfig {
     /// `n_embd` except where heads are wider (Qwen3).
     pub fn q_width(&self) -> usize {
         self.n_head * self.head_dim
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::writer::GgufWriter;
+    use crate::source::MemorySource;
+
+    /// A gemma3 header with the keys every decoder has, then `more`.
+    fn gemma3(more: impl Fn(GgufWriter) -> GgufWriter) -> Result<ModelConfig, Error> {
+        let w = GgufWriter::default()
+            .kv_str("general.architecture", "gemma3")
+            .kv_u32("gemma3.block_count", 8)
+            .kv_u32("gemma3.embedding_length", 64)
+            .kv_u32("gemma3.feed_forward_length", 128)
+            .kv_u32("gemma3.attention.head_count", 4)
+            .kv_u32("gemma3.attention.head_count_kv", 1)
+            .kv_u32("gemma3.attention.key_length", 32)
+            .kv_u32("gemma3.attention.value_length", 32)
+            .kv_f32("gemma3.rope.freq_base", 1e6);
+        let bytes = more(w).tensor_with("token_embd.weight", &[64, 10], crate::gguf::GgmlType::F32, |_| {}).build(3);
+        ModelConfig::from_gguf(&GgufFile::read(&MemorySource::new(bytes)).unwrap())
+    }
+
+    #[test]
+    fn gemma3_windows_five_layers_of_six_unless_the_file_says_otherwise() {
+        let plain = gemma3(|w| w).unwrap();
+        assert_eq!(plain.sliding_window, None, "no window stated: every layer global");
+        assert_eq!((plain.embedding_scale(), plain.attention_scale()), (8.0, 1.0 / 32f32.sqrt()));
+        assert!(plain.arch.has_post_norms() && plain.arch.has_head_norms() && plain.arch.gate() == Gate::GeluTanh);
+        let six = gemma3(|w| w.kv_u32("gemma3.attention.sliding_window", 512)).unwrap();
+        let w = six.sliding_window.clone().unwrap();
+        assert_eq!((w.size, w.rope_base), (512, 10_000.0));
+        assert_eq!(w.layers, [true, true, true, true, true, false, true, true]);
+        assert_eq!((six.window(0), six.window(5), six.window(99)), (Some(512), None, None));
+        let period =
+            gemma3(|w| w.kv_u32("gemma3.attention.sliding_window", 4).kv_u32("gemma3.attention.sliding_window_pattern", 2)).unwrap();
+        assert_eq!(period.sliding_window.unwrap().layers, [true, false, true, false, true, false, true, false]);
+        let flags = [1, 1, 0, 0, 1, 1, 0, 0];
+        let listed = gemma3(|w| {
+            w.kv_u32("gemma3.attention.sliding_window", 4)
+                .kv_i32_array("gemma3.attention.sliding_window_pattern", &flags)
+                .kv_f32("gemma3.rope.freq_base_swa", 5e4)
+        })
+        .unwrap();
+        let w = listed.sliding_window.unwrap();
+        assert_eq!((w.layers, w.rope_base), (flags.map(|f| f == 1).to_vec(), 5e4));
+        let short =
+            gemma3(|w| w.kv_u32("gemma3.attention.sliding_window", 4).kv_i32_array("gemma3.attention.sliding_window_pattern", &[1, 0]));
+        assert!(matches!(short, Err(Error::BadParam { key }) if key == "gemma3.attention.sliding_window_pattern"));
+    }
+
+    #[test]
+    fn a_linear_rope_scaling_runs_and_others_and_soft_capping_are_refused_by_name() {
+        let linear = gemma3(|w| w.kv_str("gemma3.rope.scaling.type", "linear").kv_f32("gemma3.rope.scaling.factor", 8.0)).unwrap();
+        assert_eq!(linear.rope_freq_scale, 0.125);
+        let yarn = gemma3(|w| w.kv_str("gemma3.rope.scaling.type", "yarn").kv_f32("gemma3.rope.scaling.factor", 4.0));
+        assert!(matches!(&yarn, Err(Error::ModelConfig { reason }) if reason.contains("gemma3.rope.scaling.type yarn")), "{yarn:?}");
+        let capped = gemma3(|w| w.kv_f32("gemma3.final_logit_softcapping", 30.0));
+        assert!(matches!(&capped, Err(Error::ModelConfig { reason }) if reason.contains("gemma3.final_logit_softcapping")), "{capped:?}");
     }
 }

@@ -190,6 +190,8 @@ impl ModelConfig {
             rms_eps: float_key(c, "rms_norm_eps", 1e-6)?,
             rope_base: float_key(c, "rope_theta", 10_000.0)?,
             rope_dims: head_dim,
+            rope_freq_scale: 1.0,
+            sliding_window: None,
         })
     }
 }
@@ -280,6 +282,7 @@ impl Weights {
                 w_gate: m(BlockTensor::Gate, ff, e)?,
                 w_up: m(BlockTensor::Up, ff, e)?,
                 w_down: m(BlockTensor::Down, e, ff)?,
+                post_norms: [optional(BlockTensor::AttnPostNorm, e)?, optional(BlockTensor::FfnPostNorm, e)?],
             });
         }
         let output = if ck.has(tensors::HEAD.1) { Some(matrix(tensors::HEAD.1, vocab, e, None)?) } else { None };

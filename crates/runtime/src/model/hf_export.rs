@@ -36,7 +36,10 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     let cfg = ModelConfig::from_gguf(&g)?;
     // The checkpoints the safetensors loader reads back: a plain RoPE (Llama 3's scaling is
     // a `rope_scaling` entry there, which that loader refuses).
-    if g.tensor(super::tensors::ROPE_FREQS).is_some() {
+    if !matches!(cfg.arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) {
+        return Err(Error::ModelConfig { reason: format!("a {} model is not written as a Hugging Face checkpoint", cfg.arch.name()) });
+    }
+    if g.tensor(super::tensors::ROPE_FREQS).is_some() || cfg.rope_freq_scale != 1.0 {
         return Err(Error::ModelConfig { reason: "a scaled RoPE (rope_freqs.weight) is not written as a Hugging Face checkpoint".into() });
     }
     let tok = Tokenizer::from_gguf(&g)?;
@@ -81,6 +84,8 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
             Arch::Llama => "LlamaForCausalLM",
             Arch::Qwen2 => "Qwen2ForCausalLM",
             Arch::Qwen3 => "Qwen3ForCausalLM",
+            // Refused above.
+            Arch::Gemma3 => "Gemma3ForCausalLM",
         }],
         "model_type": cfg.arch.name(),
         "hidden_size": cfg.n_embd,

@@ -8,7 +8,7 @@ mod identity;
 pub mod tensors;
 mod weights;
 
-pub use config::{Arch, ModelConfig};
+pub use config::{Arch, Gate, ModelConfig, SlidingWindow};
 pub use facts::{ModelFacts, WASM_HEAP_BYTES, WASM_MODEL_BYTES};
 pub use hf::{HfCheckpoint, LoadQuant};
 pub use identity::ModelIdentity;

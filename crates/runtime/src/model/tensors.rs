@@ -30,6 +30,8 @@ pub enum BlockTensor {
     QNorm,
     /// Each key head's RMSNorm weight (qwen3).
     KNorm,
+    /// RMSNorm weight of attention's output, before its residual add (gemma).
+    AttnPostNorm,
     /// Attention's output projection.
     Output,
     /// RMSNorm weight before the feed-forward.
@@ -40,11 +42,13 @@ pub enum BlockTensor {
     Up,
     /// SwiGLU down.
     Down,
+    /// RMSNorm weight of the feed-forward's output, before its residual add (gemma).
+    FfnPostNorm,
 }
 
 impl BlockTensor {
     /// Every block tensor.
-    pub const ALL: [BlockTensor; 14] = [
+    pub const ALL: [BlockTensor; 16] = [
         BlockTensor::AttnNorm,
         BlockTensor::Q,
         BlockTensor::K,
@@ -59,6 +63,8 @@ impl BlockTensor {
         BlockTensor::Gate,
         BlockTensor::Up,
         BlockTensor::Down,
+        BlockTensor::AttnPostNorm,
+        BlockTensor::FfnPostNorm,
     ];
 
     /// Its name within a block: (GGUF, Hugging Face).
@@ -78,6 +84,10 @@ impl BlockTensor {
             BlockTensor::Gate => ("ffn_gate.weight", "mlp.gate_proj.weight"),
             BlockTensor::Up => ("ffn_up.weight", "mlp.up_proj.weight"),
             BlockTensor::Down => ("ffn_down.weight", "mlp.down_proj.weight"),
+            // Gemma's (whose Hugging Face checkpoints name their pre-FFN norm otherwise; the
+            // safetensors loader and the exporter take no gemma).
+            BlockTensor::AttnPostNorm => ("post_attention_norm.weight", "post_attention_layernorm.weight"),
+            BlockTensor::FfnPostNorm => ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
         }
     }
 
@@ -96,6 +106,7 @@ impl BlockTensor {
         match self {
             BlockTensor::QBias | BlockTensor::KBias | BlockTensor::VBias => arch.has_qkv_bias(),
             BlockTensor::QNorm | BlockTensor::KNorm => arch.has_head_norms(),
+            BlockTensor::AttnPostNorm | BlockTensor::FfnPostNorm => arch.has_post_norms(),
             _ => true,
         }
     }
@@ -158,6 +169,8 @@ mod tests {
             rms_eps: 1e-5,
             rope_base: 10_000.0,
             rope_dims: 16,
+            rope_freq_scale: 1.0,
+            sliding_window: None,
         };
         for t in BlockTensor::ALL {
             assert_eq!(BlockTensor::from_gguf(&t.gguf(11)), Some((t, 11)));
@@ -165,7 +178,7 @@ mod tests {
         }
         assert_eq!(hf_of_gguf("blk.0.attn_q.weight", &cfg), Some(("model.layers.0.self_attn.q_proj.weight".into(), Some(4))));
         assert_eq!(hf_of_gguf("blk.0.attn_k.weight", &cfg).unwrap().1, Some(2));
-        let qwen2 = ModelConfig { arch: Arch::Qwen2, ..cfg };
+        let qwen2 = ModelConfig { arch: Arch::Qwen2, ..cfg.clone() };
         assert_eq!(hf_of_gguf("blk.0.attn_q.weight", &qwen2).unwrap().1, None, "qwen2 keeps Q in halves in both layouts");
         assert_eq!(hf_of_gguf("output.weight", &cfg), Some(("lm_head.weight".into(), None)));
         assert_eq!(hf_of_gguf("blk.0.attn_q.scale", &cfg), None);

@@ -41,6 +41,9 @@ pub struct Block {
     pub w_up: QMatrix,
     /// SwiGLU down.
     pub w_down: QMatrix,
+    /// RMSNorm weights of attention's output and of the feed-forward's, before their
+    /// residual adds (gemma).
+    pub post_norms: [Option<Vec<f32>>; 2],
 }
 
 impl Block {
@@ -55,6 +58,7 @@ impl Block {
             ffn_norm: &self.ffn_norm,
             gate_up: [&self.w_gate, &self.w_up],
             w_down: &self.w_down,
+            post_norms: [self.post_norms[0].as_deref(), self.post_norms[1].as_deref()],
         }
     }
 }
@@ -62,7 +66,8 @@ impl Block {
 /// All of a decoder's weights.
 #[derive(Debug)]
 pub struct Weights {
-    /// Token embeddings (`vocab × n_embd`).
+    /// Token embeddings (`vocab × n_embd`), as stored: [`ModelConfig::embedding_scale`]
+    /// applies to the rows looked up.
     pub token_embd: QMatrix,
     /// Blocks.
     pub layers: Vec<Block>,
@@ -157,6 +162,7 @@ impl Block {
             w_gate: matrix(g, src, &n(BlockTensor::Gate), e, ff)?,
             w_up: matrix(g, src, &n(BlockTensor::Up), e, ff)?,
             w_down: matrix(g, src, &n(BlockTensor::Down), ff, e)?,
+            post_norms: [optional(BlockTensor::AttnPostNorm, e)?, optional(BlockTensor::FfnPostNorm, e)?],
         })
     }
 }

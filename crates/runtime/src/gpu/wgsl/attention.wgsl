@@ -18,8 +18,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let qo = ((p.first_row + t) * p.heads + h) * p.head_dim;
     let so = (t * p.heads + h) * p.ctx;
     let kv_stride = p.kv_heads * p.head_dim;
+    let lo = first_attended(n);
     var m = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly (Tint refuses the decimal literal rounded past it)
-    for (var j = lid.x; j < n; j += WG) {
+    for (var j = lo + lid.x; j < n; j += WG) {
         let ko = j * kv_stride + kvh * p.head_dim;
         var s = 0.0;
         for (var d = 0u; d < p.head_dim; d += 2u) {
@@ -33,7 +34,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     let top = workgroup_max(lid.x, m);
     var sum = 0.0;
-    for (var j = lid.x; j < n; j += WG) {
+    for (var j = lo + lid.x; j < n; j += WG) {
         let e = exp(scores[so + j] - top);
         scores[so + j] = e;
         sum += e;
@@ -42,7 +43,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     storageBarrier();
     for (var d = lid.x; d < p.head_dim; d += WG) {
         var acc = 0.0;
-        for (var j = 0u; j < n; j++) {
+        for (var j = lo; j < n; j++) {
             let vd = unpack2x16float(v[(j * kv_stride + kvh * p.head_dim + d) / 2u]);
             acc += f16_round(scores[so + j] * inv) * select(vd.x, vd.y, (d & 1u) == 1u);
         }

@@ -14,6 +14,19 @@ struct Params {
     n_total: u32,   // values in the whole output (the copies' layout)
     chunk: u32,     // split attention: positions a workgroup takes
     chunks: u32,    // split attention: workgroups a (head, token) takes
+    window: u32,    // positions a token sees, its own included (sliding window), or 0: all
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+// The first cache position a token that sees `n` positions attends to: 0, or the start of
+// its sliding window (earlier positions weigh nothing, as llama.cpp's mask makes them).
+fn first_attended(n: u32) -> u32 {
+    if (p.window > 0u && n > p.window) {
+        return n - p.window;
+    }
+    return 0u;
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;

@@ -37,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     // Thread lid scores position first + lid (chunk ≤ 64, the host checks).
     let first = c * p.chunk;
     let j = first + lid.x;
-    let scored = lid.x < p.chunk && j < n;
+    let scored = lid.x < p.chunk && j < n && j >= first_attended(n);
     var s = bitcast<f32>(0xff7fffffu); // -FLT_MAX, exactly
     if (scored) {
         var qk = 0.0;
