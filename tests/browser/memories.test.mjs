@@ -7,7 +7,7 @@
 // chunks: the row then says so); a memory pending at a reload resumes after it; a GGUF
 // file chosen in the model picker (SmolLM2's, under another name) is read from the File,
 // answers, is kept in the browser and chosen again after a reload; a file that is not a
-// model, or a model of an architecture docmem does not run (Gemma 3), is refused with a
+// model, or a model of an architecture docmem does not run (Mamba), is refused with a
 // message and the model in use stays; a synthetic Qwen3 is named by its header and answers; the same for a Hugging Face
 // folder (SmolLM2 exported as a checkpoint by the runtime's `gguf_to_hf` example). A library whose index is
 // lost offers a rebuild from its documents, which keeps the damaged copy.
@@ -114,7 +114,7 @@ await page.waitForSelector('body[data-ready="true"]', { timeout: 5 * MINUTES });
 assert.match(await page.locator('#error').textContent(), /bad\.gguf/, 'the error names the file');
 assert.match(await page.locator('#models').textContent(), /^SmolLM2-135M-Instruct\.Q4_1\.gguf \(reader and answerer\)/, 'the model in use stays');
 await page.locator('#error').evaluate((e) => (e.hidden = true));
-// A GGUF file of an architecture docmem does not run (a Gemma 3 header, no weights) is
+// A GGUF file of an architecture docmem does not run (a Mamba header, no weights) is
 // refused from its header, naming the architecture, and the model in use stays.
 const ggufString = (text) => {
   const bytes = Buffer.from(text);
@@ -122,36 +122,43 @@ const ggufString = (text) => {
   length.writeBigUInt64LE(BigInt(bytes.length));
   return Buffer.concat([length, bytes]);
 };
-const gemmaHead = Buffer.alloc(24);
-gemmaHead.write('GGUF', 0);
-gemmaHead.writeUInt32LE(3, 4); // version
-gemmaHead.writeBigUInt64LE(0n, 8); // tensors
-gemmaHead.writeBigUInt64LE(1n, 16); // metadata entries
+const mambaHead = Buffer.alloc(24);
+mambaHead.write('GGUF', 0);
+mambaHead.writeUInt32LE(3, 4); // version
+mambaHead.writeBigUInt64LE(0n, 8); // tensors
+mambaHead.writeBigUInt64LE(1n, 16); // metadata entries
 const stringType = Buffer.alloc(4);
 stringType.writeUInt32LE(8);
-const gemma = Buffer.concat([gemmaHead, ggufString('general.architecture'), stringType, ggufString('gemma3')]);
-await page.setInputFiles('#own-model', { name: 'gemma.gguf', mimeType: 'application/octet-stream', buffer: gemma });
-await page.waitForFunction(() => /gemma could not be used/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
+const mamba = Buffer.concat([mambaHead, ggufString('general.architecture'), stringType, ggufString('mamba')]);
+await page.setInputFiles('#own-model', { name: 'mamba.gguf', mimeType: 'application/octet-stream', buffer: mamba });
+await page.waitForFunction(() => /mamba could not be used/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
 await page.waitForSelector('body[data-ready="true"]', { timeout: 5 * MINUTES });
-assert.match(await page.locator('#model-picker-status').textContent(), /gemma\.gguf: gemma3: not supported \(architecture 'gemma3' is not supported/);
+assert.match(await page.locator('#model-picker-status').textContent(), /mamba\.gguf: mamba: not supported \(architecture 'mamba' is not supported/);
 assert.match(await page.locator('#models').textContent(), /^SmolLM2-135M-Instruct\.Q4_1\.gguf \(reader and answerer\)/, 'the model in use stays');
 await page.locator('#error').evaluate((e) => (e.hidden = true));
-// A Qwen3 file (a synthetic one: the real file's tensors, metadata and per-head norms,
-// drawn weights, so its answer is noise) is named by its header, loads and answers.
-const qwen3 = path.join(profile, 'my-qwen3.gguf');
-const synthesized = spawnSync(process.env.DOCMEM_CLI || 'docmem', ['synth-gguf', 'qwen3-tiny:q4_k_m', qwen3], { encoding: 'utf8' });
-assert.equal(synthesized.status, 0, `docmem synth-gguf: ${synthesized.stderr}`);
-await page.setInputFiles('#own-model', qwen3);
-await page.waitForFunction(() => /Now using my-qwen3/.test(document.querySelector('#model-picker-status').textContent), null, { timeout: 5 * MINUTES });
-await ready();
-assert.match(await page.locator('#model-picker-status').textContent(), /qwen3 · [\d.]+M parameters · Q4_K.* [KMG]B · about [\d.]+ [KMG]B to run with 2048 tokens of context on the CPU/);
-assert.match(await page.locator('#models').textContent(), /^my-qwen3\.gguf \(reader and answerer\)/);
-await page.fill('#question', 'Where does the clock of 1386 run?');
-await page.click('#ask-button');
-const qwen3Said = await page.locator('#model-picker-status').textContent();
-await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
-await page.locator('#model-picker').screenshot({ path: path.join(root, 'tests/browser/out/own-model.png') });
-console.log(`  own model: a Gemma 3 file refused by its architecture; a synthetic Qwen3 named by its header ("${qwen3Said}"), loaded and answered (${at()})`);
+// A Qwen3 file and a Gemma 3 file (synthetic ones: the real files' tensors, metadata,
+// per-head norms, Gemma's post-norms, sliding-window layers and SentencePiece tokenizer,
+// drawn weights, so their answers are noise) are named by their headers, load and answer.
+const ownSaid = [];
+for (const arch of ['qwen3', 'gemma3']) {
+  const file = path.join(profile, `my-${arch}.gguf`);
+  const synthesized = spawnSync(process.env.DOCMEM_CLI || 'docmem', ['synth-gguf', `${arch}-tiny:q4_k_m`, file], { encoding: 'utf8' });
+  assert.equal(synthesized.status, 0, `docmem synth-gguf: ${synthesized.stderr}`);
+  await page.setInputFiles('#own-model', file);
+  await page.waitForFunction((name) => document.querySelector('#model-picker-status').textContent.includes(`Now using ${name}`), `my-${arch}`, { timeout: 5 * MINUTES });
+  await ready();
+  const said = await page.locator('#model-picker-status').textContent();
+  assert.match(said, new RegExp(`${arch} · [\\d.]+M parameters · Q4_K.* [KMG]B · about [\\d.]+ [KMG]B to run with 2048 tokens of context on the CPU`));
+  assert.match(await page.locator('#models').textContent(), new RegExp(`^my-${arch}\\.gguf \\(reader and answerer\\)`));
+  await page.fill('#question', 'Where does the clock of 1386 run?');
+  // The last model's "Answered in" must not pass for this one's.
+  await page.locator('#answer-status').evaluate((e) => (e.textContent = ''));
+  await page.click('#ask-button');
+  ownSaid.push(said);
+  await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
+  if (arch === 'qwen3') await page.locator('#model-picker').screenshot({ path: path.join(root, 'tests/browser/out/own-model.png') });
+}
+console.log(`  own model: a Mamba file refused by its architecture; a synthetic Qwen3 and Gemma 3 named by their headers ("${ownSaid.join('", "')}"), loaded and answered (${at()})`);
 // Renamed so the page cannot confuse it with the served file.
 const mine = path.join(profile, 'my-smollm2.gguf');
 fs.copyFileSync(smollm, mine);

@@ -380,12 +380,13 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
 
 /// The kernels a GPU picks (split attention, whose probabilities are not rounded to f16)
 /// run here on llvmpipe, which picks others for itself: synthetic models of each
-/// architecture (Qwen2; Llama 3's scaled RoPE; Qwen3's per-head norms and wide heads; all
-/// in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
+/// architecture (Qwen2; Llama 3's scaled RoPE; Qwen3's per-head norms and wide heads; Gemma
+/// 3's post-norms, GeGLU, scaled embeddings and sliding-window layers with their own RoPE,
+/// over a prompt longer than the window; all in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
 /// three decoded tokens' (cosine at least 0.999, the same top token), on both paths.
 #[test]
 fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_synthetic_models() {
-    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m"] {
+    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m"] {
         gpu_agrees_with_cpu_on(spec);
     }
 }
@@ -402,7 +403,9 @@ fn gpu_agrees_with_cpu_on(spec: &str) {
         let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
         dot / (norm(a) * norm(b))
     };
-    let prompt: Vec<u32> = (0..20u32).map(|i| (i * 37 + 11) % spec.shape.vocab).collect();
+    // Past the window where layers have one (Gemma 3's).
+    let len = spec.shape.gemma.map_or(20, |g| g.window + 8);
+    let prompt: Vec<u32> = (0..len).map(|i| (i * 37 + 11) % spec.shape.vocab).collect();
     for avoid_f16 in [false, true] {
         let options = GpuOptions { allow_cpu_adapter: true, avoid_f16, gpu_kernels: true, ..GpuOptions::default() };
         let gpu = Lm::load_onto_gpu(&src, &opts, Gpu::new_blocking(&options).unwrap()).unwrap();

@@ -1,5 +1,6 @@
 //! Parity with llama.cpp for the architectures no package registry ships a model of
-//! (Llama 3's scaled RoPE, Qwen3's per-head norms and wide heads): a synthetic model of
+//! (Llama 3's scaled RoPE, Qwen3's per-head norms and wide heads, Gemma 3's post-norms,
+//! GeGLU, sliding-window layers and SentencePiece tokenizer): a synthetic model of
 //! each (`docmem_runtime::synthetic`, the real files' tensor names, types and metadata with
 //! drawn values) is written again here byte for byte, and its outputs are compared with
 //! the ones llama.cpp gave on the same file (`scripts/golden/lm.py --synthetic` made the
@@ -49,6 +50,27 @@ fn qwen3_matches_llama_cpp() {
     matches_llama_cpp("qwen3-tiny:q4_k_m");
 }
 
+#[test]
+fn gemma3_matches_llama_cpp() {
+    matches_llama_cpp("gemma3-tiny:q4_k_m");
+}
+
+/// The golden tells a sliding window from none: the same Gemma 3 file run with every layer
+/// attending to everything leaves llama.cpp's outputs (its text is 60 windows long).
+#[test]
+fn without_its_sliding_window_the_gemma3_model_leaves_llama_cpp() {
+    use docmem_runtime::cpu::transformer::CpuTransformer;
+    use docmem_runtime::model::ModelConfig;
+    let (golden, lm) = golden_and_model("gemma3-tiny:q4_k_m");
+    assert!(lm.backend.cfg.sliding_window.is_some());
+    let global = lm
+        .map_backend(|cpu| Ok::<_, ()>(CpuTransformer::new(ModelConfig { sliding_window: None, ..cpu.cfg.clone() }, cpu.weights, 2)))
+        .unwrap();
+    let report = parity::check(&global, &golden).unwrap();
+    eprintln!("no window: top-1 {}/{}, worst top-20 {:.2e}", report.top1_agree, report.top1_total, report.worst_top20);
+    assert!(!report.failures().is_empty(), "attending to everything matched llama.cpp's sliding window");
+}
+
 /// The golden tells Llama 3's RoPE divisors from none: the same file run with plain
 /// angles leaves llama.cpp's outputs (so the test above could fail).
 #[test]
@@ -66,7 +88,7 @@ fn without_its_rope_divisors_the_llama3_model_leaves_llama_cpp() {
 
 #[test]
 fn synthetic_architectures_match_llama_cpp_on_every_cpu_path() {
-    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp"] {
+    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp", "gemma3_matches_llama_cpp"] {
         common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Avx2);
     }
 }

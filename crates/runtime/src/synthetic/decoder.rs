@@ -40,6 +40,18 @@ pub struct DecoderShape {
     /// divisors llama.cpp's converter computes from `rope_scaling` (factor 32, low 1,
     /// high 4, 8,192 original positions, as Llama 3.2's `config.json` says).
     pub llama3_rope: bool,
+    /// Gemma 3's sliding window and RoPE scaling (`gemma3` files only).
+    pub gemma: Option<GemmaLayers>,
+}
+
+/// What a Gemma 3 file says of its layers beyond the common keys.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmaLayers {
+    /// `attention.sliding_window`: positions a windowed layer sees.
+    pub window: u32,
+    /// The linear RoPE scaling factor of the global layers (`rope.scaling.factor`; the 4B
+    /// and larger have 8), or `None`.
+    pub rope_scaling: Option<f32>,
 }
 
 impl DecoderShape {
@@ -48,9 +60,19 @@ impl DecoderShape {
         self.head_dim.unwrap_or(self.embd / self.heads)
     }
 
-    /// Whether each head's queries and keys are RMS-normed (qwen3).
+    /// Whether each head's queries and keys are RMS-normed (qwen3, gemma3).
     fn head_norms(&self) -> bool {
-        self.arch == "qwen3"
+        matches!(self.arch, "qwen3" | "gemma3")
+    }
+
+    /// Whether attention's and the feed-forward's outputs are RMS-normed again (gemma3).
+    fn post_norms(&self) -> bool {
+        self.arch == "gemma3"
+    }
+
+    /// Whether its tokenizer is SentencePiece (gemma's), not byte-level BPE.
+    fn sentencepiece(&self) -> bool {
+        self.arch == "gemma3"
     }
 }
 
@@ -59,7 +81,7 @@ impl DecoderShape {
 /// just past the 256 byte pieces). The two newer ones have an output head of their own:
 /// with a tied head (whose values are larger) a random model repeats its last token, and
 /// a parity golden could not tell that from a broken attention.
-pub const DECODERS: [DecoderShape; 18] = [
+pub const DECODERS: [DecoderShape; 21] = [
     // Qwen2.5-Coder-1.5B-Instruct, the file `docmem models fetch bench` fetches: its own
     // output head (the base Qwen2.5-1.5B ties it).
     DecoderShape {
@@ -78,6 +100,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen2-0.5b",
@@ -95,6 +118,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen2-3b",
@@ -112,6 +136,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen2-7b",
@@ -129,6 +154,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "llama-135m",
@@ -146,6 +172,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "llama-360m",
@@ -163,6 +190,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "llama-1.7b",
@@ -180,6 +208,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     // Llama 3.x Instruct: Llama 3's RoPE scaling, a 128k-token vocabulary.
     DecoderShape {
@@ -198,6 +227,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: true,
+        gemma: None,
     },
     DecoderShape {
         name: "llama3-3b",
@@ -215,6 +245,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: true,
+        gemma: None,
     },
     DecoderShape {
         name: "llama3-8b",
@@ -232,6 +263,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: true,
+        gemma: None,
     },
     // Qwen3: heads 128 wide whatever the hidden width, normed per head.
     DecoderShape {
@@ -250,6 +282,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: Some(128),
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen3-1.7b",
@@ -267,6 +300,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: Some(128),
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen3-4b",
@@ -284,6 +318,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: Some(128),
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen3-8b",
@@ -301,6 +336,45 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: Some(128),
         llama3_rope: false,
+        gemma: None,
+    },
+    // Gemma 3 1B (text only; its vocabulary of 262,144 SentencePiece pieces, tied head).
+    DecoderShape {
+        name: "gemma3-1b",
+        model: "Gemma 3 1B Instruct",
+        arch: "gemma3",
+        layers: 26,
+        embd: 1152,
+        heads: 4,
+        kv_heads: 1,
+        ff: 6912,
+        vocab: 262_144,
+        tied: true,
+        context: 32_768,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(256),
+        llama3_rope: false,
+        gemma: Some(GemmaLayers { window: 512, rope_scaling: None }),
+    },
+    // Gemma 3 4B's text decoder (its vision tower is a separate file).
+    DecoderShape {
+        name: "gemma3-4b",
+        model: "Gemma 3 4B Instruct",
+        arch: "gemma3",
+        layers: 34,
+        embd: 2560,
+        heads: 8,
+        kv_heads: 4,
+        ff: 10_240,
+        vocab: 262_208,
+        tied: true,
+        context: 131_072,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(256),
+        llama3_rope: false,
+        gemma: Some(GemmaLayers { window: 1024, rope_scaling: Some(8.0) }),
     },
     DecoderShape {
         name: "qwen2-tiny",
@@ -318,6 +392,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "llama-tiny",
@@ -335,6 +410,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: false,
+        gemma: None,
     },
     DecoderShape {
         name: "llama3-tiny",
@@ -352,6 +428,7 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-5,
         head_dim: None,
         llama3_rope: true,
+        gemma: None,
     },
     DecoderShape {
         name: "qwen3-tiny",
@@ -369,6 +446,25 @@ pub const DECODERS: [DecoderShape; 18] = [
         rms_eps: 1e-6,
         head_dim: Some(128),
         llama3_rope: false,
+        gemma: None,
+    },
+    DecoderShape {
+        name: "gemma3-tiny",
+        model: "a six-block gemma3 (five windowed layers, one global) for tests",
+        arch: "gemma3",
+        layers: 6,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 512,
+        tied: false,
+        context: 2048,
+        rope_base: 1e6,
+        rms_eps: 1e-6,
+        head_dim: Some(128),
+        llama3_rope: false,
+        gemma: Some(GemmaLayers { window: 24, rope_scaling: Some(8.0) }),
     },
 ];
 
@@ -438,6 +534,83 @@ impl Quant {
         }
     }
 }
+
+/// The byte-level BPE tokenizer ([`vocabulary`]; no merges) with ChatML's control tokens, under
+/// the pre-tokenizer of the model `s` copies.
+fn byte_level_tokenizer(w: GgufWriter, s: &DecoderShape) -> GgufWriter {
+    let (tokens, types) = vocabulary(s.vocab as usize);
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let n = tokens.len() as u32;
+    let pre = match s.arch {
+        "qwen2" | "qwen3" => "qwen2",
+        _ if s.llama3_rope => "llama-bpe",
+        _ => "smollm",
+    };
+    let (endoftext, im_end) = (n - 3, n - 1);
+    w.kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", pre)
+        .kv_str_array("tokenizer.ggml.tokens", &refs)
+        .kv_i32_array("tokenizer.ggml.token_type", &types)
+        .kv_str_array("tokenizer.ggml.merges", &[])
+        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
+        .kv_u32("tokenizer.ggml.eos_token_id", im_end)
+        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
+        .kv_bool("tokenizer.ggml.add_bos_token", false)
+}
+
+/// Gemma's kind of tokenizer: SentencePiece (`llama`) with Gemma's control tokens first
+/// (`<pad>`, `<eos>`, `<bos>`, `<unk>`, then its turn markers), the 256 byte pieces
+/// `<0x00>`… for byte fallback, `▁` and the printable ASCII characters, then pieces merged
+/// from them (frequent English pairs, then whole words with and without `▁`), scored so
+/// that longer pieces merge later; fillers up to `size`. As Gemma's files say: no space is
+/// prefixed to the text (`add_space_prefix` false), a BOS is added.
+fn sentencepiece_tokenizer(w: GgufWriter, size: usize) -> GgufWriter {
+    const SPACE: &str = "\u{2581}";
+    let control = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"];
+    let mut tokens: Vec<String> = control.iter().map(|t| (*t).to_owned()).collect();
+    let mut types: Vec<i32> = vec![3, 3, 3, 2, 3, 3];
+    tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
+    types.extend([6; 256]);
+    let singles = std::iter::once(SPACE.to_owned()).chain((b'!'..=b'~').map(|c| char::from(c).to_string()));
+    let pairs = ["th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of", "ed", "is", "it", "al", "ar"];
+    let words = ["the", "and", "of", "to", "in", "is", "was", "for", "that", "with", "as", "by", "on", "from", "his", "which"];
+    let merged = pairs
+        .iter()
+        .map(|p| (*p).to_owned())
+        .chain(["t", "a", "o", "i", "s", "w", "c", "b", "f"].iter().map(|c| format!("{SPACE}{c}")))
+        .chain(words.iter().map(|w| (*w).to_owned()))
+        .chain(words.iter().map(|w| format!("{SPACE}{w}")));
+    for piece in singles.chain(merged) {
+        if tokens.len() < size && !tokens.contains(&piece) {
+            tokens.push(piece);
+            types.push(1);
+        }
+    }
+    while tokens.len() < size {
+        tokens.push(format!("<unused{}>", tokens.len()));
+        types.push(5);
+    }
+    // Scores: the pieces' order (llama.cpp merges the best-scored pair first); control,
+    // byte and unused pieces 0.
+    let scores: Vec<f32> = types.iter().enumerate().map(|(i, &t)| if t == 1 { -(i as f32) } else { 0.0 }).collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    w.kv_str("tokenizer.ggml.model", "llama")
+        .kv_str("tokenizer.ggml.pre", "default")
+        .kv_str_array("tokenizer.ggml.tokens", &refs)
+        .kv_f32_array("tokenizer.ggml.scores", &scores)
+        .kv_i32_array("tokenizer.ggml.token_type", &types)
+        .kv_u32("tokenizer.ggml.bos_token_id", 2)
+        .kv_u32("tokenizer.ggml.eos_token_id", 1)
+        .kv_u32("tokenizer.ggml.unknown_token_id", 3)
+        .kv_u32("tokenizer.ggml.padding_token_id", 0)
+        .kv_bool("tokenizer.ggml.add_bos_token", true)
+        .kv_bool("tokenizer.ggml.add_space_prefix", false)
+        .kv_str("tokenizer.chat_template", GEMMA_TEMPLATE)
+}
+
+/// Gemma 3's chat template (its `tokenizer_config.json`'s, text parts only): a system
+/// message joins the first user turn, the assistant is `model`, turns must alternate.
+const GEMMA_TEMPLATE: &str = "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}{%- endif -%}{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}";
 
 /// The vocabulary: the 256 byte-level pieces (GPT-2's byte-to-character map, so any text
 /// tokenizes), fillers `t256`, … (printable ASCII, which llama.cpp's byte map decodes), and
@@ -533,9 +706,15 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
                 out.push(vector(b(part), hd, 1.0));
             }
         }
+        if s.post_norms() {
+            out.push(vector(b("post_attention_norm.weight"), e, 1.0));
+        }
         out.push(vector(b("ffn_norm.weight"), e, 1.0));
         for (part, cols, rows) in [("ffn_gate.weight", e, ff), ("ffn_up.weight", e, ff), ("ffn_down.weight", ff, e)] {
             out.push(matrix(b(part), part, Some(i), cols, rows));
+        }
+        if s.post_norms() {
+            out.push(vector(b("post_ffw_norm.weight"), e, 1.0));
         }
     }
     out
@@ -573,15 +752,6 @@ pub fn llama3_rope_divisors(base: f32, pairs: usize) -> Vec<f32> {
 pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
     let s = shape;
     let key = |k: &str| format!("{}.{k}", s.arch);
-    let (tokens, types) = vocabulary(s.vocab as usize);
-    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    let n = tokens.len() as u32;
-    let pre = match s.arch {
-        "qwen2" | "qwen3" => "qwen2",
-        _ if s.llama3_rope => "llama-bpe",
-        _ => "smollm",
-    };
-    let (endoftext, im_end) = (n - 3, n - 1);
     let mut w = GgufWriter::default()
         .kv_str("general.architecture", s.arch)
         .kv_str("general.name", &format!("synthetic {} {}", s.model, quant.name()))
@@ -594,16 +764,14 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
         .kv_u32(&key("attention.head_count"), s.heads)
         .kv_u32(&key("attention.head_count_kv"), s.kv_heads)
         .kv_f32(&key("rope.freq_base"), s.rope_base)
-        .kv_f32(&key("attention.layer_norm_rms_epsilon"), s.rms_eps)
-        .kv_str("tokenizer.ggml.model", "gpt2")
-        .kv_str("tokenizer.ggml.pre", pre)
-        .kv_str_array("tokenizer.ggml.tokens", &refs)
-        .kv_i32_array("tokenizer.ggml.token_type", &types)
-        .kv_str_array("tokenizer.ggml.merges", &[])
-        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
-        .kv_u32("tokenizer.ggml.eos_token_id", im_end)
-        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
-        .kv_bool("tokenizer.ggml.add_bos_token", false);
+        .kv_f32(&key("attention.layer_norm_rms_epsilon"), s.rms_eps);
+    w = if s.sentencepiece() { sentencepiece_tokenizer(w, s.vocab as usize) } else { byte_level_tokenizer(w, s) };
+    if let Some(g) = s.gemma {
+        w = w.kv_u32(&key("attention.sliding_window"), g.window);
+        if let Some(factor) = g.rope_scaling {
+            w = w.kv_str(&key("rope.scaling.type"), "linear").kv_f32(&key("rope.scaling.factor"), factor);
+        }
+    }
     // The keys llama.cpp's converter writes for these models (the older shapes' files
     // stay byte for byte as they were).
     if s.llama3_rope || s.head_dim.is_some() {
