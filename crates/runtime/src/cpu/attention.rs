@@ -238,21 +238,25 @@ pub struct RopeFrequencies {
     pub divisors: Option<Vec<f32>>,
     /// Every angle's factor after its divisor (linear scaling; 1 for none).
     pub freq_scale: f32,
+    /// The factor of every cos and sin (LongRoPE's attention factor; 1 for none), as
+    /// llama.cpp's `mscale`.
+    pub attn_factor: f32,
 }
 
 impl RopeFrequencies {
     /// Frequencies from base `base` over `rope_dims` dimensions, scaled by `divisors`.
     pub fn new(base: f32, rope_dims: usize, divisors: Option<Vec<f32>>) -> Self {
-        RopeFrequencies { theta_scale: base.powf(-2.0 / rope_dims as f32), divisors, freq_scale: 1.0 }
+        RopeFrequencies { theta_scale: base.powf(-2.0 / rope_dims as f32), divisors, freq_scale: 1.0, attn_factor: 1.0 }
     }
 
     /// The frequencies of each kind of layer of `cfg`: `[global, windowed]` (the same but
     /// where the model has sliding-window layers, which turn by a base of their own,
     /// unscaled, as llama.cpp's `rope_freq_base_train_swa`).
     pub fn of_model(cfg: &crate::model::ModelConfig, divisors: Option<Vec<f32>>) -> [RopeFrequencies; 2] {
-        let global = RopeFrequencies { freq_scale: cfg.rope_freq_scale, ..Self::new(cfg.rope_base, cfg.rope_dims, divisors) };
+        let attn_factor = cfg.rope_attn_factor;
+        let global = RopeFrequencies { freq_scale: cfg.rope_freq_scale, attn_factor, ..Self::new(cfg.rope_base, cfg.rope_dims, divisors) };
         let windowed = match &cfg.sliding_window {
-            Some(w) => Self::new(w.rope_base, cfg.rope_dims, None),
+            Some(w) => RopeFrequencies { attn_factor, ..Self::new(w.rope_base, cfg.rope_dims, None) },
             None => global.clone(),
         };
         [global, windowed]
@@ -270,7 +274,11 @@ impl RopeFrequencies {
                 Some(d) => theta / d.get(i).copied().unwrap_or(1.0),
                 None => theta,
             } * self.freq_scale;
-            *c = (angle.cos(), angle.sin());
+            *c = if self.attn_factor == 1.0 {
+                (angle.cos(), angle.sin())
+            } else {
+                (angle.cos() * self.attn_factor, angle.sin() * self.attn_factor)
+            };
             theta *= self.theta_scale;
         }
     }

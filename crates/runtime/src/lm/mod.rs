@@ -478,7 +478,7 @@ fn gguf_parts(src: &dyn ByteSource, opts: &LoadOptions) -> Result<(GgufFile, Mod
     let tokenizer = Tokenizer::from_gguf(&g)?;
     let chat = chat_template(&g, &tokenizer)?;
     let context = if opts.context == 0 { cfg.context_length.min(8192) } else { opts.context };
-    Ok((g, cfg, tokenizer, chat, context))
+    Ok((g, cfg.for_context(context), tokenizer, chat, context))
 }
 
 fn chat_template(g: &GgufFile, tok: &Tokenizer) -> Result<ChatTemplate, Error> {

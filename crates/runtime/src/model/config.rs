@@ -19,6 +19,10 @@ pub enum Arch {
     /// add), GELU-gated feed-forward, queries scaled before `Q·K`, and most layers
     /// attending over a sliding window with a RoPE of their own ([`SlidingWindow`]).
     Gemma3,
+    /// Phi-3 and Phi-4-mini: Q, K and V in one matrix and gate and up in one (split when
+    /// loaded), queries scaled before `Q·K`, RoPE (NeoX, partial in Phi-4-mini) with
+    /// LongRoPE's per-pair factors and attention factor where the file has them.
+    Phi3,
 }
 
 /// The feed-forward's gate activation: `act(gate) · up`.
@@ -38,17 +42,18 @@ impl Arch {
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
         }
     }
 
     /// The architecture a `general.architecture` name names, if docmem runs it.
     pub fn from_name(name: &str) -> Option<Arch> {
-        [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3].into_iter().find(|a| a.name() == name)
+        [Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3, Arch::Phi3].into_iter().find(|a| a.name() == name)
     }
 
     /// Whether RoPE rotates the two halves of each head (NeoX) rather than adjacent pairs.
     pub fn rope_neox(self) -> bool {
-        matches!(self, Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3)
+        matches!(self, Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 | Arch::Phi3)
     }
 
     /// Whether its blocks add biases to Q, K and V.
@@ -84,7 +89,13 @@ impl Arch {
     /// to half precision after it, as llama.cpp's graph does), rather than the scores
     /// after it.
     pub fn prescales_queries(self) -> bool {
-        matches!(self, Arch::Gemma3)
+        matches!(self, Arch::Gemma3 | Arch::Phi3)
+    }
+
+    /// Whether its files may hold Q, K and V as one matrix (`attn_qkv`) and gate and up as
+    /// one (`ffn_up`, twice the feed-forward's width, no `ffn_gate`).
+    pub fn fuses_projections(self) -> bool {
+        matches!(self, Arch::Phi3)
     }
 }
 
@@ -133,6 +144,15 @@ pub struct ModelConfig {
     pub rope_freq_scale: f32,
     /// Sliding-window layers, where the model has them.
     pub sliding_window: Option<SlidingWindow>,
+    /// RoPE's attention factor: every cos and sin multiplied by it (LongRoPE's
+    /// `rope.scaling.attn_factor`; 1 for none).
+    pub rope_attn_factor: f32,
+    /// The context LongRoPE's short factors serve (`rope.scaling.original_context_length`):
+    /// a longer context window turns by the long factors, as llama.cpp chooses.
+    pub rope_original_context: Option<usize>,
+    /// Whether this run's context window is past [`ModelConfig::rope_original_context`]
+    /// (set when the window is chosen): LongRoPE's long factors apply.
+    pub long_rope: bool,
 }
 
 /// The widest head the runtime takes (the GPU attention's limit; the CPU's RoPE table).
@@ -242,6 +262,9 @@ impl ModelConfig {
         let n_layer = param(g, a, "block_count")?;
         let sliding_window = match arch {
             Arch::Gemma3 => sliding_window(g, a, n_layer)?,
+            // Phi-3's files state a window that llama.cpp does not apply (its Phi-3 graph
+            // attends to everything): neither does docmem.
+            Arch::Phi3 => None,
             _ if g.get(&format!("{a}.attention.sliding_window")).and_then(MetaValue::as_u64).is_some_and(|w| w > 0) => {
                 return Err(Error::ModelConfig {
                     reason: format!("its attention slides over a window ({a}.attention.sliding_window), which docmem runs for gemma3 only"),
@@ -264,7 +287,17 @@ impl ModelConfig {
             rope_dims: param(g, a, "rope.dimension_count").unwrap_or(head_dim).min(head_dim),
             rope_freq_scale,
             sliding_window,
+            rope_attn_factor: float("rope.scaling.attn_factor", 1.0)?,
+            rope_original_context: param(g, a, "rope.scaling.original_context_length").ok(),
+            long_rope: false,
         })
+    }
+
+    /// This configuration for a run with a context window of `context` tokens: LongRoPE's
+    /// long factors past the original context.
+    pub fn for_context(self, context: usize) -> Self {
+        let long_rope = self.rope_original_context.is_some_and(|o| context > o);
+        ModelConfig { long_rope, ..self }
     }
 
     /// The factor of each token's embedding row before the first block: `√n_embd` where the
@@ -364,5 +397,25 @@ mod tests {
         assert!(matches!(&yarn, Err(Error::ModelConfig { reason }) if reason.contains("gemma3.rope.scaling.type yarn")), "{yarn:?}");
         let capped = gemma3(|w| w.kv_f32("gemma3.final_logit_softcapping", 30.0));
         assert!(matches!(&capped, Err(Error::ModelConfig { reason }) if reason.contains("gemma3.final_logit_softcapping")), "{capped:?}");
+    }
+
+    #[test]
+    fn phi3_ignores_its_stated_window_and_takes_longrope_by_the_context_window() {
+        let bytes = GgufWriter::default()
+            .kv_str("general.architecture", "phi3")
+            .kv_u32("phi3.block_count", 2)
+            .kv_u32("phi3.embedding_length", 64)
+            .kv_u32("phi3.feed_forward_length", 128)
+            .kv_u32("phi3.attention.head_count", 4)
+            .kv_u32("phi3.rope.dimension_count", 12)
+            .kv_u32("phi3.attention.sliding_window", 2047)
+            .kv_u32("phi3.rope.scaling.original_context_length", 4096)
+            .kv_f32("phi3.rope.scaling.attn_factor", 1.19)
+            .tensor_with("token_embd.weight", &[64, 10], crate::gguf::GgmlType::F32, |_| {})
+            .build(3);
+        let cfg = ModelConfig::from_gguf(&GgufFile::read(&MemorySource::new(bytes)).unwrap()).unwrap();
+        assert_eq!((cfg.sliding_window.clone(), cfg.rope_dims, cfg.rope_attn_factor), (None, 12, 1.19));
+        assert!(cfg.arch.fuses_projections() && cfg.arch.prescales_queries() && cfg.arch.rope_neox());
+        assert!(!cfg.clone().for_context(4096).long_rope && cfg.for_context(4097).long_rope);
     }
 }

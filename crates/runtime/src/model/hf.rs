@@ -192,6 +192,9 @@ impl ModelConfig {
             rope_dims: head_dim,
             rope_freq_scale: 1.0,
             sliding_window: None,
+            rope_attn_factor: 1.0,
+            rope_original_context: None,
+            long_rope: false,
         })
     }
 }

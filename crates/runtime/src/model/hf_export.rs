@@ -86,6 +86,7 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
             Arch::Qwen3 => "Qwen3ForCausalLM",
             // Refused above.
             Arch::Gemma3 => "Gemma3ForCausalLM",
+            Arch::Phi3 => "Phi3ForCausalLM",
         }],
         "model_type": cfg.arch.name(),
         "hidden_size": cfg.n_embd,

@@ -44,11 +44,13 @@ pub enum BlockTensor {
     Down,
     /// RMSNorm weight of the feed-forward's output, before its residual add (gemma).
     FfnPostNorm,
+    /// Q, K and V stacked in one matrix (phi3's files; split when loaded).
+    Qkv,
 }
 
 impl BlockTensor {
     /// Every block tensor.
-    pub const ALL: [BlockTensor; 16] = [
+    pub const ALL: [BlockTensor; 17] = [
         BlockTensor::AttnNorm,
         BlockTensor::Q,
         BlockTensor::K,
@@ -65,6 +67,7 @@ impl BlockTensor {
         BlockTensor::Down,
         BlockTensor::AttnPostNorm,
         BlockTensor::FfnPostNorm,
+        BlockTensor::Qkv,
     ];
 
     /// Its name within a block: (GGUF, Hugging Face).
@@ -88,6 +91,7 @@ impl BlockTensor {
             // safetensors loader and the exporter take no gemma).
             BlockTensor::AttnPostNorm => ("post_attention_norm.weight", "post_attention_layernorm.weight"),
             BlockTensor::FfnPostNorm => ("post_ffw_norm.weight", "post_feedforward_layernorm.weight"),
+            BlockTensor::Qkv => ("attn_qkv.weight", "self_attn.qkv_proj.weight"),
         }
     }
 
@@ -107,6 +111,7 @@ impl BlockTensor {
             BlockTensor::QBias | BlockTensor::KBias | BlockTensor::VBias => arch.has_qkv_bias(),
             BlockTensor::QNorm | BlockTensor::KNorm => arch.has_head_norms(),
             BlockTensor::AttnPostNorm | BlockTensor::FfnPostNorm => arch.has_post_norms(),
+            BlockTensor::Qkv => arch.fuses_projections(),
             _ => true,
         }
     }
@@ -139,6 +144,11 @@ pub const HEAD: (&str, &str) = ("output.weight", "lm_head.weight");
 /// converter writes as a tensor); absent for a plain RoPE. GGUF only: a Hugging Face
 /// checkpoint states the scaling in its `config.json`.
 pub const ROPE_FREQS: &str = "rope_freqs.weight";
+/// LongRoPE's per-pair factors (Phi-3's 128k-context files) for contexts past the original
+/// one, and for those within it.
+pub const ROPE_FACTORS_LONG: &str = "rope_factors_long.weight";
+/// See [`ROPE_FACTORS_LONG`].
+pub const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
 
 /// The Hugging Face name of the tensor a GGUF file names, and the heads to un-permute it
 /// by (see [`BlockTensor::rope_heads`]); `None` for a tensor a decoder does not have.
@@ -171,6 +181,9 @@ mod tests {
             rope_dims: 16,
             rope_freq_scale: 1.0,
             sliding_window: None,
+            rope_attn_factor: 1.0,
+            rope_original_context: None,
+            long_rope: false,
         };
         for t in BlockTensor::ALL {
             assert_eq!(BlockTensor::from_gguf(&t.gguf(11)), Some((t, 11)));

@@ -105,15 +105,25 @@ impl Weights {
     }
 
     /// RoPE's frequency divisors, if the file has them (`rope_dims / 2`, each finite and
-    /// positive: a zero would make an angle infinite). Llama's alone, as llama.cpp reads
-    /// them: its qwen2 and qwen3 graphs rotate by the plain angles whatever the file holds.
+    /// positive: a zero would make an angle infinite): Llama 3's, or Phi-3's LongRoPE
+    /// factors (short or long, [`ModelConfig::long_rope`]). Those two architectures' alone,
+    /// as llama.cpp reads them: its other graphs rotate by the plain angles whatever the
+    /// file holds.
     pub fn load_rope_freqs(g: &GgufFile, src: &dyn ByteSource, cfg: &ModelConfig) -> Result<Option<Vec<f32>>, Error> {
-        if cfg.arch != super::config::Arch::Llama || g.tensor(tensors::ROPE_FREQS).is_none() {
+        use super::config::Arch;
+        let name = match cfg.arch {
+            Arch::Llama => tensors::ROPE_FREQS,
+            // LongRoPE: the long factors where the context window is past the original one.
+            Arch::Phi3 if cfg.long_rope => tensors::ROPE_FACTORS_LONG,
+            Arch::Phi3 => tensors::ROPE_FACTORS_SHORT,
+            _ => return Ok(None),
+        };
+        if g.tensor(name).is_none() {
             return Ok(None);
         }
-        let v = vector(g, src, tensors::ROPE_FREQS, (cfg.rope_dims / 2) as u64)?;
+        let v = vector(g, src, name, (cfg.rope_dims / 2) as u64)?;
         if v.iter().any(|f| !f.is_finite() || *f <= 0.0) {
-            return Err(Error::BadParam { key: tensors::ROPE_FREQS.into() });
+            return Err(Error::BadParam { key: name.into() });
         }
         Ok(Some(v))
     }
@@ -147,11 +157,36 @@ impl Block {
             t.exists_in(cfg.arch).then(|| vector(g, src, &n(t), len)).transpose()
         };
         let hd = cfg.head_dim as u64;
+        // Phi-3's files hold Q, K and V as one matrix, and gate and up as one: split by
+        // rows here (Q's rows, then K's, then V's; the gate's, then up's), so the backends
+        // see the matrices every other model has.
+        let fused = |t: BlockTensor| cfg.arch.fuses_projections() && g.tensor(&n(t)).is_some();
+        let [wq, wk, wv] = if fused(BlockTensor::Qkv) {
+            let name = n(BlockTensor::Qkv);
+            let rows = qw + 2 * kv;
+            [
+                matrix_rows(g, src, &name, (e, rows), (0, qw))?,
+                matrix_rows(g, src, &name, (e, rows), (qw, kv))?,
+                matrix_rows(g, src, &name, (e, rows), (qw + kv, kv))?,
+            ]
+        } else {
+            [
+                matrix(g, src, &n(BlockTensor::Q), e, qw)?,
+                matrix(g, src, &n(BlockTensor::K), e, kv)?,
+                matrix(g, src, &n(BlockTensor::V), e, kv)?,
+            ]
+        };
+        let [w_gate, w_up] = if cfg.arch.fuses_projections() && g.tensor(&n(BlockTensor::Gate)).is_none() {
+            let name = n(BlockTensor::Up);
+            [matrix_rows(g, src, &name, (e, 2 * ff), (0, ff))?, matrix_rows(g, src, &name, (e, 2 * ff), (ff, ff))?]
+        } else {
+            [matrix(g, src, &n(BlockTensor::Gate), e, ff)?, matrix(g, src, &n(BlockTensor::Up), e, ff)?]
+        };
         Ok(Block {
             attn_norm: vector(g, src, &n(BlockTensor::AttnNorm), e)?,
-            wq: matrix(g, src, &n(BlockTensor::Q), e, qw)?,
-            wk: matrix(g, src, &n(BlockTensor::K), e, kv)?,
-            wv: matrix(g, src, &n(BlockTensor::V), e, kv)?,
+            wq,
+            wk,
+            wv,
             bq: optional(BlockTensor::QBias, qw)?,
             bk: optional(BlockTensor::KBias, kv)?,
             bv: optional(BlockTensor::VBias, kv)?,
@@ -159,8 +194,8 @@ impl Block {
             k_norm: optional(BlockTensor::KNorm, hd)?,
             wo: matrix(g, src, &n(BlockTensor::Output), qw, e)?,
             ffn_norm: vector(g, src, &n(BlockTensor::FfnNorm), e)?,
-            w_gate: matrix(g, src, &n(BlockTensor::Gate), e, ff)?,
-            w_up: matrix(g, src, &n(BlockTensor::Up), e, ff)?,
+            w_gate,
+            w_up,
             w_down: matrix(g, src, &n(BlockTensor::Down), ff, e)?,
             post_norms: [optional(BlockTensor::AttnPostNorm, e)?, optional(BlockTensor::FfnPostNorm, e)?],
         })
@@ -184,23 +219,43 @@ fn tensor_bytes(g: &GgufFile, src: &dyn ByteSource, name: &str, dims: &[u64]) ->
 /// A matrix that is re-laid is read eight rows at a time straight into its new layout, so
 /// loading never holds two copies of it.
 fn matrix(g: &GgufFile, src: &dyn ByteSource, name: &str, cols: u64, rows: u64) -> Result<QMatrix, Error> {
-    let shape_err = || Error::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, rows] };
-    let t = tensor_info(g, name, &[cols, rows])?;
-    let (r, c) = (rows as usize, cols as usize);
+    matrix_rows(g, src, name, (cols, rows), (0, rows))
+}
+
+/// Rows `first..first + rows` of the `cols × all_rows` matrix `name` (a whole matrix, or
+/// one of those a fused one stacks), as [`matrix`] lays them out.
+fn matrix_rows(
+    g: &GgufFile,
+    src: &dyn ByteSource,
+    name: &str,
+    (cols, all_rows): (u64, u64),
+    (first, rows): (u64, u64),
+) -> Result<QMatrix, Error> {
+    let shape_err = || Error::TensorShape { name: name.to_owned(), found: vec![cols, rows], expected: vec![cols, all_rows] };
+    let t = tensor_info(g, name, &[cols, all_rows])?;
     let ty = t.ggml_type;
-    if x8::relays(ty, r) && c.is_multiple_of(256) && t.size == (r * c / 256) as u64 * ty.block_bytes() {
+    // A row is whole blocks (the file's tensor sizes were checked against their shapes).
+    if first + rows > all_rows || !cols.is_multiple_of(ty.block_elements()) {
+        return Err(shape_err());
+    }
+    let row_bytes = cols / ty.block_elements() * ty.block_bytes();
+    let offset = t.offset + first * row_bytes;
+    let (r, c) = (rows as usize, cols as usize);
+    if x8::relays(ty, r) && c.is_multiple_of(256) && row_bytes == (c / 256) as u64 * ty.block_bytes() {
         let blocks = c / 256;
         let (group_src, group_dst) = (x8::ROWS * blocks * ty.block_bytes() as usize, x8::relaid_bytes(ty, x8::ROWS, blocks));
         let mut out = vec![0u8; x8::relaid_bytes(ty, r, blocks)];
         let mut scratch = vec![0u8; group_src];
         for (k, dst) in out.chunks_exact_mut(group_dst).enumerate() {
-            src.read_at(t.offset + (k * group_src) as u64, &mut scratch)?;
+            src.read_at(offset + (k * group_src) as u64, &mut scratch)?;
             x8::interleave_into(ty, &scratch, blocks, dst);
         }
         return QMatrix::relaid(ty, r, c, out).ok_or_else(shape_err);
     }
-    let bytes = g.tensor_bytes(src, t)?;
-    QMatrix::new(t.ggml_type, r, c, bytes).ok_or_else(shape_err)
+    let len = usize::try_from(rows * row_bytes).map_err(|_| shape_err())?;
+    let mut bytes = vec![0u8; len];
+    src.read_at(offset, &mut bytes)?;
+    QMatrix::new(ty, r, c, bytes).ok_or_else(shape_err)
 }
 
 fn vector(g: &GgufFile, src: &dyn ByteSource, name: &str, len: u64) -> Result<Vec<f32>, Error> {

@@ -87,7 +87,7 @@ fn id(gguf: &GgufFile, key: &str, vocab: usize) -> Option<u32> {
 /// `stop_ids` plus the end-of-turn control tokens chat models use, which are not always
 /// declared as EOS or EOT.
 fn with_turn_ends(mut stop_ids: Vec<u32>, tokens: &[String], special: &[bool]) -> Vec<u32> {
-    for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>"] {
+    for name in ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "</s>"] {
         if let Some(i) = tokens.iter().position(|t| t == name) {
             if special[i] && !stop_ids.contains(&(i as u32)) {
                 stop_ids.push(i as u32);
