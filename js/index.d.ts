@@ -50,7 +50,7 @@ export interface ModelSpec {
   /** The model's name (memories record it; a GGUF's file name). */
   name: string;
   /**
-   * A reader or answerer is one GGUF file (llama, Llama 3 included, qwen2, qwen3 or gemma3), or a
+   * A reader or answerer is one GGUF file (llama, Llama 3 included, qwen2, qwen3, gemma3 or phi3), or a
    * Hugging Face checkpoint of a Llama, Qwen2 or Qwen3 model: `config.json`, `tokenizer.json`, `tokenizer_config.json` (where it has one) and
    * its `.safetensors` files (one, or every shard), matched by the file name at the end of
    * `path`. Either is read a slice at a time, never whole in memory; a checkpoint's

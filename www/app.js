@@ -1094,7 +1094,7 @@ async function switchModel(c) {
 
 function useOwnModel(file) {
   if (!/\.gguf$/i.test(file.name)) {
-    $('model-picker-status').textContent = `${file.name} is not a .gguf file: docmem reads GGUF files of Llama (Llama 3 included), Qwen2, Qwen3 and Gemma 3 models.`;
+    $('model-picker-status').textContent = `${file.name} is not a .gguf file: docmem reads GGUF files of Llama (Llama 3 included), Qwen2, Qwen3, Gemma 3 and Phi-3 models.`;
     return;
   }
   switchModel({ id: 'file', name: file.name, label: titleOf(file.name), blobs: [{ path: file.name, blob: file }] });

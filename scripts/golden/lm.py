@@ -62,7 +62,7 @@ GREEDY_TOKENS = 40
 
 # The synthetic models with goldens: one per architecture (or variant) that the registries
 # ship no real model of. crates/runtime/tests/synthetic_parity.rs reads their files.
-SYNTHETIC = ["llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m"]
+SYNTHETIC = ["llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m"]
 
 
 def long_text():

@@ -136,11 +136,12 @@ await page.waitForSelector('body[data-ready="true"]', { timeout: 5 * MINUTES });
 assert.match(await page.locator('#model-picker-status').textContent(), /mamba\.gguf: mamba: not supported \(architecture 'mamba' is not supported/);
 assert.match(await page.locator('#models').textContent(), /^SmolLM2-135M-Instruct\.Q4_1\.gguf \(reader and answerer\)/, 'the model in use stays');
 await page.locator('#error').evaluate((e) => (e.hidden = true));
-// A Qwen3 file and a Gemma 3 file (synthetic ones: the real files' tensors, metadata,
+// A Qwen3, a Gemma 3 and a Phi-3 file (synthetic ones: the real files' tensors, metadata,
 // per-head norms, Gemma's post-norms, sliding-window layers and SentencePiece tokenizer,
-// drawn weights, so their answers are noise) are named by their headers, load and answer.
+// Phi's stacked projections and LongRoPE, drawn weights, so their answers are noise) are
+// named by their headers, load and answer.
 const ownSaid = [];
-for (const arch of ['qwen3', 'gemma3']) {
+for (const arch of ['qwen3', 'gemma3', 'phi3']) {
   const file = path.join(profile, `my-${arch}.gguf`);
   const synthesized = spawnSync(process.env.DOCMEM_CLI || 'docmem', ['synth-gguf', `${arch}-tiny:q4_k_m`, file], { encoding: 'utf8' });
   assert.equal(synthesized.status, 0, `docmem synth-gguf: ${synthesized.stderr}`);
@@ -158,7 +159,7 @@ for (const arch of ['qwen3', 'gemma3']) {
   await page.waitForFunction(() => /Answered in/.test(document.querySelector('#answer-status').textContent), null, { timeout: 5 * MINUTES });
   if (arch === 'qwen3') await page.locator('#model-picker').screenshot({ path: path.join(root, 'tests/browser/out/own-model.png') });
 }
-console.log(`  own model: a Mamba file refused by its architecture; a synthetic Qwen3 and Gemma 3 named by their headers ("${ownSaid.join('", "')}"), loaded and answered (${at()})`);
+console.log(`  own model: a Mamba file refused by its architecture; a synthetic Qwen3, Gemma 3 and Phi-3 named by their headers ("${ownSaid.join('", "')}"), loaded and answered (${at()})`);
 // Renamed so the page cannot confuse it with the served file.
 const mine = path.join(profile, 'my-smollm2.gguf');
 fs.copyFileSync(smollm, mine);

@@ -382,11 +382,12 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
 /// run here on llvmpipe, which picks others for itself: synthetic models of each
 /// architecture (Qwen2; Llama 3's scaled RoPE; Qwen3's per-head norms and wide heads; Gemma
 /// 3's post-norms, GeGLU, scaled embeddings and sliding-window layers with their own RoPE,
-/// over a prompt longer than the window; all in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
+/// over a prompt longer than the window; Phi-3's fused projections, split when loaded, and
+/// partial LongRoPE with its attention factor; all in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
 /// three decoded tokens' (cosine at least 0.999, the same top token), on both paths.
 #[test]
 fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_synthetic_models() {
-    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m"] {
+    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m"] {
         gpu_agrees_with_cpu_on(spec);
     }
 }

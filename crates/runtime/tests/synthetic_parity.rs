@@ -1,6 +1,7 @@
 //! Parity with llama.cpp for the architectures no package registry ships a model of
 //! (Llama 3's scaled RoPE, Qwen3's per-head norms and wide heads, Gemma 3's post-norms,
-//! GeGLU, sliding-window layers and SentencePiece tokenizer): a synthetic model of
+//! GeGLU, sliding-window layers and SentencePiece tokenizer, Phi-3's fused projections and
+//! partial LongRoPE): a synthetic model of
 //! each (`docmem_runtime::synthetic`, the real files' tensor names, types and metadata with
 //! drawn values) is written again here byte for byte, and its outputs are compared with
 //! the ones llama.cpp gave on the same file (`scripts/golden/lm.py --synthetic` made the
@@ -24,7 +25,10 @@ fn golden_and_model(spec: &str) -> (serde_json::Value, Lm) {
     let golden_path = manifest_dir().join(format!("tests/golden/lm-synthetic-{}.json", spec.replace(':', "-")));
     let golden = serde_json::from_str(&std::fs::read_to_string(golden_path).unwrap()).unwrap();
     let bytes = decoder_gguf(parsed.shape, parsed.quant, SEED);
-    (golden, Lm::load_from(&MemorySource::new(bytes), &LoadOptions { threads: 2, ..Default::default() }).unwrap())
+    // llama.cpp's context in the golden (the prompt and its continuation) is within
+    // LongRoPE's original context, so its short factors turned: so here.
+    let context = parsed.shape.phi.map_or(0, |p| p.original_context as usize);
+    (golden, Lm::load_from(&MemorySource::new(bytes), &LoadOptions { threads: 2, context, ..Default::default() }).unwrap())
 }
 
 fn matches_llama_cpp(spec: &str) {
@@ -53,6 +57,26 @@ fn qwen3_matches_llama_cpp() {
 #[test]
 fn gemma3_matches_llama_cpp() {
     matches_llama_cpp("gemma3-tiny:q4_k_m");
+}
+
+#[test]
+fn phi3_matches_llama_cpp() {
+    matches_llama_cpp("phi3-tiny:q4_k_m");
+}
+
+/// The golden tells LongRoPE's short factors from its long ones: the same Phi-3 file run
+/// with a context window past the original one (which turns by the long factors, as
+/// llama.cpp would with that window) leaves llama.cpp's outputs made within it.
+#[test]
+fn past_its_original_context_the_phi3_model_turns_by_the_long_factors() {
+    let (golden, _) = golden_and_model("phi3-tiny:q4_k_m");
+    let parsed: DecoderSpec = "phi3-tiny:q4_k_m".parse().unwrap();
+    let src = MemorySource::new(decoder_gguf(parsed.shape, parsed.quant, SEED));
+    let long = Lm::load_from(&src, &LoadOptions { threads: 2, context: 8192, ..Default::default() }).unwrap();
+    assert!(long.backend.cfg.long_rope);
+    let report = parity::check(&long, &golden).unwrap();
+    eprintln!("long factors: top-1 {}/{}, worst top-20 {:.2e}", report.top1_agree, report.top1_total, report.worst_top20);
+    assert!(!report.failures().is_empty(), "the long factors matched llama.cpp's short ones");
 }
 
 /// The golden tells a sliding window from none: the same Gemma 3 file run with every layer
@@ -88,7 +112,7 @@ fn without_its_rope_divisors_the_llama3_model_leaves_llama_cpp() {
 
 #[test]
 fn synthetic_architectures_match_llama_cpp_on_every_cpu_path() {
-    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp", "gemma3_matches_llama_cpp"] {
+    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp", "gemma3_matches_llama_cpp", "phi3_matches_llama_cpp"] {
         common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Avx2);
     }
 }

@@ -42,6 +42,19 @@ pub struct DecoderShape {
     pub llama3_rope: bool,
     /// Gemma 3's sliding window and RoPE scaling (`gemma3` files only).
     pub gemma: Option<GemmaLayers>,
+    /// Phi-3's RoPE (`phi3` files only).
+    pub phi: Option<PhiRope>,
+}
+
+/// What a Phi-3 file says of its RoPE: how many of a head's dimensions turn (Phi-4-mini's
+/// three quarters), and LongRoPE's original context, whose short and long per-pair factors
+/// and attention factor the file holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PhiRope {
+    /// `rope.dimension_count`.
+    pub rope_dims: u32,
+    /// `rope.scaling.original_context_length` (4,096 for Phi-3.5-mini and Phi-4-mini).
+    pub original_context: u32,
 }
 
 /// What a Gemma 3 file says of its layers beyond the common keys.
@@ -70,9 +83,9 @@ impl DecoderShape {
         self.arch == "gemma3"
     }
 
-    /// Whether its tokenizer is SentencePiece (gemma's), not byte-level BPE.
-    fn sentencepiece(&self) -> bool {
-        self.arch == "gemma3"
+    /// The dimensions of a head RoPE turns.
+    pub fn rope_dims(&self) -> u32 {
+        self.phi.map_or(self.head_dim(), |p| p.rope_dims)
     }
 }
 
@@ -81,7 +94,7 @@ impl DecoderShape {
 /// just past the 256 byte pieces). The two newer ones have an output head of their own:
 /// with a tied head (whose values are larger) a random model repeats its last token, and
 /// a parity golden could not tell that from a broken attention.
-pub const DECODERS: [DecoderShape; 21] = [
+pub const DECODERS: [DecoderShape; 24] = [
     // Qwen2.5-Coder-1.5B-Instruct, the file `docmem models fetch bench` fetches: its own
     // output head (the base Qwen2.5-1.5B ties it).
     DecoderShape {
@@ -101,6 +114,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen2-0.5b",
@@ -119,6 +133,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen2-3b",
@@ -137,6 +152,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen2-7b",
@@ -155,6 +171,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama-135m",
@@ -173,6 +190,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama-360m",
@@ -191,6 +209,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama-1.7b",
@@ -209,6 +228,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     // Llama 3.x Instruct: Llama 3's RoPE scaling, a 128k-token vocabulary.
     DecoderShape {
@@ -228,6 +248,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: true,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama3-3b",
@@ -246,6 +267,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: true,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama3-8b",
@@ -264,6 +286,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: true,
         gemma: None,
+        phi: None,
     },
     // Qwen3: heads 128 wide whatever the hidden width, normed per head.
     DecoderShape {
@@ -283,6 +306,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen3-1.7b",
@@ -301,6 +325,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen3-4b",
@@ -319,6 +344,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen3-8b",
@@ -337,6 +363,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     // Gemma 3 1B (text only; its vocabulary of 262,144 SentencePiece pieces, tied head).
     DecoderShape {
@@ -356,6 +383,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(256),
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 512, rope_scaling: None }),
+        phi: None,
     },
     // Gemma 3 4B's text decoder (its vision tower is a separate file).
     DecoderShape {
@@ -375,6 +403,50 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(256),
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 1024, rope_scaling: Some(8.0) }),
+        phi: None,
+    },
+    // Phi-3.5-mini-instruct: Llama 2's SentencePiece vocabulary with Phi's chat tokens,
+    // fused Q/K/V and gate/up, LongRoPE to 128k positions.
+    DecoderShape {
+        name: "phi3.5-mini",
+        model: "Phi-3.5-mini-instruct",
+        arch: "phi3",
+        layers: 32,
+        embd: 3072,
+        heads: 32,
+        kv_heads: 32,
+        ff: 8192,
+        vocab: 32_064,
+        tied: false,
+        context: 131_072,
+        rope_base: 1e4,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+        gemma: None,
+        phi: Some(PhiRope { rope_dims: 96, original_context: 4096 }),
+    },
+    // Phi-4-mini-instruct's decoder: grouped heads, a quarter of each head unturned, tied
+    // head. (Its real vocabulary is byte-level BPE with GPT-4o's pre-tokenizer, which
+    // docmem's tokenizer does not take yet; this file carries the SentencePiece one.)
+    DecoderShape {
+        name: "phi4-mini",
+        model: "Phi-4-mini-instruct",
+        arch: "phi3",
+        layers: 32,
+        embd: 3072,
+        heads: 24,
+        kv_heads: 8,
+        ff: 8192,
+        vocab: 200_064,
+        tied: true,
+        context: 131_072,
+        rope_base: 1e4,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+        gemma: None,
+        phi: Some(PhiRope { rope_dims: 96, original_context: 4096 }),
     },
     DecoderShape {
         name: "qwen2-tiny",
@@ -393,6 +465,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama-tiny",
@@ -411,6 +484,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "llama3-tiny",
@@ -429,6 +503,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: None,
         llama3_rope: true,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "qwen3-tiny",
@@ -447,6 +522,7 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: None,
+        phi: None,
     },
     DecoderShape {
         name: "gemma3-tiny",
@@ -465,6 +541,26 @@ pub const DECODERS: [DecoderShape; 21] = [
         head_dim: Some(128),
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 24, rope_scaling: Some(8.0) }),
+        phi: None,
+    },
+    DecoderShape {
+        name: "phi3-tiny",
+        model: "a two-block phi3 (fused projections, grouped heads, partial LongRoPE) for tests",
+        arch: "phi3",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 512,
+        tied: false,
+        context: 8192,
+        rope_base: 1e4,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+        gemma: None,
+        phi: Some(PhiRope { rope_dims: 48, original_context: 2048 }),
     },
 ];
 
@@ -522,8 +618,11 @@ impl Quant {
             Quant::Q8_0 => GgmlType::Q8_0,
             _ if output => GgmlType::Q6K,
             Quant::Q4_1 => GgmlType::Q4_1,
+            // A fused Q/K/V matrix takes attn_v's rule (llama.cpp counts it as one).
             Quant::Q4KM => match layer {
-                Some(i) if (role == "attn_v.weight" || role == "ffn_down.weight") && more_bits(i, shape.layers) => GgmlType::Q6K,
+                Some(i) if matches!(role, "attn_v.weight" | "attn_qkv.weight" | "ffn_down.weight") && more_bits(i, shape.layers) => {
+                    GgmlType::Q6K
+                }
                 _ => GgmlType::Q4K,
             },
         };
@@ -558,17 +657,51 @@ fn byte_level_tokenizer(w: GgufWriter, s: &DecoderShape) -> GgufWriter {
         .kv_bool("tokenizer.ggml.add_bos_token", false)
 }
 
-/// Gemma's kind of tokenizer: SentencePiece (`llama`) with Gemma's control tokens first
-/// (`<pad>`, `<eos>`, `<bos>`, `<unk>`, then its turn markers), the 256 byte pieces
-/// `<0x00>`… for byte fallback, `▁` and the printable ASCII characters, then pieces merged
-/// from them (frequent English pairs, then whole words with and without `▁`), scored so
-/// that longer pieces merge later; fillers up to `size`. As Gemma's files say: no space is
-/// prefixed to the text (`add_space_prefix` false), a BOS is added.
-fn sentencepiece_tokenizer(w: GgufWriter, size: usize) -> GgufWriter {
+/// A SentencePiece vocabulary's layout: the special pieces before the byte pieces and
+/// after the text pieces, the ids its file names, and what it asks of the tokenizer.
+struct SentencePieceFlavour {
+    /// Special pieces (and their token types) first: Gemma's controls, Llama 2's
+    /// `<unk>`, `<s>`, `</s>`.
+    leading: &'static [(&'static str, i32)],
+    /// Special pieces last (Phi-3's chat tokens, after Llama 2's 32,000).
+    trailing: &'static [(&'static str, i32)],
+    /// BOS, EOS, unknown and padding ids.
+    ids: [u32; 4],
+    /// `tokenizer.ggml.add_space_prefix` where the file states it.
+    add_space_prefix: Option<bool>,
+    /// The chat template.
+    template: &'static str,
+}
+
+/// Gemma's: its control tokens first, no space prefixed, its turn template.
+const GEMMA_VOCABULARY: SentencePieceFlavour = SentencePieceFlavour {
+    leading: &[("<pad>", 3), ("<eos>", 3), ("<bos>", 3), ("<unk>", 2), ("<start_of_turn>", 3), ("<end_of_turn>", 3)],
+    trailing: &[],
+    ids: [2, 1, 3, 0],
+    add_space_prefix: Some(false),
+    template: GEMMA_TEMPLATE,
+};
+
+/// Phi-3's (Llama 2's vocabulary with Phi's chat tokens after it): `<unk>`, `<s>`, `</s>`
+/// first, a space prefixed (the key unstated, as Phi's files leave it), `<|endoftext|>` the
+/// EOS and `<|end|>` ending each turn.
+const PHI3_VOCABULARY: SentencePieceFlavour = SentencePieceFlavour {
+    leading: &[("<unk>", 2), ("<s>", 3), ("</s>", 3)],
+    trailing: &[("<|endoftext|>", 3), ("<|assistant|>", 3), ("<|end|>", 3), ("<|user|>", 3), ("<|system|>", 3)],
+    ids: [1, u32::MAX, 0, u32::MAX],
+    add_space_prefix: None,
+    template: PHI3_TEMPLATE,
+};
+
+/// A SentencePiece tokenizer (`llama`) of `size` pieces: `flavour`'s leading specials, the
+/// 256 byte pieces `<0x00>`… for byte fallback, `▁` and the printable ASCII characters, then
+/// pieces merged from them (frequent English pairs, then whole words with and without `▁`),
+/// scored so that longer pieces merge later; fillers, then `flavour`'s trailing specials.
+/// A BOS is added. (EOS and padding ids of `u32::MAX` name the first trailing special.)
+fn sentencepiece_tokenizer(w: GgufWriter, size: usize, flavour: &SentencePieceFlavour) -> GgufWriter {
     const SPACE: &str = "\u{2581}";
-    let control = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"];
-    let mut tokens: Vec<String> = control.iter().map(|t| (*t).to_owned()).collect();
-    let mut types: Vec<i32> = vec![3, 3, 3, 2, 3, 3];
+    let mut tokens: Vec<String> = flavour.leading.iter().map(|(t, _)| (*t).to_owned()).collect();
+    let mut types: Vec<i32> = flavour.leading.iter().map(|&(_, ty)| ty).collect();
     tokens.extend((0..=255u8).map(|b| format!("<0x{b:02X}>")));
     types.extend([6; 256]);
     let singles = std::iter::once(SPACE.to_owned()).chain((b'!'..=b'~').map(|c| char::from(c).to_string()));
@@ -580,33 +713,45 @@ fn sentencepiece_tokenizer(w: GgufWriter, size: usize) -> GgufWriter {
         .chain(["t", "a", "o", "i", "s", "w", "c", "b", "f"].iter().map(|c| format!("{SPACE}{c}")))
         .chain(words.iter().map(|w| (*w).to_owned()))
         .chain(words.iter().map(|w| format!("{SPACE}{w}")));
+    let text_pieces = size.saturating_sub(flavour.trailing.len());
     for piece in singles.chain(merged) {
-        if tokens.len() < size && !tokens.contains(&piece) {
+        if tokens.len() < text_pieces && !tokens.contains(&piece) {
             tokens.push(piece);
             types.push(1);
         }
     }
-    while tokens.len() < size {
+    while tokens.len() < text_pieces {
         tokens.push(format!("<unused{}>", tokens.len()));
         types.push(5);
     }
+    let first_trailing = tokens.len() as u32;
+    tokens.extend(flavour.trailing.iter().map(|(t, _)| (*t).to_owned()));
+    types.extend(flavour.trailing.iter().map(|&(_, ty)| ty));
     // Scores: the pieces' order (llama.cpp merges the best-scored pair first); control,
     // byte and unused pieces 0.
     let scores: Vec<f32> = types.iter().enumerate().map(|(i, &t)| if t == 1 { -(i as f32) } else { 0.0 }).collect();
     let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    w.kv_str("tokenizer.ggml.model", "llama")
+    let id = |i: u32| if i == u32::MAX { first_trailing } else { i };
+    let [bos, eos, unk, pad] = flavour.ids.map(id);
+    let mut w = w
+        .kv_str("tokenizer.ggml.model", "llama")
         .kv_str("tokenizer.ggml.pre", "default")
         .kv_str_array("tokenizer.ggml.tokens", &refs)
         .kv_f32_array("tokenizer.ggml.scores", &scores)
         .kv_i32_array("tokenizer.ggml.token_type", &types)
-        .kv_u32("tokenizer.ggml.bos_token_id", 2)
-        .kv_u32("tokenizer.ggml.eos_token_id", 1)
-        .kv_u32("tokenizer.ggml.unknown_token_id", 3)
-        .kv_u32("tokenizer.ggml.padding_token_id", 0)
-        .kv_bool("tokenizer.ggml.add_bos_token", true)
-        .kv_bool("tokenizer.ggml.add_space_prefix", false)
-        .kv_str("tokenizer.chat_template", GEMMA_TEMPLATE)
+        .kv_u32("tokenizer.ggml.bos_token_id", bos)
+        .kv_u32("tokenizer.ggml.eos_token_id", eos)
+        .kv_u32("tokenizer.ggml.unknown_token_id", unk)
+        .kv_u32("tokenizer.ggml.padding_token_id", pad)
+        .kv_bool("tokenizer.ggml.add_bos_token", true);
+    if let Some(prefix) = flavour.add_space_prefix {
+        w = w.kv_bool("tokenizer.ggml.add_space_prefix", prefix);
+    }
+    w.kv_str("tokenizer.chat_template", flavour.template)
 }
+
+/// Phi-3's chat template (Phi-3.5-mini-instruct's).
+const PHI3_TEMPLATE: &str = "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 
 /// Gemma 3's chat template (its `tokenizer_config.json`'s, text parts only): a system
 /// message joins the first user turn, the assistant is `model`, turns must alternate.
@@ -683,6 +828,12 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
         // Its values are Llama 3's divisors, not drawn ([`llama3_rope_divisors`]).
         out.push(PlannedTensor { name: ROPE_FREQS.into(), dims: vec![hd / 2], ty: GgmlType::F32, centre: 1.0, std: 0.0 });
     }
+    if let Some(p) = s.phi {
+        // LongRoPE's factors ([`longrope_factors`]), as the converter writes them first.
+        for name in [ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT] {
+            out.push(PlannedTensor { name: name.into(), dims: vec![u64::from(p.rope_dims / 2)], ty: GgmlType::F32, centre: 1.0, std: 0.0 });
+        }
+    }
     out.push(matrix("token_embd.weight".into(), "token_embd.weight", None, e, vocab));
     if !s.tied {
         out.push(matrix("output.weight".into(), "output.weight", None, e, vocab));
@@ -691,9 +842,12 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
     for i in 0..s.layers {
         let b = |part: &str| format!("blk.{i}.{part}");
         out.push(vector(b("attn_norm.weight"), e, 1.0));
-        for (part, cols, rows) in
-            [("attn_q.weight", e, qw), ("attn_k.weight", e, kv), ("attn_v.weight", e, kv), ("attn_output.weight", qw, e)]
-        {
+        let projections: &[(&str, u64, u64)] = if s.phi.is_some() {
+            &[("attn_qkv.weight", e, qw + 2 * kv), ("attn_output.weight", qw, e)]
+        } else {
+            &[("attn_q.weight", e, qw), ("attn_k.weight", e, kv), ("attn_v.weight", e, kv), ("attn_output.weight", qw, e)]
+        };
+        for &(part, cols, rows) in projections {
             out.push(matrix(b(part), part, Some(i), cols, rows));
         }
         if s.arch == "qwen2" {
@@ -710,7 +864,13 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
             out.push(vector(b("post_attention_norm.weight"), e, 1.0));
         }
         out.push(vector(b("ffn_norm.weight"), e, 1.0));
-        for (part, cols, rows) in [("ffn_gate.weight", e, ff), ("ffn_up.weight", e, ff), ("ffn_down.weight", ff, e)] {
+        // Phi-3 stacks gate and up in one `ffn_up`, twice as tall.
+        let feed_forward: &[(&str, u64, u64)] = if s.phi.is_some() {
+            &[("ffn_up.weight", e, 2 * ff), ("ffn_down.weight", ff, e)]
+        } else {
+            &[("ffn_gate.weight", e, ff), ("ffn_up.weight", e, ff), ("ffn_down.weight", ff, e)]
+        };
+        for &(part, cols, rows) in feed_forward {
             out.push(matrix(b(part), part, Some(i), cols, rows));
         }
         if s.post_norms() {
@@ -722,6 +882,33 @@ pub fn decoder_tensors(shape: &DecoderShape, quant: Quant) -> Vec<PlannedTensor>
 
 /// The name llama.cpp's converter gives Llama 3's RoPE divisors.
 const ROPE_FREQS: &str = "rope_freqs.weight";
+/// The names it gives LongRoPE's factors (Phi-3).
+const ROPE_FACTORS_LONG: &str = "rope_factors_long.weight";
+const ROPE_FACTORS_SHORT: &str = "rope_factors_short.weight";
+
+/// LongRoPE's per-pair factors for `pairs` pairs, shaped as Phi-3.5-mini's `config.json`
+/// gives them: 1 for the pairs that turn fast, rising smoothly for the slow ones, to about
+/// 1.1 (short, within the original context) or about 50 (long, past it).
+pub fn longrope_factors(pairs: usize, long: bool) -> Vec<f32> {
+    let top = if long { 50.0f64 } else { 1.1 };
+    (0..pairs)
+        .map(|i| {
+            let t = i as f64 / (pairs.max(2) - 1) as f64;
+            (1.0 + (top - 1.0) * t * t * (3.0 - 2.0 * t)) as f32
+        })
+        .collect()
+}
+
+/// LongRoPE's attention factor as llama.cpp's converter computes it from the trained and
+/// original contexts.
+fn longrope_attn_factor(context: u32, original: u32) -> f32 {
+    let scale = f64::from(context) / f64::from(original);
+    if scale > 1.0 {
+        (1.0 + scale.ln() / f64::from(original).ln()).sqrt() as f32
+    } else {
+        1.0
+    }
+}
 
 /// Llama 3's RoPE divisors for `pairs` pairs of base `base`, as llama.cpp's converter
 /// computes them from Llama 3.2's `rope_scaling` (factor 32, low-frequency factor 1,
@@ -765,7 +952,11 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
         .kv_u32(&key("attention.head_count_kv"), s.kv_heads)
         .kv_f32(&key("rope.freq_base"), s.rope_base)
         .kv_f32(&key("attention.layer_norm_rms_epsilon"), s.rms_eps);
-    w = if s.sentencepiece() { sentencepiece_tokenizer(w, s.vocab as usize) } else { byte_level_tokenizer(w, s) };
+    w = match s.arch {
+        "gemma3" => sentencepiece_tokenizer(w, s.vocab as usize, &GEMMA_VOCABULARY),
+        "phi3" => sentencepiece_tokenizer(w, s.vocab as usize, &PHI3_VOCABULARY),
+        _ => byte_level_tokenizer(w, s),
+    };
     if let Some(g) = s.gemma {
         w = w.kv_u32(&key("attention.sliding_window"), g.window);
         if let Some(factor) = g.rope_scaling {
@@ -777,6 +968,13 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
     if s.llama3_rope || s.head_dim.is_some() {
         w = w.kv_u32(&key("rope.dimension_count"), s.head_dim());
     }
+    if let Some(p) = s.phi {
+        w = w
+            .kv_u32(&key("rope.dimension_count"), p.rope_dims)
+            .kv_u32(&key("rope.scaling.original_context_length"), p.original_context)
+            .kv_f32(&key("rope.scaling.attn_factor"), longrope_attn_factor(s.context, p.original_context))
+            .kv_u32(&key("attention.sliding_window"), 0);
+    }
     if let Some(hd) = s.head_dim {
         w = w.kv_u32(&key("attention.key_length"), hd).kv_u32(&key("attention.value_length"), hd);
     }
@@ -786,6 +984,10 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
             _ if t.name == ROPE_FREQS => {
                 let divisors = llama3_rope_divisors(s.rope_base, t.dims[0] as usize);
                 out.iter_mut().zip(divisors.iter().flat_map(|d| d.to_le_bytes())).for_each(|(o, b)| *o = b);
+            }
+            _ if t.name == ROPE_FACTORS_LONG || t.name == ROPE_FACTORS_SHORT => {
+                let factors = longrope_factors(t.dims[0] as usize, t.name == ROPE_FACTORS_LONG);
+                out.iter_mut().zip(factors.iter().flat_map(|d| d.to_le_bytes())).for_each(|(o, b)| *o = b);
             }
             GgmlType::F32 => fill_f32_around(out, t.centre, t.std, &mut vectors),
             ty => fill(ty, out, t.std, &mut matrices),
