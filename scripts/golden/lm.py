@@ -61,8 +61,10 @@ PROMPTS = [
 GREEDY_TOKENS = 40
 
 # The synthetic models with goldens: one per architecture (or variant) that the registries
-# ship no real model of. crates/runtime/tests/synthetic_parity.rs reads their files.
-SYNTHETIC = ["llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m"]
+# ship no real model of, and one model in each other format the downloaded files come in.
+# crates/runtime/tests/synthetic_parity.rs reads their files.
+SYNTHETIC = ["llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m",
+             "llama3-tiny:q5_k_m", "llama3-tiny:q6_k", "llama3-tiny:q8_0"]
 
 
 def long_text():

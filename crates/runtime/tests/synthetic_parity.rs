@@ -1,14 +1,14 @@
 //! Parity with llama.cpp for the architectures no package registry ships a model of
 //! (Llama 3's scaled RoPE, Qwen3's per-head norms and wide heads, Gemma 3's post-norms,
 //! GeGLU, sliding-window layers and SentencePiece tokenizer, Phi-3's fused projections and
-//! partial LongRoPE): a synthetic model of
-//! each (`docmem_runtime::synthetic`, the real files' tensor names, types and metadata with
+//! partial LongRoPE): a synthetic model of each (`docmem_runtime::synthetic`, the real files' tensor names, types and metadata with
 //! drawn values) is written again here byte for byte, and its outputs are compared with
 //! the ones llama.cpp gave on the same file (`scripts/golden/lm.py --synthetic` made the
 //! goldens): token ids, greedy continuations, top-20 log-probabilities and the argmax at
-//! every position of a text, on every x86 kernel path this CPU can take from AVX2 up. Not
-//! on the portable path: its K-quant kernels add in another order than llama.cpp's (as for
-//! the 1.5B, `docs/testing.md`), and these models are Q4_K_M.
+//! every position of a text, on every x86 kernel path this CPU can take from AVX2 up; and a
+//! model in each other format files come in (Q5_K_M, Q6_K, Q8_0). Not on the portable
+//! path: its K-quant kernels add in another order than llama.cpp's (as for the 1.5B,
+//! `docs/testing.md`).
 
 mod common;
 
@@ -64,6 +64,15 @@ fn phi3_matches_llama_cpp() {
     matches_llama_cpp("phi3-tiny:q4_k_m");
 }
 
+/// The formats downloaded files come in besides Q4_K_M (as llama.cpp quantizes each: Q6_K
+/// heads and, in Q5_K_M, Q6_K where it gives more bits).
+#[test]
+fn every_format_matches_llama_cpp() {
+    for quant in ["q5_k_m", "q6_k", "q8_0"] {
+        matches_llama_cpp(&format!("llama3-tiny:{quant}"));
+    }
+}
+
 /// The golden tells LongRoPE's short factors from its long ones: the same Phi-3 file run
 /// with a context window past the original one (which turns by the long factors, as
 /// llama.cpp would with that window) leaves llama.cpp's outputs made within it.
@@ -112,7 +121,13 @@ fn without_its_rope_divisors_the_llama3_model_leaves_llama_cpp() {
 
 #[test]
 fn synthetic_architectures_match_llama_cpp_on_every_cpu_path() {
-    for name in ["llama3_rope_scaling_matches_llama_cpp", "qwen3_matches_llama_cpp", "gemma3_matches_llama_cpp", "phi3_matches_llama_cpp"] {
+    for name in [
+        "llama3_rope_scaling_matches_llama_cpp",
+        "qwen3_matches_llama_cpp",
+        "gemma3_matches_llama_cpp",
+        "phi3_matches_llama_cpp",
+        "every_format_matches_llama_cpp",
+    ] {
         common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Avx2);
     }
 }

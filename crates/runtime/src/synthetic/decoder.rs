@@ -575,11 +575,17 @@ pub enum Quant {
     Q4_1,
     /// Q8_0 throughout.
     Q8_0,
+    /// Q5_K, with Q6_K where Q4_K_M has it.
+    Q5KM,
+    /// Q6_K throughout.
+    Q6K,
+    /// Q4_0, with Q6_K for the output head.
+    Q4_0,
 }
 
 impl Quant {
     /// Every quantization.
-    pub const ALL: [Quant; 3] = [Quant::Q4KM, Quant::Q4_1, Quant::Q8_0];
+    pub const ALL: [Quant; 6] = [Quant::Q4KM, Quant::Q4_1, Quant::Q8_0, Quant::Q5KM, Quant::Q6K, Quant::Q4_0];
 
     /// llama.cpp's name.
     pub fn name(self) -> &'static str {
@@ -587,6 +593,9 @@ impl Quant {
             Quant::Q4KM => "q4_k_m",
             Quant::Q4_1 => "q4_1",
             Quant::Q8_0 => "q8_0",
+            Quant::Q5KM => "q5_k_m",
+            Quant::Q6K => "q6_k",
+            Quant::Q4_0 => "q4_0",
         }
     }
 
@@ -596,6 +605,9 @@ impl Quant {
             Quant::Q4KM => 15,
             Quant::Q4_1 => 3,
             Quant::Q8_0 => 7,
+            Quant::Q5KM => 17,
+            Quant::Q6K => 18,
+            Quant::Q4_0 => 2,
         }
     }
 
@@ -618,11 +630,14 @@ impl Quant {
             Quant::Q8_0 => GgmlType::Q8_0,
             _ if output => GgmlType::Q6K,
             Quant::Q4_1 => GgmlType::Q4_1,
+            Quant::Q4_0 => GgmlType::Q4_0,
+            Quant::Q6K => GgmlType::Q6K,
             // A fused Q/K/V matrix takes attn_v's rule (llama.cpp counts it as one).
-            Quant::Q4KM => match layer {
+            Quant::Q4KM | Quant::Q5KM => match layer {
                 Some(i) if matches!(role, "attn_v.weight" | "attn_qkv.weight" | "ffn_down.weight") && more_bits(i, shape.layers) => {
                     GgmlType::Q6K
                 }
+                _ if self == Quant::Q5KM => GgmlType::Q5K,
                 _ => GgmlType::Q4K,
             },
         };
