@@ -21,7 +21,7 @@ use super::matmul::{matmul_as, matmul_many_as, Activations};
 use super::threads::Threads;
 use crate::arch::decoder::{run_blocks, Act, DecoderOps};
 use crate::lm::Logits;
-use crate::model::{Block, Gate, ModelConfig, Weights};
+use crate::model::{embed_tokens, Block, Gate, ModelConfig, Weights};
 
 /// Keys and values of the tokens seen so far, per layer; cheap to fork for prefix reuse.
 #[derive(Clone, Debug)]
@@ -172,16 +172,7 @@ impl CpuTransformer {
         if t_n == 0 {
             return Vec::new();
         }
-        let mut x = vec![0f32; t_n * e];
-        let mut row = Vec::with_capacity(e);
-        let embedding_scale = cfg.embedding_scale();
-        for (t, &tok) in seqs.iter().flat_map(|(_, tokens)| tokens.iter()).enumerate() {
-            self.weights.token_embd.row_f32((tok as usize).min(cfg.vocab - 1), &mut row);
-            x[t * e..(t + 1) * e].copy_from_slice(&row);
-        }
-        if embedding_scale != 1.0 {
-            x.iter_mut().for_each(|v| *v *= embedding_scale);
-        }
+        let x = embed_tokens(cfg, &self.weights.token_embd, seqs.iter().flat_map(|(_, tokens)| tokens.iter().copied()));
         let width = |act: Act| match act {
             Act::K | Act::V => cfg.kv_width(),
             Act::Q | Act::Attention => cfg.q_width(),

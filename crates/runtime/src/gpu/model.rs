@@ -39,7 +39,7 @@ use crate::cpu::transformer::CpuTransformer;
 use crate::gguf::GgufFile;
 use crate::lm::Logits;
 use crate::lm::{Backend, DeviceDraw, Drawn};
-use crate::model::{tensor_info, Block, Gate, ModelConfig, Weights};
+use crate::model::{embed_tokens, tensor_info, Block, Gate, ModelConfig, Weights};
 use crate::source::ByteSource;
 use crate::Error;
 
@@ -479,16 +479,7 @@ impl GpuTransformer {
         let gpu = &self.gpu;
         let k = &self.kernels;
         // Token embeddings, looked up on the CPU.
-        let mut x = Vec::with_capacity(t_n * e);
-        let mut row = Vec::with_capacity(e);
-        for &t in seqs.iter().flat_map(|(_, t)| t.iter()) {
-            self.token_embd.row_f32(t as usize, &mut row);
-            x.extend_from_slice(&row);
-        }
-        let embedding_scale = cfg.embedding_scale();
-        if embedding_scale != 1.0 {
-            x.iter_mut().for_each(|v| *v *= embedding_scale);
-        }
+        let x = embed_tokens(cfg, &self.token_embd, seqs.iter().flat_map(|(_, t)| t.iter().copied()));
         // RoPE's angles for each row's position in its sequence, computed as the CPU
         // backend computes them: for the global layers, and for the sliding-window layers
         // where the model has them.

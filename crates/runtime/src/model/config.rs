@@ -288,7 +288,10 @@ impl ModelConfig {
             rope_freq_scale,
             sliding_window,
             rope_attn_factor: float("rope.scaling.attn_factor", 1.0)?,
-            rope_original_context: param(g, a, "rope.scaling.original_context_length").ok(),
+            rope_original_context: match g.get(&format!("{a}.rope.scaling.original_context_length")) {
+                None => None,
+                Some(_) => Some(param(g, a, "rope.scaling.original_context_length")?),
+            },
             long_rope: false,
         })
     }

@@ -36,9 +36,15 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     let cfg = ModelConfig::from_gguf(&g)?;
     // The checkpoints the safetensors loader reads back: a plain RoPE (Llama 3's scaling is
     // a `rope_scaling` entry there, which that loader refuses).
-    if !matches!(cfg.arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) {
-        return Err(Error::ModelConfig { reason: format!("a {} model is not written as a Hugging Face checkpoint", cfg.arch.name()) });
-    }
+    // The architectures the safetensors loader takes, by their Hugging Face class.
+    let class = match cfg.arch {
+        Arch::Llama => "LlamaForCausalLM",
+        Arch::Qwen2 => "Qwen2ForCausalLM",
+        Arch::Qwen3 => "Qwen3ForCausalLM",
+        other => {
+            return Err(Error::ModelConfig { reason: format!("a {} model is not written as a Hugging Face checkpoint", other.name()) })
+        }
+    };
     if g.tensor(super::tensors::ROPE_FREQS).is_some() || cfg.rope_freq_scale != 1.0 {
         return Err(Error::ModelConfig { reason: "a scaled RoPE (rope_freqs.weight) is not written as a Hugging Face checkpoint".into() });
     }
@@ -80,14 +86,7 @@ pub fn export_gguf(src: &dyn ByteSource, dir: &Path, dtype: Dtype) -> Result<(),
     std::io::Write::flush(&mut out).map_err(io(&path))?;
 
     let config = serde_json::json!({
-        "architectures": [match cfg.arch {
-            Arch::Llama => "LlamaForCausalLM",
-            Arch::Qwen2 => "Qwen2ForCausalLM",
-            Arch::Qwen3 => "Qwen3ForCausalLM",
-            // Refused above.
-            Arch::Gemma3 => "Gemma3ForCausalLM",
-            Arch::Phi3 => "Phi3ForCausalLM",
-        }],
+        "architectures": [class],
         "model_type": cfg.arch.name(),
         "hidden_size": cfg.n_embd,
         "num_hidden_layers": cfg.n_layer,

@@ -12,6 +12,7 @@ pub use config::{Arch, Gate, ModelConfig, SlidingWindow};
 pub use facts::{ModelFacts, WASM_HEAP_BYTES, WASM_MODEL_BYTES};
 pub use hf::{HfCheckpoint, LoadQuant};
 pub use identity::ModelIdentity;
+pub(crate) use weights::embed_tokens;
 #[cfg(feature = "gpu")]
 pub(crate) use weights::tensor_info;
 pub use weights::{Block, Weights};

@@ -202,6 +202,21 @@ impl Block {
     }
 }
 
+/// The decoder's input: each token's row of `token_embd`, one after another, times the
+/// model's embedding scale ([`ModelConfig::embedding_scale`]), as every backend looks them
+/// up. An id past the vocabulary takes its last row (the GPU backend refuses such ids
+/// before it asks).
+pub(crate) fn embed_tokens(cfg: &ModelConfig, token_embd: &QMatrix, tokens: impl Iterator<Item = u32>) -> Vec<f32> {
+    let (e, scale) = (cfg.n_embd, cfg.embedding_scale());
+    let mut x = Vec::with_capacity(tokens.size_hint().0 * e);
+    let mut row = Vec::with_capacity(e);
+    for tok in tokens {
+        token_embd.row_f32((tok as usize).min(cfg.vocab.saturating_sub(1)), &mut row);
+        x.extend(row.iter().map(|v| v * scale));
+    }
+    x
+}
+
 pub(crate) fn tensor_info<'g>(g: &'g GgufFile, name: &str, dims: &[u64]) -> Result<&'g TensorInfo, Error> {
     let t = g.tensor(name).ok_or_else(|| Error::MissingTensor { name: name.to_owned() })?;
     if t.dims != dims {
