@@ -57,6 +57,8 @@ pub fn dot_row(ty: GgmlType, row: &[u8], q: &QuantizedRow, batch: Batch) -> Opti
         match ty {
             GgmlType::Q4_1 if q8_covers(q, len, 20) => Some(q4_1(row, q)),
             GgmlType::Q4_0 if q8_covers(q, len, 18) => Some(q4_0(row, q)),
+            GgmlType::Q5_0 if q8_covers(q, len, 22) => Some(q5_0(row, q)),
+            GgmlType::Q5_1 if q8_covers(q, len, 24) => Some(q5_1(row, q)),
             GgmlType::Q8_0 if q8_covers(q, len, 34) => Some(q8_0(row, q)),
             GgmlType::Q4K if q8k_covers(q, len, 144) => Some(q4k(row, q)),
             GgmlType::Q6K if batch == Batch::Large && q8k_covers(q, len, 210) => Some(q6k_tiled(row, q)),
@@ -382,6 +384,80 @@ unsafe fn q4_0(row: &[u8], q: &QuantizedRow) -> f32 {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(b, 0) * q.q8_d[i]), s, acc);
     }
     hsum(acc)
+}
+
+/// 32 bits (a Q5 block's high bits, bit `j` for value `j`) as 32 bytes, 0xFF where the
+/// bit is set: each byte takes the byte of `bits` holding its bit, then is tested against
+/// that bit alone.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bit_bytes(bits: u32) -> __m256i {
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits as i32),
+        _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit)
+}
+
+/// A Q5 block's 32 values from its high bits (`qh`, 4 bytes) and nibbles (`qs`, 16
+/// bytes), less `bias` (16 for Q5_0, as i8 in -16..16; 0 for Q5_1, 0..32).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs); `qh` must be valid for
+/// reading 4 bytes and `qs` 16.
+#[inline(always)]
+unsafe fn q5_values(qh: *const u8, qs: *const u8, bias: bool) -> __m256i {
+    let high = bit_bytes(u32::from_le_bytes(std::ptr::read_unaligned(qh as *const [u8; 4])));
+    if bias {
+        // Where the high bit is clear, q − 16 is the nibble with its top four bits set.
+        _mm256_or_si256(nibbles(qs), _mm256_andnot_si256(high, _mm256_set1_epi8(0xF0u8 as i8)))
+    } else {
+        _mm256_or_si256(nibbles(qs), _mm256_and_si256(high, _mm256_set1_epi8(0x10)))
+    }
+}
+
+/// One Q5_0 row against one activation row, in ggml's float order (as [`q4_0`]: eight
+/// lanes of four-product integer sums, each block's d·dy fused in, folded at the end).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8` must hold at least 32
+/// values per whole 22-byte block of `row` (read unchecked; `q.q8_d` is indexed with bounds
+/// checks).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for (i, b) in row.chunks_exact(22).enumerate() {
+        let w = q5_values(b.as_ptr().add(2), b.as_ptr().add(6), true);
+        let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
+        let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(b, 0) * q.q8_d[i]), s, acc);
+    }
+    hsum(acc)
+}
+
+/// One Q5_1 row against one activation row, in ggml's float order (as [`q4_1`]: the
+/// minimum terms summed apart and added after the lanes are folded).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C (see the module docs). `q.q8` must hold at least 32
+/// values per whole 24-byte block of `row` (read unchecked; `q.q8_d` and `q.q8_s` are
+/// indexed with bounds checks).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_1(row: &[u8], q: &QuantizedRow) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0f32;
+    for (i, b) in row.chunks_exact(24).enumerate() {
+        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+        let w = q5_values(b.as_ptr().add(4), b.as_ptr().add(8), false);
+        let y = _mm256_loadu_si256(q.q8.as_ptr().add(32 * i) as *const __m256i);
+        let s = _mm256_cvtepi32_ps(mul_sum_u8_i8(w, y));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d * q.q8_d[i]), s, acc);
+        mins += m * q.q8_s[i];
+    }
+    hsum(acc) + mins
 }
 
 /// One Q8_0 row against one activation row.
