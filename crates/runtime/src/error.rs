@@ -373,11 +373,6 @@ pub enum Error {
         /// The feature.
         feature: &'static str,
     },
-    /// A tensor type the GPU kernels do not read.
-    UnsupportedGpuType {
-        /// The type.
-        ty: String,
-    },
     /// A kernel's result differs from the CPU reference beyond its tolerance.
     WrongResult {
         /// The check.
@@ -546,7 +541,6 @@ impl fmt::Display for Error {
             Error::GpuShape { what, expected, got } => write!(f, "{what} has {got} elements where {expected} are needed"),
             Error::BadGpuSetting { what, value } => write!(f, "the GPU kernel's {what} cannot be {value}"),
             Error::MissingFeature { feature } => write!(f, "the GPU device has no {feature} enabled"),
-            Error::UnsupportedGpuType { ty } => write!(f, "the GPU kernels do not read {ty} tensors yet"),
             Error::WrongResult { check, index, gpu, cpu, tolerance } => {
                 write!(f, "{check}: element {index}: GPU {gpu} vs CPU {cpu} (tolerance {tolerance})")
             }
@@ -631,8 +625,7 @@ impl Error {
             | Error::BadConfig { .. }
             | Error::UnsupportedEmbedder { .. }
             | Error::EmbedderTokenizer { .. }
-            | Error::VocabularyMismatch { .. }
-            | Error::UnsupportedGpuType { .. } => ErrorCode::ModelLoadFailed,
+            | Error::VocabularyMismatch { .. } => ErrorCode::ModelLoadFailed,
             // A loaded model failing as it runs (the template renders per prompt).
             Error::ContextFull { .. }
             | Error::Template { .. }

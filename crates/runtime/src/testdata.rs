@@ -32,9 +32,11 @@ pub(crate) fn weight_row(ty: GgmlType, n: usize, seed: u64) -> Vec<u8> {
                 half(b, 2);
             }
             GgmlType::Q6K => half(b, 208),
-            GgmlType::F16 => half(b, 0),
+            // Random mantissas and signs, exponents kept to about 1/32 .. 1/8 (f16) and
+            // 1/8 .. 2 (bf16): every value differs, and none is near a limit.
+            GgmlType::F16 => b[1] = (b[1] & 0x87) | 0x28,
             GgmlType::F32 => b.copy_from_slice(&0.25f32.to_le_bytes()),
-            GgmlType::BF16 => b.copy_from_slice(&[0x80, 0x3E]),
+            GgmlType::BF16 => b[1] = (b[1] & 0x81) | 0x3E,
         }
     }
     row

@@ -383,11 +383,22 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
 /// architecture (Qwen2; Llama 3's scaled RoPE; Qwen3's per-head norms and wide heads; Gemma
 /// 3's post-norms, GeGLU, scaled embeddings and sliding-window layers with their own RoPE,
 /// over a prompt longer than the window; Phi-3's fused projections, split when loaded, and
-/// partial LongRoPE with its attention factor; all in Q4_K_M's formats) agree with the CPU backend on the prompt's last logits and on
-/// three decoded tokens' (cosine at least 0.999, the same top token), on both paths.
+/// partial LongRoPE with its attention factor; in Q4_K_M's formats, with Gemma's rows that are
+/// not whole K-quant blocks in Q5_0 and Q8_0 as llama.cpp quantizes them, and in Q5_K_M's,
+/// Q6_K's and Q4_0's) agree with the CPU backend on the prompt's last logits and on three
+/// decoded tokens' (cosine at least 0.999, the same top token), on both paths.
 #[test]
 fn the_kernels_a_gpu_picks_agree_with_the_cpu_backend_on_synthetic_models() {
-    for spec in ["qwen2-tiny:q4_k_m", "llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m"] {
+    for spec in [
+        "qwen2-tiny:q4_k_m",
+        "llama3-tiny:q4_k_m",
+        "qwen3-tiny:q4_k_m",
+        "gemma3-tiny:q4_k_m",
+        "phi3-tiny:q4_k_m",
+        "llama3-tiny:q5_k_m",
+        "llama3-tiny:q6_k",
+        "qwen3-tiny:q4_0",
+    ] {
         gpu_agrees_with_cpu_on(spec);
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Weights keep their GGUF blocks, read by the shaders as `u32` words. A block whose size is
 //! not a multiple of four bytes is re-laid at upload so every block starts on a word: Q8_0's
-//! 34 bytes become 36 (its f16 scale, two zero bytes, its 32 values); Q6_K's 210 become
-//! 212 (two zero bytes after its scale). A matrix larger than
+//! 34 bytes become 36 (its f16 scale, two zero bytes, its 32 values); Q4_0's 18 and Q5_0's
+//! 22 become Q4_1's 20 and Q5_1's 24 (two zero bytes where those keep their minimum, so one
+//! kernel reads both); Q6_K's 210 become 212 (two zero bytes after its scale). f16 and
+//! bf16 weights are read in 32-value blocks like the others. A matrix larger than
 //! the device's largest binding is split by rows into several buffers. Uploads go in writes
 //! of at most [`MAX_WRITE_BYTES`], so a caller streaming a tensor never needs it whole.
 
@@ -39,21 +41,34 @@ impl BlockLayout {
     }
 }
 
-/// The GPU layout of `ty`, or `None` when no kernel reads it yet.
-pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+/// The GPU layout of `ty`. Every type the CPU backend reads has one: a model that loads
+/// runs on either device.
+pub(crate) fn block_layout(ty: GgmlType) -> BlockLayout {
     match ty {
-        GgmlType::F32 => Some(BlockLayout { values: 1, file_bytes: 4, words: 1 }),
-        GgmlType::Q4_1 => Some(BlockLayout { values: 32, file_bytes: 20, words: 5 }),
-        GgmlType::Q8_0 => Some(BlockLayout { values: 32, file_bytes: 34, words: 9 }),
-        GgmlType::Q4K => Some(BlockLayout { values: 256, file_bytes: 144, words: 36 }),
-        GgmlType::Q6K => Some(BlockLayout { values: 256, file_bytes: 210, words: 53 }),
-        _ => None,
+        GgmlType::F32 => BlockLayout { values: 1, file_bytes: 4, words: 1 },
+        GgmlType::F16 | GgmlType::BF16 => BlockLayout { values: 32, file_bytes: 64, words: 16 },
+        GgmlType::Q4_0 => BlockLayout { values: 32, file_bytes: 18, words: 5 },
+        GgmlType::Q4_1 => BlockLayout { values: 32, file_bytes: 20, words: 5 },
+        GgmlType::Q5_0 => BlockLayout { values: 32, file_bytes: 22, words: 6 },
+        GgmlType::Q5_1 => BlockLayout { values: 32, file_bytes: 24, words: 6 },
+        GgmlType::Q8_0 => BlockLayout { values: 32, file_bytes: 34, words: 9 },
+        GgmlType::Q4K => BlockLayout { values: 256, file_bytes: 144, words: 36 },
+        GgmlType::Q5K => BlockLayout { values: 256, file_bytes: 176, words: 44 },
+        GgmlType::Q6K => BlockLayout { values: 256, file_bytes: 210, words: 53 },
     }
 }
 
 /// `ty`'s file blocks (`src`, whole blocks) in GPU words, appended to `out` as bytes.
 fn relay_blocks(ty: GgmlType, src: &[u8], out: &mut Vec<u8>) {
     match ty {
+        // The scale, then two zero bytes: the place of Q4_1's and Q5_1's minimum.
+        GgmlType::Q4_0 | GgmlType::Q5_0 => {
+            for b in src.chunks_exact(if ty == GgmlType::Q4_0 { 18 } else { 22 }) {
+                out.extend_from_slice(&b[..2]);
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&b[2..]);
+            }
+        }
         GgmlType::Q8_0 => {
             for b in src.chunks_exact(34) {
                 out.extend_from_slice(&b[..2]);
@@ -145,7 +160,7 @@ impl GpuMatrix {
         (part_bytes, run_bytes): (usize, usize),
         mut read: impl FnMut(usize, usize, &mut Vec<u8>) -> Result<(), E>,
     ) -> Result<GpuMatrix, E> {
-        let layout = block_layout(ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{ty:?}") })?;
+        let layout = block_layout(ty);
         if !cols.is_multiple_of(layout.values) {
             return Err(Error::GpuShape { what: "matrix row", expected: cols.next_multiple_of(layout.values), got: cols }.into());
         }
@@ -183,8 +198,9 @@ impl GpuMatrix {
 
 impl GpuMatrix {
     /// Words this matrix's weights take on the GPU.
-    pub(crate) fn words(&self) -> Option<usize> {
-        block_layout(self.ty).map(|l| self.rows * self.cols / l.values * l.words)
+    pub(crate) fn words(&self) -> usize {
+        let l = block_layout(self.ty);
+        self.rows * self.cols / l.values * l.words
     }
 
     /// `matrices` moved into one buffer, one after another, each starting on one of its own
@@ -197,7 +213,7 @@ impl GpuMatrix {
         let mut at = Vec::with_capacity(N);
         let mut end = 0usize;
         for m in &matrices {
-            let (Some(layout), Some(words), [part]) = (block_layout(m.ty), m.words(), &m.parts[..]) else { return matrices };
+            let (layout, words, [part]) = (block_layout(m.ty), m.words(), &m.parts[..]) else { return matrices };
             if part.word_offset != 0 {
                 return matrices;
             }
@@ -211,7 +227,7 @@ impl GpuMatrix {
         let shared = storage(gpu, end * 4, "stacked weights");
         let mut enc = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("stack weights") });
         for (m, &start) in matrices.iter().zip(&at) {
-            let bytes = m.words().unwrap_or(0) * 4;
+            let bytes = m.words() * 4;
             if bytes > 0 {
                 enc.copy_buffer_to_buffer(&m.parts[0].buffer, 0, &shared, (start * 4) as u64, bytes as u64);
             }
@@ -230,7 +246,7 @@ impl GpuMatrix {
     /// `self`'s, then `next`'s, and one dispatch multiplies by both.
     pub fn joined(&self, next: &GpuMatrix) -> Option<GpuMatrix> {
         let ([a], [b]) = (&self.parts[..], &next.parts[..]) else { return None };
-        let adjacent = a.buffer == b.buffer && b.word_offset == a.word_offset + self.words()?;
+        let adjacent = a.buffer == b.buffer && b.word_offset == a.word_offset + self.words();
         (adjacent && self.ty == next.ty && self.cols == next.cols).then(|| GpuMatrix {
             ty: self.ty,
             rows: self.rows + next.rows,

@@ -67,7 +67,8 @@ pub async fn run_all(gpu: &Gpu) -> Result<usize, Error> {
 async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
     match name {
         "matvec" => {
-            for ty in [GgmlType::F32, GgmlType::Q4_1, GgmlType::Q8_0] {
+            // Every format but the K-quants (which have their own check below).
+            for ty in GgmlType::ALL.into_iter().filter(|t| t.block_elements() <= 32) {
                 // Rows not a multiple of anything; several blocks per row; a batch of tokens.
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 2048, 3, None).await?;
@@ -80,7 +81,7 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
             matvec_case(gpu, k, GgmlType::Q8_0, 5, 16_384, 7, None).await
         }
         "matvec_k_quants" => {
-            for ty in [GgmlType::Q4K, GgmlType::Q6K] {
+            for ty in GgmlType::ALL.into_iter().filter(|t| t.block_elements() == 256) {
                 matvec_case(gpu, k, ty, 37, 256, 1, None).await?;
                 matvec_case(gpu, k, ty, 70, 1536, 3, None).await?;
                 matvec_case(gpu, k, ty, 19, 512, 9, None).await?;
@@ -94,6 +95,10 @@ async fn run_with(gpu: &Gpu, k: &Kernels, name: &str) -> Result<(), Error> {
             // Parts of 7 rows (Q8_0: 8 blocks of 36 bytes per 256-value row).
             matvec_case(gpu, k, GgmlType::Q8_0, 100, 256, 2, Some(7 * 8 * 36)).await?;
             matvec_case(gpu, k, GgmlType::Q4_1, 50, 512, 1, Some(3 * 16 * 20)).await?;
+            // Q4_0 and Q5_0 blocks are re-laid (18 to 20 bytes, 22 to 24): a part starts on
+            // a re-laid row, in both kernels.
+            matvec_case(gpu, k, GgmlType::Q4_0, 50, 512, 1, Some(3 * 16 * 20)).await?;
+            matvec_case(gpu, k, GgmlType::Q5_0, 50, 512, 12, Some(3 * 16 * 24)).await?;
             // Q6_K blocks are re-laid from 210 to 212 bytes; a prompt's product too (tiled).
             matvec_case(gpu, k, GgmlType::Q6K, 30, 512, 1, Some(4 * 2 * 212)).await?;
             matvec_case(gpu, k, GgmlType::Q4K, 30, 512, 12, Some(4 * 2 * 144)).await

@@ -98,7 +98,7 @@ pub const SAMPLE_FALLBACK: u32 = 0xffff_fffe;
 /// Whether the matrix × vector kernel for `ty` reads activations quantized to 8 bits
 /// ([`Kernels::quantize_q8`]), as the CPU backend's kernel for it does.
 pub fn reads_q8(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0)
+    matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0)
 }
 
 /// Floats that `n` activations take quantized: their q values, then a (d, s) pair per
@@ -118,8 +118,8 @@ pub fn f16_len(n: usize) -> usize {
 pub enum Input {
     /// As f32.
     F32,
-    /// Quantized to 8 bits ([`Kernels::quantize_q8`], [`q8_len`] floats): Q4_1 and Q8_0, as
-    /// the CPU backend's kernels read them.
+    /// Quantized to 8 bits ([`Kernels::quantize_q8`], [`q8_len`] floats): the 32-value
+    /// block formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), as the CPU backend's kernels read them.
     Q8,
     /// Scaled into [-1, 1] per block of 32 and packed as f16 ([`Kernels::activations_f16`],
     /// [`f16_len`] words): the K-quants on the f16 path, which multiply in f16.
@@ -546,7 +546,7 @@ impl Kernels {
     pub fn input(&self, ty: GgmlType) -> Input {
         match ty {
             ty if reads_q8(ty) => Input::Q8,
-            GgmlType::Q4K | GgmlType::Q6K if self.f16 => Input::F16,
+            GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K if self.f16 => Input::F16,
             _ => Input::F32,
         }
     }
@@ -592,18 +592,24 @@ impl Kernels {
             return Err(Error::GpuShape { what: "matvec output columns", expected: at.offset + out_rows, got: at.width });
         }
         shape("matvec output", y.len, tokens * at.width)?;
-        let layout = block_layout(w.ty).ok_or_else(|| Error::UnsupportedGpuType { ty: format!("{:?}", w.ty) })?;
-        let tiled = self.tiled_kernel(w.ty).filter(|_| self.takes_tiled(tokens));
+        let layout = block_layout(w.ty);
+        let tiled = self.takes_tiled(tokens).then(|| self.tiled_kernel(w.ty));
         let kernel = match (tiled, w.ty, self.f16) {
             (Some(kernel), _, _) => kernel,
             (None, GgmlType::F32, _) => Kernel::MatvecF32,
+            (None, GgmlType::F16, _) => Kernel::MatvecF16W,
+            (None, GgmlType::BF16, _) => Kernel::MatvecBF16,
+            (None, GgmlType::Q4_0, _) => Kernel::MatvecQ4_0,
             (None, GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
+            (None, GgmlType::Q5_0, _) => Kernel::MatvecQ5_0,
+            (None, GgmlType::Q5_1, _) => Kernel::MatvecQ5_1,
             (None, GgmlType::Q8_0, _) => Kernel::MatvecQ8_0,
             (None, GgmlType::Q4K, true) => Kernel::MatvecQ4KF16,
+            (None, GgmlType::Q5K, true) => Kernel::MatvecQ5KF16,
             (None, GgmlType::Q6K, true) => Kernel::MatvecQ6KF16,
             (None, GgmlType::Q4K, false) => Kernel::MatvecQ4K,
+            (None, GgmlType::Q5K, false) => Kernel::MatvecQ5K,
             (None, GgmlType::Q6K, false) => Kernel::MatvecQ6K,
-            (None, ty, _) => return Err(Error::UnsupportedGpuType { ty: format!("{ty:?}") }),
         };
         let pipeline = self.get(gpu, kernel)?;
         let plan = ProductPlan::new(w.cols, tokens, if tiled.is_some() { ProductShape::Tiled } else { self.matvec_shape() })?;
@@ -660,17 +666,23 @@ impl Kernels {
         }
     }
 
-    /// The tiled product's kernel for `ty` on this device's path, where there is one.
-    fn tiled_kernel(&self, ty: GgmlType) -> Option<Kernel> {
+    /// The tiled product's kernel for `ty` on this device's path.
+    fn tiled_kernel(&self, ty: GgmlType) -> Kernel {
         match (ty, self.f16) {
-            (GgmlType::F32, _) => Some(Kernel::MatmulF32),
-            (GgmlType::Q4_1, _) => Some(Kernel::MatmulQ4_1),
-            (GgmlType::Q8_0, _) => Some(Kernel::MatmulQ8_0),
-            (GgmlType::Q4K, false) => Some(Kernel::MatmulQ4K),
-            (GgmlType::Q6K, false) => Some(Kernel::MatmulQ6K),
-            (GgmlType::Q4K, true) => Some(Kernel::MatmulQ4KF16),
-            (GgmlType::Q6K, true) => Some(Kernel::MatmulQ6KF16),
-            _ => None,
+            (GgmlType::F32, _) => Kernel::MatmulF32,
+            (GgmlType::F16, _) => Kernel::MatmulF16W,
+            (GgmlType::BF16, _) => Kernel::MatmulBF16,
+            (GgmlType::Q4_0, _) => Kernel::MatmulQ4_0,
+            (GgmlType::Q4_1, _) => Kernel::MatmulQ4_1,
+            (GgmlType::Q5_0, _) => Kernel::MatmulQ5_0,
+            (GgmlType::Q5_1, _) => Kernel::MatmulQ5_1,
+            (GgmlType::Q8_0, _) => Kernel::MatmulQ8_0,
+            (GgmlType::Q4K, false) => Kernel::MatmulQ4K,
+            (GgmlType::Q5K, false) => Kernel::MatmulQ5K,
+            (GgmlType::Q6K, false) => Kernel::MatmulQ6K,
+            (GgmlType::Q4K, true) => Kernel::MatmulQ4KF16,
+            (GgmlType::Q5K, true) => Kernel::MatmulQ5KF16,
+            (GgmlType::Q6K, true) => Kernel::MatmulQ6KF16,
         }
     }
 
@@ -688,8 +700,8 @@ impl Kernels {
     /// ([`GpuMatrix::stack`]).
     pub fn pairs(&self, first: &GpuMatrix, second: &GpuMatrix) -> bool {
         let ([a], [b]) = (&first.parts[..], &second.parts[..]) else { return false };
-        let next = block_layout(second.ty).map(|l| (a.word_offset + first.words().unwrap_or(0)).next_multiple_of(l.start_words()));
-        self.pair_kernel(first.ty, second.ty).is_some() && a.buffer == b.buffer && first.cols == second.cols && next == Some(b.word_offset)
+        let next = (a.word_offset + first.words()).next_multiple_of(block_layout(second.ty).start_words());
+        self.pair_kernel(first.ty, second.ty).is_some() && a.buffer == b.buffer && first.cols == second.cols && next == b.word_offset
     }
 
     /// `first` and `second` (two formats, [`Kernels::pairs`]) times `x` in one dispatch, their
@@ -710,7 +722,7 @@ impl Kernels {
             return Err(Error::GpuShape { what: "a pair of matrices (two formats, stacked one after the other)", expected: 1, got: 0 });
         };
         let input = self.form(first.ty, x);
-        if self.takes_tiled(tokens) && self.tiled_kernel(first.ty).is_some() && self.tiled_kernel(second.ty).is_some() {
+        if self.takes_tiled(tokens) {
             // A prompt: each format through its tiled kernel (which takes one format).
             let at = |offset| Placement { width, offset, epilogue: Epilogue::Store };
             self.matvec_to(gpu, enc, first, input, tokens, y, at(offset))?;
@@ -724,7 +736,10 @@ impl Kernels {
         shape("matvec output", y.len, tokens * width)?;
         let pipeline = self.get(gpu, kernel)?;
         // Both formats' kernels count 32-value sub-blocks, eight to a 256-value block.
-        let sub_blocks = |m: &GpuMatrix| block_layout(m.ty).map_or(0, |l| m.parts[0].word_offset / l.words * (l.values / 32));
+        let sub_blocks = |m: &GpuMatrix| {
+            let l = block_layout(m.ty);
+            m.parts[0].word_offset / l.words * (l.values / 32)
+        };
         let plan = ProductPlan::new(first.cols, tokens, self.matvec_shape())?;
         let (gx, gy) = groups_2d(plan.row_groups(u32_of(rows, "matrix rows")?, false));
         let words = [

@@ -10,8 +10,9 @@
 //! error type, and counts of the work recorded, [`WorkCounts`]), weight and activation
 //! buffers ([`GpuMatrix`], [`GpuVector`]: uploads in writes of at most 64 MiB, read-back;
 //! a layer's projections that read one input stacked in one buffer), and the kernels
-//! ([`Kernels`]): matrix × vector (tiled over tokens for prefill) for f32, Q4_1, Q8_0, Q4_K
-//! and Q6_K, with the sums stored, added to a residual stream, or, for a stacked gate and
+//! ([`Kernels`]): matrix × vector (tiled over tokens for prefill) for every block format the
+//! CPU backend reads (f32, f16, bf16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), so a
+//! model that loads runs on either device, with the sums stored, added to a residual stream, or, for a stacked gate and
 //! up, turned into SwiGLU ([`Epilogue`]); activation quantization, RMSNorm (writing the
 //! copies the next products read, [`Copies`]), RoPE from an angle table, the step after
 //! the Q/K/V products (biases, RoPE and the K/V cache append in one dispatch,
@@ -51,8 +52,9 @@
 //! adapter offers it, the f16 path ([`Gpu::has_f16`], [`Input::F16`]) packs each matrix's
 //! input as f16 scaled by a power of two per 32 values (`activations_f16.wgsl`: no
 //! overflow whatever the activations' size, half the bytes) and multiplies four values at a
-//! time in f16, adding in f32 (`matvec_q4_k_f16.wgsl`, `matvec_q6_k_f16.wgsl`). Q4_1 and
-//! Q8_0 keep their exact 8-bit integer path on both. [`GpuOptions::avoid_f16`] forces the
+//! time in f16, adding in f32 (`matvec_q4_k_f16.wgsl` and the other K-quants'). The 32-value
+//! block formats (Q4_0 to Q8_0) keep their exact 8-bit integer path on both, and f16 and
+//! bf16 weights meet f32 activations. [`GpuOptions::avoid_f16`] forces the
 //! f32 path (the tests check both).
 
 mod bind_groups;

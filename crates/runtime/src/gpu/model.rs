@@ -20,8 +20,8 @@
 //!
 //! A prompt's matrix products take tiles of 8 tokens per workgroup (matvec.wgsl), so a
 //! weight row is read once per tile, not once per token. Each matrix reads its input in the
-//! form its kernel takes ([`super::Input`]): f32, 8-bit (Q4_1, Q8_0) or, on the f16 path,
-//! packed f16 (the K-quants); only the forms some matrix reads are made. A tile reads its
+//! form its kernel takes ([`super::Input`]): f32, 8-bit (the 32-value block formats) or, on
+//! the f16 path, packed f16 (the K-quants); only the forms some matrix reads are made. A tile reads its
 //! weights straight from memory, not staged in workgroup memory and shared across rows as a
 //! tiled matrix multiplication would.
 

@@ -19,9 +19,30 @@ const F16_WGSL: &str = include_str!("wgsl/f16.wgsl");
 /// The attention kernels' parameters and buffers.
 const ATTENTION_IO: &str = include_str!("wgsl/attention_io.wgsl");
 /// Q4_K's block layout, shared by its f32 and f16 kernels.
-const Q4_K: &str = include_str!("wgsl/q4_k.wgsl");
+const Q4_K: &str = concat!("const K_WORDS: u32 = 36u;\nconst K_HIGH_BITS: bool = false;\n", include_str!("wgsl/q4_k.wgsl"));
+/// Q5_K's: Q4_K's with a fifth bit per value, read by Q4_K's kernels.
+const Q5_K: &str = concat!("const K_WORDS: u32 = 44u;\nconst K_HIGH_BITS: bool = true;\n", include_str!("wgsl/q4_k.wgsl"));
 /// Q6_K's block layout, shared by its f32 and f16 kernels.
 const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
+/// The 4-bit blocks' kernels, for Q4_0 and Q4_1 after their offset.
+const MATVEC_Q4: &str = include_str!("wgsl/matvec_q4.wgsl");
+const MATMUL_Q4: &str = include_str!("wgsl/matmul_q4.wgsl");
+/// The 5-bit blocks' layout and kernels, for Q5_0 and Q5_1 after their offset.
+const Q5: &str = include_str!("wgsl/q5.wgsl");
+const MATVEC_Q5: &str = include_str!("wgsl/matvec_q5.wgsl");
+const MATMUL_Q5: &str = include_str!("wgsl/matmul_q5.wgsl");
+/// The offset a 4- or 5-bit format's values are stored with (value = d·(q − offset) + m).
+const Q4_0_BIAS: &str = "const Q_BIAS: i32 = 8;";
+const Q5_0_BIAS: &str = "const Q_BIAS: i32 = 16;";
+const NO_BIAS: &str = "const Q_BIAS: i32 = 0;";
+/// 16-bit float weights' kernels, after a format's `weight_pair`.
+const MATVEC_HALF: &str = include_str!("wgsl/matvec_half.wgsl");
+const MATMUL_HALF: &str = include_str!("wgsl/matmul_half.wgsl");
+/// f16 weights: two values a word.
+const F16_PAIR: &str = "fn weight_pair(word: u32) -> vec2<f32> { return unpack2x16float(word); }";
+/// bf16 weights: two values a word, each the high half of an f32.
+const BF16_PAIR: &str =
+    "fn weight_pair(word: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(word << 16u), bitcast<f32>(word & 0xFFFF0000u)); }";
 /// One block of activations quantized to 8 bits or scaled to f16 (after [`F16_WGSL`]).
 const BLOCKS: &str = include_str!("wgsl/blocks.wgsl");
 /// Writing those copies beside a fused kernel's output (after [`BLOCKS`]).
@@ -98,20 +119,34 @@ macro_rules! registry {
 
 registry! {
     MatvecF32: "matvec_f32", Assembly::Matvec { format: &[include_str!("wgsl/matvec_f32.wgsl")], f16: false }, Both, checked by "matvec";
-    MatvecQ4_1: "matvec_q4_1", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q4_1.wgsl")], f16: false }, Both, checked by "matvec";
+    MatvecF16W: "matvec_f16_weights", Assembly::Matvec { format: &[F16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
+    MatvecBF16: "matvec_bf16_weights", Assembly::Matvec { format: &[BF16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
+    MatvecQ4_0: "matvec_q4_0", Assembly::Matvec { format: &[Q4_0_BIAS, MATVEC_Q4], f16: false }, Both, checked by "matvec";
+    MatvecQ4_1: "matvec_q4_1", Assembly::Matvec { format: &[NO_BIAS, MATVEC_Q4], f16: false }, Both, checked by "matvec";
+    MatvecQ5_0: "matvec_q5_0", Assembly::Matvec { format: &[Q5_0_BIAS, Q5, MATVEC_Q5], f16: false }, Both, checked by "matvec";
+    MatvecQ5_1: "matvec_q5_1", Assembly::Matvec { format: &[NO_BIAS, Q5, MATVEC_Q5], f16: false }, Both, checked by "matvec";
     MatvecQ8_0: "matvec_q8_0", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
     MatvecQ4K: "matvec_q4_k", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatvecQ5K: "matvec_q5_k", Assembly::Matvec { format: &[Q5_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatvecQ6K: "matvec_q6_k", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     ActivationsF16: "activations_f16", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/activations_f16.wgsl")]), F16, checked by "matvec_k_quants";
     MatvecQ4KF16: "matvec_q4_k_f16", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatvecQ5KF16: "matvec_q5_k_f16", Assembly::Matvec { format: &[Q5_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6K: "matvec_q4_k_q6_k", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "fused";
     MatmulF32: "matmul_f32", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_f32_weights.wgsl")], f16: false }, Both, checked by "matvec";
-    MatmulQ4_1: "matmul_q4_1", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_q4_1.wgsl")], f16: false }, Both, checked by "matvec";
+    MatmulF16W: "matmul_f16_weights", Assembly::Matmul { format: &[F16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
+    MatmulBF16: "matmul_bf16_weights", Assembly::Matmul { format: &[BF16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
+    MatmulQ4_0: "matmul_q4_0", Assembly::Matmul { format: &[Q4_0_BIAS, MATMUL_F32, MATMUL_Q4], f16: false }, Both, checked by "matvec";
+    MatmulQ4_1: "matmul_q4_1", Assembly::Matmul { format: &[NO_BIAS, MATMUL_F32, MATMUL_Q4], f16: false }, Both, checked by "matvec";
+    MatmulQ5_0: "matmul_q5_0", Assembly::Matmul { format: &[Q5_0_BIAS, Q5, MATMUL_F32, MATMUL_Q5], f16: false }, Both, checked by "matvec";
+    MatmulQ5_1: "matmul_q5_1", Assembly::Matmul { format: &[NO_BIAS, Q5, MATMUL_F32, MATMUL_Q5], f16: false }, Both, checked by "matvec";
     MatmulQ8_0: "matmul_q8_0", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
     MatmulQ4K: "matmul_q4_k", Assembly::Matmul { format: &[Q4_K, MATMUL_F32, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
+    MatmulQ5K: "matmul_q5_k", Assembly::Matmul { format: &[Q5_K, MATMUL_F32, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatmulQ6K: "matmul_q6_k", Assembly::Matmul { format: &[Q6_K, MATMUL_F32, include_str!("wgsl/matmul_q6_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatmulQ4KF16: "matmul_q4_k_f16", Assembly::Matmul { format: &[Q4_K, MATMUL_F16, include_str!("wgsl/matmul_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
+    MatmulQ5KF16: "matmul_q5_k_f16", Assembly::Matmul { format: &[Q5_K, MATMUL_F16, include_str!("wgsl/matmul_q4_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatmulQ6KF16: "matmul_q6_k_f16", Assembly::Matmul { format: &[Q6_K, MATMUL_F16, include_str!("wgsl/matmul_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6KF16: "matvec_q4_k_q6_k_f16", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k_f16.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "fused";
     QuantizeQ8: "quantize_q8", Assembly::Pieces(&[F16_WGSL, BLOCKS, include_str!("wgsl/quantize_q8.wgsl")]), Both, checked by "quantize_q8";

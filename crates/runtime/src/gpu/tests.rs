@@ -62,7 +62,7 @@ fn no_kernel_is_compiled_before_it_is_needed_and_the_checks_reach_every_one() {
     assert!(gpu.has_f16(), "llvmpipe's shader-f16 is enabled: the f16 path's kernels run");
     let (compiled, to_run) = gpu.kernels().coverage();
     assert!(compiled.is_empty(), "{compiled:?}");
-    assert_eq!(to_run.len(), registry::KERNELS.len() - 5, "all but the f32 path's K-quant kernels: {to_run:?}");
+    assert_eq!(to_run.len(), registry::KERNELS.len() - 7, "all but the f32 path's K-quant kernels: {to_run:?}");
     assert_eq!(pollster::block_on(checks::run_all(&gpu)).unwrap(), checks::CHECKS.len());
     let (compiled, unchecked) = gpu.kernels().coverage();
     assert_eq!(unchecked, Vec::<&str>::new(), "kernels that no check ran");
@@ -73,8 +73,13 @@ fn no_kernel_is_compiled_before_it_is_needed_and_the_checks_reach_every_one() {
 fn shapes_and_types_are_checked() {
     let gpu = gpu();
     let k = Kernels::new(&gpu);
-    let data = weight_row(GgmlType::Q5K, 256, 1);
-    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q5K, 1, 256, &data), Err(Error::UnsupportedGpuType { .. })));
+    // Every type the CPU reads uploads; a row that is not whole 32-value blocks does not.
+    for ty in crate::gguf::GgmlType::ALL {
+        let data = weight_row(ty, 256, 1);
+        assert!(GpuMatrix::upload(&gpu, ty, 1, 256, &data).is_ok(), "{ty:?}");
+    }
+    let data = weight_row(GgmlType::F16, 48, 1);
+    assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::F16, 1, 48, &data), Err(Error::GpuShape { what: "matrix row", .. })));
     let data = weight_row(GgmlType::Q8_0, 64, 1);
     assert!(matches!(GpuMatrix::upload(&gpu, GgmlType::Q8_0, 2, 64, &data), Err(Error::GpuShape { what: "matrix data (bytes)", .. })));
     let w = GpuMatrix::upload(&gpu, GgmlType::Q8_0, 1, 64, &data).unwrap();
@@ -135,6 +140,9 @@ fn the_matrix_kernel_in_a_gpus_shape_matches_the_cpu_reference_and_the_other_sha
             (GgmlType::Q4_1, 512, 5),
             (GgmlType::F32, 256, 2),
             (GgmlType::Q8_0, 576, 5),
+            (GgmlType::Q5K, 512, 3),
+            (GgmlType::Q5_0, 256, 2),
+            (GgmlType::BF16, 256, 3),
         ] {
             let rows = 70;
             let data: Vec<u8> = if ty == GgmlType::F32 {
@@ -171,6 +179,8 @@ fn the_k_quant_kernels_on_the_f32_path_match_the_cpu_reference_too() {
     let (compiled, _) = k.coverage();
     assert!(
         compiled.contains(&"matvec_q4_k")
+            && compiled.contains(&"matvec_q5_k")
+            && compiled.contains(&"matmul_q5_k")
             && compiled.contains(&"matvec_q6_k")
             && compiled.contains(&"matvec_q4_k_q6_k")
             && compiled.contains(&"matmul_q4_k")

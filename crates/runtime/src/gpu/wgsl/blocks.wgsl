@@ -1,5 +1,5 @@
 // The two copies of activations that matrix kernels read instead of f32, one block of 32
-// values at a time (after f16.wgsl): 8-bit (`q8_block`, what the Q4_1 and Q8_0 kernels
+// values at a time (after f16.wgsl): 8-bit (`q8_block`, what the Q4_0 to Q8_0 kernels
 // read, as the CPU backend and llama.cpp quantize them) and scaled f16 (`f16_block`, what
 // the K-quants' kernels read on the f16 path). One function each, so the kernels that make
 // copies (quantize_q8.wgsl, activations_f16.wgsl, and the fused ones that write a copy

@@ -1,7 +1,7 @@
 // The tiled product's tiles on the f32 path (matmul.wgsl): a sub-block's 32 values of BM
 // rows, `w_tile[k · BM + r]` (the format stages them), and of BN tokens' activations,
 // `x_tile[k · BN + t]`, zeros past the last token. For the formats that read 8-bit
-// activations (the format's piece sets READS_Q8: Q8_0, Q4_1), those are quantize_q8.wgsl's
+// activations (the format's piece sets READS_Q8: Q4_0 to Q8_0), those are quantize_q8.wgsl's
 // q values, and each token's (d, s) for the block goes to `x_q8`.
 
 var<workgroup> w_tile: array<f32, 32 * BM>;

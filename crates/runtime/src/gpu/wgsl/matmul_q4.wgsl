@@ -1,6 +1,6 @@
-// Q4_1 on the tiled product (after matmul_f32.wgsl; matmul.wgsl): a block's 32 values
-// (0..15) per row and its (d, m); the dot products as matvec_q4_1.wgsl's `block_dot`
-// gives them (d·dx·Σq·qx + m·s).
+// Q4_0 and Q4_1 on the tiled product (after the format's `Q_BIAS`, matmul_f32.wgsl;
+// matmul.wgsl): a block's 32 values (q − Q_BIAS) per row and its (d, m); the dot products
+// as matvec_q4.wgsl's `block_dot` gives them (d·dx·Σq·qx + m·s).
 
 const READS_Q8: bool = true;
 
@@ -13,8 +13,8 @@ fn stage_weights(block: u32, r: u32, part: u32) {
         for (var k = 0u; k < 4u; k++) {
             let j = 8u * part + 4u * i + k;
             let byte = (q >> (8u * k)) & 0xFFu;
-            w_tile[j * BM + r] = f32(byte & 0xFu);
-            w_tile[(j + 16u) * BM + r] = f32(byte >> 4u);
+            w_tile[j * BM + r] = f32(i32(byte & 0xFu) - Q_BIAS);
+            w_tile[(j + 16u) * BM + r] = f32(i32(byte >> 4u) - Q_BIAS);
         }
     }
     if (part == 0u) {

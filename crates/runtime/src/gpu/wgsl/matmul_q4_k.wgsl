@@ -1,5 +1,5 @@
-// Q4_K on the tiled product's f32 path (after q4_k.wgsl; matmul.wgsl): a sub-block's
-// 4-bit values as f32 per row, `w_tile[k · BM + r]`, and (d·scale, dmin·min); the dot
+// Q4_K and Q5_K on the tiled product's f32 path (after q4_k.wgsl; matmul.wgsl): a sub-block's
+// 4- or 5-bit values as f32 per row, `w_tile[k · BM + r]`, and (d·scale, dmin·min); the dot
 // products as matvec_q4_k.wgsl's `block_dot` sums them (Σq·x and Σx in order, q4k_dot).
 
 const READS_Q8: bool = false;
@@ -8,9 +8,9 @@ const READS_Q8: bool = false;
 fn stage_weights(block: u32, r: u32, part: u32) {
     let s = q4k_sub(block);
     for (var i = 0u; i < 4u; i++) {
-        let q = w[s.qs + 4u * part + i] >> s.shift;
+        let q = q4k_word(s, 4u * part + i);
         for (var k = 0u; k < 4u; k++) {
-            w_tile[(16u * part + 4u * i + k) * BM + r] = f32((q >> (8u * k)) & 0xFu);
+            w_tile[(16u * part + 4u * i + k) * BM + r] = f32((q >> (8u * k)) & 0xFFu);
         }
     }
     if (part == 0u) {

@@ -1,13 +1,12 @@
-// Q4_K on the tiled product's f16 path (after q4_k.wgsl; matmul.wgsl): a sub-block's
-// 4-bit values as f16 fours per row, `w_tile[k4 · BM + r]`, and (d·scale, dmin·min); the
+// Q4_K and Q5_K on the tiled product's f16 path (after q4_k.wgsl; matmul.wgsl): a sub-block's
+// 4- or 5-bit values as f16 fours per row, `w_tile[k4 · BM + r]`, and (d·scale, dmin·min); the
 // dot products as matvec_q4_k_f16.wgsl's `block_dot` sums them.
 
 // Staging row r's sub-block `block`: thread `part` (0 or 1) of the row takes 16 values.
 fn stage_weights(block: u32, r: u32, part: u32) {
     let s = q4k_sub(block);
     for (var i = 0u; i < 4u; i++) {
-        let q = (w[s.qs + 4u * part + i] >> s.shift) & 0x0F0F0F0Fu;
-        w_tile[(4u * part + i) * BM + r] = bytes_f16(q);
+        w_tile[(4u * part + i) * BM + r] = bytes_f16(q4k_word(s, 4u * part + i));
     }
     if (part == 0u) {
         w_meta[r] = vec2<f32>(s.d_scale, s.dmin_min);
