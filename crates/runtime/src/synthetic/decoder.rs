@@ -529,11 +529,16 @@ pub const DECODERS: [DecoderShape; 24] = [
         model: "a six-block gemma3 (five windowed layers, one global) for tests",
         arch: "gemma3",
         layers: 6,
-        embd: 256,
+        // Not whole 256-value blocks, as Gemma 3 1B's 1,152 is not: its quantized files
+        // hold Q5_0 and Q8_0 matrices beside the K-quants, and so does this one.
+        embd: 384,
         heads: 4,
         kv_heads: 2,
         ff: 512,
         vocab: 512,
+        // Gemma's own head is the embedding table; a head of its own here keeps the
+        // argmax from merely echoing the input token (whose embedding, scaled by √384,
+        // dominates an untrained residual stream), so the top-1 check says something.
         tied: false,
         context: 2048,
         rope_base: 1e6,
@@ -613,8 +618,9 @@ impl Quant {
 
     /// The type of a matrix: `role` its GGUF name without the block prefix, `layer` its
     /// block (if any), `cols` its row length. llama.cpp's `llama_tensor_get_type` for
-    /// these types; where a row is not whole blocks of the choice, Q8_0 (see the module
-    /// docs).
+    /// these types, with its fallback where a row is not whole blocks of the choice
+    /// (`tensor_type_fallback`: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; F16 where even
+    /// 32-value blocks do not fit).
     fn matrix_type(self, shape: &DecoderShape, role: &str, layer: Option<u32>, cols: u32) -> GgmlType {
         let output = role == "output.weight" || (shape.tied && role == "token_embd.weight");
         // llama.cpp counts the layers in the order their tensors sit in the file, which its
@@ -641,10 +647,17 @@ impl Quant {
                 _ => GgmlType::Q4K,
             },
         };
-        if u64::from(cols).is_multiple_of(choice.block_elements()) {
-            choice
+        let fallback = match choice {
+            _ if u64::from(cols).is_multiple_of(choice.block_elements()) => return choice,
+            GgmlType::Q4K => GgmlType::Q5_0,
+            GgmlType::Q5K => GgmlType::Q5_1,
+            GgmlType::Q6K => GgmlType::Q8_0,
+            other => other,
+        };
+        if u64::from(cols).is_multiple_of(fallback.block_elements()) {
+            fallback
         } else {
-            GgmlType::Q8_0
+            GgmlType::F16
         }
     }
 }

@@ -22,9 +22,9 @@
 //! What is real: every tensor's name, shape and GGML type, following llama.cpp's own
 //! choice of type per tensor for each quantization (`q4_k_m`: Q6_K for the output head and
 //! for `attn_v`/`ffn_down` in the layers llama.cpp gives more bits, Q4_K elsewhere), and
-//! the hyper-parameters of the named model ([`DECODERS`]). One deviation: where llama.cpp
-//! falls back to Q5_0 for a row length that is not a whole K-quant block (Qwen2.5-0.5B's
-//! 896, SmolLM2's 576), Q8_0 is used, the nearest type every backend here runs.
+//! the hyper-parameters of the named model ([`DECODERS`]). Where a row is not whole K-quant
+//! blocks (Qwen2.5-0.5B's 896, SmolLM2's 576, Gemma 3 1B's 1,152), the type is llama.cpp's
+//! fallback (Q5_0 for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K), as in the files people download.
 
 mod blocks;
 mod decoder;

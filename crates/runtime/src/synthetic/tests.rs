@@ -46,10 +46,15 @@ fn the_1_5b_q4_k_m_plan_has_the_real_files_types_and_shapes() {
     // merges, about 7 MB): the tensor data is within 1% of it.
     let bytes: u64 = plan.iter().map(PlannedTensor::bytes).sum();
     assert!((1_095_000_000..1_112_000_000).contains(&bytes), "{bytes}");
-    // A row that is not whole K-quant blocks falls back to Q8_0 (SmolLM2's 576).
+    // A row that is not whole K-quant blocks takes llama.cpp's fallback (SmolLM2's 576):
+    // Q5_0 for Q4_K, Q8_0 for Q6_K (the tied output head), Q5_1 for Q5_K.
     let small = decoder_tensors(&DECODERS[4], Quant::Q4KM);
-    assert!(small.iter().filter(|t| t.dims.len() == 2).all(|t| t.ty == GgmlType::Q8_0 || t.dims[0] % 256 == 0));
-    assert_eq!(small.iter().find(|t| t.name == "blk.0.ffn_down.weight").unwrap().ty, GgmlType::Q6K);
+    let ty = |plan: &[PlannedTensor], name: &str| plan.iter().find(|t| t.name == name).unwrap().ty;
+    assert!(small.iter().filter(|t| t.dims.len() == 2).all(|t| matches!(t.ty, GgmlType::Q5_0 | GgmlType::Q8_0) || t.dims[0] % 256 == 0));
+    assert_eq!(ty(&small, "blk.0.ffn_down.weight"), GgmlType::Q6K);
+    assert_eq!(ty(&small, "blk.1.attn_q.weight"), GgmlType::Q5_0);
+    assert_eq!(ty(&small, "token_embd.weight"), GgmlType::Q8_0);
+    assert_eq!(ty(&decoder_tensors(&DECODERS[4], Quant::Q5KM), "blk.1.attn_q.weight"), GgmlType::Q5_1);
 }
 
 #[test]
