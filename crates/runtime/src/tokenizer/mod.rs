@@ -116,6 +116,18 @@ fn mentions_type(v: &serde_json::Value, name: &str) -> bool {
     }
 }
 
+/// Whether the special tokens in a text swallow the whitespace after them, as llama.cpp
+/// sets them for a file whose `general.name` names Phi-3 (`phi-3` or `phi3`, any case),
+/// after Phi-3's own tokenizer: its chat template puts a newline after each role token,
+/// and the model was trained without it.
+fn strips_after_specials(gguf: &GgufFile) -> bool {
+    let name = gguf.get("general.name").and_then(MetaValue::as_str).unwrap_or("").to_lowercase();
+    name.contains("phi-3") || name.contains("phi3")
+}
+
+/// The special tokens that keep the whitespace after them even then.
+const KEEPS_FOLLOWING_SPACE: [&str; 3] = ["<unk>", "<s>", "<|endoftext|>"];
+
 impl Tokenizer {
     /// Build the tokenizer a GGUF file describes.
     pub fn from_gguf(gguf: &GgufFile) -> Result<Self, Error> {
@@ -167,13 +179,15 @@ impl Tokenizer {
             other => return Err(Error::UnsupportedTokenizer { model: other.to_owned() }),
         };
         let mut special = vec![false; n];
+        let strips = strips_after_specials(gguf);
         let added: Vec<AddedToken> = types
             .iter()
             .enumerate()
             .filter(|&(_, &t)| t == token_type::CONTROL || t == token_type::USER_DEFINED)
             .map(|(i, &t)| {
                 special[i] = t == token_type::CONTROL;
-                AddedToken::from(tokens[i].clone(), true).normalized(false)
+                let rstrip = strips && !KEEPS_FOLLOWING_SPACE.contains(&tokens[i].as_str());
+                AddedToken::from(tokens[i].clone(), true).normalized(false).rstrip(rstrip)
             })
             .collect();
         inner.add_special_tokens(&added);

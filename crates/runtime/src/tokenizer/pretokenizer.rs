@@ -21,6 +21,13 @@ const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
 /// Qwen2's regex (single digits).
 const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
+/// GPT-4o's regex (o200k: words split where lower case turns to upper, contractions kept
+/// on their word, digits in threes), as llama.cpp rewrites it: `[^a-z]` and `[^A-Z]` behind
+/// a letter look-ahead in place of the Unicode case classes, and the case-insensitive
+/// contractions spelled out. Applied as llama.cpp applies this form, so a letter with no
+/// ASCII case (é, 中) counts as either.
+const GPT4O: &str = r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
 /// A pre-tokenizer family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -33,6 +40,8 @@ pub enum PreTokenizerKind {
     Llama3,
     /// Qwen2 (`qwen2`, `deepseek-r1-qwen`, `stablelm2`, `megrez`).
     Qwen2,
+    /// GPT-4o's o200k (`gpt-4o`: Phi-4-mini; `llama4`).
+    Gpt4o,
 }
 
 impl PreTokenizerKind {
@@ -51,6 +60,8 @@ impl PreTokenizerKind {
         "deepseek-r1-qwen",
         "stablelm2",
         "megrez",
+        "gpt-4o",
+        "llama4",
     ];
 
     /// The family for a `tokenizer.ggml.pre` name.
@@ -60,6 +71,7 @@ impl PreTokenizerKind {
             "smollm" | "starcoder" | "refact" | "codeshell" | "command-r" | "exaone" | "minerva-7b" => Self::Smollm,
             "llama-bpe" | "llama3" | "llama-v3" | "falcon3" => Self::Llama3,
             "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "megrez" => Self::Qwen2,
+            "gpt-4o" | "llama4" => Self::Gpt4o,
             _ => return None,
         })
     }
@@ -71,6 +83,7 @@ impl PreTokenizerKind {
             Self::Smollm => &[r"\p{N}", GPT2],
             Self::Llama3 => &[LLAMA3],
             Self::Qwen2 => &[QWEN2],
+            Self::Gpt4o => &[GPT4O],
         }
     }
 
@@ -146,6 +159,23 @@ mod tests {
         assert_eq!(byte_level_to_bytes("Ã©"), "é".as_bytes());
         assert_eq!(char_to_byte('Ā'), Some(0));
         assert_eq!(char_to_byte('ġ'), Some(0x7F));
+    }
+
+    /// GPT-4o's splits: a word ends where lower case turns to upper, a run of capitals
+    /// takes the lower case after it, contractions stay on their word, digits go in
+    /// threes. (The golden of a synthetic Phi-4-mini checks the same against llama.cpp.)
+    #[test]
+    fn gpt4o_splits_words_at_case_changes() {
+        use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+        let split = |kind: PreTokenizerKind, text: &str| {
+            let mut s = PreTokenizedString::from(text);
+            kind.build().unwrap().pre_tokenize(&mut s).unwrap();
+            let pieces = s.get_splits(OffsetReferential::Original, OffsetType::Byte);
+            pieces.iter().map(|(_, (a, b), _)| text[*a..*b].to_owned()).collect::<Vec<_>>()
+        };
+        let text = "helloWorld HTTPServer O'NEIL'S x=1234567";
+        assert_eq!(split(PreTokenizerKind::Gpt4o, text), ["hello", "World", " HTTPServer", " O", "'NEIL'S", " x", "=", "123", "456", "7"]);
+        assert_eq!(split(PreTokenizerKind::Qwen2, text)[..2], ["helloWorld", " HTTPServer"]);
     }
 
     #[test]
