@@ -28,8 +28,8 @@ bash "$DOCMEM_ROOT/scripts/fetch-models.sh" default >/dev/null
 synth="$DOCMEM_CACHE/synthetic-models"
 mkdir -p "$synth"
 cli="$CARGO_TARGET_DIR/debug/docmem"
-[ -x "$cli" ] || cargo build --locked -p docmem-cli
-for m in llama3-tiny qwen3-tiny gemma3-tiny phi3-tiny; do "$cli" synth-gguf "$m:q4_k_m" "$synth/$m.gguf" >/dev/null; done
+cargo build --locked -q -p docmem-cli  # (a no-op when fresh; a cached binary may be older)
+for m in llama3-tiny qwen3-tiny gemma3-tiny phi3-tiny phi4-tiny; do "$cli" synth-gguf "$m:q4_k_m" "$synth/$m.gguf" >/dev/null; done
 export pkg golden smol qwen example synth
 
 # Checks that run on one thread, side by side (one per core): the LM on SmolLM2 in the
@@ -43,7 +43,7 @@ in_parallel \
   'node "$DOCMEM_ROOT/tests/wasm/embed.cjs" "$pkg" "$DOCMEM_MODELS/all-MiniLM-L6-v2" "$golden/embed-minilm.json"' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$qwen" "$golden/lm-qwen2.5-1.5b.json"' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$smol" "$golden/lm-smollm2.json"' \
-  'for m in llama3-tiny qwen3-tiny phi3-tiny; do node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$synth/$m.gguf" "$golden/lm-synthetic-$m-q4_k_m.json" || exit 1; done' \
+  'for m in llama3-tiny qwen3-tiny phi3-tiny phi4-tiny; do node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$pkg" "$synth/$m.gguf" "$golden/lm-synthetic-$m-q4_k_m.json" || exit 1; done' \
   'node "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads" "$smol" "$golden/lm-smollm2.json" 1' \
   '"$DOCMEM_NODE22" "$DOCMEM_ROOT/tests/wasm/lm.cjs" "$DOCMEM_CACHE/wasm-pkg-web-threads-relaxed" "$smol" "$golden/lm-smollm2.json" 1' \
   'node "$DOCMEM_ROOT/tests/wasm/rebuild.mjs" "$DOCMEM_MODELS" && node "$DOCMEM_ROOT/tests/wasm/merges.cjs" "$pkg"' \

@@ -47,6 +47,9 @@ CORPUS = [
     "Ünïcödé àccénts, ß, æ, ø, and numbers like 3.14159 and 1,000,000.",
     "                                        many spaces",
     "\n\n\n\n",
+    "camelCaseWords HTTPServer getHTTPResponse iPhone McDonald's O'NEIL'S x=1234567;y=89",
+    "<|user|>Hi there<|end|><|assistant|>Hello.<|end|>",
+    "<|system|>\nBe brief.<|end|>\n<|user|>\n Hi  <|end|>\n<|assistant|>\n",
     "<think>Plan the outline.</think><outline>1. Intro</outline><scenario><chunk>The press[MASK]in 1440.</chunk>Core.</scenario>",
 ]
 
@@ -64,7 +67,7 @@ GREEDY_TOKENS = 40
 # ship no real model of, and one model in each other format the downloaded files come in.
 # crates/runtime/tests/synthetic_parity.rs reads their files.
 SYNTHETIC = ["llama3-tiny:q4_k_m", "qwen3-tiny:q4_k_m", "gemma3-tiny:q4_k_m", "phi3-tiny:q4_k_m",
-             "llama3-tiny:q5_k_m", "llama3-tiny:q6_k", "llama3-tiny:q8_0"]
+             "phi4-tiny:q4_k_m", "llama3-tiny:q5_k_m", "llama3-tiny:q6_k", "llama3-tiny:q8_0"]
 
 
 def long_text():

@@ -64,6 +64,14 @@ fn phi3_matches_llama_cpp() {
     matches_llama_cpp("phi3-tiny:q4_k_m");
 }
 
+/// Phi-4-mini's vocabulary: byte-level BPE under GPT-4o's pre-tokenizer, with merges that
+/// join what its splits keep apart (so a split made wrongly changes the ids), and its tied
+/// head.
+#[test]
+fn phi4_matches_llama_cpp() {
+    matches_llama_cpp("phi4-tiny:q4_k_m");
+}
+
 /// The formats downloaded files come in besides Q4_K_M (as llama.cpp quantizes each: Q6_K
 /// heads and, in Q5_K_M, Q6_K where it gives more bits).
 #[test]
@@ -126,6 +134,7 @@ fn synthetic_architectures_match_llama_cpp_on_every_cpu_path() {
         "qwen3_matches_llama_cpp",
         "gemma3_matches_llama_cpp",
         "phi3_matches_llama_cpp",
+        "phi4_matches_llama_cpp",
         "every_format_matches_llama_cpp",
     ] {
         common::on_every_lower_cpu_path(name, docmem_runtime::cpu::isa::Isa::Avx2);

@@ -44,6 +44,24 @@ pub struct DecoderShape {
     pub gemma: Option<GemmaLayers>,
     /// Phi-3's RoPE (`phi3` files only).
     pub phi: Option<PhiRope>,
+    /// The tokenizer the file carries.
+    pub vocabulary: Vocabulary,
+}
+
+/// A synthetic file's tokenizer, as the model it copies has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Vocabulary {
+    /// Byte-level BPE with no merges and ChatML's controls, under the pre-tokenizer named
+    /// (`qwen2`, `llama-bpe`, `smollm`).
+    ByteLevel(&'static str),
+    /// Byte-level BPE with merges, GPT-4o's pre-tokenizer and Phi-4-mini's chat tokens and
+    /// template ([`GPT4O_MERGES`]).
+    Phi4,
+    /// SentencePiece with Gemma's controls and template.
+    Gemma,
+    /// SentencePiece: Llama 2's layout with Phi-3's chat tokens and template.
+    Phi3,
 }
 
 /// What a Phi-3 file says of its RoPE: how many of a head's dimensions turn (Phi-4-mini's
@@ -94,7 +112,7 @@ impl DecoderShape {
 /// just past the 256 byte pieces). The two newer ones have an output head of their own:
 /// with a tied head (whose values are larger) a random model repeats its last token, and
 /// a parity golden could not tell that from a broken attention.
-pub const DECODERS: [DecoderShape; 24] = [
+pub const DECODERS: [DecoderShape; 25] = [
     // Qwen2.5-Coder-1.5B-Instruct, the file `docmem models fetch bench` fetches: its own
     // output head (the base Qwen2.5-1.5B ties it).
     DecoderShape {
@@ -115,6 +133,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen2-0.5b",
@@ -134,6 +153,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen2-3b",
@@ -153,6 +173,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen2-7b",
@@ -172,6 +193,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "llama-135m",
@@ -191,6 +213,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("smollm"),
     },
     DecoderShape {
         name: "llama-360m",
@@ -210,6 +233,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("smollm"),
     },
     DecoderShape {
         name: "llama-1.7b",
@@ -229,6 +253,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("smollm"),
     },
     // Llama 3.x Instruct: Llama 3's RoPE scaling, a 128k-token vocabulary.
     DecoderShape {
@@ -249,6 +274,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: true,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("llama-bpe"),
     },
     DecoderShape {
         name: "llama3-3b",
@@ -268,6 +294,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: true,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("llama-bpe"),
     },
     DecoderShape {
         name: "llama3-8b",
@@ -287,6 +314,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: true,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("llama-bpe"),
     },
     // Qwen3: heads 128 wide whatever the hidden width, normed per head.
     DecoderShape {
@@ -307,6 +335,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen3-1.7b",
@@ -326,6 +355,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen3-4b",
@@ -345,6 +375,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "qwen3-8b",
@@ -364,6 +395,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     // Gemma 3 1B (text only; its vocabulary of 262,144 SentencePiece pieces, tied head).
     DecoderShape {
@@ -384,6 +416,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 512, rope_scaling: None }),
         phi: None,
+        vocabulary: Vocabulary::Gemma,
     },
     // Gemma 3 4B's text decoder (its vision tower is a separate file).
     DecoderShape {
@@ -404,6 +437,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 1024, rope_scaling: Some(8.0) }),
         phi: None,
+        vocabulary: Vocabulary::Gemma,
     },
     // Phi-3.5-mini-instruct: Llama 2's SentencePiece vocabulary with Phi's chat tokens,
     // fused Q/K/V and gate/up, LongRoPE to 128k positions.
@@ -425,10 +459,10 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: Some(PhiRope { rope_dims: 96, original_context: 4096 }),
+        vocabulary: Vocabulary::Phi3,
     },
-    // Phi-4-mini-instruct's decoder: grouped heads, a quarter of each head unturned, tied
-    // head. (Its real vocabulary is byte-level BPE with GPT-4o's pre-tokenizer, which
-    // docmem's tokenizer does not take yet; this file carries the SentencePiece one.)
+    // Phi-4-mini-instruct: grouped heads, a quarter of each head unturned, tied head, and
+    // GPT-4o's byte-level vocabulary (o200k) with Phi's chat tokens.
     DecoderShape {
         name: "phi4-mini",
         model: "Phi-4-mini-instruct",
@@ -447,6 +481,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: Some(PhiRope { rope_dims: 96, original_context: 4096 }),
+        vocabulary: Vocabulary::Phi4,
     },
     DecoderShape {
         name: "qwen2-tiny",
@@ -466,6 +501,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "llama-tiny",
@@ -485,6 +521,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("smollm"),
     },
     DecoderShape {
         name: "llama3-tiny",
@@ -504,6 +541,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: true,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("llama-bpe"),
     },
     DecoderShape {
         name: "qwen3-tiny",
@@ -523,6 +561,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: None,
+        vocabulary: Vocabulary::ByteLevel("qwen2"),
     },
     DecoderShape {
         name: "gemma3-tiny",
@@ -547,6 +586,7 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: Some(GemmaLayers { window: 24, rope_scaling: Some(8.0) }),
         phi: None,
+        vocabulary: Vocabulary::Gemma,
     },
     DecoderShape {
         name: "phi3-tiny",
@@ -566,6 +606,27 @@ pub const DECODERS: [DecoderShape; 24] = [
         llama3_rope: false,
         gemma: None,
         phi: Some(PhiRope { rope_dims: 48, original_context: 2048 }),
+        vocabulary: Vocabulary::Phi3,
+    },
+    DecoderShape {
+        name: "phi4-tiny",
+        model: "a two-block Phi-4-mini (GPT-4o's pre-tokenizer, merges, tied head) for tests",
+        arch: "phi3",
+        layers: 2,
+        embd: 256,
+        heads: 4,
+        kv_heads: 2,
+        ff: 512,
+        vocab: 640,
+        tied: true,
+        context: 8192,
+        rope_base: 1e4,
+        rms_eps: 1e-5,
+        head_dim: None,
+        llama3_rope: false,
+        gemma: None,
+        phi: Some(PhiRope { rope_dims: 48, original_context: 2048 }),
+        vocabulary: Vocabulary::Phi4,
     },
 ];
 
@@ -662,17 +723,12 @@ impl Quant {
     }
 }
 
-/// The byte-level BPE tokenizer ([`vocabulary`]; no merges) with ChatML's control tokens, under
-/// the pre-tokenizer of the model `s` copies.
-fn byte_level_tokenizer(w: GgufWriter, s: &DecoderShape) -> GgufWriter {
-    let (tokens, types) = vocabulary(s.vocab as usize);
+/// The byte-level BPE tokenizer ([`vocabulary`]; no merges) with ChatML's control tokens,
+/// under the pre-tokenizer `pre`.
+fn byte_level_tokenizer(w: GgufWriter, size: usize, pre: &str) -> GgufWriter {
+    let (tokens, types) = vocabulary(size);
     let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
     let n = tokens.len() as u32;
-    let pre = match s.arch {
-        "qwen2" | "qwen3" => "qwen2",
-        _ if s.llama3_rope => "llama-bpe",
-        _ => "smollm",
-    };
     let (endoftext, im_end) = (n - 3, n - 1);
     w.kv_str("tokenizer.ggml.model", "gpt2")
         .kv_str("tokenizer.ggml.pre", pre)
@@ -683,6 +739,109 @@ fn byte_level_tokenizer(w: GgufWriter, s: &DecoderShape) -> GgufWriter {
         .kv_u32("tokenizer.ggml.eos_token_id", im_end)
         .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
         .kv_bool("tokenizer.ggml.add_bos_token", false)
+}
+
+/// Merges for the GPT-4o vocabulary, in rank order (byte-level spellings: `Ġ` a space, `Ċ`
+/// a newline). The first are ordinary English pieces; the rest join characters that
+/// GPT-4o's pre-tokenizer keeps apart (a lower-case letter and the capital after it, a
+/// fourth digit, a letter and the space after it, two sentences), ranked so that a split
+/// made wrongly changes the ids: with them, a tokenizer whose pre-tokenizer differs from
+/// llama.cpp's gives other tokens for the golden's text.
+const GPT4O_MERGES: &[(&str, &str)] = &[
+    ("h", "e"),
+    ("t", "h"),
+    ("th", "e"),
+    ("Ġ", "t"),
+    ("Ġt", "he"),
+    ("i", "n"),
+    ("in", "g"),
+    ("e", "r"),
+    ("a", "n"),
+    ("o", "n"),
+    ("r", "e"),
+    ("Ġ", "a"),
+    ("Ġ", "w"),
+    ("o", "r"),
+    ("e", "s"),
+    ("e", "d"),
+    ("Ġ", "s"),
+    ("Ġ", "i"),
+    ("Ġ", "c"),
+    ("a", "t"),
+    ("e", "n"),
+    ("Ġ", "Ġ"),
+    ("ĠĠ", "ĠĠ"),
+    ("Ċ", "Ċ"),
+    ("'", "s"),
+    ("'", "S"),
+    ("'", "t"),
+    ("'", "re"),
+    ("l", "l"),
+    ("'", "ll"),
+    ("Ġ", "("),
+    ("(", ")"),
+    (":", "Ċ"),
+    (".", "Ċ"),
+    ("/", "/"),
+    ("Ġ", "="),
+    ("1", "2"),
+    ("3", "4"),
+    ("12", "3"),
+    ("5", "6"),
+    ("7", "8"),
+    ("9", "0"),
+    // Across the pre-tokenizer's boundaries: never applied where the splits are right.
+    ("o", "W"),
+    ("d", "A"),
+    ("e", "C"),
+    ("s", "Ġ"),
+    ("e", "Ġ"),
+    ("d", "Ġ"),
+    (".", "Ġ"),
+    (",", "Ġ"),
+    ("4", "5"),
+    ("0", "1"),
+    ("e", "'"),
+    ("Ġ", "1"),
+    ("Ġ", "Ċ"),
+];
+
+/// Phi-4-mini's chat tokens, after the text pieces (its `<|endoftext|>` the BOS, EOS and
+/// padding token; `<|end|>` ends a turn).
+const PHI4_SPECIALS: [&str; 5] = ["<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"];
+
+/// Phi-4-mini-instruct's chat template (without its tool branch).
+const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+
+/// Phi-4-mini's tokenizer: byte-level BPE of `size` tokens under GPT-4o's pre-tokenizer
+/// (`gpt-4o`): the 256 byte characters, the pieces [`GPT4O_MERGES`] make, fillers, then
+/// [`PHI4_SPECIALS`]; no BOS added.
+fn gpt4o_tokenizer(w: GgufWriter, size: usize) -> GgufWriter {
+    let mut tokens: Vec<String> = (0..=255u8).map(byte_char).map(String::from).collect();
+    let mut merges = Vec::with_capacity(GPT4O_MERGES.len());
+    for (a, b) in GPT4O_MERGES {
+        merges.push(format!("{a} {b}"));
+        tokens.push(format!("{a}{b}"));
+    }
+    while tokens.len() < size - PHI4_SPECIALS.len() {
+        tokens.push(format!("t{}", tokens.len()));
+    }
+    let first_special = tokens.len();
+    tokens.extend(PHI4_SPECIALS.map(String::from));
+    let types: Vec<i32> = (0..tokens.len()).map(|i| if i >= first_special { 3 } else { 1 }).collect();
+    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
+    let merge_refs: Vec<&str> = merges.iter().map(String::as_str).collect();
+    let endoftext = first_special as u32;
+    w.kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", "gpt-4o")
+        .kv_str_array("tokenizer.ggml.tokens", &refs)
+        .kv_i32_array("tokenizer.ggml.token_type", &types)
+        .kv_str_array("tokenizer.ggml.merges", &merge_refs)
+        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
+        .kv_u32("tokenizer.ggml.eos_token_id", endoftext)
+        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
+        .kv_bool("tokenizer.ggml.add_bos_token", false)
+        .kv_str("tokenizer.chat_template", PHI4_TEMPLATE)
 }
 
 /// A SentencePiece vocabulary's layout: the special pieces before the byte pieces and
@@ -980,10 +1139,11 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
         .kv_u32(&key("attention.head_count_kv"), s.kv_heads)
         .kv_f32(&key("rope.freq_base"), s.rope_base)
         .kv_f32(&key("attention.layer_norm_rms_epsilon"), s.rms_eps);
-    w = match s.arch {
-        "gemma3" => sentencepiece_tokenizer(w, s.vocab as usize, &GEMMA_VOCABULARY),
-        "phi3" => sentencepiece_tokenizer(w, s.vocab as usize, &PHI3_VOCABULARY),
-        _ => byte_level_tokenizer(w, s),
+    w = match s.vocabulary {
+        Vocabulary::Gemma => sentencepiece_tokenizer(w, s.vocab as usize, &GEMMA_VOCABULARY),
+        Vocabulary::Phi3 => sentencepiece_tokenizer(w, s.vocab as usize, &PHI3_VOCABULARY),
+        Vocabulary::Phi4 => gpt4o_tokenizer(w, s.vocab as usize),
+        Vocabulary::ByteLevel(pre) => byte_level_tokenizer(w, s.vocab as usize, pre),
     };
     if let Some(g) = s.gemma {
         w = w.kv_u32(&key("attention.sliding_window"), g.window);

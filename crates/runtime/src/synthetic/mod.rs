@@ -33,7 +33,7 @@ mod embedder;
 use std::fmt;
 use std::str::FromStr;
 
-pub use decoder::{decoder_gguf, decoder_tensors, DecoderShape, PlannedTensor, Quant, DECODERS};
+pub use decoder::{decoder_gguf, decoder_tensors, DecoderShape, PlannedTensor, Quant, Vocabulary, DECODERS};
 pub use embedder::{embedder_gguf, EmbedderShape, BENCH_WORDS, EMBEDDERS};
 
 use crate::Error;
