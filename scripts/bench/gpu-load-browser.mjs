@@ -4,8 +4,11 @@
 // the target is under 300 MiB with Qwen2.5-Coder-1.5B Q4_K_M (about 1.07 GiB of file).
 // A benchmark, not a test: it prints figures, it asserts nothing but that the load works.
 //
-//   node scripts/bench/gpu-load-browser.mjs [--models SUBSTR,...] [--case-timeout SECONDS]
-//        [--prompt TEXT] [--tokens N (0: skip the first call)] [--trace FILE]
+//   node scripts/bench/gpu-load-browser.mjs [--models SUBSTR,...] [--files GGUF,...]
+//        [--case-timeout SECONDS] [--prompt TEXT] [--tokens N (0: skip the first call)]
+//        [--trace FILE]
+// --files runs these GGUF files instead of the known models (a model a user brings, or the
+// synthetic 3-4B files gpu-load-browser.sh --synthetic writes).
 // (scripts/bench/gpu-load-browser.sh checks the packages first.)
 // Environment: DOCMEM_CACHE (~/.cache/docmem), DOCMEM_MODELS ($DOCMEM_CACHE/models),
 // CHROMIUM (/usr/bin/chromium).
@@ -42,12 +45,13 @@ const MiB = 2 ** 20;
 const { die, log } = reporter('gpu-load-browser');
 
 // ---- arguments
-const opts = { models: null, caseTimeout: 900, prompt: 'The capital of France is', tokens: 1, trace: null };
+const opts = { models: null, files: null, caseTimeout: 900, prompt: 'The capital of France is', tokens: 1, trace: null };
 parseArgs(process.argv.slice(2), {
   die,
-  usage: 'usage: gpu-load-browser.mjs [--models SUBSTR,...] [--case-timeout SECONDS (900)] [--prompt TEXT] [--tokens N (1; 0 skips the call)] [--trace FILE]',
+  usage: 'usage: gpu-load-browser.mjs [--models SUBSTR,...] [--files GGUF,...] [--case-timeout SECONDS (900)] [--prompt TEXT] [--tokens N (1; 0 skips the call)] [--trace FILE]',
   handle: (a, value, int) => {
     if (a === '--models') opts.models = value().split(',').filter(Boolean);
+    else if (a === '--files') opts.files = value().split(',').filter(Boolean);
     else if (a === '--case-timeout') opts.caseTimeout = int(value());
     else if (a === '--prompt') opts.prompt = value();
     else if (a === '--tokens') opts.tokens = int(value(), 0);
@@ -61,7 +65,13 @@ if (!fs.existsSync(path.join(pkgDir, 'docmem_wasm_bg.wasm'))) die(`no web wasm p
 if (!fs.readFileSync(path.join(pkgDir, 'docmem_wasm.d.ts'), 'utf8').includes('class GpuLm')) {
   die(`the web wasm package in ${pkgDir} has no GpuLm (built without the gpu feature?)`);
 }
-const models = findModels(opts.models, { log, die });
+const models = opts.files
+  ? opts.files.map((full) => {
+      if (!fs.existsSync(full)) die(`no such file: ${full}`);
+      const file = path.basename(full);
+      return { file, full: path.resolve(full), name: file.replace(/\.gguf$/, ''), size: fs.statSync(full).size };
+    })
+  : findModels(opts.models, { log, die });
 
 // ---- the GGUF's tokenizer.ggml.tokens (the first token's text) and tensor ranges (for
 // --trace), read here, not in the page, so the wasm figures are the loader's alone

@@ -10,6 +10,12 @@
 #
 #   bash scripts/bench/gpu-load-browser.sh [--models SUBSTR,...] [--case-timeout SECONDS]
 #        [--prompt TEXT] [--tokens N (0: skip the first call)] [--trace FILE]
+#        [--synthetic SPEC,...]
+#
+# --synthetic llama3-3b:q4_k_m,qwen3-4b:q4_k_m,... writes those synthetic models (docmem
+# synth-gguf: a real model's tensor names, shapes and formats, drawn values; about 2-2.5 GB
+# each at 3-4B) to $DOCMEM_CACHE/synthetic-models once and runs them instead: the models
+# a user brings that do not fit a page's CPU, loaded onto WebGPU.
 #
 # Needs the web wasm package built with the gpu feature ($DOCMEM_CACHE/wasm-pkg-web;
 # scripts/build-wasm.sh), playwright-core (scripts/setup.sh) and /usr/bin/chromium. The
@@ -24,4 +30,24 @@ if [ ! -d node_modules/playwright-core ]; then
   echo "docmem: playwright-core is not installed; run bash scripts/setup.sh first" >&2
   exit 1
 fi
-node scripts/bench/gpu-load-browser.mjs "$@"
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --synthetic ]; then
+    synth="$DOCMEM_CACHE/synthetic-models"
+    mkdir -p "$synth"
+    cargo build --locked -q --release -p docmem-cli
+    files=()
+    IFS=, read -ra specs <<<"$2"
+    for spec in "${specs[@]}"; do
+      f="$synth/${spec/:/-}.gguf"
+      [ -f "$f" ] || "$CARGO_TARGET_DIR/release/docmem" synth-gguf "$spec" "$f" >&2
+      files+=("$f")
+    done
+    args+=(--files "$(IFS=,; echo "${files[*]}")")
+    shift 2
+  else
+    args+=("$1")
+    shift
+  fi
+done
+node scripts/bench/gpu-load-browser.mjs "${args[@]}"
