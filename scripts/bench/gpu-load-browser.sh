@@ -35,12 +35,13 @@ while [ $# -gt 0 ]; do
   if [ "$1" = --synthetic ]; then
     synth="$DOCMEM_CACHE/synthetic-models"
     mkdir -p "$synth"
-    cargo build --locked -q --release -p docmem-cli
+    # (The debug CLI, which npm test builds anyway: writing the files is not timed.)
+    cargo build --locked -q -p docmem-cli
     files=()
     IFS=, read -ra specs <<<"$2"
     for spec in "${specs[@]}"; do
       f="$synth/${spec/:/-}.gguf"
-      [ -f "$f" ] || "$CARGO_TARGET_DIR/release/docmem" synth-gguf "$spec" "$f" >&2
+      [ -f "$f" ] || "$CARGO_TARGET_DIR/debug/docmem" synth-gguf "$spec" "$f" >&2
       files+=("$f")
     done
     args+=(--files "$(IFS=,; echo "${files[*]}")")
