@@ -1,5 +1,6 @@
 //! AVX2 + FMA kernels for the weight types the shipped models use (Q4_1 and Q8_0 for
-//! SmolLM2; Q4_K and Q6_K for Qwen2.5), chosen at run time. Each is the scalar kernel's
+//! SmolLM2; Q4_K and Q6_K for Qwen2.5) and those downloaded files hold beside them (Q4_0;
+//! Q5_0 and Q5_1, in rows llama.cpp could not give a K-quant), chosen at run time. Each is the scalar kernel's
 //! integer arithmetic 32 lanes at a time: nibbles are unpacked to bytes, multiplied with
 //! the int8 activations by `maddubs` (u8 × i8 → i16 pairs), widened by `madd`, scaled and
 //! accumulated in f32. Tested against the scalar kernels in `dot.rs`.
@@ -403,15 +404,15 @@ unsafe fn bit_bytes(bits: u32) -> __m256i {
 }
 
 /// A Q5 block's 32 values from its high bits (`qh`, 4 bytes) and nibbles (`qs`, 16
-/// bytes), less `bias` (16 for Q5_0, as i8 in -16..16; 0 for Q5_1, 0..32).
+/// bytes): `signed` (Q5_0) less 16, as i8 in -16..16; otherwise (Q5_1) as they are, 0..32.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C (see the module docs); `qh` must be valid for
 /// reading 4 bytes and `qs` 16.
 #[inline(always)]
-unsafe fn q5_values(qh: *const u8, qs: *const u8, bias: bool) -> __m256i {
+unsafe fn q5_values(qh: *const u8, qs: *const u8, signed: bool) -> __m256i {
     let high = bit_bytes(u32::from_le_bytes(std::ptr::read_unaligned(qh as *const [u8; 4])));
-    if bias {
+    if signed {
         // Where the high bit is clear, q − 16 is the nibble with its top four bits set.
         _mm256_or_si256(nibbles(qs), _mm256_andnot_si256(high, _mm256_set1_epi8(0xF0u8 as i8)))
     } else {

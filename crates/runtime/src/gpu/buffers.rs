@@ -41,8 +41,9 @@ impl BlockLayout {
     }
 }
 
-/// The GPU layout of `ty`. Every type the CPU backend reads has one: a model that loads
-/// runs on either device.
+/// The GPU layout of `ty`. Every type the CPU backend reads has one, so a model's matrices
+/// go to either device (their rows must be whole 32-value blocks on the GPU, as every
+/// model's are but where llama.cpp fell back to F16 for an odd width).
 pub(crate) fn block_layout(ty: GgmlType) -> BlockLayout {
     match ty {
         GgmlType::F32 => BlockLayout { values: 1, file_bytes: 4, words: 1 },
@@ -61,16 +62,10 @@ pub(crate) fn block_layout(ty: GgmlType) -> BlockLayout {
 /// `ty`'s file blocks (`src`, whole blocks) in GPU words, appended to `out` as bytes.
 fn relay_blocks(ty: GgmlType, src: &[u8], out: &mut Vec<u8>) {
     match ty {
-        // The scale, then two zero bytes: the place of Q4_1's and Q5_1's minimum.
-        GgmlType::Q4_0 | GgmlType::Q5_0 => {
-            for b in src.chunks_exact(if ty == GgmlType::Q4_0 { 18 } else { 22 }) {
-                out.extend_from_slice(&b[..2]);
-                out.extend_from_slice(&[0, 0]);
-                out.extend_from_slice(&b[2..]);
-            }
-        }
-        GgmlType::Q8_0 => {
-            for b in src.chunks_exact(34) {
+        // The scale, then two zero bytes (Q8_0's padding; Q4_0's and Q5_0's in the place
+        // of Q4_1's and Q5_1's minimum), then the rest of the block.
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
+            for b in src.chunks_exact(ty.block_bytes() as usize) {
                 out.extend_from_slice(&b[..2]);
                 out.extend_from_slice(&[0, 0]);
                 out.extend_from_slice(&b[2..]);

@@ -597,8 +597,8 @@ impl Kernels {
         let kernel = match (tiled, w.ty, self.f16) {
             (Some(kernel), _, _) => kernel,
             (None, GgmlType::F32, _) => Kernel::MatvecF32,
-            (None, GgmlType::F16, _) => Kernel::MatvecF16W,
-            (None, GgmlType::BF16, _) => Kernel::MatvecBF16,
+            (None, GgmlType::F16, _) => Kernel::MatvecF16Weights,
+            (None, GgmlType::BF16, _) => Kernel::MatvecBF16Weights,
             (None, GgmlType::Q4_0, _) => Kernel::MatvecQ4_0,
             (None, GgmlType::Q4_1, _) => Kernel::MatvecQ4_1,
             (None, GgmlType::Q5_0, _) => Kernel::MatvecQ5_0,
@@ -670,8 +670,8 @@ impl Kernels {
     fn tiled_kernel(&self, ty: GgmlType) -> Kernel {
         match (ty, self.f16) {
             (GgmlType::F32, _) => Kernel::MatmulF32,
-            (GgmlType::F16, _) => Kernel::MatmulF16W,
-            (GgmlType::BF16, _) => Kernel::MatmulBF16,
+            (GgmlType::F16, _) => Kernel::MatmulF16Weights,
+            (GgmlType::BF16, _) => Kernel::MatmulBF16Weights,
             (GgmlType::Q4_0, _) => Kernel::MatmulQ4_0,
             (GgmlType::Q4_1, _) => Kernel::MatmulQ4_1,
             (GgmlType::Q5_0, _) => Kernel::MatmulQ5_0,

@@ -11,8 +11,8 @@
 //! buffers ([`GpuMatrix`], [`GpuVector`]: uploads in writes of at most 64 MiB, read-back;
 //! a layer's projections that read one input stacked in one buffer), and the kernels
 //! ([`Kernels`]): matrix × vector (tiled over tokens for prefill) for every block format the
-//! CPU backend reads (f32, f16, bf16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), so a
-//! model that loads runs on either device, with the sums stored, added to a residual stream, or, for a stacked gate and
+//! CPU backend reads (f32, f16, bf16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), in
+//! rows of whole 32-value blocks, with the sums stored, added to a residual stream, or, for a stacked gate and
 //! up, turned into SwiGLU ([`Epilogue`]); activation quantization, RMSNorm (writing the
 //! copies the next products read, [`Copies`]), RoPE from an angle table, the step after
 //! the Q/K/V products (biases, RoPE and the K/V cache append in one dispatch,

@@ -24,19 +24,23 @@ const Q4_K: &str = concat!("const K_WORDS: u32 = 36u;\nconst K_HIGH_BITS: bool =
 const Q5_K: &str = concat!("const K_WORDS: u32 = 44u;\nconst K_HIGH_BITS: bool = true;\n", include_str!("wgsl/q4_k.wgsl"));
 /// Q6_K's block layout, shared by its f32 and f16 kernels.
 const Q6_K: &str = include_str!("wgsl/q6_k.wgsl");
-/// The 4-bit blocks' kernels, for Q4_0 and Q4_1 after their offset.
-const MATVEC_Q4: &str = include_str!("wgsl/matvec_q4.wgsl");
-const MATMUL_Q4: &str = include_str!("wgsl/matmul_q4.wgsl");
-/// The 5-bit blocks' layout and kernels, for Q5_0 and Q5_1 after their offset.
+/// The 32-value 4-bit blocks' layout (Q4_0, Q4_1), after the format's offset.
+const Q4: &str = include_str!("wgsl/q4.wgsl");
+/// The 32-value 5-bit blocks' layout (Q5_0, Q5_1), after the format's offset.
 const Q5: &str = include_str!("wgsl/q5.wgsl");
-const MATVEC_Q5: &str = include_str!("wgsl/matvec_q5.wgsl");
-const MATMUL_Q5: &str = include_str!("wgsl/matmul_q5.wgsl");
-/// The offset a 4- or 5-bit format's values are stored with (value = d·(q − offset) + m).
+/// The matrix × vector kernel of those four formats, after a layout.
+const MATVEC_Q4_Q5: &str = include_str!("wgsl/matvec_q4_q5.wgsl");
+/// Their tiled product's piece, after a layout.
+const MATMUL_Q4_Q5: &str = include_str!("wgsl/matmul_q4_q5.wgsl");
+/// Q4_0's offset: value = d·(q − 8).
 const Q4_0_BIAS: &str = "const Q_BIAS: i32 = 8;";
+/// Q5_0's offset: value = d·(q − 16).
 const Q5_0_BIAS: &str = "const Q_BIAS: i32 = 16;";
+/// Q4_1's and Q5_1's: none (value = d·q + m).
 const NO_BIAS: &str = "const Q_BIAS: i32 = 0;";
-/// 16-bit float weights' kernels, after a format's `weight_pair`.
+/// The matrix × vector kernel of 16-bit float weights, after a format's `weight_pair`.
 const MATVEC_HALF: &str = include_str!("wgsl/matvec_half.wgsl");
+/// Their tiled product's piece, likewise.
 const MATMUL_HALF: &str = include_str!("wgsl/matmul_half.wgsl");
 /// f16 weights: two values a word.
 const F16_PAIR: &str = "fn weight_pair(word: u32) -> vec2<f32> { return unpack2x16float(word); }";
@@ -119,12 +123,12 @@ macro_rules! registry {
 
 registry! {
     MatvecF32: "matvec_f32", Assembly::Matvec { format: &[include_str!("wgsl/matvec_f32.wgsl")], f16: false }, Both, checked by "matvec";
-    MatvecF16W: "matvec_f16_weights", Assembly::Matvec { format: &[F16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
-    MatvecBF16: "matvec_bf16_weights", Assembly::Matvec { format: &[BF16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
-    MatvecQ4_0: "matvec_q4_0", Assembly::Matvec { format: &[Q4_0_BIAS, MATVEC_Q4], f16: false }, Both, checked by "matvec";
-    MatvecQ4_1: "matvec_q4_1", Assembly::Matvec { format: &[NO_BIAS, MATVEC_Q4], f16: false }, Both, checked by "matvec";
-    MatvecQ5_0: "matvec_q5_0", Assembly::Matvec { format: &[Q5_0_BIAS, Q5, MATVEC_Q5], f16: false }, Both, checked by "matvec";
-    MatvecQ5_1: "matvec_q5_1", Assembly::Matvec { format: &[NO_BIAS, Q5, MATVEC_Q5], f16: false }, Both, checked by "matvec";
+    MatvecF16Weights: "matvec_f16_weights", Assembly::Matvec { format: &[F16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
+    MatvecBF16Weights: "matvec_bf16_weights", Assembly::Matvec { format: &[BF16_PAIR, MATVEC_HALF], f16: false }, Both, checked by "matvec";
+    MatvecQ4_0: "matvec_q4_0", Assembly::Matvec { format: &[Q4_0_BIAS, Q4, MATVEC_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatvecQ4_1: "matvec_q4_1", Assembly::Matvec { format: &[NO_BIAS, Q4, MATVEC_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatvecQ5_0: "matvec_q5_0", Assembly::Matvec { format: &[Q5_0_BIAS, Q5, MATVEC_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatvecQ5_1: "matvec_q5_1", Assembly::Matvec { format: &[NO_BIAS, Q5, MATVEC_Q4_Q5], f16: false }, Both, checked by "matvec";
     MatvecQ8_0: "matvec_q8_0", Assembly::Matvec { format: &[include_str!("wgsl/matvec_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
     MatvecQ4K: "matvec_q4_k", Assembly::Matvec { format: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatvecQ5K: "matvec_q5_k", Assembly::Matvec { format: &[Q5_K, include_str!("wgsl/matvec_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
@@ -135,12 +139,12 @@ registry! {
     MatvecQ6KF16: "matvec_q6_k_f16", Assembly::Matvec { format: &[Q6_K, include_str!("wgsl/matvec_q6_k_f16.wgsl")], f16: true }, F16, checked by "matvec_k_quants";
     MatvecQ4KQ6K: "matvec_q4_k_q6_k", Assembly::MatvecPair { first: &[Q4_K, include_str!("wgsl/matvec_q4_k.wgsl")], second: &[Q6_K, include_str!("wgsl/matvec_q6_k.wgsl")], f16: false }, F32, checked by "fused";
     MatmulF32: "matmul_f32", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_f32_weights.wgsl")], f16: false }, Both, checked by "matvec";
-    MatmulF16W: "matmul_f16_weights", Assembly::Matmul { format: &[F16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
-    MatmulBF16: "matmul_bf16_weights", Assembly::Matmul { format: &[BF16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
-    MatmulQ4_0: "matmul_q4_0", Assembly::Matmul { format: &[Q4_0_BIAS, MATMUL_F32, MATMUL_Q4], f16: false }, Both, checked by "matvec";
-    MatmulQ4_1: "matmul_q4_1", Assembly::Matmul { format: &[NO_BIAS, MATMUL_F32, MATMUL_Q4], f16: false }, Both, checked by "matvec";
-    MatmulQ5_0: "matmul_q5_0", Assembly::Matmul { format: &[Q5_0_BIAS, Q5, MATMUL_F32, MATMUL_Q5], f16: false }, Both, checked by "matvec";
-    MatmulQ5_1: "matmul_q5_1", Assembly::Matmul { format: &[NO_BIAS, Q5, MATMUL_F32, MATMUL_Q5], f16: false }, Both, checked by "matvec";
+    MatmulF16Weights: "matmul_f16_weights", Assembly::Matmul { format: &[F16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
+    MatmulBF16Weights: "matmul_bf16_weights", Assembly::Matmul { format: &[BF16_PAIR, MATMUL_F32, MATMUL_HALF], f16: false }, Both, checked by "matvec";
+    MatmulQ4_0: "matmul_q4_0", Assembly::Matmul { format: &[Q4_0_BIAS, Q4, MATMUL_F32, MATMUL_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatmulQ4_1: "matmul_q4_1", Assembly::Matmul { format: &[NO_BIAS, Q4, MATMUL_F32, MATMUL_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatmulQ5_0: "matmul_q5_0", Assembly::Matmul { format: &[Q5_0_BIAS, Q5, MATMUL_F32, MATMUL_Q4_Q5], f16: false }, Both, checked by "matvec";
+    MatmulQ5_1: "matmul_q5_1", Assembly::Matmul { format: &[NO_BIAS, Q5, MATMUL_F32, MATMUL_Q4_Q5], f16: false }, Both, checked by "matvec";
     MatmulQ8_0: "matmul_q8_0", Assembly::Matmul { format: &[MATMUL_F32, include_str!("wgsl/matmul_q8_0.wgsl")], f16: false }, Both, checked by "matvec";
     MatmulQ4K: "matmul_q4_k", Assembly::Matmul { format: &[Q4_K, MATMUL_F32, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
     MatmulQ5K: "matmul_q5_k", Assembly::Matmul { format: &[Q5_K, MATMUL_F32, include_str!("wgsl/matmul_q4_k.wgsl")], f16: false }, F32, checked by "matvec_k_quants";
