@@ -33,6 +33,7 @@ fi
 args=()
 while [ $# -gt 0 ]; do
   if [ "$1" = --synthetic ]; then
+    [ -n "${2:-}" ] || { echo "docmem: --synthetic needs SPEC,... (llama3-3b:q4_k_m)" >&2; exit 1; }
     synth="$DOCMEM_CACHE/synthetic-models"
     mkdir -p "$synth"
     # (The debug CLI, which npm test builds anyway: writing the files is not timed.)
@@ -41,7 +42,8 @@ while [ $# -gt 0 ]; do
     IFS=, read -ra specs <<<"$2"
     for spec in "${specs[@]}"; do
       f="$synth/${spec/:/-}.gguf"
-      [ -f "$f" ] || "$CARGO_TARGET_DIR/debug/docmem" synth-gguf "$spec" "$f" >&2
+      # (Written under another name and moved: a run cut short leaves no partial file.)
+      [ -f "$f" ] || { "$CARGO_TARGET_DIR/debug/docmem" synth-gguf "$spec" "$f.part" >&2 && mv "$f.part" "$f"; }
       files+=("$f")
     done
     args+=(--files "$(IFS=,; echo "${files[*]}")")

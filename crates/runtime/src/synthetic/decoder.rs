@@ -681,7 +681,7 @@ impl Quant {
     /// block (if any), `cols` its row length. llama.cpp's `llama_tensor_get_type` for
     /// these types, with its fallback where a row is not whole blocks of the choice
     /// (`tensor_type_fallback`: Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; F16 where even
-    /// 32-value blocks do not fit).
+    /// that fallback's 32-value blocks do not fit).
     fn matrix_type(self, shape: &DecoderShape, role: &str, layer: Option<u32>, cols: u32) -> GgmlType {
         let output = role == "output.weight" || (shape.tied && role == "token_embd.weight");
         // llama.cpp counts the layers in the order their tensors sit in the file, which its
@@ -742,11 +742,12 @@ fn byte_level_tokenizer(w: GgufWriter, size: usize, pre: &str) -> GgufWriter {
 }
 
 /// Merges for the GPT-4o vocabulary, in rank order (byte-level spellings: `Ġ` a space, `Ċ`
-/// a newline). The first are ordinary English pieces; the rest join characters that
-/// GPT-4o's pre-tokenizer keeps apart (a lower-case letter and the capital after it, a
-/// fourth digit, a letter and the space after it, two sentences), ranked so that a split
-/// made wrongly changes the ids: with them, a tokenizer whose pre-tokenizer differs from
-/// llama.cpp's gives other tokens for the golden's text.
+/// a newline). The first are ordinary English pieces; the last join characters whose
+/// merging depends on where the pre-tokenizer cuts: most it keeps apart (a lower-case
+/// letter and the capital after it, a letter and the space after it, two sentences), some
+/// it may keep together (a space before a newline, digits within a group of three, a
+/// letter and an apostrophe). With them, a tokenizer whose splits differ from llama.cpp's
+/// gives other ids for the golden's text.
 const GPT4O_MERGES: &[(&str, &str)] = &[
     ("h", "e"),
     ("t", "h"),
@@ -790,7 +791,7 @@ const GPT4O_MERGES: &[(&str, &str)] = &[
     ("5", "6"),
     ("7", "8"),
     ("9", "0"),
-    // Across the pre-tokenizer's boundaries: never applied where the splits are right.
+    // Where the pre-tokenizer cuts decides whether these apply.
     ("o", "W"),
     ("d", "A"),
     ("e", "C"),
