@@ -129,21 +129,20 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
         }
         GgmlType::Q4_0 => blocks32(row, 18, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[2..18], y, 8), 0.0)),
         #[cfg(target_arch = "x86_64")]
-        GgmlType::Q4_1 => q4_1_ggml_order(row, q),
+        GgmlType::Q4_1 => {
+            ggml_lane_order(row, 20, q, |b, j| i32::from(if j < 16 { b[4 + j] & 0xF } else { b[4 + j - 16] >> 4 }), |b| f16_at(b, 2))
+        }
+        #[cfg(target_arch = "x86_64")]
+        GgmlType::Q5_0 => ggml_lane_order(row, 22, q, |b, j| q5_value(b, 2, j) - 16, |_| 0.0),
+        #[cfg(target_arch = "x86_64")]
+        GgmlType::Q5_1 => ggml_lane_order(row, 24, q, |b, j| q5_value(b, 4, j), |b| f16_at(b, 2)),
         #[cfg(not(target_arch = "x86_64"))]
         GgmlType::Q4_1 => blocks32(row, 20, q, |b, y| (f16_at(b, 0), isum::nibble_block(&b[4..20], y, 0), f16_at(b, 2))),
+        #[cfg(not(target_arch = "x86_64"))]
         GgmlType::Q5_0 | GgmlType::Q5_1 => {
             let (bytes, off, bias) = if ty == GgmlType::Q5_0 { (22, 2, 16) } else { (24, 4, 0) };
             blocks32(row, bytes, q, move |b, y| {
-                let qh = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
-                let qs = &b[off + 4..off + 20];
-                let s: i32 = (0..16)
-                    .map(|j| {
-                        let lo = i32::from(qs[j] & 0xF) | (((qh >> j) & 1) as i32) << 4;
-                        let hi = i32::from(qs[j] >> 4) | (((qh >> (j + 16)) & 1) as i32) << 4;
-                        (lo - bias) * i32::from(y[j]) + (hi - bias) * i32::from(y[j + 16])
-                    })
-                    .sum();
+                let s: i32 = (0..32).map(|j| (q5_value(b, off, j) - bias) * i32::from(y[j])).sum();
                 (f16_at(b, 0), s, if bias == 0 { f16_at(b, 2) } else { 0.0 })
             })
         }
@@ -154,34 +153,43 @@ pub fn dot_row_scalar(ty: GgmlType, row: &[u8], x: &[f32], q: &QuantizedRow) -> 
     }
 }
 
-/// Q4_1 · Q8_1 in the float order of ggml's x86 kernel (the one `avx2::q4_1` follows):
-/// eight lanes, lane `l` the integer sum of elements `4l..4l+4`, each block's scale times
-/// it fused into the lane, the lanes folded as `hsum` folds them, and the minimum terms
-/// summed apart. On a CPU without AVX2 this keeps the portable path on the same bits as
-/// the others: in a small model one rounding apart in a matmul flips a half-precision
-/// attention weight somewhere, and greedy output then diverges within a few tokens.
-/// (Without hardware FMA, `mul_add` is a software fused multiply-add: exact, slower.)
+/// A 32-value block format · Q8 in the float order of ggml's x86 kernels (the ones
+/// `avx2::q4_1`, `avx2::q5_0` and `avx2::q5_1` follow): eight lanes, lane `l` the integer
+/// sum of elements `4l..4l+4`, each block's scale times it fused into the lane, the lanes
+/// folded as `hsum` folds them, and the minimum terms (`min`, 0 for Q5_0) summed apart.
+/// `value(block, j)` is element `j`'s integer. On a CPU without AVX2 this keeps the
+/// portable path on the same bits as the others: in a small model one rounding apart in a
+/// matmul flips a half-precision attention weight somewhere, and greedy output then
+/// diverges within a few tokens. (Without hardware FMA, `mul_add` is a software fused
+/// multiply-add: exact, slower.)
 #[cfg(target_arch = "x86_64")]
-fn q4_1_ggml_order(row: &[u8], q: &QuantizedRow) -> f32 {
+fn ggml_lane_order(
+    row: &[u8],
+    block_bytes: usize,
+    q: &QuantizedRow,
+    value: impl Fn(&[u8], usize) -> i32,
+    min: impl Fn(&[u8]) -> f32,
+) -> f32 {
     let mut acc = [0f32; 8];
     let mut mins = 0f32;
-    for (i, b) in row.chunks_exact(20).enumerate() {
-        let (d, m) = (f16_at(b, 0), f16_at(b, 2));
+    for (i, b) in row.chunks_exact(block_bytes).enumerate() {
         let y = &q.q8[32 * i..32 * i + 32];
-        let dd = d * q.q8_d[i];
+        let dd = f16_at(b, 0) * q.q8_d[i];
         for (l, lane) in acc.iter_mut().enumerate() {
-            let s: i32 = (4 * l..4 * l + 4)
-                .map(|j| {
-                    let w = if j < 16 { b[4 + j] & 0xF } else { b[4 + j - 16] >> 4 };
-                    i32::from(w) * i32::from(y[j])
-                })
-                .sum();
+            let s: i32 = (4 * l..4 * l + 4).map(|j| value(b, j) * i32::from(y[j])).sum();
             *lane = dd.mul_add(s as f32, *lane);
         }
-        mins += m * q.q8_s[i];
+        mins += min(b) * q.q8_s[i];
     }
     let s4 = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
     ((s4[0] + s4[2]) + (s4[1] + s4[3])) + mins
+}
+
+/// Element `j` of a Q5 block whose high bits start at byte `off` (the nibbles 4 bytes on).
+fn q5_value(b: &[u8], off: usize, j: usize) -> i32 {
+    let qh = u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+    let nibble = if j < 16 { b[off + 4 + j] & 0xF } else { b[off + 4 + j - 16] >> 4 };
+    i32::from(nibble) | (((qh >> j) & 1) as i32) << 4
 }
 
 /// Sum over 32-element blocks of `d_w · d_a · Σ w·a + m_w · s_a` (the minimum term only
@@ -319,18 +327,21 @@ pub(crate) mod tests {
         }
     }
 
-    /// On x86 the portable Q4_1 kernel gives the SIMD kernel's bits (the same float order).
+    /// On x86 the portable Q4_1, Q5_0 and Q5_1 kernels give the SIMD kernels' bits (the same
+    /// float order).
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn portable_q4_1_is_bit_identical_to_the_simd_kernel() {
+    fn portable_q4_1_q5_0_q5_1_are_bit_identical_to_the_simd_kernels() {
         let n = 576;
-        for seed in 0..8 {
-            let row = weight_row(GgmlType::Q4_1, n, 60 + seed);
-            let x = activations(n, 70 + seed);
-            let q = quantized(&x, GgmlType::Q4_1);
-            let portable = dot_row_scalar(GgmlType::Q4_1, &row, &x, &q);
-            for batch in [Batch::Small, Batch::Large, Batch::Decode] {
-                assert_eq!(portable.to_bits(), dot_row(GgmlType::Q4_1, &row, &x, &q, batch).to_bits(), "seed {seed} {batch:?}");
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1] {
+            for seed in 0..8 {
+                let row = weight_row(ty, n, 60 + seed);
+                let x = activations(n, 70 + seed);
+                let q = quantized(&x, ty);
+                let portable = dot_row_scalar(ty, &row, &x, &q);
+                for batch in [Batch::Small, Batch::Large, Batch::Decode] {
+                    assert_eq!(portable.to_bits(), dot_row(ty, &row, &x, &q, batch).to_bits(), "{ty} seed {seed} {batch:?}");
+                }
             }
         }
     }
