@@ -723,22 +723,48 @@ impl Quant {
     }
 }
 
-/// The byte-level BPE tokenizer ([`vocabulary`]; no merges) with ChatML's control tokens,
-/// under the pre-tokenizer `pre`.
-fn byte_level_tokenizer(w: GgufWriter, size: usize, pre: &str) -> GgufWriter {
-    let (tokens, types) = vocabulary(size);
+/// A byte-level BPE vocabulary's layout: its merges (the pieces they make follow the 256
+/// byte pieces), its special tokens (last), which of them are BOS (and padding) and EOS,
+/// and the chat template its file carries, if any.
+struct ByteLevelFlavour {
+    merges: &'static [(&'static str, &'static str)],
+    specials: &'static [&'static str],
+    /// BOS and EOS, as places in `specials`.
+    bos_eos: [usize; 2],
+    template: Option<&'static str>,
+}
+
+/// No merges, ChatML's control tokens (`<|endoftext|>` the BOS, `<|im_end|>` the EOS).
+const CHATML_VOCABULARY: ByteLevelFlavour =
+    ByteLevelFlavour { merges: &[], specials: &["<|endoftext|>", "<|im_start|>", "<|im_end|>"], bos_eos: [0, 2], template: None };
+
+/// Phi-4-mini's: [`GPT4O_MERGES`], its chat tokens and template.
+const PHI4_VOCABULARY: ByteLevelFlavour =
+    ByteLevelFlavour { merges: GPT4O_MERGES, specials: &PHI4_SPECIALS, bos_eos: [0, 0], template: Some(PHI4_TEMPLATE) };
+
+/// A byte-level BPE tokenizer of `size` tokens ([`vocabulary`]) laid out as `flavour` says,
+/// under the pre-tokenizer `pre`; no BOS added.
+fn byte_level_tokenizer(w: GgufWriter, size: usize, pre: &str, flavour: &ByteLevelFlavour) -> GgufWriter {
+    let (tokens, types) = vocabulary(size, flavour);
     let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    let n = tokens.len() as u32;
-    let (endoftext, im_end) = (n - 3, n - 1);
-    w.kv_str("tokenizer.ggml.model", "gpt2")
+    let merges: Vec<String> = flavour.merges.iter().map(|(a, b)| format!("{a} {b}")).collect();
+    let merge_refs: Vec<&str> = merges.iter().map(String::as_str).collect();
+    let first_special = tokens.len() - flavour.specials.len();
+    let [bos, eos] = flavour.bos_eos.map(|i| (first_special + i) as u32);
+    let w = w
+        .kv_str("tokenizer.ggml.model", "gpt2")
         .kv_str("tokenizer.ggml.pre", pre)
         .kv_str_array("tokenizer.ggml.tokens", &refs)
         .kv_i32_array("tokenizer.ggml.token_type", &types)
-        .kv_str_array("tokenizer.ggml.merges", &[])
-        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
-        .kv_u32("tokenizer.ggml.eos_token_id", im_end)
-        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
-        .kv_bool("tokenizer.ggml.add_bos_token", false)
+        .kv_str_array("tokenizer.ggml.merges", &merge_refs)
+        .kv_u32("tokenizer.ggml.bos_token_id", bos)
+        .kv_u32("tokenizer.ggml.eos_token_id", eos)
+        .kv_u32("tokenizer.ggml.padding_token_id", bos)
+        .kv_bool("tokenizer.ggml.add_bos_token", false);
+    match flavour.template {
+        Some(template) => w.kv_str("tokenizer.chat_template", template),
+        None => w,
+    }
 }
 
 /// Merges for the GPT-4o vocabulary, in rank order (byte-level spellings: `Ġ` a space, `Ċ`
@@ -813,37 +839,6 @@ const PHI4_SPECIALS: [&str; 5] = ["<|endoftext|>", "<|assistant|>", "<|end|>", "
 
 /// Phi-4-mini-instruct's chat template (without its tool branch).
 const PHI4_TEMPLATE: &str = "{% for message in messages %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
-
-/// Phi-4-mini's tokenizer: byte-level BPE of `size` tokens under GPT-4o's pre-tokenizer
-/// (`gpt-4o`): the 256 byte characters, the pieces [`GPT4O_MERGES`] make, fillers, then
-/// [`PHI4_SPECIALS`]; no BOS added.
-fn gpt4o_tokenizer(w: GgufWriter, size: usize) -> GgufWriter {
-    let mut tokens: Vec<String> = (0..=255u8).map(byte_char).map(String::from).collect();
-    let mut merges = Vec::with_capacity(GPT4O_MERGES.len());
-    for (a, b) in GPT4O_MERGES {
-        merges.push(format!("{a} {b}"));
-        tokens.push(format!("{a}{b}"));
-    }
-    while tokens.len() < size - PHI4_SPECIALS.len() {
-        tokens.push(format!("t{}", tokens.len()));
-    }
-    let first_special = tokens.len();
-    tokens.extend(PHI4_SPECIALS.map(String::from));
-    let types: Vec<i32> = (0..tokens.len()).map(|i| if i >= first_special { 3 } else { 1 }).collect();
-    let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
-    let merge_refs: Vec<&str> = merges.iter().map(String::as_str).collect();
-    let endoftext = first_special as u32;
-    w.kv_str("tokenizer.ggml.model", "gpt2")
-        .kv_str("tokenizer.ggml.pre", "gpt-4o")
-        .kv_str_array("tokenizer.ggml.tokens", &refs)
-        .kv_i32_array("tokenizer.ggml.token_type", &types)
-        .kv_str_array("tokenizer.ggml.merges", &merge_refs)
-        .kv_u32("tokenizer.ggml.bos_token_id", endoftext)
-        .kv_u32("tokenizer.ggml.eos_token_id", endoftext)
-        .kv_u32("tokenizer.ggml.padding_token_id", endoftext)
-        .kv_bool("tokenizer.ggml.add_bos_token", false)
-        .kv_str("tokenizer.chat_template", PHI4_TEMPLATE)
-}
 
 /// A SentencePiece vocabulary's layout: the special pieces before the byte pieces and
 /// after the text pieces, the ids its file names, and what it asks of the tokenizer.
@@ -945,17 +940,19 @@ const PHI3_TEMPLATE: &str = "{% for message in messages %}{% if message['role'] 
 /// message joins the first user turn, the assistant is `model`, turns must alternate.
 const GEMMA_TEMPLATE: &str = "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}{{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}{%- endif -%}{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}";
 
-/// The vocabulary: the 256 byte-level pieces (GPT-2's byte-to-character map, so any text
-/// tokenizes), fillers `t256`, … (printable ASCII, which llama.cpp's byte map decodes), and
-/// ChatML's three control tokens last.
-fn vocabulary(size: usize) -> (Vec<String>, Vec<i32>) {
+/// A byte-level vocabulary of `size` tokens: the 256 byte-level pieces (GPT-2's
+/// byte-to-character map, so any text tokenizes), the pieces `flavour`'s merges make,
+/// fillers `t<id>` (printable ASCII, which llama.cpp's byte map decodes), and `flavour`'s
+/// special tokens last (type 3; the rest type 1).
+fn vocabulary(size: usize, flavour: &ByteLevelFlavour) -> (Vec<String>, Vec<i32>) {
     let mut tokens: Vec<String> = (0..=255u8).map(byte_char).map(String::from).collect();
-    let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-    while tokens.len() < size - specials.len() {
+    tokens.extend(flavour.merges.iter().map(|(a, b)| format!("{a}{b}")));
+    let first_special = size - flavour.specials.len();
+    while tokens.len() < first_special {
         tokens.push(format!("t{}", tokens.len()));
     }
-    tokens.extend(specials.map(String::from));
-    let types = (0..tokens.len()).map(|i| if i >= size - specials.len() { 3 } else { 1 }).collect();
+    tokens.extend(flavour.specials.iter().map(|t| (*t).to_owned()));
+    let types = (0..tokens.len()).map(|i| if i >= first_special { 3 } else { 1 }).collect();
     (tokens, types)
 }
 
@@ -1143,8 +1140,8 @@ pub fn decoder_gguf(shape: &DecoderShape, quant: Quant, seed: u64) -> Vec<u8> {
     w = match s.vocabulary {
         Vocabulary::Gemma => sentencepiece_tokenizer(w, s.vocab as usize, &GEMMA_VOCABULARY),
         Vocabulary::Phi3 => sentencepiece_tokenizer(w, s.vocab as usize, &PHI3_VOCABULARY),
-        Vocabulary::Phi4 => gpt4o_tokenizer(w, s.vocab as usize),
-        Vocabulary::ByteLevel(pre) => byte_level_tokenizer(w, s.vocab as usize, pre),
+        Vocabulary::Phi4 => byte_level_tokenizer(w, s.vocab as usize, "gpt-4o", &PHI4_VOCABULARY),
+        Vocabulary::ByteLevel(pre) => byte_level_tokenizer(w, s.vocab as usize, pre, &CHATML_VOCABULARY),
     };
     if let Some(g) = s.gemma {
         w = w.kv_u32(&key("attention.sliding_window"), g.window);
