@@ -626,8 +626,8 @@ const ops = {
 
   async ask(a, emit) {
     // Progress: {stage: 'search'}, then {stage: 'read', found, passages, sources} once the
-    // passages the answerer reads are known (plain asks), then {stage: 'write'} with the
-    // first token; tokens as {token}.
+    // passages the answerer reads are known, then {stage: 'write'} with the first token;
+    // tokens as {token}.
     let stopped = false;
     let writing = false;
     let tokens = 0;
@@ -644,18 +644,13 @@ const ops = {
       emit({ token: piece });
       return true;
     };
+    // Clues and routing with an embedder on WebGPU are refused by the runtime, by name.
     const guided = (a.clues && a.clues !== 'off') || a.route;
-    // Clues and routing search synchronously, between the answerer's steps; an embedder
-    // on WebGPU answers only through the event loop. The wasm layer refuses it too; said
-    // here in the package's terms.
-    if (guided && embedder.onWebGpu()) {
-      throw new DocMemError(codes.BAD_ARGUMENT, 'clues and routing search with the embedder in wasm, and it runs on WebGPU here (load with backend: "cpu")');
-    }
     emit({ stage: 'search' });
-    // A plain ask hands over the passages its answerer is about to read (windows of text
-    // grown around the pieces found, neighbours merged), with their text, before the
-    // answerer reads them: on a CPU that read is the long wait, and the page shows them
-    // meanwhile. Clues and routing find theirs inside the answer: no 'read' stage then.
+    // The ask hands over the passages its answerer is about to read (windows of text
+    // grown around the pieces found, neighbours merged; with clues or routing, the pieces
+    // they found), with their text, before the answerer reads them: on a CPU that read
+    // is the long wait, and the page shows them meanwhile.
     const onRead = (json) => {
       // Stopped while it searched: the answerer does not start reading.
       if (cancelled()) {

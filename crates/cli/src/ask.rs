@@ -10,9 +10,10 @@ use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
 use docmem_runtime::lm::Finish;
-use docmem_runtime::pipeline::guided::{ask_guided, ClueTrace, GuideSettings, GuidedPrompt, RouteTrace};
+use docmem_runtime::pipeline::guided::{ClueTrace, GuideSettings, RouteTrace};
 use docmem_runtime::pipeline::qa::AskParams;
 use docmem_runtime::pipeline::store::DirStore;
+use docmem_runtime::session::{AskEvent, AskOptions, Session};
 
 use crate::model_arg::BackendChoice;
 use crate::CliError;
@@ -130,8 +131,8 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     }
     let clues: CluesMode = a.clues.parse().map_err(|e| CliError::BadArgument { message: format!("--clues: {e}") })?;
     let route_settings = a.routing.settings()?;
-    let mut embedder = a.embedder.open()?;
-    let mut library = open_library(&a.library, embedder.as_ref())?;
+    let embedder = std::cell::RefCell::new(a.embedder.open()?);
+    let library = open_library(&a.library, embedder.borrow().as_ref())?;
     let route = a.route.as_deref().map(RouteTarget::from_setting);
     if let Some(RouteTarget::Collection(name)) = &route {
         if !library.collections().contains(&name.as_str()) {
@@ -145,43 +146,36 @@ pub fn run(a: &AskArgs) -> Result<(), CliError> {
     let model = crate::model_arg::open(&path, "answerer", &a.embedder.remote, a.threads, a.backend, || {
         format!("--answerer: {} does not exist", path.display())
     })?;
-    let params = AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() };
-    let explore = a.routing.explore(route_settings.judge);
-    let settings = GuideSettings { clues, route, route_settings, ..GuideSettings::default() };
+    let options = AskOptions {
+        params: AskParams { k: a.k, max_tokens: a.max_tokens, ..AskParams::default() },
+        explore: a.routing.explore(route_settings.judge),
+        guide: GuideSettings { clues, route, route_settings, ..GuideSettings::default() },
+    };
     let json = a.json;
     let mut shown = Ok(());
-    let mut show = |g: &GuidedPrompt| {
-        if !json {
-            shown = show_traces(&mut std::io::stdout().lock(), g.clues.as_ref(), g.route.as_ref());
+    let session = Session::new(library);
+    let answer = docmem_runtime::block_on(session.ask(&a.question, &options, model.answering(), &embedder, &mut |event| {
+        if json {
+            return ControlFlow::Continue(());
         }
-    };
-    let guided = docmem_runtime::block_on(ask_guided(
-        &mut library,
-        embedder.as_mut(),
-        model.answerer(),
-        &mut *model.text(),
-        model.name(),
-        &a.question,
-        &params,
-        &settings,
-        &explore,
-        &mut show,
-        |piece| {
-            if !json {
+        match event {
+            AskEvent::Passages { clues, route, .. } => shown = show_traces(&mut std::io::stdout().lock(), clues, route),
+            AskEvent::Text(piece) => {
                 let mut o = std::io::stdout().lock();
                 let _ = write!(o, "{piece}");
                 let _ = o.flush();
             }
-            ControlFlow::Continue(())
-        },
-    ))?;
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }))?;
     shown?;
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &guided).map_err(|e| CliError::Output(e.into()))?;
+        serde_json::to_writer_pretty(&mut out, &answer).map_err(|e| CliError::Output(e.into()))?;
         writeln!(out)?;
     } else {
-        show_citations(&mut out, &guided.answer)?;
+        show_citations(&mut out, &answer)?;
     }
     Ok(())
 }

@@ -11,15 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use docmem_core::chunk::ChunkOptions;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, ReadingCost, Stage};
 use docmem_core::{Document, DocumentMemory};
-use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::ingest::{IngestLimits, MemoryMethod};
+use docmem_runtime::session::{AddOptions, Session};
 use serde::Serialize;
 
-use crate::chunk::passage_sizes;
 use crate::input::read_document;
 use crate::model_arg::{BackendChoice, Model};
 use crate::CliError;
@@ -189,9 +188,9 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
         let (title, bytes, limit) = (doc.title.clone(), doc.text.len(), a.max_document_bytes);
         return Err(docmem_runtime::Error::DocumentTooLarge { title, bytes, limit }.into());
     }
-    let mut embedder = a.embedder.open()?;
-    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
-    let mut library = Library::open(crate::open_store::writer(&a.library)?, &settings)?;
+    let embedder = std::cell::RefCell::new(a.embedder.open()?);
+    let settings = LibrarySettings::new(embedder.borrow().name(), embedder.borrow().dim());
+    let session = Session::new(Library::open(crate::open_store::writer(&a.library)?, &settings)?);
 
     let reader_path = a.reader.clone().unwrap_or_else(crate::models::default_reader);
     let mut models: Option<(Model, Option<Model>)> = None;
@@ -207,21 +206,18 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     // small documents does not write it for every one, and an interrupted run keeps every
     // batch that finished.
     let mut batch_started = Instant::now();
-    library.begin_batch();
-    library.set_background_merges(true);
+    session.library_mut()?.begin_batch();
+    session.library_mut()?.set_background_merges(true);
     let mut merges = crate::background_merge::BackgroundMerges::default();
     let mut add_all = || -> Result<(), CliError> {
         for (path, doc) in &docs {
             let started = Instant::now();
-            if library.contains(doc.id) {
+            if session.library()?.contains(doc.id) {
                 report(&mut out, a.json, path, doc, None, false, None, started)?;
                 continue;
             }
             let mut method = match baseline {
-                Some(kind) => {
-                    let (size, overlap) = passage_sizes(kind, None, None);
-                    MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }
-                }
+                Some(kind) => MemoryMethod::chunker(kind),
                 None => {
                     if models.is_none() {
                         let reader = open_model(&reader_path, a, "reader", a.reader.is_none())?;
@@ -234,25 +230,21 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
             };
             let mut line = ProgressLine { tty: std::io::stderr().is_terminal(), started, last: (Stage::Done, usize::MAX) };
             let label = doc.title.clone();
-            let limits = IngestLimits::default().with_max_document_bytes(a.max_document_bytes);
+            let options = AddOptions {
+                collection: a.collection.clone(),
+                limits: IngestLimits::default().with_max_document_bytes(a.max_document_bytes),
+            };
             let mut show = |p: &Progress| {
                 line.show(&label, p);
                 true
             };
-            let done = docmem_runtime::block_on(ingest_into(
-                &mut library,
-                &a.collection,
-                doc,
-                &mut method,
-                embedder.as_mut(),
-                &mut show,
-                &limits,
-            ))?;
+            let done = docmem_runtime::block_on(session.add(doc, &mut method, &embedder, &options, &mut show))?;
             let reading = match &method {
                 MemoryMethod::Mom { reader, .. } => reader.cost(),
                 MemoryMethod::Chunker { .. } => None,
             };
             report(&mut out, a.json, path, doc, Some(&done.memory), done.added, reading, started)?;
+            let mut library = session.library_mut()?;
             merges.poll(&mut library)?;
             if batch_started.elapsed() >= BATCH_SECONDS {
                 library.finish_batch()?;
@@ -264,6 +256,7 @@ pub fn run(a: &IngestArgs) -> Result<(), CliError> {
     };
     let result = add_all();
     // What was added stays, even when a later document failed; a merge under way lands.
+    let mut library = session.into_library();
     let merged = merges.finish(&mut library);
     let finished = library.finish_batch().map_err(CliError::from);
     // The first error is the one to report: a document's, before a merge's or a commit's.

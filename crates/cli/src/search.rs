@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use docmem_core::retrieve::{Layer, SearchParams};
-use docmem_runtime::pipeline::qa::{retrieve, Source};
+use docmem_runtime::pipeline::qa::Source;
+use docmem_runtime::session::Session;
 use serde::Serialize;
 
 use crate::CliError;
@@ -54,8 +55,8 @@ pub fn run(a: &SearchArgs) -> std::result::Result<(), CliError> {
         Some(list) => SearchParams { layer_weights: layer_weights(list)?, ..params },
         None => params,
     };
-    let mut embedder = a.embedder.open()?;
-    let library = crate::ask::open_library(&a.library, embedder.as_ref())?;
+    let embedder = std::cell::RefCell::new(a.embedder.open()?);
+    let session = Session::new(crate::ask::open_library(&a.library, embedder.borrow().as_ref())?);
     let questions: Vec<String> = match &a.question {
         Some(q) => vec![q.clone()],
         None => std::io::stdin()
@@ -66,7 +67,7 @@ pub fn run(a: &SearchArgs) -> std::result::Result<(), CliError> {
     };
     let mut out = std::io::stdout().lock();
     for q in &questions {
-        let passages = retrieve(&library, embedder.as_mut(), q, &params, 0)?;
+        let passages = docmem_runtime::block_on(session.search(q, &params, 0, &embedder))?;
         if a.json {
             serde_json::to_writer(&mut out, &Result { question: q, passages: &passages }).map_err(|e| CliError::Output(e.into()))?;
             writeln!(out)?;

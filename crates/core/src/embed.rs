@@ -51,6 +51,25 @@ pub trait Embedder {
     }
 }
 
+/// A boxed embedder is the embedder it holds (the CLI opens one by name, as a box).
+impl<E: Embedder + ?Sized> Embedder for alloc::boxed::Box<E> {
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn embed(&mut self, texts: &[&str], role: EmbedRole) -> Result<Vec<Vec<f32>>, Error> {
+        (**self).embed(texts, role)
+    }
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn needs_await(&self) -> bool {
+        (**self).needs_await()
+    }
+    fn embed_async<'a>(&'a mut self, texts: &'a [&'a str], role: EmbedRole) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, Error>> {
+        (**self).embed_async(texts, role)
+    }
+}
+
 /// Feature-hashing embedder (see the module docs).
 #[derive(Clone, Debug)]
 pub struct HashingEmbedder {

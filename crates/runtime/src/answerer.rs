@@ -2,7 +2,7 @@
 //!
 //! A trait because the answer may come from the local [`Lm`] on any backend or from a
 //! hosted model ([`crate::remote::RemoteModel`]); [`crate::pipeline::qa::answer`] and
-//! [`crate::pipeline::guided::ask_guided`] take either.
+//! [`crate::session::Session::ask`] take either.
 //!
 //! A local model also reports how likely it found its own answer and the refusal, from
 //! the one prefill of the prompt: the evidence [`docmem_core::answerability`] decides
@@ -298,5 +298,47 @@ impl<B: Backend> Lm<B> {
         }
         let logits = self.logits_after(prefix, tail).await?;
         Ok(Some(crate::lm::log_prob(&logits, yes) - crate::lm::log_prob(&logits, no)))
+    }
+}
+
+/// A scripted answerer for the pipeline's and the session's tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::ops::ControlFlow;
+
+    use docmem_core::local_future::{boxed, LocalBoxFuture};
+
+    use super::{Answerer, Reply, ReplyOptions, ReplyProbabilities};
+    use crate::lm::Finish;
+    use crate::Error;
+
+    /// Writes `text` a word at a time (stopping where the callback breaks, as a model
+    /// does), with `probabilities` as its evidence.
+    pub(crate) struct Scripted {
+        pub text: &'static str,
+        pub probabilities: Option<ReplyProbabilities>,
+    }
+
+    impl Answerer for Scripted {
+        fn reply<'a>(
+            &'a self,
+            _user_turn: &'a str,
+            _options: ReplyOptions,
+            on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
+        ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
+            boxed(async move {
+                let mut text = String::new();
+                let mut finish = Finish::EndOfText;
+                for word in self.text.split_inclusive(' ') {
+                    text.push_str(word);
+                    if on_text(word).is_break() {
+                        finish = Finish::Cancelled;
+                        break;
+                    }
+                }
+                let probabilities = self.probabilities;
+                Ok(Reply { text, finish, prefill_seconds: 0.0, decode_seconds: 0.0, reused_tokens: 0, prompt_tokens: 0, probabilities })
+            })
+        }
     }
 }

@@ -9,7 +9,9 @@
 //!
 //! **The pipeline** ([`pipeline`]) is what docmem does with them: ingest, answers, guided
 //! asks, the native store and PDF text. It holds models only as the core's roles, handed
-//! out by a [`handle::ModelHandle`], so it never names a backend.
+//! out by a [`handle::ModelHandle`], so it never names a backend. A [`session::Session`]
+//! owns a library and runs those steps in order: every front end adds a document and
+//! answers a question through it.
 //!
 //! The engine's modules: the byte sources models are read through ([`source`]); GGUF files
 //! ([`gguf`], [`quant`]) and Hugging Face safetensors checkpoints ([`safetensors`],
@@ -57,6 +59,7 @@ pub mod probe;
 pub mod quant;
 pub mod remote;
 pub mod safetensors;
+pub mod session;
 pub mod source;
 pub mod synthetic;
 #[cfg(any(test, feature = "gpu"))]

@@ -5,38 +5,40 @@
 //! the library runs on a [`JournalStore`] in memory: JavaScript opens it with the entries
 //! its storage holds, and after each call takes the journal (`takeWrites`) and applies it
 //! in one transaction (a tab closed midway leaves the stored library as it was). In Node
-//! the same journal goes to files. Ingest, search and answers are the runtime's
-//! (`docmem_runtime::pipeline::ingest`, `docmem_runtime::pipeline::qa`); this file only translates.
+//! the same journal goes to files. Adding, searching and answering are the runtime's
+//! [`Session`]'s; this file only translates options and results.
 //!
 //! Two entry points do the work, whatever runs the models: `addDocument(doc, options)` and
 //! `ask(question, options)` (with `readAhead` beside it), each a Promise. The options carry
 //! the models (`crate::handles` finds them); on the CPU the runtime's futures are ready
 //! when first polled, on WebGPU or with a hosted model they wait on the event loop.
 //!
-//! The library sits in an `Rc<RefCell<…>>` because such a Promise holds it across the
-//! event loop; a call made meanwhile gets a `BUSY` error rather than a half-written
-//! library (the npm package's worker queues its requests, so it never sees one).
+//! The session sits in an `Rc` because such a Promise holds it across the event loop; it
+//! lends its library out one call at a time, so a call made meanwhile gets a `BUSY` error
+//! rather than a half-written library (the npm package's worker queues its requests, so
+//! it never sees one).
 
 use std::cell::{Ref, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use docmem_core::chunk::{passage_sizes, ChunkOptions, ChunkerKind};
+use docmem_core::chunk::ChunkerKind;
 use docmem_core::clues::CluesMode;
 use docmem_core::library::DEFAULT_COLLECTION;
 use docmem_core::library::{archive, read_only_at_open, unarchive, JournalStore, Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, Stage};
 use docmem_core::retrieve::{MergeJob, SearchParams};
-use docmem_core::route::{ExploreSettings, RouteTarget};
+use docmem_core::route::RouteTarget;
 use docmem_core::{DocId, Document, Embedder, ErrorCode};
-use docmem_runtime::pipeline::guided::{ask_guided, GuideSettings};
-use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
-use docmem_runtime::pipeline::qa::{self, AskParams};
+use docmem_runtime::pipeline::guided::GuideSettings;
+use docmem_runtime::pipeline::ingest::MemoryMethod;
+use docmem_runtime::pipeline::qa::AskParams;
+use docmem_runtime::session::{AddOptions, AskEvent, AskOptions, Session};
 use wasm_bindgen::prelude::*;
 
 use crate::boundary::{self, string, Options};
-use crate::{busy, coded, error_with, handles, to_json, AnyEmbedder, WasmEmbedder};
+use crate::{coded, error_with, handles, to_json, WasmEmbedder};
 
 /// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
 /// memory is 4 GiB at most.
@@ -45,7 +47,7 @@ pub(crate) const MAX_SAMPLES: u32 = 16;
 /// A library (documents, memories, the three layers' indexes) held in wasm memory.
 #[wasm_bindgen(js_name = Library)]
 pub struct WasmLibrary {
-    pub(crate) library: Rc<RefCell<Library<JournalStore>>>,
+    pub(crate) session: Rc<Session<JournalStore>>,
     /// The merge of the index's parts being built a slice at a time (`mergeStep`).
     merge: RefCell<Option<MergeJob>>,
 }
@@ -132,11 +134,10 @@ fn add_args(doc: &JsValue, options: &JsValue) -> Result<AddArgs, JsValue> {
 /// `ask`'s arguments, checked.
 struct AskArgs {
     question: String,
-    params: AskParams,
+    /// The answer's settings, with clues or routing when asked for.
+    options: AskOptions,
     answerer: handles::Model,
     embedder: handles::SharedEmbedder,
-    /// Clues or routing, when asked for.
-    guide: Option<GuideSettings>,
     on_token: Option<js_sys::Function>,
     on_read: Option<js_sys::Function>,
 }
@@ -153,117 +154,19 @@ fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
         None => CluesMode::Off,
     };
     let route = o.optional_string("route")?.map(|r| RouteTarget::from_setting(&r));
-    let guide = (clues != CluesMode::Off || route.is_some()).then(|| GuideSettings { clues, route, ..GuideSettings::default() });
+    let options = AskOptions {
+        params: AskParams { k, max_tokens, ..defaults },
+        guide: GuideSettings { clues, route, ..GuideSettings::default() },
+        ..AskOptions::default()
+    };
     Ok(AskArgs {
         question,
-        params: AskParams { k, max_tokens, ..defaults },
+        options,
         answerer: handles::required_model(&o, "answerer")?,
         embedder: handles::embedder_in(&o)?,
-        guide,
         on_token: o.function("onToken")?,
         on_read: o.function("onRead")?,
     })
-}
-
-/// Ingest `doc` as `method` says, holding the library and the embedder across its awaits
-/// on purpose: every other entry point borrows them with `try_borrow*` and answers BUSY
-/// meanwhile. Resolves to `addDocument`'s JSON.
-#[allow(clippy::await_holding_refcell_ref)]
-async fn ingest_holding(
-    library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<AnyEmbedder>,
-    doc: &Document,
-    collection: &str,
-    method: &mut MemoryMethod<'_>,
-    progress: Option<js_sys::Function>,
-) -> Result<JsValue, JsValue> {
-    let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    let mut report = progress_reporter(progress);
-    let done =
-        ingest_into(&mut library, collection, doc, method, &mut *embedder, &mut report, &IngestLimits::default()).await.map_err(coded)?;
-    Ok(to_json(&serde_json::json!({
-        "id": doc.id.to_string(),
-        "added": done.added,
-        "chunks": done.memory.scenarios.len(),
-        "outline": done.memory.outline.len(),
-        "fallback": done.memory.provenance.fallback,
-    }))?
-    .into())
-}
-
-/// The answer prompt for `question`, its vector awaited where the embedder runs on WebGPU,
-/// holding the library and the embedder until then (other calls answer BUSY meanwhile).
-#[allow(clippy::await_holding_refcell_ref)]
-async fn prepare_holding(
-    library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<AnyEmbedder>,
-    question: &str,
-    params: &AskParams,
-) -> Result<docmem_runtime::pipeline::qa::AnswerPrompt, JsValue> {
-    let library = library.try_borrow().map_err(|_| busy("the library"))?;
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    docmem_runtime::pipeline::qa::prepare_async(&library, &mut *embedder, question, params).await.map_err(coded)
-}
-
-/// `qa::retrieve_async`, holding the library and the embedder until the passages are
-/// found; their JSON.
-#[allow(clippy::await_holding_refcell_ref)]
-async fn search_holding(
-    library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<AnyEmbedder>,
-    question: &str,
-    params: &SearchParams,
-) -> Result<String, JsValue> {
-    let library = library.try_borrow().map_err(|_| busy("the library"))?;
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    to_json(&qa::retrieve_async(&library, &mut *embedder, question, params, 0).await.map_err(coded)?)
-}
-
-/// `qa::read_ahead_start`, holding the library and the embedder until it is found.
-#[allow(clippy::await_holding_refcell_ref)]
-async fn read_ahead_start_holding(
-    library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<AnyEmbedder>,
-    question: &str,
-    params: &AskParams,
-) -> Result<String, JsValue> {
-    let library = library.try_borrow().map_err(|_| busy("the library"))?;
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
-    qa::read_ahead_start(&library, &mut *embedder, question, params).await.map_err(coded)
-}
-
-/// An answer guided by clues or routing, holding the library and the embedder until it
-/// settles. Resolves to the guided answer's JSON.
-#[allow(clippy::await_holding_refcell_ref)]
-async fn ask_guided_holding(
-    library: &RefCell<Library<JournalStore>>,
-    embedder: &RefCell<AnyEmbedder>,
-    answerer: &handles::Model,
-    question: &str,
-    params: &AskParams,
-    settings: &GuideSettings,
-    on_token: Option<js_sys::Function>,
-) -> Result<String, JsValue> {
-    let mut library = library.try_borrow_mut().map_err(|_| busy("the library"))?;
-    // Clues and routing embed synchronously: not with an embedder on WebGPU.
-    let mut embedder = crate::synchronous(embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)?;
-    let answer = ask_guided(
-        &mut library,
-        &mut *embedder,
-        answerer.answerer(),
-        &mut *answerer.text(),
-        answerer.name(),
-        question,
-        params,
-        settings,
-        &ExploreSettings::default(),
-        &mut |_| {},
-        token_sink(on_token),
-    )
-    .await
-    .map_err(coded)?;
-    to_json(&answer)
 }
 
 pub(crate) fn progress_object(p: &Progress) -> JsValue {
@@ -292,17 +195,17 @@ pub(crate) fn progress_object(p: &Progress) -> JsValue {
 
 impl WasmLibrary {
     fn wrap(library: Library<JournalStore>) -> Self {
-        WasmLibrary { library: Rc::new(RefCell::new(library)), merge: RefCell::new(None) }
+        WasmLibrary { session: Rc::new(Session::new(library)), merge: RefCell::new(None) }
     }
 
     /// The library, unless a call still running holds it.
     pub(crate) fn get(&self) -> Result<Ref<'_, Library<JournalStore>>, JsValue> {
-        self.library.try_borrow().map_err(|_| busy("the library"))
+        self.session.library().map_err(coded)
     }
 
     /// The library to change, unless a call still running holds it.
     pub(crate) fn get_mut(&self) -> Result<RefMut<'_, Library<JournalStore>>, JsValue> {
-        self.library.try_borrow_mut().map_err(|_| busy("the library"))
+        self.session.library_mut().map_err(coded)
     }
 
     /// The document whose id prints as `s` (as `documents()` lists them).
@@ -395,17 +298,24 @@ impl WasmLibrary {
         #[wasm_bindgen(unchecked_param_type = "AddOptions")] options: JsValue,
     ) -> js_sys::Promise {
         let args = add_args(&doc, &options);
-        let library = self.library.clone();
+        let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let AddArgs { doc, embedder, collection, method, progress } = args?;
             let mut method = match &method {
-                Method::Chunker(kind) => {
-                    let (size, overlap) = passage_sizes(*kind, None, None);
-                    MemoryMethod::Chunker { kind: *kind, options: ChunkOptions { size, overlap } }
-                }
+                Method::Chunker(kind) => MemoryMethod::chunker(*kind),
                 Method::Mom { reader, scorer, settings } => reader.memory_method(scorer.as_ref(), settings.clone()),
             };
-            ingest_holding(&library, &embedder, &doc, &collection, &mut method, progress).await
+            let options = AddOptions { collection, ..AddOptions::default() };
+            let mut report = progress_reporter(progress);
+            let done = session.add(&doc, &mut method, &*embedder, &options, &mut report).await.map_err(coded)?;
+            Ok(to_json(&serde_json::json!({
+                "id": doc.id.to_string(),
+                "added": done.added,
+                "chunks": done.memory.scenarios.len(),
+                "outline": done.memory.outline.len(),
+                "fallback": done.memory.provenance.fallback,
+            }))?
+            .into())
         })
     }
 
@@ -424,16 +334,17 @@ impl WasmLibrary {
             let k = o.count_or("k", SearchParams::default().k as u32, u32::MAX)?.max(1) as usize;
             Ok((question, SearchParams { k, ..SearchParams::default() }, handles::embedder_in(&o)?))
         });
-        let library = self.library.clone();
+        let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, embedder) = args?;
-            search_holding(&library, &embedder, &question, &params).await.map(JsValue::from)
+            let found = session.search(&question, &params, 0, &*embedder).await.map_err(coded)?;
+            Ok(to_json(&found)?.into())
         })
     }
 
     /// Read ahead the answer prompt of a question still being typed (`question`: what
     /// there is so far; empty: the instructions alone), so that an `ask` whose passages
-    /// start the same way runs only what differs ([`docmem_runtime::pipeline::qa::read_ahead`]).
+    /// start the same way runs only what differs (`docmem_runtime::session::Session::read_ahead`).
     /// `options`: `embedder`, `answerer` and `k` as `ask` takes them, and `interrupt()`,
     /// asked before each piece of 16 tokens (`true` stops, keeping what was read). Resolves
     /// to the prompt tokens the answerer keeps (0 for a hosted one, which reads nothing
@@ -450,17 +361,11 @@ impl WasmLibrary {
             let params = AskParams { k: o.count_or("k", AskParams::default().k as u32, u32::MAX)?.max(1) as usize, ..AskParams::default() };
             Ok((question, params, handles::required_model(&o, "answerer")?, handles::embedder_in(&o)?, o.function("interrupt")?))
         });
-        let library = self.library.clone();
+        let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, answerer, embedder, interrupt) = args?;
-            if !answerer.answerer().reads_ahead() {
-                return Ok(0.into());
-            }
-            // The passages are found holding the library and the embedder; the model reads
-            // holding neither (`qa::read_ahead` in two halves).
-            let start = read_ahead_start_holding(&library, &embedder, &question, &params).await?;
             let stop = crate::memory_draft::interrupt_fn(interrupt);
-            let kept = answerer.answerer().read_ahead(&start, &stop).await.map_err(coded)?;
+            let kept = session.read_ahead(&question, &params, answerer.answerer(), &*embedder, &stop).await.map_err(coded)?;
             Ok((kept as f64).into())
         })
     }
@@ -474,9 +379,9 @@ impl WasmLibrary {
     /// - `onToken`: given each piece of the answer as it is written; returning `false`
     ///   stops it;
     /// - `onRead`: given the passages the answerer reads (JSON, as the answer's `sources`)
-    ///   once they are found, before it reads them (plain answers: not with clues or
-    ///   routing, which find theirs inside the answer); returning `false` stops the answer
-    ///   there (an `ABORTED` error). As with `onToken`, an exception it throws is ignored;
+    ///   once they are found, before it reads them (with clues or routing too, once they
+    ///   have found them); returning `false` stops the answer there (an `ABORTED`
+    ///   error). As with `onToken`, an exception it throws is ignored;
     /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
     ///   answer guided by clues from the library's global memory, or routed across
     ///   collections (the answerer writes them too). The JSON then has `clues` (`{scope,
@@ -485,9 +390,9 @@ impl WasmLibrary {
     ///   library (take the writes). These search synchronously: not with an embedder on
     ///   WebGPU.
     ///
-    /// A plain answer holds the library and the embedder while it searches, then neither
-    /// while it writes; a guided one holds both until it settles (a call on them meanwhile
-    /// gets a `BUSY` error).
+    /// The runtime's `Session::ask` does the work. A plain answer holds the library and
+    /// the embedder while it searches, then neither while it writes; a guided one holds
+    /// both until it settles (a call on them meanwhile gets a `BUSY` error).
     #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn ask(
         &self,
@@ -495,25 +400,26 @@ impl WasmLibrary {
         #[wasm_bindgen(unchecked_param_type = "AskOptions")] options: JsValue,
     ) -> js_sys::Promise {
         let args = ask_args(&question, &options);
-        let library = self.library.clone();
+        let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let AskArgs { question, params, answerer, embedder, guide, on_token, on_read } = args?;
-            let json = match guide {
-                None => {
-                    let prompt = prepare_holding(&library, &embedder, &question, &params).await?;
-                    // What the answerer is about to read, before the long wait for it. The
-                    // library is no longer borrowed here, so the callback may call into it.
-                    if let Some(f) = &on_read {
-                        let said = f.call1(&JsValue::NULL, &to_json(&prompt.sources)?.into());
-                        if matches!(said, Ok(v) if v == JsValue::FALSE) {
-                            return Err(coded(docmem_runtime::Error::Cancelled));
+            let AskArgs { question, options, answerer, embedder, on_token, on_read } = args?;
+            let mut on_token = token_sink(on_token);
+            let mut on_event = |event: AskEvent<'_>| match event {
+                AskEvent::Passages { sources, .. } => match &on_read {
+                    Some(f) => {
+                        let Ok(json) = to_json(&sources) else { return ControlFlow::Continue(()) };
+                        match f.call1(&JsValue::NULL, &json.into()) {
+                            Ok(v) if v == JsValue::FALSE => ControlFlow::Break(()),
+                            _ => ControlFlow::Continue(()),
                         }
                     }
-                    to_json(&qa::answer(prompt, answerer.answerer(), params.max_tokens, token_sink(on_token)).await.map_err(coded)?)?
-                }
-                Some(settings) => ask_guided_holding(&library, &embedder, &answerer, &question, &params, &settings, on_token).await?,
+                    None => ControlFlow::Continue(()),
+                },
+                AskEvent::Text(piece) => on_token(piece),
+                _ => ControlFlow::Continue(()),
             };
-            Ok(json.into())
+            let answer = session.ask(&question, &options, answerer.answering(), &*embedder, &mut on_event).await.map_err(coded)?;
+            Ok(to_json(&answer)?.into())
         })
     }
 
@@ -605,7 +511,7 @@ impl WasmLibrary {
     #[wasm_bindgen(js_name = mergeStep)]
     pub fn merge_step(&self, #[wasm_bindgen(js_name = budgetMs)] budget_ms: f64) -> Result<String, JsValue> {
         boundary::ready()?;
-        let mut slot = self.merge.try_borrow_mut().map_err(|_| busy("the merge"))?;
+        let mut slot = self.merge.try_borrow_mut().map_err(|_| crate::busy("the merge"))?;
         if slot.is_none() {
             *slot = self.get_mut()?.merge_job();
         }

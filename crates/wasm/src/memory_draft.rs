@@ -209,7 +209,7 @@ impl WasmLibrary {
     /// meanwhile (nothing is stored then). A Promise: an embedder on WebGPU is awaited.
     #[wasm_bindgen(js_name = replaceMemory)]
     pub fn replace_memory(&self, draft: &WasmMemoryDraft, embedder: &WasmEmbedder) -> js_sys::Promise {
-        let (library, embedder, state) = (self.library.clone(), embedder.embedder.clone(), draft.state.clone());
+        let (session, embedder, state) = (self.session.clone(), embedder.embedder.clone(), draft.state.clone());
         wasm_bindgen_futures::future_to_promise(async move {
             boundary::ready()?;
             let memory = {
@@ -224,7 +224,7 @@ impl WasmLibrary {
                 let DraftState { doc, settings, draft, .. } = &mut *s;
                 draft.finish(doc, settings)
             };
-            let replaced = replace_holding(&library, &embedder, &memory).await?;
+            let replaced = session.replace_memory(&memory, &*embedder).await.map_err(coded)?;
             Ok(to_json(&serde_json::json!({
                 "id": memory.doc_id.to_string(),
                 "replaced": replaced,
@@ -236,17 +236,4 @@ impl WasmLibrary {
             .into())
         })
     }
-}
-
-/// `library.replace_memory`, with the chunks' vectors awaited where the embedder runs on
-/// WebGPU; holds the library and the embedder until it lands (other calls answer BUSY).
-#[allow(clippy::await_holding_refcell_ref)]
-async fn replace_holding(
-    library: &RefCell<docmem_core::library::Library<docmem_core::library::JournalStore>>,
-    embedder: &RefCell<crate::AnyEmbedder>,
-    memory: &docmem_core::DocumentMemory,
-) -> Result<bool, JsValue> {
-    let mut library = library.try_borrow_mut().map_err(|_| crate::busy("the library"))?;
-    let mut embedder = embedder.try_borrow_mut().map_err(|_| crate::busy("the embedder"))?;
-    docmem_core::embed_ahead::ahead(&mut *embedder, |e| library.replace_memory(memory, e)).await.map_err(coded)
 }

@@ -175,6 +175,12 @@ impl<T: Transport + Clone> ModelHandle<T> {
         local!(self, lm => Box::new(LmText::new(lm)), m => Box::new(m.clone()))
     }
 
+    /// The model as a session's ask uses it: the answerer, and the writer of clues and
+    /// routing's replies, under its name.
+    pub fn answering(&self) -> crate::session::Answering<'_> {
+        crate::session::Answering { answerer: self.answerer(), writer: self.text(), name: &self.name }
+    }
+
     /// MoM ingest with this model as the reader and `scorer` (`None`: the reader itself)
     /// scoring the candidates.
     pub fn memory_method<'a>(&'a self, scorer: Option<&'a ModelHandle<T>>, settings: ExtractSettings) -> MemoryMethod<'a> {

@@ -20,9 +20,8 @@ use docmem_core::clues::{
 };
 use docmem_core::library::{Library, Store};
 use docmem_core::retrieve::{Layer, RetrievedChunk, SearchParams};
-use docmem_core::route::memory::SYMBOLIC_MEMORY_VERSION;
 use docmem_core::route::{
-    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, Controller, ExploreSettings, Found, MemoryUpdate,
+    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, ExploreSettings, Found, MemoryUpdate,
     RouteSettings, RouteTarget, Segment, SymbolicMemory,
 };
 use docmem_core::text::detect_language;
@@ -319,69 +318,4 @@ pub async fn explore_collections<S: Store>(
     let search = SearchParams { k: k.max(1), ..SearchParams::default() };
     let mut search_fn = collection_search(library, embedder, &search);
     explore(&cols, memory, model, settings, &mut search_fn).await.map_err(Error::from)
-}
-
-/// An answer with the traces of how its evidence was found.
-#[derive(Clone, Debug, Serialize)]
-pub struct GuidedAnswer {
-    /// The answer, its citations and sources.
-    #[serde(flatten)]
-    pub answer: crate::pipeline::qa::Answer,
-    /// Clue-guided retrieval's trace, when it ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clues: Option<ClueTrace>,
-    /// The router's trace, when it ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<RouteTrace>,
-}
-
-/// The whole guided answer, as `docmem ask` and the npm package give it: the global memory
-/// (cached in the library) when clues are on, the descriptors refreshed when routing is
-/// on, [`prepare_guided`], `on_prepared` with the traces (to show them before the answer
-/// streams), [`crate::pipeline::qa::answer`], and after it [`learn_after_answer`] (routing only).
-/// `answerer` writes the answer; `text` writes the clues, sub-queries and judgements (the
-/// same model as a [`TextModel`]: [`crate::lm::LmText`] over a local one, or the hosted
-/// [`crate::remote::RemoteModel`] itself). The library changes only in its `global.json`
-/// and `routing.json`.
-#[allow(clippy::too_many_arguments)]
-pub async fn ask_guided<S: Store>(
-    library: &mut Library<S>,
-    embedder: &mut dyn Embedder,
-    answerer: &dyn crate::answerer::Answerer,
-    text: &mut dyn TextModel,
-    model_name: &str,
-    question: &str,
-    params: &AskParams,
-    settings: &GuideSettings,
-    explore: &ExploreSettings,
-    on_prepared: &mut dyn FnMut(&GuidedPrompt),
-    on_text: impl FnMut(&str) -> std::ops::ControlFlow<()>,
-) -> Result<GuidedAnswer, Error> {
-    let global = if settings.clues != CluesMode::Off && settings.route.is_none() {
-        Some(global_memory(library, text, model_name, &GlobalMemorySettings::default()).await?)
-    } else {
-        None
-    };
-    // The routing memory only when routing; one that does not decode (damaged, or from a
-    // newer docmem) is started afresh rather than failing every routed question: it holds
-    // what was learned about searches, never the library's documents.
-    let mut memory = SymbolicMemory::default();
-    if settings.route.is_some() {
-        memory = match library.routing_memory() {
-            Ok(Some(m)) if m.version == SYMBOLIC_MEMORY_VERSION => m,
-            _ => SymbolicMemory::default(),
-        };
-        if refresh_descriptors(library, &mut memory)? {
-            library.save_routing_memory(&memory)?;
-        }
-    }
-    let guided = prepare_guided(library, embedder, text, global.as_ref(), &memory, question, params, settings).await?;
-    on_prepared(&guided);
-    let GuidedPrompt { prompt, clues, route, update } = guided;
-    let answer = crate::pipeline::qa::answer(prompt, answerer, params.max_tokens, on_text).await?;
-    // Only the memory controller learns (static and random are the ablations that do not).
-    if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
-        learn_after_answer(library, embedder, Some(text), &mut memory, update.as_ref(), explore, params.k).await?;
-    }
-    Ok(GuidedAnswer { answer, clues, route })
 }

@@ -33,6 +33,14 @@ pub enum MemoryMethod<'a> {
     },
 }
 
+impl MemoryMethod<'_> {
+    /// The baseline chunker `kind` at its passage sizes (`docmem_core::chunk::passage_sizes`).
+    pub fn chunker(kind: ChunkerKind) -> Self {
+        let (size, overlap) = docmem_core::chunk::passage_sizes(kind, None, None);
+        MemoryMethod::Chunker { kind, options: ChunkOptions { size, overlap } }
+    }
+}
+
 /// What [`ingest`] did.
 #[derive(Debug)]
 pub struct Ingested {

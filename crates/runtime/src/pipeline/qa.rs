@@ -88,7 +88,7 @@ pub struct Answer {
     /// Prompt processing time.
     pub prefill_seconds: f64,
     /// Prompt tokens the answerer did not run again: the start the prompt shared with the
-    /// one it kept (the last answer's, or one read ahead with [`read_ahead`]).
+    /// one it kept (the last answer's, or one read ahead: `Session::read_ahead`).
     pub reused_tokens: usize,
     /// The prompt's tokens, reused ones included (0 for a hosted answerer: its count is not
     /// asked for).
@@ -104,6 +104,12 @@ pub struct Answer {
     pub grounded: Option<f32>,
     /// The answer the model wrote, when the check replaced it by the refusal.
     pub draft: Option<String>,
+    /// Clue-guided retrieval's trace, when clues were on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clues: Option<crate::pipeline::guided::ClueTrace>,
+    /// The router's trace, when routing was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<crate::pipeline::guided::RouteTrace>,
 }
 
 /// How to answer.
@@ -309,44 +315,6 @@ impl AnswerPrompt {
     }
 }
 
-/// Read ahead what the answer to `question` will begin with, while it is still being
-/// typed (`question` is what there is so far): the passages it finds now are put into
-/// the answer prompt and `answerer` runs that prompt up to the question
-/// ([`Answerer::read_ahead`]), asking `stop` between pieces. When the asked question
-/// finds the same passages, its answer runs only the question; otherwise it still reuses
-/// the instructions and whatever passages come first in both. An empty `question` reads
-/// the instructions alone (done once a model is loaded). Returns the tokens the answerer
-/// now keeps (0 at once for one that keeps nothing: a hosted model).
-pub async fn read_ahead<S: Store>(
-    library: &Library<S>,
-    embedder: &mut dyn Embedder,
-    answerer: &dyn Answerer,
-    question: &str,
-    params: &AskParams,
-    stop: &dyn Fn() -> bool,
-) -> Result<usize, Error> {
-    if !answerer.reads_ahead() {
-        return Ok(0);
-    }
-    let start = read_ahead_start(library, embedder, question, params).await?;
-    answerer.read_ahead(&start, stop).await
-}
-
-/// What [`read_ahead`] has the answerer read for `question` so far: the answer prompt up
-/// to the question, with the passages it finds now (the instructions alone for an empty
-/// one). Apart, for a caller that must let go of the library before the model reads.
-pub async fn read_ahead_start<S: Store>(
-    library: &Library<S>,
-    embedder: &mut dyn Embedder,
-    question: &str,
-    params: &AskParams,
-) -> Result<String, Error> {
-    if question.trim().is_empty() {
-        return Ok(docmem_core::answer::instructions(false).to_string());
-    }
-    Ok(prepare_async(library, embedder, question, params).await?.before_question(question).to_string())
-}
-
 /// Generate the answer to a prepared question with `answerer` (a local [`crate::lm::Lm`] or a hosted
 /// model; at most `max_tokens`), streaming its text to `on_text`, and read its citations.
 pub async fn answer(
@@ -413,6 +381,8 @@ pub async fn answer(
         evidence,
         grounded,
         draft,
+        clues: None,
+        route: None,
     })
 }
 
@@ -425,56 +395,14 @@ fn refusal_text(written: &str) -> String {
     }
 }
 
-/// Answer `question` from `library`, streaming answer text to `on_text`: [`prepare`], then
-/// [`answer`].
-pub async fn ask<S: Store>(
-    library: &Library<S>,
-    embedder: &mut dyn Embedder,
-    answerer: &dyn Answerer,
-    question: &str,
-    params: &AskParams,
-    on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<Answer, Error> {
-    let prompt = prepare_async(library, embedder, question, params).await?;
-    answer(prompt, answerer, params.max_tokens, on_text).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::answerer::testing::Scripted;
     use crate::answerer::{Reply, ReplyProbabilities};
-    use docmem_core::embed::EmbedRole;
     use docmem_core::library::{LibrarySettings, MemStore};
     use docmem_core::local_future::{boxed, LocalBoxFuture};
     use docmem_core::{Document, DocumentMemory, HashingEmbedder};
-
-    /// An answerer that writes a fixed reply with fixed probabilities.
-    struct Scripted {
-        text: &'static str,
-        probabilities: Option<ReplyProbabilities>,
-    }
-
-    impl Answerer for Scripted {
-        fn reply<'a>(
-            &'a self,
-            _user_turn: &'a str,
-            _options: ReplyOptions,
-            on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
-        ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
-            boxed(async move {
-                let _ = on_text(self.text);
-                Ok(Reply {
-                    text: self.text.to_string(),
-                    finish: Finish::EndOfText,
-                    prefill_seconds: 0.0,
-                    decode_seconds: 0.0,
-                    reused_tokens: 0,
-                    prompt_tokens: 0,
-                    probabilities: self.probabilities,
-                })
-            })
-        }
-    }
 
     /// A library of one paged document chunked a sentence at a time, with overlaps.
     fn library() -> (Library<MemStore>, HashingEmbedder) {
@@ -504,43 +432,17 @@ mod tests {
         (lib, embedder)
     }
 
-    /// The hashing embedder, as one on WebGPU: its vectors can only be awaited.
-    struct Awaited(HashingEmbedder);
-
-    impl Embedder for Awaited {
-        fn dim(&self) -> usize {
-            self.0.dim()
-        }
-        fn embed(&mut self, _: &[&str], _: EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
-            Err(docmem_core::Error::EmbedderFailed { message: "asked synchronously".into() })
-        }
-        fn needs_await(&self) -> bool {
-            true
-        }
-        fn embed_async<'a>(
-            &'a mut self,
-            texts: &'a [&'a str],
-            role: EmbedRole,
-        ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
-            boxed(async move { self.0.embed(texts, role) })
-        }
-        fn name(&self) -> String {
-            self.0.name()
-        }
-    }
-
-    #[test]
-    fn a_search_with_an_embedder_that_must_be_awaited_finds_what_the_synchronous_one_does() {
-        let (lib, mut e) = library();
-        let params = SearchParams { k: 3, ..SearchParams::default() };
-        let question = "Who set up a press at Westminster?";
-        let want = retrieve(&lib, &mut e, question, &params, 0).unwrap();
-        let mut awaited = Awaited(HashingEmbedder::new(64));
-        assert!(retrieve(&lib, &mut awaited, question, &params, 0).is_err(), "the synchronous search refuses it");
-        let got = crate::block_on(retrieve_async(&lib, &mut awaited, question, &params, 0)).unwrap();
-        assert_eq!(serde_json::to_string(&got).unwrap(), serde_json::to_string(&want).unwrap());
-        assert!(got[0].text.contains("Caxton"), "{:?}", got[0]);
-        assert!(matches!(crate::block_on(retrieve_async(&lib, &mut awaited, "  ", &params, 0)), Err(Error::EmptyQuestion)));
+    /// The steps a session's plain ask takes: [`prepare`], then [`answer`].
+    async fn ask(
+        library: &Library<MemStore>,
+        embedder: &mut dyn Embedder,
+        answerer: &dyn Answerer,
+        question: &str,
+        params: &AskParams,
+        on_text: impl FnMut(&str) -> ControlFlow<()>,
+    ) -> Result<Answer, Error> {
+        let prompt = prepare(library, embedder, question, params)?;
+        answer(prompt, answerer, params.max_tokens, on_text).await
     }
 
     fn ask_with(answerer: &Scripted, check: bool) -> Answer {

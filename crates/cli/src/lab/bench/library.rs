@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings, Store};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::Document;
-use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
+use docmem_runtime::pipeline::ingest::MemoryMethod;
 use docmem_runtime::pipeline::store::DirStore;
+use docmem_runtime::session::{AddOptions, Session};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -247,17 +248,15 @@ pub fn run(a: &LibraryBenchArgs) -> Result<(), CliError> {
 }
 
 fn measure(a: &LibraryBenchArgs, source: &Source, dir: &Path) -> Result<Report, CliError> {
-    let mut embedder = docmem_runtime::fallback_embedder();
-    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
+    let mut embedder = std::cell::RefCell::new(docmem_runtime::fallback_embedder());
+    let settings = LibrarySettings::new(embedder.borrow().name(), embedder.borrow().dim());
     let store = Counting { inner: DirStore::open(dir)?, written: 0 };
-    let mut library = Library::open(store, &settings)?;
+    let session = Session::new(Library::open(store, &settings)?);
     // As `docmem ingest` adds: merges on a thread of their own.
-    library.set_background_merges(true);
+    session.library_mut()?.set_background_merges(true);
     let mut merges = crate::background_merge::BackgroundMerges::default();
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
-    let (size, overlap) = docmem_core::chunk::passage_sizes(ChunkerKind::Sentence, None, None);
-    let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size, overlap } };
-    let limits = IngestLimits::default();
+    let mut method = MemoryMethod::chunker(ChunkerKind::Sentence);
     let mut steps = Vec::new();
     let mut queries = Vec::new();
     let every = a.every.max(1);
@@ -267,7 +266,8 @@ fn measure(a: &LibraryBenchArgs, source: &Source, dir: &Path) -> Result<Report, 
         if queries.len() < a.queries && i % (a.docs / a.queries.max(1)).max(1) == 0 {
             queries.extend(doc.text.split(". ").nth(2).map(str::to_owned));
         }
-        docmem_runtime::block_on(ingest_into(&mut library, "default", &doc, &mut method, embedder.as_mut(), &mut |_| true, &limits))?;
+        docmem_runtime::block_on(session.add(&doc, &mut method, &embedder, &AddOptions::default(), &mut |_| true))?;
+        let mut library = session.library_mut()?;
         merges.poll(&mut library)?;
         if (i + 1) % every == 0 || i + 1 == a.docs {
             let n = (i + 1 - steps.iter().map(|s: &Step| s.documents).max().unwrap_or(0)) as f64;
@@ -286,6 +286,7 @@ fn measure(a: &LibraryBenchArgs, source: &Source, dir: &Path) -> Result<Report, 
         }
     }
     let waited = Instant::now();
+    let mut library = session.into_library();
     merges.finish(&mut library)?;
     let final_merge_wait_s = waited.elapsed().as_secs_f64();
     let written = library.store_mut().written;
@@ -296,12 +297,12 @@ fn measure(a: &LibraryBenchArgs, source: &Source, dir: &Path) -> Result<Report, 
     let library = Library::open(DirStore::open_shared(dir)?, &settings)?;
     let params = SearchParams::default();
     let first = queries.first().cloned().unwrap_or_default();
-    library.search(&first, embedder.as_mut(), &params)?;
+    library.search(&first, embedder.get_mut().as_mut(), &params)?;
     let open_and_search_s = started.elapsed().as_secs_f64();
     let mut seconds = Vec::with_capacity(queries.len());
     for q in &queries {
         let t = Instant::now();
-        library.search(q, embedder.as_mut(), &params)?;
+        library.search(q, embedder.get_mut().as_mut(), &params)?;
         seconds.push(t.elapsed().as_secs_f64());
     }
     let folder = folder_bytes(dir);

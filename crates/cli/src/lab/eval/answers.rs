@@ -11,7 +11,7 @@
 //!
 //! The split is by article ([`docmem_core::eval::split`]), and the table reports each kind
 //! of question apart. The methods:
-//! - `ours`: the product's own path (`docmem_runtime::pipeline::qa::ask`, what `docmem ask`, the npm
+//! - `ours`: the product's own path (`docmem_runtime::session::Session::ask`, what `docmem ask`, the npm
 //!   package and the page run): sentence chunks, hybrid retrieval, small-to-big windows,
 //!   the answer prompt, and the answerability check (`--no-check` turns it off, so the
 //!   dev run records the evidence of every raw answer for calibration);
@@ -37,7 +37,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use docmem_core::answer::{says_not_in_documents, without_citations};
 use docmem_core::chunk::recursive::{recursive_chunks, RecursiveParams};
-use docmem_core::chunk::{ChunkOptions, ChunkerKind};
+use docmem_core::chunk::ChunkerKind;
 use docmem_core::eval::hotpot::parse_hotpot;
 use docmem_core::eval::squad::parse_squad;
 use docmem_core::eval::{exact_match, f1, normalize_answer, Split};
@@ -45,8 +45,9 @@ use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, EmbedRole};
 use docmem_runtime::answerer::Answerer;
 use docmem_runtime::lm::{Lm, LoadOptions};
-use docmem_runtime::pipeline::ingest::{ingest_into, IngestLimits, MemoryMethod};
-use docmem_runtime::pipeline::qa::{ask, AskParams};
+use docmem_runtime::pipeline::ingest::MemoryMethod;
+use docmem_runtime::pipeline::qa::AskParams;
+use docmem_runtime::session::{AddOptions, Answering, AskOptions, Session};
 use serde::Serialize;
 
 use crate::CliError;
@@ -326,10 +327,10 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
         // No passages: no embedder and no library.
         return dump_states(a, states, &questions, None, &lm);
     }
-    let mut embedder = a.embedder.open()?;
+    let mut embedder = std::cell::RefCell::new(a.embedder.open()?);
     if let Some(states) = &a.states {
-        let library = build_library(&set.documents, embedder.as_mut())?;
-        return dump_states(a, states, &questions, Some((&library, embedder.as_mut())), &lm);
+        let library = build_library(&set.documents, &embedder)?;
+        return dump_states(a, states, &questions, Some((&library, embedder.get_mut().as_mut())), &lm);
     }
     let mut out = match &a.out {
         Some(p) => Some(
@@ -343,56 +344,54 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
         let mut library = None;
         let mut recipe = None;
         match method {
-            AnswerMethod::Ours => library = Some(build_library(&set.documents, embedder.as_mut())?),
-            AnswerMethod::Recipe => recipe = Some(RecipeIndex::build(&set.documents, embedder.as_mut())?),
+            AnswerMethod::Ours => library = Some(Session::new(build_library(&set.documents, &embedder)?)),
+            AnswerMethod::Recipe => recipe = Some(RecipeIndex::build(&set.documents, embedder.get_mut().as_mut())?),
             AnswerMethod::Gold => {}
             AnswerMethod::Memories => {
                 let Some(from) = &a.memories else {
                     return Err(CliError::BadArgument { message: "--methods memories needs --memories LIBRARY".into() });
                 };
-                let mut swapped = build_library(&set.documents, embedder.as_mut())?;
-                let n = swap_in_memories(&mut swapped, from, embedder.as_mut())?;
+                let mut swapped = build_library(&set.documents, &embedder)?;
+                let n = swap_in_memories(&mut swapped, from, embedder.get_mut().as_mut())?;
                 eprintln!("docmem eval answers: {n} reader memories from {} swapped in", from.display());
-                library = Some(swapped);
+                library = Some(Session::new(swapped));
             }
         }
         for (i, q) in questions.iter().enumerate() {
             let t = Instant::now();
             let mut forced = None;
             let mut passages = Vec::new();
-            let (answer, written, evidence, grounded, prefill) =
-                match method {
-                    AnswerMethod::Ours | AnswerMethod::Memories => {
-                        let Some(library) = &library else { continue };
-                        let params = ours_params(a);
-                        let r = docmem_runtime::block_on(ask(library, embedder.as_mut(), &lm, &q.question, &params, |_| {
-                            ControlFlow::Continue(())
-                        }))?;
-                        let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
-                        passages = r.sources.iter().map(|s| s.text.clone()).collect();
-                        if a.forced && is_refusal(&written) {
-                            forced = Some(forced_reply(&lm, library, embedder.as_mut(), &q.question, &params)?);
-                        }
-                        (r.answer, written, Some(r.evidence), r.grounded, r.prefill_seconds)
+            let (answer, written, evidence, grounded, prefill) = match method {
+                AnswerMethod::Ours | AnswerMethod::Memories => {
+                    let Some(library) = &library else { continue };
+                    let params = ours_params(a);
+                    let options = AskOptions { params: params.clone(), ..AskOptions::default() };
+                    let answering = Answering::local(&lm, "answerer");
+                    let r = docmem_runtime::block_on(
+                        library.ask(&q.question, &options, answering, &embedder, &mut |_| ControlFlow::Continue(())),
+                    )?;
+                    let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
+                    passages = r.sources.iter().map(|s| s.text.clone()).collect();
+                    if a.forced && is_refusal(&written) {
+                        forced = Some(forced_reply(&lm, &*library.library()?, embedder.get_mut().as_mut(), &q.question, &params)?);
                     }
-                    AnswerMethod::Recipe => {
-                        let Some(recipe) = &recipe else { continue };
-                        let v = embedder.embed(&[q.question.as_str()], EmbedRole::Query)?;
-                        let context = recipe.top(&v[0], 4).join("\n\n");
-                        let r = reply(&lm, &rag_prompt(&q.question, &context), a.max_tokens)?;
-                        (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
-                    }
-                    AnswerMethod::Gold => {
-                        let memories: Vec<docmem_core::answer::Memory<'_>> = q
-                            .gold
-                            .iter()
-                            .map(|(title, text)| docmem_core::answer::Memory { title, outline: None, core: "", text })
-                            .collect();
-                        let prompt = docmem_core::answer::answer_prompt(&q.question, &memories, false);
-                        let r = reply(&lm, &prompt, a.max_tokens)?;
-                        (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
-                    }
-                };
+                    (r.answer, written, Some(r.evidence), r.grounded, r.prefill_seconds)
+                }
+                AnswerMethod::Recipe => {
+                    let Some(recipe) = &recipe else { continue };
+                    let v = embedder.get_mut().embed(&[q.question.as_str()], EmbedRole::Query)?;
+                    let context = recipe.top(&v[0], 4).join("\n\n");
+                    let r = reply(&lm, &rag_prompt(&q.question, &context), a.max_tokens)?;
+                    (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
+                }
+                AnswerMethod::Gold => {
+                    let memories: Vec<docmem_core::answer::Memory<'_>> =
+                        q.gold.iter().map(|(title, text)| docmem_core::answer::Memory { title, outline: None, core: "", text }).collect();
+                    let prompt = docmem_core::answer::answer_prompt(&q.question, &memories, false);
+                    let r = reply(&lm, &prompt, a.max_tokens)?;
+                    (r.text.trim().to_string(), r.text.trim().to_string(), None, None, r.prefill_seconds)
+                }
+            };
             let scored = without_citations(&answer);
             let golds: Vec<&str> = q.answers.iter().map(String::as_str).collect();
             let refused = is_refusal(&answer);
@@ -714,23 +713,14 @@ fn reply(lm: &Lm, user_turn: &str, max_tokens: usize) -> Result<docmem_runtime::
 }
 
 /// The library `docmem ingest --chunker sentence` makes of the articles, in memory.
-fn build_library(docs: &[Document], embedder: &mut dyn docmem_core::Embedder) -> Result<Library<MemStore>, CliError> {
-    let settings = LibrarySettings::new(embedder.name(), embedder.dim());
-    let mut library = Library::open(MemStore::default(), &settings)?;
+fn build_library(docs: &[Document], embedder: &std::cell::RefCell<Box<dyn docmem_core::Embedder>>) -> Result<Library<MemStore>, CliError> {
+    let settings = LibrarySettings::new(embedder.borrow().name(), embedder.borrow().dim());
+    let session = Session::new(Library::open(MemStore::default(), &settings)?);
     for doc in docs {
-        let (size, overlap) = crate::chunk::passage_sizes(ChunkerKind::Sentence, None, None);
-        let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Sentence, options: ChunkOptions { size, overlap } };
-        docmem_runtime::block_on(ingest_into(
-            &mut library,
-            "default",
-            doc,
-            &mut method,
-            embedder,
-            &mut |_| true,
-            &IngestLimits::default(),
-        ))?;
+        let mut method = MemoryMethod::chunker(ChunkerKind::Sentence);
+        docmem_runtime::block_on(session.add(doc, &mut method, embedder, &AddOptions::default(), &mut |_| true))?;
     }
-    Ok(library)
+    Ok(session.into_library())
 }
 
 /// Replace the memory of each document of `library` that the library at `from` holds
