@@ -44,7 +44,6 @@ pub mod embed;
 pub mod embed_ahead;
 pub mod error;
 pub mod error_code;
-pub mod eval;
 pub mod f16;
 #[doc(hidden)]
 #[cfg(any(test, feature = "testing"))]

@@ -9,7 +9,7 @@
 //!   sample), and each question needs two of them (`bridge`: the second reached through
 //!   the first; `comparison`: two set side by side).
 //!
-//! The split is by article ([`docmem_core::eval::split`]), and the table reports each kind
+//! The split is by article ([`crate::lab::eval::metrics::split`]), and the table reports each kind
 //! of question apart. The methods:
 //! - `ours`: the product's own path (`docmem_runtime::session::Session::ask`, what `docmem ask`, the npm
 //!   package and the page run): sentence chunks, hybrid retrieval, small-to-big windows,
@@ -34,13 +34,13 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::lab::eval::metrics::hotpot::parse_hotpot;
+use crate::lab::eval::metrics::squad::parse_squad;
+use crate::lab::eval::metrics::{exact_match, f1, normalize_answer, Split};
 use clap::{Args, ValueEnum};
 use docmem_core::answer::{says_not_in_documents, without_citations};
 use docmem_core::chunk::recursive::{recursive_chunks, RecursiveParams};
 use docmem_core::chunk::ChunkerKind;
-use docmem_core::eval::hotpot::parse_hotpot;
-use docmem_core::eval::squad::parse_squad;
-use docmem_core::eval::{exact_match, f1, normalize_answer, Split};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, EmbedRole};
 use docmem_runtime::answerer::Answerer;
@@ -75,7 +75,7 @@ pub struct AnswersEvalArgs {
     #[arg(long)]
     pub data: PathBuf,
     /// dev (tune here) or test (report these): the questions of whole articles, see
-    /// `docmem_core::eval::split`.
+    /// `crate::lab::eval::metrics::split`.
     #[arg(long, default_value = "test")]
     pub split: Split,
     /// Answerable questions asked: as many of each kind (HotpotQA's bridge and comparison

@@ -22,11 +22,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::lab::eval::metrics::hotpot::{parse_hotpot, HotpotQuestion};
+use crate::lab::eval::metrics::{score_ranked, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use clap::Args;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::clues::{fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, GlobalMemorySettings};
-use docmem_core::eval::hotpot::{parse_hotpot, HotpotQuestion};
-use docmem_core::eval::{score_ranked, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::terms::{coverage, term_set};
@@ -189,10 +189,10 @@ pub(crate) fn memory_library(
 /// The share of the question's terms in its answer sentence (see the module docs).
 fn answer_overlap(question: &str, golds: &[String], doc: &str) -> f64 {
     let q = term_set(question);
-    let golds: Vec<String> = golds.iter().map(|g| docmem_core::eval::normalize_answer(g)).collect();
+    let golds: Vec<String> = golds.iter().map(|g| crate::lab::eval::metrics::normalize_answer(g)).collect();
     doc.split_inclusive(['.', '?', '!', '\n'])
         .filter(|s| {
-            let n = docmem_core::eval::normalize_answer(s);
+            let n = crate::lab::eval::metrics::normalize_answer(s);
             golds.iter().any(|g| !g.is_empty() && n.contains(g.as_str()))
         })
         .map(|s| coverage(&q, &term_set(s)))

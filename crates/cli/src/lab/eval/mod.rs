@@ -1,12 +1,12 @@
 //! `docmem eval retrieval|qa`: MoM memories against the baseline chunkers on SQuAD-format
-//! data, at equal context budgets (the metrics are `docmem_core::eval`'s).
+//! data, at equal context budgets (the metrics are [`metrics`]'s).
 //!
 //! Every article of the file is one document of **one** library, and every question is
 //! searched against the whole library. Every method indexes the same documents with the
 //! same embedder and the same hybrid retrieval (embedding + BM25 lists fused by RRF;
 //! `--dense-only` leaves BM25 out); question vectors are computed once and shared. Only
 //! the questions of `--split`'s articles are scored (dev to tune, test to report; see
-//! `docmem_core::eval::split`); the library always holds every article.
+//! `crate::lab::eval::metrics::split`); the library always holds every article.
 //!
 //! MoM memories are the slow part (the reader writes them), so each document's memory is
 //! cached under `--library-cache` as soon as it is written, keyed by the reader file, the
@@ -15,6 +15,7 @@
 
 mod answers;
 mod clues;
+pub(crate) mod metrics;
 mod routing;
 
 use std::collections::HashMap;
@@ -22,10 +23,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::lab::eval::metrics::squad::{parse_squad, SquadSet};
+use crate::lab::eval::metrics::{score_questions, EvalQuestion, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use clap::{Args, Subcommand};
 use docmem_core::chunk::ChunkerKind;
-use docmem_core::eval::squad::{parse_squad, SquadSet};
-use docmem_core::eval::{score_questions, EvalQuestion, RetrievalScores, Split, BUDGETS, RANK_CUTOFFS};
 use docmem_core::index::SegmentParams;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ReaderModel, SampleSpec};
@@ -580,8 +581,8 @@ struct QaReport {
 }
 
 fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
+    use crate::lab::eval::metrics::{budget_parts, exact_match, f1, search_to_fill};
     use docmem_core::answer::{answer_prompt, says_not_in_documents, without_citations, Memory};
-    use docmem_core::eval::{budget_parts, exact_match, f1, search_to_fill};
     use docmem_core::score::informational_support;
     use docmem_runtime::chat::ChatMessage;
     use docmem_runtime::lm::{Prompt, SamplingParams};

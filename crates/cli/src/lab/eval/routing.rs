@@ -21,8 +21,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::lab::eval::metrics::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use clap::Args;
-use docmem_core::eval::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use docmem_core::retrieve::SearchParams;
 use docmem_core::route::{route, Controller, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
 use docmem_core::text_model::TextModel;

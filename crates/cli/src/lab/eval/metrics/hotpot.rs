@@ -7,14 +7,12 @@
 //! written (they carry their own leading spaces). Questions that share a paragraph are
 //! one group of the split ([`HotpotSet::sides`]), so no paragraph is on both sides.
 
-use alloc::collections::BTreeMap;
-use alloc::string::String;
-use alloc::vec::Vec;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::Split;
-use crate::document::Document;
+use docmem_core::document::Document;
 
 #[derive(Deserialize)]
 struct RawQuestion {

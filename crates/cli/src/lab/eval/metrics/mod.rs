@@ -21,19 +21,14 @@
 //! - [`squad`] reads the SQuAD JSON layout (one document per article), [`hotpot`]
 //!   HotpotQA's distractor layout (one document per titled paragraph).
 
-#[cfg(feature = "serde")]
 pub mod hotpot;
 pub mod split;
-#[cfg(feature = "serde")]
 pub mod squad;
 
-use alloc::string::String;
-use alloc::vec::Vec;
+pub use split::{group_splits, Split};
 
-pub use split::{group_splits, Split, UnknownSplit};
-
-use crate::retrieve::{MemoryIndex, RetrievedChunk, SearchParams, SearchScratch};
-use crate::Error;
+use docmem_core::retrieve::{MemoryIndex, RetrievedChunk, SearchParams, SearchScratch};
+use docmem_core::Error;
 
 /// The equal context budgets of the evaluation, in characters.
 pub const BUDGETS: [usize; 3] = [500, 1000, 2000];
@@ -120,10 +115,10 @@ pub fn budget_hit(chunks: &[&str], golds: &[&str], budget: usize) -> bool {
 /// True when `context` contains one of the gold answers (both normalised, on word
 /// boundaries).
 pub fn contains_answer(context: &str, golds: &[&str]) -> bool {
-    let c = alloc::format!(" {} ", normalize_answer(context));
+    let c = format!(" {} ", normalize_answer(context));
     golds.iter().any(|g| {
         let g = normalize_answer(g);
-        !g.is_empty() && c.contains(&alloc::format!(" {g} "))
+        !g.is_empty() && c.contains(&format!(" {g} "))
     })
 }
 
@@ -156,8 +151,7 @@ pub fn score_ranked(chunks: &[&str], golds: &[&str], budgets: &[usize], ks: &[us
 }
 
 /// Retrieval metrics over the questions scored so far.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct RetrievalScores {
     /// Questions scored.
     pub questions: usize,
@@ -181,9 +175,9 @@ impl RetrievalScores {
         RetrievalScores {
             questions: 0,
             budgets: budgets.to_vec(),
-            budget_recall: alloc::vec![0.0; budgets.len()],
+            budget_recall: vec![0.0; budgets.len()],
             ks: ks.to_vec(),
-            recall: alloc::vec![0.0; ks.len()],
+            recall: vec![0.0; ks.len()],
             mrr: 0.0,
             mean_retrieved: 0.0,
         }
@@ -323,18 +317,18 @@ mod tests {
         // characters, where the third chunk is reached.
         assert_eq!(o.budget_hits, [false, false, true]);
         let none = score_ranked(&ranked, &["absent"], &BUDGETS, &RANK_CUTOFFS);
-        assert_eq!((none.rank_hits, none.reciprocal_rank), (alloc::vec![false; 3], 0.0));
+        assert_eq!((none.rank_hits, none.reciprocal_rank), (vec![false; 3], 0.0));
         // A hit past the largest k counts for neither recall@k nor MRR.
         let many: Vec<&str> = (0..9).map(|i| if i == 8 { "answer here" } else { "no" }).collect();
         let o = score_ranked(&many, &["answer here"], &[], &[1, 8]);
-        assert_eq!((o.rank_hits, o.reciprocal_rank), (alloc::vec![false, false], 0.0));
+        assert_eq!((o.rank_hits, o.reciprocal_rank), (vec![false, false], 0.0));
     }
 
     #[test]
     fn running_means() {
         let mut s = RetrievalScores::new(&[500], &[1, 8]);
-        s.add(&QuestionOutcome { budget_hits: alloc::vec![true], rank_hits: alloc::vec![true, true], reciprocal_rank: 1.0 }, 4);
-        s.add(&QuestionOutcome { budget_hits: alloc::vec![false], rank_hits: alloc::vec![false, true], reciprocal_rank: 0.5 }, 8);
+        s.add(&QuestionOutcome { budget_hits: vec![true], rank_hits: vec![true, true], reciprocal_rank: 1.0 }, 4);
+        s.add(&QuestionOutcome { budget_hits: vec![false], rank_hits: vec![false, true], reciprocal_rank: 0.5 }, 8);
         assert_eq!(s.recall, [0.5, 1.0]);
         assert_eq!(s.budget_recall, [0.5]);
         assert!((s.mrr - 0.75).abs() < 1e-12);
@@ -343,14 +337,14 @@ mod tests {
 
     #[test]
     fn search_fills_the_budget() {
-        use crate::document::Document;
-        use crate::embed::{EmbedRole, Embedder, HashingEmbedder};
-        use crate::index::SegmentParams;
-        use crate::memory::DocumentMemory;
-        use crate::retrieve::RetrievalMode;
-        use crate::span::Span;
+        use docmem_core::document::Document;
+        use docmem_core::embed::{EmbedRole, Embedder, HashingEmbedder};
+        use docmem_core::index::SegmentParams;
+        use docmem_core::memory::DocumentMemory;
+        use docmem_core::retrieve::RetrievalMode;
+        use docmem_core::span::Span;
         // 40 chunks of 28 characters each.
-        let text: String = (0..40).map(|i| alloc::format!("Sentence number {i:02} is here. ")).collect();
+        let text: String = (0..40).map(|i| format!("Sentence number {i:02} is here. ")).collect();
         let doc = Document::new("d", text.clone());
         let spans: Vec<Span> = (0..40).map(|i| Span::new(i * 28, i * 28 + 28)).collect();
         let mem = DocumentMemory::from_spans(&doc, &spans, "fixed");

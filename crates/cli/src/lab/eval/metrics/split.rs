@@ -14,16 +14,12 @@
 //! could give two dev articles or six), deterministic across platforms and releases, and
 //! independent of file order.
 
-use alloc::string::String;
 use core::fmt;
 use core::str::FromStr;
 
-use alloc::vec::Vec;
-
 /// Which questions of an evaluation set take part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Split {
     /// About 30% of the questions, whole articles: for development and tuning.
     Dev,
@@ -52,7 +48,7 @@ pub fn group_splits(groups: &[(&str, usize)]) -> Vec<Split> {
     let total: usize = groups.iter().map(|&(_, n)| n).sum();
     let mut order: Vec<usize> = (0..groups.len()).collect();
     order.sort_by_key(|&i| (fnv1a(groups[i].0), groups[i].0));
-    let mut sides = alloc::vec![Split::Test; groups.len()];
+    let mut sides = vec![Split::Test; groups.len()];
     let mut dev = 0usize;
     for &i in &order {
         let (key, n) = groups[i];
@@ -99,7 +95,6 @@ impl fmt::Display for UnknownSplit {
     }
 }
 
-#[cfg(feature = "std")]
 impl std::error::Error for UnknownSplit {}
 
 impl FromStr for Split {
@@ -134,7 +129,7 @@ mod tests {
 
     #[test]
     fn dev_takes_whole_groups_up_to_three_tenths_in_hash_order() {
-        let groups: Vec<(String, usize)> = (0..12).map(|i| (alloc::format!("article {i}"), 200 + 20 * i)).collect();
+        let groups: Vec<(String, usize)> = (0..12).map(|i| (format!("article {i}"), 200 + 20 * i)).collect();
         let refs: Vec<(&str, usize)> = groups.iter().map(|(k, n)| (k.as_str(), *n)).collect();
         let sides = group_splits(&refs);
         let total: usize = refs.iter().map(|g| g.1).sum();

@@ -2,13 +2,10 @@
 //! document (paragraph contexts joined by a blank line), and each answerable question
 //! keeps its gold answers.
 
-use alloc::string::String;
-use alloc::vec::Vec;
-
 use serde::Deserialize;
 
-use crate::document::Document;
-use crate::span::Span;
+use docmem_core::document::Document;
+use docmem_core::span::Span;
 
 #[derive(Deserialize)]
 struct File {
@@ -72,7 +69,7 @@ impl SquadSet {
     /// Each document's side of the split ([`super::group_splits`], an article a group
     /// keyed by its title, weighed by its questions), in the order of `documents`.
     pub fn sides(&self) -> Vec<super::Split> {
-        let mut counts = alloc::vec![0usize; self.documents.len()];
+        let mut counts = vec![0usize; self.documents.len()];
         for q in &self.questions {
             if let Some(c) = counts.get_mut(q.document) {
                 *c += 1;
