@@ -181,32 +181,17 @@ async function loadWasm(given, wanted) {
   return { count, note, kernels: 'simd128', kernelsNote };
 }
 
-/** Which backend runs the models (see the header), with the reason in words. */
+/**
+ * Which backend runs the models, with the reason in words: the runtime's one rule
+ * (`docmem_runtime::device`, through the wasm package's `Device.choose`). On WebGPU,
+ * `device` is the adapter the kernel checks ran on, which every model then loads onto.
+ */
 async function detectBackend(preference) {
-  if (preference === 'cpu') return { ...CPU, reason: 'the CPU backend was asked for', webgpuAdapter: false };
-  let adapter = null;
-  try {
-    adapter = globalThis.navigator && navigator.gpu ? await navigator.gpu.requestAdapter() : null;
-  } catch {
-    adapter = null;
-  }
-  let reason = 'no WebGPU adapter';
-  if (adapter) {
-    // The kernel checks (each WGSL kernel against the CPU reference) on this adapter:
-    // a driver that computes wrongly is never trusted with a model.
-    try {
-      const c = await w.webgpuCheck(true);
-      const passed = `${c.checks} kernel checks pass`;
-      if (!c.software || preference === 'webgpu') {
-        return { name: 'webgpu', label: 'WebGPU', reason: `${c.adapter}${c.software ? ' (a software adapter)' : ''}: ${passed}`, webgpuAdapter: true, software: c.software };
-      }
-      reason = `WebGPU on ${c.adapter} is a software adapter (${passed}): the CPU runs the models faster`;
-    } catch (e) {
-      reason = `WebGPU failed its kernel checks: ${e && e.message ? e.message : e}`;
-    }
-  }
-  if (preference === 'webgpu') throw new DocMemError(codes.WEBGPU_UNAVAILABLE, `WebGPU was required: ${reason}`);
-  return { ...CPU, reason, webgpuAdapter: adapter !== null };
+  const device = await w.Device.choose(preference === 'webgpu' ? 'webgpu' : preference === 'cpu' ? 'cpu' : 'auto');
+  const found = { reason: device.reason, webgpuAdapter: device.adapter !== undefined };
+  if (device.kind === 'webgpu') return { ...found, name: 'webgpu', label: 'WebGPU', software: device.software, device };
+  device.free();
+  return { ...CPU, ...found };
 }
 
 /** The hosted models of init's `remote` ({url, token, context, roles}): role → object. */
@@ -226,8 +211,9 @@ function connectHosted(remote) {
 
 /**
  * Fetch every file of the local models (progress over all bytes), then load them: the
- * reader and answerer into wasm (CPU), or with `gpu` ({allowSoftware}) straight onto
- * WebGPU, one block of tensors at a time. The roles in `hosted` are skipped.
+ * reader and answerer into wasm (CPU), or with `gpu` (the wasm package's Device, chosen
+ * on WebGPU) straight onto it, one block of tensors at a time. The roles in `hosted` are
+ * skipped.
  */
 async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
   // Downloads are hashed as they stream into storage, with the wasm package's incremental
@@ -326,7 +312,7 @@ async function loadModelsHeld(cache, models, emit, gpu) {
       let m;
       if (gpu) {
         try {
-          m = await w.GpuLm.fromReader(f.size, read, spec.name, gpu.allowSoftware);
+          m = w.GpuLm.fromReader(f.size, read, spec.name, gpu);
         } catch (e) {
           throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
         }
@@ -357,7 +343,7 @@ async function loadModelsHeld(cache, models, emit, gpu) {
     });
     if (gpu) {
       try {
-        return await w.GpuLm.fromHuggingFace(parts, shards, spec.name, gpu.allowSoftware);
+        return w.GpuLm.fromHuggingFace(parts, shards, spec.name, gpu);
       } catch (e) {
         throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
       }
@@ -374,7 +360,7 @@ async function loadModelsHeld(cache, models, emit, gpu) {
     for (const f of models.embedder.files) files[f.path] = await fileOf(f).bytes();
     // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
     // guided asks (which embed synchronously) need it in wasm.
-    const device = onGpu && !hosted.answerer ? [...lms.values()][0] : null;
+    const device = onGpu && !hosted.answerer ? gpu : null;
     embedder = device
       ? load(models.embedder.name, () => w.Embedder.onGpu(files, models.embedder.name, device))
       : load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
@@ -539,7 +525,7 @@ const ops = {
     let backend = await detectBackend(a.backend);
     let loadedModels;
     try {
-      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.name === 'webgpu' ? { allowSoftware: backend.software } : null, a.keepModels);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.device ?? null, a.keepModels);
     } catch (e) {
       // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
       if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
@@ -550,6 +536,7 @@ const ops = {
       if (!hosted.reader) reader = undefined;
       if (!hosted.answerer) answerer = undefined;
       loadedModels = await loadModels(a.models, a.modelCacheDir, emit, null, a.keepModels);
+      backend.device.free();
       backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
     }
     const openStore = (suffix = '') => platform.openStore(a, suffix);
@@ -573,7 +560,8 @@ const ops = {
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
     const embedderRuns = hosted.embedder ? 'hosted' : embedder.onWebGpu() ? 'webgpu' : 'cpu';
-    backend = { ...backend, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
+    const { device: _device, ...chosen } = backend; // the Device stays in this worker
+    backend = { ...chosen, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
     if (backend.name === CPU.name) {
       const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';
       backend.label = `CPU (wasm ${simd}, ${threads} thread${threads === 1 ? '' : 's'})`;

@@ -118,7 +118,10 @@ async function webgpuInPage(page) {
       seconds[name] = ((performance.now() - t) / 1000).toFixed(1);
       return r;
     };
-    const check = await clock('checks', () => w.webgpuCheck(true));
+    // The runtime's device rule, required to take the adapter (SwiftShader here): every
+    // kernel check runs on it, and the models below load onto that same device.
+    const device = await clock('checks', () => w.Device.choose('webgpu'));
+    const check = { checks: device.checks, adapter: device.adapter, kind: device.kind };
     const manifest = await (await fetch('/models/models.json')).json();
     const bytes = new Uint8Array(await (await fetch(new URL(manifest.reader.files[0].url, new URL('/models/', location.href)))).arrayBuffer());
     const cpu = new w.Lm(bytes);
@@ -129,7 +132,7 @@ async function webgpuInPage(page) {
     // Two tokens (about 13 s each on SwiftShader): the native test runs 32.
     const steps = 2;
     const cpuGreedy = JSON.parse(cpu.generate(prompt, JSON.stringify({ temperature: 0, max_tokens: steps }))).tokens;
-    const gpu = await clock('upload', () => w.GpuLm.fromLm(new w.Lm(bytes), true));
+    const gpu = await clock('upload', () => w.GpuLm.fromLm(new w.Lm(bytes), device));
     const got = await clock('prompt', () => gpu.logits(Uint32Array.from(tokens)));
     const vocab = want.length / tokens.length;
     let maxDiff = 0;
@@ -171,7 +174,7 @@ async function webgpuInPage(page) {
     // The embedder on WebGPU, sharing the decoder's device: its vectors (awaited) against
     // the wasm CPU encoder's, and a library built with it (sentence chunks, embedded ahead
     // of indexing) and searched with it (the question's vector awaited too).
-    const onGpu = w.Embedder.onGpu(files, manifest.embedder.name, gpu);
+    const onGpu = w.Embedder.onGpu(files, manifest.embedder.name, device);
     const texts = ['William Caxton printed in England.', 'The bell rang at noon.', ''];
     const cpuVectors = embedder.embed(texts, false).vectors;
     const gpuVectors = (await clock('embed', () => onGpu.embedAsync(texts, false))).vectors;
@@ -189,6 +192,7 @@ async function webgpuInPage(page) {
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);
   assert.equal(r.check.checks, 12);
+  assert.equal(r.check.kind, 'webgpu');
   assert.ok(r.length, 'as many logits on WebGPU as on the CPU');
   assert.ok(r.maxDiff <= 1.0, `logits within 1.0 of the CPU's (${r.maxDiff})`);
   assert.equal(r.sameTop, r.rows, 'the same top token on every row');
@@ -476,7 +480,7 @@ try {
   const adapter = await page.evaluate(async () => !!(navigator.gpu && (await navigator.gpu.requestAdapter())));
   assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — /);
   // SwiftShader is the browser's fallback adapter: 'auto' keeps the models on the CPU.
-  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(12 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter$/);
+  assert.match(backend, adapter ? /WebGPU on .* is a software adapter \(12 kernel checks pass\): the CPU runs the models faster$/ : /no WebGPU adapter \(the browser offers none\)$/);
   console.log(`  backend: ${backend} (WebGPU adapter in the page: ${adapter})`);
   assert.match(await page.locator('#models').textContent(), /SmolLM2-135M.*all-MiniLM-L6-v2/);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'COOP/COEP make the page cross-origin isolated');
@@ -700,7 +704,7 @@ server = await serve();
 try {
   await timed('visit without WebGPU (fresh profile: models downloaded again)', () => ready(page, server.url));
   const backend = await page.locator('#backend').textContent();
-  assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — no WebGPU adapter$/);
+  assert.match(backend, /^CPU \(wasm simd128 \+ relaxed SIMD, [2-8] threads\) — no WebGPU adapter \(the browser offers none\)$/);
   console.log(`  backend: ${backend}`);
   assert.deepEqual(problems, []);
 
@@ -740,7 +744,7 @@ try {
   const single = await page.locator('#backend').textContent();
   assert.equal(
     single,
-    'CPU (wasm simd128, 1 thread) — no WebGPU adapter; one thread: the page is not cross-origin isolated (it needs the COOP and COEP headers), so wasm cannot share memory between threads',
+    'CPU (wasm simd128, 1 thread) — no WebGPU adapter (the browser offers none); one thread: the page is not cross-origin isolated (it needs the COOP and COEP headers), so wasm cannot share memory between threads',
   );
   console.log(`  backend: ${single}`);
   assert.deepEqual(await docTitles(page), ['printing-press', 'two-pages']);

@@ -64,7 +64,7 @@ assert.equal(dm.backend.kernels, relaxedEngine ? 'relaxed-simd' : 'simd128', dm.
 if (!relaxedEngine) assert.match(dm.backend.kernelsNote, /^relaxed SIMD not used: /);
 assert.equal(dm.backend.label, `CPU (wasm simd128${relaxedEngine ? ' + relaxed SIMD' : ''}, 2 threads)`);
 assert.equal(dm.backend.threads, 2);
-assert.equal(dm.backend.reason, 'no WebGPU adapter');
+assert.equal(dm.backend.reason, 'no WebGPU adapter (navigator.gpu is missing)');
 assert.equal(dm.backend.embedder, 'cpu', 'the embedder runs in wasm beside the CPU models');
 assert.equal(dm.models.reader, 'SmolLM2-135M-Instruct.Q4_1.gguf');
 assert.equal(dm.models.embedder, 'all-MiniLM-L6-v2');

@@ -2,15 +2,17 @@
 //! a file loaded here where `--backend auto|cpu|gpu` says, held as one runtime
 //! [`ModelHandle`] whichever it is (the commands ask it for roles, never for a backend).
 //!
-//! `auto` (the default) takes a hardware GPU only when its adapter passes every kernel
-//! check (`docmem gpu-check` runs the same), as the app does; otherwise the CPU, and the
-//! reason is said on stderr. `gpu` insists, taking a CPU adapter such as llvmpipe when
-//! there is no GPU (to test the GPU path on any machine).
+//! Where a local model runs is the runtime's one rule (`docmem_runtime::device`), the
+//! app's too: `auto` (the default) takes a hardware GPU only when its adapter passes every
+//! kernel check (`docmem gpu-check` runs the same); otherwise the CPU, and the reason is
+//! said on stderr. `gpu` insists, taking a software adapter such as llvmpipe when there is
+//! no GPU (to test the GPU path on any machine), once its kernels pass the checks.
 
 use std::path::Path;
 use std::rc::Rc;
 
 use clap::ValueEnum;
+use docmem_runtime::device::{self, DevicePreference};
 use docmem_runtime::handle::ModelHandle;
 use docmem_runtime::lm::{Lm, LoadOptions};
 use docmem_runtime::remote::RemoteModel;
@@ -18,7 +20,8 @@ use docmem_runtime::remote::RemoteModel;
 use crate::remote::{HttpTransport, RemoteArgs};
 use crate::CliError;
 
-/// Where `ask` and `ingest` run a local model.
+/// Where `ask` and `ingest` run a local model (the runtime's `DevicePreference`, as a
+/// flag's values).
 #[derive(Clone, Copy, Debug, ValueEnum, Default, PartialEq, Eq)]
 pub enum BackendChoice {
     /// A hardware GPU whose adapter passes the kernel checks, else the CPU.
@@ -30,6 +33,18 @@ pub enum BackendChoice {
     /// llvmpipe when no GPU is found.
     #[cfg(feature = "gpu")]
     Gpu,
+}
+
+impl BackendChoice {
+    /// The runtime's word for it.
+    pub fn preference(self) -> DevicePreference {
+        match self {
+            BackendChoice::Auto => DevicePreference::Auto,
+            BackendChoice::Cpu => DevicePreference::Cpu,
+            #[cfg(feature = "gpu")]
+            BackendChoice::Gpu => DevicePreference::Gpu,
+        }
+    }
 }
 
 /// A model as the CLI holds it: on the CPU, on the GPU or hosted, in every role.
@@ -64,48 +79,23 @@ fn what_leaves(role: &str) -> &'static str {
     }
 }
 
-/// Load the model at `path` and put it where `backend` says; the choice is said on stderr.
+/// Load the model at `path` and put it where `backend` says, by the runtime's one rule
+/// (`docmem_runtime::device::choose`); the choice and its reason are said on stderr.
 fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, CliError> {
     let cpu = Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?;
     let name = crate::input::file_label(path);
-    #[cfg(feature = "gpu")]
-    {
-        use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
-
-        let gpu = match backend {
-            BackendChoice::Cpu => None,
-            BackendChoice::Gpu => {
-                let options = GpuOptions { allow_cpu_adapter: true, ..GpuOptions::default() };
-                Some(Gpu::new_blocking(&options)?)
+    let chosen = docmem_runtime::block_on(device::choose(backend.preference()))?;
+    match chosen.device {
+        #[cfg(feature = "gpu")]
+        device::Device::Gpu(gpu) => {
+            eprintln!("[backend: gpu, {}]", chosen.reason);
+            Ok(Model::on_gpu(cpu.map_backend(|c| docmem_runtime::gpu::GpuTransformer::from_cpu(gpu, c))?, name))
+        }
+        _ => {
+            if backend != BackendChoice::Cpu {
+                eprintln!("[backend: cpu ({})]", chosen.reason);
             }
-            BackendChoice::Auto => match hardware_gpu() {
-                Ok(gpu) => Some(gpu),
-                Err(why) => {
-                    eprintln!("[backend: cpu ({why})]");
-                    None
-                }
-            },
-        };
-        if let Some(gpu) = gpu {
-            eprintln!("[backend: gpu, {}]", gpu.describe());
-            return Ok(Model::on_gpu(cpu.map_backend(|c| GpuTransformer::from_cpu(gpu, c))?, name));
+            Ok(Model::on_cpu(cpu, name))
         }
     }
-    #[cfg(not(feature = "gpu"))]
-    if backend == BackendChoice::Auto {
-        eprintln!("[backend: cpu (this build has no GPU backend)]");
-    }
-    Ok(Model::on_cpu(cpu, name))
-}
-
-/// A hardware GPU whose adapter passes every kernel check, or why there is none.
-#[cfg(feature = "gpu")]
-fn hardware_gpu() -> Result<docmem_runtime::gpu::Gpu, String> {
-    use docmem_runtime::gpu::{checks, Gpu, GpuOptions};
-    let gpu = Gpu::new_blocking(&GpuOptions { allow_cpu_adapter: false, ..GpuOptions::default() }).map_err(|e| e.to_string())?;
-    if !gpu.is_gpu() {
-        return Err(format!("{} is not a GPU", gpu.describe()));
-    }
-    docmem_runtime::block_on(checks::run_all(&gpu)).map_err(|e| format!("{}: a kernel check failed: {e}", gpu.describe()))?;
-    Ok(gpu)
 }

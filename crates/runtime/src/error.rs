@@ -323,6 +323,11 @@ pub enum Error {
     },
 
     // The GPU.
+    /// A device preference that is not `auto`, `cpu` or `gpu`.
+    BadDevice {
+        /// What was given.
+        given: String,
+    },
     /// No GPU adapter could be had.
     NoAdapter {
         /// What the browser or driver said.
@@ -542,6 +547,7 @@ impl fmt::Display for Error {
                 write!(f, "tokenizer.json has {tokenizer} tokens but the model embeds {model}: they are not one model's files")
             }
             Error::EmbedderGpu { message } => write!(f, "the GPU encoder: {message}"),
+            Error::BadDevice { given } => write!(f, "'{given}' is not a device: auto, cpu or gpu"),
             Error::NoAdapter { message } => write!(f, "no GPU adapter: {message}"),
             Error::MissingLimit { limit, needed, offered } => write!(f, "the GPU adapter's {limit} is {offered}, and {needed} is needed"),
             Error::RequestDevice { message } => write!(f, "the GPU adapter refused the device: {message}"),
@@ -664,7 +670,8 @@ impl Error {
             | Error::UnknownModel { .. }
             | Error::UnknownQuant { .. }
             | Error::NoGlobalMemory
-            | Error::AwaitedEmbedder => ErrorCode::BadArgument,
+            | Error::AwaitedEmbedder
+            | Error::BadDevice { .. } => ErrorCode::BadArgument,
             Error::Busy { .. } => ErrorCode::Busy,
             Error::EmptyDocument { .. }
             | Error::DocumentTooLarge { .. }

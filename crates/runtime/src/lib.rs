@@ -23,7 +23,7 @@
 //! models through an OpenAI-compatible API ([`remote`]: the edge worker), in every role,
 //! with the answer written by either through [`answerer::Answerer`]. Whatever runs a model,
 //! callers hold one [`handle::ModelHandle`] (or [`handle::EmbedderHandle`]) and ask it for a
-//! role.
+//! role, loaded onto the [`device::Device`] that [`device::choose`] picked.
 //!
 //! ## Unsafe code
 //!
@@ -43,6 +43,7 @@ pub mod answerer;
 pub(crate) mod arch;
 pub mod chat;
 pub mod cpu;
+pub mod device;
 pub mod embed;
 pub mod error;
 #[doc(hidden)]

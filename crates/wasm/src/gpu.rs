@@ -6,55 +6,14 @@
 use std::rc::Rc;
 
 use docmem_core::ErrorCode;
-use docmem_runtime::gpu::{checks, Gpu, GpuOptions, GpuTransformer};
+use docmem_runtime::gpu::GpuTransformer;
 use docmem_runtime::lm::Lm;
 use docmem_runtime::lm::Logits;
 use wasm_bindgen::prelude::*;
 
+use crate::device::WasmDevice;
 use crate::handles::Registration;
 use crate::{boundary, coded, error_with, WasmEmbedder, WasmLm};
-
-/// wgpu reaches WebGPU only from a page or a dedicated worker, and panics elsewhere (Node,
-/// shared and service workers): refuse first, with the reason.
-fn webgpu_reachable() -> Result<(), JsValue> {
-    let global = js_sys::global();
-    let get = |o: &JsValue, k: &str| js_sys::Reflect::get(o, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
-    let gpu = get(&get(&global, "navigator"), "gpu");
-    if gpu.is_undefined() || gpu.is_null() {
-        return Err(error_with(ErrorCode::WebgpuUnavailable, "no WebGPU here (navigator.gpu is missing)"));
-    }
-    let scope = get(&get(&global, "constructor"), "name").as_string().unwrap_or_default();
-    if scope != "Window" && scope != "DedicatedWorkerGlobalScope" {
-        return Err(error_with(
-            ErrorCode::WebgpuUnavailable,
-            format!("WebGPU is reachable only from a page or a dedicated worker, not from {scope:?}"),
-        ));
-    }
-    Ok(())
-}
-
-async fn device(allow_cpu_adapter: bool) -> Result<Gpu, JsValue> {
-    boundary::ready()?;
-    webgpu_reachable()?;
-    Gpu::new(&GpuOptions { allow_cpu_adapter, ..GpuOptions::default() }).await.map_err(coded)
-}
-
-/// Run every kernel check (`docmem_runtime::gpu::checks`) on this browser's WebGPU adapter.
-/// Resolves to `{adapter, checks, software}` (the adapter's name, the number of checks
-/// passed, whether it is a software adapter: a browser's fallback, SwiftShader);
-/// rejects with a `WEBGPU_UNAVAILABLE` error naming the check, the element and both values
-/// when the adapter computes a kernel wrongly, or when there is no usable adapter.
-/// `allowCpuAdapter` accepts a software adapter (SwiftShader), as tests do.
-#[wasm_bindgen(js_name = webgpuCheck)]
-pub async fn webgpu_check(allow_cpu_adapter: bool) -> Result<JsValue, JsValue> {
-    let gpu = device(allow_cpu_adapter).await?;
-    let passed = checks::run_all(&gpu).await.map_err(coded)?;
-    let out = js_sys::Object::new();
-    let _ = js_sys::Reflect::set(&out, &"adapter".into(), &gpu.describe().into());
-    let _ = js_sys::Reflect::set(&out, &"checks".into(), &(passed as f64).into());
-    let _ = js_sys::Reflect::set(&out, &"software".into(), &gpu.is_software().into());
-    Ok(out.into())
-}
 
 /// A GGUF model on the browser's WebGPU adapter: the decoder runs there, the tokenizer and
 /// the token embeddings stay in wasm memory.
@@ -76,19 +35,19 @@ impl WasmGpuLm {
 
 #[wasm_bindgen(js_class = GpuLm)]
 impl WasmGpuLm {
-    /// Move a loaded model (`Lm`, which this consumes) onto the GPU. `allowCpuAdapter`
-    /// accepts a software adapter (SwiftShader), as tests do. Await every call given the
-    /// `Lm` first: a model a call still holds cannot move (and the `Lm` is consumed all
-    /// the same, as JavaScript hands it over).
+    /// Move a loaded model (`Lm`, which this consumes) onto `device` (a `Device` chosen
+    /// on WebGPU). Await every call given the `Lm` first: a model a call still holds
+    /// cannot move (and the `Lm` is consumed all the same, as JavaScript hands it over).
     #[wasm_bindgen(js_name = fromLm)]
-    pub async fn from_lm(lm: WasmLm, allow_cpu_adapter: bool) -> Result<WasmGpuLm, JsValue> {
+    pub fn from_lm(lm: WasmLm, device: &WasmDevice) -> Result<WasmGpuLm, JsValue> {
+        boundary::ready()?;
+        let gpu = device.gpu()?;
         let WasmLm { lm, name, registration } = lm;
         // The registry's handle shares the model: let it go, so that the model moves.
         drop(registration);
         let lm = Rc::try_unwrap(lm).map_err(|_| {
             error_with(ErrorCode::Busy, "the Lm is in use by a call still running, so it cannot move to the GPU (and it was consumed): load it again once that call has settled")
         })?;
-        let gpu = device(allow_cpu_adapter).await?;
         let lm = lm.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(coded)?;
         Ok(WasmGpuLm::wrap(lm, name))
     }
@@ -106,19 +65,18 @@ impl WasmGpuLm {
     /// Load a GGUF model of `length` bytes straight onto the GPU through `read(offset,
     /// length) → Uint8Array` (a synchronous reader, as `Lm.fromReader` takes), one block's
     /// tensors at a time: the file is never whole in wasm memory. `name` is what the model
-    /// is known by (as `Lm.setName` sets it).
+    /// is known by (as `Lm.setName` sets it); `device`, a `Device` chosen on WebGPU.
     #[wasm_bindgen(js_name = fromReader)]
-    pub async fn from_reader(
+    pub fn from_reader(
         length: f64,
         read: js_sys::Function,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
-        allow_cpu_adapter: bool,
+        device: &WasmDevice,
     ) -> Result<WasmGpuLm, JsValue> {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let src = crate::js_range_source(length, read)?;
-        let gpu = device(allow_cpu_adapter).await?;
-        let lm = Lm::load_onto_gpu(&src, &crate::load_options(), gpu).map_err(coded)?;
+        let lm = Lm::load_onto_gpu(&src, &crate::load_options(), device.gpu()?).map_err(coded)?;
         Ok(WasmGpuLm::wrap(lm, name))
     }
 
@@ -126,18 +84,18 @@ impl WasmGpuLm {
     /// tensors are read one at a time and quantized to 8-bit blocks in wasm memory, then the
     /// model is uploaded (a GGUF file goes straight to the GPU a block at a time instead).
     #[wasm_bindgen(js_name = fromHuggingFace)]
-    pub async fn from_hugging_face(
+    pub fn from_hugging_face(
         #[wasm_bindgen(unchecked_param_type = "{config: Uint8Array, tokenizer: Uint8Array, tokenizerConfig?: Uint8Array | null}")]
         parts: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Array<{length: number, read: (offset: number, length: number) => Uint8Array}>")]
         shards: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
-        allow_cpu_adapter: bool,
+        device: &WasmDevice,
     ) -> Result<WasmGpuLm, JsValue> {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let files = crate::HfFiles::from_js(&parts, &shards)?;
-        let gpu = device(allow_cpu_adapter).await?;
+        let gpu = device.gpu()?;
         let lm =
             files.load()?.map_backend(|cpu| GpuTransformer::from_cpu(gpu, cpu)).map_err(|e| error_with(ErrorCode::ModelLoadFailed, e))?;
         Ok(WasmGpuLm::wrap(lm, name))
@@ -201,20 +159,20 @@ impl WasmGpuLm {
 /// The sentence embedder on WebGPU.
 #[wasm_bindgen(js_class = Embedder)]
 impl WasmEmbedder {
-    /// Load from a model's files (as `new Embedder` takes them) onto the WebGPU device
-    /// `device` runs on, which it then shares (one device for the decoder and the
-    /// embedder). Its vectors can only be awaited: `embedAsync`, `addDocument`, `search`,
-    /// `ask` and `readAhead` take it; clues and routing inside `ask`, which embed between
-    /// the answerer's steps synchronously, refuse it.
+    /// Load from a model's files (as `new Embedder` takes them) onto `device` (a `Device`
+    /// chosen on WebGPU), which it shares with the models loaded there. Its vectors can
+    /// only be awaited: `embedAsync`, `addDocument`, `search`, `ask` and `readAhead` take
+    /// it; clues and routing inside `ask`, which embed between the answerer's steps
+    /// synchronously, refuse it.
     #[wasm_bindgen(js_name = onGpu)]
     pub fn on_gpu(
         #[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] files: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
-        device: &WasmGpuLm,
+        device: &WasmDevice,
     ) -> Result<WasmEmbedder, JsValue> {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
-        let gpu = device.lm.backend.gpu().clone();
+        let gpu = device.gpu()?;
         let embedder =
             docmem_runtime::embed::SentenceEmbedder::from_files_onto_gpu(crate::model_files(&files)?, &name, gpu).map_err(coded)?;
         Ok(WasmEmbedder::wrap(embedder))

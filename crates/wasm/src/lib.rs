@@ -14,8 +14,9 @@
 //! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
 //! sentence embedder on the same kernels, `RemoteModel` and `Embedder.remote` (hosted
 //! models), and [`WasmLibrary`], a document library whose changes the JavaScript side
-//! persists. With the `gpu` feature, `webgpuCheck`, `GpuLm` (a model on WebGPU) and
-//! `Embedder.onGpu` (the embedder on that device). The library's work goes through two
+//! persists. [`WasmDevice`] is where local models run, by the runtime's one rule; with
+//! the `gpu` feature, `GpuLm` (a model on WebGPU) and `Embedder.onGpu` (the embedder)
+//! load onto the device it chose. The library's work goes through two
 //! entry points whatever runs the models, `addDocument(doc, options)` and `ask(question,
 //! options)`, Promises that take the models in their options (`handles`): a page reads
 //! GPU results and a host's replies only through its event loop, and on the CPU the same
@@ -27,6 +28,7 @@ use docmem_core::{align_memory, parse_memreader_output, AlignParams, ErrorCode, 
 use wasm_bindgen::prelude::*;
 
 mod boundary;
+mod device;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod handles;
@@ -35,6 +37,7 @@ mod memory_draft;
 mod remote;
 mod sha256;
 mod threads;
+pub use device::WasmDevice;
 #[cfg(feature = "gpu")]
 pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
