@@ -463,12 +463,16 @@ export class DocMemClient {
    * collection's name) routing across collections; the answer then carries their traces.
    * onProgress gets what is happening before the answer: {stage: 'search'}, then {stage:
    * 'read', found, passages, sources} as the answerer starts reading (sources: the
-   * passages it reads, as the answer's `sources` will be; not with clues or routing,
-   * which find theirs inside the answer), then {stage: 'write'} as the first token comes.
+   * passages it reads, as the answer's `sources` will be), then {stage: 'write'} as the
+   * first token comes. onPart gets the answer as the engine reads it while it is written,
+   * {text} or {cite: [n, …]} (a citation as soon as its bracket closes), for drawing
+   * without parsing the text; the answer's `parts` are the final word (citations the
+   * engine moved to the passages that hold the answer's words, a refusal).
    */
-  ask(question, { k = 8, maxTokens = 256, onToken, onProgress, signal, clues = 'off', route } = {}) {
+  ask(question, { k = 8, maxTokens = 256, onToken, onPart, onProgress, signal, clues = 'off', route } = {}) {
     const onEvent = (d) => {
       if (d.token !== undefined) onToken?.(d.token);
+      else if (d.part !== undefined) onPart?.(d.part);
       else onProgress?.(d);
     };
     return this.#call('ask', { question, k, maxTokens, clues, route }, { signal, onEvent, cancellable: true });

@@ -383,8 +383,13 @@ export interface Citation {
   score: number;
 }
 
+/** A part of an answer as the engine reads it: its text, or a citation of the numbered passages (`[n]` of `sources`). */
+export type AnswerPart = { text: string } | { cite: number[] };
+
 export interface Answer {
   answer: string;
+  /** The answer as text and citations, to draw without parsing `answer`: the answer's own [n] where it put them; citations found from the passages' words after the text ('overlap', 'moved', whose markers are dropped); a refusal as its text. */
+  parts: AnswerPart[];
   notInDocuments: boolean;
   /** The passages the answer cites. */
   citations: Citation[];
@@ -419,9 +424,8 @@ export interface Answer {
  * What an ask is doing before and as its answer streams (`onProgress`), in this order:
  * 'search' as retrieval starts; 'read' once the passages are found and the answerer
  * starts reading them (its prompt's prefill, the long wait on a CPU), with the passages
- * themselves (a plain ask: with clues or routing the passages are found inside the
- * answer's call and no 'read' comes); 'write' as the first token comes, just before it
- * reaches `onToken`.
+ * themselves (with clues or routing too, once they have found them); 'write' as the first
+ * token comes, just before it reaches `onToken`.
  */
 export type AskProgress =
   | { stage: 'search' }
@@ -530,6 +534,8 @@ export declare class DocMem {
       k?: number;
       maxTokens?: number;
       onToken?: (text: string) => void;
+      /** The answer as the engine reads it while it is written: text, and each citation as soon as its bracket closes. The answer's `parts` are the final word. */
+      onPart?: (part: AnswerPart) => void;
       /** Searching, reading N passages, writing: see AskProgress. */
       onProgress?: (p: AskProgress) => void;
       signal?: AbortSignal;

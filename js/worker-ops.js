@@ -650,7 +650,10 @@ const ops = {
       emit({ stage: 'read', found, passages: sources.length, sources });
       return true;
     };
-    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onRead });
+    // The answer's parts as the engine reads them (text, and each citation as its bracket
+    // closes): what a page draws.
+    const onPart = (part) => emit({ part });
+    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onPart, onRead });
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     // Routing saves what it learned, clues the global memory: persist like a change.
     if (guided) await persist();
@@ -658,6 +661,8 @@ const ops = {
     const sources = r.sources.map(sourceOf);
     return {
       answer: r.answer,
+      // The answer as text and citations ({text} | {cite: [n, …]}): drawn, never parsed.
+      parts: r.parts,
       notInDocuments: r.not_in_documents,
       citations: sources.filter((s) => r.cited.includes(s.n)),
       citationsFrom: r.citations_from,

@@ -645,9 +645,8 @@ let asking = null;
 let passages = new Map(); // n → passage of the answer being written (from its 'read' stage)
 
 /**
- * The link of a citation [n]. `source` is the passage, or just {n} while an answer streams
- * before its passages are known (clues and routing find them inside the answer): that
- * link opens the passage once it is known.
+ * The link of a citation [n]. `source` is the passage, or just {n} when its passage is not
+ * known yet: that link opens the passage once it is.
  */
 function citeLink(source) {
   const known = source.document !== undefined;
@@ -667,46 +666,13 @@ function citeLink(source) {
 /** A passage's document, and its page where the document has pages: "printing-press, p. 2". */
 const whereFrom = (source) => `${source.document.title}${source.page ? `, p. ${source.page}` : ''}`;
 
-const MARKER = /(\[\d+(?:\s*,\s*\d+)*\])/;
+/** An answer's parts (the engine's: {text} or {cite: [n, …]}) as nodes, each cited passage a link. */
+const partNodes = (part) => (part.cite ? part.cite.map((n) => citeLink(passages.get(n) ?? { n })) : [part.text]);
 
-/** The answerer's refusal, as the engine writes it (docmem_core::answer). */
-const REFUSAL = /^\s*(not in the documents|文档中没有答案)/i;
-
-/** `text` without its [n] markers (and the space before each). */
-const withoutMarkers = (text) => text.replace(/\s*\[\d+(?:\s*,\s*\d+)*\]/g, '');
-
-/** `text` as nodes, each [n] or [n, m] a link: when `byN` (n → passage) is given, only those whose passages it has. */
-function citedNodes(text, byN) {
-  const nodes = [];
-  for (const part of text.split(MARKER)) {
-    if (!part) continue;
-    const m = /^\[([\d,\s]+)\]$/.exec(part);
-    const ns = m ? m[1].split(',').map((x) => Number(x.trim())) : [];
-    if (m && ns.every((n) => (byN ? byN.has(n) : n > 0))) ns.forEach((n) => nodes.push(citeLink(byN ? byN.get(n) : { n })));
-    else nodes.push(document.createTextNode(part));
-  }
-  return nodes;
-}
-
-/**
- * A writer of streamed answer text into `box`: each [n] becomes a link as soon as its
- * closing bracket arrives; an unfinished "[1" at the end waits as plain text.
- */
+/** A writer of the streamed answer's parts into `box`, each citation a link as soon as the engine reads it. */
 function streamInto(box) {
-  let text = '';
-  let drawn = 0; // text[0, drawn) is in the box as text and links
-  const tail = document.createTextNode('');
-  box.replaceChildren(tail);
-  return (piece) => {
-    text += piece;
-    const open = /\[[\d,\s]*$/.exec(text);
-    const upTo = open ? open.index : text.length;
-    if (upTo > drawn) {
-      for (const node of citedNodes(text.slice(drawn, upTo), passages.size ? passages : null)) box.insertBefore(node, tail);
-      drawn = upTo;
-    }
-    tail.data = text.slice(drawn);
-  };
+  box.replaceChildren();
+  return (part) => box.append(...partNodes(part));
 }
 
 // Words too common to tell one sentence from another.
@@ -790,26 +756,19 @@ function showReading(sources, question) {
 
 function renderAnswer(r) {
   const answer = $('answer');
-  const byN = new Map(r.sources.map((s) => [s.n, s]));
-  passages = byN;
-  // Citations 'moved': the passages the answer's own [n] name do not hold its words, so its
-  // markers are dropped from the text and the passages that do hold them are linked instead.
-  const moved = r.citationsFrom === 'moved';
-  answer.replaceChildren(...citedNodes(moved ? withoutMarkers(r.answer) : r.answer, byN));
-  // An answer without its own [n] still links the passages that hold its words.
-  if (!answer.querySelector('a.cite') && r.citations.length > 0) {
-    answer.append(' ');
-    for (const c of r.citations) answer.append(citeLink(c));
-    if (moved) answer.append(el('span', { class: 'muted', text: ' (the passages the answer cited do not hold its words; these do)' }));
-  }
-  // A refusal says how it was reached where its words do not: a withheld answer's status
-  // line says it already, and the refusal text needs no "(the documents do not say)".
-  if (r.notInDocuments && r.finish !== 'withheld') {
-    const how = r.draft ? ' (an answer was written, but the passages read do not support it)' : REFUSAL.test(r.answer) ? '' : ' (the documents do not say)';
-    if (how) answer.append(el('span', { class: 'muted', text: how }));
+  passages = new Map(r.sources.map((s) => [s.n, s]));
+  // The engine's parts: the answer's text and its citations, placed where the answer put
+  // them, or after it where they were found from the passages' words ('moved': the
+  // passages the answer's own [n] named do not hold its words, so those are dropped).
+  answer.replaceChildren(...r.parts.flatMap(partNodes));
+  if (r.citationsFrom === 'moved') answer.append(el('span', { class: 'muted', text: ' (the passages the answer cited do not hold its words; these do)' }));
+  // A refusal the check made says so (a withheld answer's status line says it already).
+  if (r.notInDocuments && r.finish !== 'withheld' && r.draft) {
+    answer.append(el('span', { class: 'muted', text: ' (an answer was written, but the passages read do not support it)' }));
   }
   const cited = new Set(r.citations.map((c) => c.n));
-  const answerWords = r.notInDocuments ? new Set() : wordsOf(withoutMarkers(r.answer));
+  const answerText = r.parts.map((p) => p.text ?? '').join('');
+  const answerWords = r.notInDocuments ? new Set() : wordsOf(answerText);
   const item = (s) => passageItem(s, answerWords);
   $('sources').replaceChildren(...r.sources.filter((s) => cited.has(s.n)).map(item));
   $('sources-h').textContent = cited.size ? 'Cited' : 'No passage cited';
@@ -929,10 +888,10 @@ async function ask(question) {
           answerStatus(p.passages > 0 ? `Reading ${plural(p.passages, 'passage')}…` : 'Nothing found in the documents; writing…', true);
         } else if (p.stage === 'write') answerStatus('Writing…', true);
       },
-      onToken: (t) => {
+      onToken: () => {
         if (!first) first = performance.now() - t0;
-        write(t);
       },
+      onPart: write,
     });
     renderAnswer(r);
     recordSpeed(r, first);

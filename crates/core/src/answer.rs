@@ -133,6 +133,90 @@ pub fn cited(answer: &str, count: usize) -> Vec<usize> {
     out
 }
 
+/// One piece of an answer as it is shown: its text, or a citation of numbered passages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum AnswerPart {
+    /// Text as written.
+    Text(String),
+    /// A citation: the passages' numbers, from 1.
+    Cite(Vec<usize>),
+}
+
+/// Add `text` to `parts`, joining it to text already last.
+fn push_text(parts: &mut Vec<AnswerPart>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match parts.last_mut() {
+        Some(AnswerPart::Text(t)) => t.push_str(text),
+        _ => parts.push(AnswerPart::Text(text.into())),
+    }
+}
+
+/// `answer` as a page shows it: its text, and each citation marker whose numbers all
+/// name one of the `count` passages as a citation. Other brackets ("[sic]", "[7]" of
+/// three passages) stay text.
+pub fn answer_parts(answer: &str, count: usize) -> Vec<AnswerPart> {
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for (range, numbers) in citation_markers(answer) {
+        if numbers.is_empty() || !numbers.iter().all(|n| (1..=count).contains(n)) {
+            continue;
+        }
+        push_text(&mut parts, &answer[at..range.start]);
+        parts.push(AnswerPart::Cite(numbers));
+        at = range.end;
+    }
+    push_text(&mut parts, &answer[at..]);
+    parts
+}
+
+/// `answer` without its citation markers and the white space before each, its own line
+/// breaks kept: the text when its citations are shown elsewhere.
+pub fn without_markers(answer: &str) -> String {
+    let mut out = String::with_capacity(answer.len());
+    let mut at = 0;
+    for (range, _) in citation_markers(answer) {
+        out.push_str(answer[at..range.start].trim_end());
+        at = range.end;
+    }
+    out.push_str(&answer[at..]);
+    out
+}
+
+/// An answer's text arriving a piece at a time, read as [`answer_parts`] reads the whole:
+/// text is given out as it comes, except from a `[` that may still become a citation,
+/// which is held until its bracket closes or it cannot be one.
+#[derive(Clone, Debug)]
+pub struct PartStream {
+    count: usize,
+    held: String,
+}
+
+impl PartStream {
+    /// A stream of an answer to `count` numbered passages.
+    pub fn new(count: usize) -> Self {
+        PartStream { count, held: String::new() }
+    }
+
+    /// The parts `piece` completes.
+    pub fn push(&mut self, piece: &str) -> Vec<AnswerPart> {
+        self.held.push_str(piece);
+        let open =
+            self.held.rfind('[').filter(|&i| self.held[i + 1..].chars().all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ' | '，')));
+        let ready: String = self.held.drain(..open.unwrap_or(self.held.len())).collect();
+        answer_parts(&ready, self.count)
+    }
+
+    /// The parts still held, the answer ended.
+    pub fn finish(&mut self) -> Vec<AnswerPart> {
+        let rest = core::mem::take(&mut self.held);
+        answer_parts(&rest, self.count)
+    }
+}
+
 /// `answer` without its citation markers (what exact match and F1 compare: "Richard I
 /// [2]" is the answer "Richard I").
 pub fn without_citations(answer: &str) -> String {
@@ -281,5 +365,57 @@ mod tests {
         assert_eq!(attribute("Caxton", &sources), [2, 3]);
         assert!(attribute("Gutenberg in Mainz", &sources).is_empty());
         assert!(attribute("", &sources).is_empty());
+    }
+
+    fn text(s: &str) -> AnswerPart {
+        AnswerPart::Text(s.into())
+    }
+
+    #[test]
+    fn an_answer_is_text_and_citations_of_passages_that_exist() {
+        use AnswerPart::Cite;
+        assert_eq!(answer_parts("In 1455 [2, 4].", 4), [text("In 1455 "), Cite(vec![2, 4]), text(".")]);
+        assert_eq!(answer_parts("[1][3] Caxton", 3), [Cite(vec![1]), Cite(vec![3]), text(" Caxton")]);
+        // A number past the passages, or a bracket that is no marker, stays text.
+        assert_eq!(answer_parts("Caxton [7] [sic] [1]", 3), [text("Caxton [7] [sic] "), Cite(vec![1])]);
+        assert_eq!(answer_parts("", 3), []);
+        assert_eq!(without_markers("Caxton [1].\nIn 1476 [2, 3]"), "Caxton.\nIn 1476");
+    }
+
+    #[test]
+    fn a_streamed_answer_gives_the_parts_the_whole_does_wherever_it_is_cut() {
+        let answer = "William Caxton [1] set up a press [2, 3] in 1476 [9] [note] at Westminster [1]";
+        let whole = answer_parts(answer, 3);
+        for size in 1..answer.len() {
+            let mut stream = PartStream::new(3);
+            let mut got = Vec::new();
+            let mut at = 0;
+            while at < answer.len() {
+                let mut end = (at + size).min(answer.len());
+                while !answer.is_char_boundary(end) {
+                    end += 1;
+                }
+                for p in stream.push(&answer[at..end]) {
+                    push_part(&mut got, p);
+                }
+                at = end;
+            }
+            for p in stream.finish() {
+                push_part(&mut got, p);
+            }
+            assert_eq!(got, whole, "pieces of {size} bytes");
+        }
+        // Text before an unclosed bracket is given out at once; the bracket waits.
+        let mut stream = PartStream::new(3);
+        assert_eq!(stream.push("Caxton [1"), [text("Caxton ")]);
+        assert_eq!(stream.push("] then"), [AnswerPart::Cite(vec![1]), text(" then")]);
+    }
+
+    /// Parts in order, adjacent texts joined (as a page shows them).
+    fn push_part(parts: &mut Vec<AnswerPart>, p: AnswerPart) {
+        match p {
+            AnswerPart::Text(t) => push_text(parts, &t),
+            cite => parts.push(cite),
+        }
     }
 }

@@ -30,6 +30,7 @@
 use std::cell::{Ref, RefCell, RefMut};
 use std::ops::ControlFlow;
 
+use docmem_core::answer::{AnswerPart, PartStream};
 use docmem_core::clues::{CluesMode, GlobalMemorySettings};
 use docmem_core::library::{Library, Store, DEFAULT_COLLECTION};
 use docmem_core::reader::Progress;
@@ -105,6 +106,11 @@ pub enum AskEvent<'a> {
     },
     /// A piece of the answer as the answerer writes it.
     Text(&'a str),
+    /// A part of the answer those pieces complete, read as the answer's `parts` are: text,
+    /// or a citation the moment its bracket closes (a page draws these, never parsing the
+    /// text). The answer's `parts` are the final word: an answer the check replaces, or
+    /// citations moved to the passages holding its words, are drawn again from them.
+    Part(&'a AnswerPart),
 }
 
 /// Where a document goes, and the limits it must keep.
@@ -268,7 +274,7 @@ impl<S: Store> Session<S> {
         if on_event(AskEvent::Passages { sources: &prompt.sources, clues: None, route: None }).is_break() {
             return Err(Error::Cancelled);
         }
-        qa::answer(prompt, model.answerer, options.params.max_tokens, |piece| on_event(AskEvent::Text(piece))).await
+        answer_streaming(prompt, model.answerer, options.params.max_tokens, on_event).await
     }
 
     /// The evidence for `question` and the answer prompt built from it, without an
@@ -323,7 +329,7 @@ impl<S: Store> Session<S> {
         if on_event(passages).is_break() {
             return Err(Error::Cancelled);
         }
-        let mut answer = qa::answer(guided.prompt, answerer, params.max_tokens, |piece| on_event(AskEvent::Text(piece))).await?;
+        let mut answer = answer_streaming(guided.prompt, answerer, params.max_tokens, on_event).await?;
         // Only the memory controller learns (static and random are the ablations that do
         // not).
         if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
@@ -334,6 +340,30 @@ impl<S: Store> Session<S> {
         answer.route = guided.route;
         Ok(answer)
     }
+}
+
+/// [`qa::answer`], reporting each piece of text and the parts it completes.
+async fn answer_streaming(
+    prompt: qa::AnswerPrompt,
+    answerer: &dyn Answerer,
+    max_tokens: usize,
+    on_event: &mut dyn FnMut(AskEvent<'_>) -> ControlFlow<()>,
+) -> Result<Answer, Error> {
+    let mut parts = PartStream::new(prompt.sources.len());
+    let answer = qa::answer(prompt, answerer, max_tokens, |piece| {
+        let flow = on_event(AskEvent::Text(piece));
+        for part in parts.push(piece) {
+            if on_event(AskEvent::Part(&part)).is_break() {
+                return ControlFlow::Break(());
+            }
+        }
+        flow
+    })
+    .await?;
+    for part in parts.finish() {
+        let _ = on_event(AskEvent::Part(&part));
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
@@ -405,12 +435,16 @@ mod tests {
                         events.push("passages".into());
                     }
                     AskEvent::Text(piece) => events.push(piece.to_string()),
+                    AskEvent::Part(AnswerPart::Text(t)) => events.push(format!("text {t:?}")),
+                    AskEvent::Part(AnswerPart::Cite(ns)) => events.push(format!("cite {ns:?}")),
                 }
                 ControlFlow::Continue(())
             },
         ))
         .unwrap();
-        assert_eq!(events, ["passages", "William ", "Caxton ", "[1]"]);
+        // Each piece, then the parts it completes: "[1]" is read as a citation.
+        assert_eq!(events, ["passages", "William ", "text \"William \"", "Caxton ", "text \"Caxton \"", "[1]", "cite [1]"]);
+        assert_eq!(answer.parts, [AnswerPart::Text("William Caxton ".into()), AnswerPart::Cite(vec![1])]);
         assert_eq!(answer.sources.iter().map(|s| s.text.clone()).collect::<Vec<_>>(), shown);
         assert!(answer.sources[0].text.contains("Caxton"), "{:?}", answer.sources);
         assert_eq!((answer.answer.as_str(), answer.cited.as_slice(), answer.not_in_documents), ("William Caxton [1]", &[1][..], false));

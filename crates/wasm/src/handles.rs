@@ -47,6 +47,7 @@ export interface AskOptions {
   k?: number;
   maxTokens?: number;
   onToken?: (piece: string) => boolean | void;
+  onPart?: (part: {text: string} | {cite: number[]}) => void;
   onRead?: (sourcesJson: string) => boolean | void;
   clues?: string;
   route?: string;

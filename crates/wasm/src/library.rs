@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
+use docmem_core::answer::AnswerPart;
 use docmem_core::chunk::ChunkerKind;
 use docmem_core::clues::CluesMode;
 use docmem_core::library::DEFAULT_COLLECTION;
@@ -139,13 +140,14 @@ struct AskArgs {
     answerer: handles::Model,
     embedder: handles::SharedEmbedder,
     on_token: Option<js_sys::Function>,
+    on_part: Option<js_sys::Function>,
     on_read: Option<js_sys::Function>,
 }
 
 fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
     boundary::ready()?;
     let question = string(question, "question")?;
-    let o = Options::new(options, "options", &["embedder", "answerer", "k", "maxTokens", "onToken", "onRead", "clues", "route"])?;
+    let o = Options::new(options, "options", &["embedder", "answerer", "k", "maxTokens", "onToken", "onPart", "onRead", "clues", "route"])?;
     let defaults = AskParams::default();
     let k = o.count_or("k", defaults.k as u32, u32::MAX)?.max(1) as usize;
     let max_tokens = o.count_or("maxTokens", defaults.max_tokens as u32, u32::MAX)?.max(1) as usize;
@@ -165,8 +167,20 @@ fn ask_args(question: &JsValue, options: &JsValue) -> Result<AskArgs, JsValue> {
         answerer: handles::required_model(&o, "answerer")?,
         embedder: handles::embedder_in(&o)?,
         on_token: o.function("onToken")?,
+        on_part: o.function("onPart")?,
         on_read: o.function("onRead")?,
     })
+}
+
+/// An answer's part as JavaScript: `{text}` or `{cite: [n, …]}`.
+fn part_object(part: &AnswerPart) -> JsValue {
+    let o = js_sys::Object::new();
+    let (key, value): (&str, JsValue) = match part {
+        AnswerPart::Text(t) => ("text", t.as_str().into()),
+        AnswerPart::Cite(ns) => ("cite", ns.iter().map(|&n| JsValue::from(n as f64)).collect::<js_sys::Array>().into()),
+    };
+    let _ = js_sys::Reflect::set(&o, &key.into(), &value);
+    o.into()
 }
 
 pub(crate) fn progress_object(p: &Progress) -> JsValue {
@@ -378,6 +392,9 @@ impl WasmLibrary {
     ///   the runtime's `AskParams`, chosen on the dev split: 6 and 160);
     /// - `onToken`: given each piece of the answer as it is written; returning `false`
     ///   stops it;
+    /// - `onPart`: given each part of the answer those pieces complete, `{text}` or
+    ///   `{cite: [n, …]}` (a citation once its bracket closes), for a page to draw
+    ///   without parsing the text; the answer's `parts` are the final word;
     /// - `onRead`: given the passages the answerer reads (JSON, as the answer's `sources`)
     ///   once they are found, before it reads them (with clues or routing too, once they
     ///   have found them); returning `false` stops the answer there (an `ABORTED`
@@ -402,7 +419,7 @@ impl WasmLibrary {
         let args = ask_args(&question, &options);
         let session = self.session.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let AskArgs { question, options, answerer, embedder, on_token, on_read } = args?;
+            let AskArgs { question, options, answerer, embedder, on_token, on_part, on_read } = args?;
             let mut on_token = token_sink(on_token);
             let mut on_event = |event: AskEvent<'_>| match event {
                 AskEvent::Passages { sources, .. } => match &on_read {
@@ -416,6 +433,12 @@ impl WasmLibrary {
                     None => ControlFlow::Continue(()),
                 },
                 AskEvent::Text(piece) => on_token(piece),
+                AskEvent::Part(part) => {
+                    if let Some(f) = &on_part {
+                        let _ = f.call1(&JsValue::NULL, &part_object(part));
+                    }
+                    ControlFlow::Continue(())
+                }
                 _ => ControlFlow::Continue(()),
             };
             let answer = session.ask(&question, &options, answerer.answering(), &*embedder, &mut on_event).await.map_err(coded)?;

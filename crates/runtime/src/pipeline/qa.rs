@@ -16,7 +16,9 @@
 
 use std::ops::ControlFlow;
 
-use docmem_core::answer::{answer_prompt, attribute, checked_citations, cited, says_not_in_documents, Memory};
+use docmem_core::answer::{
+    answer_parts, answer_prompt, attribute, checked_citations, cited, says_not_in_documents, without_markers, AnswerPart, Memory,
+};
 use docmem_core::answerability::{support, Calibration, Evidence};
 use docmem_core::context::ContextParams;
 use docmem_core::document::PAGE_BREAK;
@@ -73,6 +75,10 @@ impl Source {
 pub struct Answer {
     /// The answer text.
     pub answer: String,
+    /// The answer as it is shown: its text and its citations (`cited`, placed where the
+    /// answer put them; after the text where they came from the passages' words), so that
+    /// no caller parses `answer`.
+    pub parts: Vec<AnswerPart>,
     /// True when the answerer said the documents do not answer the question.
     pub not_in_documents: bool,
     /// The numbers of the sources the answer cites.
@@ -366,7 +372,9 @@ pub async fn answer(
             citations_from = "overlap";
         }
     }
+    let parts = shown_parts(&answer, &citations, citations_from, sources.len(), not_in_documents);
     Ok(Answer {
+        parts,
         not_in_documents,
         cited: citations,
         citations_from,
@@ -384,6 +392,22 @@ pub async fn answer(
         clues: None,
         route: None,
     })
+}
+
+/// `answer` as it is shown: a refusal as its text; the model's own citations where it put
+/// them; citations taken from the passages' words after the text (the model's markers
+/// dropped when they were moved).
+fn shown_parts(answer: &str, citations: &[usize], citations_from: &str, sources: usize, refused: bool) -> Vec<AnswerPart> {
+    if refused {
+        return vec![AnswerPart::Text(answer.to_string())];
+    }
+    match citations_from {
+        "moved" | "overlap" if !citations.is_empty() => {
+            let text = if citations_from == "moved" { without_markers(answer) } else { answer.to_string() };
+            vec![AnswerPart::Text(text + " "), AnswerPart::Cite(citations.to_vec())]
+        }
+        _ => answer_parts(answer, sources),
+    }
 }
 
 /// The refusal shown for an answer the check replaced, in the language of what was written.
@@ -462,6 +486,37 @@ mod tests {
         // The retrieved piece lies inside its window.
         assert!(caxton.hits.iter().all(|&(s, e)| caxton.chars.0 <= s && e <= caxton.chars.1));
         assert_eq!((a.answer.as_str(), a.cited.as_slice(), a.draft.as_deref()), ("William Caxton [1]", &[1][..], None));
+        assert_eq!(a.parts, [AnswerPart::Text("William Caxton ".into()), AnswerPart::Cite(vec![1])]);
+    }
+
+    /// An answer from the retrieved sentences themselves (no windows), so that each is a
+    /// source of its own.
+    fn ask_pieces(text: &'static str) -> Answer {
+        let (lib, mut e) = library();
+        let context = ContextParams { budget: 0, ..ContextParams::default() };
+        let params = AskParams { k: 3, check_answerability: false, context, ..AskParams::default() };
+        let answerer = Scripted { text, probabilities: None };
+        crate::block_on(ask(&lib, &mut e, &answerer, "Who set up a press at Westminster?", &params, |_| ControlFlow::Continue(()))).unwrap()
+    }
+
+    #[test]
+    fn citations_found_from_the_passages_words_follow_the_text() {
+        // No marker: the passage holding the answer's words is cited after it.
+        let a = ask_pieces("William Caxton set up a press at Westminster");
+        assert_eq!(a.citations_from, "overlap");
+        assert_eq!(a.parts, [AnswerPart::Text("William Caxton set up a press at Westminster ".into()), AnswerPart::Cite(a.cited.clone())]);
+        assert!(a.cited.iter().all(|&n| a.sources[n - 1].text.contains("Westminster")), "{a:?}");
+        // A marker naming a passage without those words: it is dropped, and the passages
+        // that hold them follow the text.
+        let wrong = a.sources.iter().find(|s| !s.text.contains("Westminster")).expect("a passage without the answer").n;
+        let text: &'static str = Box::leak(format!("Caxton set up a press at Westminster [{wrong}].").into_boxed_str());
+        let a = ask_pieces(text);
+        assert_eq!(a.citations_from, "moved", "{a:?}");
+        assert_eq!(a.parts, [AnswerPart::Text("Caxton set up a press at Westminster. ".into()), AnswerPart::Cite(a.cited.clone())]);
+        assert!(!a.cited.contains(&wrong));
+        // A refusal is its text alone.
+        let a = ask_with(&Scripted { text: "Not in the documents.", probabilities: None }, false);
+        assert_eq!(a.parts, [AnswerPart::Text("Not in the documents.".into())]);
     }
 
     #[test]
