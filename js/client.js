@@ -27,6 +27,7 @@
 
 import { DocMemError, abortError, codes, fromWire } from './errors.js';
 import { remoteBase } from './remote.js';
+import { SIGNAL, SIGNAL_BYTES } from './signals.js';
 
 const SUFFIXES = /\.(txt|md|markdown|html?|pdf)$/i;
 
@@ -145,7 +146,7 @@ export class DocMemClient {
   #queue = [];
   #running = null;
   #nextId = 1;
-  #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one (its slots: worker-ops.js)
+  #cancel = null; // Int32Array over a SharedArrayBuffer, when there is one (its slots: signals.js)
   #background = new Map(); // id → a background job (writeMemory, readAhead), outside the queue
   #pausedMemories = false;
   #info = null;
@@ -226,7 +227,7 @@ export class DocMemClient {
     // One DocMem per library at a time (two would each write their own view of it).
     if (!this.#releaseLock) this.#releaseLock = await platform.lockLibrary(this.#name, storageDir);
     const shared = typeof SharedArrayBuffer !== 'undefined' && platform.sharedMemory();
-    const cancel = shared ? new SharedArrayBuffer(32) : null;
+    const cancel = shared ? new SharedArrayBuffer(SIGNAL_BYTES) : null;
     this.#cancel = cancel ? new Int32Array(cancel) : null;
     this.#init = {
       libraryName: this.#name,
@@ -280,8 +281,8 @@ export class DocMemClient {
     // Background memories (a fresh worker after a restart starts them again, each from
     // its first window) and whether they are paused.
     if (this.#cancel) {
-      Atomics.store(this.#cancel, 1, 0); // a new worker: no request of the old one is owed
-      Atomics.store(this.#cancel, 2, 0);
+      Atomics.store(this.#cancel, SIGNAL.WAITING, 0); // a new worker: no request of the old one is owed
+      Atomics.store(this.#cancel, SIGNAL.STOP_MEMORY, 0);
     }
     if (this.#pausedMemories) this.#worker.post({ id: this.#nextId++, op: 'pauseMemories', args: { paused: true } });
     for (const job of this.#background.values()) this.#worker.post({ id: job.id, op: job.op, args: job.args });
@@ -356,8 +357,8 @@ export class DocMemClient {
     const job = this.#queue.shift();
     this.#running = job;
     if (this.#cancel) {
-      Atomics.store(this.#cancel, 0, 0); // the client clears it; the worker only reads it
-      Atomics.add(this.#cancel, 1, 1); // a background memory's window gives way to this request (the worker takes it back)
+      Atomics.store(this.#cancel, SIGNAL.CANCEL, 0); // the client clears it; the worker only reads it
+      Atomics.add(this.#cancel, SIGNAL.WAITING, 1); // a background memory's window gives way to this request (the worker takes it back)
     }
     this.#worker.post({ id: job.id, op: job.op, args: job.args }, job.transfer);
   }
@@ -397,7 +398,7 @@ export class DocMemClient {
     if (this.#cancel && job.cancellable) {
       // The worker's callbacks see the flag and stop; it answers with ABORTED. The message
       // reaches a worker waiting on a hosted model, which aborts its requests at once.
-      Atomics.store(this.#cancel, 0, 1);
+      Atomics.store(this.#cancel, SIGNAL.CANCEL, 1);
       this.#worker.post({ op: 'cancel', id: job.id });
       return;
     }
@@ -504,7 +505,7 @@ export class DocMemClient {
       const job = { id: this.#nextId++, op: 'memorize', args: { id: String(docId), samples, maxNewTokens, maxWindowTokens }, resolve, reject, onEvent: onProgress, signal };
       if (signal) {
         job.onAbort = () => {
-          if (this.#cancel) Atomics.store(this.#cancel, 2, job.id);
+          if (this.#cancel) Atomics.store(this.#cancel, SIGNAL.STOP_MEMORY, job.id);
           this.#worker?.post({ op: 'cancel', id: job.id });
         };
         signal.addEventListener('abort', job.onAbort, { once: true });
@@ -528,7 +529,7 @@ export class DocMemClient {
     if (this.#closed) return Promise.reject(new DocMemError(codes.CLOSED, 'this DocMem is closed'));
     return new Promise((resolve, reject) => {
       // A read-ahead under way stops for this newer one: shared flag [4] counts them.
-      const seq = this.#cancel ? Atomics.add(this.#cancel, 4, 1) + 1 : 0;
+      const seq = this.#cancel ? Atomics.add(this.#cancel, SIGNAL.READ_AHEAD, 1) + 1 : 0;
       const job = { id: this.#nextId++, op: 'readAhead', args: { question: String(question ?? ''), k, seq }, resolve, reject };
       this.#background.set(job.id, job);
       if (this.#ready) this.#worker.post({ id: job.id, op: job.op, args: job.args });
@@ -538,7 +539,7 @@ export class DocMemClient {
   /** Hold (true) or go on with (false) the background memories; a window being read stops
    * at once and goes on where it stopped when they go on. */
   pauseMemories(paused) {
-    if (this.#cancel) Atomics.store(this.#cancel, 3, paused ? 1 : 0);
+    if (this.#cancel) Atomics.store(this.#cancel, SIGNAL.PAUSE_MEMORIES, paused ? 1 : 0);
     this.#pausedMemories = Boolean(paused);
     this.#worker?.post({ id: this.#nextId++, op: 'pauseMemories', args: { paused: Boolean(paused) } });
   }

@@ -53,6 +53,7 @@
 
 import { DocMemError, codes, toWire } from './errors.js';
 import { isPdf } from './pdf-text.js';
+import { SIGNAL } from './signals.js';
 import { makeTransport } from './remote.js';
 import { byteToUtf16 } from './spans.js';
 
@@ -75,16 +76,13 @@ let onGpu = false; // the local reader and answerer are GpuLm objects (WebGPU), 
 let serving = null; // the request being served: {id, aborted}
 let lib;
 let store;
-// Int32Array over the client's SharedArrayBuffer: [0] 1 = cancel the current request;
-// [1] requests the client has sent and this worker has not yet answered (a background
-// memory step gives way to them; the client adds one per request, this worker takes it
-// back as it answers);
-// [2] the id of a background memory to stop; [3] 1 = background memories paused;
-// [4] read-aheads the client has sent, each numbered by it (one stops when a newer one comes).
+// Int32Array over the client's SharedArrayBuffer: the signals of signals.js.
 let cancelFlag = null;
 const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
 
-const cancelled = () => (serving !== null && serving.aborted) || (cancelFlag !== null && Atomics.load(cancelFlag, 0) === 1);
+/** Signal `i` (0 where there is no shared memory). */
+const flag = (i) => (cancelFlag !== null && cancelFlag.length > i ? Atomics.load(cancelFlag, i) : 0);
+const cancelled = () => (serving !== null && serving.aborted) || flag(SIGNAL.CANCEL) === 1;
 
 // Any error thrown while serving a request → a DocMemError with a stable code.
 function classify(e) {
@@ -775,12 +773,11 @@ let memoriesPaused = false;
 let pendingRequests = 0; // requests received and not yet answered
 let stepQueued = false;
 
-const flag = (i) => (cancelFlag !== null && cancelFlag.length > i ? Atomics.load(cancelFlag, i) : 0);
-const memoryStopped = (job) => job.aborted || flag(2) === job.id;
-const requestsWait = () => pendingRequests > 0 || flag(1) > 0;
+const memoryStopped = (job) => job.aborted || flag(SIGNAL.STOP_MEMORY) === job.id;
+const requestsWait = () => pendingRequests > 0 || flag(SIGNAL.WAITING) > 0;
 // A read-ahead goes first too: a question is being typed, and its ask would stop the
 // window anyway.
-const memoryGivesWay = () => memoriesPaused || flag(3) === 1 || requestsWait() || ahead !== null;
+const memoryGivesWay = () => memoriesPaused || flag(SIGNAL.PAUSE_MEMORIES) === 1 || requestsWait() || ahead !== null;
 
 // Reading ahead: while a question is being typed, the client sends what there is so far
 // (`readAhead`) and the local answerer reads the answer prompt it would get, up to the
@@ -808,7 +805,7 @@ async function aheadStep() {
     const interrupt = () => {
       // With shared memory: until a request or a newer read-ahead comes; without, one
       // piece per turn of the queue (a message can only arrive between turns).
-      stopped = requestsWait() || ahead !== job || (cancelFlag !== null ? flag(4) !== job.seq : pieces++ > 0);
+      stopped = requestsWait() || ahead !== job || (cancelFlag !== null ? flag(SIGNAL.READ_AHEAD) !== job.seq : pieces++ > 0);
       return stopped;
     };
     // Awaited inside the try: a rejected read-ahead on WebGPU must not reject the queue
@@ -906,8 +903,8 @@ async function memoryStep() {
       report(p);
       return true;
     };
-    const aheadSent = flag(4);
-    const interrupt = () => memoryStopped(job) || memoryGivesWay() || flag(4) !== aheadSent;
+    const aheadSent = flag(SIGNAL.READ_AHEAD);
+    const interrupt = () => memoryStopped(job) || memoryGivesWay() || flag(SIGNAL.READ_AHEAD) !== aheadSent;
     let complete;
     try {
       complete = await job.draft.step({ reader, progress, interrupt });
@@ -1004,7 +1001,7 @@ export function serveRequests(given) {
         .then(() => serve(message))
         .finally(() => {
           pendingRequests -= 1;
-          if (message.op !== 'init' && cancelFlag !== null && cancelFlag.length > 1) Atomics.sub(cancelFlag, 1, 1);
+          if (message.op !== 'init' && cancelFlag !== null && cancelFlag.length > SIGNAL.WAITING) Atomics.sub(cancelFlag, SIGNAL.WAITING, 1);
           scheduleMemory();
         });
     }
