@@ -1,19 +1,22 @@
 //! [`Session`]: the one owner of a library, and the one path a document and a question
 //! take through docmem.
 //!
-//! The CLI, the wasm layer (and through it the npm package and the app) and the
-//! evaluation all add documents with [`Session::add`] and answer questions with
-//! [`Session::ask`]; none of them assembles retrieval, the answer prompt, the answer and
-//! its citations itself. The steps live in [`crate::pipeline`] (ingest, retrieval and the
+//! The CLI and the wasm layer (and through it the npm package and the app) add documents
+//! with [`Session::add`] and answer questions with [`Session::ask`], and so does the
+//! evaluation's own arm ("ours"); none of them assembles retrieval, the answer prompt, the
+//! answer and its citations itself. (The evaluation's probes read the prompt
+//! [`Session::prepare`] builds, and its baselines answer without docmem's path, on
+//! purpose.) The steps live in [`crate::pipeline`] (ingest, retrieval and the
 //! answer in `qa`, clues and routing in `guided`); the session decides their order and
 //! what each holds while it runs.
 //!
 //! **What it owns.** The library, behind a `RefCell`: a call that waits (on a GPU, on a
 //! host, across a browser's event loop) holds only what it must, and a call made
-//! meanwhile gets [`Error::Busy`] instead of a half-changed library. A plain answer holds
-//! the library and the embedder while it searches, then neither while the answerer
-//! writes; a guided one (clues, routing) holds both until it settles, since it saves the
-//! global memory and what routing learned. The models are values passed to each call (a
+//! meanwhile gets [`Error::Busy`] instead of a half-changed library. An ask holds the
+//! library and the embedder while it searches (a guided one, with clues or routing, also
+//! while it writes the global memory it searches from), then neither while it reports the
+//! passages and the answerer writes; a routed one takes them again after the answer to
+//! save what routing learned. The models are values passed to each call (a
 //! [`crate::handle::ModelHandle`] gives them as [`Answering`], an embedder in a
 //! `RefCell`), not owned: the npm package lets a page answer one question locally and the
 //! next through its edge worker with the same library, and the embedder is shared with
@@ -84,7 +87,7 @@ pub struct AskOptions {
 }
 
 impl AskOptions {
-    /// Whether clues or routing take part (the ask then holds the library throughout).
+    /// Whether clues or routing take part.
     pub fn is_guided(&self) -> bool {
         self.guide.clues != CluesMode::Off || self.guide.route.is_some()
     }
@@ -288,8 +291,9 @@ impl<S: Store> Session<S> {
     }
 
     /// A question with clues or routing: the global memory (made once per library
-    /// generation and model) or the router's refreshed descriptors, the guided search,
-    /// the answer, and after it what routing learned.
+    /// generation and model) or the router's refreshed descriptors, the guided search
+    /// (holding the library and the embedder), the answer (holding neither), and after it
+    /// what routing learned (holding both again).
     #[allow(clippy::await_holding_refcell_ref)] // on purpose: see the module docs
     async fn ask_guided<E: Embedder>(
         &self,
@@ -301,8 +305,9 @@ impl<S: Store> Session<S> {
     ) -> Result<Answer, Error> {
         let Answering { answerer, mut writer, name } = model;
         let (params, settings) = (&options.params, &options.guide);
+        let embedder_cell = embedder;
         let mut library = self.library_mut()?;
-        let mut embedder = take(embedder, "the embedder")?;
+        let mut embedder = take(embedder_cell, "the embedder")?;
         if embedder.needs_await() {
             return Err(Error::AwaitedEmbedder);
         }
@@ -325,6 +330,9 @@ impl<S: Store> Session<S> {
             }
         }
         let guided = prepare_guided(&library, &mut *embedder, &mut *writer, global.as_ref(), &memory, question, params, settings).await?;
+        // Free while the passages are reported (the callback may read the library) and the
+        // answer is written, as in a plain ask; taken again to learn.
+        drop((library, embedder));
         let passages = AskEvent::Passages { sources: &guided.prompt.sources, clues: guided.clues.as_ref(), route: guided.route.as_ref() };
         if on_event(passages).is_break() {
             return Err(Error::Cancelled);
@@ -333,6 +341,7 @@ impl<S: Store> Session<S> {
         // Only the memory controller learns (static and random are the ablations that do
         // not).
         if settings.route.is_some() && settings.route_settings.controller == Controller::Memory {
+            let (mut library, mut embedder) = (self.library_mut()?, take(embedder_cell, "the embedder")?);
             let update = guided.update.as_ref();
             learn_after_answer(&mut library, &mut *embedder, Some(&mut *writer), &mut memory, update, &options.explore, params.k).await?;
         }
@@ -473,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn a_guided_ask_holds_the_library_and_traces_its_clues() {
+    fn a_guided_ask_traces_its_clues_and_lets_go_of_the_library_while_it_answers() {
         let (session, embedder) = session();
         let options = AskOptions { guide: GuideSettings { clues: CluesMode::On, ..GuideSettings::default() }, ..plain() };
         let mut saw_passages = false;
@@ -481,7 +490,8 @@ mod tests {
             if let AskEvent::Passages { clues, .. } = event {
                 saw_passages = true;
                 assert!(clues.is_some_and(|c| c.queries[0].text == "Who printed Chaucer?"));
-                assert!(matches!(session.library(), Err(Error::Busy { what: "the library" })));
+                // Free while the answer is written, as in a plain ask.
+                assert!(session.library().is_ok());
             }
             ControlFlow::Continue(())
         }))
@@ -489,6 +499,30 @@ mod tests {
         assert!(saw_passages && answer.clues.is_some());
         // The global memory the clues were written from is kept for the next question.
         assert!(session.library_mut().unwrap().cached_global_memory("scripted").is_some());
+    }
+
+    #[test]
+    fn a_routed_ask_traces_its_segments_and_keeps_what_it_learned() {
+        use docmem_core::route::{JudgeKind, RouteSettings, RouteTarget};
+        let (session, embedder) = session();
+        let route_settings = RouteSettings { judge: JudgeKind::Overlap, ..RouteSettings::default() };
+        let guide = GuideSettings { route: Some(RouteTarget::Auto), route_settings, ..GuideSettings::default() };
+        let options = AskOptions { guide, ..plain() };
+        let mut traced = None;
+        let answer = crate::block_on(session.ask("Who printed Chaucer?", &options, answering("Caxton [1]"), &embedder, &mut |event| {
+            if let AskEvent::Passages { route, sources, .. } = event {
+                traced = route.map(|r| (r.segments.len(), sources.len()));
+            }
+            ControlFlow::Continue(())
+        }))
+        .unwrap();
+        let (segments, sources) = traced.expect("the passages came with the router's trace");
+        assert!(segments >= 1 && sources >= 1, "{segments} segments, {sources} passages");
+        assert_eq!(answer.route.as_ref().map(|r| r.segments.len()), Some(segments));
+        assert_eq!(answer.route.unwrap().collection.as_deref(), Some(DEFAULT_COLLECTION));
+        // What routing learned is kept with the library.
+        let memory = session.library_mut().unwrap().routing_memory().unwrap().expect("a routing memory saved");
+        assert!(memory.descriptor(DEFAULT_COLLECTION).is_some());
     }
 
     /// The hashing embedder, as one on WebGPU: its vectors can only be awaited.

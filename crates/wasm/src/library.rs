@@ -407,9 +407,10 @@ impl WasmLibrary {
     ///   library (take the writes). These search synchronously: not with an embedder on
     ///   WebGPU.
     ///
-    /// The runtime's `Session::ask` does the work. A plain answer holds the library and
-    /// the embedder while it searches, then neither while it writes; a guided one holds
-    /// both until it settles (a call on them meanwhile gets a `BUSY` error).
+    /// The runtime's `Session::ask` does the work. It holds the library and the embedder
+    /// while it searches (a call on them meanwhile gets a `BUSY` error), then neither while
+    /// `onRead` is called and the answer is written; a routed answer takes them again to
+    /// save what it learned.
     #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
     pub fn ask(
         &self,

@@ -156,7 +156,7 @@ fn cut(s: &str, chars: usize) -> &str {
 /// The passages of `library` that best match `question`, numbered from 1 in rank order,
 /// each with its document, spans, outline item, core content, chunk text (cut to
 /// `max_chunk_chars` characters; 0: whole) and per-layer ranks: retrieval without an
-/// answer (`docmem search`), and the evidence [`ask`] shows the answerer.
+/// answer (`docmem search`), and the evidence an ask shows the answerer.
 pub fn retrieve<S: Store>(
     library: &Library<S>,
     embedder: &mut dyn Embedder,
