@@ -155,14 +155,15 @@ fn push_text(parts: &mut Vec<AnswerPart>, text: &str) {
     }
 }
 
-/// `answer` as a page shows it: its text, and each citation marker whose numbers all
-/// name one of the `count` passages as a citation. Other brackets ("[sic]", "[7]" of
-/// three passages) stay text.
+/// `answer` as a page shows it: its text, and each citation marker as a citation of
+/// those of its numbers that name one of the `count` passages ("[1, 7]" of three passages
+/// cites 1, as [`cited`] reads it). Other brackets ("[sic]", "[7]" of three) stay text.
 pub fn answer_parts(answer: &str, count: usize) -> Vec<AnswerPart> {
     let mut parts = Vec::new();
     let mut at = 0;
     for (range, numbers) in citation_markers(answer) {
-        if numbers.is_empty() || !numbers.iter().all(|n| (1..=count).contains(n)) {
+        let numbers: Vec<usize> = numbers.into_iter().filter(|n| (1..=count).contains(n)).collect();
+        if numbers.is_empty() {
             continue;
         }
         push_text(&mut parts, &answer[at..range.start]);
@@ -173,8 +174,9 @@ pub fn answer_parts(answer: &str, count: usize) -> Vec<AnswerPart> {
     parts
 }
 
-/// `answer` without its citation markers and the white space before each, its own line
-/// breaks kept: the text when its citations are shown elsewhere.
+/// `answer` without its citation markers and the white space before each (a line break
+/// right before a marker included; the rest kept): the text when its citations are shown
+/// elsewhere.
 pub fn without_markers(answer: &str) -> String {
     let mut out = String::with_capacity(answer.len());
     let mut at = 0;
@@ -376,8 +378,10 @@ mod tests {
         use AnswerPart::Cite;
         assert_eq!(answer_parts("In 1455 [2, 4].", 4), [text("In 1455 "), Cite(vec![2, 4]), text(".")]);
         assert_eq!(answer_parts("[1][3] Caxton", 3), [Cite(vec![1]), Cite(vec![3]), text(" Caxton")]);
-        // A number past the passages, or a bracket that is no marker, stays text.
+        // A number past the passages, or a bracket that is no marker, stays text; a marker
+        // with one cites the passages that exist.
         assert_eq!(answer_parts("Caxton [7] [sic] [1]", 3), [text("Caxton [7] [sic] "), Cite(vec![1])]);
+        assert_eq!(answer_parts("Caxton [1, 7].", 3), [text("Caxton "), Cite(vec![1]), text(".")]);
         assert_eq!(answer_parts("", 3), []);
         assert_eq!(without_markers("Caxton [1].\nIn 1476 [2, 3]"), "Caxton.\nIn 1476");
     }
