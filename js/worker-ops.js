@@ -558,7 +558,9 @@ const ops = {
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
     const embedderRuns = hosted.embedder ? 'hosted' : embedder.onWebGpu() ? 'webgpu' : 'cpu';
-    const { device: _device, ...chosen } = backend; // the Device stays in this worker
+    // The models hold the device now: its JavaScript handle goes (it never leaves this worker).
+    const { device, ...chosen } = backend;
+    device?.free();
     backend = { ...chosen, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
     if (backend.name === CPU.name) {
       const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';

@@ -66,7 +66,7 @@ impl WasmDevice {
     /// `webgpu` or `cpu`.
     #[wasm_bindgen(getter)]
     pub fn kind(&self) -> String {
-        if self.chosen.is_gpu() { "webgpu" } else { "cpu" }.to_string()
+        if self.chosen.on_gpu() { "webgpu" } else { "cpu" }.to_string()
     }
 
     /// Why this device, in words.
