@@ -87,8 +87,9 @@ fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
     use docmem_core::library::{Library, LibrarySettings, MemStore};
     use docmem_core::Document;
     use docmem_core::Embedder as CoreEmbedder;
-    use docmem_runtime::pipeline::ingest::{ingest, MemoryMethod};
-    use docmem_runtime::pipeline::qa::{prepare_async, AskParams};
+    use docmem_runtime::pipeline::ingest::MemoryMethod;
+    use docmem_runtime::pipeline::qa::AskParams;
+    use docmem_runtime::session::{AddOptions, Session};
 
     let dir = model_dir("all-MiniLM-L6-v2");
     let text = "Johannes Gutenberg built a printing press with movable metal type in Mainz around 1440. \
@@ -97,25 +98,21 @@ fn a_library_built_and_searched_on_the_gpu_embedder_matches_the_cpu_ones() {
                 printed small, cheap books there. Paper mills spread across Europe to feed the presses.";
     let doc = Document::new("printing.txt", text);
     let mut found = Vec::new();
-    for mut embedder in [
+    for embedder in [
         SentenceEmbedder::load(&dir, EmbedderOptions { precision: Precision::F32, threads: 2 }).unwrap(),
         SentenceEmbedder::load_onto_gpu(&dir, gpu()).unwrap(),
     ] {
         let on_gpu = embedder.on_gpu();
         assert_eq!(CoreEmbedder::needs_await(&embedder), on_gpu, "only the GPU encoder is awaited");
         let settings = LibrarySettings::new(CoreEmbedder::name(&embedder), embedder.dim());
-        let mut library = Library::open(MemStore::default(), &settings).unwrap();
+        let session = Session::new(Library::open(MemStore::default(), &settings).unwrap());
+        let embedder = std::cell::RefCell::new(embedder);
         let mut method = MemoryMethod::Chunker { kind: ChunkerKind::Semantic, options: ChunkOptions { size: None, overlap: None } };
-        let ingested = docmem_runtime::block_on(ingest(&mut library, &doc, &mut method, &mut embedder, &mut |_| true)).unwrap();
+        let ingested = docmem_runtime::block_on(session.add(&doc, &mut method, &embedder, &AddOptions::default(), &mut |_| true)).unwrap();
         assert!(ingested.added);
         let spans: Vec<_> = ingested.memory.scenarios.iter().map(|s| s.span).collect();
-        let prompt = docmem_runtime::block_on(prepare_async(
-            &library,
-            &mut embedder,
-            "Who brought printing to England?",
-            &AskParams { k: 3, ..AskParams::default() },
-        ))
-        .unwrap();
+        let question = "Who brought printing to England?";
+        let prompt = docmem_runtime::block_on(session.prepare(question, &AskParams { k: 3, ..AskParams::default() }, &embedder)).unwrap();
         let order: Vec<_> = prompt.sources.iter().map(|s| s.text.clone()).collect();
         eprintln!("on the GPU: {on_gpu}; {} chunks; first passage {:?}", spans.len(), order.first());
         assert!(order.first().is_some_and(|t| t.contains("Caxton")), "{order:?}");

@@ -1,8 +1,10 @@
 //! A document into a library: its memory written (by the reader model, or a baseline
 //! chunker) and added atomically.
 //!
-//! The one place this happens, so the CLI, the npm package and the tests ingest the same
-//! way; each front end only reads files (or receives text) and shows progress.
+//! The one place this happens, called by [`crate::session::Session::add`] and
+//! [`crate::session::Session::write_memory`] (the front ends go through the session), so
+//! the CLI, the npm package and the tests ingest the same way; each front end only reads
+//! files (or receives text) and shows progress.
 
 use crate::Error;
 
@@ -41,7 +43,7 @@ impl MemoryMethod<'_> {
     }
 }
 
-/// What [`ingest`] did.
+/// What an add did.
 #[derive(Debug)]
 pub struct Ingested {
     /// The memory (read back from the library when the document was already there).
@@ -56,7 +58,7 @@ pub struct Ingested {
 /// the text in all) stays well inside a wasm page's 4 GiB of memory.
 pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 16 << 20;
 
-/// Limits on what [`ingest_with_limits`] takes; each refusal is a typed error naming its
+/// Limits on what an add takes (`AddOptions::limits`); each refusal is a typed error naming its
 /// limit, and leaves the library as it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -83,7 +85,8 @@ impl IngestLimits {
 /// Write `doc`'s memory with `method` and add it to `library` (atomically: on any error,
 /// or a cancel from `progress`, the library is as it was). A document whose content is
 /// already there is not read again. The default [`IngestLimits`] apply.
-pub async fn ingest<S: Store>(
+#[cfg(test)]
+pub(crate) async fn ingest<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
     method: &mut MemoryMethod<'_>,
@@ -94,7 +97,8 @@ pub async fn ingest<S: Store>(
 }
 
 /// [`ingest`] under `limits`: a document past one is refused before any work is done.
-pub async fn ingest_with_limits<S: Store>(
+#[cfg(test)]
+pub(crate) async fn ingest_with_limits<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
     method: &mut MemoryMethod<'_>,
@@ -105,9 +109,11 @@ pub async fn ingest_with_limits<S: Store>(
     ingest_into(library, docmem_core::library::DEFAULT_COLLECTION, doc, method, embedder, progress, limits).await
 }
 
-/// [`ingest_with_limits`] into the named collection (routing's corpora). A document
-/// already in the library stays in its collection.
-pub async fn ingest_into<S: Store>(
+/// Write `doc`'s memory with `method` and add it to `library` under `limits` (a document
+/// past one is refused before any work is done), into the named collection (routing's
+/// corpora), atomically: on any error, or a cancel from `progress`, the library is as it
+/// was. A document already in the library stays in its collection and is not read again.
+pub(crate) async fn ingest_into<S: Store>(
     library: &mut Library<S>,
     collection: &str,
     doc: &Document,
@@ -140,7 +146,7 @@ pub async fn ingest_into<S: Store>(
 /// new memory lands. Returns the new memory, or `None` when the document was removed while
 /// the reader worked (nothing is stored then). A cancel from `progress` or any error
 /// leaves the library as it was.
-pub async fn rewrite_memory<S: Store>(
+pub(crate) async fn rewrite_memory<S: Store>(
     library: &mut Library<S>,
     id: docmem_core::DocId,
     method: &mut MemoryMethod<'_>,
@@ -157,7 +163,7 @@ pub async fn rewrite_memory<S: Store>(
 /// as they are read: a reading stopped by a crash or a cancel goes on from its last
 /// finished window the next time (see `docmem_core::reader::MemoryDraft::resume`). The
 /// draft goes when the memory is stored (the add or the replacement removes it).
-pub async fn write_memory_resuming<S: Store>(
+pub(crate) async fn write_memory_resuming<S: Store>(
     library: &mut Library<S>,
     doc: &Document,
     method: &mut MemoryMethod<'_>,
