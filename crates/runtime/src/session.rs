@@ -246,15 +246,11 @@ impl<S: Store> Session<S> {
         answerer.read_ahead(&start, stop).await
     }
 
-    #[allow(clippy::await_holding_refcell_ref)] // on purpose: see the module docs
     async fn read_ahead_start<E: Embedder>(&self, question: &str, params: &AskParams, embedder: &RefCell<E>) -> Result<String, Error> {
         if question.trim().is_empty() {
             return Ok(docmem_core::answer::instructions(false).to_string());
         }
-        let library = self.library()?;
-        let mut embedder = take(embedder, "the embedder")?;
-        let prompt = qa::prepare_async(&library, &mut *embedder, question, params).await?;
-        Ok(prompt.before_question(question).to_string())
+        Ok(self.prepare(question, params, embedder).await?.before_question(question).to_string())
     }
 
     /// Answer `question` from the library (see the module docs for what it reports and
