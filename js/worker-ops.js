@@ -55,7 +55,6 @@ import { DocMemError, codes, toWire } from './errors.js';
 import { isPdf } from './pdf-text.js';
 import { SIGNAL } from './signals.js';
 import { makeTransport } from './remote.js';
-import { byteToUtf16 } from './spans.js';
 
 let platform;
 let port;
@@ -78,7 +77,6 @@ let lib;
 let store;
 // Int32Array over the client's SharedArrayBuffer: the signals of signals.js.
 let cancelFlag = null;
-const texts = new Map(); // doc id → {text, at: byte offset → UTF-16 index}
 
 /** Signal `i` (0 where there is no shared memory). */
 const flag = (i) => (cancelFlag !== null && cancelFlag.length > i ? Atomics.load(cancelFlag, i) : 0);
@@ -385,7 +383,7 @@ async function loadModelsHeld(cache, models, emit, gpu) {
  */
 async function rebuildLibrary(damaged, openStore, reason, emit, where) {
   const entries = await damaged.entries();
-  const found = JSON.parse(w.Library.salvage(entries));
+  const found = w.Library.salvage(entries);
   const suffix = `~damaged-${new Date().toISOString().replace(/[:.]/g, '-')}`;
   const aside = await openStore(suffix);
   await aside.apply(Object.entries(entries), { replace: true });
@@ -423,72 +421,6 @@ async function persist() {
     lib = openLibrary(await store.entries());
     throw e;
   }
-}
-
-function docText(id) {
-  if (!texts.has(id)) {
-    const text = lib.text(id);
-    texts.set(id, { text, at: byteToUtf16(text) });
-  }
-  return texts.get(id);
-}
-
-/**
- * A passage of an answer (the engine's JSON) as the package gives it: spans in the
- * document's characters as JS strings count them (`byteSpan` keeps the engine's), a paged
- * document's (a PDF's) page from 1, and the retrieved pieces inside it (`hits`).
- */
-function sourceOf(s) {
-  return {
-    n: s.n,
-    document: { id: String(s.doc_id), title: s.title },
-    span: mapSpan(String(s.doc_id), s.span),
-    byteSpan: s.span,
-    text: s.text,
-    page: s.page ?? null,
-    hits: (s.hits ?? []).map((h) => mapChars(String(s.doc_id), h)),
-    core: s.core,
-    outline: s.outline,
-    ranks: s.ranks,
-    score: s.score,
-  };
-}
-
-function mapSpan(id, span) {
-  const { at } = docText(id);
-  return { start: at(span.start), end: at(span.end) };
-}
-
-/** A [start, end) span of document `id` in characters (code points, as the engine counts) as UTF-16 indices. */
-function mapChars(id, [start, end]) {
-  const d = docText(id);
-  if (!d.units) {
-    d.units = []; // UTF-16 index at each code point
-    let u = 0;
-    for (const ch of d.text) {
-      d.units.push(u);
-      u += ch.length;
-    }
-    d.units.push(u);
-  }
-  const at = (k) => d.units[Math.min(k, d.units.length - 1)];
-  return [at(start), at(end)];
-}
-
-/** A manifest entry of the library as the client's DocumentInfo. */
-function documentInfo(d) {
-  return {
-    id: String(d.id),
-    title: d.title,
-    language: d.language,
-    bytes: d.bytes,
-    chunks: d.scenarios,
-    reader: d.reader,
-    fallback: d.fallback ?? null,
-    collection: d.collection ?? 'default',
-    // How many times a reader's memory replaced the one it was added with (0: as added).
-    memoryVersion: d.memory_version ?? 0,
-  };
 }
 
 /**
@@ -590,7 +522,7 @@ const ops = {
   async add(a, emit) {
     // An empty text is refused by ingest itself (Error::EmptyDocument → BAD_DOCUMENT).
     const { text } = await documentText(a);
-    let json;
+    let added;
     if (a.method === 'mom') {
       const stages = { reading: 'reading', fallback: 'reading', scoring: 'candidates', done: 'indexing' };
       const progress = (p) => {
@@ -598,18 +530,16 @@ const ops = {
         emit({ ...p, stage: stages[p.stage] || p.stage, detail: p.stage, fraction: p.stage === 'done' ? 0 : p.fraction });
         return true;
       };
-      json = await lib.addDocument({ title: a.title, text }, { embedder, chunker: 'mom', reader, scorer, samples: a.samples, progress, collection: a.collection });
+      added = await lib.addDocument({ title: a.title, text }, { embedder, chunker: 'mom', reader, scorer, samples: a.samples, progress, collection: a.collection });
     } else {
       emit({ stage: 'indexing', fraction: 0 });
-      json = await lib.addDocument({ title: a.title, text }, { embedder, chunker: a.method, collection: a.collection });
+      added = await lib.addDocument({ title: a.title, text }, { embedder, chunker: a.method, collection: a.collection });
     }
-    const r = JSON.parse(json);
     emit({ stage: 'indexing', fraction: 1 });
     await persist();
-    // The library's entry for it (as documents() lists it), so a page can list it now,
-    // before any request queued behind this one.
-    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === String(r.id));
-    return { id: r.id, title: a.title, added: r.added, chunks: r.chunks, outline: r.outline, fallback: r.fallback, document: entry ? documentInfo(entry) : null };
+    // With the library's entry for it (`document`), so a page can list it now, before any
+    // request queued behind this one.
+    return added;
   },
 
   async ask(a, emit) {
@@ -618,13 +548,11 @@ const ops = {
     // tokens as {token}.
     let stopped = false;
     let writing = false;
-    let tokens = 0;
     const onToken = (piece) => {
       if (cancelled()) {
         stopped = true;
         return false;
       }
-      tokens += 1;
       if (!writing) {
         writing = true;
         emit({ stage: 'write' });
@@ -639,13 +567,12 @@ const ops = {
     // grown around the pieces found, neighbours merged; with clues or routing, the pieces
     // they found), with their text, before the answerer reads them: on a CPU that read
     // is the long wait, and the page shows them meanwhile.
-    const onRead = (json) => {
+    const onRead = (sources) => {
       // Stopped while it searched: the answerer does not start reading.
       if (cancelled()) {
         stopped = true;
         return false;
       }
-      const sources = JSON.parse(json).map(sourceOf);
       const found = sources.reduce((n, s) => n + Math.max(1, s.hits.length), 0);
       emit({ stage: 'read', found, passages: sources.length, sources });
       return true;
@@ -653,55 +580,12 @@ const ops = {
     // The answer's parts as the engine reads them (text, and each citation as its bracket
     // closes): what a page draws.
     const onPart = (part) => emit({ part });
-    const json = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onPart, onRead });
+    // The package's Answer, spans in UTF-16 units (the wasm layer shapes it).
+    const answer = await lib.ask(a.question, { embedder, answerer, k: a.k, maxTokens: a.maxTokens, clues: a.clues || 'off', route: a.route ?? undefined, onToken, onPart, onRead });
     if (stopped) throw new DocMemError(codes.ABORTED, 'the operation was aborted');
     // Routing saves what it learned, clues the global memory: persist like a change.
     if (guided) await persist();
-    const r = JSON.parse(json);
-    const sources = r.sources.map(sourceOf);
-    return {
-      answer: r.answer,
-      // The answer as text and citations ({text} | {cite: [n, …]}): drawn, never parsed.
-      parts: r.parts,
-      notInDocuments: r.not_in_documents,
-      citations: sources.filter((s) => r.cited.includes(s.n)),
-      citationsFrom: r.citations_from,
-      sources,
-      finish: r.finish,
-      // The answer the model wrote when the answerability check replaced it by the refusal.
-      draft: r.draft ?? null,
-      seconds: { retrieve: r.retrieve_seconds, prefill: r.prefill_seconds, decode: r.decode_seconds },
-      // Prompt tokens not run again: read ahead (readAhead), or shared with the last answer's.
-      reusedTokens: r.reused_tokens,
-      // The prompt's tokens, reused ones included (0 for a hosted answerer: not asked for).
-      promptTokens: r.prompt_tokens,
-      // Pieces of text streamed (one per generated token).
-      tokens,
-      clues: r.clues
-        ? {
-            scope: r.clues.scope ? { scope: r.clues.scope[0], by: r.clues.scope[1] } : null,
-            queries: r.clues.queries,
-            foundBy: r.clues.found_by.map((list) => list.map(([query, rank]) => ({ query, rank }))),
-            overview: r.clues.overview,
-          }
-        : undefined,
-      route: r.route
-        ? {
-            collection: r.route.collection,
-            segments: r.route.segments.map((g) => ({
-              step: g.step,
-              collection: g.collection,
-              chosenBy: g.chosen_by,
-              subQuery: g.sub_query,
-              passages: g.passages,
-              satisfied: g.verdict.satisfied,
-              reflection: g.verdict.reflection,
-              judgedBy: g.verdict.by,
-            })),
-            scores: r.route.scores,
-          }
-        : undefined,
-    };
+    return answer;
   },
 
   async threadStats() {
@@ -709,35 +593,19 @@ const ops = {
   },
 
   async documents() {
-    return JSON.parse(lib.documents()).documents.map(documentInfo);
+    return lib.documents();
   },
 
   async collections() {
-    return JSON.parse(lib.collections());
+    return lib.collections();
   },
 
   async memory({ id }) {
-    const m = JSON.parse(lib.memory(id));
-    const { text } = docText(id);
-    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === id);
-    return {
-      id,
-      title: entry ? entry.title : id,
-      text,
-      outline: m.outline,
-      scenarios: m.scenarios.map((s) => ({
-        span: mapSpan(id, s.span),
-        byteSpan: s.span,
-        core: s.core,
-        outlineItem: s.outline_item ?? null,
-      })),
-      provenance: m.provenance,
-    };
+    return lib.memory(id);
   },
 
   async remove({ id }) {
     const removed = lib.removeDocument(id);
-    texts.delete(id);
     await persist();
     return removed;
   },
@@ -754,7 +622,6 @@ const ops = {
     imported.releaseIndex();
     lib.free();
     lib = imported;
-    texts.clear();
     return true;
   },
 };
@@ -856,7 +723,7 @@ async function mergeStep() {
   try {
     const slice = Math.min(MERGE_SLICE_MS[1], Math.max(MERGE_SLICE_MS[0], pendingRequests > 0 ? MERGE_SLICE_MS[0] : lastRequestMs));
     lastRequestMs = MERGE_SLICE_MS[1]; // idle from here on, unless a request comes
-    const r = JSON.parse(lib.mergeStep(slice));
+    const r = lib.mergeStep(slice);
     if (r.applied) await persist();
     mergeDue = r.merging || r.applied;
   } catch {
@@ -928,10 +795,9 @@ async function memoryStep() {
       report(job.draft.progress());
       return;
     }
-    const r = JSON.parse(await lib.replaceMemory(job.draft, embedder));
+    const r = await lib.replaceMemory(job.draft, embedder);
     await persist();
-    const entry = JSON.parse(lib.documents()).documents.find((d) => String(d.id) === job.docId);
-    endMemory(job, null, { ...r, id: job.docId, seconds: job.seconds, gaveWay: job.gaveWay, document: entry ? documentInfo(entry) : null });
+    endMemory(job, null, { ...r, id: job.docId, seconds: job.seconds, gaveWay: job.gaveWay });
   } catch (e) {
     endMemory(job, memoryStopped(job) ? new DocMemError(codes.ABORTED, 'the memory was cancelled; the document keeps its chunks') : classify(e));
   }

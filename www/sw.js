@@ -7,11 +7,11 @@
 // it takes over, and offline answers come from its own cache only (never an old app.js
 // beside a new wasm). Files are kept under their path without the query string, so
 // `?isolated=0` and the like make no second copy; partial answers (206) are not kept.
-const CACHE = 'docmem-app-v11';
+const CACHE = 'docmem-app-v12';
 const PREFIX = 'docmem-app-';
 // What the app needs to open at all: the install fails without any of it.
 const SHELL = ['/', '/index.html', '/app.js', '/style.css', '/js/docmem.js', '/js/client.js', '/js/worker.js', '/js/worker-ops.js', '/js/signals.js', '/js/errors.js',
-  '/js/remote.js', '/js/spans.js', '/js/model-cache.js', '/js/model-download.js', '/js/idb-store.js', '/js/library-lock.js', '/js/threads.js',
+  '/js/remote.js', '/js/model-cache.js', '/js/model-download.js', '/js/idb-store.js', '/js/library-lock.js', '/js/threads.js',
   '/js/thread-worker.js', '/js/thread-serve.js', '/js/pdf.js', '/js/pdf-text.js', '/js/pdf-asset-factories.js', '/js/pdf-assets.js',
   '/js/wasm/plain/docmem_wasm.js', '/js/wasm/plain/docmem_wasm_bg.wasm'];
 // Kept when the server has them: the threads builds (a server may ship only the plain

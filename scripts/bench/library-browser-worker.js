@@ -50,7 +50,7 @@ async function runCase(c) {
   let mergeSeconds = 0;
   const mergeSlice = async (ms) => {
     const t = performance.now();
-    const r = JSON.parse(lib.mergeStep(ms));
+    const r = lib.mergeStep(ms);
     if (r.applied) {
       merges += 1;
       await store.apply(lib.takeWrites());
@@ -95,7 +95,7 @@ async function runCase(c) {
   const times = [];
   for (const q of c.queries) {
     const t = performance.now();
-    const hits = JSON.parse(await lib.search(q, { embedder, k: c.k }));
+    const hits = await lib.search(q, { embedder, k: c.k });
     times.push(performance.now() - t);
     if (hits.length === 0) throw new Error(`no passage for "${q}"`);
   }

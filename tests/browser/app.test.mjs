@@ -168,7 +168,7 @@ async function webgpuInPage(page) {
     const glue = {
       cancelledIngest: await code(lib.addDocument({ title: 'press.txt', text: 'Gutenberg printed the Bible.' }, { embedder, reader: gpu, progress: () => false })),
       emptyQuestion: await code(lib.ask('  ', { embedder, answerer: gpu, k: 1, maxTokens: 1 })),
-      documents: JSON.parse(lib.documents()).documents.length,
+      documents: lib.documents().length,
     };
 
     // The embedder on WebGPU, sharing the decoder's device: its vectors (awaited) against
@@ -186,8 +186,8 @@ async function webgpuInPage(page) {
       minCosine = Math.min(minCosine, dot);
     }
     const gpuLib = w.Library.open({}, onGpu);
-    const added = JSON.parse(await clock('add', () => gpuLib.addDocument({ title: 'bells.txt', text: 'The bell rang at noon. It rang again at dusk.' }, { embedder: onGpu, chunker: 'sentence' })));
-    const embedding = { onWebGpu: onGpu.onWebGpu(), cpuOnWebGpu: embedder.onWebGpu(), minCosine, chunks: added.chunks, found: JSON.parse(await gpuLib.search('When did the bell ring?', { embedder: onGpu, k: 1 })) };
+    const added = await clock('add', () => gpuLib.addDocument({ title: 'bells.txt', text: 'The bell rang at noon. It rang again at dusk.' }, { embedder: onGpu, chunker: 'sentence' }));
+    const embedding = { onWebGpu: onGpu.onWebGpu(), cpuOnWebGpu: embedder.onWebGpu(), minCosine, chunks: added.chunks, found: await gpuLib.search('When did the bell ring?', { embedder: onGpu, k: 1 }) };
     return { seconds, check, adapter: gpu.adapter(), rows: tokens.length, length: want.length === got.length, maxDiff, sameTop, agree, steps: cpuGreedy.length, glue, embedding };
   });
   console.log(`  WebGPU in the page: ${r.check.checks} kernel checks pass on ${r.check.adapter}; SmolLM2 logits of ${r.rows} tokens within ${r.maxDiff.toFixed(3)} of the CPU's, top token the same on ${r.sameTop}/${r.rows} rows; greedy agrees for ${r.agree}/${r.steps} tokens (seconds: ${JSON.stringify(r.seconds)})`);

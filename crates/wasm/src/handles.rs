@@ -48,7 +48,7 @@ export interface AskOptions {
   maxTokens?: number;
   onToken?: (piece: string) => boolean | void;
   onPart?: (part: {text: string} | {cite: number[]}) => void;
-  onRead?: (sourcesJson: string) => boolean | void;
+  onRead?: (passages: any[]) => boolean | void;
   clues?: string;
   route?: string;
 }

@@ -36,6 +36,7 @@ mod library;
 mod memory_draft;
 mod remote;
 mod sha256;
+mod shapes;
 mod threads;
 pub use device::WasmDevice;
 #[cfg(feature = "gpu")]

@@ -39,7 +39,7 @@ use docmem_runtime::session::{AddOptions, AskEvent, AskOptions, Session};
 use wasm_bindgen::prelude::*;
 
 use crate::boundary::{self, string, Options};
-use crate::{coded, error_with, handles, to_json, WasmEmbedder};
+use crate::{coded, error_with, handles, shapes, WasmEmbedder};
 
 /// Most sampled candidates per window: each is decoded with its own KV cache, and wasm32
 /// memory is 4 GiB at most.
@@ -263,11 +263,11 @@ impl WasmLibrary {
     }
 
     /// What can still be read from entries that `open` refused (see
-    /// `docmem_core::library::salvage`): JSON `{documents: [{title, text, language,
+    /// `docmem_core::library::salvage`): `{documents: [{title, text, language,
     /// collection}], unreadable: [[key, reason]]}`. Reads only; never fails on damage.
-    pub fn salvage(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue) -> Result<String, JsValue> {
+    pub fn salvage(#[wasm_bindgen(unchecked_param_type = "Record<string, Uint8Array>")] entries: JsValue) -> Result<JsValue, JsValue> {
         let mut store = JournalStore::from_entries(entries_from(&entries)?);
-        to_json(&docmem_core::library::salvage(&mut store))
+        shapes::to_js(&docmem_core::library::salvage(&mut store))
     }
 
     /// Open an exported library (`exportLibrary`'s bytes). Its entries are all in the
@@ -288,9 +288,9 @@ impl WasmLibrary {
         Ok(WasmLibrary::wrap(library))
     }
 
-    /// Add document `doc` (`{title, text}`) to the library; resolves to JSON `{id, added,
-    /// chunks, outline, fallback}` (`added` is false when the same content was already
-    /// there). `options`:
+    /// Add document `doc` (`{title, text}`) to the library; resolves to `{id, title, added,
+    /// chunks, outline, fallback, document}` (`added` is false when the same content was
+    /// already there; `document`: its entry as `documents()` lists it). `options`:
     /// - `embedder` (an `Embedder`, on any backend), whose vectors the library indexes;
     /// - `chunker`: `mom` (a reader writes the memory: outline, cores, chunks) or a
     ///   baseline (`sentence`, `fixed`, `recursive`, `semantic`: plain chunks); the
@@ -305,7 +305,7 @@ impl WasmLibrary {
     ///
     /// The library and the embedder are held until it settles: a call on them meanwhile
     /// gets a `BUSY` error.
-    #[wasm_bindgen(js_name = addDocument, unchecked_return_type = "Promise<string>")]
+    #[wasm_bindgen(js_name = addDocument, unchecked_return_type = "Promise<any>")]
     pub fn add_document(
         &self,
         #[wasm_bindgen(unchecked_param_type = "{title: string, text: string}")] doc: JsValue,
@@ -322,21 +322,23 @@ impl WasmLibrary {
             let options = AddOptions { collection, ..AddOptions::default() };
             let mut report = progress_reporter(progress);
             let done = session.add(&doc, &mut method, &*embedder, &options, &mut report).await.map_err(coded)?;
-            Ok(to_json(&serde_json::json!({
+            let library = session.library().map_err(coded)?;
+            shapes::to_js(&serde_json::json!({
                 "id": doc.id.to_string(),
+                "title": doc.title,
                 "added": done.added,
                 "chunks": done.memory.scenarios.len(),
                 "outline": done.memory.outline.len(),
                 "fallback": done.memory.provenance.fallback,
-            }))?
-            .into())
+                "document": shapes::document_info(&library, doc.id),
+            }))
         })
     }
 
     /// Retrieval without an answer: the best passages through the three layers. `options`:
     /// `embedder` (an `Embedder`, on the CPU or WebGPU) and `k` (passages; default 8).
-    /// Resolves to JSON `[{n, doc_id, title, span, text, core, outline, ranks, score}, …]`.
-    #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
+    /// Resolves to the passages found (`Passage[]`, as an answer's `sources`).
+    #[wasm_bindgen(unchecked_return_type = "Promise<any[]>")]
     pub fn search(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
@@ -352,7 +354,7 @@ impl WasmLibrary {
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, embedder) = args?;
             let found = session.search(&question, &params, 0, &*embedder).await.map_err(coded)?;
-            Ok(to_json(&found)?.into())
+            shapes::to_js(&shapes::passages(&*session.library().map_err(coded)?, &found))
         })
     }
 
@@ -384,8 +386,9 @@ impl WasmLibrary {
         })
     }
 
-    /// Answer `question` from the library; resolves to JSON `{answer, not_in_documents,
-    /// cited, citations_from, sources, finish, …}`. `options`:
+    /// Answer `question` from the library; resolves to the npm package's `Answer`
+    /// (`{answer, parts, notInDocuments, citations, citationsFrom, sources, finish, …}`,
+    /// spans in UTF-16 units: `crate::shapes`). `options`:
     /// - `embedder` (an `Embedder`) and `answerer` (a model: `Lm`, `GpuLm` or
     ///   `RemoteModel`), whatever each runs on;
     /// - `k`: passages to find, and `maxTokens`: the answer's length at most (defaults:
@@ -395,14 +398,14 @@ impl WasmLibrary {
     /// - `onPart`: given each part of the answer those pieces complete, `{text}` or
     ///   `{cite: [n, …]}` (a citation once its bracket closes), for a page to draw
     ///   without parsing the text; the answer's `parts` are the final word;
-    /// - `onRead`: given the passages the answerer reads (JSON, as the answer's `sources`)
+    /// - `onRead`: given the passages the answerer reads (`Passage[]`, as the answer's `sources`)
     ///   once they are found, before it reads them (with clues or routing too, once they
     ///   have found them); returning `false` stops the answer there (an `ABORTED`
     ///   error). As with `onToken`, an exception it throws is ignored;
     /// - `clues` (`off`, `on`, `auto`) and `route` (`auto` or a collection's name): the
     ///   answer guided by clues from the library's global memory, or routed across
-    ///   collections (the answerer writes them too). The JSON then has `clues` (`{scope,
-    ///   queries, found_by, overview}`) and `route` (`{segments, scores, collection}`);
+    ///   collections (the answerer writes them too). The answer then has `clues` (`{scope,
+    ///   queries, foundBy, overview}`) and `route` (`{segments, scores, collection}`);
     ///   what routing learned, and a global memory made for clues, are saved in the
     ///   library (take the writes). These search synchronously: not with an embedder on
     ///   WebGPU.
@@ -411,7 +414,7 @@ impl WasmLibrary {
     /// while it searches (a call on them meanwhile gets a `BUSY` error), then neither while
     /// `onRead` is called and the answer is written; a routed answer takes them again to
     /// save what it learned.
-    #[wasm_bindgen(unchecked_return_type = "Promise<string>")]
+    #[wasm_bindgen(unchecked_return_type = "Promise<any>")]
     pub fn ask(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
@@ -422,18 +425,25 @@ impl WasmLibrary {
         wasm_bindgen_futures::future_to_promise(async move {
             let AskArgs { question, options, answerer, embedder, on_token, on_part, on_read } = args?;
             let mut on_token = token_sink(on_token);
+            let mut tokens = 0;
             let mut on_event = |event: AskEvent<'_>| match event {
                 AskEvent::Passages { sources, .. } => match &on_read {
                     Some(f) => {
-                        let Ok(json) = to_json(&sources) else { return ControlFlow::Continue(()) };
-                        match f.call1(&JsValue::NULL, &json.into()) {
+                        // The ask holds no borrow of the library while it reports them.
+                        let Ok(library) = session.library() else { return ControlFlow::Continue(()) };
+                        let Ok(passages) = shapes::to_js(&shapes::passages(&library, sources)) else { return ControlFlow::Continue(()) };
+                        drop(library);
+                        match f.call1(&JsValue::NULL, &passages) {
                             Ok(v) if v == JsValue::FALSE => ControlFlow::Break(()),
                             _ => ControlFlow::Continue(()),
                         }
                     }
                     None => ControlFlow::Continue(()),
                 },
-                AskEvent::Text(piece) => on_token(piece),
+                AskEvent::Text(piece) => {
+                    tokens += 1;
+                    on_token(piece)
+                }
                 AskEvent::Part(part) => {
                     if let Some(f) = &on_part {
                         let _ = f.call1(&JsValue::NULL, &part_object(part));
@@ -443,12 +453,14 @@ impl WasmLibrary {
                 _ => ControlFlow::Continue(()),
             };
             let answer = session.ask(&question, &options, answerer.answering(), &*embedder, &mut on_event).await.map_err(coded)?;
-            Ok(to_json(&answer)?.into())
+            let library = session.library().map_err(coded)?;
+            shapes::answer(&answer, &shapes::passages(&library, &answer.sources), tokens)
         })
     }
 
-    /// The collections: JSON `[{name, documents}]`, in the order each first appeared.
-    pub fn collections(&self) -> Result<String, JsValue> {
+    /// The collections: `[{name, documents}]`, in the order each first appeared.
+    #[wasm_bindgen(unchecked_return_type = "{name: string, documents: number}[]")]
+    pub fn collections(&self) -> Result<JsValue, JsValue> {
         boundary::ready()?;
         let library = self.get()?;
         let list: Vec<serde_json::Value> = library
@@ -456,31 +468,25 @@ impl WasmLibrary {
             .into_iter()
             .map(|c| serde_json::json!({"name": c, "documents": library.collection_documents(c).count()}))
             .collect();
-        to_json(&list)
+        shapes::to_js(&list)
     }
 
-    /// The manifest: JSON `{format_version, embedder, dim, mode, documents: […]}`.
-    pub fn documents(&self) -> Result<String, JsValue> {
+    /// The documents, in the order they were added.
+    #[wasm_bindgen(unchecked_return_type = "any[]")]
+    pub fn documents(&self) -> Result<JsValue, JsValue> {
         boundary::ready()?;
-        to_json(self.get()?.manifest())
+        let library = self.get()?;
+        shapes::to_js(&library.documents().iter().map(shapes::DocumentInfo::from).collect::<Vec<_>>())
     }
 
-    /// A document's memory (outline, scenarios with spans and cores, provenance) as JSON.
-    pub fn memory(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
+    /// A document's text and memory: `{id, title, text, outline, scenarios: [{span,
+    /// byteSpan, core, outlineItem}], provenance}` (`span` in UTF-16 units of `text`).
+    pub fn memory(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<JsValue, JsValue> {
         boundary::ready()?;
         let id = self.doc_id(&string(&doc, "document id")?)?;
         let library = self.get()?;
-        let (_, memory) = library.get(id).map_err(coded)?;
-        to_json(memory)
-    }
-
-    /// A document's text, into which its memory's spans (UTF-8 byte offsets) point.
-    pub fn text(&self, #[wasm_bindgen(unchecked_param_type = "string")] doc: JsValue) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let id = self.doc_id(&string(&doc, "document id")?)?;
-        let library = self.get()?;
-        let (document, _) = library.get(id).map_err(coded)?;
-        Ok(document.text.clone())
+        let (document, memory) = library.get(id).map_err(coded)?;
+        shapes::to_js(&shapes::memory(document, memory))
     }
 
     /// Remove a document from every layer. False when it was not there.
@@ -529,19 +535,20 @@ impl WasmLibrary {
     }
 
     /// Work on the merge due for about `budgetMs` milliseconds (at least one small slice),
-    /// then return: JSON `{merging, applied, left}`. `merging`: a merge is under way and
+    /// then return `{merging, applied, left}`. `merging`: a merge is under way and
     /// not finished; `applied`: one finished in this call and was committed (take the
     /// writes); `left`: vectors it has still to link. Neither when no merge is due.
-    #[wasm_bindgen(js_name = mergeStep)]
-    pub fn merge_step(&self, #[wasm_bindgen(js_name = budgetMs)] budget_ms: f64) -> Result<String, JsValue> {
+    #[wasm_bindgen(js_name = mergeStep, unchecked_return_type = "{merging: boolean, applied: boolean, left: number}")]
+    pub fn merge_step(&self, #[wasm_bindgen(js_name = budgetMs)] budget_ms: f64) -> Result<JsValue, JsValue> {
         boundary::ready()?;
         let mut slot = self.merge.try_borrow_mut().map_err(|_| crate::busy("the merge"))?;
         if slot.is_none() {
             *slot = self.get_mut()?.merge_job();
         }
-        let Some(job) = slot.as_mut() else {
-            return Ok(r#"{"merging":false,"applied":false,"left":0}"#.to_owned());
+        let step = |merging: bool, applied: bool, left: usize| {
+            shapes::to_js(&serde_json::json!({"merging": merging, "applied": applied, "left": left}))
         };
+        let Some(job) = slot.as_mut() else { return step(false, false, 0) };
         // Four vectors at a time (about a millisecond each in wasm) until the budget is
         // spent.
         let deadline = js_sys::Date::now() + budget_ms.max(0.0);
@@ -550,11 +557,11 @@ impl WasmLibrary {
             done = job.step(4);
         }
         if !done {
-            return Ok(format!(r#"{{"merging":true,"applied":false,"left":{}}}"#, job.vectors()));
+            return step(true, false, job.vectors());
         }
         let Some(job) = slot.take() else { return Err(error_with(ErrorCode::Internal, "the merge went missing")) };
         let applied = self.get_mut()?.apply_merge(job.run()).map_err(coded)?;
-        Ok(format!(r#"{{"merging":false,"applied":{applied},"left":0}}"#))
+        step(false, applied, 0)
     }
 
     /// The whole library as one byte string (see `docmem_core::library::archive`). Refused

@@ -20,7 +20,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::boundary::Options;
 use crate::library::{progress_object, progress_reporter, MAX_SAMPLES};
-use crate::{boundary, coded, error_with, handles, to_json, WasmEmbedder, WasmLibrary};
+use crate::{boundary, coded, error_with, handles, shapes, WasmEmbedder, WasmLibrary};
 
 /// What a draft holds between its steps.
 pub(crate) struct DraftState {
@@ -204,9 +204,9 @@ impl WasmLibrary {
     }
 
     /// Swap a finished draft's memory in for the memory its document has, in one commit
-    /// (searches see the chunks until it lands). Resolves to JSON `{id, replaced, chunks,
-    /// outline, fallback, reader}`; `replaced` is false when the document was removed
-    /// meanwhile (nothing is stored then). A Promise: an embedder on WebGPU is awaited.
+    /// (searches see the chunks until it lands). Resolves to `{id, replaced, chunks,
+    /// outline, fallback, reader, document}`; `replaced` is false when the document was
+    /// removed meanwhile (nothing is stored then, and `document` is null). A Promise: an embedder on WebGPU is awaited.
     #[wasm_bindgen(js_name = replaceMemory)]
     pub fn replace_memory(&self, draft: &WasmMemoryDraft, embedder: &WasmEmbedder) -> js_sys::Promise {
         let (session, embedder, state) = (self.session.clone(), embedder.embedder.clone(), draft.state.clone());
@@ -225,15 +225,16 @@ impl WasmLibrary {
                 draft.finish(doc, settings)
             };
             let replaced = session.replace_memory(&memory, &*embedder).await.map_err(coded)?;
-            Ok(to_json(&serde_json::json!({
+            let library = session.library().map_err(coded)?;
+            shapes::to_js(&serde_json::json!({
                 "id": memory.doc_id.to_string(),
                 "replaced": replaced,
                 "chunks": memory.scenarios.len(),
                 "outline": memory.outline.len(),
                 "fallback": memory.provenance.fallback,
                 "reader": memory.provenance.reader,
-            }))?
-            .into())
+                "document": shapes::document_info(&library, memory.doc_id),
+            }))
         })
     }
 }
