@@ -98,8 +98,6 @@ function knownCode(e) {
   return e && typeof e.code === 'string' && Object.hasOwn(codes, e.code) ? e.code : null;
 }
 
-const CPU = { name: 'cpu-wasm-simd128', label: 'CPU (wasm simd128)' };
-
 /** Whether this engine has relaxed SIMD: a 60-byte module using its dot product validates
  * (so an engine without it never downloads or compiles the relaxed build). */
 function hasRelaxedSimd() {
@@ -177,19 +175,6 @@ async function loadWasm(given, wanted) {
   return { count, note, kernels: 'simd128', kernelsNote };
 }
 
-/**
- * Which backend runs the models, with the reason in words: the runtime's one rule
- * (`docmem_runtime::device`, through the wasm package's `Device.choose`). On WebGPU,
- * `device` is the adapter the kernel checks ran on, which every model then loads onto.
- */
-async function detectBackend(preference) {
-  const device = await w.Device.choose(preference === 'webgpu' ? 'webgpu' : preference === 'cpu' ? 'cpu' : 'auto');
-  const found = { reason: device.reason, webgpuAdapter: device.adapter !== undefined };
-  if (device.kind === 'webgpu') return { ...found, name: 'webgpu', label: 'WebGPU', software: device.software, device };
-  device.free();
-  return { ...CPU, ...found };
-}
-
 /** The hosted models of init's `remote` ({url, token, context, roles}): role → object. */
 function connectHosted(remote) {
   transport = makeTransport({ url: remote.url, token: remote.token, allowHttp: remote.allowHttp, syncPost: platform.syncPost });
@@ -206,12 +191,11 @@ function connectHosted(remote) {
 }
 
 /**
- * Fetch every file of the local models (progress over all bytes), then load them: the
- * reader and answerer into wasm (CPU), or with `gpu` (the wasm package's Device, chosen
- * on WebGPU) straight onto it, one block of tensors at a time. The roles in `hosted` are
- * skipped.
+ * Fetch every file of the local models (progress over all bytes), then load them onto
+ * `device` (the wasm package's Device: the CPU, or WebGPU, straight from the files one
+ * block of tensors at a time). The roles in `hosted` are skipped.
  */
-async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
+async function loadModels(models, cacheDir, emit, device, keep = null) {
   // Downloads are hashed as they stream into storage, with the wasm package's incremental
   // Sha256 where the platform has no hasher of its own (WebCrypto would need the whole
   // file in memory).
@@ -223,15 +207,11 @@ async function loadModels(models, cacheDir, emit, gpu = null, keep = null) {
     const named = Object.values(models).flatMap((m) => m?.files ?? []).map((f) => f.sha256).filter(Boolean);
     pruned = await platform.withModelStore('prune', () => cache.prune([...keep, ...named]));
   }
-  const loaded = await platform.withModelStore('shared', () => loadModelsHeld(cache, models, emit, gpu));
+  const loaded = await platform.withModelStore('shared', () => loadModelsHeld(cache, models, emit, device));
   return { ...loaded, pruned };
 }
 
-const baseName = (p) => String(p).split(/[\\/]/).pop();
-/** Whether a model spec is a Hugging Face checkpoint (safetensors files), not a GGUF file. */
-const isCheckpoint = (spec) => spec.files.some((f) => /\.safetensors$/i.test(f.path));
-
-async function loadModelsHeld(cache, models, emit, gpu) {
+async function loadModelsHeld(cache, models, emit, device) {
   const local = (role) => !hosted[role] && (models[role] || (role === 'answerer' && models.reader));
   const unique = new Map();
   for (const role of ['embedder', 'reader', 'answerer']) {
@@ -277,90 +257,30 @@ async function loadModelsHeld(cache, models, emit, gpu) {
     });
     got.set(file.url, f);
   }
-  const load = (what, fn) => {
-    try {
-      return fn();
-    } catch (e) {
-      // A code from the Rust error (BAD_ARGUMENT for a precision, …) is kept.
-      throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${what}: ${e.message}`);
-    }
-  };
   emit({ stage: 'loading', fraction: 0 });
+  // What each model is (a GGUF file or a checkpoint) and where it runs is the wasm
+  // package's to decide (Device.loadLm, loadEmbedder): here are its files.
+  const filesOf = (spec) =>
+    spec.files.map((f) => {
+      const file = got.get(f.url ?? f.path);
+      return { path: f.path, size: file.size, read: (offset, length) => file.read(offset, length) };
+    });
   const lms = new Map();
-  const fileOf = (f) => got.get(f.url ?? f.path);
-  const lm = async (spec) => {
+  const lm = (spec) => {
     if (!lms.has(spec.name)) {
-      if (isCheckpoint(spec)) {
-        lms.set(spec.name, await checkpoint(spec));
-        return lms.get(spec.name);
-      }
-      const f = fileOf(spec.files[0]);
-      const read = (offset, length) => f.read(offset, length);
-      if (spec.files[0].blob) {
-        // A file the user chose: say what it is, from its header, and refuse here what
-        // cannot run (another architecture; too big for the CPU's memory in a page)
-        // before reading its weights.
-        const facts = load(spec.name, () => JSON.parse(w.Lm.facts(f.size, read)));
-        emit({ stage: 'model', model: spec.name, line: facts.line, facts: facts.facts, fraction: 0 });
-        if (facts.facts.refusal) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: ${facts.line}`);
-        if (!gpu && facts.tooBigForCpu) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: ${facts.tooBigForCpu}`);
-      }
-      let m;
-      if (gpu) {
-        try {
-          m = w.GpuLm.fromReader(f.size, read, spec.name, gpu);
-        } catch (e) {
-          throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
-        }
-      } else {
-        m = load(spec.name, () => w.Lm.fromReader(f.size, read));
-        m.setName(spec.name);
-      }
-      lms.set(spec.name, m);
+      // A file the user chose is said what it is, from its header, and refused here when
+      // it cannot run, before its weights are read.
+      const describe = spec.files[0].blob ? ({ line, facts }) => emit({ stage: 'model', model: spec.name, line, facts, fraction: 0 }) : undefined;
+      lms.set(spec.name, device.loadLm(spec.name, filesOf(spec), { describe }));
     }
     return lms.get(spec.name);
   };
-  // A Hugging Face checkpoint: its small files read whole, its safetensors files (one or
-  // every shard) read a tensor at a time, as a GGUF file is.
-  const checkpoint = async (spec) => {
-    const named = (name) => spec.files.find((f) => baseName(f.path) === name);
-    const text = async (name, required) => {
-      const f = named(name);
-      if (!f) {
-        if (required) throw new DocMemError(codes.MODEL_LOAD_FAILED, `${spec.name}: a Hugging Face checkpoint needs ${name} beside its .safetensors files`);
-        return null;
-      }
-      return fileOf(f).bytes();
-    };
-    const parts = { config: await text('config.json', true), tokenizer: await text('tokenizer.json', true), tokenizerConfig: await text('tokenizer_config.json', false) };
-    const shards = spec.files.filter((f) => /\.safetensors$/i.test(f.path)).map((file) => {
-      const f = fileOf(file);
-      return { length: f.size, read: (offset, length) => f.read(offset, length) };
-    });
-    if (gpu) {
-      try {
-        return w.GpuLm.fromHuggingFace(parts, shards, spec.name, gpu);
-      } catch (e) {
-        throw new DocMemError(knownCode(e) || codes.MODEL_LOAD_FAILED, `${spec.name}: ${e.message}`);
-      }
-    }
-    const m = load(spec.name, () => w.Lm.fromHuggingFace(parts, shards));
-    m.setName(spec.name);
-    return m;
-  };
-  if (local('reader')) reader = await lm(models.reader);
-  if (local('answerer')) answerer = await lm(local('answerer'));
-  onGpu = gpu !== null && lms.size > 0;
-  if (local('embedder')) {
-    const files = {};
-    for (const f of models.embedder.files) files[f.path] = await fileOf(f).bytes();
-    // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
-    // guided asks (which embed synchronously) need it in wasm.
-    const device = onGpu && !hosted.answerer ? gpu : null;
-    embedder = device
-      ? load(models.embedder.name, () => w.Embedder.onGpu(files, models.embedder.name, device))
-      : load(models.embedder.name, () => new w.Embedder(files, models.embedder.name, ''));
-  }
+  if (local('reader')) reader = lm(models.reader);
+  if (local('answerer')) answerer = lm(local('answerer'));
+  onGpu = device.kind === 'webgpu' && lms.size > 0;
+  // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
+  // guided asks (which embed synchronously) need it in wasm.
+  if (local('embedder')) embedder = device.loadEmbedder(models.embedder.name, filesOf(models.embedder), { onCpu: Boolean(hosted.answerer) });
   for (const f of got.values()) f.close?.();
   // The chosen files loaded (a supported architecture): keep them for the next visit.
   const adopted = [];
@@ -452,22 +372,28 @@ const ops = {
     hosted = Object.fromEntries(Object.keys(objects).map((role) => [role, true]));
     ({ reader, answerer, embedder } = objects);
     scorer = objects.scorer ?? objects.reader ?? null;
-    let backend = await detectBackend(a.backend);
+    // Where the local models run, with the reason in words: the runtime's one rule
+    // (`docmem_runtime::device`, through the wasm package's Device). On WebGPU, the
+    // adapter the kernel checks ran on, which every model then loads onto.
+    let device = await w.Device.choose(['webgpu', 'cpu'].includes(a.backend) ? a.backend : 'auto');
+    let reason = device.reason;
+    const webgpuAdapter = device.adapter !== undefined;
     let loadedModels;
     try {
-      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, backend.device ?? null, a.keepModels);
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, device, a.keepModels);
     } catch (e) {
       // 'auto' falls back to the CPU when WebGPU cannot take the models (out of memory, say).
-      if (backend.name !== 'webgpu' || a.backend === 'webgpu') throw e;
+      if (device.kind !== 'webgpu' || a.backend === 'webgpu') throw e;
       // Free what did load (the embedder, a model already on the GPU), then load for the CPU.
       const loaded = { embedder, reader, answerer };
       for (const m of new Set(Object.keys(loaded).filter((r) => !hosted[r]).map((r) => loaded[r]))) m?.free?.();
       if (!hosted.embedder) embedder = undefined;
       if (!hosted.reader) reader = undefined;
       if (!hosted.answerer) answerer = undefined;
-      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, null, a.keepModels);
-      backend.device.free();
-      backend = { ...CPU, reason: `WebGPU could not take the models (${e.message})`, webgpuAdapter: true };
+      device.free();
+      device = await w.Device.choose('cpu');
+      reason = `WebGPU could not take the models (${e.message})`;
+      loadedModels = await loadModels(a.models, a.modelCacheDir, emit, device, a.keepModels);
     }
     const openStore = (suffix = '') => platform.openStore(a, suffix);
     store = await openStore();
@@ -490,14 +416,14 @@ const ops = {
     const threads = JSON.parse(w.threadStats()).threads;
     const note = hosted.reader && hosted.answerer && hosted.embedder ? 'every model is hosted, none runs here' : threading.note;
     const embedderRuns = hosted.embedder ? 'hosted' : embedder.onWebGpu() ? 'webgpu' : 'cpu';
+    const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';
+    const where =
+      device.kind === 'webgpu'
+        ? { name: 'webgpu', label: 'WebGPU', software: device.software }
+        : { name: 'cpu-wasm-simd128', label: `CPU (wasm ${simd}, ${threads} thread${threads === 1 ? '' : 's'})` };
+    const backend = { ...where, reason, webgpuAdapter, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
     // The models hold the device now: its JavaScript handle goes (it never leaves this worker).
-    const { device, ...chosen } = backend;
-    device?.free();
-    backend = { ...chosen, embedder: embedderRuns, threads, threadsNote: threads === 1 ? note : '', kernels: threading.kernels, kernelsNote: threading.kernelsNote ?? '' };
-    if (backend.name === CPU.name) {
-      const simd = threading.kernels === 'relaxed-simd' ? 'simd128 + relaxed SIMD' : 'simd128';
-      backend.label = `CPU (wasm ${simd}, ${threads} thread${threads === 1 ? '' : 's'})`;
-    }
+    device.free();
     return {
       backend,
       // Linear memory with every model loaded (the weights are held there once, read in

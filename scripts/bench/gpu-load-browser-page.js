@@ -3,7 +3,7 @@
 //   {model: URL of the GGUF (served with Range support), name, size (bytes), prompt,
 //    tokens (how many greedy tokens the timed first call makes)}
 // and gets the worker's figures back. The work runs in a dedicated module worker
-// (gpu-load-browser-worker.js) because GpuLm.fromReader needs a *synchronous* reader, and
+// (gpu-load-browser-worker.js) because Device.loadLm needs a *synchronous* reader, and
 // synchronous XMLHttpRequest with an ArrayBuffer response is allowed only in a worker.
 // The worker's progress messages are logged to the console (the driver copies them to
 // stderr), so a load of minutes on SwiftShader shows that it moves.

@@ -1,5 +1,5 @@
 // The worker of scripts/bench/gpu-load-browser.sh: one GGUF model loaded straight onto the
-// browser's WebGPU device with docmem's `GpuLm.fromReader` (crates/wasm/src/gpu.rs), as
+// browser's WebGPU device with docmem's `Device.loadLm` (crates/wasm/src/load.rs), as
 // the npm package loads a model for the 'webgpu' backend, and then one short greedy call
 // to show that the loaded model works. It answers issue #6: how long the load takes from a
 // local URL, and how large the wasm heap (linear memory) gets with the model loaded (the
@@ -13,7 +13,7 @@
 // - The reader is synchronous XMLHttpRequest with a Range header (one request per read;
 //   the server answers 206). The driver's server is local, so this is the load from a
 //   local URL with nothing cached in the browser (responses are no-store).
-// - load_s: wall time of `GpuLm.fromReader(size, read, name, device)` on the device
+// - load_s: wall time of `device.loadLm(name, [{path, size, read}])` on the device
 //   `Device.choose('webgpu')` gave before it (SwiftShader is a software adapter, which
 //   'webgpu' takes): parsing the header and tokenizer, the reads and the uploads. read_s
 //   is the part spent inside read().
@@ -109,7 +109,7 @@ async function runCase(c) {
   // compile the kernels the model then runs) are not part of the load.
   const device = await w.Device.choose('webgpu');
   const t0 = performance.now();
-  const lm = w.GpuLm.fromReader(c.size, read, c.name, device);
+  const lm = device.loadLm(c.name, [{ path: `${c.name}.gguf`, size: c.size, read }]);
   const loadSeconds = (performance.now() - t0) / 1000;
   const memAfterLoad = memory.buffer.byteLength;
   if (memAfterLoad > peak) peak = memAfterLoad;

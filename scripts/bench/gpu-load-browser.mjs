@@ -1,6 +1,6 @@
 // Issue #6's measurement: in headless Chromium (WebGPU on SwiftShader where there is no
 // GPU), the time to load a GGUF model straight onto the WebGPU device from a local URL with
-// docmem's `GpuLm.fromReader`, and the wasm heap (linear memory) with the model loaded;
+// docmem's `Device.loadLm`, and the wasm heap (linear memory) with the model loaded;
 // the target is under 300 MiB with Qwen2.5-Coder-1.5B Q4_K_M (about 1.07 GiB of file).
 // A benchmark, not a test: it prints figures, it asserts nothing but that the load works.
 //
@@ -328,7 +328,7 @@ if (opts.trace) {
 // ---- the table
 const lines = [''];
 lines.push(
-  `GGUF load onto WebGPU with GpuLm.fromReader (synchronous Range reads over local HTTP) in headless ` +
+  `GGUF load onto WebGPU with Device.loadLm (synchronous Range reads over local HTTP) in headless ` +
     `${browserLabel(browserInfo)}; first call: ${opts.tokens ? `greedy(${JSON.stringify(opts.prompt)}, ${opts.tokens})` : 'skipped'}.`,
 );
 lines.push('');

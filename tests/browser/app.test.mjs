@@ -132,7 +132,9 @@ async function webgpuInPage(page) {
     // Two tokens (about 13 s each on SwiftShader): the native test runs 32.
     const steps = 2;
     const cpuGreedy = JSON.parse(cpu.generate(prompt, JSON.stringify({ temperature: 0, max_tokens: steps }))).tokens;
-    const gpu = await clock('upload', () => w.GpuLm.fromLm(new w.Lm(bytes), device));
+    // Files as the worker hands them over: {path, size, read}.
+    const file = (path, b) => ({ path, size: b.length, read: (offset, length) => b.subarray(offset, offset + length) });
+    const gpu = await clock('upload', () => device.loadLm('smollm2', [file('smollm2.gguf', bytes)]));
     const got = await clock('prompt', () => gpu.logits(Uint32Array.from(tokens)));
     const vocab = want.length / tokens.length;
     let maxDiff = 0;
@@ -174,7 +176,7 @@ async function webgpuInPage(page) {
     // The embedder on WebGPU, sharing the decoder's device: its vectors (awaited) against
     // the wasm CPU encoder's, and a library built with it (sentence chunks, embedded ahead
     // of indexing) and searched with it (the question's vector awaited too).
-    const onGpu = w.Embedder.onGpu(files, manifest.embedder.name, device);
+    const onGpu = device.loadEmbedder(manifest.embedder.name, Object.entries(files).map(([path, b]) => file(path, b)));
     const texts = ['William Caxton printed in England.', 'The bell rang at noon.', ''];
     const cpuVectors = embedder.embed(texts, false).vectors;
     const gpuVectors = (await clock('embed', () => onGpu.embedAsync(texts, false))).vectors;

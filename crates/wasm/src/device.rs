@@ -95,15 +95,8 @@ impl WasmDevice {
 }
 
 impl WasmDevice {
-    /// The WebGPU device, for a model to load onto; an error for the CPU.
-    #[cfg(feature = "gpu")]
-    pub(crate) fn gpu(&self) -> Result<docmem_runtime::gpu::Gpu, JsValue> {
-        match &self.chosen.device {
-            docmem_runtime::device::Device::Gpu(gpu) => Ok(gpu.clone()),
-            _ => Err(crate::error_with(
-                docmem_core::ErrorCode::BadArgument,
-                format!("the device is the CPU ({}): load the model with Lm instead", self.chosen.reason),
-            )),
-        }
+    /// The runtime's choice: the device, and why.
+    pub(crate) fn chosen(&self) -> &Chosen {
+        &self.chosen
     }
 }

@@ -1,8 +1,9 @@
 //! # docmem-wasm
 //!
 //! The wasm-bindgen layer: it translates between JavaScript and the Rust crates and holds
-//! no logic of its own. Inputs arrive as strings and numbers, outputs leave as JSON strings
-//! (parsed by the `js/` client), and every failure becomes a JS `Error` whose message names
+//! no logic of its own. Inputs arrive as strings, numbers and option objects; the library's
+//! results leave in the npm package's own shapes (`shapes`: camelCase, spans in UTF-16
+//! units), and every failure becomes a JS `Error` whose message names
 //! what was wrong and whose `code` is the error's stable [`ErrorCode`] (`BAD_DOCUMENT`,
 //! `QUOTA_EXCEEDED`, …; the mapping is core's [`HasErrorCode`]). Nothing here panics on
 //! user input: arguments are read and type-checked in `boundary`, not by wasm-bindgen's
@@ -14,9 +15,9 @@
 //! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
 //! sentence embedder on the same kernels, `RemoteModel` and `Embedder.remote` (hosted
 //! models), and [`WasmLibrary`], a document library whose changes the JavaScript side
-//! persists. [`WasmDevice`] is where local models run, by the runtime's one rule; with
-//! the `gpu` feature, `GpuLm` (a model on WebGPU) and `Embedder.onGpu` (the embedder)
-//! load onto the device it chose. The library's work goes through two
+//! persists. [`WasmDevice`] is where local models run, by the runtime's one rule, and what
+//! loads them (`load`: `device.loadLm`, `device.loadEmbedder`): an `Lm` or an embedder in
+//! wasm on the CPU, a `GpuLm` (with the `gpu` feature) or an embedder on WebGPU. The library's work goes through two
 //! entry points whatever runs the models, `addDocument(doc, options)` and `ask(question,
 //! options)`, Promises that take the models in their options (`handles`): a page reads
 //! GPU results and a host's replies only through its event loop, and on the CPU the same
@@ -33,6 +34,7 @@ mod device;
 mod gpu;
 mod handles;
 mod library;
+mod load;
 mod memory_draft;
 mod remote;
 mod sha256;
@@ -143,46 +145,6 @@ impl WasmLm {
         let src = js_range_source(length, read)?;
         let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
         Ok(WasmLm::wrap(lm, "model.gguf"))
-    }
-
-    /// What a GGUF file of `length` bytes is, from its header alone (read through `read`
-    /// as [`WasmLm::from_reader`] reads): JSON `{facts, context, line, tooBigForCpu}`, where
-    /// `facts` is the runtime's `ModelFacts` (architecture, `refusal` where docmem cannot
-    /// run it, parameters, bytes, formats, cache bytes a token), `context` the tokens a model
-    /// runs with here, `line` one line for a person, and `tooBigForCpu` why the model cannot
-    /// run on the CPU in a page (its weights and cache past a wasm module's memory), if so.
-    /// A page calls it before loading a file the user chose, to say what it is and to
-    /// refuse what cannot run before reading gigabytes.
-    pub fn facts(length: f64, read: js_sys::Function) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let src = js_range_source(length, read)?;
-        let g = docmem_runtime::gguf::GgufFile::read(&src).map_err(coded)?;
-        let facts = docmem_runtime::model::ModelFacts::of_gguf(&g);
-        let context = load_options().context;
-        to_json(&serde_json::json!({
-            "line": facts.describe(context),
-            "tooBigForCpu": facts.too_big_for_wasm_cpu(context),
-            "context": context,
-            "facts": facts,
-        }))
-    }
-
-    /// Load a Hugging Face checkpoint (a `llama`, `qwen2` or `qwen3` model): `parts` is `{config,
-    /// tokenizer, tokenizerConfig?}`, the bytes of `config.json`, `tokenizer.json` and
-    /// `tokenizer_config.json`; `shards` is `[{length, read}]`, one per `.safetensors` file,
-    /// each read through `read(offset, length) → Uint8Array` as `fromReader` reads, a tensor
-    /// at a time (quantized to 8-bit blocks as it loads): the files are never whole in
-    /// memory. Another architecture is a MODEL_LOAD_FAILED error that names it.
-    #[wasm_bindgen(js_name = fromHuggingFace)]
-    pub fn from_hugging_face(
-        #[wasm_bindgen(unchecked_param_type = "{config: Uint8Array, tokenizer: Uint8Array, tokenizerConfig?: Uint8Array | null}")]
-        parts: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "Array<{length: number, read: (offset: number, length: number) => Uint8Array}>")]
-        shards: JsValue,
-    ) -> Result<WasmLm, JsValue> {
-        boundary::ready()?;
-        let lm = HfFiles::from_js(&parts, &shards)?.load()?;
-        Ok(WasmLm::wrap(lm, "model"))
     }
 
     /// Name the model (its file name, say): memories record it, and the reader prompt is
@@ -304,7 +266,7 @@ fn parse_precision(p: &str) -> Result<docmem_runtime::embed::Precision, JsValue>
 }
 
 /// A BERT-family sentence embedder (all-MiniLM-L6-v2, bge, e5, multilingual XLM-RoBERTa
-/// models) on the CPU backend inside WebAssembly, on WebGPU (`Embedder.onGpu`: awaited
+/// models) on the CPU backend inside WebAssembly, on WebGPU (`device.loadEmbedder` on a WebGPU device: awaited
 /// only), or hosted (`Embedder.remote`).
 #[wasm_bindgen(js_name = Embedder)]
 pub struct WasmEmbedder {
@@ -486,48 +448,17 @@ async fn embedded(embedder: &mut AnyEmbedder, texts: &[String], query: bool) -> 
     embedded_object(&vectors, truncated)
 }
 
-/// A Hugging Face checkpoint's files as JavaScript hands them over: `parts` is
-/// `{config, tokenizer, tokenizerConfig?}` (each a `Uint8Array`: `config.json`,
-/// `tokenizer.json`, `tokenizer_config.json`), `shards` an array of `{length, read}`, one
-/// per `.safetensors` file (`read(offset, length) → Uint8Array`, synchronous, as
-/// `Lm.fromReader` takes).
+/// A Hugging Face checkpoint's files (`crate::load` tells them apart): `config.json`,
+/// `tokenizer.json` and `tokenizer_config.json` read whole, and the `.safetensors` shards,
+/// read a tensor at a time (quantized to 8-bit blocks as they load).
 pub(crate) struct HfFiles {
-    config: Vec<u8>,
-    tokenizer: Vec<u8>,
-    tokenizer_config: Option<Vec<u8>>,
-    shards: Vec<Box<dyn docmem_runtime::source::ByteSource>>,
+    pub(crate) config: Vec<u8>,
+    pub(crate) tokenizer: Vec<u8>,
+    pub(crate) tokenizer_config: Option<Vec<u8>>,
+    pub(crate) shards: Vec<Box<dyn docmem_runtime::source::ByteSource>>,
 }
 
 impl HfFiles {
-    pub(crate) fn from_js(parts: &JsValue, shards: &JsValue) -> Result<HfFiles, JsValue> {
-        let field = |name: &str| js_sys::Reflect::get(parts, &name.into()).unwrap_or(JsValue::UNDEFINED);
-        let file = |name: &str, what: &str| boundary::bytes(&field(name), what, ErrorCode::ModelLoadFailed);
-        let tokenizer_config = field("tokenizerConfig");
-        let tokenizer_config = if tokenizer_config.is_undefined() || tokenizer_config.is_null() {
-            None
-        } else {
-            Some(boundary::bytes(&tokenizer_config, "tokenizer_config.json", ErrorCode::ModelLoadFailed)?)
-        };
-        let list = shards
-            .dyn_ref::<js_sys::Array>()
-            .ok_or_else(|| error_with(ErrorCode::BadArgument, "shards must be an array of {length, read}"))?;
-        let mut sources: Vec<Box<dyn docmem_runtime::source::ByteSource>> = Vec::new();
-        for (i, shard) in list.iter().enumerate() {
-            let length = js_sys::Reflect::get(&shard, &"length".into()).ok().and_then(|v| v.as_f64());
-            let read = js_sys::Reflect::get(&shard, &"read".into()).ok().and_then(|v| v.dyn_into::<js_sys::Function>().ok());
-            let (Some(length), Some(read)) = (length, read) else {
-                return Err(error_with(ErrorCode::BadArgument, format!("shard {i} must be {{length, read}}")));
-            };
-            sources.push(Box::new(js_range_source(length, read)?));
-        }
-        Ok(HfFiles {
-            config: file("config", "config.json")?,
-            tokenizer: file("tokenizer", "tokenizer.json")?,
-            tokenizer_config,
-            shards: sources,
-        })
-    }
-
     /// Load the checkpoint for the CPU backend.
     pub(crate) fn load(self) -> Result<docmem_runtime::lm::Lm, JsValue> {
         let parts = docmem_runtime::lm::HfParts {
