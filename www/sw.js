@@ -10,8 +10,8 @@
 const CACHE = 'docmem-app-v12';
 const PREFIX = 'docmem-app-';
 // What the app needs to open at all: the install fails without any of it.
-const SHELL = ['/', '/index.html', '/app.js', '/style.css', '/js/docmem.js', '/js/client.js', '/js/worker.js', '/js/worker-ops.js', '/js/signals.js', '/js/errors.js',
-  '/js/remote.js', '/js/model-cache.js', '/js/model-download.js', '/js/idb-store.js', '/js/library-lock.js', '/js/threads.js',
+const SHELL = ['/', '/index.html', '/app.js', '/style.css', '/js/docmem.js', '/js/client.js', '/js/worker.js', '/js/worker-ops.js', '/js/signals.js', '/js/background.js', '/js/errors.js',
+  '/js/remote.js', '/js/model-cache.js', '/js/model-download.js', '/js/model-files.js', '/js/idb-store.js', '/js/library-lock.js', '/js/threads.js', '/js/wasm-build.js',
   '/js/thread-worker.js', '/js/thread-serve.js', '/js/pdf.js', '/js/pdf-text.js', '/js/pdf-asset-factories.js', '/js/pdf-assets.js',
   '/js/wasm/plain/docmem_wasm.js', '/js/wasm/plain/docmem_wasm_bg.wasm'];
 // Kept when the server has them: the threads builds (a server may ship only the plain
