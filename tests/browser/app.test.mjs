@@ -178,8 +178,8 @@ async function webgpuInPage(page) {
     // of indexing) and searched with it (the question's vector awaited too).
     const onGpu = device.loadEmbedder(manifest.embedder.name, Object.entries(files).map(([path, b]) => file(path, b)));
     const texts = ['William Caxton printed in England.', 'The bell rang at noon.', ''];
-    const cpuVectors = embedder.embed(texts, false).vectors;
-    const gpuVectors = (await clock('embed', () => onGpu.embedAsync(texts, false))).vectors;
+    const cpuVectors = (await embedder.embed(texts, false)).vectors;
+    const gpuVectors = (await clock('embed', () => onGpu.embed(texts, false))).vectors;
     const dim = embedder.dim();
     let minCosine = 1;
     for (let t = 0; t < texts.length; t++) {

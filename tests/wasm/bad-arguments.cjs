@@ -674,9 +674,9 @@ async function stillWorks() {
     assert.equal(wasm.htmlToText('<p>still</p>').trim(), 'still');
     assert.ok(JSON.parse(lm.tokenize('hello')).length > 0);
     assert.equal(JSON.parse(lm.generate('Hello', '{"max_tokens":2}')).tokens.length, 2);
-    assert.equal(embedder.embed(['hello'], true).vectors.length, embedder.dim());
+    assert.equal((await embedder.embed(['hello'], true)).vectors.length, embedder.dim());
     assert.equal(remoteModel.name(), 'remote:fake-model');
-    assert.deepEqual([remoteEmbedder.dim(), remoteEmbedder.precision(), remoteEmbedder.embed(['hello'], false).vectors.length], [4, 'remote', 4]);
+    assert.deepEqual([remoteEmbedder.dim(), remoteEmbedder.precision(), (await remoteEmbedder.embed(['hello'], false)).vectors.length], [4, 'remote', 4]);
     const docs = lib.documents();
     assert.ok(docs.some((d) => d.id === doc.id), 'the document is still there');
     assert.ok((await lib.search('Who brought printing to England?', { embedder, k: 2 })).some((h) => h.text.includes('Caxton')));

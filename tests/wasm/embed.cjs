@@ -34,7 +34,7 @@ async function main() {
     const t0 = performance.now();
     const e = new Embedder(files, 'all-MiniLM-L6-v2', precision);
     const t1 = performance.now();
-    const { vectors, truncated } = e.embed(texts, false);
+    const { vectors, truncated } = await e.embed(texts, false);
     const seconds = (performance.now() - t1) / 1000;
     const dim = e.dim();
     let worst = { cos: 1, i: -1 };
@@ -54,7 +54,7 @@ async function main() {
     // A text embeds to the same bits alone as in a batch (a query and the same sentence
     // stored), whichever rows of the matrix product's tiles it lands in.
     for (const i of [0, 5, 222]) {
-      const alone = e.embed([texts[i]], false).vectors;
+      const alone = (await e.embed([texts[i]], false)).vectors;
       const inBatch = vectors.subarray(i * dim, (i + 1) * dim);
       if (!alone.every((x, k) => Object.is(x, inBatch[k]))) {
         console.error(`${precision}: text ${i} embeds differently alone than in its batch`);

@@ -108,16 +108,4 @@ impl WasmEmbedder {
         boundary::ready()?;
         Ok(docmem_core::Embedder::needs_await(&*self.read()?))
     }
-
-    /// `embed`, awaited: a Promise of the same `{vectors, truncated}`, for an embedder of
-    /// any kind (one on WebGPU included).
-    #[wasm_bindgen(js_name = embedAsync)]
-    pub fn embed_async(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> js_sys::Promise {
-        let texts = boundary::ready().and_then(|()| boundary::strings(&texts, "texts"));
-        let embedder = self.embedder.clone();
-        wasm_bindgen_futures::future_to_promise(async move {
-            let texts = texts?;
-            crate::embed_holding(&embedder, &texts, query).await
-        })
-    }
 }

@@ -286,30 +286,11 @@ impl WasmEmbedder {
         WasmEmbedder { registration: handles::Registration::embedder(embedder.clone()), embedder }
     }
 
-    /// The embedder for a synchronous call, unless a call still running holds it (then a
-    /// `BUSY` error) or it runs on WebGPU, which a synchronous call cannot wait for (then a
-    /// `BAD_ARGUMENT` error naming the calls that can).
-    fn get(&self) -> Result<std::cell::RefMut<'_, AnyEmbedder>, JsValue> {
-        synchronous(self.embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?)
-    }
-
     /// The embedder for a call that only reads it (its name, width, precision),
     /// unless a call still running holds it.
     fn read(&self) -> Result<std::cell::Ref<'_, AnyEmbedder>, JsValue> {
         self.embedder.try_borrow().map_err(|_| busy("the embedder"))
     }
-}
-
-/// `embedder`, for a call that embeds synchronously: refused with `BAD_ARGUMENT` (naming
-/// the calls that can take it) when it runs on WebGPU, which such a call cannot wait for.
-fn synchronous<E: std::ops::DerefMut<Target = AnyEmbedder>>(embedder: E) -> Result<E, JsValue> {
-    if docmem_core::Embedder::needs_await(&*embedder) {
-        return Err(error_with(
-            ErrorCode::BadArgument,
-            "this embedder runs on WebGPU, which a synchronous embedding step cannot wait for: use embedAsync, addDocument, ask (without clues or routing) or readAhead",
-        ));
-    }
-    Ok(embedder)
 }
 
 /// A model's files, `{name: Uint8Array}`, as a map.
@@ -400,13 +381,17 @@ impl WasmEmbedder {
         })
     }
 
-    /// Embed `texts` (as queries when `query`, else as passages). Returns
-    /// `{vectors: Float32Array (texts × dim, row by row), truncated: number}`.
-    pub fn embed(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> Result<js_sys::Object, JsValue> {
-        boundary::ready()?;
-        let texts = boundary::strings(&texts, "texts")?;
-        // Ready at once: `get` refuses an embedder on WebGPU, the one kind that waits.
-        docmem_runtime::block_on(embedded(&mut *self.get()?, &texts, query))
+    /// Embed `texts` (as queries when `query`, else as passages): a Promise of `{vectors:
+    /// Float32Array (texts × dim, row by row), truncated: number}`, whatever the embedder
+    /// runs on (ready at once in wasm; awaited on WebGPU or from a host). The embedder is
+    /// held until it settles: a call on it meanwhile gets a `BUSY` error.
+    pub fn embed(&self, #[wasm_bindgen(unchecked_param_type = "string[]")] texts: JsValue, query: bool) -> js_sys::Promise {
+        let texts = boundary::ready().and_then(|()| boundary::strings(&texts, "texts"));
+        let embedder = self.embedder.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let texts = texts?;
+            embed_holding(&embedder, &texts, query).await
+        })
     }
 }
 
@@ -420,15 +405,15 @@ fn embedded_object(vectors: &[Vec<f32>], truncated: usize) -> Result<js_sys::Obj
     Ok(result)
 }
 
-/// `embedAsync`: `texts` embedded by `embedder` (held until they are), awaited where it
-/// runs on WebGPU.
+/// `embed`: `texts` embedded by `embedder` (held until they are), awaited where it runs on
+/// WebGPU or a host.
 #[allow(clippy::await_holding_refcell_ref)] // held on purpose: other calls answer BUSY meanwhile
 async fn embed_holding(embedder: &std::cell::RefCell<AnyEmbedder>, texts: &[String], query: bool) -> Result<JsValue, JsValue> {
     let mut embedder = embedder.try_borrow_mut().map_err(|_| busy("the embedder"))?;
     Ok(embedded(&mut embedder, texts, query).await?.into())
 }
 
-/// `embed`'s and `embedAsync`'s work: `texts` embedded, as `{vectors, truncated}`. Loading
+/// `embed`'s work: `texts` embedded, as `{vectors, truncated}`. Loading
 /// is over, so a failure is the running model's (or the host's).
 async fn embedded(embedder: &mut AnyEmbedder, texts: &[String], query: bool) -> Result<js_sys::Object, JsValue> {
     use docmem_runtime::embed::EmbedRole;
