@@ -152,7 +152,7 @@ const MIN_COSINE: f64 = 0.999;
 /// A 24-token prompt through `model` on the CPU and on `gpu`, the last logits compared.
 #[cfg(feature = "gpu")]
 fn forward_parity(gpu: &docmem_runtime::gpu::Gpu, model: &str, path: &'static str) -> ForwardResult {
-    use docmem_runtime::lm::{argmax, Lm, LoadOptions};
+    use docmem_runtime::lm::{argmax, Lm, LoadOptions, PrefillOptions};
     use docmem_runtime::synthetic::{decoder_gguf, DecoderSpec};
     let run = || -> Result<(f64, f32, bool), String> {
         let spec: DecoderSpec = model.parse().map_err(|e| format!("{e}"))?;
@@ -161,8 +161,11 @@ fn forward_parity(gpu: &docmem_runtime::gpu::Gpu, model: &str, path: &'static st
         let cpu = Lm::load_from(&src, &opts).map_err(|e| e.to_string())?;
         let on_gpu = Lm::load_onto_gpu(&src, &opts, gpu.clone()).map_err(|e| e.to_string())?;
         let prompt: Vec<u32> = (0..24u32).map(|i| (i * 37 + 11) % spec.shape.vocab).collect();
-        let want = docmem_runtime::block_on(cpu.prefill_tokens(prompt.clone())).map_err(|e| e.to_string())?;
-        let got = docmem_runtime::block_on(on_gpu.prefill_tokens(prompt)).map_err(|e| e.to_string())?;
+        let want = docmem_runtime::block_on(cpu.prefill(prompt.clone(), PrefillOptions::default()))
+            .map(|p| p.prefix)
+            .map_err(|e| e.to_string())?;
+        let got =
+            docmem_runtime::block_on(on_gpu.prefill(prompt, PrefillOptions::default())).map(|p| p.prefix).map_err(|e| e.to_string())?;
         let (a, b) = (want.last_logits(), got.last_logits());
         let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
         let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();

@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
 use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, Prefix, Prompt, SamplingParams, StateAt};
+use crate::lm::{Backend, Finish, Lm, PrefillOptions, Prefilled, Prefix, Prompt, SamplingParams, StateAt};
 use crate::probe::ProbePosition;
 use crate::Error;
 
@@ -176,7 +176,7 @@ impl<B: Backend> Answerer for Lm<B> {
                 }
                 None => None,
             };
-            let (prefix, reused_tokens, state) = self.prefill_reusing_state(tokens, state_at).await?;
+            let Prefilled { prefix, reused: reused_tokens, state } = self.prefill(tokens, PrefillOptions { reuse: true, state_at }).await?;
             let probe = fitted.zip(state).map(|(p, state)| p.margin(&state));
             let prompt_tokens = prefix.tokens().len();
             let prefill_seconds = crate::lm::now_seconds() - start;

@@ -46,7 +46,7 @@ fn exercise(lm: &Lm) {
     if head.is_empty() {
         return;
     }
-    if let Ok(prefix) = crate::block_on(lm.prefill_tokens(head)) {
+    if let Ok(prefix) = crate::block_on(lm.prefill(head, crate::lm::PrefillOptions::default())).map(|p| p.prefix) {
         assert_eq!(prefix.last_logits().len(), lm.config().vocab, "one logit per vocabulary entry");
         let params = SamplingParams { max_tokens: 3, ..SamplingParams::default() };
         let _ = crate::block_on(lm.generate_after(&prefix, "", &params, |_| ControlFlow::Continue(())));

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::answerer::{Answerer, ReplyOptions, REFUSAL, VERIFY};
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, Prompt, StateAt};
+use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, PrefillOptions, Prompt, StateAt};
 use docmem_runtime::probe::ProbePosition;
 
 #[test]
@@ -22,7 +22,11 @@ fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversati
     // The rule was fitted on the 1.5B's answers: SmolLM2's are not judged, nor measured.
     assert!(!docmem_runtime::answerer::calibrated_for(lm.identity()) && reply.probabilities.is_none());
     let question = ChatMessage::new("user", turn);
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(std::slice::from_ref(&question)))).unwrap();
+    let prefix = docmem_runtime::block_on(
+        lm.prefill(lm.prompt_tokens(Prompt::Chat(std::slice::from_ref(&question))).unwrap(), PrefillOptions::default()),
+    )
+    .unwrap()
+    .prefix;
     let verified = docmem_runtime::block_on(lm.verify_after(&prefix, &question, &reply.text))
         .unwrap()
         .expect("SmolLM2's template continues the prompt, and Yes and No are one token each");
@@ -54,7 +58,10 @@ fn the_prefills_hidden_state_is_the_prompts() {
     let want = fresh.prompt_states(Prompt::Chat(&turn), &[layer]).unwrap().remove(0);
     assert_eq!(want.len(), fresh.config().n_embd);
     let at_end = StateAt { layer, after_tokens: tokens.len() };
-    let (_, reused, state) = docmem_runtime::block_on(fresh.prefill_reusing_state(tokens.clone(), Some(at_end))).unwrap();
+    let (_, reused, state) =
+        docmem_runtime::block_on(fresh.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(at_end) }))
+            .map(|p| (p.prefix, p.reused, p.state))
+            .unwrap();
     assert_eq!((reused, state.as_deref()), (0, Some(&want[..])));
 
     // At the user turn's end: the state of the prompt cut there, and the same prompt after.
@@ -67,17 +74,23 @@ fn the_prefills_hidden_state_is_the_prompts() {
     let want_at_turn = fresh.prompt_states(Prompt::Text(cut), &[layer]).unwrap().remove(0);
     let split = lm();
     let at_turn = StateAt { layer, after_tokens: turn_end };
-    let (prefix, _, state) = docmem_runtime::block_on(split.prefill_reusing_state(tokens.clone(), Some(at_turn))).unwrap();
+    let (prefix, _, state) =
+        docmem_runtime::block_on(split.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(at_turn) }))
+            .map(|p| (p.prefix, p.reused, p.state))
+            .unwrap();
     assert_eq!(state.as_deref(), Some(&want_at_turn[..]));
     assert_eq!(prefix.tokens(), &tokens[..], "the whole prompt was run");
     // A state outside the prompt is not read.
     let outside = StateAt { layer, after_tokens: tokens.len() + 1 };
-    assert_eq!(docmem_runtime::block_on(lm().prefill_reusing_state(tokens.clone(), Some(outside))).unwrap().2, None);
+    let options = PrefillOptions { reuse: true, state_at: Some(outside) };
+    assert_eq!(docmem_runtime::block_on(lm().prefill(tokens.clone(), options)).unwrap().state, None);
 
     let ahead = lm();
     let kept = docmem_runtime::block_on(ahead.prefill_ahead(&tokens[..tokens.len() - 6], 16, &|| false)).unwrap();
     assert_eq!(kept, tokens.len() - 6);
-    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill_reusing_state(tokens, Some(at_end))).unwrap();
+    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill(tokens, PrefillOptions { reuse: true, state_at: Some(at_end) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
     assert_eq!(reused, kept);
     let state = state.unwrap();
     let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum::<f64>();

@@ -10,7 +10,7 @@ use docmem_core::fuzz_harness::meter::{one_at_a_time, replay};
 use docmem_runtime::embed::{EmbedderOptions, Precision, SentenceEmbedder};
 use docmem_runtime::fuzz_harness::{hf_files, hf_input, safetensors_header, seeds};
 use docmem_runtime::gguf::testing::{tiny_lm, TinyTokenizer};
-use docmem_runtime::lm::{Lm, LoadOptions, Prompt};
+use docmem_runtime::lm::{Lm, LoadOptions, PrefillOptions, Prompt};
 use docmem_runtime::source::MemorySource;
 
 docmem_core::counting_allocator!();
@@ -118,7 +118,7 @@ fn a_model_whose_activations_underflow_runs_without_overflowing() {
     use docmem_runtime::gguf::testing::TinyLm;
     let lm = Lm::load_from(&MemorySource::new(TinyLm { norm: 1e-39, ..TinyLm::default() }.build()), &opts()).unwrap();
     let ids = lm.tokenizer.encode("hello world").unwrap();
-    let prefix = docmem_runtime::block_on(lm.prefill_tokens(ids)).unwrap();
+    let prefix = docmem_runtime::block_on(lm.prefill(ids, PrefillOptions::default())).map(|p| p.prefix).unwrap();
     assert_eq!(prefix.last_logits().len(), lm.config().vocab);
 }
 

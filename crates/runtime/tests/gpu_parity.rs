@@ -32,7 +32,7 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::gpu::{Gpu, GpuOptions, GpuTransformer};
 use docmem_runtime::lm::Logits;
-use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, Prompt, SamplingParams};
+use docmem_runtime::lm::{argmax, Backend, Lm, LoadOptions, PrefillOptions, Prompt, SamplingParams};
 
 fn smollm2() -> Lm {
     Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
@@ -171,7 +171,10 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
     assert_eq!(model.gpu().bind_groups_created(), bound, "bind groups created while decoding four more tokens");
 
     // A forked cache continues like the original.
-    let prefix = docmem_runtime::block_on(gpu.prefill(Prompt::Text("Paper was made from"))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(gpu.prefill(gpu.prompt_tokens(Prompt::Text("Paper was made from")).unwrap(), PrefillOptions::default()))
+            .unwrap()
+            .prefix;
     let a = docmem_runtime::block_on(
         gpu.generate_after(&prefix, "", &SamplingParams { max_tokens: 8, ..Default::default() }, |_| ControlFlow::Continue(())),
     )
@@ -356,8 +359,12 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
         (state.unwrap(), logits)
     };
 
-    let (c, reused_c, cs) = docmem_runtime::block_on(cpu.prefill_reusing_state(tokens.clone(), Some(read))).unwrap();
-    let (g, reused_g, gs) = docmem_runtime::block_on(gpu.prefill_reusing_state(tokens.clone(), Some(read))).unwrap();
+    let (c, reused_c, cs) = docmem_runtime::block_on(cpu.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
+    let (g, reused_g, gs) = docmem_runtime::block_on(gpu.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
     assert_eq!((reused_c, reused_g), (0, 0), "nothing was kept before");
     let (cs, gs) = (cs.expect("the CPU reads the state"), gs.expect("the GPU reads the state"));
     assert_eq!(gs.len(), gpu.config().n_embd, "one value per hidden dimension");
@@ -371,7 +378,9 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
     // read, and the state there is a fresh pass's.
     let mut follow = tokens[..read.after_tokens].to_vec();
     follow.extend(cpu.tokenizer.encode(" And where?").unwrap());
-    let (g2, reused, gs2) = docmem_runtime::block_on(gpu.prefill_reusing_state(follow.clone(), Some(read))).unwrap();
+    let (g2, reused, gs2) = docmem_runtime::block_on(gpu.prefill(follow.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
     assert_eq!(reused, read.after_tokens - 1, "the kept start is reused up to the token read");
     let (fresh_state, fresh_logits) = single_pass(&gpu, &follow);
     assert_eq!(apart("the reused prompt's state against a fresh pass", &fresh_state, &gs2.unwrap()), 0.0);

@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::chat::ChatMessage;
 use docmem_runtime::lm::Logits;
-use docmem_runtime::lm::{Backend, DraftSettings, Finish, Lm, LoadOptions, Prompt, PromptLookup, SamplingParams};
+use docmem_runtime::lm::{Backend, DraftSettings, Finish, Lm, LoadOptions, PrefillOptions, Prompt, PromptLookup, SamplingParams};
 
 fn smollm2() -> Lm {
     Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
@@ -63,7 +63,8 @@ fn specs(max_tokens: usize) -> Vec<SamplingParams> {
 fn generate_paths_equals_sequential_generation() {
     let lm = smollm2();
     let messages = [ChatMessage::new("user", "Write two sentences about the printing press.")];
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages)).unwrap(), PrefillOptions::default())).unwrap().prefix;
     // Greedy + three sampled paths (MoM's settings), then paths that leave the batch
     // early: a short max_tokens, and a stop string.
     let mut paths = specs(48);
@@ -92,7 +93,10 @@ fn generate_paths_equals_sequential_generation() {
 #[test]
 fn paths_are_reported_as_they_end_and_can_be_cancelled() {
     let lm = smollm2();
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Text("Once upon a time"))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Text("Once upon a time")).unwrap(), PrefillOptions::default()))
+            .unwrap()
+            .prefix;
     let mut paths = specs(12);
     paths[1].max_tokens = 3;
     paths[3].max_tokens = 0;
@@ -122,7 +126,8 @@ fn a_path_that_does_not_open_as_its_format_asks_ends_there() {
     use docmem_runtime::lm::LmReader;
     let lm = smollm2();
     let messages = [ChatMessage::new("user", "Write two sentences about the printing press.")];
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages)).unwrap(), PrefillOptions::default())).unwrap().prefix;
     let never = Opening { markers: &["<scenario>"], within_tokens: 6 };
     let mut paths = specs(24);
     paths.truncate(2);
@@ -150,7 +155,8 @@ fn greedy_output_is_identical_with_and_without_drafts() {
     let doc = "Johannes Gutenberg introduced printing to Europe with his mechanical movable-type printing press. \
                His work started the Printing Revolution in Europe, which is regarded as a milestone of the second millennium.";
     let messages = [ChatMessage::new("user", &format!("Copy this text exactly:\n\n{doc}"))];
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages)).unwrap(), PrefillOptions::default())).unwrap().prefix;
     let lookup = PromptLookup::new(prefix.tokens(), DraftSettings::default());
     let mut paths = specs(40);
     paths.truncate(2);
@@ -199,7 +205,8 @@ fn scoring_after_a_prefill_equals_scoring_the_whole_prompt() {
     // after the same prefix; that must be what scoring the rendered prompt gives.
     let lm = smollm2();
     let messages = [ChatMessage::new("user", "Who printed the first book in English?")];
-    let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
+    let prefix =
+        docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages)).unwrap(), PrefillOptions::default())).unwrap().prefix;
     let rendered = lm.render_chat(&messages).unwrap();
     let gold = " William Caxton";
     let whole = docmem_runtime::block_on(lm.score(&[(rendered.as_str(), gold)])).unwrap().remove(0);
@@ -245,22 +252,27 @@ fn a_reader_interrupted_between_steps_stops_within_one_step() {
 }
 
 #[test]
-fn a_stoppable_prefill_in_chunks_matches_the_whole_prefill_and_stops_between_chunks() {
+fn a_prompt_read_ahead_in_chunks_continues_as_the_whole_prefill_and_stops_between_chunks() {
     use std::cell::Cell;
     let lm = smollm2();
     let messages = [ChatMessage::new("user", "Write two sentences about the printing press and the bells of London.")];
-    let whole = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages))).unwrap();
     let tokens = lm.prompt_tokens(Prompt::Chat(&messages)).unwrap();
-    let chunked = docmem_runtime::block_on(lm.prefill_stoppable(tokens.clone(), 8, &|| false)).unwrap().unwrap();
-    assert_eq!(chunked.tokens(), whole.tokens());
+    let whole = docmem_runtime::block_on(lm.prefill(tokens.clone(), PrefillOptions::default())).unwrap().prefix;
+    // Read ahead 8 tokens at a time up to the last token, then the prompt itself reuses them.
+    let ahead = docmem_runtime::block_on(lm.prefill_ahead(&tokens[..tokens.len() - 1], 8, &|| false)).unwrap();
+    assert_eq!(ahead, tokens.len() - 1);
+    let reusing = docmem_runtime::block_on(lm.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: None })).unwrap();
+    assert_eq!((reusing.reused, reusing.prefix.tokens()), (tokens.len() - 1, whole.tokens()));
     let greedy = SamplingParams { max_tokens: 12, ..Default::default() };
     let after = |p| docmem_runtime::block_on(lm.generate_after(p, "", &greedy, |_| ControlFlow::Continue(()))).unwrap().tokens;
-    assert_eq!(after(&chunked), after(&whole), "the same greedy continuation from either prefix");
+    assert_eq!(after(&reusing.prefix), after(&whole), "the same greedy continuation from either prefix");
+    // A fresh model told to stop before its third chunk keeps the two it ran.
+    let fresh = smollm2();
     let asked = Cell::new(0);
     let stop_at_third = || {
         asked.set(asked.get() + 1);
         asked.get() == 3
     };
-    assert!(docmem_runtime::block_on(lm.prefill_stoppable(tokens, 8, &stop_at_third)).unwrap().is_none());
+    assert_eq!(docmem_runtime::block_on(fresh.prefill_ahead(&tokens, 8, &stop_at_third)).unwrap(), 16);
     assert_eq!(asked.get(), 3, "asked before each chunk, stopped at the first true");
 }

@@ -270,7 +270,7 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Which hidden state [`Lm::prefill_reusing_state`] hands back: the residual stream after
+/// Which hidden state [`Lm::prefill`] hands back ([`PrefillOptions::state_at`]): the residual stream after
 /// `layer` at the last of the prompt's first `after_tokens` tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateAt {
@@ -279,6 +279,26 @@ pub struct StateAt {
     /// How many of the prompt's tokens come up to and including the token read (the
     /// prompt's length reads its last token).
     pub after_tokens: usize,
+}
+
+/// How [`Lm::prefill`] runs a prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefillOptions {
+    /// Reuse the start the prompt shares with the one this model keeps, and keep this one.
+    pub reuse: bool,
+    /// Also read this token's residual stream after this layer.
+    pub state_at: Option<StateAt>,
+}
+
+/// A prompt run by [`Lm::prefill`].
+#[derive(Clone, Debug)]
+pub struct Prefilled<C> {
+    /// The prompt's cache and last logits, to continue.
+    pub prefix: Prefix<C>,
+    /// Tokens not run again: the start shared with the kept prompt (0 without `reuse`).
+    pub reused: usize,
+    /// The state asked for by `state_at`, where the backend can read it back.
+    pub state: Option<Vec<f32>>,
 }
 
 /// A prompt prefix run once, to be continued many times.
@@ -574,52 +594,27 @@ impl<B: Backend> Lm<B> {
         Ok(())
     }
 
-    /// Run a prompt prefix once.
-    pub async fn prefill(&self, prompt: Prompt<'_>) -> Result<Prefix<B::Cache>, Error> {
-        let tokens = self.prompt_tokens(prompt)?;
-        self.prefill_tokens(tokens).await
-    }
-
-    /// Run prompt tokens once.
-    pub async fn prefill_tokens(&self, tokens: Vec<u32>) -> Result<Prefix<B::Cache>, Error> {
+    /// Run prompt `tokens` once (a prompt's tokens: [`Lm::prompt_tokens`]), as `options`
+    /// say: from scratch, or reusing the longest start they share with the prompt this
+    /// model keeps (the last one run with `reuse`, or read ahead by [`Lm::prefill_ahead`];
+    /// see `prompt_cache`) and keeping this one for the next, as for prompts that recur
+    /// with a common start (the answerer's); and with `state_at`, also reading the
+    /// residual stream of one of the prompt's tokens after one layer (`None` where the
+    /// backend cannot read it back, or `state_at` points outside the prompt): what the
+    /// answerability probe reads. A state before the prompt's end is read by running the
+    /// prompt in two pieces split after that token: no extra pass over the prompt, one more
+    /// small batch for the rest; a kept start is reused only up to that token.
+    pub async fn prefill(&self, tokens: Vec<u32>, options: PrefillOptions) -> Result<Prefilled<B::Cache>, Error> {
         if tokens.is_empty() {
             return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
-        let mut cache = self.backend.new_cache();
-        let last_logits = self.backend.forward(&mut cache, &tokens, Logits::Last).await?;
-        Ok(Prefix { cache, tokens, last_logits })
-    }
-
-    /// [`Lm::prefill_tokens`], reusing the longest start `tokens` shares with the prompt
-    /// this model keeps (the last one run here or by [`Lm::prefill_ahead`]; see
-    /// `prompt_cache`), and keeping this one for the next. Also returns how many tokens
-    /// were reused. For prompts that recur with a common start: the answerer's.
-    pub async fn prefill_reusing(&self, tokens: Vec<u32>) -> Result<(Prefix<B::Cache>, usize), Error> {
-        let (prefix, reused, _) = self.prefill_reusing_state(tokens, None).await?;
-        Ok((prefix, reused))
-    }
-
-    /// [`Lm::prefill_reusing`] that, with `state_at`, also hands back the residual stream
-    /// of one of the prompt's tokens after one layer (`None` where the backend cannot read
-    /// it back, or `state_at` points outside the prompt): what the answerability probe
-    /// reads. A state before the prompt's end is read by running the prompt in two pieces
-    /// split after that token: no extra pass over the prompt, one more small batch for the
-    /// rest; a kept start is reused only up to that token.
-    pub async fn prefill_reusing_state(
-        &self,
-        tokens: Vec<u32>,
-        state_at: Option<StateAt>,
-    ) -> Result<(Prefix<B::Cache>, usize, Option<Vec<f32>>), Error> {
-        if tokens.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        self.check_fits(tokens.len())?;
-        let state_at = state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
+        let state_at = options.state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
         // The last token always runs (a kept prompt holds only its own last logits), and so
         // does the one whose state is read.
         let must_run = state_at.map_or(tokens.len(), |s| s.after_tokens) - 1;
-        let (mut cache, reused) = match self.prompt_cache.take() {
+        let kept = if options.reuse { self.prompt_cache.take() } else { None };
+        let (mut cache, reused) = match kept {
             Some(kept) => {
                 let reused = prompt_cache::common_start(kept.tokens(), &tokens).min(must_run);
                 let mut cache = kept.cache;
@@ -641,13 +636,15 @@ impl<B: Backend> Lm<B> {
             None => (self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?, None),
         };
         let prefix = Prefix { cache, tokens, last_logits };
-        self.prompt_cache.keep(prefix.clone());
-        Ok((prefix, reused, state))
+        if options.reuse {
+            self.prompt_cache.keep(prefix.clone());
+        }
+        Ok(Prefilled { prefix, reused, state })
     }
 
     /// Run `tokens`, the start of a prompt expected soon (an answer prompt while its
     /// question is still being typed), into the prompt this model keeps for
-    /// [`Lm::prefill_reusing`]: what the kept prompt already shares is not run again, the
+    /// [`Lm::prefill`] with `reuse`: what the kept prompt already shares is not run again, the
     /// rest runs `chunk` tokens at a time and `stop` is asked before each. Work stopped
     /// early is kept as far as it went. Returns how many of `tokens` are now kept.
     pub async fn prefill_ahead(&self, tokens: &[u32], chunk: usize, stop: &dyn Fn() -> bool) -> Result<usize, Error> {
@@ -705,7 +702,7 @@ impl<B: Backend> Lm<B> {
         Ok((ran, last_logits))
     }
 
-    /// Tokens of the prompt this model keeps for [`Lm::prefill_reusing`].
+    /// Tokens of the prompt this model keeps for [`Lm::prefill`] with `reuse`.
     pub fn kept_prompt_tokens(&self) -> usize {
         self.prompt_cache.len()
     }
@@ -713,27 +710,6 @@ impl<B: Backend> Lm<B> {
     /// Whether the prompt this model keeps starts with `tokens`.
     pub fn keeps_prompt_start(&self, tokens: &[u32]) -> bool {
         self.prompt_cache.starts_with(tokens)
-    }
-
-    /// [`Lm::prefill_tokens`] `chunk` tokens at a time, asking `stop` between chunks: `None`
-    /// when it said to stop. For work that must give the model to another caller soon
-    /// (a background memory's window gives way to a question) without waiting for a
-    /// thousand-token prefill to end.
-    pub async fn prefill_stoppable(
-        &self,
-        tokens: Vec<u32>,
-        chunk: usize,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<Option<Prefix<B::Cache>>, Error> {
-        if tokens.is_empty() {
-            return Err(Error::EmptyPrompt);
-        }
-        self.check_fits(tokens.len())?;
-        let mut cache = self.backend.new_cache();
-        match self.forward_pieces(&mut cache, &tokens, chunk, stop).await? {
-            (ran, Some(last_logits)) if ran == tokens.len() => Ok(Some(Prefix { cache, tokens, last_logits })),
-            _ => Ok(None),
-        }
     }
 
     /// Generate from a prompt. `on_text` receives each new piece of text; returning
@@ -745,7 +721,7 @@ impl<B: Backend> Lm<B> {
         on_text: impl FnMut(&str) -> ControlFlow<()>,
     ) -> Result<Generation, Error> {
         let start = now_seconds();
-        let prefix = self.prefill(prompt).await?;
+        let prefix = self.prefill(self.prompt_tokens(prompt)?, PrefillOptions::default()).await?.prefix;
         let prefill_seconds = now_seconds() - start;
         let mut g = self.generate_after(&prefix, "", params, on_text).await?;
         g.prefill_seconds += prefill_seconds;
@@ -867,7 +843,7 @@ impl<B: Backend> Lm<B> {
 
     /// Log-probabilities at the end of `prompt` for all tokens.
     pub async fn next_token_logits(&self, prompt: Prompt<'_>) -> Result<(Vec<u32>, Vec<f32>), Error> {
-        let prefix = self.prefill(prompt).await?;
+        let prefix = self.prefill(self.prompt_tokens(prompt)?, PrefillOptions::default()).await?.prefix;
         Ok((prefix.tokens, prefix.last_logits))
     }
 
@@ -890,7 +866,7 @@ impl<B: Backend> Lm<B> {
                         // An empty context: condition on BOS (or the first token alone).
                         ids = self.tokenizer.bos().into_iter().collect();
                     }
-                    let p = if ids.is_empty() { None } else { Some(self.prefill_tokens(ids).await?) };
+                    let p = if ids.is_empty() { None } else { Some(self.prefill(ids, PrefillOptions::default()).await?.prefix) };
                     match p {
                         Some(p) => &last.insert((context, p)).1,
                         None => {

@@ -11,7 +11,7 @@ use std::cell::Cell;
 use docmem_core::reader::{Generated, ReaderModel, ReadingCost, SampleSpec};
 use docmem_core::Scorer;
 
-use super::{now_seconds, Backend, DraftSettings, Lm, Prompt, PromptLookup, SamplingParams, WorkDone};
+use super::{now_seconds, Backend, DraftSettings, Lm, PrefillOptions, Prompt, PromptLookup, SamplingParams, WorkDone};
 use crate::chat::ChatMessage;
 
 /// An [`Lm`] with the name it is known by (for provenance and prompt choice).
@@ -196,7 +196,8 @@ impl<B: Backend> LmReader<'_, B> {
             }
             None => {
                 let started = now_seconds();
-                let prefix = self.lm.prefill(Prompt::Chat(&messages)).await.map_err(docmem_core::Error::from)?;
+                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
+                let prefix = self.lm.prefill(tokens, PrefillOptions::default()).await.map_err(docmem_core::Error::from)?.prefix;
                 let prefilled = now_seconds();
                 let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
                 let mut go_on = || ControlFlow::Continue(());

@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::text_model::TextModel;
 
-use super::{Backend, Lm, Prefix, Prompt, SamplingParams};
+use super::{Backend, Lm, PrefillOptions, Prefix, Prompt, SamplingParams};
 use crate::chat::ChatMessage;
 use crate::Error;
 
@@ -56,7 +56,7 @@ impl<'a, B: Backend> LmText<'a, B> {
             let n = full.iter().zip(&head_tokens).take_while(|(a, b)| a == b).count().min(full.len().saturating_sub(1));
             self.kept = None;
             if n > 0 {
-                self.kept = Some(self.lm.prefill_tokens(full[..n].to_vec()).await?);
+                self.kept = Some(self.lm.prefill(full[..n].to_vec(), PrefillOptions::default()).await?.prefix);
             }
         }
         let g = match &self.kept {

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use clap::Args;
 use docmem_runtime::gguf::GgufFile;
-use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, Prefix, Prompt, PromptLookup, SamplingParams};
+use docmem_runtime::lm::{argmax, Backend, DraftSettings, Lm, LoadOptions, PrefillOptions, Prefix, Prompt, PromptLookup, SamplingParams};
 use docmem_runtime::source::{ByteSource, FileSource, MemorySource};
 use docmem_runtime::synthetic::{self, DecoderSpec};
 use serde::Serialize;
@@ -383,12 +383,12 @@ fn drafts_prefix<B: Backend>(lm: &Lm<B>, a: &LmBenchArgs) -> Result<DraftsPrompt
         }
         let user = docmem_runtime::docmem_core::reader::ReaderPrompt::English.render(&text[..cut]);
         let messages = [docmem_runtime::chat::ChatMessage::new("user", &user)];
-        let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
+        let prefix = docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages))?, PrefillOptions::default()))?.prefix;
         let table = prefix.tokens().to_vec();
         return Ok(DraftsPrompt { what: doc.display().to_string(), prefix, table });
     }
     let prompt = bench_prompt(lm.backend.config().vocab, a.prompt_tokens);
-    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt.clone()))?;
+    let prefix = docmem_runtime::block_on(lm.prefill(prompt.clone(), PrefillOptions::default())).map(|p| p.prefix)?;
     let greedy = SamplingParams { temperature: 0.0, top_p: 1.0, max_tokens: a.gen_tokens, ..SamplingParams::default() };
     let continued = docmem_runtime::block_on(lm.generate_paths(&prefix, &[greedy]))?;
     let table = [prompt, continued[0].tokens.clone()].concat();
@@ -624,7 +624,7 @@ fn prefill_and_decode<B: Backend>(
     between: &dyn Fn(),
 ) -> Result<(Prefix<B::Cache>, f64, f64), CliError> {
     let t0 = Instant::now();
-    let prefix = docmem_runtime::block_on(lm.prefill_tokens(prompt.to_vec()))?;
+    let prefix = docmem_runtime::block_on(lm.prefill(prompt.to_vec(), PrefillOptions::default())).map(|p| p.prefix)?;
     let prefill = t0.elapsed().as_secs_f64();
     between();
     let mut cache = prefix.cache().clone();

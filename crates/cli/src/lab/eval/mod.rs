@@ -585,7 +585,7 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
     use docmem_core::answer::{answer_prompt, says_not_in_documents, without_citations, Memory};
     use docmem_core::score::informational_support;
     use docmem_runtime::chat::ChatMessage;
-    use docmem_runtime::lm::{Prompt, SamplingParams};
+    use docmem_runtime::lm::{PrefillOptions, Prompt, SamplingParams};
 
     let a = &q.retrieval;
     let methods: Vec<Method> = a.methods.iter().map(|m| parse_method(m)).collect::<Result<_, _>>()?;
@@ -631,7 +631,8 @@ fn qa(q: &QaEvalArgs) -> Result<(), CliError> {
             // The prompt runs once: the answer and the gold answer's score both continue it.
             // Only the answer's first non-blank line is scored, so generation stops once
             // that line has ended.
-            let prefix = docmem_runtime::block_on(lm.prefill(Prompt::Chat(&messages)))?;
+            let prefix =
+                docmem_runtime::block_on(lm.prefill(lm.prompt_tokens(Prompt::Chat(&messages))?, PrefillOptions::default()))?.prefix;
             let sampling = SamplingParams { max_tokens: q.max_tokens, ..SamplingParams::default() };
             let mut so_far = String::new();
             let g = docmem_runtime::block_on(lm.generate_after(&prefix, "", &sampling, |piece| {
