@@ -9,13 +9,13 @@ use docmem_core::clues::{CluesMode, Scope, ScopeSource};
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::route::{Controller, ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::Embedder;
+use docmem_runtime::device::DevicePreference;
 use docmem_runtime::lm::Finish;
 use docmem_runtime::pipeline::guided::{ClueTrace, GuideSettings, RouteTrace};
 use docmem_runtime::pipeline::qa::AskParams;
 use docmem_runtime::pipeline::store::DirStore;
 use docmem_runtime::session::{AskEvent, AskOptions, Session};
 
-use crate::model_arg::BackendChoice;
 use crate::CliError;
 
 #[derive(Args)]
@@ -41,8 +41,8 @@ pub struct AskArgs {
     pub threads: usize,
     /// Where a local answerer runs: auto (a GPU that passes the kernel checks, else the
     /// CPU), cpu or gpu.
-    #[arg(long, value_enum, default_value_t)]
-    pub backend: BackendChoice,
+    #[arg(long, default_value = "auto", value_name = "auto|cpu|gpu")]
+    pub backend: DevicePreference,
     #[command(flatten)]
     pub embedder: crate::embed::EmbedderArgs,
     /// Print one JSON object (answer, citations, per-layer ranks, timings, and the clue and

@@ -15,12 +15,13 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings};
 use docmem_core::reader::{ExtractSettings, Progress, ReaderPrompt, ReadingCost, Stage};
 use docmem_core::{Document, DocumentMemory};
+use docmem_runtime::device::DevicePreference;
 use docmem_runtime::pipeline::ingest::{IngestLimits, MemoryMethod};
 use docmem_runtime::session::{AddOptions, Session};
 use serde::Serialize;
 
 use crate::input::read_document;
-use crate::model_arg::{BackendChoice, Model};
+use crate::model_arg::Model;
 use crate::CliError;
 
 /// The reader model used when `--reader` is not given (fetched by `npm run demo`).
@@ -67,8 +68,8 @@ pub struct IngestArgs {
     pub threads: usize,
     /// Where local reader and scorer models run: auto (a GPU that passes the kernel
     /// checks, else the CPU), cpu or gpu.
-    #[arg(long, value_enum, default_value_t)]
-    pub backend: BackendChoice,
+    #[arg(long, default_value = "auto", value_name = "auto|cpu|gpu")]
+    pub backend: DevicePreference,
     /// Largest document accepted, in bytes of text (a larger one is refused, naming this
     /// limit, before any model work).
     #[arg(long, default_value_t = docmem_runtime::pipeline::ingest::DEFAULT_MAX_DOCUMENT_BYTES)]

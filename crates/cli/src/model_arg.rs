@@ -11,7 +11,6 @@
 use std::path::Path;
 use std::rc::Rc;
 
-use clap::ValueEnum;
 use docmem_runtime::device::{self, DevicePreference};
 use docmem_runtime::handle::ModelHandle;
 use docmem_runtime::lm::{Lm, LoadOptions};
@@ -19,33 +18,6 @@ use docmem_runtime::remote::RemoteModel;
 
 use crate::remote::{HttpTransport, RemoteArgs};
 use crate::CliError;
-
-/// Where `ask` and `ingest` run a local model (the runtime's `DevicePreference`, as a
-/// flag's values).
-#[derive(Clone, Copy, Debug, ValueEnum, Default, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// A hardware GPU whose adapter passes the kernel checks, else the CPU.
-    #[default]
-    Auto,
-    /// The CPU (SIMD kernels, all cores).
-    Cpu,
-    /// The GPU through WebGPU's native APIs (Vulkan, Metal, D3D12); a CPU adapter such as
-    /// llvmpipe when no GPU is found.
-    #[cfg(feature = "gpu")]
-    Gpu,
-}
-
-impl BackendChoice {
-    /// The runtime's word for it.
-    pub fn preference(self) -> DevicePreference {
-        match self {
-            BackendChoice::Auto => DevicePreference::Auto,
-            BackendChoice::Cpu => DevicePreference::Cpu,
-            #[cfg(feature = "gpu")]
-            BackendChoice::Gpu => DevicePreference::Gpu,
-        }
-    }
-}
 
 /// A model as the CLI holds it: on the CPU, on the GPU or hosted, in every role.
 pub type Model = ModelHandle<Rc<HttpTransport>>;
@@ -58,7 +30,7 @@ pub fn open(
     role: &str,
     remote: &RemoteArgs,
     threads: usize,
-    backend: BackendChoice,
+    backend: DevicePreference,
     missing: impl FnOnce() -> String,
 ) -> Result<Model, CliError> {
     if let Some(name) = crate::remote::remote_name(path) {
@@ -81,10 +53,10 @@ fn what_leaves(role: &str) -> &'static str {
 
 /// Load the model at `path` and put it where `backend` says, by the runtime's one rule
 /// (`docmem_runtime::device::choose`); the choice and its reason are said on stderr.
-fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, CliError> {
+fn load(path: &Path, threads: usize, backend: DevicePreference) -> Result<Model, CliError> {
     let cpu = Lm::load(path, &LoadOptions { threads, context: 0, ..LoadOptions::default() })?;
     let name = crate::input::file_label(path);
-    let chosen = docmem_runtime::block_on(device::choose(backend.preference()))?;
+    let chosen = docmem_runtime::block_on(device::choose(backend))?;
     match chosen.device {
         #[cfg(feature = "gpu")]
         device::Device::Gpu(gpu) => {
@@ -92,7 +64,7 @@ fn load(path: &Path, threads: usize, backend: BackendChoice) -> Result<Model, Cl
             Ok(Model::on_gpu(cpu.map_backend(|c| docmem_runtime::gpu::GpuTransformer::from_cpu(gpu, c))?, name))
         }
         _ => {
-            if backend != BackendChoice::Cpu {
+            if backend != DevicePreference::Cpu {
                 eprintln!("[backend: cpu ({})]", chosen.reason);
             }
             Ok(Model::on_cpu(cpu, name))
