@@ -137,9 +137,9 @@ async function loadModels(models, a, emit, device) {
     if (local('reader')) reader = lm(models.reader);
     if (local('answerer')) answerer = lm(local('answerer'));
     onGpu = device.kind === 'webgpu' && loaded.size > 0;
-    // On WebGPU the embedder shares the local models' device, unless a hosted answerer's
-    // guided asks (which embed synchronously) need it in wasm.
-    if (local('embedder')) embedder = device.loadEmbedder(models.embedder.name, filesOf(models.embedder), { onCpu: Boolean(hosted.answerer) });
+    // On WebGPU the embedder shares the local language models' device; with none there
+    // (all hosted), it stays in wasm.
+    if (local('embedder')) embedder = device.loadEmbedder(models.embedder.name, filesOf(models.embedder), { onCpu: !onGpu });
   });
 }
 
@@ -338,7 +338,6 @@ const ops = {
       emit({ token: piece });
       return true;
     };
-    // Clues and routing with an embedder on WebGPU are refused by the runtime, by name.
     const guided = (a.clues && a.clues !== 'off') || a.route;
     emit({ stage: 'search' });
     // The ask hands over the passages its answerer is about to read (windows of text

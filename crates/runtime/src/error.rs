@@ -443,9 +443,6 @@ pub enum Error {
         /// What is held: "the library", "the embedder".
         what: &'static str,
     },
-    /// Clues and routing search synchronously, and the embedder's vectors can only be
-    /// awaited (it runs on WebGPU).
-    AwaitedEmbedder,
     /// Not a PDF file.
     NotPdf,
     /// An encrypted PDF.
@@ -571,10 +568,6 @@ impl fmt::Display for Error {
             Error::EmptyQuestion => write!(f, "the question is empty"),
             Error::NoGlobalMemory => write!(f, "clues need the library's global memory, and none was given"),
             Error::Busy { what } => write!(f, "{what} is in use by a call still running: await it first"),
-            Error::AwaitedEmbedder => write!(
-                f,
-                "clues and routing search synchronously, and this embedder runs on WebGPU, whose vectors must be awaited: ask without clues or routing, or load the embedder on the CPU"
-            ),
             Error::NotPdf => write!(f, "not a PDF file (no %PDF- header)"),
             Error::EncryptedPdf => write!(f, "the PDF is encrypted"),
             Error::UnreadablePdf { message } => write!(f, "the PDF could not be read: {message}"),
@@ -670,7 +663,6 @@ impl Error {
             | Error::UnknownModel { .. }
             | Error::UnknownQuant { .. }
             | Error::NoGlobalMemory
-            | Error::AwaitedEmbedder
             | Error::BadDevice { .. } => ErrorCode::BadArgument,
             Error::Busy { .. } => ErrorCode::Busy,
             Error::EmptyDocument { .. }

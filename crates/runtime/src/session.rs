@@ -304,9 +304,6 @@ impl<S: Store> Session<S> {
         let embedder_cell = embedder;
         let mut library = self.library_mut()?;
         let mut embedder = take(embedder_cell, "the embedder")?;
-        if embedder.needs_await() {
-            return Err(Error::AwaitedEmbedder);
-        }
         let global = if settings.clues != CluesMode::Off && settings.route.is_none() {
             Some(global_memory(&mut library, &mut *writer, name, &GlobalMemorySettings::default()).await?)
         } else {
@@ -546,18 +543,32 @@ mod tests {
         }
     }
 
+    /// An embedder whose vectors can only be awaited (one on WebGPU) answers every kind of
+    /// ask, and finds what the same embedder answering at once finds: the clues' searches
+    /// and the router's await the vectors ahead of searching.
     #[test]
-    fn an_awaited_embedder_answers_plainly_and_is_refused_by_name_for_clues() {
-        let (session, _) = session();
-        let awaited = RefCell::new(Awaited(HashingEmbedder::new(64)));
+    fn an_awaited_embedder_answers_plain_clue_guided_and_routed_asks_as_a_synchronous_one_does() {
         let q = "Who set up a press at Westminster?";
-        let a = crate::block_on(session.ask(q, &plain(), answering("William Caxton [1]"), &awaited, &mut |_| ControlFlow::Continue(())))
-            .unwrap();
-        assert!(a.sources[0].text.contains("Caxton"));
         let clues = AskOptions { guide: GuideSettings { clues: CluesMode::On, ..GuideSettings::default() }, ..plain() };
-        let r = crate::block_on(session.ask(q, &clues, answering("Caxton"), &awaited, &mut |_| ControlFlow::Continue(())));
-        assert!(matches!(r, Err(Error::AwaitedEmbedder)), "{r:?}");
-        assert_eq!(Error::AwaitedEmbedder.code(), docmem_core::ErrorCode::BadArgument);
+        let routed = AskOptions {
+            guide: GuideSettings { route: Some(docmem_core::route::RouteTarget::Auto), ..GuideSettings::default() },
+            ..plain()
+        };
+        for options in [plain(), clues, routed] {
+            let (first, at_once) = session();
+            let plain_answer =
+                crate::block_on(first.ask(q, &options, answering("William Caxton [1]"), &at_once, &mut |_| ControlFlow::Continue(())))
+                    .unwrap();
+            let (second, _) = session();
+            let awaited = RefCell::new(Awaited(HashingEmbedder::new(64)));
+            let a = crate::block_on(second.ask(q, &options, answering("William Caxton [1]"), &awaited, &mut |_| ControlFlow::Continue(())))
+                .unwrap();
+            assert!(a.sources[0].text.contains("Caxton"), "{:?}", options.guide);
+            let texts = |a: &Answer| a.sources.iter().map(|s| s.text.clone()).collect::<Vec<_>>();
+            assert_eq!(texts(&a), texts(&plain_answer), "{:?}", options.guide);
+            assert_eq!(a.clues.is_some(), options.guide.clues == CluesMode::On);
+            assert_eq!(a.route.is_some(), options.guide.route.is_some());
+        }
     }
 
     #[test]

@@ -407,8 +407,8 @@ impl WasmLibrary {
     ///   collections (the answerer writes them too). The answer then has `clues` (`{scope,
     ///   queries, foundBy, overview}`) and `route` (`{segments, scores, collection}`);
     ///   what routing learned, and a global memory made for clues, are saved in the
-    ///   library (take the writes). These search synchronously: not with an embedder on
-    ///   WebGPU.
+    ///   library (take the writes). Their searches await the embedder as a plain ask's
+    ///   does, wherever it runs.
     ///
     /// The runtime's `Session::ask` does the work. It holds the library and the embedder
     /// while it searches (a call on them meanwhile gets a `BUSY` error), then neither while

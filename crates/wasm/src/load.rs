@@ -143,9 +143,9 @@ impl WasmDevice {
     }
 
     /// Load the sentence embedder `name` from `files` (`[{path, size, read}]`: the files
-    /// `new Embedder` takes) onto this device. On WebGPU its vectors can only be awaited
-    /// (clues and routing, which embed between an answerer's steps, refuse it); `onCpu`
-    /// keeps it in wasm on any device. Errors name the model.
+    /// `new Embedder` takes) onto this device (on WebGPU its vectors are awaited, as every
+    /// call that embeds does); `onCpu` keeps it in wasm on any device. Errors name the
+    /// model.
     #[wasm_bindgen(js_name = loadEmbedder)]
     pub fn load_embedder(
         &self,

@@ -68,7 +68,7 @@ pub async fn explore(
     memory: &SymbolicMemory,
     mut model: Option<&mut dyn TextModel>,
     settings: &ExploreSettings,
-    search: &mut CollectionSearch<'_>,
+    search: &mut dyn CollectionSearch,
 ) -> Result<MemoryUpdate, Error> {
     let mut cold: Vec<(u32, &str, &[String])> =
         collections.iter().map(|&(c, items)| (memory.interactions(c), c, items)).filter(|(n, _, _)| *n < settings.t_min).collect();
@@ -81,7 +81,7 @@ pub async fn explore(
         }
         let want = ((settings.t_min - interactions) as usize).min(budget);
         for probe in probe_queries(memory, c, items, want) {
-            let found = search(c, &probe)?;
+            let found = search.search(c, &probe).await?;
             let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
             let verdict = judge(model.as_deref_mut(), settings.judge, &probe, &texts).await?;
             update.outcomes.push(Outcome {

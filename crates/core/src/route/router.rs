@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 use super::judge::{judge, JudgeKind, Verdict};
 use super::memory::{CollectionScore, MemoryUpdate, Outcome, SymbolicMemory};
 use crate::clues::text_units;
+use crate::local_future::{boxed, LocalBoxFuture};
 use crate::retrieve::RetrievedChunk;
 use crate::text_model::TextModel;
 use crate::Error;
@@ -32,8 +33,21 @@ pub struct Found {
     pub text: String,
 }
 
-/// `search(collection, query)`: one collection's passages for a query, best first.
-pub type CollectionSearch<'a> = dyn FnMut(&str, &str) -> Result<Vec<Found>, Error> + 'a;
+/// One collection's passages for a query, best first: what the router and the explorer
+/// search with. A future, because the embedder behind it may have to be awaited (a GPU
+/// encoder in a browser answers through the page's event loop); any synchronous
+/// `FnMut(collection, query) -> Result<Vec<Found>, Error>` is one.
+pub trait CollectionSearch {
+    /// `collection`'s passages for `query`, best first.
+    fn search<'a>(&'a mut self, collection: &'a str, query: &'a str) -> LocalBoxFuture<'a, Result<Vec<Found>, Error>>;
+}
+
+impl<F: FnMut(&str, &str) -> Result<Vec<Found>, Error>> CollectionSearch for F {
+    fn search<'a>(&'a mut self, collection: &'a str, query: &'a str) -> LocalBoxFuture<'a, Result<Vec<Found>, Error>> {
+        let found = self(collection, query);
+        boxed(async move { found })
+    }
+}
 
 /// Who chooses the collection of each segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -273,7 +287,7 @@ pub async fn route(
     mut model: Option<&mut dyn TextModel>,
     target: &RouteTarget,
     settings: &RouteSettings,
-    search: &mut CollectionSearch<'_>,
+    search: &mut dyn CollectionSearch,
 ) -> Result<Routed, Error> {
     if collections.is_empty() {
         return Err(Error::NoCollections);
@@ -325,7 +339,7 @@ pub async fn route(
             break;
         }
         // Retrieve and judge.
-        let found = search(&collection, &sub_query)?;
+        let found = search.search(&collection, &sub_query).await?;
         let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
         let verdict = judge(model.as_deref_mut(), settings.judge, &sub_query, &texts).await?;
         update.outcomes.push(Outcome {

@@ -18,11 +18,13 @@ use docmem_core::clues::{
     build_global_memory, classify_scope, fuse_clue_lists, write_clues, Clue, ClueFilter, ClueKind, ClueWeights, CluesMode, DocumentNotes,
     GlobalMemory, GlobalMemorySettings, Scope, ScopeSource,
 };
+use docmem_core::embed_ahead::ahead;
 use docmem_core::library::{Library, Store};
+use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::retrieve::{Layer, RetrievedChunk, SearchParams};
 use docmem_core::route::{
-    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionTexts, ExploreSettings, Found, MemoryUpdate,
-    RouteSettings, RouteTarget, Segment, SymbolicMemory,
+    collection_keywords, explore, plain_summary, route, CollectionScore, CollectionSearch, CollectionTexts, ExploreSettings, Found,
+    MemoryUpdate, RouteSettings, RouteTarget, Segment, SymbolicMemory,
 };
 use docmem_core::text::detect_language;
 use docmem_core::text_model::TextModel;
@@ -159,7 +161,7 @@ pub async fn prepare_guided<S: Store>(
         return Ok(GuidedPrompt { prompt, clues: None, route: Some(trace), update: Some(routed.update) });
     }
     if settings.clues == CluesMode::Off {
-        let prompt = crate::pipeline::qa::prepare(library, embedder, question, params)?;
+        let prompt = crate::pipeline::qa::prepare_async(library, embedder, question, params).await?;
         return Ok(GuidedPrompt { prompt, clues: None, route: None, update: None });
     }
     let global = global.ok_or(Error::NoGlobalMemory)?;
@@ -170,10 +172,10 @@ pub async fn prepare_guided<S: Store>(
     let queries_and_lists = if matches!(scope, Some((Scope::Global, _))) {
         // A global question: the outline layer, and the global memory in the prompt.
         let outline = SearchParams { layer_weights: [(Layer::Outline, 1.0), (Layer::Core, 0.0), (Layer::Chunk, 0.0)], ..search.clone() };
-        let mut hits = library.search(question, embedder, &outline)?;
+        let mut hits = ahead(&mut *embedder, |e| library.search(question, e, &outline)).await?;
         if hits.is_empty() {
             // No outline (a baseline chunker's library): every layer.
-            hits = library.search(question, embedder, &search)?;
+            hits = ahead(&mut *embedder, |e| library.search(question, e, &search)).await?;
         }
         (vec![Clue::new(ClueKind::Question, question.trim())], vec![hits])
     } else {
@@ -183,7 +185,7 @@ pub async fn prepare_guided<S: Store>(
         queries.extend(clues);
         let mut lists = Vec::with_capacity(queries.len());
         for q in &queries {
-            lists.push(library.search(&q.text, embedder, &search)?);
+            lists.push(ahead(&mut *embedder, |e| library.search(&q.text, e, &search)).await?);
         }
         (queries, lists)
     };
@@ -212,15 +214,30 @@ pub async fn prepare_guided<S: Store>(
 }
 
 /// One collection's search as the router and the explorer call it: the passages of
-/// `collection` for `query`, best first, with their texts.
+/// `collection` for `query`, best first, with their texts, the query's vector awaited
+/// ahead of the search where the embedder must be awaited (`embed_ahead`).
+pub struct LibrarySearch<'a, S: Store> {
+    library: &'a Library<S>,
+    embedder: &'a mut dyn Embedder,
+    params: &'a SearchParams,
+}
+
+/// [`LibrarySearch`] over `library` with `embedder` and `params`.
 pub fn collection_search<'a, S: Store>(
     library: &'a Library<S>,
     embedder: &'a mut dyn Embedder,
     params: &'a SearchParams,
-) -> impl FnMut(&str, &str) -> Result<Vec<Found>, docmem_core::Error> + 'a {
-    move |collection, query| {
-        let hits = library.search_in(query, embedder, params, Some(collection))?;
-        Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
+) -> LibrarySearch<'a, S> {
+    LibrarySearch { library, embedder, params }
+}
+
+impl<S: Store> CollectionSearch for LibrarySearch<'_, S> {
+    fn search<'a>(&'a mut self, collection: &'a str, query: &'a str) -> LocalBoxFuture<'a, Result<Vec<Found>, docmem_core::Error>> {
+        boxed(async move {
+            let (library, params) = (self.library, self.params);
+            let hits = ahead(&mut *self.embedder, |e| library.search_in(query, e, params, Some(collection))).await?;
+            Ok(hits.into_iter().filter_map(|chunk| Some(Found { text: library.passage(&chunk)?.text.to_string(), chunk })).collect())
+        })
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Instant;
 use crate::lab::eval::metrics::{score_ranked, RetrievalScores, BUDGETS, RANK_CUTOFFS};
 use clap::Args;
 use docmem_core::retrieve::SearchParams;
-use docmem_core::route::{route, Controller, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
+use docmem_core::route::{route, CollectionSearch, Controller, JudgeKind, RouteSettings, RouteTarget, SymbolicMemory};
 use docmem_core::text_model::TextModel;
 use docmem_runtime::lm::{Lm, LmText, LoadOptions};
 use docmem_runtime::pipeline::guided::{collection_search, explore_collections, refresh_descriptors};
@@ -158,7 +158,7 @@ pub fn run(a: &RoutingEvalArgs) -> Result<(), CliError> {
                     segments += 1;
                     let params = SearchParams { k: a.k, ..SearchParams::default() };
                     let mut search = collection_search(&library, embedder.as_mut(), &params);
-                    search(c, &q.question)?.into_iter().map(|f| f.text).collect()
+                    docmem_runtime::block_on(search.search(c, &q.question))?.into_iter().map(|f| f.text).collect()
                 }
                 (_, Some(controller)) => {
                     let settings = RouteSettings { controller, seed: a.seed.wrapping_add(step as u64), ..base.clone() };
