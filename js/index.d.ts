@@ -256,7 +256,7 @@ export interface IngestProgress {
 export interface BackendInfo {
   /** Where the local reader and answerer run (hosted models run on their host). */
   name: 'cpu-wasm-simd128' | 'webgpu';
-  /** Where the embedder runs: on WebGPU beside the local models (their device, shared) unless the answerer is hosted, else in wasm, or on the host. */
+  /** Where the embedder runs: on WebGPU beside the local language models (their device, shared), in wasm when they run there or are all hosted, or on the host. */
   embedder: 'webgpu' | 'cpu' | 'hosted';
   /** 'CPU (wasm simd128, 2 threads)' or 'WebGPU' */
   label: string;
@@ -527,7 +527,6 @@ export declare class DocMem {
       collection?: string;
     },
   ): Promise<Added>;
-  /** `clues` and `route` search between the answerer's steps with the embedder in wasm: BAD_ARGUMENT where the embedder runs on WebGPU (local models on backend `webgpu` share the device with it; load with backend `cpu`, or a hosted answerer). */
   ask(
     question: string,
     options?: {

@@ -4,8 +4,9 @@
 // download itself (resuming, hashing on the way) is model-download.js, shared by both.
 //
 // A model is {name, files: [{path, url, size, sha256}]}; each file comes back as a
-// ModelFile with `size`, `read(offset, length)` (synchronous, for Lm.fromReader) and
-// `bytes()` (the small embedder files only).
+// ModelFile with `size`, `read(offset, length)` (synchronous: the wasm package's
+// Device.loadLm and loadEmbedder read every file through it) and `bytes()` (the whole
+// file, for checks).
 //
 // Downloads respect the device: a file streams into storage as it arrives and is hashed
 // on the way (an incremental SHA-256 from `hasher`, the wasm package's Sha256 in the

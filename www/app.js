@@ -1301,8 +1301,8 @@ async function openDocMem(remote) {
   $('backend').textContent = `${b.label} — ${b.reason}${b.threadsNote ? `; one thread: ${b.threadsNote}` : ''}`;
   $('backend').dataset.name = b.name;
   const m = dm.models;
-  // The embedder runs where the backend line says the models do, unless a hosted answerer
-  // keeps it in wasm beside models on WebGPU.
+  // The embedder runs where the backend line says the models do (in wasm when every
+  // language model is hosted).
   const embedderRole = b.name === 'webgpu' && b.embedder === 'cpu' ? 'embedder, in wasm' : 'embedder';
   $('models').textContent = m.reader === m.answerer ? `${m.reader} (reader and answerer), ${m.embedder} (${embedderRole})` : `${m.reader} (reader), ${m.answerer} (answerer), ${m.embedder} (${embedderRole})`;
   readyLabel = `Models ready in ${secs(performance.now() - t0)}${m.fromCache ? ' (from this browser\u2019s cache)' : ''}, ${Math.round(m.wasmMemoryBytes / 2 ** 20)} MB of wasm memory.`;
@@ -1310,13 +1310,6 @@ async function openDocMem(remote) {
   $('model-progress').value = 1;
   $('model-status').classList.add('done');
   for (const b2 of document.querySelectorAll('#ask-form button, #export, #files, #import')) b2.disabled = false;
-  // Clues and routing run with the CPU backend or a hosted answerer for now: on WebGPU
-  // the pickers stay at their defaults and say why.
-  const pickersOff = b.name === 'webgpu' && !dm.remote?.roles.answerer;
-  for (const id of ['route', 'clues']) {
-    $(id).disabled = pickersOff;
-    $(id).title = pickersOff ? 'clues and routing run with the CPU backend' : '';
-  }
   applyMemoryDefault();
   await refreshDocuments();
   // Ready once the stored library is listed (tests read the list right after this).

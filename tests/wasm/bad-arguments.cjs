@@ -648,6 +648,34 @@ for (const [name, value] of Object.entries(wasm)) {
   }
 }
 await Promise.all(pending);
+
+// Model files whose size this module's memory cannot hold (past 4 GiB, or past what one
+// allocation may take): refused as MODEL_LOAD_FAILED naming the file, before any read.
+{
+  const device = await wasm.Device.choose('cpu');
+  const unread = () => {
+    throw new Error('read was called');
+  };
+  const huge = [
+    ['Device.loadEmbedder, a config of 2^32 + 10 bytes', () => device.loadEmbedder('big', [{ path: 'config.json', size: 2 ** 32 + 10, read: unread }])],
+    ['Device.loadEmbedder, weights of 3 GB', () => device.loadEmbedder('big', [{ path: 'model.safetensors', size: 3e9, read: unread }])],
+    [
+      'Device.loadLm, a checkpoint whose config.json is 3 GB',
+      () => device.loadLm('big', [{ path: 'config.json', size: 3e9, read: unread }, { path: 'tokenizer.json', size: 2, read: unread }, { path: 'model.safetensors', size: 8, read: unread }]),
+    ],
+  ];
+  for (const [what, f] of huge) {
+    calls += 1;
+    try {
+      f();
+      failures.push(`${what}: loaded`);
+    } catch (e) {
+      judge(what, e);
+      if (e.code !== 'MODEL_LOAD_FAILED' || !/do not fit in this module's memory/.test(e.message)) failures.push(`${what}: ${e.code} ${e.message}`);
+    }
+  }
+  device.free();
+}
 await finish();
 
 // ---- afterwards, everything still works ------------------------------------------------

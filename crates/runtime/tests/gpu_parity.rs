@@ -310,7 +310,7 @@ fn a_model_loaded_straight_onto_the_gpu_computes_what_an_uploaded_one_does() {
     assert_eq!(streamed.prompt_tokens(Prompt::Text("Caxton")).unwrap(), uploaded.prompt_tokens(Prompt::Text("Caxton")).unwrap());
 }
 
-/// The answerability probe's reading on the GPU backend (`Lm::prefill_reusing_state`, a
+/// The answerability probe's reading on the GPU backend (`Lm::prefill` with `state_at`, a
 /// prompt run in two pieces split after the token whose state is read): the state is the
 /// one a single pass up to that token gives on the same backend, the logits after the
 /// prompt are a single pass's, and both agree with the CPU backend's within the stated

@@ -354,7 +354,7 @@ impl WasmLibrary {
         wasm_bindgen_futures::future_to_promise(async move {
             let (question, params, embedder) = args?;
             let found = session.search(&question, &params, 0, &*embedder).await.map_err(coded)?;
-            shapes::to_js(&shapes::passages(&*session.library().map_err(coded)?, &found))
+            shapes::to_js(&shapes::passages(Some(&*session.library().map_err(coded)?), &found))
         })
     }
 
@@ -426,20 +426,22 @@ impl WasmLibrary {
             let AskArgs { question, options, answerer, embedder, on_token, on_part, on_read } = args?;
             let mut on_token = token_sink(on_token);
             let mut tokens = 0;
+            // The passages shaped when they are found, while the ask holds no borrow of the
+            // library: the answer gives them again, whatever holds the library by then.
+            let mut shown: Option<Vec<shapes::Passage>> = None;
             let mut on_event = |event: AskEvent<'_>| match event {
-                AskEvent::Passages { sources, .. } => match &on_read {
-                    Some(f) => {
-                        // The ask holds no borrow of the library while it reports them.
-                        let Ok(library) = session.library() else { return ControlFlow::Continue(()) };
-                        let Ok(passages) = shapes::to_js(&shapes::passages(&library, sources)) else { return ControlFlow::Continue(()) };
-                        drop(library);
-                        match f.call1(&JsValue::NULL, &passages) {
+                AskEvent::Passages { sources, .. } => {
+                    let passages = shapes::passages(session.library().ok().as_deref(), sources);
+                    let flow = match (&on_read, shapes::to_js(&passages)) {
+                        (Some(f), Ok(js)) => match f.call1(&JsValue::NULL, &js) {
                             Ok(v) if v == JsValue::FALSE => ControlFlow::Break(()),
                             _ => ControlFlow::Continue(()),
-                        }
-                    }
-                    None => ControlFlow::Continue(()),
-                },
+                        },
+                        _ => ControlFlow::Continue(()),
+                    };
+                    shown = Some(passages);
+                    flow
+                }
                 AskEvent::Text(piece) => {
                     tokens += 1;
                     on_token(piece)
@@ -453,8 +455,11 @@ impl WasmLibrary {
                 _ => ControlFlow::Continue(()),
             };
             let answer = session.ask(&question, &options, answerer.answering(), &*embedder, &mut on_event).await.map_err(coded)?;
-            let library = session.library().map_err(coded)?;
-            shapes::answer(&answer, &shapes::passages(&library, &answer.sources), tokens)
+            let passages = match shown {
+                Some(p) if p.len() == answer.sources.len() => p,
+                _ => shapes::passages(session.library().ok().as_deref(), &answer.sources),
+            };
+            shapes::answer(&answer, &passages, tokens)
         })
     }
 

@@ -30,10 +30,16 @@ impl ModelFile {
         self.path.rsplit(['/', '\\']).next().unwrap_or(&self.path)
     }
 
-    /// The whole file (a small one: a config, a tokenizer, an embedder's weights).
-    fn bytes(&self) -> Result<Vec<u8>, docmem_runtime::Error> {
-        let mut buf = vec![0; self.source.len() as usize];
-        self.source.read_at(0, &mut buf)?;
+    /// The whole file (a small one: a config, a tokenizer, an embedder's weights); a size
+    /// this memory cannot hold is an error naming the file, never a failed allocation.
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        let size = self.source.len();
+        let too_big = || format!("{}: its {size} bytes do not fit in this module's memory", self.path);
+        let len = usize::try_from(size).ok().filter(|&n| n <= isize::MAX as usize).ok_or_else(too_big)?;
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len).map_err(|_| too_big())?;
+        buf.resize(len, 0);
+        self.source.read_at(0, &mut buf).map_err(|e| e.to_string())?;
         Ok(buf)
     }
 }
@@ -103,7 +109,7 @@ impl LmFiles {
             };
         }
         let find = |name: &str| files.iter().find(|f| f.base_name() == name);
-        let read = |name: &str| find(name).map(|f| f.bytes().map_err(|e| e.to_string())).transpose();
+        let read = |name: &str| find(name).map(ModelFile::bytes).transpose();
         let needed =
             |name: &str| read(name)?.ok_or_else(|| format!("a Hugging Face checkpoint needs {name} beside its .safetensors files"));
         let (config, tokenizer, tokenizer_config) = (needed("config.json")?, needed("tokenizer.json")?, read("tokenizer_config.json")?);
@@ -160,7 +166,7 @@ impl WasmDevice {
         let on_cpu = Options::new(&options, "options", &["onCpu"])?.flag("onCpu")?;
         let mut bytes = std::collections::BTreeMap::new();
         for file in model_files(&files).map_err(|e| named(&name, e))? {
-            bytes.insert(file.path.clone(), file.bytes().map_err(|e| failed(&name, e))?);
+            bytes.insert(file.path.clone(), file.bytes().map_err(|e| error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e}")))?);
         }
         #[cfg(feature = "gpu")]
         if let (false, docmem_runtime::device::Device::Gpu(gpu)) = (on_cpu, &self.chosen().device) {
@@ -200,11 +206,12 @@ impl WasmDevice {
             use docmem_runtime::gpu::GpuTransformer;
             let lm = match files {
                 LmFiles::Gguf(file) => Lm::load_onto_gpu(&file.source, &load_options(), gpu.clone()).map_err(|e| failed(name, e))?,
+                // An upload that fails is the model's load failing, as for the CPU.
                 LmFiles::Checkpoint(files) => files
                     .load()
                     .map_err(|e| named(name, e))?
                     .map_backend(|cpu| GpuTransformer::from_cpu(gpu.clone(), cpu))
-                    .map_err(|e| failed(name, e))?,
+                    .map_err(|e| error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e}")))?,
             };
             return Ok(crate::WasmGpuLm::wrap(lm, name.to_owned()).into());
         }

@@ -82,56 +82,81 @@ fn utf16_spans(text: &str, spans: &[Span]) -> Vec<TextSpan> {
 }
 
 #[derive(Serialize)]
-struct DocumentRef<'a> {
+struct DocumentRef {
     id: String,
-    title: &'a str,
+    title: String,
 }
 
 /// A passage found for a question.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Passage<'a> {
+pub(crate) struct Passage {
     n: usize,
-    document: DocumentRef<'a>,
-    span: TextSpan,
+    document: DocumentRef,
+    /// `None` (null) when the document's text could not be read (removed meanwhile): then
+    /// only `byteSpan` places it, and `hits` is empty.
+    span: Option<TextSpan>,
     byte_span: Span,
-    text: &'a str,
+    text: String,
     page: Option<u32>,
     hits: Vec<[usize; 2]>,
-    core: &'a str,
-    outline: Option<&'a str>,
-    ranks: &'a [ListRank],
+    core: String,
+    outline: Option<String>,
+    ranks: Vec<ListRank>,
     score: f64,
 }
 
-/// `sources` as passages, their spans counted in `library`'s texts (a source whose document
-/// is gone keeps its byte offsets).
-pub(crate) fn passages<'a>(library: &Library<JournalStore>, sources: &'a [Source]) -> Vec<Passage<'a>> {
+/// `sources` as passages, their spans counted in `library`'s texts: every offset into one
+/// document found in one walk of its text. Without the library (or a source's document),
+/// a passage has no UTF-16 span (see [`Passage::span`]).
+pub(crate) fn passages(library: Option<&Library<JournalStore>>, sources: &[Source]) -> Vec<Passage> {
+    // Per document: its byte offsets (spans) and character offsets (hits), in source order.
+    let mut docs: Vec<(DocId, Vec<usize>, Vec<usize>)> = Vec::new();
+    for s in sources {
+        let at = match docs.iter().position(|d| d.0 == s.doc_id) {
+            Some(at) => at,
+            None => {
+                docs.push((s.doc_id, Vec::new(), Vec::new()));
+                docs.len() - 1
+            }
+        };
+        docs[at].1.extend([s.span.start, s.span.end]);
+        docs[at].2.extend(s.hits.iter().flat_map(|&(a, b)| [a, b]));
+    }
+    // Mapped to UTF-16, each list then read from its front as the sources come.
+    type Positions = (std::vec::IntoIter<usize>, std::vec::IntoIter<usize>);
+    let mut mapped: Vec<(DocId, Option<Positions>)> = docs
+        .into_iter()
+        .map(|(id, bytes, chars)| {
+            let text = library.and_then(|l| l.get(id).ok()).map(|(d, _)| d.text.as_str());
+            let positions =
+                text.map(|t| (utf16_positions(t, &bytes, Unit::Byte).into_iter(), utf16_positions(t, &chars, Unit::Char).into_iter()));
+            (id, positions)
+        })
+        .collect();
     sources
         .iter()
         .map(|s| {
-            let text = library.get(s.doc_id).map(|(d, _)| d.text.as_str()).ok();
-            let (span, hits) = match text {
-                Some(text) => {
-                    let mut offsets = vec![s.span.start, s.span.end];
-                    offsets.extend(s.hits.iter().flat_map(|&(a, b)| [a, b]));
-                    let bytes = utf16_positions(text, &offsets[..2], Unit::Byte);
-                    let chars = utf16_positions(text, &offsets[2..], Unit::Char);
-                    (TextSpan { start: bytes[0], end: bytes[1] }, chars.chunks(2).map(|p| [p[0], p[1]]).collect())
+            let positions = mapped.iter_mut().find(|d| d.0 == s.doc_id).and_then(|d| d.1.as_mut());
+            let (span, hits) = match positions {
+                Some((bytes, chars)) => {
+                    let span = TextSpan { start: bytes.next().unwrap_or(0), end: bytes.next().unwrap_or(0) };
+                    let hits = s.hits.iter().map(|_| [chars.next().unwrap_or(0), chars.next().unwrap_or(0)]).collect();
+                    (Some(span), hits)
                 }
-                None => (TextSpan { start: s.span.start, end: s.span.end }, s.hits.iter().map(|&(a, b)| [a, b]).collect()),
+                None => (None, Vec::new()),
             };
             Passage {
                 n: s.n,
-                document: DocumentRef { id: s.doc_id.to_string(), title: &s.title },
+                document: DocumentRef { id: s.doc_id.to_string(), title: s.title.clone() },
                 span,
                 byte_span: s.span,
-                text: &s.text,
+                text: s.text.clone(),
                 page: s.page,
                 hits,
-                core: &s.core,
-                outline: s.outline.as_deref(),
-                ranks: &s.ranks,
+                core: s.core.clone(),
+                outline: s.outline.clone(),
+                ranks: s.ranks.clone(),
                 score: s.score,
             }
         })
@@ -195,9 +220,9 @@ pub(crate) struct AnswerView<'a> {
     parts: &'a [AnswerPart],
     not_in_documents: bool,
     /// The passages the answer cites.
-    citations: Vec<&'a Passage<'a>>,
+    citations: Vec<&'a Passage>,
     citations_from: &'a str,
-    sources: &'a [Passage<'a>],
+    sources: &'a [Passage],
     finish: Finish,
     draft: Option<&'a str>,
     seconds: Seconds,
@@ -213,7 +238,7 @@ pub(crate) struct AnswerView<'a> {
 
 /// `answer` as the package gives it, with `tokens` pieces streamed and its sources as
 /// `passages` (from [`passages`]).
-pub(crate) fn answer(answer: &Answer, passages: &[Passage<'_>], tokens: usize) -> Result<JsValue, JsValue> {
+pub(crate) fn answer(answer: &Answer, passages: &[Passage], tokens: usize) -> Result<JsValue, JsValue> {
     let clues = answer.clues.as_ref().map(|c| CluesView {
         scope: c.scope.as_ref().map(|(scope, by)| ScopeView { scope, by }),
         queries: &c.queries,

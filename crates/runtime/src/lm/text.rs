@@ -4,7 +4,7 @@
 //! The clue writer sends the same global memory before every question; re-reading a few
 //! thousand tokens per question would cost more than the whole reply. So the tokens of the
 //! prompt up to the end of the `context` part are prefilled once and their K/V cache kept
-//! ([`Lm::prefill_tokens`]); a later prompt whose tokens start with them continues a copy
+//! ([`Lm::prefill`]); a later prompt whose tokens start with them continues a copy
 //! ([`Lm::generate_after_tokens`]). The cut is made in the whole prompt's tokens, not in
 //! its text: a pre-tokenizer may join the context's last characters with what follows
 //! (Qwen2's joins a full stop with the line breaks after it), and a cut in the text would
