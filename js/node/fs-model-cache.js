@@ -124,9 +124,6 @@ export class FsModelCache {
         }
         return buf;
       },
-      async bytes() {
-        return new Uint8Array(fs.readFileSync(where));
-      },
       close() {
         fs.closeSync(fd);
       },

@@ -432,11 +432,10 @@ impl WasmLibrary {
             let mut on_event = |event: AskEvent<'_>| match event {
                 AskEvent::Passages { sources, .. } => {
                     let passages = shapes::passages(session.library().ok().as_deref(), sources);
-                    let flow = match (&on_read, shapes::to_js(&passages)) {
-                        (Some(f), Ok(js)) => match f.call1(&JsValue::NULL, &js) {
-                            Ok(v) if v == JsValue::FALSE => ControlFlow::Break(()),
-                            _ => ControlFlow::Continue(()),
-                        },
+                    // Crossed into JavaScript only for a caller that reads them now.
+                    let js = on_read.as_ref().and_then(|f| Some((f, shapes::to_js(&passages).ok()?)));
+                    let flow = match js.map(|(f, js)| f.call1(&JsValue::NULL, &js)) {
+                        Some(Ok(v)) if v == JsValue::FALSE => ControlFlow::Break(()),
                         _ => ControlFlow::Continue(()),
                     };
                     shown = Some(passages);

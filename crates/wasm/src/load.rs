@@ -45,7 +45,7 @@ impl ModelFile {
 }
 
 /// `files`, an array of `{path, size, read}`.
-fn model_files(files: &JsValue) -> Result<Vec<ModelFile>, JsValue> {
+fn files_from(files: &JsValue) -> Result<Vec<ModelFile>, JsValue> {
     let list = files
         .dyn_ref::<js_sys::Array>()
         .ok_or_else(|| error_with(ErrorCode::BadArgument, "files must be an array of {path, size, read}"))?;
@@ -79,8 +79,13 @@ fn named(name: &str, e: JsValue) -> JsValue {
             }
             e
         }
-        None => error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e:?}")),
+        None => load_failed(name, format_args!("{e:?}")),
     }
+}
+
+/// `MODEL_LOAD_FAILED` naming the model: `why` it could not be loaded.
+fn load_failed(name: &str, why: impl std::fmt::Display) -> JsValue {
+    error_with(ErrorCode::ModelLoadFailed, format!("{name}: {why}"))
 }
 
 /// A runtime error as a JS error naming the model.
@@ -140,8 +145,7 @@ impl WasmDevice {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let describe = Options::new(&options, "options", &["describe"])?.function("describe")?;
-        let files = LmFiles::from(model_files(&files).map_err(|e| named(&name, e))?)
-            .map_err(|e| error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e}")))?;
+        let files = LmFiles::from(files_from(&files).map_err(|e| named(&name, e))?).map_err(|e| load_failed(&name, e))?;
         if let (Some(describe), LmFiles::Gguf(file)) = (&describe, &files) {
             self.describe(&name, file, describe)?;
         }
@@ -165,8 +169,8 @@ impl WasmDevice {
         let name = boundary::string(&name, "name")?;
         let on_cpu = Options::new(&options, "options", &["onCpu"])?.flag("onCpu")?;
         let mut bytes = std::collections::BTreeMap::new();
-        for file in model_files(&files).map_err(|e| named(&name, e))? {
-            bytes.insert(file.path.clone(), file.bytes().map_err(|e| error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e}")))?);
+        for file in files_from(&files).map_err(|e| named(&name, e))? {
+            bytes.insert(file.path.clone(), file.bytes().map_err(|e| load_failed(&name, e))?);
         }
         #[cfg(feature = "gpu")]
         if let (false, docmem_runtime::device::Device::Gpu(gpu)) = (on_cpu, &self.chosen().device) {
@@ -194,7 +198,7 @@ impl WasmDevice {
             None => None,
         };
         match refusal {
-            Some(why) => Err(error_with(ErrorCode::ModelLoadFailed, format!("{name}: {why}"))),
+            Some(why) => Err(load_failed(name, why)),
             None => Ok(()),
         }
     }
@@ -211,7 +215,7 @@ impl WasmDevice {
                     .load()
                     .map_err(|e| named(name, e))?
                     .map_backend(|cpu| GpuTransformer::from_cpu(gpu.clone(), cpu))
-                    .map_err(|e| error_with(ErrorCode::ModelLoadFailed, format!("{name}: {e}")))?,
+                    .map_err(|e| load_failed(name, e))?,
             };
             return Ok(crate::WasmGpuLm::wrap(lm, name.to_owned()).into());
         }
