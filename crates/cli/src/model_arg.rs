@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use docmem_runtime::device::{self, DevicePreference};
 use docmem_runtime::handle::ModelHandle;
-use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::lm::{Lm, LmContext, LoadOptions};
 use docmem_runtime::remote::RemoteModel;
 
 use crate::remote::{HttpTransport, RemoteArgs};
@@ -61,13 +61,13 @@ fn load(path: &Path, threads: usize, backend: DevicePreference) -> Result<Model,
         #[cfg(feature = "gpu")]
         device::Device::Gpu(gpu) => {
             eprintln!("[backend: gpu, {}]", chosen.reason);
-            Ok(Model::on_gpu(cpu.map_backend(|c| docmem_runtime::gpu::GpuTransformer::from_cpu(gpu, c))?, name))
+            Ok(Model::on_gpu(LmContext::new(cpu.map_backend(|c| docmem_runtime::gpu::GpuTransformer::from_cpu(gpu, c))?), name))
         }
         _ => {
             if backend != DevicePreference::Cpu {
                 eprintln!("[backend: cpu ({})]", chosen.reason);
             }
-            Ok(Model::on_cpu(cpu, name))
+            Ok(Model::on_cpu(LmContext::new(cpu), name))
         }
     }
 }

@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 use docmem_core::local_future::{boxed, LocalBoxFuture};
 
 use crate::chat::ChatMessage;
-use crate::lm::{Backend, Finish, Lm, PrefillOptions, Prefilled, Prefix, Prompt, SamplingParams, StateAt};
+use crate::lm::{Backend, Finish, Lm, LmContext, PrefillOptions, Prefilled, Prefix, Prompt, SamplingParams, StateAt};
 use crate::probe::ProbePosition;
 use crate::Error;
 
@@ -135,7 +135,7 @@ pub trait Answerer {
 
     /// Read the start of a user turn ahead of its reply, while the rest (the question) is
     /// still being written: a local model runs it into the prompt it keeps, so the reply
-    /// whose turn begins with it runs only the rest ([`Lm::prefill_ahead`]); `stop` is
+    /// whose turn begins with it runs only the rest ([`LmContext::prefill_ahead`]); `stop` is
     /// asked between pieces of [`AHEAD_CHUNK`] tokens and what was read is kept. Returns
     /// the tokens now kept; a hosted model reads nothing ahead (0).
     fn read_ahead<'a>(&'a self, user_turn_start: &'a str, stop: &'a dyn Fn() -> bool) -> LocalBoxFuture<'a, Result<usize, Error>> {
@@ -155,7 +155,7 @@ pub trait Answerer {
 /// two cores), and enough to keep the matrix products batched.
 pub const AHEAD_CHUNK: usize = 16;
 
-impl<B: Backend> Answerer for Lm<B> {
+impl<B: Backend> Answerer for LmContext<B> {
     fn reply<'a>(
         &'a self,
         user_turn: &'a str,
@@ -167,21 +167,20 @@ impl<B: Backend> Answerer for Lm<B> {
             let sampling = SamplingParams { max_tokens: options.max_tokens, stop: answer_stops(), ..SamplingParams::default() };
             // The prompt runs once (less the start it shares with the kept one); the reply
             // and the refusal are both scored after it.
+            let lm = self.model();
             let start = crate::lm::now_seconds();
-            let fitted = crate::probe::for_model(self.identity());
-            let tokens = self.prompt_tokens(Prompt::Chat(&messages))?;
+            let fitted = crate::probe::for_model(lm.identity());
+            let tokens = lm.prompt_tokens(Prompt::Chat(&messages))?;
             let state_at = match fitted {
-                Some(p) => {
-                    self.probe_reads_at(p.position, user_turn, &tokens)?.map(|after_tokens| StateAt { layer: p.layer, after_tokens })
-                }
+                Some(p) => lm.probe_reads_at(p.position, user_turn, &tokens)?.map(|after_tokens| StateAt { layer: p.layer, after_tokens }),
                 None => None,
             };
-            let Prefilled { prefix, reused: reused_tokens, state } = self.prefill(tokens, PrefillOptions { reuse: true, state_at }).await?;
+            let Prefilled { prefix, reused: reused_tokens, state } = self.prefill(tokens, PrefillOptions { state_at }).await?;
             let probe = fitted.zip(state).map(|(p, state)| p.margin(&state));
             let prompt_tokens = prefix.tokens().len();
             let prefill_seconds = crate::lm::now_seconds() - start;
             if options.probe_decides && probe.is_some_and(|margin| margin < 0.0) {
-                let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
+                let refusal: f32 = lm.score_after(&prefix, REFUSAL).await?.iter().sum();
                 return Ok(Reply {
                     text: String::new(),
                     finish: Finish::Withheld,
@@ -192,14 +191,14 @@ impl<B: Backend> Answerer for Lm<B> {
                     probabilities: Some(ReplyProbabilities { refusal, reply: 0.0, verified: None, probe }),
                 });
             }
-            let g = self.generate_after(&prefix, "", &sampling, on_text).await?;
-            let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(self.identity()) {
+            let g = lm.generate_after(&prefix, "", &sampling, on_text).await?;
+            let probabilities = if g.finish == Finish::Cancelled || !calibrated_for(lm.identity()) {
                 None
             } else {
-                let refusal: f32 = self.score_after(&prefix, REFUSAL).await?.iter().sum();
-                let reply = self.score_after(&prefix, &g.text).await?;
+                let refusal: f32 = lm.score_after(&prefix, REFUSAL).await?.iter().sum();
+                let reply = lm.score_after(&prefix, &g.text).await?;
                 let mean = if reply.is_empty() { 0.0 } else { reply.iter().sum::<f32>() / reply.len() as f32 };
-                let verified = if verification_measured() { self.verify_after(&prefix, &messages[0], &g.text).await? } else { None };
+                let verified = if verification_measured() { lm.verify_after(&prefix, &messages[0], &g.text).await? } else { None };
                 Some(ReplyProbabilities { refusal, reply: mean, verified, probe })
             };
             Ok(Reply {
@@ -226,12 +225,12 @@ impl<B: Backend> Answerer for Lm<B> {
             let instructions = [false, true].map(docmem_core::answer::instructions);
             if instructions.contains(&user_turn_start) {
                 for start in instructions {
-                    if let Some(tokens) = self.turn_start_tokens(start)?.filter(|t| self.keeps_prompt_start(t)) {
+                    if let Some(tokens) = self.model().turn_start_tokens(start)?.filter(|t| self.keeps_prompt_start(t)) {
                         return Ok(tokens.len());
                     }
                 }
             }
-            match self.turn_start_tokens(user_turn_start)? {
+            match self.model().turn_start_tokens(user_turn_start)? {
                 Some(tokens) => self.prefill_ahead(&tokens, AHEAD_CHUNK, stop).await,
                 None => Ok(0),
             }

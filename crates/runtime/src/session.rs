@@ -68,9 +68,9 @@ pub struct Answering<'m> {
 }
 
 impl<'m> Answering<'m> {
-    /// A local model held as itself (the evaluation, tests), named `name`.
-    pub fn local<B: crate::lm::Backend>(lm: &'m crate::lm::Lm<B>, name: &'m str) -> Self {
-        Answering { answerer: lm, writer: Box::new(crate::lm::LmText::new(lm)), name }
+    /// A local model's context held as itself (the evaluation, tests), named `name`.
+    pub fn local<B: crate::lm::Backend>(context: &'m crate::lm::LmContext<B>, name: &'m str) -> Self {
+        Answering { answerer: context, writer: Box::new(crate::lm::LmText::new(context.model())), name }
     }
 }
 

@@ -10,15 +10,17 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::answerer::{Answerer, ReplyOptions, REFUSAL, VERIFY};
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{log_prob, Finish, Lm, LoadOptions, PrefillOptions, Prompt, StateAt};
+use docmem_runtime::lm::{log_prob, Finish, Lm, LmContext, LoadOptions, PrefillOptions, Prompt, StateAt};
 use docmem_runtime::probe::ProbePosition;
 
 #[test]
 fn the_verification_read_from_the_cache_equals_a_fresh_prefill_of_the_conversation() {
     docmem_runtime::answerer::measure_verification(true);
-    let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    let answerer =
+        LmContext::new(Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap());
+    let lm = answerer.model();
     let turn = "Answer from the passage.\n\n[1] Printing\nText: William Caxton set up a printing press at Westminster in 1476.\n\nQuestion: Who set up a press at Westminster?";
-    let reply = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(16), &mut |_| ControlFlow::Continue(()))).unwrap();
+    let reply = docmem_runtime::block_on(answerer.reply(turn, ReplyOptions::new(16), &mut |_| ControlFlow::Continue(()))).unwrap();
     // The rule was fitted on the 1.5B's answers: SmolLM2's are not judged, nor measured.
     assert!(!docmem_runtime::answerer::calibrated_for(lm.identity()) && reply.probabilities.is_none());
     let question = ChatMessage::new("user", turn);
@@ -58,10 +60,9 @@ fn the_prefills_hidden_state_is_the_prompts() {
     let want = fresh.prompt_states(Prompt::Chat(&turn), &[layer]).unwrap().remove(0);
     assert_eq!(want.len(), fresh.config().n_embd);
     let at_end = StateAt { layer, after_tokens: tokens.len() };
-    let (_, reused, state) =
-        docmem_runtime::block_on(fresh.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(at_end) }))
-            .map(|p| (p.prefix, p.reused, p.state))
-            .unwrap();
+    let (_, reused, state) = docmem_runtime::block_on(fresh.prefill(tokens.clone(), PrefillOptions { state_at: Some(at_end) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
     assert_eq!((reused, state.as_deref()), (0, Some(&want[..])));
 
     // At the user turn's end: the state of the prompt cut there, and the same prompt after.
@@ -74,21 +75,20 @@ fn the_prefills_hidden_state_is_the_prompts() {
     let want_at_turn = fresh.prompt_states(Prompt::Text(cut), &[layer]).unwrap().remove(0);
     let split = lm();
     let at_turn = StateAt { layer, after_tokens: turn_end };
-    let (prefix, _, state) =
-        docmem_runtime::block_on(split.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(at_turn) }))
-            .map(|p| (p.prefix, p.reused, p.state))
-            .unwrap();
+    let (prefix, _, state) = docmem_runtime::block_on(split.prefill(tokens.clone(), PrefillOptions { state_at: Some(at_turn) }))
+        .map(|p| (p.prefix, p.reused, p.state))
+        .unwrap();
     assert_eq!(state.as_deref(), Some(&want_at_turn[..]));
     assert_eq!(prefix.tokens(), &tokens[..], "the whole prompt was run");
     // A state outside the prompt is not read.
     let outside = StateAt { layer, after_tokens: tokens.len() + 1 };
-    let options = PrefillOptions { reuse: true, state_at: Some(outside) };
+    let options = PrefillOptions { state_at: Some(outside) };
     assert_eq!(docmem_runtime::block_on(lm().prefill(tokens.clone(), options)).unwrap().state, None);
 
-    let ahead = lm();
+    let ahead = LmContext::new(lm());
     let kept = docmem_runtime::block_on(ahead.prefill_ahead(&tokens[..tokens.len() - 6], 16, &|| false)).unwrap();
     assert_eq!(kept, tokens.len() - 6);
-    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill(tokens, PrefillOptions { reuse: true, state_at: Some(at_end) }))
+    let (_, reused, state) = docmem_runtime::block_on(ahead.prefill(tokens, PrefillOptions { state_at: Some(at_end) }))
         .map(|p| (p.prefix, p.reused, p.state))
         .unwrap();
     assert_eq!(reused, kept);
@@ -113,11 +113,12 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
     )
     .unwrap();
     assert!(docmem_runtime::probe::for_model(lm.identity()).is_none(), "a file of the 1.5B's shape is not the 1.5B");
-    let lm = lm.with_identity(ModelIdentity::from_hex(docmem_runtime::probe::QWEN_1_5B_IDENTITY).unwrap());
+    let answerer = LmContext::new(lm.with_identity(ModelIdentity::from_hex(docmem_runtime::probe::QWEN_1_5B_IDENTITY).unwrap()));
+    let lm = answerer.model();
     let probe = docmem_runtime::probe::for_model(lm.identity()).expect("the 1.5B has a probe");
     let turn = "Question: who?";
     let free = ReplyOptions { max_tokens: 2, probe_decides: false };
-    let reply = docmem_runtime::block_on(lm.reply(turn, free, &mut |_| ControlFlow::Continue(()))).unwrap();
+    let reply = docmem_runtime::block_on(answerer.reply(turn, free, &mut |_| ControlFlow::Continue(()))).unwrap();
     // The state at the token the probe reads: the prompt cut after it, read alone.
     let chat = [ChatMessage::new("user", turn)];
     let tokens = lm.prompt_tokens(Prompt::Chat(&chat)).unwrap();
@@ -137,7 +138,7 @@ fn the_default_answerers_reply_carries_the_probes_reading() {
     // answered, and otherwise lets it be written.
     // (The prompt is kept from the first reply, so only the probe's token and what follows
     // it run again: the same state to within the batch's summation order.)
-    let decided = docmem_runtime::block_on(lm.reply(turn, ReplyOptions::new(2), &mut |_| ControlFlow::Continue(()))).unwrap();
+    let decided = docmem_runtime::block_on(answerer.reply(turn, ReplyOptions::new(2), &mut |_| ControlFlow::Continue(()))).unwrap();
     let reading = decided.probabilities.unwrap().probe.expect("the probe read the state");
     assert!((reading - margin).abs() <= 0.05 * margin.abs() + 1e-3, "{reading} against {margin}");
     if reading < 0.0 {

@@ -257,9 +257,10 @@ fn greedy_continuations_of_32_tokens_are_identical_where_the_model_is_decided() 
 }
 
 /// `lm`'s answer to `prompt` (at most 3 tokens) and the text streamed while writing it.
-fn answered<B: Backend>(lm: &Lm<B>, prompt: &docmem_runtime::pipeline::qa::AnswerPrompt) -> (docmem_runtime::pipeline::qa::Answer, String) {
+fn answered<B: Backend>(lm: Lm<B>, prompt: &docmem_runtime::pipeline::qa::AnswerPrompt) -> (docmem_runtime::pipeline::qa::Answer, String) {
     let mut streamed = String::new();
-    let a = docmem_runtime::block_on(docmem_runtime::pipeline::qa::answer(prompt.clone(), lm, 3, |piece| {
+    let answerer = docmem_runtime::lm::LmContext::new(lm);
+    let a = docmem_runtime::block_on(docmem_runtime::pipeline::qa::answer(prompt.clone(), &answerer, 3, |piece| {
         streamed.push_str(piece);
         ControlFlow::Continue(())
     }))
@@ -280,8 +281,8 @@ fn an_answer_is_written_on_the_gpu_as_on_the_cpu() {
         retrieval: None,
         check_answerability: false,
     };
-    let (want, _) = answered(&smollm2(), &prompt);
-    let (got, streamed) = answered(&on_gpu(smollm2()), &prompt);
+    let (want, _) = answered(smollm2(), &prompt);
+    let (got, streamed) = answered(on_gpu(smollm2()), &prompt);
     eprintln!("answer on the GPU {:?}, on the CPU {:?}", got.answer, want.answer);
     assert!(!got.answer.is_empty());
     assert_eq!(streamed.trim(), got.answer, "the answer was streamed");
@@ -310,7 +311,7 @@ fn a_model_loaded_straight_onto_the_gpu_computes_what_an_uploaded_one_does() {
     assert_eq!(streamed.prompt_tokens(Prompt::Text("Caxton")).unwrap(), uploaded.prompt_tokens(Prompt::Text("Caxton")).unwrap());
 }
 
-/// The answerability probe's reading on the GPU backend (`Lm::prefill` with `state_at`, a
+/// The answerability probe's reading on the GPU backend (a prefill with `state_at`, a
 /// prompt run in two pieces split after the token whose state is read): the state is the
 /// one a single pass up to that token gives on the same backend, the logits after the
 /// prompt are a single pass's, and both agree with the CPU backend's within the stated
@@ -333,7 +334,9 @@ fn with_a_gpus_kernels_the_probes_split_prefill_still_reads_what_one_pass_does()
 }
 
 fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
-    use docmem_runtime::lm::StateAt;
+    use docmem_runtime::lm::{LmContext, StateAt};
+    // The GPU's model in a context, which keeps the prompt for the follow-up.
+    let gpu = LmContext::new(gpu);
     let cpu = smollm2();
     let tokens = cpu.tokenizer.encode_prompt("Gutenberg printed the Bible in Mainz. Who printed it?").unwrap();
     let read = StateAt { layer: 8, after_tokens: tokens.len() - 3 };
@@ -359,16 +362,16 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
         (state.unwrap(), logits)
     };
 
-    let (c, reused_c, cs) = docmem_runtime::block_on(cpu.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+    let (c, reused_c, cs) = docmem_runtime::block_on(cpu.prefill(tokens.clone(), PrefillOptions { state_at: Some(read) }))
         .map(|p| (p.prefix, p.reused, p.state))
         .unwrap();
-    let (g, reused_g, gs) = docmem_runtime::block_on(gpu.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+    let (g, reused_g, gs) = docmem_runtime::block_on(gpu.prefill(tokens.clone(), PrefillOptions { state_at: Some(read) }))
         .map(|p| (p.prefix, p.reused, p.state))
         .unwrap();
     assert_eq!((reused_c, reused_g), (0, 0), "nothing was kept before");
     let (cs, gs) = (cs.expect("the CPU reads the state"), gs.expect("the GPU reads the state"));
-    assert_eq!(gs.len(), gpu.config().n_embd, "one value per hidden dimension");
-    let (one_state, one_logits) = single_pass(&gpu, &tokens);
+    assert_eq!(gs.len(), gpu.model().config().n_embd, "one value per hidden dimension");
+    let (one_state, one_logits) = single_pass(gpu.model(), &tokens);
     assert_eq!(apart("the GPU's state, split against a single pass", &one_state, &gs), 0.0, "the first piece is that pass");
     assert_eq!(one_logits, g.last_logits(), "the GPU's logits, split against a single pass");
     assert!(apart("the state, GPU against CPU", &cs, &gs) < 0.05);
@@ -378,11 +381,11 @@ fn probes_split_prefill(gpu: Lm<GpuTransformer>) {
     // read, and the state there is a fresh pass's.
     let mut follow = tokens[..read.after_tokens].to_vec();
     follow.extend(cpu.tokenizer.encode(" And where?").unwrap());
-    let (g2, reused, gs2) = docmem_runtime::block_on(gpu.prefill(follow.clone(), PrefillOptions { reuse: true, state_at: Some(read) }))
+    let (g2, reused, gs2) = docmem_runtime::block_on(gpu.prefill(follow.clone(), PrefillOptions { state_at: Some(read) }))
         .map(|p| (p.prefix, p.reused, p.state))
         .unwrap();
     assert_eq!(reused, read.after_tokens - 1, "the kept start is reused up to the token read");
-    let (fresh_state, fresh_logits) = single_pass(&gpu, &follow);
+    let (fresh_state, fresh_logits) = single_pass(gpu.model(), &follow);
     assert_eq!(apart("the reused prompt's state against a fresh pass", &fresh_state, &gs2.unwrap()), 0.0);
     assert_eq!(fresh_logits, g2.last_logits(), "the reused prompt's logits against a fresh pass");
 }

@@ -14,7 +14,7 @@ use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::local_future::poll_once;
 use docmem_core::route::{ExploreSettings, JudgeKind, RouteSettings, RouteTarget};
 use docmem_core::{Document, DocumentMemory, HashingEmbedder};
-use docmem_runtime::lm::{Lm, LmText, LoadOptions};
+use docmem_runtime::lm::{Lm, LmContext, LmText, LoadOptions};
 use docmem_runtime::pipeline::guided::{global_memory, learn_after_answer, prepare_guided, refresh_descriptors, GuideSettings};
 use docmem_runtime::pipeline::qa::{answer, AskParams};
 
@@ -37,10 +37,11 @@ fn library(e: &mut HashingEmbedder) -> Library<MemStore> {
 
 #[test]
 fn clues_then_a_routed_answer_that_teaches_the_memory() {
-    let lm = Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap();
+    let lm =
+        LmContext::new(Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap());
     let mut e = HashingEmbedder::new(64);
     let mut lib = library(&mut e);
-    let mut text = LmText::new(&lm);
+    let mut text = LmText::new(lm.model());
     let params = AskParams { k: 3, max_tokens: 24, ..AskParams::default() };
 
     // Clues: the global memory holds both documents' openings; the question's own list

@@ -9,7 +9,9 @@ use std::ops::ControlFlow;
 use common::model;
 use docmem_runtime::chat::ChatMessage;
 use docmem_runtime::lm::Logits;
-use docmem_runtime::lm::{Backend, DraftSettings, Finish, Lm, LoadOptions, PrefillOptions, Prompt, PromptLookup, SamplingParams};
+use docmem_runtime::lm::{
+    Backend, DraftSettings, Finish, Lm, LmContext, LoadOptions, PrefillOptions, Prompt, PromptLookup, SamplingParams,
+};
 
 fn smollm2() -> Lm {
     Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
@@ -141,7 +143,8 @@ fn a_path_that_does_not_open_as_its_format_asks_ends_there() {
         let want = docmem_runtime::block_on(lm.generate_after(&prefix, "", p, |_| ControlFlow::Continue(()))).unwrap();
         assert_eq!((&g.tokens, &g.text, g.finish), (&want.tokens, &want.text, want.finish), "path {i}");
     }
-    let mut reader = LmReader::new(&lm, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let context = LmContext::new(lm);
+    let mut reader = LmReader::new(&context, "SmolLM2-135M-Instruct.Q4_1.gguf");
     let spec = [SampleSpec { opening: Some(never), ..SampleSpec::GREEDY }];
     let out = docmem_runtime::block_on(reader.generate("Write about bells.", &spec, 64, &mut |_, _: &Generated| true)).unwrap();
     assert_eq!(out[0].tokens, 6);
@@ -234,7 +237,8 @@ fn a_reader_interrupted_between_steps_stops_within_one_step() {
         steps.set(steps.get() + 1);
         steps.get() > 5
     };
-    let mut reader = LmReader::new(&lm, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let context = LmContext::new(lm);
+    let mut reader = LmReader::new(&context, "SmolLM2-135M-Instruct.Q4_1.gguf");
     reader.interrupt = Some(&stop_after_five);
     let specs = [SampleSpec::GREEDY, SampleSpec { temperature: 0.7, top_p: 0.9, seed: 1, opening: None }];
     let mut ended = 0;
@@ -259,15 +263,16 @@ fn a_prompt_read_ahead_in_chunks_continues_as_the_whole_prefill_and_stops_betwee
     let tokens = lm.prompt_tokens(Prompt::Chat(&messages)).unwrap();
     let whole = docmem_runtime::block_on(lm.prefill(tokens.clone(), PrefillOptions::default())).unwrap().prefix;
     // Read ahead 8 tokens at a time up to the last token, then the prompt itself reuses them.
-    let ahead = docmem_runtime::block_on(lm.prefill_ahead(&tokens[..tokens.len() - 1], 8, &|| false)).unwrap();
+    let context = LmContext::new(smollm2());
+    let ahead = docmem_runtime::block_on(context.prefill_ahead(&tokens[..tokens.len() - 1], 8, &|| false)).unwrap();
     assert_eq!(ahead, tokens.len() - 1);
-    let reusing = docmem_runtime::block_on(lm.prefill(tokens.clone(), PrefillOptions { reuse: true, state_at: None })).unwrap();
+    let reusing = docmem_runtime::block_on(context.prefill(tokens.clone(), PrefillOptions::default())).unwrap();
     assert_eq!((reusing.reused, reusing.prefix.tokens()), (tokens.len() - 1, whole.tokens()));
     let greedy = SamplingParams { max_tokens: 12, ..Default::default() };
     let after = |p| docmem_runtime::block_on(lm.generate_after(p, "", &greedy, |_| ControlFlow::Continue(()))).unwrap().tokens;
     assert_eq!(after(&reusing.prefix), after(&whole), "the same greedy continuation from either prefix");
     // A fresh model told to stop before its third chunk keeps the two it ran.
-    let fresh = smollm2();
+    let fresh = LmContext::new(smollm2());
     let asked = Cell::new(0);
     let stop_at_third = || {
         asked.set(asked.get() + 1);

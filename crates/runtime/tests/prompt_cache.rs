@@ -14,7 +14,7 @@ use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, DocumentMemory, HashingEmbedder};
 use docmem_runtime::answerer::{Answerer, AHEAD_CHUNK};
 use docmem_runtime::block_on;
-use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::lm::{Lm, LmContext, LoadOptions};
 use docmem_runtime::pipeline::qa::{Answer, AskParams};
 use docmem_runtime::session::{Answering, AskOptions, Session};
 
@@ -22,8 +22,8 @@ const PRINTING: &str = "William Caxton brought the printing press to England in 
                         His first book printed in England was an edition of The Canterbury Tales. \
                         The steam engine converts heat into work. James Watt added a separate condenser in 1765.";
 
-fn smollm() -> Lm {
-    Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
+fn smollm() -> LmContext {
+    LmContext::new(Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap())
 }
 
 fn library(e: &RefCell<HashingEmbedder>) -> Session<MemStore> {
@@ -34,12 +34,12 @@ fn library(e: &RefCell<HashingEmbedder>) -> Session<MemStore> {
     Session::new(lib)
 }
 
-fn ask(session: &Session<MemStore>, e: &RefCell<HashingEmbedder>, lm: &Lm, question: &str) -> Answer {
+fn ask(session: &Session<MemStore>, e: &RefCell<HashingEmbedder>, lm: &LmContext, question: &str) -> Answer {
     let options = AskOptions { params: params(), ..AskOptions::default() };
     block_on(session.ask(question, &options, Answering::local(lm, "smollm"), e, &mut |_| ControlFlow::Continue(()))).unwrap()
 }
 
-fn read_ahead(session: &Session<MemStore>, e: &RefCell<HashingEmbedder>, lm: &Lm, question: &str, stop: &dyn Fn() -> bool) -> usize {
+fn read_ahead(session: &Session<MemStore>, e: &RefCell<HashingEmbedder>, lm: &LmContext, question: &str, stop: &dyn Fn() -> bool) -> usize {
     block_on(session.read_ahead(question, &params(), lm, e, stop)).unwrap()
 }
 

@@ -15,10 +15,10 @@ use docmem_core::reader::{extract_memory, ExtractSettings, MemoryDraft};
 use docmem_core::Document;
 use docmem_runtime::block_on;
 use docmem_runtime::chat::ChatMessage;
-use docmem_runtime::lm::{Generation, Lm, LmReader, LoadOptions, Prompt, SamplingParams, WorkDone};
+use docmem_runtime::lm::{Generation, Lm, LmContext, LmReader, LoadOptions, Prompt, SamplingParams, WorkDone};
 
-fn smollm() -> Lm {
-    Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap()
+fn smollm() -> LmContext {
+    LmContext::new(Lm::load(&model("SmolLM2-135M-Instruct.Q4_1.gguf"), &LoadOptions { threads: 2, ..Default::default() }).unwrap())
 }
 
 /// A greedy path and a sampled one, as a memory window's candidates.
@@ -27,21 +27,21 @@ fn paths() -> Vec<SamplingParams> {
     vec![greedy.clone(), SamplingParams { temperature: 0.8, top_p: 0.95, seed: 7, ..greedy }]
 }
 
-fn prompt(lm: &Lm) -> Vec<u32> {
+fn prompt(lm: &LmContext) -> Vec<u32> {
     let messages = [ChatMessage::new(
         "user",
         "Summarize in two sentences: William Caxton brought the printing press to England in 1476. \
          He set up his shop at Westminster, and his first book printed in England was an edition \
          of The Canterbury Tales. Printing spread quickly to other towns.",
     )];
-    lm.prompt_tokens(Prompt::Chat(&messages)).unwrap()
+    lm.model().prompt_tokens(Prompt::Chat(&messages)).unwrap()
 }
 
 const PIECE: usize = 8;
 
 /// Run to the end, stopping at every `every`-th question asked; returns the generations,
 /// the work each question that was answered "go on" saw, and the stops.
-fn run_with_stops(lm: &Lm, every: usize) -> (Vec<Generation>, Vec<WorkDone>, usize) {
+fn run_with_stops(lm: &LmContext, every: usize) -> (Vec<Generation>, Vec<WorkDone>, usize) {
     let (asked, went_on, stops) = (Cell::new(0), std::cell::RefCell::new(Vec::new()), Cell::new(0));
     let stop = |work: &WorkDone| {
         asked.set(asked.get() + 1);

@@ -7,8 +7,8 @@ use std::rc::Rc;
 
 use docmem_core::ErrorCode;
 use docmem_runtime::gpu::GpuTransformer;
-use docmem_runtime::lm::Lm;
 use docmem_runtime::lm::Logits;
+use docmem_runtime::lm::{Lm, LmContext};
 use wasm_bindgen::prelude::*;
 
 use crate::handles::Registration;
@@ -19,16 +19,16 @@ use crate::{boundary, coded, error_with, WasmEmbedder};
 #[wasm_bindgen(js_name = GpuLm)]
 pub struct WasmGpuLm {
     /// Shared with the registry's handle and the Promises of calls still running.
-    lm: Rc<Lm<GpuTransformer>>,
+    context: Rc<LmContext<GpuTransformer>>,
     /// Where `options.reader`/`options.answerer` find it (see `crate::handles`).
     registration: Registration,
 }
 
 impl WasmGpuLm {
     pub(crate) fn wrap(lm: Lm<GpuTransformer>, name: String) -> WasmGpuLm {
-        let lm = Rc::new(lm);
-        let registration = Registration::model(crate::handles::Model::on_gpu(lm.clone(), name));
-        WasmGpuLm { lm, registration }
+        let context = Rc::new(LmContext::new(lm));
+        let registration = Registration::model(crate::handles::Model::on_gpu(context.clone(), name));
+        WasmGpuLm { context, registration }
     }
 }
 
@@ -40,7 +40,7 @@ impl WasmGpuLm {
     #[wasm_bindgen(js_name = forgetSuspended)]
     pub fn forget_suspended(&self) -> Result<(), JsValue> {
         boundary::ready()?;
-        self.lm.forget_suspended();
+        self.context.forget_suspended();
         Ok(())
     }
 
@@ -54,14 +54,14 @@ impl WasmGpuLm {
     /// The adapter's name and backend.
     pub fn adapter(&self) -> Result<String, JsValue> {
         boundary::ready()?;
-        Ok(self.lm.backend.gpu().describe())
+        Ok(self.context.model().backend.gpu().describe())
     }
 
     /// Token ids of `text` (no BOS).
     pub fn tokenize(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> Result<Vec<u32>, JsValue> {
         boundary::ready()?;
         let text = boundary::string(&text, "text")?;
-        self.lm.tokenizer.encode(&text).map_err(|e| error_with(ErrorCode::ModelFailed, e))
+        self.context.model().tokenizer.encode(&text).map_err(|e| error_with(ErrorCode::ModelFailed, e))
     }
 
     /// `tokens` read from JavaScript: ids of this model's vocabulary, at least one.
@@ -77,7 +77,7 @@ impl WasmGpuLm {
     /// Logits of every position of `tokens` (a `Float32Array`, one vocabulary-sized row per
     /// token).
     pub fn logits(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue) -> js_sys::Promise {
-        let lm = self.lm.clone();
+        let lm = self.context.shared_model();
         let tokens = self.tokens(&tokens);
         wasm_bindgen_futures::future_to_promise(async move {
             let tokens = tokens?;
@@ -89,7 +89,7 @@ impl WasmGpuLm {
 
     /// The greedy continuation of `tokens`: `n` token ids (a `Uint32Array`).
     pub fn greedy(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue, n: f64) -> js_sys::Promise {
-        let lm = self.lm.clone();
+        let lm = self.context.shared_model();
         let args = self.tokens(&tokens).and_then(|t| Ok((t, boundary::count(n, "n", 4096)?)));
         wasm_bindgen_futures::future_to_promise(async move {
             let (tokens, n) = args?;

@@ -110,7 +110,7 @@ pub fn parse_and_align(
 #[wasm_bindgen(js_name = Lm)]
 pub struct WasmLm {
     /// Shared with the registry's handle and with calls still running.
-    lm: std::rc::Rc<docmem_runtime::lm::Lm>,
+    context: std::rc::Rc<docmem_runtime::lm::LmContext>,
     /// The name the model is known by (provenance, prompt choice).
     name: String,
     /// Where `options.reader`/`options.answerer` find it (see `handles`).
@@ -119,9 +119,9 @@ pub struct WasmLm {
 
 impl WasmLm {
     fn wrap(lm: docmem_runtime::lm::Lm, name: &str) -> WasmLm {
-        let lm = std::rc::Rc::new(lm);
-        let registration = handles::Registration::model(handles::Model::on_cpu(lm.clone(), name));
-        WasmLm { lm, name: name.into(), registration }
+        let context = std::rc::Rc::new(docmem_runtime::lm::LmContext::new(lm));
+        let registration = handles::Registration::model(handles::Model::on_cpu(context.clone(), name));
+        WasmLm { context, name: name.into(), registration }
     }
 }
 
@@ -153,7 +153,7 @@ impl WasmLm {
     pub fn set_name(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> Result<(), JsValue> {
         boundary::ready()?;
         self.name = boundary::string(&name, "name")?;
-        self.registration.replace(handles::Model::on_cpu(self.lm.clone(), self.name.clone()));
+        self.registration.replace(handles::Model::on_cpu(self.context.clone(), self.name.clone()));
         Ok(())
     }
 
@@ -167,7 +167,8 @@ impl WasmLm {
     /// Token ids of `text` (no BOS), as JSON.
     pub fn tokenize(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> Result<String, JsValue> {
         boundary::ready()?;
-        let ids = self.lm.tokenizer.encode(&boundary::string(&text, "text")?).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
+        let ids =
+            self.context.model().tokenizer.encode(&boundary::string(&text, "text")?).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
         to_json(&ids)
     }
 
@@ -180,13 +181,14 @@ impl WasmLm {
         if tokens.is_empty() {
             return Err(error_with(ErrorCode::BadArgument, "no tokens"));
         }
-        if tokens.len() > self.lm.context() {
+        let lm = self.context.model();
+        if tokens.len() > lm.context_window() {
             return Err(error_with(
                 ErrorCode::BadArgument,
-                format!("{} tokens, more than the context of {}", tokens.len(), self.lm.context()),
+                format!("{} tokens, more than the context of {}", tokens.len(), lm.context_window()),
             ));
         }
-        let backend = &self.lm.backend;
+        let backend = &lm.backend;
         docmem_runtime::block_on(Backend::forward(backend, &mut backend.new_cache(), &tokens, docmem_runtime::lm::Logits::All))
             .map_err(coded)
     }
@@ -197,7 +199,7 @@ impl WasmLm {
     #[wasm_bindgen(js_name = forgetSuspended)]
     pub fn forget_suspended(&self) -> Result<(), JsValue> {
         boundary::ready()?;
-        self.lm.forget_suspended();
+        self.context.forget_suspended();
         Ok(())
     }
 
@@ -214,7 +216,7 @@ impl WasmLm {
         let params: docmem_runtime::lm::SamplingParams =
             serde_json::from_str(&params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
         let g = docmem_runtime::block_on(
-            self.lm.generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())),
+            self.context.model().generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())),
         )
         .map_err(coded)?;
         to_json(&g)

@@ -7,7 +7,7 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Scorer;
 
 use crate::answerer::Answerer;
-use crate::lm::{Backend, Lm, LmReader, LmText, WorkDone};
+use crate::lm::{Backend, Lm, LmContext, LmReader, LmText, WorkDone};
 use crate::pipeline::ingest::MemoryMethod;
 use crate::remote::{RemoteModel, Transport};
 
@@ -43,9 +43,9 @@ pub struct ModelHandle<T: Transport> {
 }
 
 enum Runs<T: Transport> {
-    Cpu(Rc<Lm>),
+    Cpu(Rc<LmContext>),
     #[cfg(feature = "gpu")]
-    Gpu(Rc<Lm<crate::gpu::GpuTransformer>>),
+    Gpu(Rc<LmContext<crate::gpu::GpuTransformer>>),
     Hosted(RemoteModel<T>),
 }
 
@@ -61,8 +61,8 @@ impl<T: Transport + Clone> Clone for ModelHandle<T> {
     }
 }
 
-/// The role `$role` of a local model `$lm`, whichever backend it is on (the CPU's and the
-/// GPU's `Lm` are different types with the same roles).
+/// The role `$role` of a local model's context `$lm`, whichever backend it is on (the
+/// CPU's and the GPU's `LmContext` are different types with the same roles).
 macro_rules! local {
     ($self:expr, $lm:ident => $role:expr, $hosted:ident => $other:expr) => {
         match &$self.runs {
@@ -75,15 +75,17 @@ macro_rules! local {
 }
 
 impl<T: Transport + Clone> ModelHandle<T> {
-    /// A model on the CPU, known as `name`.
-    pub fn on_cpu(lm: impl Into<Rc<Lm>>, name: impl Into<String>) -> Self {
-        ModelHandle { name: name.into(), runs: Runs::Cpu(lm.into()) }
+    /// A model on the CPU with what it keeps (its context), known as `name`: every role
+    /// shares the context, so a question's kept prompt and a memory's stopped window
+    /// outlive the calls that made them.
+    pub fn on_cpu(context: impl Into<Rc<LmContext>>, name: impl Into<String>) -> Self {
+        ModelHandle { name: name.into(), runs: Runs::Cpu(context.into()) }
     }
 
-    /// A model on WebGPU, known as `name`.
+    /// A model on WebGPU with its context, known as `name`.
     #[cfg(feature = "gpu")]
-    pub fn on_gpu(lm: impl Into<Rc<Lm<crate::gpu::GpuTransformer>>>, name: impl Into<String>) -> Self {
-        ModelHandle { name: name.into(), runs: Runs::Gpu(lm.into()) }
+    pub fn on_gpu(context: impl Into<Rc<LmContext<crate::gpu::GpuTransformer>>>, name: impl Into<String>) -> Self {
+        ModelHandle { name: name.into(), runs: Runs::Gpu(context.into()) }
     }
 
     /// A hosted model, known as `remote:` and its name on the host.
@@ -117,7 +119,7 @@ impl<T: Transport + Clone> ModelHandle<T> {
     /// as its logits for a parity check).
     pub fn cpu(&self) -> Option<&Lm> {
         match &self.runs {
-            Runs::Cpu(lm) => Some(lm),
+            Runs::Cpu(context) => Some(context.model()),
             _ => None,
         }
     }
@@ -126,7 +128,7 @@ impl<T: Transport + Clone> ModelHandle<T> {
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> Option<&Lm<crate::gpu::GpuTransformer>> {
         match &self.runs {
-            Runs::Gpu(lm) => Some(lm),
+            Runs::Gpu(context) => Some(context.model()),
             _ => None,
         }
     }
@@ -147,7 +149,7 @@ impl<T: Transport + Clone> ModelHandle<T> {
         on_work: &'a dyn Fn(&WorkDone),
     ) -> Option<Box<dyn ReaderModel + 'a>> {
         fn hooked<'a, B: Backend>(
-            lm: &'a Lm<B>,
+            lm: &'a LmContext<B>,
             name: &str,
             interrupt: &'a dyn Fn() -> bool,
             on_work: &'a dyn Fn(&WorkDone),
@@ -172,7 +174,7 @@ impl<T: Transport + Clone> ModelHandle<T> {
 
     /// The model as a writer of short replies (clues, sub-queries, routing's judgements).
     pub fn text(&self) -> Box<dyn TextModel + '_> {
-        local!(self, lm => Box::new(LmText::new(lm)), m => Box::new(m.clone()))
+        local!(self, lm => Box::new(LmText::new(lm.model())), m => Box::new(m.clone()))
     }
 
     /// The model as a session's ask uses it: the answerer, and the writer of clues and
@@ -212,11 +214,11 @@ mod tests {
 
     #[test]
     fn a_model_on_the_cpu_answers_through_its_handle_as_it_does_itself() {
-        let handle = Handle::on_cpu(tiny(), "tiny.gguf");
+        let handle = Handle::on_cpu(LmContext::new(tiny()), "tiny.gguf");
         assert_eq!((handle.name(), handle.backend(), handle.needs_await()), ("tiny.gguf", ModelBackend::Cpu, false));
         assert!(handle.cpu().is_some());
         assert!(handle.answerer().reads_ahead(), "a local model keeps what it reads ahead");
-        assert_eq!(reply_text(handle.answerer()), reply_text(&tiny()));
+        assert_eq!(reply_text(handle.answerer()), reply_text(&LmContext::new(tiny())));
         assert_eq!(handle.reader().name(), "tiny.gguf");
         let clone = handle.clone().renamed("other.gguf");
         assert!(std::ptr::eq(clone.cpu().unwrap(), handle.cpu().unwrap()), "clones share the model");

@@ -6,10 +6,14 @@
 //! - [`Lm::prefill`] runs a prompt prefix once; [`Lm::generate_after`] forks its K/V cache
 //!   for one continuation, [`Lm::generate_paths`] for several decoded together as one
 //!   batch per step (MoM samples N memories of one document this way).
+//! - An `Lm` keeps nothing between calls; an [`LmContext`] over it keeps the last answer
+//!   prompt and background work that gave way (the model, its context and the sampler
+//!   are apart, as in llama.cpp).
 //! - [`Lm::score`] gives per-token log-probabilities of continuations; pairs that share a
 //!   context reuse its cache. [`Lm::next_token_logprobs`] scores candidate next tokens.
 //! - [`Backend`] is the seam for the CPU decoder here, the WebGPU one and a remote one.
 
+mod context;
 mod drafts;
 pub mod parity;
 mod paths;
@@ -28,6 +32,7 @@ use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::Scorer;
 use serde::Serialize;
 
+pub use context::LmContext;
 pub use drafts::{DraftSettings, PromptLookup};
 pub use reader::LmReader;
 pub use sampler::{argmax, log_prob, DeviceDraw, Drawn, Sampler, SamplingParams};
@@ -270,7 +275,7 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Which hidden state [`Lm::prefill`] hands back ([`PrefillOptions::state_at`]): the residual stream after
+/// Which hidden state a prefill hands back ([`PrefillOptions::state_at`]): the residual stream after
 /// `layer` at the last of the prompt's first `after_tokens` tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateAt {
@@ -281,21 +286,20 @@ pub struct StateAt {
     pub after_tokens: usize,
 }
 
-/// How [`Lm::prefill`] runs a prompt.
+/// How [`Lm::prefill`] (or [`LmContext::prefill`]) runs a prompt.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefillOptions {
-    /// Reuse the start the prompt shares with the one this model keeps, and keep this one.
-    pub reuse: bool,
     /// Also read this token's residual stream after this layer.
     pub state_at: Option<StateAt>,
 }
 
-/// A prompt run by [`Lm::prefill`].
+/// A prompt run by [`Lm::prefill`] or [`LmContext::prefill`].
 #[derive(Clone, Debug)]
 pub struct Prefilled<C> {
     /// The prompt's cache and last logits, to continue.
     pub prefix: Prefix<C>,
-    /// Tokens not run again: the start shared with the kept prompt (0 without `reuse`).
+    /// Tokens not run again: the start shared with a context's kept prompt (0 for
+    /// [`Lm::prefill`]).
     pub reused: usize,
     /// The state asked for by `state_at`, where the backend can read it back.
     pub state: Option<Vec<f32>>,
@@ -304,9 +308,9 @@ pub struct Prefilled<C> {
 /// A prompt prefix run once, to be continued many times.
 #[derive(Clone, Debug)]
 pub struct Prefix<C> {
-    cache: C,
-    tokens: Vec<u32>,
-    last_logits: Vec<f32>,
+    pub(super) cache: C,
+    pub(super) tokens: Vec<u32>,
+    pub(super) last_logits: Vec<f32>,
 }
 
 impl<C> Prefix<C> {
@@ -338,18 +342,15 @@ pub struct LoadOptions {
     pub quant: LoadQuant,
 }
 
-/// A language model: tokenizer, chat template, backend.
+/// A language model: tokenizer, chat template, backend. It keeps nothing between calls
+/// (an [`LmContext`] does).
 pub struct Lm<B: Backend = CpuTransformer> {
     /// The tokenizer.
     pub tokenizer: Tokenizer,
     chat: ChatTemplate,
     /// The decoder.
     pub backend: B,
-    context: usize,
-    /// The last answer prompt, for the next one to reuse its start.
-    prompt_cache: prompt_cache::PromptCache<B::Cache>,
-    /// Background generation that gave way, to be continued.
-    suspended: suspended::SuspendedSlot<B::Cache>,
+    context_window: usize,
     /// Which trained weights it runs (GGUF files; `None` for a Hugging Face checkpoint):
     /// what a probe fitted on one model is matched by.
     identity: Option<ModelIdentity>,
@@ -357,7 +358,7 @@ pub struct Lm<B: Backend = CpuTransformer> {
 
 impl<B: Backend> fmt::Debug for Lm<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lm").field("config", self.backend.config()).field("context", &self.context).finish()
+        f.debug_struct("Lm").field("config", self.backend.config()).field("context_window", &self.context_window).finish()
     }
 }
 
@@ -462,9 +463,7 @@ impl Lm<CpuTransformer> {
         if tokens.is_empty() {
             return Err(Error::EmptyPrompt);
         }
-        if tokens.len() > self.context {
-            return Err(Error::ContextFull { needed: tokens.len(), limit: self.context });
-        }
+        self.check_fits(tokens.len())?;
         let mut cache = self.backend.new_cache();
         Ok(self.backend.forward_states(&mut cache, &tokens, layers).1)
     }
@@ -535,7 +534,7 @@ impl Utf8Stream {
 impl<B: Backend> Lm<B> {
     /// Wrap a backend with its tokenizer and template.
     pub fn with_backend(tokenizer: Tokenizer, chat: ChatTemplate, backend: B, context: usize) -> Self {
-        Lm { tokenizer, chat, backend, context, prompt_cache: Default::default(), suspended: Default::default(), identity: None }
+        Lm { tokenizer, chat, backend, context_window: context, identity: None }
     }
 
     /// The same model, known to hold the weights `identity` names.
@@ -556,9 +555,7 @@ impl<B: Backend> Lm<B> {
             tokenizer: self.tokenizer,
             chat: self.chat,
             backend: build(self.backend)?,
-            context: self.context,
-            prompt_cache: Default::default(),
-            suspended: Default::default(),
+            context_window: self.context_window,
             identity: self.identity,
         })
     }
@@ -568,9 +565,9 @@ impl<B: Backend> Lm<B> {
         self.backend.config()
     }
 
-    /// The context window in tokens.
-    pub fn context(&self) -> usize {
-        self.context
+    /// The context window in tokens: the longest sequence it runs.
+    pub fn context_window(&self) -> usize {
+        self.context_window
     }
 
     /// The text of a chat prompt in this model's template.
@@ -587,42 +584,46 @@ impl<B: Backend> Lm<B> {
         self.tokenizer.encode_prompt(&text)
     }
 
-    fn check_fits(&self, needed: usize) -> Result<(), Error> {
-        if needed > self.context {
-            return Err(Error::ContextFull { needed, limit: self.context });
+    pub(super) fn check_fits(&self, needed: usize) -> Result<(), Error> {
+        if needed > self.context_window {
+            return Err(Error::ContextFull { needed, limit: self.context_window });
         }
         Ok(())
     }
 
-    /// Run prompt `tokens` once (a prompt's tokens: [`Lm::prompt_tokens`]), as `options`
-    /// say: from scratch, or reusing the longest start they share with the prompt this
-    /// model keeps (the last one run with `reuse`, or read ahead by [`Lm::prefill_ahead`];
-    /// see `prompt_cache`) and keeping this one for the next, as for prompts that recur
-    /// with a common start (the answerer's); and with `state_at`, also reading the
-    /// residual stream of one of the prompt's tokens after one layer (`None` where the
-    /// backend cannot read it back, or `state_at` points outside the prompt): what the
-    /// answerability probe reads. A state before the prompt's end is read by running the
-    /// prompt in two pieces split after that token: no extra pass over the prompt, one more
-    /// small batch for the rest; a kept start is reused only up to that token.
+    /// Run prompt `tokens` once (a prompt's tokens: [`Lm::prompt_tokens`]) from nothing
+    /// ([`LmContext::prefill`] reuses the prompt a context keeps), and with
+    /// `options.state_at`, also read the residual stream of one of the prompt's tokens after
+    /// one layer (`None` where the backend cannot read it back, or `state_at` points
+    /// outside the prompt): what the answerability probe reads. A state before the
+    /// prompt's end is read by running the prompt in two pieces split after that token: no
+    /// extra pass over the prompt, one more small batch for the rest.
     pub async fn prefill(&self, tokens: Vec<u32>, options: PrefillOptions) -> Result<Prefilled<B::Cache>, Error> {
         if tokens.is_empty() {
             return Err(Error::EmptyPrompt);
         }
         self.check_fits(tokens.len())?;
+        self.prefill_from(self.backend.new_cache(), 0, tokens, options).await
+    }
+
+    /// How many of a prompt's first tokens a kept cache may stand for: the last token
+    /// always runs (a kept prompt holds only its own last logits), and so does the one
+    /// whose state is read.
+    pub(super) fn must_run(&self, tokens: &[u32], options: PrefillOptions) -> usize {
         let state_at = options.state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
-        // The last token always runs (a kept prompt holds only its own last logits), and so
-        // does the one whose state is read.
-        let must_run = state_at.map_or(tokens.len(), |s| s.after_tokens) - 1;
-        let kept = if options.reuse { self.prompt_cache.take() } else { None };
-        let (mut cache, reused) = match kept {
-            Some(kept) => {
-                let reused = prompt_cache::common_start(kept.tokens(), &tokens).min(must_run);
-                let mut cache = kept.cache;
-                self.backend.truncate(&mut cache, reused);
-                (cache, reused)
-            }
-            None => (self.backend.new_cache(), 0),
-        };
+        state_at.map_or(tokens.len(), |s| s.after_tokens) - 1
+    }
+
+    /// [`Lm::prefill`] of non-empty `tokens` that fit, from `cache`, which holds their
+    /// first `reused` (at most [`Lm::must_run`] of them).
+    pub(super) async fn prefill_from(
+        &self,
+        mut cache: B::Cache,
+        reused: usize,
+        tokens: Vec<u32>,
+        options: PrefillOptions,
+    ) -> Result<Prefilled<B::Cache>, Error> {
+        let state_at = options.state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
         let (last_logits, state) = match state_at {
             Some(StateAt { layer, after_tokens }) => {
                 let (logits, state) = self.backend.forward_state(&mut cache, &tokens[reused..after_tokens], layer).await?;
@@ -635,56 +636,12 @@ impl<B: Backend> Lm<B> {
             }
             None => (self.backend.forward(&mut cache, &tokens[reused..], Logits::Last).await?, None),
         };
-        let prefix = Prefix { cache, tokens, last_logits };
-        if options.reuse {
-            self.prompt_cache.keep(prefix.clone());
-        }
-        Ok(Prefilled { prefix, reused, state })
-    }
-
-    /// Run `tokens`, the start of a prompt expected soon (an answer prompt while its
-    /// question is still being typed), into the prompt this model keeps for
-    /// [`Lm::prefill`] with `reuse`: what the kept prompt already shares is not run again, the
-    /// rest runs `chunk` tokens at a time and `stop` is asked before each. Work stopped
-    /// early is kept as far as it went. Returns how many of `tokens` are now kept.
-    pub async fn prefill_ahead(&self, tokens: &[u32], chunk: usize, stop: &dyn Fn() -> bool) -> Result<usize, Error> {
-        self.check_fits(tokens.len())?;
-        let Some(kept) = self.prompt_cache.take() else {
-            return self.prefill_ahead_from(self.backend.new_cache(), Vec::new(), tokens, chunk, stop).await;
-        };
-        let common = prompt_cache::common_start(kept.tokens(), tokens);
-        if common == tokens.len() || stop() {
-            // Nothing to run, or no time to: the kept prompt stays whole.
-            self.prompt_cache.keep(kept);
-            return Ok(common);
-        }
-        let mut cache = kept.cache;
-        self.backend.truncate(&mut cache, common);
-        self.prefill_ahead_from(cache, tokens[..common].to_vec(), tokens, chunk, stop).await
-    }
-
-    /// [`Lm::prefill_ahead`] from `cache`, which holds `done` (a start of `tokens`).
-    async fn prefill_ahead_from(
-        &self,
-        mut cache: B::Cache,
-        mut done: Vec<u32>,
-        tokens: &[u32],
-        chunk: usize,
-        stop: &dyn Fn() -> bool,
-    ) -> Result<usize, Error> {
-        let (ran, last_logits) = self.forward_pieces(&mut cache, &tokens[done.len()..], chunk, stop).await?;
-        done.extend_from_slice(&tokens[done.len()..done.len() + ran]);
-        // Kept only with the logits of its last token (a cut back cache without them is
-        // dropped: the next prompt runs from scratch, as without a kept prompt).
-        let Some(last_logits) = last_logits else { return Ok(0) };
-        let kept = done.len();
-        self.prompt_cache.keep(Prefix { cache, tokens: done, last_logits });
-        Ok(kept)
+        Ok(Prefilled { prefix: Prefix { cache, tokens, last_logits }, reused, state })
     }
 
     /// Append `tokens` to `cache` `chunk` at a time, asking `stop` before each: how many
     /// ran, and the logits after the last one (`None` when none ran).
-    async fn forward_pieces(
+    pub(super) async fn forward_pieces(
         &self,
         cache: &mut B::Cache,
         tokens: &[u32],
@@ -700,16 +657,6 @@ impl<B: Backend> Lm<B> {
             ran += part.len();
         }
         Ok((ran, last_logits))
-    }
-
-    /// Tokens of the prompt this model keeps for [`Lm::prefill`] with `reuse`.
-    pub fn kept_prompt_tokens(&self) -> usize {
-        self.prompt_cache.len()
-    }
-
-    /// Whether the prompt this model keeps starts with `tokens`.
-    pub fn keeps_prompt_start(&self, tokens: &[u32]) -> bool {
-        self.prompt_cache.starts_with(tokens)
     }
 
     /// Generate from a prompt. `on_text` receives each new piece of text; returning
@@ -813,7 +760,7 @@ impl<B: Backend> Lm<B> {
             if tokens.len() >= params.max_tokens {
                 break;
             }
-            if history.len() >= self.context {
+            if history.len() >= self.context_window {
                 finish = Finish::ContextFull;
                 break;
             }

@@ -181,7 +181,7 @@ impl<B: Backend> Lm<B> {
                 let mut feed = vec![p.pending];
                 if let Some(lookup) = drafts {
                     // Never past max_tokens or the context window.
-                    let room = (paths[i].max_tokens - p.tokens.len()).min(self.context.saturating_sub(p.history.len()));
+                    let room = (paths[i].max_tokens - p.tokens.len()).min(self.context_window.saturating_sub(p.history.len()));
                     let (mut d, at) = lookup.draft(&p.history, p.draft_at);
                     d.truncate(room);
                     p.draft_at = at;
@@ -246,7 +246,7 @@ impl<B: Backend> Lm<B> {
             Some(Finish::Stop)
         } else if p.tokens.len() >= params.max_tokens {
             Some(Finish::Length)
-        } else if p.history.len() >= self.context {
+        } else if p.history.len() >= self.context_window {
             Some(Finish::ContextFull)
         } else if params.opening.is_some_and(|o| o.missed(&p.text, p.tokens.len())) {
             Some(Finish::OffFormat)

@@ -5,13 +5,13 @@
 //! 1.5B reads about 30 tokens a second in wasm on two cores), and answer prompts share a
 //! long start: the chat template and the instructions always, the first passages when a
 //! follow-up question finds them again, and every passage when the prompt was read ahead
-//! while the question was still being typed ([`super::Lm::prefill_ahead`]). As llama.cpp's
+//! while the question was still being typed ([`super::LmContext::prefill_ahead`]). As llama.cpp's
 //! server does with `cache_prompt`, the longest common run of tokens is reused and only the
 //! rest is run.
 //!
-//! One prompt is kept (for the 1.5B about 57 KB a token: 34 MB for a 600-token prompt).
-//! Only the callers that ask for it use it (the answerer); a reader's prompts are one-off
-//! and never displace it.
+//! One prompt is kept per model context (for the 1.5B about 57 KB a token: 34 MB for a
+//! 600-token prompt). Only the context's own prefills use it (the answerer's); a reader's
+//! prompts run on the model and never displace it.
 //!
 //! The tokens after the reused start run as a batch of their own, so their float sums may
 //! group differently from a single prefill's (llama.cpp's own prompt cache has the same

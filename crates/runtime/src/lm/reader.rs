@@ -11,13 +11,14 @@ use std::cell::Cell;
 use docmem_core::reader::{Generated, ReaderModel, ReadingCost, SampleSpec};
 use docmem_core::Scorer;
 
-use super::{now_seconds, Backend, DraftSettings, Lm, PrefillOptions, Prompt, PromptLookup, SamplingParams, WorkDone};
+use super::{now_seconds, Backend, DraftSettings, Lm, LmContext, PrefillOptions, Prompt, PromptLookup, SamplingParams, WorkDone};
 use crate::chat::ChatMessage;
 
-/// An [`Lm`] with the name it is known by (for provenance and prompt choice).
+/// A model's [`LmContext`] with the name the model is known by (for provenance and
+/// prompt choice): the context keeps a window's work when the reader is interrupted.
 pub struct LmReader<'a, B: Backend> {
-    /// The model.
-    pub lm: &'a Lm<B>,
+    /// The model and what it keeps.
+    pub context: &'a LmContext<B>,
     /// Its name (the file name, say).
     pub name: String,
     /// Prompt-lookup drafts while decoding (the memory copies the document's words; greedy
@@ -29,7 +30,7 @@ pub struct LmReader<'a, B: Backend> {
     /// Asked between prompt pieces and before every decoding step: `true` stops the
     /// generation there ([`docmem_core::Error::Cancelled`]), and the model keeps what it read and
     /// wrote, so the same window asked for again goes on where it stopped
-    /// ([`Lm::generate_paths_resumable`]). A page that writes memories in the background
+    /// ([`LmContext::generate_paths_resumable`]). A page that writes memories in the background
     /// gives the model to a question this way without waiting for a candidate to end, and
     /// without losing the window's work.
     pub interrupt: Option<&'a dyn Fn() -> bool>,
@@ -42,14 +43,23 @@ pub struct LmReader<'a, B: Backend> {
 
 impl<B: Backend> std::fmt::Debug for LmReader<'_, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LmReader").field("lm", self.lm).field("name", &self.name).field("drafts", &self.drafts).finish_non_exhaustive()
+        f.debug_struct("LmReader")
+            .field("context", self.context)
+            .field("name", &self.name)
+            .field("drafts", &self.drafts)
+            .finish_non_exhaustive()
     }
 }
 
 impl<'a, B: Backend> LmReader<'a, B> {
-    /// Wrap `lm`, known as `name`.
-    pub fn new(lm: &'a Lm<B>, name: impl Into<String>) -> Self {
-        LmReader { lm, name: name.into(), drafts: None, interrupt: None, on_work: None, cost: Cell::default() }
+    /// Read with the model of `context`, known as `name`.
+    pub fn new(context: &'a LmContext<B>, name: impl Into<String>) -> Self {
+        LmReader { context, name: name.into(), drafts: None, interrupt: None, on_work: None, cost: Cell::default() }
+    }
+
+    /// The model.
+    fn lm(&self) -> &'a Lm<B> {
+        self.context.model()
     }
 }
 
@@ -65,7 +75,7 @@ impl<B: Backend> Scorer for LmReader<'_, B> {
     ) -> LocalBoxFuture<'a, Result<Vec<Vec<f32>>, docmem_core::Error>> {
         boxed(async move {
             let started = now_seconds();
-            let out = self.lm.scorer_logprobs(pairs).await;
+            let out = self.lm().scorer_logprobs(pairs).await;
             self.count_scoring(started);
             out
         })
@@ -78,14 +88,14 @@ impl<B: Backend> Scorer for LmReader<'_, B> {
     ) -> LocalBoxFuture<'a, Result<Vec<f32>, docmem_core::Error>> {
         boxed(async move {
             let started = now_seconds();
-            let out = self.lm.scorer_next_token_logprobs(prompt, candidates).await;
+            let out = self.lm().scorer_next_token_logprobs(prompt, candidates).await;
             self.count_scoring(started);
             out
         })
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {
-        self.lm.scorer_count_tokens(text)
+        self.lm().scorer_count_tokens(text)
     }
 }
 
@@ -95,12 +105,12 @@ impl<B: Backend> ReaderModel for LmReader<'_, B> {
     }
 
     fn context_tokens(&self) -> usize {
-        self.lm.context()
+        self.lm().context_window()
     }
 
     fn chat_overhead_tokens(&mut self) -> usize {
         let messages = [ChatMessage::new("user", "")];
-        self.lm.prompt_tokens(Prompt::Chat(&messages)).map_or(32, |t| t.len())
+        self.lm().prompt_tokens(Prompt::Chat(&messages)).map_or(32, |t| t.len())
     }
 
     fn generate<'a>(
@@ -174,7 +184,7 @@ impl<B: Backend> LmReader<'_, B> {
             // again (see `suspended`).
             Some(stop) => {
                 let started = now_seconds();
-                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
+                let tokens = self.lm().prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
                 let prompt_tokens = tokens.len();
                 let on_work = self.on_work;
                 let stop = |work: &WorkDone| {
@@ -183,7 +193,7 @@ impl<B: Backend> LmReader<'_, B> {
                     }
                     stop()
                 };
-                let out = self.lm.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
+                let out = self.context.generate_paths_resumable(tokens, &params, PREFILL_CHUNK, self.drafts, &mut on_done, &stop).await;
                 match out.map_err(docmem_core::Error::from)? {
                     Some(out) => {
                         // A window resumed after a stop counts only the prefill of this call.
@@ -196,13 +206,13 @@ impl<B: Backend> LmReader<'_, B> {
             }
             None => {
                 let started = now_seconds();
-                let tokens = self.lm.prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
-                let prefix = self.lm.prefill(tokens, PrefillOptions::default()).await.map_err(docmem_core::Error::from)?.prefix;
+                let tokens = self.lm().prompt_tokens(Prompt::Chat(&messages)).map_err(docmem_core::Error::from)?;
+                let prefix = self.lm().prefill(tokens, PrefillOptions::default()).await.map_err(docmem_core::Error::from)?.prefix;
                 let prefilled = now_seconds();
                 let lookup = self.drafts.map(|d| PromptLookup::new(prefix.tokens(), d));
                 let mut go_on = || ControlFlow::Continue(());
                 let out = self
-                    .lm
+                    .lm()
                     .generate_paths_drafted(&prefix, &params, lookup.as_ref(), &mut on_done, &mut go_on)
                     .await
                     .map_err(docmem_core::Error::from)?;
@@ -227,8 +237,11 @@ mod tests {
 
     #[test]
     fn the_reader_counts_what_each_prompt_and_its_candidates_cost() {
-        let lm = Lm::load_from(&MemorySource::new(tiny_lm("qwen2", TinyTokenizer::Gpt2, None)), &LoadOptions::default()).unwrap();
-        let mut reader = LmReader::new(&lm, "tiny");
+        let context = LmContext::new(
+            Lm::load_from(&MemorySource::new(tiny_lm("qwen2", TinyTokenizer::Gpt2, None)), &LoadOptions::default()).unwrap(),
+        );
+        let lm = context.model();
+        let mut reader = LmReader::new(&context, "tiny");
         assert_eq!(reader.cost(), Some(ReadingCost::default()), "nothing done, nothing counted");
         let specs = [SampleSpec::GREEDY, SampleSpec { temperature: 0.8, top_p: 0.9, seed: 3, opening: None }];
         let mut go_on = |_: usize, _: &Generated| true;

@@ -7,7 +7,7 @@
 //! (or types, which reads ahead) more often than that: a window that started again from
 //! nothing after each question would never end. So the work stopped is kept, the prompt
 //! read so far or the paths being decoded with their caches and samplers, and the next
-//! call for the same prompt and settings continues it ([`super::Lm::generate_paths_resumable`]).
+//! call for the same prompt and settings continues it ([`super::LmContext::generate_paths_resumable`]).
 //!
 //! Continuing is exact: the prompt runs in the same pieces it would have run in, and the
 //! paths are decoded step by step as before, so the output is the one an uninterrupted
@@ -19,7 +19,7 @@
 //! the 1.5B on the CPU about 57 KB a token; on WebGPU the caches grow in powers of two, and
 //! a memory there samples four paths: a few hundred MB of GPU memory for a long window),
 //! until it is finished, replaced by other stopped work, or dropped with
-//! [`super::Lm::forget_suspended`] (the page's worker does when the memory ends).
+//! [`super::LmContext::forget_suspended`] (the page's worker does when the memory ends).
 //!
 //! The last few finished results are kept too (their text and tokens only). A window is
 //! a sequence of generations, not one: when the reader's memory does not parse, each
@@ -33,7 +33,7 @@ use std::ops::ControlFlow;
 use std::sync::Mutex;
 
 use super::paths::Path;
-use super::{now_seconds, Backend, DraftSettings, Generation, Lm, Prefix, PromptLookup, SamplingParams};
+use super::{now_seconds, Backend, DraftSettings, Generation, LmContext, Prefix, PromptLookup, SamplingParams};
 use crate::Error;
 
 /// How far a resumable generation has got, as its `stop` sees it before each prompt piece
@@ -166,8 +166,8 @@ impl<C> SuspendedSlot<C> {
     }
 }
 
-impl<B: Backend> Lm<B> {
-    /// [`Lm::generate_paths_drafted`] from prompt tokens, as background work that gives way
+impl<B: Backend> LmContext<B> {
+    /// [`super::Lm::generate_paths_drafted`] from prompt tokens, as background work that gives way
     /// and later goes on: the prompt runs `chunk` tokens at a time and `stop` is asked
     /// before each piece and before every decoding step, with how far the work has got.
     /// When it says stop, the work done so far is kept (the prompt read so far, or the
@@ -186,10 +186,11 @@ impl<B: Backend> Lm<B> {
         mut on_done: impl FnMut(usize, &Generation) -> ControlFlow<()>,
         stop: &dyn Fn(&WorkDone) -> bool,
     ) -> Result<Option<Vec<Generation>>, Error> {
+        let lm = &*self.model;
         if prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }
-        self.check_fits(prompt.len())?;
+        lm.check_fits(prompt.len())?;
         let key = FinishedKey { prompt, params: paths.to_vec(), chunk, drafts };
         if let Some(done) = self.suspended.finished(&key) {
             for (i, g) in done.iter().enumerate() {
@@ -209,7 +210,7 @@ impl<B: Backend> Lm<B> {
             kept => {
                 let (mut cache, read) = match kept {
                     Some(Suspended::Reading { cache, read, .. }) => (cache, read),
-                    _ => (self.backend.new_cache(), 0),
+                    _ => (lm.backend.new_cache(), 0),
                 };
                 // `read` is a whole number of pieces, so the pieces line up with an
                 // uninterrupted call's.
@@ -219,7 +220,7 @@ impl<B: Backend> Lm<B> {
                     pieces.set(pieces.get() + 1);
                     stop(&WorkDone { read: at, prompt: prompt.len(), written: 0 })
                 };
-                let (ran, last_logits) = self.forward_pieces(&mut cache, &prompt[read..], chunk, &ask).await?;
+                let (ran, last_logits) = lm.forward_pieces(&mut cache, &prompt[read..], chunk, &ask).await?;
                 let read = read + ran;
                 let Some(last_logits) = last_logits.filter(|_| read == prompt.len()) else {
                     if read > 0 {
@@ -228,7 +229,7 @@ impl<B: Backend> Lm<B> {
                     return Ok(None);
                 };
                 // The paths fork the prefix's cache; the prefix itself is not kept.
-                self.start_paths(&Prefix { cache, tokens: prompt.clone(), last_logits }, paths)?
+                lm.start_paths(&Prefix { cache, tokens: prompt.clone(), last_logits }, paths)?
             }
         };
         let decode_start = now_seconds();
@@ -247,7 +248,7 @@ impl<B: Backend> Lm<B> {
             cancelled |= flow.is_break();
             flow
         };
-        let (live, stopped) = self.run_paths(live, decode_start, paths, lookup.as_ref(), on_done, &mut before_step).await?;
+        let (live, stopped) = lm.run_paths(live, decode_start, paths, lookup.as_ref(), on_done, &mut before_step).await?;
         if stopped {
             self.suspended.keep(Suspended::Writing { prompt: prompt.clone(), params: paths.to_vec(), paths: live });
             return Ok(None);
@@ -259,14 +260,14 @@ impl<B: Backend> Lm<B> {
         Ok(Some(out))
     }
 
-    /// Tokens of stopped background work this model keeps to continue
-    /// ([`Lm::generate_paths_resumable`]): the prompt read so far, or the prompt and the
+    /// Tokens of stopped background work this context keeps to continue
+    /// ([`LmContext::generate_paths_resumable`]): the prompt read so far, or the prompt and the
     /// longest path written so far; 0 when none is kept.
     pub fn suspended_tokens(&self) -> usize {
         self.suspended.tokens()
     }
 
-    /// Drop the stopped background work this model keeps, and the finished results (the
+    /// Drop the stopped background work this context keeps, and the finished results (the
     /// work they were for was cancelled), freeing its caches.
     pub fn forget_suspended(&self) {
         self.suspended.clear();

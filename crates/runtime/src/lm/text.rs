@@ -71,7 +71,7 @@ impl<'a, B: Backend> LmText<'a, B> {
 
 impl<B: Backend> TextModel for LmText<'_, B> {
     fn context_tokens(&self) -> usize {
-        self.lm.context()
+        self.lm.context_window()
     }
 
     fn count_tokens(&mut self, text: &str) -> Result<usize, docmem_core::Error> {

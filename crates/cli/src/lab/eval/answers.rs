@@ -44,7 +44,7 @@ use docmem_core::chunk::ChunkerKind;
 use docmem_core::library::{Library, LibrarySettings, MemStore};
 use docmem_core::{Document, EmbedRole};
 use docmem_runtime::answerer::Answerer;
-use docmem_runtime::lm::{Lm, LoadOptions};
+use docmem_runtime::lm::{Lm, LmContext, LoadOptions};
 use docmem_runtime::pipeline::ingest::MemoryMethod;
 use docmem_runtime::pipeline::qa::AskParams;
 use docmem_runtime::session::{AddOptions, Answering, AskOptions, Session};
@@ -322,15 +322,17 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
     if a.no_check {
         docmem_runtime::answerer::measure_verification(true);
     }
-    let lm = Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?;
+    // One context for every method, as one app would keep: the answer prompts of all of
+    // them share its kept prompt.
+    let lm = LmContext::new(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?);
     if let (Some(states), true) = (&a.states, a.question_alone) {
         // No passages: no embedder and no library.
-        return dump_states(a, states, &questions, None, &lm);
+        return dump_states(a, states, &questions, None, lm.model());
     }
     let mut embedder = std::cell::RefCell::new(a.embedder.open()?);
     if let Some(states) = &a.states {
         let library = build_library(&set.documents, &embedder)?;
-        return dump_states(a, states, &questions, Some((&library, embedder.get_mut().as_mut())), &lm);
+        return dump_states(a, states, &questions, Some((&library, embedder.get_mut().as_mut())), lm.model());
     }
     let mut out = match &a.out {
         Some(p) => Some(
@@ -373,7 +375,7 @@ pub fn run(a: &AnswersEvalArgs) -> Result<(), CliError> {
                     let written = r.draft.clone().unwrap_or_else(|| r.answer.clone());
                     passages = r.sources.iter().map(|s| s.text.clone()).collect();
                     if a.forced && is_refusal(&written) {
-                        forced = Some(forced_reply(&lm, &*library.library()?, embedder.get_mut().as_mut(), &q.question, &params)?);
+                        forced = Some(forced_reply(lm.model(), &*library.library()?, embedder.get_mut().as_mut(), &q.question, &params)?);
                     }
                     (r.answer, written, Some(r.evidence), r.grounded, r.prefill_seconds)
                 }
@@ -658,8 +660,8 @@ fn prompt_states_at_question(
 ) -> Result<Option<(LayerStates, LayerStates, Vec<f32>, docmem_runtime::cpu::transformer::KvCache)>, CliError> {
     use docmem_runtime::lm::Prompt;
     let tokens = lm.prompt_tokens(Prompt::Chat(messages))?;
-    if tokens.len() > lm.context() {
-        return Err(docmem_runtime::Error::ContextFull { needed: tokens.len(), limit: lm.context() }.into());
+    if tokens.len() > lm.context_window() {
+        return Err(docmem_runtime::Error::ContextFull { needed: tokens.len(), limit: lm.context_window() }.into());
     }
     // The question ends the user's turn, where the chat template's closing special token
     // begins (the token the runtime's probe reads at `ProbePosition::Question`); anything
@@ -706,7 +708,7 @@ fn forced_reply(
 }
 
 /// A greedy reply to one user turn, ended by a blank line as answers are.
-fn reply(lm: &Lm, user_turn: &str, max_tokens: usize) -> Result<docmem_runtime::answerer::Reply, CliError> {
+fn reply(lm: &LmContext, user_turn: &str, max_tokens: usize) -> Result<docmem_runtime::answerer::Reply, CliError> {
     // The baselines are the model as it writes: no probe decides for them.
     let options = docmem_runtime::answerer::ReplyOptions { max_tokens, probe_decides: false };
     Ok(docmem_runtime::block_on(lm.reply(user_turn, options, &mut |_| ControlFlow::Continue(())))?)

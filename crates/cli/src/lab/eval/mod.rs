@@ -32,7 +32,7 @@ use docmem_core::local_future::{boxed, LocalBoxFuture};
 use docmem_core::reader::{choose_prompt, extract_memory, ExtractSettings, Generated, ReaderModel, SampleSpec};
 use docmem_core::retrieve::{MemoryIndex, RetrievalMode, RetrievedChunk, SearchParams};
 use docmem_core::{DocId, Document, DocumentMemory, EmbedRole, Scorer};
-use docmem_runtime::lm::{Lm, LmReader, LoadOptions};
+use docmem_runtime::lm::{Lm, LmContext, LmReader, LoadOptions};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -392,7 +392,7 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
     };
     let dir = a.library_cache.join("mom").join(cache_key(&path, &name, &settings));
     std::fs::create_dir_all(&dir).map_err(|source| CliError::Read { path: dir.clone(), source })?;
-    let mut lm: Option<Lm> = None;
+    let mut lm: Option<LmContext> = None;
     let mut out = Vec::new();
     for (i, doc) in docs.iter().enumerate() {
         // Named by the document's content hash: a changed article is read again.
@@ -405,7 +405,7 @@ fn mom_memories(a: &RetrievalEvalArgs, docs: &[Document]) -> Result<(String, Vec
         }
         if lm.is_none() {
             eprintln!("docmem eval: reading with {name}; memories go to {}", dir.display());
-            lm = Some(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?);
+            lm = Some(LmContext::new(Lm::load(&path, &LoadOptions { threads: a.threads, context: 0, ..LoadOptions::default() })?));
         }
         let Some(model) = &lm else { continue };
         let t = Instant::now();
