@@ -70,7 +70,7 @@ let answerer;
 let scorer = null; // a hosted reader's scorer (RemoteModel); null with a local reader
 let hosted = {}; // role → true for the roles a hosted model plays
 let transport = null; // to the hosted models' host (remote.js), when there are any
-let onGpu = false; // the local reader and answerer are GpuLm objects (WebGPU), not Lm (wasm CPU)
+let onGpu = false; // the local reader and answerer run on WebGPU, not in wasm on the CPU
 let serving = null; // the request being served: {id, aborted}
 let lib;
 let store;

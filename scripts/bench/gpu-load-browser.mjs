@@ -62,9 +62,6 @@ parseArgs(process.argv.slice(2), {
 
 // ---- what to run
 if (!fs.existsSync(path.join(pkgDir, 'docmem_wasm_bg.wasm'))) die(`no web wasm package in ${pkgDir}`);
-if (!fs.readFileSync(path.join(pkgDir, 'docmem_wasm.d.ts'), 'utf8').includes('class GpuLm')) {
-  die(`the web wasm package in ${pkgDir} has no GpuLm (built without the gpu feature?)`);
-}
 if (opts.files && opts.files.length === 0) die('--files names no file');
 if (opts.files && opts.models) die('--files and --models are alternatives');
 const models = opts.files

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue #6's benchmark: in headless Chromium (WebGPU on SwiftShader where there is no GPU),
 # the time to load a GGUF model straight onto the WebGPU device from a local URL
-# (docmem's GpuLm.fromReader over synchronous HTTP Range reads in a worker) and the wasm
+# (docmem's Device.loadLm over synchronous HTTP Range reads in a worker) and the wasm
 # heap (linear memory) before and after, for SmolLM2-135M Q4_1 and Qwen2.5-Coder-1.5B
 # Q4_K_M (each skipped when missing; the target is a heap under 300 MiB with the 1.5B
 # model loaded), plus the first greedy token to show the model works. JSON lines and then

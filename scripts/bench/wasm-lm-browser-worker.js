@@ -77,7 +77,7 @@ async function loadPackage(threads, relaxed) {
 }
 
 function countTokens(lm, text) {
-  return JSON.parse(lm.tokenize(text)).length;
+  return lm.tokenize(text).length;
 }
 
 // The shortest run of PARAGRAPH's words (repeated) that this model's tokenizer makes at
@@ -130,9 +130,9 @@ async function runCase(c) {
   // Warm-up on the first quarter of the prompt, as for wllama (the batched prefill kernels
   // and the one-token decode kernels both run, so the engine's code is compiled and tiered
   // up and its buffers are allocated).
-  JSON.parse(lm.generate(c.warmup, params(2)));
+  JSON.parse(await lm.generate(c.warmup, params(2)));
   const t1 = performance.now();
-  const g = JSON.parse(lm.generate(c.prompt, params(c.genTokens)));
+  const g = JSON.parse(await lm.generate(c.prompt, params(c.genTokens)));
   const wall = (performance.now() - t1) / 1000;
   const stats = JSON.parse(w.threadStats());
   lm.free();

@@ -17,7 +17,7 @@ async function main() {
   const squad = path.resolve(__dirname, '../../../shared/eval/squad-v2-dev-sample.json');
   const article = JSON.parse(fs.readFileSync(squad, 'utf8')).data[0];
   const prompt = article.paragraphs.slice(0, 4).map((p) => p.context).join('\n\n').slice(0, 2300);
-  const g = JSON.parse(lm.generate(prompt, '{"max_tokens": 1}'));
+  const g = JSON.parse(await lm.generate(prompt, '{"max_tokens": 1}'));
   console.log(JSON.stringify({ build: path.basename(path.resolve(pkg)), threads: Number(threads), prompt_tokens: g.prompt_tokens,
     prefill_seconds: Number(g.prefill_seconds.toFixed(2)), next_token: g.tokens[0] }));
   process.exit(0);

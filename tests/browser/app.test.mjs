@@ -127,11 +127,11 @@ async function webgpuInPage(page) {
     const cpu = new w.Lm(bytes);
     // Short, as SwiftShader takes 10-20 s per token of SmolLM2 on two cores.
     const prompt = 'Gutenberg printed the';
-    const tokens = JSON.parse(cpu.tokenize(prompt));
-    const want = cpu.logits(Uint32Array.from(tokens));
+    const tokens = Array.from(cpu.tokenize(prompt));
+    const want = await cpu.logits(Uint32Array.from(tokens));
     // Two tokens (about 13 s each on SwiftShader): the native test runs 32.
     const steps = 2;
-    const cpuGreedy = JSON.parse(cpu.generate(prompt, JSON.stringify({ temperature: 0, max_tokens: steps }))).tokens;
+    const cpuGreedy = JSON.parse(await cpu.generate(prompt, JSON.stringify({ temperature: 0, max_tokens: steps }))).tokens;
     // Files as the worker hands them over: {path, size, read}.
     const file = (path, b) => ({ path, size: b.length, read: (offset, length) => b.subarray(offset, offset + length) });
     const gpu = await clock('upload', () => device.loadLm('smollm2', [file('smollm2.gguf', bytes)]));

@@ -274,6 +274,10 @@ sweep('Lm.fromReader', Lm.fromReader, [smol.length, (o, n) => smol.subarray(o, o
 sweep('Lm.setName', (n) => lm.setName(n), ['SmolLM2-135M-Instruct.Q4_1.gguf'], { 0: strings });
 lm.setName('SmolLM2-135M-Instruct.Q4_1.gguf');
 sweep('Lm.tokenize', (t) => lm.tokenize(t), ['hello'], { 0: strings });
+sweep('Lm.greedy', (t, n) => lm.greedy(t, n), [[1, 2], 1], {
+  0: [...wrongTypes, [], [2 ** 32], [-1], new Array(100_000).fill(1)],
+  1: [...wrongTypes, -1, 1.5, NaN, Infinity, 4097, 2 ** 53],
+});
 sweep('Lm.generate', (p, q) => lm.generate(p, q), ['Hi', '{"max_tokens":2}'], {
   0: [...strings, 'word '.repeat(5000)],
   1: [
@@ -604,7 +608,7 @@ await Promise.all(pending);
 
 const explicit = {
   functions: new Set(['chunkText', 'htmlToText', 'parseAndAlign', 'lastPanic', '__panicForTests']),
-  Lm: new Set(['fromReader', 'setName', 'tokenize', 'generate', 'logits']),
+  Lm: new Set(['fromReader', 'setName', 'tokenize', 'greedy', 'generate', 'logits']),
   Embedder: new Set(['fromGguf', 'remote', 'embed', 'dim', 'precision']),
   Library: new Set([
     'open', 'importLibrary', 'addDocument', 'search', 'ask', 'readAhead',
@@ -700,8 +704,9 @@ async function stillWorks() {
   try {
     assert.deepEqual(JSON.parse(wasm.chunkText('One. Two.', 'sentence', 0, 0)).length, 1);
     assert.equal(wasm.htmlToText('<p>still</p>').trim(), 'still');
-    assert.ok(JSON.parse(lm.tokenize('hello')).length > 0);
-    assert.equal(JSON.parse(lm.generate('Hello', '{"max_tokens":2}')).tokens.length, 2);
+    assert.ok(lm.tokenize('hello').length > 0);
+    assert.equal(JSON.parse(await lm.generate('Hello', '{"max_tokens":2}')).tokens.length, 2);
+    assert.deepEqual(Array.from(await lm.greedy(lm.tokenize('Hello'), 2)).length, 2);
     assert.equal((await embedder.embed(['hello'], true)).vectors.length, embedder.dim());
     assert.equal(remoteModel.name(), 'remote:fake-model');
     assert.deepEqual([remoteEmbedder.dim(), remoteEmbedder.precision(), (await remoteEmbedder.embed(['hello'], false)).vectors.length], [4, 'remote', 4]);

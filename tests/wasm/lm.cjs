@@ -46,8 +46,8 @@ async function main() {
     return buf;
   });
   const probe = 'The capital of France is';
-  const a = JSON.parse(lm.generate(probe, '{"max_tokens": 4}')).tokens;
-  const b = JSON.parse(streamed.generate(probe, '{"max_tokens": 4}')).tokens;
+  const a = JSON.parse(await lm.generate(probe, '{"max_tokens": 4}')).tokens;
+  const b = JSON.parse(await streamed.generate(probe, '{"max_tokens": 4}')).tokens;
   console.log(`range reader: ${reads} reads`);
   if (!same(a, b)) {
     console.error(`the range-read model differs: ${b} vs ${a}`);
@@ -65,7 +65,7 @@ async function main() {
   }
 
   for (const c of golden.tokenize) {
-    const ids = JSON.parse(lm.tokenize(c.text));
+    const ids = Array.from(lm.tokenize(c.text));
     if (!same(ids, c.ids)) {
       console.error(`token ids of ${JSON.stringify(c.text)}: ${ids} vs llama.cpp ${c.ids}`);
       failures++;
@@ -74,7 +74,7 @@ async function main() {
 
   const n = 16;
   for (const c of golden.greedy.slice(0, 2)) {
-    const g = JSON.parse(lm.generate(c.prompt, JSON.stringify({ max_tokens: n })));
+    const g = JSON.parse(await lm.generate(c.prompt, JSON.stringify({ max_tokens: n })));
     const want = c.continuation.slice(0, n);
     const tps = g.tokens.length / g.decode_seconds;
     console.log(`${JSON.stringify(c.prompt)} -> ${JSON.stringify(g.text)} (${tps.toFixed(1)} tok/s decode, ${threads || 1} thread(s))`);
@@ -85,7 +85,7 @@ async function main() {
   }
 
   try {
-    lm.generate('x', '{"max_tokens": "many"}');
+    await lm.generate('x', '{"max_tokens": "many"}');
     console.error('bad sampling parameters were accepted');
     failures++;
   } catch (e) {

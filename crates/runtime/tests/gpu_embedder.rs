@@ -73,7 +73,7 @@ fn the_embedder_and_the_decoder_share_one_device() {
     // The embedder's scratch came from the same pool the decoder's device counts.
     assert!(lm.backend.gpu().buffers_created() > before, "the embedder's buffers are the shared device's");
     let ids = lm.tokenizer.encode("The printing press").unwrap();
-    let next = pollster::block_on(lm.backend.greedy_async(&ids, 1)).unwrap();
+    let next = pollster::block_on(lm.greedy(&ids, 1)).unwrap();
     assert_eq!(next.len(), 1);
 }
 

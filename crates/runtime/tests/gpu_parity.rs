@@ -152,7 +152,7 @@ fn smollm2_on_the_gpu_agrees_with_the_cpu_backend_within_the_stated_tolerance() 
         logits = docmem_runtime::block_on(Backend::forward(&gpu.backend, &mut cache, &[next], Logits::Last)).unwrap();
     }
     assert_eq!(got.tokens[..FREE], from_logits, "the GPU's argmax against the sampler's greedy pick from the GPU's logits");
-    let picked = pollster::block_on(gpu.backend.greedy_async(&ids, FREE)).unwrap();
+    let picked = pollster::block_on(gpu.greedy(&ids, FREE)).unwrap();
     assert_eq!(picked, from_logits);
 
     // After its first steps, decoding takes every buffer from the pool and every bind

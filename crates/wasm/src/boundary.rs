@@ -14,8 +14,8 @@
 //!
 //! A panic in wasm32 aborts: JavaScript gets a `WebAssembly.RuntimeError` ("unreachable")
 //! that says nothing of why. The hook installed at start writes the panic's message and
-//! location to `console.error` and keeps it; every later call then throws it as an
-//! `INTERNAL` error (an abort can leave the module's memory half-updated, so it is not
+//! location to `console.error` and keeps it; every later call then throws it (or a
+//! Promise it returns rejects with it) as an `INTERNAL` error (an abort can leave the module's memory half-updated, so it is not
 //! used again: load the module again), and `lastPanic()` returns it to whoever caught the
 //! `RuntimeError`.
 

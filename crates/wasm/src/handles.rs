@@ -4,7 +4,7 @@
 //! `draftMemory(id, options)` and `MemoryDraft.step(options)` take their models in a plain
 //! object (`{reader, embedder}`, `{answerer, embedder}`),
 //! whatever runs them. wasm-bindgen hands an exported class's instance to Rust only as a
-//! positional argument, so each `Lm`, `GpuLm`, `RemoteModel` and `Embedder` registers its
+//! positional argument, so each `Lm`, `RemoteModel` and `Embedder` registers its
 //! runtime handle ([`ModelHandle`], [`EmbedderHandle`]) here when it is made, under the
 //! number its `handleId` getter shows, and leaves when JavaScript frees it. A call reads
 //! `options.reader.handleId` and takes a clone of the handle, which shares the model.
@@ -22,10 +22,6 @@ use crate::error_with;
 use crate::remote::JsTransport;
 
 // The options' TypeScript types (the entry points name them in `unchecked_param_type`).
-#[cfg(feature = "gpu")]
-#[wasm_bindgen(typescript_custom_section)]
-const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | GpuLm | RemoteModel;\n/** A language model on this device. */\nexport type LocalModel = Lm | GpuLm;";
-#[cfg(not(feature = "gpu"))]
 #[wasm_bindgen(typescript_custom_section)]
 const ANY_MODEL_TS: &str = "/** A language model wherever it runs. */\nexport type AnyModel = Lm | RemoteModel;\n/** A language model on this device. */\nexport type LocalModel = Lm;";
 #[wasm_bindgen(typescript_custom_section)]
@@ -155,7 +151,7 @@ fn id_in(options: &Options, key: &str, what: &str) -> Result<Option<u32>, JsValu
     Ok(Some(id as u32))
 }
 
-const A_MODEL: &str = "a model (an Lm, a GpuLm or a RemoteModel)";
+const A_MODEL: &str = "a model (an Lm or a RemoteModel)";
 
 /// The model in field `key` of `options` (`reader`, `scorer`, `answerer`), when there.
 pub(crate) fn model_in(options: &Options, key: &str) -> Result<Option<Model>, JsValue> {

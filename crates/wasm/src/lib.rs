@@ -8,16 +8,17 @@
 //! `QUOTA_EXCEEDED`, …; the mapping is core's [`HasErrorCode`]). Nothing here panics on
 //! user input: arguments are read and type-checked in `boundary`, not by wasm-bindgen's
 //! glue, and a panic all the same (a bug) is reported by the hook there (its message and
-//! location go to `console.error`, and every later call throws it as `INTERNAL`).
+//! location go to `console.error`, and every later call throws it, or rejects with it, as
+//! `INTERNAL`).
 //!
 //! What it exposes: the MemReader output parser, the [MASK] aligner, the baseline
-//! chunkers, [`WasmLm`], a GGUF language model on the CPU backend (in linear memory; on
-//! Web Workers in the threads build, see `threads`), [`WasmEmbedder`], a BERT-family
+//! chunkers, [`WasmLm`], a language model on the CPU backend (in linear memory; on Web
+//! Workers in the threads build, see `threads`) or on WebGPU, [`WasmEmbedder`], a BERT-family
 //! sentence embedder on the same kernels, `RemoteModel` and `Embedder.remote` (hosted
 //! models), and [`WasmLibrary`], a document library whose changes the JavaScript side
 //! persists. [`WasmDevice`] is where local models run, by the runtime's one rule, and what
-//! loads them (`load`: `device.loadLm`, `device.loadEmbedder`): an `Lm` or an embedder in
-//! wasm on the CPU, a `GpuLm` (with the `gpu` feature) or an embedder on WebGPU. The library's work goes through two
+//! loads them (`load`: `device.loadLm`, `device.loadEmbedder`): an `Lm` and an embedder
+//! in wasm on the CPU or (with the `gpu` feature) on WebGPU. The library's work goes through two
 //! entry points whatever runs the models, `addDocument(doc, options)` and `ask(question,
 //! options)`, Promises that take the models in their options (`handles`): a page reads
 //! GPU results and a host's replies only through its event loop, and on the CPU the same
@@ -30,10 +31,9 @@ use wasm_bindgen::prelude::*;
 
 mod boundary;
 mod device;
-#[cfg(feature = "gpu")]
-mod gpu;
 mod handles;
 mod library;
+mod lm;
 mod load;
 mod memory_draft;
 mod remote;
@@ -41,9 +41,8 @@ mod sha256;
 mod shapes;
 mod threads;
 pub use device::WasmDevice;
-#[cfg(feature = "gpu")]
-pub use gpu::WasmGpuLm;
 pub use library::WasmLibrary;
+pub use lm::WasmLm;
 pub use memory_draft::WasmMemoryDraft;
 pub use sha256::WasmSha256;
 
@@ -104,123 +103,6 @@ pub fn parse_and_align(
     let parsed = parse_memreader_output(&reader_output);
     let aligned = align_memory(&document, &parsed, &AlignParams::default());
     to_json(&serde_json::json!({ "parse": parsed, "scenarios": aligned.scenarios, "stats": aligned.stats }))
-}
-
-/// A GGUF language model running on the CPU backend inside WebAssembly.
-#[wasm_bindgen(js_name = Lm)]
-pub struct WasmLm {
-    /// Shared with the registry's handle and with calls still running.
-    context: std::rc::Rc<docmem_runtime::lm::LmContext>,
-    /// The name the model is known by (provenance, prompt choice).
-    name: String,
-    /// Where `options.reader`/`options.answerer` find it (see `handles`).
-    registration: handles::Registration,
-}
-
-impl WasmLm {
-    fn wrap(lm: docmem_runtime::lm::Lm, name: &str) -> WasmLm {
-        let context = std::rc::Rc::new(docmem_runtime::lm::LmContext::new(lm));
-        let registration = handles::Registration::model(handles::Model::on_cpu(context.clone(), name));
-        WasmLm { context, name: name.into(), registration }
-    }
-}
-
-#[wasm_bindgen(js_class = Lm)]
-impl WasmLm {
-    /// Load a model from the bytes of a GGUF file.
-    #[wasm_bindgen(constructor)]
-    pub fn new(#[wasm_bindgen(unchecked_param_type = "Uint8Array")] gguf: JsValue) -> Result<WasmLm, JsValue> {
-        boundary::ready()?;
-        let src = docmem_runtime::source::MemorySource::new(boundary::bytes(&gguf, "the GGUF file", ErrorCode::ModelLoadFailed)?);
-        let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
-        Ok(WasmLm::wrap(lm, "model.gguf"))
-    }
-
-    /// Load a model of `length` bytes through `read(offset, length) → Uint8Array`, a
-    /// synchronous reader (Node's `fs.readSync`; in a browser worker `FileReaderSync` over
-    /// `File.slice`, or a synchronous range request), so the file is never whole in memory.
-    #[wasm_bindgen(js_name = fromReader)]
-    pub fn from_reader(length: f64, read: js_sys::Function) -> Result<WasmLm, JsValue> {
-        boundary::ready()?;
-        let src = js_range_source(length, read)?;
-        let lm = docmem_runtime::lm::Lm::load_from(&src, &load_options()).map_err(coded)?;
-        Ok(WasmLm::wrap(lm, "model.gguf"))
-    }
-
-    /// Name the model (its file name, say): memories record it, and the reader prompt is
-    /// chosen by it (MemReader checkpoints get their own variant).
-    #[wasm_bindgen(js_name = setName)]
-    pub fn set_name(&mut self, #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue) -> Result<(), JsValue> {
-        boundary::ready()?;
-        self.name = boundary::string(&name, "name")?;
-        self.registration.replace(handles::Model::on_cpu(self.context.clone(), self.name.clone()));
-        Ok(())
-    }
-
-    /// This model's number among the handles `addDocument`, `ask` and `readAhead` find in
-    /// their options (`{reader: lm}`): not needed by callers.
-    #[wasm_bindgen(getter, js_name = handleId)]
-    pub fn handle_id(&self) -> u32 {
-        self.registration.id()
-    }
-
-    /// Token ids of `text` (no BOS), as JSON.
-    pub fn tokenize(&self, #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let ids =
-            self.context.model().tokenizer.encode(&boundary::string(&text, "text")?).map_err(|e| error_with(ErrorCode::ModelFailed, e))?;
-        to_json(&ids)
-    }
-
-    /// Logits of every position of `tokens` (one row of the vocabulary's size per token),
-    /// for comparing backends.
-    pub fn logits(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue) -> Result<Vec<f32>, JsValue> {
-        use docmem_runtime::lm::Backend;
-        boundary::ready()?;
-        let tokens = boundary::token_ids(&tokens, "tokens")?;
-        if tokens.is_empty() {
-            return Err(error_with(ErrorCode::BadArgument, "no tokens"));
-        }
-        let lm = self.context.model();
-        if tokens.len() > lm.context_window() {
-            return Err(error_with(
-                ErrorCode::BadArgument,
-                format!("{} tokens, more than the context of {}", tokens.len(), lm.context_window()),
-            ));
-        }
-        let backend = &lm.backend;
-        docmem_runtime::block_on(Backend::forward(backend, &mut backend.new_cache(), &tokens, docmem_runtime::lm::Logits::All))
-            .map_err(coded)
-    }
-
-    /// Drop the background work this model stopped to give way (a memory's window, kept
-    /// so that it goes on where it stopped) and its finished results, freeing their
-    /// caches: for when that work is cancelled.
-    #[wasm_bindgen(js_name = forgetSuspended)]
-    pub fn forget_suspended(&self) -> Result<(), JsValue> {
-        boundary::ready()?;
-        self.context.forget_suspended();
-        Ok(())
-    }
-
-    /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
-    /// top_k, repetition_penalty, seed, max_tokens, stop; all optional). Returns JSON
-    /// `{"text", "tokens", "prompt_tokens", "finish", "prefill_seconds", "decode_seconds"}`.
-    pub fn generate(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "string")] prompt: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] params: JsValue,
-    ) -> Result<String, JsValue> {
-        boundary::ready()?;
-        let (prompt, params) = (boundary::string(&prompt, "prompt")?, boundary::string(&params, "sampling parameters")?);
-        let params: docmem_runtime::lm::SamplingParams =
-            serde_json::from_str(&params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
-        let g = docmem_runtime::block_on(
-            self.context.model().generate(docmem_runtime::lm::Prompt::Text(&prompt), &params, |_| std::ops::ControlFlow::Continue(())),
-        )
-        .map_err(coded)?;
-        to_json(&g)
-    }
 }
 
 /// Threads a model loaded in wasm runs on: 0, "all there are", which is one in the plain
@@ -381,6 +263,13 @@ impl WasmEmbedder {
             AnyEmbedder::Hosted(_) => "remote".to_owned(),
             AnyEmbedder::Hashing(_) => "none".to_owned(),
         })
+    }
+
+    /// Whether this embedder runs on WebGPU (its vectors can only be awaited).
+    #[wasm_bindgen(js_name = onWebGpu)]
+    pub fn on_web_gpu(&self) -> Result<bool, JsValue> {
+        boundary::ready()?;
+        Ok(docmem_core::Embedder::needs_await(&*self.read()?))
     }
 
     /// Embed `texts` (as queries when `query`, else as passages): a Promise of `{vectors:

@@ -295,7 +295,7 @@ impl WasmLibrary {
     /// - `chunker`: `mom` (a reader writes the memory: outline, cores, chunks) or a
     ///   baseline (`sentence`, `fixed`, `recursive`, `semantic`: plain chunks); the
     ///   default is `mom` when a reader is given, else `sentence`;
-    /// - `reader`, for `mom`: a model (`Lm`, `GpuLm` or `RemoteModel`) that writes the
+    /// - `reader`, for `mom`: a model (`Lm` or `RemoteModel`) that writes the
     ///   memory, the best of a greedy and `samples` (default 0) sampled candidates;
     ///   `scorer`: another model to score them (default: the reader);
     /// - `progress`: called with `{stage, window, windows, tokensDone, tokensTotal,
@@ -389,7 +389,7 @@ impl WasmLibrary {
     /// Answer `question` from the library; resolves to the npm package's `Answer`
     /// (`{answer, parts, notInDocuments, citations, citationsFrom, sources, finish, …}`,
     /// spans in UTF-16 units: `crate::shapes`). `options`:
-    /// - `embedder` (an `Embedder`) and `answerer` (a model: `Lm`, `GpuLm` or
+    /// - `embedder` (an `Embedder`) and `answerer` (a model: `Lm` or
     ///   `RemoteModel`), whatever each runs on;
     /// - `k`: passages to find, and `maxTokens`: the answer's length at most (defaults:
     ///   the runtime's `AskParams`, chosen on the dev split: 6 and 160);

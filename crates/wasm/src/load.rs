@@ -1,7 +1,7 @@
 //! Loading a model's files onto a [`WasmDevice`]: the one place that tells a GGUF file from
 //! a Hugging Face checkpoint, describes a file the user chose before its weights are read,
-//! and puts the model where the device is (an `Lm` on the CPU, a `GpuLm` on WebGPU, the
-//! embedder on either). The npm package's worker fetches and stores the files (that is
+//! and puts the model where the device is (an `Lm` or an embedder, on the CPU or on
+//! WebGPU). The npm package's worker fetches and stores the files (that is
 //! storage, the platform's); what they are and where they run is decided here.
 //!
 //! Files arrive as `{path, size, read(offset, length) → Uint8Array}` with a synchronous
@@ -127,21 +127,20 @@ impl LmFiles {
 impl WasmDevice {
     /// Load the language model `name` from `files` (`[{path, size, read}]`: one GGUF file,
     /// or a Hugging Face checkpoint's `config.json`, `tokenizer.json`, optional
-    /// `tokenizer_config.json` and `.safetensors` shards) onto this device: an `Lm` on the
-    /// CPU, a `GpuLm` on WebGPU, either taken by `addDocument`, `ask` and `draftMemory`
-    /// alike. `options.describe`, for a file the user chose: called with `{line, facts}`
+    /// `tokenizer_config.json` and `.safetensors` shards) onto this device (the CPU or
+    /// WebGPU), an `Lm` that `addDocument`, `ask` and `draftMemory` take alike. `options.describe`, for a file the user chose: called with `{line, facts}`
     /// (one line for a person; the runtime's `ModelFacts`) from a GGUF file's header
     /// before its weights are read; the model is then refused (`MODEL_LOAD_FAILED`) when
     /// docmem cannot run it, or when on the CPU its weights and cache would not fit in a
     /// page's wasm memory. Errors name the model.
-    #[wasm_bindgen(js_name = loadLm, unchecked_return_type = "LocalModel")]
+    #[wasm_bindgen(js_name = loadLm)]
     pub fn load_lm(
         &self,
         #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Array<{path: string, size: number, read: (offset: number, length: number) => Uint8Array}>")]
         files: JsValue,
         #[wasm_bindgen(unchecked_param_type = "{describe?: (about: {line: string, facts: any}) => void}")] options: JsValue,
-    ) -> Result<JsValue, JsValue> {
+    ) -> Result<WasmLm, JsValue> {
         boundary::ready()?;
         let name = boundary::string(&name, "name")?;
         let describe = Options::new(&options, "options", &["describe"])?.function("describe")?;
@@ -203,7 +202,7 @@ impl WasmDevice {
         }
     }
 
-    fn load_lm_files(&self, name: &str, files: LmFiles) -> Result<JsValue, JsValue> {
+    fn load_lm_files(&self, name: &str, files: LmFiles) -> Result<WasmLm, JsValue> {
         use docmem_runtime::lm::Lm;
         #[cfg(feature = "gpu")]
         if let docmem_runtime::device::Device::Gpu(gpu) = &self.chosen().device {
@@ -217,13 +216,13 @@ impl WasmDevice {
                     .map_backend(|cpu| GpuTransformer::from_cpu(gpu.clone(), cpu))
                     .map_err(|e| load_failed(name, e))?,
             };
-            return Ok(crate::WasmGpuLm::wrap(lm, name.to_owned()).into());
+            return Ok(WasmLm::on_gpu(lm, name));
         }
         let lm = match files {
             LmFiles::Gguf(file) => Lm::load_from(&file.source, &load_options()).map_err(|e| failed(name, e))?,
             LmFiles::Checkpoint(files) => files.load().map_err(|e| named(name, e))?,
         };
-        Ok(WasmLm::wrap(lm, name).into())
+        Ok(WasmLm::on_cpu(lm, name))
     }
 }
 

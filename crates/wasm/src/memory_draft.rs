@@ -124,7 +124,7 @@ fn hosted_reader() -> JsValue {
 #[wasm_bindgen(js_class = MemoryDraft)]
 impl WasmMemoryDraft {
     /// Read the next window; resolves to `true` once every window is read. `options`:
-    /// `reader`, a model on this device (`Lm` or `GpuLm`, the one the draft was planned
+    /// `reader`, a model on this device (an `Lm`, the one the draft was planned
     /// with); `progress`, called as `addDocument`'s is (returning `false` cancels);
     /// `interrupt()`, asked before every prompt piece and decoding step, which stops the
     /// window when it returns `true`. A stopped window rejects with `ABORTED`; the reader
@@ -161,7 +161,7 @@ impl WasmMemoryDraft {
 #[wasm_bindgen(js_class = Library)]
 impl WasmLibrary {
     /// Plan the reader's memory of document `id` (in the library already, with chunks):
-    /// its windows for `options.reader` (a model on this device: `Lm` or `GpuLm`),
+    /// its windows for `options.reader` (a model on this device: an `Lm`),
     /// `options.samples` (default 0) sampled candidates per window beside the greedy one,
     /// each at most `options.maxNewTokens` long (default 0: the window's length and 512
     /// more), windows of at most `options.maxWindowTokens` document tokens (default 0:

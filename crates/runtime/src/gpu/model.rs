@@ -402,19 +402,6 @@ impl GpuTransformer {
         out
     }
 
-    /// The greedy continuation of `prompt`: `n` tokens, each the most likely one, picked on
-    /// the GPU ([`GpuTransformer::forward_greedy`]).
-    pub async fn greedy_async(&self, prompt: &[u32], n: usize) -> Result<Vec<u32>, Error> {
-        let mut cache = self.new_cache();
-        let mut out = Vec::with_capacity(n);
-        let mut next = if n > 0 { self.forward_greedy(&mut cache, prompt).await? } else { None };
-        while let Some(token) = next {
-            out.push(token);
-            next = if out.len() < n { self.forward_greedy(&mut cache, &[token]).await? } else { None };
-        }
-        Ok(out)
-    }
-
     /// An empty sequence.
     pub fn new_cache(&self) -> GpuKvCache {
         GpuKvCache {

@@ -308,9 +308,9 @@ pub struct Prefilled<C> {
 /// A prompt prefix run once, to be continued many times.
 #[derive(Clone, Debug)]
 pub struct Prefix<C> {
-    pub(super) cache: C,
-    pub(super) tokens: Vec<u32>,
-    pub(super) last_logits: Vec<f32>,
+    cache: C,
+    tokens: Vec<u32>,
+    last_logits: Vec<f32>,
 }
 
 impl<C> Prefix<C> {
@@ -584,7 +584,7 @@ impl<B: Backend> Lm<B> {
         self.tokenizer.encode_prompt(&text)
     }
 
-    pub(super) fn check_fits(&self, needed: usize) -> Result<(), Error> {
+    fn check_fits(&self, needed: usize) -> Result<(), Error> {
         if needed > self.context_window {
             return Err(Error::ContextFull { needed, limit: self.context_window });
         }
@@ -609,14 +609,14 @@ impl<B: Backend> Lm<B> {
     /// How many of a prompt's first tokens a kept cache may stand for: the last token
     /// always runs (a kept prompt holds only its own last logits), and so does the one
     /// whose state is read.
-    pub(super) fn must_run(&self, tokens: &[u32], options: PrefillOptions) -> usize {
+    fn must_run(&self, tokens: &[u32], options: PrefillOptions) -> usize {
         let state_at = options.state_at.filter(|s| (1..=tokens.len()).contains(&s.after_tokens));
         state_at.map_or(tokens.len(), |s| s.after_tokens) - 1
     }
 
     /// [`Lm::prefill`] of non-empty `tokens` that fit, from `cache`, which holds their
     /// first `reused` (at most [`Lm::must_run`] of them).
-    pub(super) async fn prefill_from(
+    async fn prefill_from(
         &self,
         mut cache: B::Cache,
         reused: usize,
@@ -641,7 +641,7 @@ impl<B: Backend> Lm<B> {
 
     /// Append `tokens` to `cache` `chunk` at a time, asking `stop` before each: how many
     /// ran, and the logits after the last one (`None` when none ran).
-    pub(super) async fn forward_pieces(
+    async fn forward_pieces(
         &self,
         cache: &mut B::Cache,
         tokens: &[u32],
@@ -786,6 +786,28 @@ impl<B: Backend> Lm<B> {
         }
         let decode_seconds = now_seconds() - start;
         Ok(Generation { text, tokens, prompt_tokens, finish, prefill_seconds, decode_seconds, drafted: 0, accepted: 0 })
+    }
+
+    /// The `n` most likely tokens after `tokens`, one after another, picked where the
+    /// backend picks ([`Backend::forward_argmax`]): a check of the backend's own picks, not
+    /// a generation, so end-of-text tokens are kept and nothing stops early but the
+    /// context window (the cache never holds more than it: fewer tokens then).
+    pub async fn greedy(&self, tokens: &[u32], n: usize) -> Result<Vec<u32>, Error> {
+        if tokens.is_empty() {
+            return Err(Error::EmptyPrompt);
+        }
+        self.check_fits(tokens.len())?;
+        // The last token picked is never fed back.
+        let n = n.min(self.context_window + 1 - tokens.len());
+        let mut cache = self.backend.new_cache();
+        let mut out = Vec::with_capacity(n);
+        let mut feed = tokens.to_vec();
+        while out.len() < n {
+            let next = self.backend.forward_argmax(&mut cache, &feed).await?;
+            out.push(next);
+            feed = vec![next];
+        }
+        Ok(out)
     }
 
     /// Log-probabilities at the end of `prompt` for all tokens.
@@ -947,6 +969,29 @@ mod tests {
             cause = c.source();
         }
         assert_eq!(io.map(std::io::Error::kind), Some(std::io::ErrorKind::NotFound), "{qa}");
+    }
+
+    /// The greedy check picks what the logits say, one token after another, and stops
+    /// where the context window would overflow, never past it.
+    #[test]
+    fn greedy_picks_the_argmax_and_stops_at_the_context_window() {
+        use crate::gguf::testing::{tiny_lm, TinyTokenizer};
+        use crate::source::MemorySource;
+        let options = super::LoadOptions { context: 8, ..Default::default() };
+        let lm = super::Lm::load_from(&MemorySource::new(tiny_lm("qwen2", TinyTokenizer::Gpt2, None)), &options).unwrap();
+        let prompt = [1, 2, 3];
+        let picked = crate::block_on(lm.greedy(&prompt, 100)).unwrap();
+        assert_eq!(picked.len(), 8 + 1 - prompt.len(), "the cache holds at most the window");
+        let mut fed = prompt.to_vec();
+        for &token in &picked {
+            let mut cache = super::Backend::new_cache(&lm.backend);
+            let logits = crate::block_on(super::Backend::forward(&lm.backend, &mut cache, &fed, super::Logits::Last)).unwrap();
+            assert_eq!(token, super::argmax(&logits));
+            fed.push(token);
+        }
+        assert_eq!(crate::block_on(lm.greedy(&prompt, 2)).unwrap(), picked[..2]);
+        assert!(matches!(crate::block_on(lm.greedy(&[], 2)), Err(crate::Error::EmptyPrompt)));
+        assert!(matches!(crate::block_on(lm.greedy(&[1; 9], 2)), Err(crate::Error::ContextFull { needed: 9, limit: 8 })));
     }
 
     /// Regression (CI, proptest): with the stop string `"ed"`, an `"e"` was streamed, then

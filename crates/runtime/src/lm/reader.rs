@@ -28,8 +28,8 @@ pub struct LmReader<'a, B: Backend> {
     /// two cores); a memory-bound backend (a GPU) is where they pay.
     pub drafts: Option<DraftSettings>,
     /// Asked between prompt pieces and before every decoding step: `true` stops the
-    /// generation there ([`docmem_core::Error::Cancelled`]), and the model keeps what it read and
-    /// wrote, so the same window asked for again goes on where it stopped
+    /// generation there ([`docmem_core::Error::Cancelled`]), and the context keeps what it read
+    /// and wrote, so the same window asked for again goes on where it stopped
     /// ([`LmContext::generate_paths_resumable`]). A page that writes memories in the background
     /// gives the model to a question this way without waiting for a candidate to end, and
     /// without losing the window's work.
