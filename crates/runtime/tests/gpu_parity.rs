@@ -279,6 +279,7 @@ fn an_answer_is_written_on_the_gpu_as_on_the_cpu() {
         user_turn: "Who printed the Gutenberg Bible?".into(),
         retrieve_seconds: 0.0,
         retrieval: None,
+        retrieval_floor: None,
         check_answerability: false,
     };
     let (want, _) = answered(smollm2(), &prompt);

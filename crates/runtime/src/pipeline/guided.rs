@@ -31,7 +31,7 @@ use docmem_core::text_model::TextModel;
 use docmem_core::Embedder;
 use serde::Serialize;
 
-use crate::pipeline::qa::{best_similarity, sources_from_hits, AnswerPrompt, AskParams, Source};
+use crate::pipeline::qa::{best_similarity, question_floor, sources_from_hits, AnswerPrompt, AskParams, Source};
 use crate::Error;
 
 /// What guides retrieval.
@@ -155,6 +155,7 @@ pub async fn prepare_guided<S: Store>(
             sources,
             retrieve_seconds: crate::lm::now_seconds() - t,
             retrieval: best_similarity(&hits),
+            retrieval_floor: question_floor(library, question),
             check_answerability: params.check_answerability,
         };
         let trace = RouteTrace { segments: routed.segments, scores: routed.scores, collection: routed.collection };
@@ -207,6 +208,7 @@ pub async fn prepare_guided<S: Store>(
         sources,
         retrieve_seconds: crate::lm::now_seconds() - t,
         retrieval: best_similarity(&hits),
+        retrieval_floor: question_floor(library, question),
         check_answerability: params.check_answerability,
     };
     let trace = ClueTrace { scope, queries, found_by: fused.into_iter().map(|c| c.found_by).collect(), overview };

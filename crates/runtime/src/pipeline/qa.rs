@@ -19,7 +19,7 @@ use std::ops::ControlFlow;
 use docmem_core::answer::{
     answer_parts, answer_prompt, attribute, checked_citations, cited, says_not_in_documents, without_markers, AnswerPart, Memory,
 };
-use docmem_core::answerability::{support, Calibration, Evidence};
+use docmem_core::answerability::{retrieval_floor, support, Calibration, Evidence};
 use docmem_core::context::ContextParams;
 use docmem_core::document::PAGE_BREAK;
 use docmem_core::library::{Library, Store};
@@ -247,6 +247,13 @@ pub fn best_similarity(hits: &[RetrievedChunk]) -> Option<f32> {
         .fold(None, |best: Option<f32>, s| Some(best.map_or(s, |b| b.max(s))))
 }
 
+/// The best retrieval similarity `question` must reach in `library` to be answered
+/// ([`retrieval_floor`] of the library's embedder), for a question in Latin script, the
+/// floor's measure; `None` otherwise.
+pub fn question_floor<S: Store>(library: &Library<S>, question: &str) -> Option<f32> {
+    retrieval_floor(&library.manifest().embedder).filter(|_| detect_language(question) == "en")
+}
+
 /// A question with its evidence, put into the answerer's prompt: what [`answer`] needs.
 /// Apart from [`answer`] because retrieval borrows the library and the embedder briefly,
 /// while generation may wait on a GPU for a long time (in a browser, across the event
@@ -261,6 +268,9 @@ pub struct AnswerPrompt {
     pub retrieve_seconds: f64,
     /// The best similarity of the question to a retrieved piece ([`best_similarity`]).
     pub retrieval: Option<f32>,
+    /// The similarity under which [`answer`] refuses the question without asking the
+    /// answerer ([`question_floor`]; `None`: none applies).
+    pub retrieval_floor: Option<f32>,
     /// Whether [`answer`] replaces an answer judged ungrounded by the refusal.
     pub check_answerability: bool,
 }
@@ -293,6 +303,7 @@ pub fn prepare<S: Store>(
         user_turn,
         retrieve_seconds,
         retrieval: best_similarity(&hits),
+        retrieval_floor: question_floor(library, question),
         check_answerability: params.check_answerability,
     })
 }
@@ -329,7 +340,10 @@ pub async fn answer(
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, Error> {
-    let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, check_answerability } = prompt;
+    let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, retrieval_floor, check_answerability } = prompt;
+    if check_answerability && retrieval.zip(retrieval_floor).is_some_and(|(best, floor)| best < floor) {
+        return Ok(off_topic(sources, retrieve_seconds, retrieval));
+    }
     let options = ReplyOptions { max_tokens, probe_decides: check_answerability };
     let g = answerer.reply(&user_turn, options, &mut on_text).await?;
     let written = g.text.trim().to_string();
@@ -394,6 +408,31 @@ pub async fn answer(
     })
 }
 
+/// The refusal of a question no passage comes near ([`question_floor`]): the answerer is
+/// not asked, so it comes at once, and the passages found are kept to be shown.
+fn off_topic(sources: Vec<Source>, retrieve_seconds: f64, retrieval: Option<f32>) -> Answer {
+    let answer = refusal_text("");
+    Answer {
+        parts: vec![AnswerPart::Text(answer.clone())],
+        not_in_documents: true,
+        cited: Vec::new(),
+        citations_from: "none",
+        answer,
+        sources,
+        retrieve_seconds,
+        prefill_seconds: 0.0,
+        reused_tokens: 0,
+        prompt_tokens: 0,
+        decode_seconds: 0.0,
+        finish: Finish::Withheld,
+        evidence: Evidence { retrieval, ..Evidence::default() },
+        grounded: None,
+        draft: None,
+        clues: None,
+        route: None,
+    }
+}
+
 /// `answer` as it is shown: a refusal as its text; the model's own citations where it put
 /// them; citations taken from the passages' words after the text (the model's markers
 /// dropped when they were moved).
@@ -430,6 +469,11 @@ mod tests {
 
     /// A library of one paged document chunked a sentence at a time, with overlaps.
     fn library() -> (Library<MemStore>, HashingEmbedder) {
+        library_with(HashingEmbedder::new(64))
+    }
+
+    /// [`library`] built with `embedder`, under its name.
+    fn library_with<E: Embedder>(mut embedder: E) -> (Library<MemStore>, E) {
         let text = "Printing came late to England.\n\u{c}\nWilliam Caxton set up a press at Westminster in 1476. \
                     He printed Chaucer. Rivers flow into the sea. Mountains are tall.";
         let doc = Document::new("press", text);
@@ -450,8 +494,7 @@ mod tests {
         // An overlapping chunk, as the sentence chunker makes: sentences 2 and 3 together.
         spans.push(Span::new(spans[1].start, spans[2].end));
         let memory = DocumentMemory::from_spans(&doc, &spans, "sentence");
-        let mut embedder = HashingEmbedder::new(64);
-        let mut lib = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
+        let mut lib = Library::open(MemStore::default(), &LibrarySettings::new(embedder.name(), embedder.dim())).unwrap();
         lib.add(&doc, &memory, &mut embedder).unwrap();
         (lib, embedder)
     }
@@ -599,5 +642,63 @@ mod tests {
     fn an_empty_reply_is_shown_as_the_refusal() {
         let a = ask_with(&Scripted { text: "  ", probabilities: None }, false);
         assert_eq!((a.answer.as_str(), a.not_in_documents, a.draft.as_deref()), ("Not in the documents.", true, None));
+    }
+
+    /// The hashing embedder under the name of the one the retrieval floor was measured on.
+    struct AsMiniLm(HashingEmbedder);
+
+    impl Embedder for AsMiniLm {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn embed(&mut self, texts: &[&str], role: docmem_core::EmbedRole) -> Result<Vec<Vec<f32>>, docmem_core::Error> {
+            self.0.embed(texts, role)
+        }
+        fn name(&self) -> String {
+            "all-MiniLM-L6-v2 (bf16)".into()
+        }
+    }
+
+    /// An answerer that must not be asked.
+    struct NotAsked;
+
+    impl Answerer for NotAsked {
+        fn reply<'a>(
+            &'a self,
+            user_turn: &'a str,
+            _options: ReplyOptions,
+            _on_text: &'a mut dyn FnMut(&str) -> ControlFlow<()>,
+        ) -> LocalBoxFuture<'a, Result<Reply, Error>> {
+            panic!("the answerer was asked: {user_turn}")
+        }
+    }
+
+    #[test]
+    fn a_question_no_passage_comes_near_is_refused_without_asking_the_answerer() {
+        let (lib, mut e) = library_with(AsMiniLm(HashingEmbedder::new(64)));
+        let params = AskParams { k: 3, ..AskParams::default() };
+        let go_on = |_: &str| ControlFlow::Continue(());
+        let off_topic = "What is the capital of Australia?";
+        let a = crate::block_on(ask(&lib, &mut e, &NotAsked, off_topic, &params, go_on)).unwrap();
+        assert!(a.evidence.retrieval.unwrap() < 0.212, "{:?}", a.evidence);
+        assert_eq!((a.answer.as_str(), a.not_in_documents, a.finish), ("Not in the documents.", true, Finish::Withheld));
+        assert_eq!(a.parts, [AnswerPart::Text("Not in the documents.".into())]);
+        assert!(a.cited.is_empty() && a.grounded.is_none() && a.draft.is_none() && !a.sources.is_empty(), "{a:?}");
+
+        // A question near a passage is answered; so is the off-topic one with the check
+        // off, and a Chinese one (the floor was measured on English questions).
+        let caxton = Scripted { text: "William Caxton [1]", probabilities: None };
+        let a = crate::block_on(ask(&lib, &mut e, &caxton, "Who set up a press at Westminster?", &params, go_on)).unwrap();
+        assert!(a.evidence.retrieval.unwrap() >= 0.212 && a.answer == "William Caxton [1]", "{a:?}");
+        let unchecked = AskParams { check_answerability: false, ..params.clone() };
+        let a = crate::block_on(ask(&lib, &mut e, &caxton, off_topic, &unchecked, go_on)).unwrap();
+        assert_eq!(a.answer, "William Caxton [1]");
+        let a = crate::block_on(ask(&lib, &mut e, &caxton, "澳大利亚的首都是哪里？", &params, go_on)).unwrap();
+        assert_eq!(a.answer, "William Caxton [1]");
+
+        // A library of another embedder has no floor.
+        let (lib, mut e) = library();
+        let a = crate::block_on(ask(&lib, &mut e, &caxton, off_topic, &params, go_on)).unwrap();
+        assert_eq!(a.answer, "William Caxton [1]");
     }
 }
