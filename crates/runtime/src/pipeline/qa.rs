@@ -341,7 +341,11 @@ pub async fn answer(
     mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<Answer, Error> {
     let AnswerPrompt { sources, user_turn, retrieve_seconds, retrieval, retrieval_floor, check_answerability } = prompt;
-    if check_answerability && retrieval.zip(retrieval_floor).is_some_and(|(best, floor)| best < floor) {
+    // Nothing found (an empty library, or one whose documents are still being added), or
+    // nothing near: there is nothing to answer from, and a model asked anyway answers from
+    // what it knows.
+    let below_floor = retrieval.zip(retrieval_floor).is_some_and(|(best, floor)| best < floor);
+    if check_answerability && (sources.is_empty() || below_floor) {
         return Ok(off_topic(sources, retrieve_seconds, retrieval));
     }
     let options = ReplyOptions { max_tokens, probe_decides: check_answerability };
@@ -408,8 +412,9 @@ pub async fn answer(
     })
 }
 
-/// The refusal of a question no passage comes near ([`question_floor`]): the answerer is
-/// not asked, so it comes at once, and the passages found are kept to be shown.
+/// The refusal of a question no passage comes near ([`question_floor`]), or of one asked of
+/// a library where nothing was found: the answerer is not asked, so it comes at once, and
+/// the passages found are kept to be shown.
 fn off_topic(sources: Vec<Source>, retrieve_seconds: f64, retrieval: Option<f32>) -> Answer {
     let answer = refusal_text("");
     Answer {
@@ -700,5 +705,11 @@ mod tests {
         let (lib, mut e) = library();
         let a = crate::block_on(ask(&lib, &mut e, &caxton, off_topic, &params, go_on)).unwrap();
         assert_eq!(a.answer, "William Caxton [1]");
+
+        // Nothing to find (an empty library, as while the first document is being added):
+        // refused without asking, whatever the embedder.
+        let empty = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
+        let a = crate::block_on(ask(&empty, &mut e, &NotAsked, "Who set up a press at Westminster?", &params, go_on)).unwrap();
+        assert_eq!((a.answer.as_str(), a.finish, a.sources.len()), ("Not in the documents.", Finish::Withheld, 0));
     }
 }
