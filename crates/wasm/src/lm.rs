@@ -181,11 +181,7 @@ impl WasmLm {
     #[wasm_bindgen(unchecked_return_type = "Promise<Float32Array>")]
     pub fn logits(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue) -> js_sys::Promise {
         let tokens = boundary::ready().and_then(|()| self.tokens(&tokens));
-        match &self.local {
-            Local::Cpu(c) => promise(tokens.map(|t| logits(c.shared_model(), t))),
-            #[cfg(feature = "gpu")]
-            Local::Gpu(c) => promise(tokens.map(|t| logits(c.shared_model(), t))),
-        }
+        with_context!(&self.local, c => promise(tokens.map(|t| logits(c.shared_model(), t))))
     }
 
     /// The greedy continuation of `tokens`: `n` token ids (a `Uint32Array`; fewer where the
@@ -193,11 +189,7 @@ impl WasmLm {
     #[wasm_bindgen(unchecked_return_type = "Promise<Uint32Array>")]
     pub fn greedy(&self, #[wasm_bindgen(unchecked_param_type = "number[] | Uint32Array")] tokens: JsValue, n: f64) -> js_sys::Promise {
         let args = boundary::ready().and_then(|()| Ok((self.tokens(&tokens)?, boundary::count(n, "n", 4096)? as usize)));
-        match &self.local {
-            Local::Cpu(c) => promise(args.map(|(t, n)| greedy(c.shared_model(), t, n))),
-            #[cfg(feature = "gpu")]
-            Local::Gpu(c) => promise(args.map(|(t, n)| greedy(c.shared_model(), t, n))),
-        }
+        with_context!(&self.local, c => promise(args.map(|(t, n)| greedy(c.shared_model(), t, n))))
     }
 
     /// Generate from a raw prompt. `params` is JSON `SamplingParams` (temperature, top_p,
@@ -215,11 +207,7 @@ impl WasmLm {
                 serde_json::from_str(&params).map_err(|e| error_with(ErrorCode::BadArgument, format!("sampling parameters: {e}")))?;
             Ok((prompt, params))
         });
-        match &self.local {
-            Local::Cpu(c) => promise(args.map(|(p, s)| generate(c.shared_model(), p, s))),
-            #[cfg(feature = "gpu")]
-            Local::Gpu(c) => promise(args.map(|(p, s)| generate(c.shared_model(), p, s))),
-        }
+        with_context!(&self.local, c => promise(args.map(|(p, s)| generate(c.shared_model(), p, s))))
     }
 
     /// Drop the background work this model stopped to give way (a memory's window, kept

@@ -346,7 +346,7 @@ pub async fn answer(
     // what it knows.
     let below_floor = retrieval.zip(retrieval_floor).is_some_and(|(best, floor)| best < floor);
     if check_answerability && (sources.is_empty() || below_floor) {
-        return Ok(off_topic(sources, retrieve_seconds, retrieval));
+        return Ok(off_topic(&user_turn, sources, retrieve_seconds, retrieval));
     }
     let options = ReplyOptions { max_tokens, probe_decides: check_answerability };
     let g = answerer.reply(&user_turn, options, &mut on_text).await?;
@@ -414,9 +414,10 @@ pub async fn answer(
 
 /// The refusal of a question no passage comes near ([`question_floor`]), or of one asked of
 /// a library where nothing was found: the answerer is not asked, so it comes at once, and
-/// the passages found are kept to be shown.
-fn off_topic(sources: Vec<Source>, retrieve_seconds: f64, retrieval: Option<f32>) -> Answer {
-    let answer = refusal_text("");
+/// the passages found are kept to be shown. The refusal is in the language of the user
+/// turn (the question's: its instructions follow it).
+fn off_topic(user_turn: &str, sources: Vec<Source>, retrieve_seconds: f64, retrieval: Option<f32>) -> Answer {
+    let answer = refusal_text(user_turn);
     Answer {
         parts: vec![AnswerPart::Text(answer.clone())],
         not_in_documents: true,
@@ -454,7 +455,8 @@ fn shown_parts(answer: &str, citations: &[usize], citations_from: &str, sources:
     }
 }
 
-/// The refusal shown for an answer the check replaced, in the language of what was written.
+/// The refusal shown for an answer the check replaced, in the language of what was written
+/// (or of the user turn, for a question refused before anything was written).
 fn refusal_text(written: &str) -> String {
     if detect_language(written) == "zh" {
         format!("{}。", docmem_core::answer::NOT_IN_DOCUMENTS_ZH)
@@ -711,5 +713,7 @@ mod tests {
         let empty = Library::open(MemStore::default(), &LibrarySettings::new("hashing-64".into(), 64)).unwrap();
         let a = crate::block_on(ask(&empty, &mut e, &NotAsked, "Who set up a press at Westminster?", &params, go_on)).unwrap();
         assert_eq!((a.answer.as_str(), a.finish, a.sources.len()), ("Not in the documents.", Finish::Withheld, 0));
+        let a = crate::block_on(ask(&empty, &mut e, &NotAsked, "卡克斯顿在哪里开设印刷店？", &params, go_on)).unwrap();
+        assert_eq!(a.answer, format!("{}。", docmem_core::answer::NOT_IN_DOCUMENTS_ZH), "a Chinese question's refusal is Chinese");
     }
 }
